@@ -1,0 +1,153 @@
+"""LLaMA-style decoder: embedding Gather, N x (RMSNorm + attention (GQA, FlashAttentionScore)
++ RMSNorm + SwiGLU MLP), final RMSNorm, LM head, masked cross-entropy loss.
+
+No shard() calls anywhere: this is the model the advisor is asked to configure.
+Presets: ``tiny`` (fast tests), ``llama2_7b``, ``llama2_70b`` (hidden 8192, FFN 28672, 64 heads,
+8 KV heads, vocab 32000, seq 4096); any of them takes ``layers=1..80``.
+
+    strategist inspect examples/llama.py:tiny
+    strategist inspect examples/llama.py:llama2_70b --kwargs layers=80
+"""
+import mindspore as ms
+from mindspore import Parameter, nn, ops
+from mindspore.common.initializer import initializer
+from mindspore.ops.auto_generate.gen_ops_prim import SiLU
+
+from attention import Attention
+from common import Linear, RMSNorm
+
+PRESETS = {
+    "tiny": dict(vocab=1024, hidden=256, ffn=688, heads=8, kv_heads=4, layers=2, batch=2, seq=128),
+    "llama2_7b": dict(vocab=32000, hidden=4096, ffn=11008, heads=32, kv_heads=32, layers=32, batch=1,
+                      seq=4096),
+    "llama2_70b": dict(vocab=32000, hidden=8192, ffn=28672, heads=64, kv_heads=8, layers=80, batch=1,
+                       seq=4096),
+}
+
+
+class Embedding(nn.Cell):
+    """Token embedding: Gather rows of a [vocab, hidden] table."""
+
+    def __init__(self, vocab, hidden, dtype=ms.float16):
+        super().__init__()
+        self.weight = Parameter(initializer("normal", (vocab, hidden), dtype), name="weight")
+        self.gather = ops.Gather()
+
+    def construct(self, ids):
+        return self.gather(self.weight, ids, 0)
+
+
+class FeedForward(nn.Cell):
+    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, hidden, ffn, dtype=ms.float16):
+        super().__init__()
+        self.w1 = Linear(hidden, ffn, has_bias=False, dtype=dtype)
+        self.w3 = Linear(hidden, ffn, has_bias=False, dtype=dtype)
+        self.w2 = Linear(ffn, hidden, has_bias=False, dtype=dtype)
+        self.silu = SiLU()
+        self.mul = ops.Mul()
+        self.reshape = ops.Reshape()
+
+    def construct(self, x):
+        bs, seq, hidden = x.shape
+        x2 = self.reshape(x, (bs * seq, hidden))
+        y = self.w2(self.mul(self.silu(self.w1(x2)), self.w3(x2)))
+        return self.reshape(y, (bs, seq, hidden))
+
+
+class DecoderLayer(nn.Cell):
+    """h = x + attention(norm(x)); out = h + feed_forward(norm(h))."""
+
+    def __init__(self, hidden, ffn, heads, kv_heads, dtype=ms.float16):
+        super().__init__()
+        self.attention_norm = RMSNorm(hidden, dtype=dtype)
+        self.attention = Attention(hidden, heads, kv_heads, dtype=dtype)
+        self.ffn_norm = RMSNorm(hidden, dtype=dtype)
+        self.feed_forward = FeedForward(hidden, ffn, dtype=dtype)
+        self.add = ops.Add()
+
+    def construct(self, x):
+        h = self.add(x, self.attention(self.attention_norm(x)))
+        return self.add(h, self.feed_forward(self.ffn_norm(h)))
+
+
+class LlamaModel(nn.Cell):
+    def __init__(self, vocab, hidden, ffn, heads, kv_heads, layers, dtype=ms.float16):
+        super().__init__()
+        self.tok_embeddings = Embedding(vocab, hidden, dtype)
+        self.layers = nn.CellList([DecoderLayer(hidden, ffn, heads, kv_heads, dtype) for _ in range(layers)])
+        self.norm_out = RMSNorm(hidden, dtype=dtype)
+
+    def construct(self, tokens):
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            h = layer(h)
+        return self.norm_out(h)
+
+
+class CrossEntropyLoss(nn.Cell):
+    """Mean over unmasked tokens of softmax cross-entropy (fp32)."""
+
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab = vocab
+        self.cast = ops.Cast()
+        self.one_hot = ops.OneHot()
+        self.softmax_cross_entropy = ops.SoftmaxCrossEntropyWithLogits()
+        self.mul = ops.Mul()
+        self.sum = ops.ReduceSum(keep_dims=False)
+        self.div = ops.RealDiv()
+
+    def construct(self, logits, labels, mask):
+        logits = self.cast(logits, ms.float32)
+        onehot = self.one_hot(labels, self.vocab, ms.Tensor(1.0, ms.float32), ms.Tensor(0.0, ms.float32))
+        loss, _ = self.softmax_cross_entropy(logits, onehot)
+        return self.div(self.sum(self.mul(loss, mask)), self.sum(mask))
+
+
+class LlamaForCausalLM(nn.Cell):
+    """input_ids[B, S+1] -> tokens = ids[:, :-1], labels = ids[:, 1:] -> loss (scalar)."""
+
+    def __init__(self, vocab=32000, hidden=4096, ffn=11008, heads=32, kv_heads=None, layers=2, batch=1,
+                 seq=4096, pad_token_id=0, dtype=ms.float16):
+        super().__init__()
+        if not 1 <= layers <= 80:
+            raise ValueError(f"layers must be 1..80, got {layers}")
+        self.hidden = hidden
+        self.pad_token_id = pad_token_id
+        self.model = LlamaModel(vocab, hidden, ffn, heads, kv_heads or heads, layers, dtype)
+        self.lm_head = Linear(hidden, vocab, has_bias=False, transpose_b=True, dtype=dtype)
+        self.loss = CrossEntropyLoss(vocab)
+        self.slice = ops.StridedSlice()
+        self.not_equal = ops.NotEqual()
+        self.cast = ops.Cast()
+        self.reshape = ops.Reshape()
+        self.example_inputs = {"input_ids": f"int32[{batch},{seq + 1}]"}
+
+    def construct(self, input_ids):
+        bsz, seqlen = input_ids.shape
+        tokens = self.slice(input_ids, (0, 0), (bsz, seqlen - 1), (1, 1))
+        labels = self.slice(input_ids, (0, 1), (bsz, seqlen), (1, 1))
+        input_mask = self.cast(self.not_equal(tokens, self.pad_token_id), ms.float32)
+        h = self.model(tokens)
+        logits = self.lm_head(self.reshape(h, (bsz * (seqlen - 1), self.hidden)))
+        n = bsz * (seqlen - 1)
+        return self.loss(logits, self.reshape(labels, (n,)), self.reshape(input_mask, (n,)))
+
+
+def build(preset="tiny", **overrides):
+    """A LlamaForCausalLM from a preset, e.g. ``build("llama2_70b", layers=10)``."""
+    return LlamaForCausalLM(**{**PRESETS[preset], **overrides})
+
+
+def tiny(**overrides):
+    return build("tiny", **overrides)
+
+
+def llama2_7b(**overrides):
+    return build("llama2_7b", **overrides)
+
+
+def llama2_70b(**overrides):
+    return build("llama2_70b", **overrides)

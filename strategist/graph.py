@@ -1,0 +1,776 @@
+"""The operator graph of a MindSpore Cell, taken from MindSpore's own compiler on CPU.
+
+``extract(cell, *inputs)`` compiles the Cell stand-alone in an ``export`` phase (front end
+only: no kernels, no device), reads the optimized ANF graph as MindSpore's ``anf_ir``
+ModelProto straight from the graph executor, and folds it into an :class:`OpGraph`: one node
+per real operator, one edge per tensor flowing between operators.
+
+Why not ``MS_DEV_SAVE_GRAPHS``: MindSpore caches that switch at the first compile of a
+process, so the env-var recipe silently dumps nothing in any process that compiled before,
+and afterwards dumps every later compile into the current directory. The executor hands
+out the same ``ms_output_optimize.pb`` bytes (``get_func_graph_proto(phase, "anf_ir")``)
+without writing a file; the only file MindSpore may still write is its own crash report
+on a failed compile, which we point at a private temporary directory that is always removed.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import itertools
+import json
+import math
+import os
+import re
+import tempfile
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import networkx as nx
+
+from .errors import CompileError, InputSpecError
+
+#: Bytes per element of each dtype name used in specs.
+DTYPE_BYTES = {
+    "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
+    "complex64": 8, "complex128": 16,
+}
+
+#: ANF nodes that only route data or order side effects; folded away.
+PLUMBING = frozenset({"Load", "UpdateState", "Depend", "MakeTuple", "TupleGetItem", "Return",
+                      "MakeList", "ListGetItem"})
+
+_COUNTER = itertools.count()
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of one tensor; ``str()`` gives ``float16[2,4096]``."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+    @classmethod
+    def parse(cls, text: str) -> "TensorSpec":
+        """Parse ``int32[2,4096]`` (the ``--input`` syntax, without the ``name:``).
+
+        >>> TensorSpec.parse("float16[2, 8]")
+        TensorSpec(shape=(2, 8), dtype='float16')
+        """
+        m = re.fullmatch(r"\s*([a-z0-9]+)\s*\[\s*([0-9,\s]*)\]\s*", text)
+        if not m or m.group(1) not in DTYPE_BYTES:
+            raise InputSpecError(
+                f"bad tensor spec {text!r}: write DTYPE[d0,d1,...] with DTYPE one of "
+                f"{', '.join(sorted(DTYPE_BYTES))}, e.g. int32[2,4096]")
+        dims = [d.strip() for d in m.group(2).split(",") if d.strip()]
+        return cls(tuple(int(d) for d in dims), m.group(1))
+
+
+@dataclass(frozen=True)
+class Param:
+    """A weight (``mindspore.Parameter``) the graph reads."""
+
+    name: str
+    spec: TensorSpec
+    requires_grad: bool = True
+
+
+@dataclass(frozen=True)
+class Input:
+    """Where one input slot of an operator comes from.
+
+    ``kind`` is ``"op"`` (output ``index`` of operator ``ref``), ``"input"`` (graph input
+    ``ref``), ``"param"`` (Parameter ``ref``) or ``"const"`` (``value``).
+    """
+
+    kind: str
+    ref: str = ""
+    index: int = 0
+    spec: TensorSpec | None = None
+    value: Any = None
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {"kind": self.kind}
+        if self.ref:
+            d["ref"] = self.ref
+        if self.kind == "op":
+            d["index"] = self.index
+        if self.spec is not None:
+            d["spec"] = str(self.spec)
+        if self.kind == "const":
+            d["value"] = _jsonable(self.value)
+        return d
+
+
+@dataclass(frozen=True)
+class ShardLayout:
+    """One tensor's layout as ``mindspore.Layout`` records it.
+
+    ``tensor_map`` has one entry per tensor dimension: the device-matrix axes it is split
+    over, each counted from the right as MindSpore does (``()`` = not split).
+    """
+
+    device_matrix: tuple[int, ...]
+    alias_name: tuple[str, ...]
+    tensor_map: tuple[tuple[int, ...], ...]
+
+    def axes(self) -> tuple[tuple[str, ...], ...]:
+        """Axis names per dimension, e.g. ``(("dp", "cp"), ())``."""
+        n = len(self.device_matrix)
+        return tuple(tuple(self.alias_name[n - 1 - k] for k in dim) for dim in self.tensor_map)
+
+    def __str__(self) -> str:
+        def one(names: tuple[str, ...]) -> str:
+            if not names:
+                return '"None"'
+            if len(names) == 1:
+                return f'"{names[0]}"'
+            return "(" + ", ".join(f'"{x}"' for x in names) + ")"
+        return ", ".join(one(a) for a in self.axes())
+
+
+@dataclass
+class Op:
+    """One real operator of the graph, with everything a user needs to find it again."""
+
+    name: str                   # unique, as a user writes it: "layers.0.attention.wq.matmul"
+    type: str                   # primitive name: "MatMul"
+    cell_path: str              # owning Cell's attribute path: "layers.0.attention.wq"
+    cell_class: str             # owning Cell's class name: "Linear"
+    instance_name: str          # the primitive's attribute name in its Cell: "matmul"
+    full_name: str              # MindSpore's scope name: "Default/layers-CellList/0-Blk/MatMul-op0"
+    inputs: tuple[Input, ...]
+    outputs: tuple[TensorSpec | None, ...]
+    attrs: dict = field(default_factory=dict)
+    in_strategy: tuple | None = None
+    out_strategy: tuple | None = None
+    in_layout: tuple[ShardLayout, ...] | None = None
+    out_layout: tuple[ShardLayout, ...] | None = None
+    source: str | None = None   # "path/to/model.py:42": where the primitive is created
+    topo_index: int = 0
+
+    @property
+    def params(self) -> dict[int, str]:
+        """Input slot -> name of the Parameter it reads."""
+        return {i: x.ref for i, x in enumerate(self.inputs) if x.kind == "param"}
+
+    @property
+    def configured(self) -> bool:
+        """True when the model's source already gives this operator a strategy."""
+        return self.in_strategy is not None or self.in_layout is not None
+
+    @property
+    def layer(self) -> str:
+        """The repeated-block prefix of the cell path (``layers.3``), or ``""``."""
+        parts = self.cell_path.split(".") if self.cell_path else []
+        for i, p in enumerate(parts):
+            if p.isdigit():
+                return ".".join(parts[: i + 1])
+        return ""
+
+    def to_dict(self) -> dict:
+        d = {
+            "name": self.name, "type": self.type, "cell_path": self.cell_path,
+            "cell_class": self.cell_class, "instance_name": self.instance_name,
+            "full_name": self.full_name, "source": self.source,
+            "inputs": [x.to_dict() for x in self.inputs],
+            "outputs": [str(s) if s is not None else None for s in self.outputs],
+            "attrs": _jsonable(self.attrs),
+        }
+        for k in ("in_strategy", "out_strategy"):
+            if getattr(self, k) is not None:
+                d[k] = _jsonable(getattr(self, k))
+        for k in ("in_layout", "out_layout"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = [{"device_matrix": list(x.device_matrix), "alias_name": list(x.alias_name),
+                         "tensor_map": [list(t) for t in x.tensor_map]} for x in v]
+        return d
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A tensor flowing from output ``out_index`` of ``src`` into input ``in_slot`` of ``dst``."""
+
+    src: str
+    dst: str
+    out_index: int
+    in_slot: int
+    spec: TensorSpec | None
+
+
+class OpGraph:
+    """Operators of one model and the tensors between them (a ``networkx.MultiDiGraph``).
+
+    Nodes are operator names; ``graph.nx.nodes[name]["op"]`` is the :class:`Op`. Edge data
+    holds ``out_index``, ``in_slot`` and ``spec``. Graph inputs and Parameters are not nodes:
+    each op's ``inputs`` says where every slot comes from.
+    """
+
+    def __init__(self, ops: list[Op], inputs: dict[str, TensorSpec], params: dict[str, Param],
+                 outputs: list[Input], cells: dict[str, str], model: str = ""):
+        self.model = model
+        self.inputs = inputs
+        self.params = params
+        self.outputs = outputs
+        self.cells = cells
+        self.nx = nx.MultiDiGraph()
+        self._ops = {op.name: op for op in ops}
+        for op in ops:
+            self.nx.add_node(op.name, op=op)
+        for op in ops:
+            for slot, x in enumerate(op.inputs):
+                if x.kind == "op":
+                    self.nx.add_edge(x.ref, op.name, out_index=x.index, in_slot=slot, spec=x.spec)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self._ops.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops
+
+    @property
+    def ops(self) -> list[Op]:
+        """Operators in topological (MindSpore's execution) order."""
+        return list(self._ops.values())
+
+    def op(self, name: str) -> Op:
+        return self._ops[name]
+
+    def edges(self) -> list[Edge]:
+        return [Edge(u, v, d["out_index"], d["in_slot"], d["spec"])
+                for u, v, d in self.nx.edges(data=True)]
+
+    def in_edges(self, name: str) -> list[Edge]:
+        return sorted((Edge(u, v, d["out_index"], d["in_slot"], d["spec"])
+                       for u, v, d in self.nx.in_edges(name, data=True)), key=lambda e: e.in_slot)
+
+    def out_edges(self, name: str) -> list[Edge]:
+        return [Edge(u, v, d["out_index"], d["in_slot"], d["spec"])
+                for u, v, d in self.nx.out_edges(name, data=True)]
+
+    def count_by_type(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in self:
+            counts[op.type] = counts.get(op.type, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def cell_op_counts(self) -> dict[str, int]:
+        """Cell path -> operators inside it (its own and its sub-cells'), for every cell."""
+        counts = {path: 0 for path in self.cells}
+        for op in self:
+            parts = op.cell_path.split(".") if op.cell_path else []
+            for i in range(len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                counts[prefix] = counts.get(prefix, 0) + 1
+        return counts
+
+    @property
+    def param_count(self) -> int:
+        return sum(p.spec.numel for p in self.params.values())
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(p.spec.nbytes for p in self.params.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "inputs": {k: str(v) for k, v in self.inputs.items()},
+            "params": {k: {"spec": str(p.spec), "requires_grad": p.requires_grad}
+                       for k, p in self.params.items()},
+            "outputs": [x.to_dict() for x in self.outputs],
+            "cells": self.cells,
+            "ops": [op.to_dict() for op in self],
+            "edges": [{"src": e.src, "dst": e.dst, "out_index": e.out_index, "in_slot": e.in_slot,
+                       "spec": str(e.spec) if e.spec else None} for e in self.edges()],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+
+# --------------------------------------------------------------------------------------
+# extraction
+
+
+def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
+    """Compile ``cell`` on CPU in MindSpore's export phase and return its operator graph.
+
+    ``inputs`` are ``mindspore.Tensor`` values or :class:`TensorSpec` (only shape and dtype
+    matter). Weights are never materialised: build the Cell under
+    ``mindspore.nn.utils.no_init_parameters()`` (``strategist.loader`` does) and extraction
+    keeps MindSpore from initialising them. Nothing is written to the working tree.
+
+    >>> import mindspore as ms; from mindspore import nn, ops
+    >>> class Net(nn.Cell):
+    ...     def __init__(self):
+    ...         super().__init__(); self.relu = ops.ReLU()
+    ...     def construct(self, x): return self.relu(x)
+    >>> g = extract(Net(), TensorSpec((2, 3), "float32"))          # doctest: +SKIP
+    >>> [op.name for op in g]                                       # doctest: +SKIP
+    ['relu']
+    """
+    import mindspore as ms
+    from mindspore.common.api import _cell_graph_executor as executor
+    from mindspore._c_expression import dump_func_graph
+
+    args = tuple(_as_tensor(x) for x in inputs)
+    phase = f"export.strategist{next(_COUNTER)}"
+    with _standalone_compile(cell):
+        try:
+            phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
+        except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
+            raise CompileError(
+                f"MindSpore could not compile {model or type(cell).__name__}: {_first_line(err)} "
+                f"(fix the model or the --input shapes/dtypes it is given)") from None
+    proto = executor._graph_executor.get_func_graph_proto(phase, "anf_ir", False)
+    text = None
+    try:
+        text = dump_func_graph(executor._graph_executor.get_func_graph(phase))
+    except Exception:  # only used for tuple output shapes; TupleGetItem shapes remain
+        pass
+    with contextlib.suppress(Exception):
+        executor.del_net_res(cell, set([phase]))
+    _ = ms  # imported for its side effect of initialising the context
+    return _from_proto(proto, text, cell, model)
+
+
+def _as_tensor(x):
+    import mindspore as ms
+    import numpy as np
+    if isinstance(x, TensorSpec):
+        dt = "float32" if x.dtype == "bfloat16" else x.dtype
+        t = ms.Tensor(np.zeros(x.shape, dtype=dt))
+        return t.astype(ms.bfloat16) if x.dtype == "bfloat16" else t
+    return x
+
+
+#: Where MindSpore may write during a compile: graph dumps, and ``rank_N/om/analyze_fail.ir``
+#: on a failed compile. Both point at a private temporary directory while we compile.
+_DUMP_ENV = ("MS_DEV_SAVE_GRAPHS_PATH", "MS_OM_PATH")
+
+
+@contextlib.contextmanager
+def _standalone_compile(cell):
+    """Stand-alone graph compile, weights kept lazy, crash reports kept out of the user's tree."""
+    import mindspore as ms
+    from mindspore import context
+    from mindspore._c_expression import MSContext, ms_ctx_param
+
+    ms_ctx = MSContext.get_instance()
+    saved_path = ms_ctx.get_param(ms_ctx_param.save_graphs_path)
+    saved_mode = ms.get_context("mode")
+    saved_parallel = context.get_auto_parallel_context("parallel_mode")
+    saved_env = {k: os.environ.get(k) for k in _DUMP_ENV}
+    tmp = tempfile.TemporaryDirectory(prefix="strategist-")
+    had_own = "init_parameters_data" in cell.__dict__
+    try:
+        if saved_mode != ms.GRAPH_MODE:
+            ms.set_context(mode=ms.GRAPH_MODE)
+        if saved_parallel != "stand_alone":
+            context.set_auto_parallel_context(parallel_mode="stand_alone")
+        os.environ.update({k: tmp.name for k in _DUMP_ENV})
+        ms_ctx.set_param(ms_ctx_param.save_graphs_path, tmp.name)  # analyze_fail.ir goes here
+        if not had_own:
+            object.__setattr__(cell, "init_parameters_data", lambda *a, **k: {})
+        yield
+    finally:
+        if not had_own:
+            cell.__dict__.pop("init_parameters_data", None)
+        ms_ctx.set_param(ms_ctx_param.save_graphs_path, saved_path)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if saved_parallel != "stand_alone":
+            context.set_auto_parallel_context(parallel_mode=saved_parallel)
+        if saved_mode != ms.GRAPH_MODE:
+            ms.set_context(mode=saved_mode)
+        tmp.cleanup()
+
+
+def _first_line(err: BaseException) -> str:
+    """MindSpore's first meaningful line of an exception (no C++ stack, no separators)."""
+    for line in str(err).splitlines():
+        s = line.strip()
+        if s and not s.startswith(("-", "=", "[", "#")) and "C++ Call Stack" not in s:
+            return f"{type(err).__name__}: {s}"
+    return type(err).__name__
+
+
+# --------------------------------------------------------------------------------------
+# ANF proto -> OpGraph
+
+_DT = {
+    "DT_BOOL": "bool", "DT_INT8": "int8", "DT_INT16": "int16", "DT_INT32": "int32",
+    "DT_INT64": "int64", "DT_UINT8": "uint8", "DT_UINT16": "uint16", "DT_UINT32": "uint32",
+    "DT_UINT64": "uint64", "DT_FLOAT16": "float16", "DT_FLOAT32": "float32",
+    "DT_FLOAT64": "float64", "DT_BFLOAT16": "bfloat16", "DT_BASE_FLOAT": "float32",
+    "DT_COMPLEX64": "complex64", "DT_COMPLEX128": "complex128",
+}
+
+
+def _dtype_name(pb_enum_value) -> str:
+    from mindspore.train import anf_ir_pb2
+    return _DT.get(anf_ir_pb2.DataType.Name(pb_enum_value), "unknown")
+
+
+def _value(v) -> Any:
+    """ValueProto -> Python value (tuples, scalars, strings, None, dicts)."""
+    from mindspore.train import anf_ir_pb2
+    dt = anf_ir_pb2.DataType.Name(v.dtype)
+    if dt in ("DT_TUPLE", "DT_LIST"):
+        return tuple(_value(x) for x in v.values)
+    if dt == "DT_DICT":
+        return {kv.key: _value(kv.value) for kv in v.dict_val}
+    if dt == "DT_NONE":
+        return None
+    if dt == "DT_BOOL":
+        return bool(v.bool_val)
+    if dt.startswith(("DT_INT", "DT_UINT")):
+        return int(v.int_val)
+    if dt.startswith(("DT_FLOAT", "DT_BFLOAT")):
+        return float(v.float_val) if v.float_val else float(v.double_val)
+    if dt == "DT_TYPE":
+        return _dtype_name(v.type_val.data_type) if v.HasField("type_val") else "type"
+    if dt == "DT_TENSOR" and v.HasField("tensor_val"):
+        t = v.tensor_val
+        return {"tensor": str(TensorSpec(tuple(t.dims), _dtype_name(t.data_type)))}
+    if v.str_val:
+        return v.str_val
+    return None
+
+
+def _spec_of(type_proto) -> TensorSpec | tuple | None:
+    """TypeProto -> TensorSpec, or a tuple of (TensorSpec|dtype str) for tuple outputs."""
+    from mindspore.train import anf_ir_pb2
+    dt = anf_ir_pb2.DataType.Name(type_proto.data_type)
+    if dt == "DT_TENSOR":
+        tt = type_proto.tensor_type
+        if tt.HasField("shape"):
+            return TensorSpec(tuple(int(d.size) for d in tt.shape.dim), _dtype_name(tt.elem_type))
+        return TensorSpec((), _dtype_name(tt.elem_type))
+    if dt in ("DT_TUPLE", "DT_LIST"):
+        return tuple(_spec_of(e) for e in type_proto.sequence_type.elem_types)
+    if dt in _DT:  # a scalar
+        return TensorSpec((), _DT[dt])
+    return None
+
+
+def _layouts(value) -> tuple[ShardLayout, ...]:
+    out = []
+    for d in value:
+        tmap = tuple(tuple(t) if isinstance(t, tuple) else (() if t == -1 else (t,))
+                     for t in d["tensor_map"])
+        tmap = tuple(tuple(k for k in t if k != -1) for t in tmap)
+        out.append(ShardLayout(tuple(d["device_matrix"]), tuple(d["alias_name"]), tmap))
+    return tuple(out)
+
+
+def _cell_path(scope: str) -> tuple[str, str]:
+    """``Default/layers-CellList/0-Blk`` -> (``layers.0``, ``Blk``)."""
+    parts = [p for p in scope.split("/") if p]
+    if parts and parts[0] == "Default":
+        parts = parts[1:]
+    names, cls = [], ""
+    for p in parts:
+        name, _, klass = p.partition("-")
+        names.append(name)
+        cls = klass or cls
+    return ".".join(names), cls
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+_IR_NODE = re.compile(r"^\s+%\d+\([^)]*\) = (?:PrimFunc_)?([A-Za-z0-9_]+)\(")
+_IR_TUPLE = re.compile(r"TupleShape\((.*)\)>\)\s*$")
+
+
+def _tuple_shapes_from_text(text: str | None) -> list[tuple[str, list[tuple[int, ...]] | None]]:
+    """(op type, tuple output shapes) per CNode of the IR text, in order."""
+    if not text:
+        return []
+    out: list[tuple[str, list[tuple[int, ...]] | None]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _IR_NODE.match(line)
+        if not m:
+            continue
+        shapes = None
+        if i + 1 < len(lines):
+            t = _IR_TUPLE.search(lines[i + 1])
+            if t:
+                shapes = [tuple(int(x) for x in grp.split(",") if x.strip())
+                          for grp in re.findall(r"\(([0-9,\s]*)\)", t.group(1))]
+        out.append((m.group(1), shapes))
+    return out
+
+
+def _from_proto(proto: bytes, ir_text: str | None, cell, model: str) -> OpGraph:
+    from mindspore.train import anf_ir_pb2
+
+    m = anf_ir_pb2.ModelProto()
+    m.ParseFromString(proto)
+    g = m.graph
+    consts = {c.key: _value(c.value) for c in g.const_vals}
+    weights = cell.parameters_dict()
+    params: dict[str, Param] = {}
+    graph_inputs: dict[str, TensorSpec] = {}
+    for p in g.parameters:
+        spec = _spec_of(p.type)
+        if p.name in weights:
+            params[p.name] = Param(p.name, spec, bool(weights[p.name].requires_grad))
+        else:
+            graph_inputs[p.name] = spec
+    nodes = {n.name: n for n in g.node}
+    cells = {name: type(c).__name__ for name, c in cell.cells_and_names()}
+    cell_objs = dict(cell.cells_and_names())
+
+    # name every real op: "<cell path>.<instance name>", "#k" for repeats
+    op_name: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    real = [n for n in g.node if n.op_type not in PLUMBING]
+    fixed = _instance_names_by_call_order(real, cell_objs)
+    for n in real:
+        path, _ = _cell_path(n.scope)
+        inst = fixed.get(n.name) or n.instance_name or _instance_from_cell(cell_objs.get(path), n.op_type) \
+            or _snake(n.op_type)
+        base = f"{path}.{inst}" if path else inst
+        k = seen.get(base, 0)
+        seen[base] = k + 1
+        op_name[n.name] = base if k == 0 else f"{base}#{k}"
+
+    memo: dict[str, Any] = {}
+
+    def resolve(name: str):
+        if name in memo:
+            return memo[name]
+        if name in consts:
+            v = consts[name]
+            r = None if v in ("U", "IO") else Input("const", value=v)
+        elif name in params:
+            r = Input("param", name, spec=params[name].spec)
+        elif name in graph_inputs:
+            r = Input("input", name, spec=graph_inputs[name])
+        elif name in nodes:
+            n = nodes[name]
+            ins = [i.name for i in n.input if i.type == anf_ir_pb2.InputProto.DATA_EDGE]
+            if n.op_type in ("Load", "Depend"):
+                r = resolve(ins[0])
+            elif n.op_type in ("MakeTuple", "MakeList"):
+                r = tuple(resolve(i) for i in ins)
+            elif n.op_type in ("TupleGetItem", "ListGetItem"):
+                src, idx = resolve(ins[0]), consts.get(ins[1], 0)
+                spec = _spec_of(n.output_type)
+                if isinstance(src, tuple):
+                    r = src[idx]
+                elif src is not None and src.kind == "op":
+                    r = Input("op", src.ref, idx, spec if isinstance(spec, TensorSpec) else None)
+                else:
+                    r = src
+            elif n.op_type in ("UpdateState", "Return"):
+                r = None
+            else:
+                spec = _spec_of(n.output_type)
+                r = Input("op", op_name[name], 0, spec if isinstance(spec, TensorSpec) else None)
+        else:
+            r = None
+        memo[name] = r
+        return r
+
+    ir_nodes = _tuple_shapes_from_text(ir_text)
+    ir_nodes = [x for x in ir_nodes if x[0] not in PLUMBING]
+    use_ir = len(ir_nodes) == len(real) and all(a == n.op_type for (a, _), n in zip(ir_nodes, real))
+
+    ops: list[Op] = []
+    for idx, n in enumerate(real):
+        slots: list[Input] = []
+        for i in n.input:
+            if i.type != anf_ir_pb2.InputProto.DATA_EDGE:
+                continue
+            r = resolve(i.name)
+            if isinstance(r, tuple):
+                slots.extend(x for x in r if x is not None)
+            elif r is not None:
+                slots.append(r)
+        out = _spec_of(n.output_type)
+        if isinstance(out, TensorSpec):
+            outputs: tuple = (out,)
+        elif isinstance(out, tuple):
+            shapes = ir_nodes[idx][1] if use_ir else None
+            outputs = tuple(
+                TensorSpec(tuple(shapes[k]), e.dtype) if shapes and k < len(shapes) and isinstance(e, TensorSpec)
+                else None for k, e in enumerate(out))
+        else:
+            outputs = ()
+        attrs = {a.name: _value(a.value) for a in n.attribute}
+        path, klass = _cell_path(n.scope)
+        name = op_name[n.name]
+        inst = name.rsplit(".", 1)[-1].split("#")[0]
+        op = Op(
+            name=name, type=n.op_type, cell_path=path, cell_class=klass or type(cell).__name__,
+            instance_name=inst, full_name=n.full_name, inputs=tuple(slots), outputs=outputs,
+            attrs={k: v for k, v in attrs.items()
+                   if k not in ("in_strategy", "out_strategy", "in_layout", "out_layout")},
+            in_strategy=attrs.get("in_strategy"), out_strategy=attrs.get("out_strategy"),
+            in_layout=_layouts(attrs["in_layout"]) if "in_layout" in attrs else None,
+            out_layout=_layouts(attrs["out_layout"]) if "out_layout" in attrs else None,
+            source=_source_of(cell_objs.get(path), inst), topo_index=idx,
+        )
+        ops.append(op)
+    # fill tuple-output shapes seen only through TupleGetItem
+    by_name = {op.name: op for op in ops}
+    for op in ops:
+        for x in op.inputs:
+            if x.kind == "op" and x.spec is not None:
+                src = by_name[x.ref]
+                if x.index < len(src.outputs) and src.outputs[x.index] is None:
+                    outs = list(src.outputs)
+                    outs[x.index] = x.spec
+                    src.outputs = tuple(outs)
+    outputs_ = []
+    for o in g.outputs:
+        r = resolve(o.name)
+        outputs_.extend(x for x in (r if isinstance(r, tuple) else (r,)) if x is not None)
+    return OpGraph(ops, graph_inputs, params, outputs_, cells, model)
+
+
+def _instance_from_cell(obj, op_type: str) -> str:
+    """The attribute name of the one Primitive of ``op_type`` held by Cell ``obj``, if unique.
+
+    MindSpore drops ``instance_name`` for primitives sharded with a ``Layout``.
+    """
+    if obj is None:
+        return ""
+    from mindspore.ops.primitive import Primitive
+    found = [k for k, v in _prims(obj).items() if isinstance(v, Primitive) and v.name == op_type]
+    return found[0] if len(found) == 1 else ""
+
+
+def _instance_names_by_call_order(real, cell_objs) -> dict[str, str]:
+    """Node name -> instance name, where the IR's instance names cannot be trusted.
+
+    MindSpore shares one primitive between attributes created with identical arguments and
+    strategies (the last attribute's name wins), and drops the name of Layout-sharded ones. When a
+    Cell holds several primitives of one type, its ``construct`` calls them in a fixed order;
+    the graph's nodes of that type in that Cell follow the same order.
+    """
+    from mindspore.ops.primitive import Primitive
+    groups: dict[tuple[str, str], list] = {}
+    for n in real:
+        groups.setdefault((_cell_path(n.scope)[0], n.op_type), []).append(n)
+    out: dict[str, str] = {}
+    for (path, op_type), nodes in groups.items():
+        obj = cell_objs.get(path)
+        if obj is None:
+            continue
+        cands = {k for k, v in _prims(obj).items() if isinstance(v, Primitive) and v.name == op_type}
+        if len(cands) < 2 or len({n.instance_name for n in nodes} & cands) == len(cands):
+            continue
+        calls = [c for c in _construct_calls(type(obj)) if c in cands]
+        if len(calls) == len(nodes):
+            out.update({n.name: c for n, c in zip(nodes, calls)})
+    return out
+
+
+def _construct_calls(klass) -> list[str]:
+    """``self.<attr>(...)`` calls of ``klass.construct`` in evaluation order (arguments first)."""
+    fn = next((k.__dict__["construct"] for k in klass.__mro__ if "construct" in k.__dict__), None)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    calls: list[str] = []
+
+    def visit(node):
+        if isinstance(node, ast.Call):
+            for child in list(node.args) + [k.value for k in node.keywords]:
+                visit(child)
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+                calls.append(f.attr)
+            else:
+                visit(f)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return calls
+
+
+def _prims(obj) -> dict:
+    d = dict(getattr(obj, "_primitives", {}) or {})
+    d.update({k: v for k, v in vars(obj).items() if k not in d})
+    return d
+
+
+_SOURCE_CACHE: dict[type, dict[str, str]] = {}
+
+
+def _source_of(obj, inst: str) -> str | None:
+    """``file:line`` where ``self.<inst> = ...`` is assigned in the Cell's class (MRO order),
+    else the line of its ``construct``."""
+    if obj is None:
+        return None
+    for klass in type(obj).__mro__:
+        if klass.__module__.startswith("mindspore."):
+            break
+        table = _SOURCE_CACHE.get(klass)
+        if table is None:
+            table = _SOURCE_CACHE[klass] = _assignments(klass)
+        if inst in table:
+            return table[inst]
+    for klass in type(obj).__mro__:
+        fn = klass.__dict__.get("construct")
+        if fn is not None:
+            with contextlib.suppress(OSError, TypeError):
+                return f"{inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]}"
+    return None
+
+
+def _assignments(klass) -> dict[str, str]:
+    try:
+        lines, start = inspect.getsourcelines(klass)
+        path = inspect.getsourcefile(klass)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    table: dict[str, str] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                table.setdefault(t.attr, f"{path}:{start + node.lineno - 1}")
+    return table
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
