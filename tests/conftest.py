@@ -8,6 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 MODELS = os.path.join(ROOT, "tests", "models")
 os.environ.setdefault("GLOG_v", "3")
+collect_ignore_glob = ["models/*", "collectives.py"]
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,703 @@
+"""Per-operator sharding rules: one registry, operators described by their dimension factors.
+
+Every operator is a :class:`FactorRule`, as in Shardy's op sharding rules and DTensor's einsum
+strategies: each dimension of each strategy input and output names a *factor*; a factor shared by
+several tensors must be split the same way (that is where MindSpore's strategy constraints come from:
+MatMul's contracted dims, element-wise inputs, ...); a factor that appears in inputs but not in the
+outputs is a *reduction* factor: splitting it leaves partial sums the operator reduces itself
+(MatMul's ``k`` -> AllReduce, or ReduceScatter when ``out_strategy`` splits the output by it).
+
+A MindSpore strategy tuple gives one split per dimension of each strategy input; the operator's
+device matrix is ``[split(f) for f in factors] + [repeat]`` (MindSpore appends the repeated-calculation
+count on the right), and every tensor's :class:`~strategist.layout.Layout` follows from its factors.
+
+The registry (``RULES``) maps primitive names to builders ``(op) -> FactorRule``. Most families
+are one line; Reshape (:func:`reshape_layout`), Gather, StridedSlice and FlashAttentionScore have
+small builders. An operator with no rule gets :func:`unknown_rule`: every dimension unsplittable,
+so its inputs are gathered to replicated — conservative, never a crash, and a warning names it.
+
+>>> from strategist.graph import Input, Op, TensorSpec
+>>> x, w = TensorSpec((256, 784), "float32"), TensorSpec((784, 64), "float32")
+>>> mm = Op("mm", "MatMul", "", "", "mm", "", (Input("input", "x", spec=x), Input("param", "w", spec=w),
+...         Input("const", value=False), Input("const", value=False)), (TensorSpec((256, 64), "float32"),))
+>>> s = shard(mm, ((2, 1), (1, 4)), 8)
+>>> [str(l) for l in s.inputs], str(s.outputs[0])
+(['[256, 784]@[2, 1, 4][d0,-]', '[784, 64]@[2, 1, 4][-,d2]'], '[256, 64]@[2, 1, 4][d0,d2]')
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import StrategyError
+from .graph import Op, ShardLayout, TensorSpec
+from .layout import Layout
+
+log = logging.getLogger("strategist")
+
+
+@dataclass(frozen=True)
+class FactorRule:
+    """Factors of one operator.
+
+    ``inputs``/``outputs``: per strategy tensor, per dimension, a factor name or ``None`` (a
+    broadcast size-1 dim or a dim that is never split). ``slots``: which ``op.inputs`` are the
+    strategy inputs, in strategy order. ``sizes``: units a factor's split must divide (heads for
+    FlashAttention's ``n``; else the dimension sizes are checked directly).
+    """
+
+    factors: tuple[str, ...]
+    inputs: tuple[tuple[str | None, ...], ...]
+    outputs: tuple[tuple[str | None, ...], ...]
+    slots: tuple[int, ...]
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    unsplittable: frozenset = frozenset()
+    sizes: tuple[tuple[str, int], ...] = ()
+    reduce: str = "sum"        # how reduction factors combine (sum, max, min)
+    known: bool = True
+
+    @property
+    def reductions(self) -> tuple[str, ...]:
+        out = {f for t in self.outputs for f in t if f}
+        return tuple(f for f in self.factors if f not in out and any(f in t for t in self.inputs))
+
+    def factor_size(self, f: str) -> int:
+        """Largest split the factor admits (gcd of its dims, or its declared unit count)."""
+        sizes = dict(self.sizes)
+        if f in sizes:
+            return sizes[f]
+        dims = [n for shape, t in zip(self.input_shapes + self.output_shapes, self.inputs + self.outputs)
+                for n, g in zip(shape, t) if g == f]
+        return math.gcd(*dims) if dims else 1
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """An operator under one strategy: its device matrix, every tensor's layout, its own communication."""
+
+    strategy: tuple[tuple[int, ...], ...]
+    dev_matrix: tuple[int, ...]
+    splits: dict
+    inputs: tuple[Layout, ...]
+    outputs: tuple[Layout, ...]
+    partial_axes: tuple[int, ...]                 # reduction factors' axes: output partial sums
+    grad_partial: tuple[tuple[int, ...], ...]     # per input: axes its gradient is partial over
+    repeat: int = 1
+
+    @property
+    def partition_num(self) -> int:
+        return math.prod(x for s in self.strategy for x in s)
+
+
+# --------------------------------------------------------------------------------------
+# builders
+
+
+def _tensor_slots(op: Op) -> list[int]:
+    return [i for i, x in enumerate(op.inputs) if x.kind != "const" and x.spec is not None]
+
+
+def _shape(op: Op, slot: int) -> tuple[int, ...]:
+    x = op.inputs[slot]
+    if x.spec is not None:
+        return tuple(x.spec.shape)
+    return ()  # a scalar constant: a rank-0 strategy input, strategy ()
+
+
+def _out_shapes(op: Op) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(o.shape) if o is not None else () for o in op.outputs)
+
+
+def _const(op: Op, slot: int, default=None):
+    if slot < len(op.inputs) and op.inputs[slot].kind == "const":
+        return op.inputs[slot].value
+    return default
+
+
+def _letters(n: int, prefix: str = "d") -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def _rule(op, factors, ins, outs, slots, unsplittable=(), sizes=(), reduce="sum", out_shapes=None):
+    in_shapes = tuple(_shape(op, s) for s in slots)
+    return FactorRule(tuple(factors), tuple(tuple(t) for t in ins), tuple(tuple(t) for t in outs),
+                      tuple(slots), in_shapes, out_shapes or _out_shapes(op), frozenset(unsplittable),
+                      tuple(sizes), reduce)
+
+
+def elementwise(op: Op, slots: list[int] | None = None) -> FactorRule:
+    """Broadcasting element-wise operator: output dims are factors; inputs align right, size-1 dims
+    (broadcast) are ``None``; scalar constants are rank-0 inputs. Every output has the output's factors."""
+    if slots is None:
+        slots = [i for i, x in enumerate(op.inputs) if x.kind != "const" or _is_scalar(x.value)]
+    out = _out_shapes(op)[0] if op.outputs else ()
+    factors = _letters(len(out))
+    ins = []
+    for s in slots:
+        shp = _shape(op, s)
+        off = len(out) - len(shp)
+        ins.append([None if (n == 1 and out[off + i] != 1) else factors[off + i] for i, n in enumerate(shp)])
+    outs = [factors if len(o) == len(out) else [None] * len(o) for o in _out_shapes(op)]
+    return _rule(op, factors, ins, outs, slots)
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, (int, float, bool)) and not isinstance(v, tuple)
+
+
+def unary(op: Op) -> FactorRule:
+    return elementwise(op, _tensor_slots(op)[:1])
+
+
+def _axes(value, rank: int) -> tuple[int, ...]:
+    if value is None or value == ():
+        return tuple(range(rank))
+    if isinstance(value, int):
+        value = (value,)
+    return tuple(sorted(a % rank for a in value))
+
+
+def reduce_rule(op: Op) -> FactorRule:
+    """Reduce{Sum,Mean,Max,Min,Prod}: reduced dims are reduction factors (partial results)."""
+    shp = _shape(op, 0)
+    axes = _axes(_const(op, 1, ()), len(shp))
+    keep = bool(_const(op, 2, op.attrs.get("keep_dims", False)))
+    factors = _letters(len(shp))
+    out = [None if i in axes else f for i, f in enumerate(factors)] if keep else \
+        [f for i, f in enumerate(factors) if i not in axes]
+    kind = {"ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}.get(op.type, "sum")
+    return _rule(op, factors, [factors], [out], [0], reduce=kind)
+
+
+def softmax_rule(op: Op) -> FactorRule:
+    """Softmax/LogSoftmax: the softmax axes cannot be split."""
+    shp = _shape(op, 0)
+    axes = _axes(_const(op, 1, op.attrs.get("axis", -1)), len(shp))
+    factors = _letters(len(shp))
+    return _rule(op, factors, [factors], [factors], [0], unsplittable=[factors[a] for a in axes])
+
+
+def matmul_rule(op: Op) -> FactorRule:
+    """MatMul / BatchMatMul: ``...ik,...kj->...ij`` (transposes swap the last two dims), batch dims
+    broadcast from the right; ``k`` is the reduction factor. Device matrix order: batch, i, k, j."""
+    a, b = _shape(op, 0), _shape(op, 1)
+    ta, tb = bool(_const(op, 2, False)), bool(_const(op, 3, False))
+    nb = max(len(a), len(b)) - 2
+    batch = _letters(nb, "b")
+    fa = batch[nb - (len(a) - 2):] + (["k", "i"] if ta else ["i", "k"])
+    fb = batch[nb - (len(b) - 2):] + (["j", "k"] if tb else ["k", "j"])
+    out = _out_shapes(op)[0]
+    for t, shp in ((fa, a), (fb, b)):
+        for i, n in enumerate(shp[:-2]):
+            if n == 1 and out[len(out) - len(shp) + i] != 1:
+                t[i] = None
+    return _rule(op, batch + ["i", "k", "j"], [fa, fb], [batch + ["i", "j"]], [0, 1])
+
+
+def transpose_rule(op: Op) -> FactorRule:
+    shp = _shape(op, 0)
+    perm = _const(op, 1, tuple(range(len(shp))))
+    factors = _letters(len(shp))
+    return _rule(op, factors, [factors], [[factors[p] for p in perm]], [0])
+
+
+def expand_dims_rule(op: Op) -> FactorRule:
+    shp = _shape(op, 0)
+    factors = _letters(len(shp))
+    out = list(factors)
+    out.insert(_const(op, 1, 0) % (len(shp) + 1), None)
+    return _rule(op, factors, [factors], [out], [0])
+
+
+def squeeze_rule(op: Op) -> FactorRule:
+    shp = _shape(op, 0)
+    factors = _letters(len(shp))
+    axes = op.attrs.get("axis") or _const(op, 1, ())
+    axes = _axes(axes, len(shp)) if axes not in (None, ()) else tuple(i for i, n in enumerate(shp) if n == 1)
+    ins = [None if i in axes else f for i, f in enumerate(factors)]
+    return _rule(op, factors, [ins], [[f for i, f in enumerate(factors) if i not in axes]], [0])
+
+
+def strided_slice_rule(op: Op) -> FactorRule:
+    """StridedSlice: only dimensions taken whole (begin 0, end = size, stride 1) may be split."""
+    shp = _shape(op, 0)
+    out = _out_shapes(op)[0]
+    begin, end, strides = (_const(op, k, ()) or () for k in (1, 2, 3))
+    factors = _letters(len(shp))
+    sliced = set()
+    for i, n in enumerate(shp):
+        b = begin[i] if i < len(begin) else 0
+        e = end[i] if i < len(end) else n
+        st = strides[i] if i < len(strides) else 1
+        if not (b == 0 and e >= n and st == 1):
+            sliced.add(factors[i])
+    if len(out) != len(shp):   # masks changed the rank: keep it safe
+        return unknown_rule(op)
+    return _rule(op, factors, [factors], [factors], [0], unsplittable=sliced)
+
+
+def concat_rule(op: Op) -> FactorRule:
+    slots = _tensor_slots(op)
+    out = _out_shapes(op)[0]
+    axis = _const(op, len(op.inputs) - 1, op.attrs.get("axis", 0)) % len(out)
+    factors = _letters(len(out))
+    return _rule(op, factors, [factors] * len(slots), [factors], slots, unsplittable=[factors[axis]])
+
+
+def split_rule(op: Op) -> FactorRule:
+    shp = _shape(op, 0)
+    axis = _const(op, 1, op.attrs.get("axis", 0)) % len(shp)
+    factors = _letters(len(shp))
+    return _rule(op, factors, [factors], [factors] * len(op.outputs), [0], unsplittable=[factors[axis]])
+
+
+def gather_rule(op: Op) -> FactorRule:
+    """Gather(params, indices, axis): out = indices.shape + params.shape without ``axis``.
+    The gathered ``axis`` of params is a reduction factor (vocab-parallel embedding: each device
+    looks up its own rows, zeros elsewhere, and the output is summed)."""
+    p, i = _shape(op, 0), _shape(op, 1)
+    axis = _const(op, 2, 0) % len(p)
+    fp = _letters(len(p), "p")
+    fi = _letters(len(i), "i")
+    out = fp[:axis] + fi + fp[axis + 1:]
+    return _rule(op, fp + fi, [fp, fi], [out], [0, 1])
+
+
+def onehot_rule(op: Op) -> FactorRule:
+    """OneHot(indices, depth, on, off): out = indices.shape + [depth] (axis -1)."""
+    i = _shape(op, 0)
+    fi = _letters(len(i), "i")
+    slots = [0] + [s for s in (2, 3) if s < len(op.inputs)]
+    return _rule(op, fi + ["c"], [fi] + [[] for _ in slots[1:]], [fi + ["c"]], slots)
+
+
+def norm_rule(op: Op, norm_from: int | None = None) -> FactorRule:
+    """RmsNorm(x, gamma) / LayerNorm(x, gamma, beta): normalised dims unsplittable; statistics
+    outputs keep the leading dims with size-1 tails."""
+    x = _shape(op, 0)
+    slots = _tensor_slots(op)
+    if norm_from is None:
+        g = _shape(op, slots[1]) if len(slots) > 1 else x[-1:]
+        norm_from = len(x) - len(g)
+    factors = _letters(len(x))
+    normed = factors[norm_from:]
+    ins = [factors] + [normed[len(normed) - len(_shape(op, s)):] for s in slots[1:]]
+    outs = [factors if len(o) == len(x) and o == x else factors[:norm_from] + [None] * (len(o) - norm_from)
+            for o in _out_shapes(op)]
+    return _rule(op, factors, ins, outs, slots, unsplittable=normed)
+
+
+def layer_norm_rule(op: Op) -> FactorRule:
+    x = _shape(op, 0)
+    axis = op.attrs.get("begin_norm_axis", _const(op, 3, -1))
+    return norm_rule(op, axis % len(x) if isinstance(axis, int) else None)
+
+
+def softmax_ce_rule(op: Op) -> FactorRule:
+    """SoftmaxCrossEntropyWithLogits(logits[N,C], labels[N,C]) -> (loss[N], dlogits[N,C]); C unsplit."""
+    return _rule(op, ["n", "c"], [["n", "c"], ["n", "c"]], [["n"], ["n", "c"]], [0, 1], unsplittable=["c"])
+
+
+def sparse_softmax_ce_rule(op: Op) -> FactorRule:
+    """SparseSoftmaxCrossEntropyWithLogits(logits[N,C], labels[N]) -> mean loss; N reduces."""
+    outs = [["n", "c"] if len(o) == 2 else ["n"] if len(o) == 1 else [] for o in _out_shapes(op)]
+    return _rule(op, ["n", "c"], [["n", "c"], ["n"]], outs, [0, 1], unsplittable=["c"])
+
+
+def tile_rule(op: Op) -> FactorRule:
+    shp = _shape(op, 0)
+    mult = _const(op, 1, (1,) * len(shp))
+    out = _out_shapes(op)[0]
+    factors = _letters(len(out))
+    off = len(out) - len(shp)
+    ins = [factors[off + i] for i in range(len(shp))]
+    rep = [factors[off + i] for i, m in enumerate(mult[-len(shp):]) if m != 1] + factors[:off]
+    return _rule(op, factors, [ins], [factors], [0], unsplittable=rep)
+
+
+#: FlashAttentionScore ``input_layout`` codes (MindSpore's FASInputLayoutMode; 0 and 1 checked on 2.9).
+FA_LAYOUTS = {0: "BSH", 1: "BNSD", 2: "SBH", 3: "BSND", 4: "TND"}
+FA_Q_FACTORS = {"BSH": ["b", "s", "n"], "BNSD": ["b", "n", "s", "dq"], "SBH": ["s", "b", "n"],
+                "BSND": ["b", "s", "n", "dq"], "TND": ["t", "n", "dq"]}
+
+
+def flash_attention_rule(op: Op) -> FactorRule:
+    """FlashAttentionScore: heads (``n``) split by tp, batch by dp, query sequence (``s``) by cp;
+    the key/value sequence and head_dim are never split. ``n`` splits must divide both the query
+    and the key/value head counts (GQA). Optional inputs: pse [B,N,S1,S2], attn_mask
+    ([B,1,S1,S2], [S1,S2] or compressed), drop_mask, padding_mask."""
+    code = _const(op, 16, 0)
+    layout = FA_LAYOUTS.get(code, code if isinstance(code, str) else "BSH")
+    heads = _const(op, 10, 1) or 1
+    q, k = _shape(op, 0), _shape(op, 1)
+    fq = list(FA_Q_FACTORS[layout])
+    fk = [("s2" if f in ("s", "t") else "dk" if f == "dq" else f) for f in fq]
+    if layout == "TND":
+        fk = ["t2", "n", "dk"]
+    kv_heads = heads
+    if layout in ("BSH", "SBH"):
+        kv_heads = max(1, heads * k[-1] // q[-1])
+    elif layout in ("BNSD",):
+        kv_heads = k[1]
+    elif layout in ("BSND", "TND"):
+        kv_heads = k[-2]
+    slots, ins = [0, 1, 2], [fq, fk, fk]
+    for s in (3, 4, 5, 6):
+        shp = _shape(op, s) if s < len(op.inputs) and op.inputs[s].kind != "const" else None
+        if shp is None:
+            continue
+        slots.append(s)
+        if s == 6 and len(shp) == 2:
+            ins.append(["s", None] if layout != "TND" else [None, None])
+        elif len(shp) == 4:   # [B, N or 1, S1, S2]
+            ins.append(["b", "n" if shp[1] == heads else None, "s", None])
+        else:
+            ins.append([None] * len(shp))
+    outs = []
+    for o in _out_shapes(op):
+        if len(o) == len(q) and o == q:
+            outs.append(fq)
+        elif len(o) == 4 and layout != "TND":        # softmax_max / softmax_sum [B, N, S1, 8]
+            outs.append(["b", "n", "s", None])
+        elif len(o) == 3 and layout == "TND":
+            outs.append(["t", "n", None])
+        else:
+            outs.append([None] * len(o))
+    factors = ["b", "t", "n", "s", "s2", "t2", "dq", "dk"]
+    factors = [f for f in factors if any(f in t for t in ins + outs)]
+    return _rule(op, factors, ins, outs, slots, unsplittable=["s2", "t2", "dq", "dk"],
+                 sizes=[("n", math.gcd(heads, kv_heads))])
+
+
+def reshape_placeholder(op: Op) -> FactorRule:
+    """Reshape has no strategy (MindSpore: "Setting strategy for Reshape goes for nothing!"); the
+    propagation engine maps layouts through it with :func:`reshape_layout`."""
+    return _rule(op, _letters(len(_shape(op, 0))), [[None] * len(_shape(op, 0))],
+                 [[None] * len(o) for o in _out_shapes(op)], [0])
+
+
+def unknown_rule(op: Op) -> FactorRule:
+    """No rule for this operator: inputs gathered to replicated, outputs replicated."""
+    slots = _tensor_slots(op)
+    r = _rule(op, [], [[None] * len(_shape(op, s)) for s in slots],
+              [[None] * len(o) for o in _out_shapes(op)], slots)
+    return FactorRule(**{**r.__dict__, "known": False})
+
+
+UNARY = ("ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
+         "Cast LogicalNot Sin Cos Softplus HSwish HSigmoid Elu LeakyReLU Ones Zeros OnesLike ZerosLike "
+         "Identity Round Floor Ceil IsFinite SquareSumAll Dropout DropoutExt Sign").split()
+BINARY = ("Add AddExt Sub SubExt Mul Div RealDiv DivMod FloorDiv Maximum Minimum Pow Equal NotEqual "
+          "Less LessEqual Greater GreaterEqual LogicalAnd LogicalOr BiasAdd SquaredDifference Select "
+          "Where MaskedFill AddN Xdivy Atan2").split()
+
+RULES: dict[str, Callable[[Op], FactorRule]] = {
+    **{t: unary for t in UNARY},
+    **{t: elementwise for t in BINARY},
+    **{t: reduce_rule for t in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                "SumExt", "MeanExt")},
+    "Softmax": softmax_rule, "LogSoftmax": softmax_rule,
+    "MatMul": matmul_rule, "BatchMatMul": matmul_rule, "MatMulExt": matmul_rule, "BatchMatMulExt": matmul_rule,
+    "Transpose": transpose_rule, "ExpandDims": expand_dims_rule, "Squeeze": squeeze_rule,
+    "StridedSlice": strided_slice_rule, "Concat": concat_rule, "Split": split_rule,
+    "Gather": gather_rule, "GatherV2": gather_rule, "OneHot": onehot_rule,
+    "RmsNorm": norm_rule, "LayerNorm": layer_norm_rule,
+    "SoftmaxCrossEntropyWithLogits": softmax_ce_rule,
+    "SparseSoftmaxCrossEntropyWithLogits": sparse_softmax_ce_rule,
+    "Tile": tile_rule, "FlashAttentionScore": flash_attention_rule,
+    "Reshape": reshape_placeholder,
+}
+
+
+def rule_for(op: Op) -> FactorRule:
+    """The operator's factor rule (the conservative :func:`unknown_rule` if none is registered)."""
+    builder = RULES.get(op.type)
+    if builder is None:
+        log.warning("no sharding rule for %s (%s): its inputs are gathered to replicated", op.name, op.type)
+        return unknown_rule(op)
+    return builder(op)
+
+
+# --------------------------------------------------------------------------------------
+# strategies -> layouts
+
+
+def _where(op: Op, i: int, d: int | None = None) -> str:
+    return f"{op.name} ({op.type}) input {i}" + (f" dimension {d}" if d is not None else "")
+
+
+def splits_of(op: Op, rule: FactorRule, strategy) -> dict[str, int]:
+    """Factor -> split for a strategy tuple; raises StrategyError naming the op and dimension."""
+    strategy = tuple(tuple(s) for s in strategy)
+    if len(strategy) != len(rule.inputs):
+        raise StrategyError(f"{op.name} ({op.type}) strategy {strategy} has {len(strategy)} inputs, "
+                            f"the operator takes {len(rule.inputs)} (shapes {list(rule.input_shapes)})")
+    splits: dict[str, int] = {}
+    for i, (s, t, shape) in enumerate(zip(strategy, rule.inputs, rule.input_shapes)):
+        if len(s) != len(shape):
+            raise StrategyError(f"{_where(op, i)}: strategy {s} has rank {len(s)}, tensor shape {shape}")
+        for d, (x, f, n) in enumerate(zip(s, t, shape)):
+            if x < 1:
+                raise StrategyError(f"{_where(op, i, d)}: split {x} must be >= 1")
+            if n % x:
+                raise StrategyError(f"{_where(op, i, d)}: split {x} does not divide size {n}")
+            if f is None:
+                if x != 1:
+                    raise StrategyError(f"{_where(op, i, d)}: this dimension cannot be split (got {x})")
+                continue
+            if f in rule.unsplittable and x != 1:
+                raise StrategyError(f"{_where(op, i, d)}: {op.type} cannot split this dimension (got {x})")
+            if splits.setdefault(f, x) != x:
+                raise StrategyError(f"{_where(op, i, d)}: split {x} conflicts with split {splits[f]} of the "
+                                    f"same dimension factor {f!r} elsewhere in {strategy}")
+    sizes = dict(rule.sizes)
+    for f, x in splits.items():
+        if f in sizes and sizes[f] % x:
+            raise StrategyError(f"{op.name} ({op.type}): split {x} of {f!r} does not divide {sizes[f]}")
+    return splits
+
+
+def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule | None = None) -> Sharding:
+    """Layouts of every input and output of ``op`` under a MindSpore strategy tuple.
+
+    Raises :class:`StrategyError` for a wrong rank, a split not dividing a dimension, inconsistent
+    splits of one factor, or a device count the strategy does not divide.
+    """
+    rule = rule or rule_for(op)
+    splits = splits_of(op, rule, strategy)
+    dm = [splits.get(f, 1) for f in rule.factors]
+    used = math.prod(dm)
+    if device_num % used:
+        raise StrategyError(f"{op.name} ({op.type}) strategy {tuple(map(tuple, strategy))} requires {used} "
+                            f"devices, but the device number {device_num} is not divisible by {used}")
+    repeat = device_num // used
+    if repeat > 1:
+        dm.append(repeat)
+    axis = {f: (i,) if splits.get(f, 1) > 1 else () for i, f in enumerate(rule.factors)}
+    return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy)
+
+
+def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
+                 out_layouts: tuple[ShardLayout, ...] | None = None, rule: FactorRule | None = None) -> Sharding:
+    """Layouts under ``mindspore.Layout`` in_strategy (named axes, several axes per dimension)."""
+    rule = rule or rule_for(op)
+    if len(layouts) != len(rule.inputs):
+        raise StrategyError(f"{op.name} ({op.type}): {len(layouts)} input layouts for {len(rule.inputs)} inputs")
+    dm = tuple(layouts[0].device_matrix)
+    if math.prod(dm) != device_num:
+        raise StrategyError(f"{op.name} ({op.type}): Layout device matrix {dm} has {math.prod(dm)} devices, "
+                            f"the stage has {device_num}")
+    n = len(dm)
+    axis: dict[str, tuple[int, ...]] = {}
+    strategy = []
+    for i, (lay, t, shape) in enumerate(zip(layouts, rule.inputs, rule.input_shapes)):
+        if tuple(lay.device_matrix) != dm:
+            raise StrategyError(f"{_where(op, i)}: all inputs must use one Layout device matrix")
+        if len(lay.tensor_map) != len(shape):
+            raise StrategyError(f"{_where(op, i)}: layout has {len(lay.tensor_map)} dims, tensor shape {shape}")
+        row = []
+        for d, (rev, f) in enumerate(zip(lay.tensor_map, t)):
+            axes = tuple(n - 1 - k for k in rev)
+            row.append(math.prod(dm[a] for a in axes))
+            if f is None:
+                if axes:
+                    raise StrategyError(f"{_where(op, i, d)}: this dimension cannot be split")
+                continue
+            if axis.setdefault(f, axes) != axes:
+                raise StrategyError(f"{_where(op, i, d)}: axes {lay.axes()[d]} conflict with another input's "
+                                    f"split of the same dimension factor {f!r}")
+        strategy.append(tuple(row))
+    splits = splits_of(op, rule, strategy)
+    for f in rule.factors:
+        axis.setdefault(f, ())
+    out_strat = None
+    if out_layouts:
+        out_strat = tuple(tuple(math.prod(dm[n - 1 - k] for k in rev) for rev in o.tensor_map) for o in out_layouts)
+    s = _sharding(rule, tuple(strategy), dm, splits, axis, 1, out_strat)
+    if out_layouts:
+        outs = []
+        for j, o in enumerate(out_layouts):
+            dims = tuple(tuple(n - 1 - k for k in rev) for rev in o.tensor_map)
+            used = {a for d in dims for a in d}
+            partial = tuple(a for a in s.partial_axes if a not in used)
+            outs.append(Layout(rule.output_shapes[j], dm, dims, partial))
+        s = Sharding(s.strategy, s.dev_matrix, s.splits, s.inputs, tuple(outs), s.partial_axes, s.grad_partial, 1)
+    return s
+
+
+def _sharding(rule, strategy, dm, splits, axis, repeat, out_strategy) -> Sharding:
+    def layout(shape, factors):
+        return Layout(tuple(shape), dm, tuple(axis.get(f, ()) if f else () for f in factors))
+
+    ins = tuple(layout(s, t) for s, t in zip(rule.input_shapes, rule.inputs))
+    partial = tuple(a for f in rule.reductions for a in axis.get(f, ()))
+    outs = []
+    for j, (s, t) in enumerate(zip(rule.output_shapes, rule.outputs)):
+        lay = layout(s, t)
+        if partial and out_strategy is not None and j < len(out_strategy):
+            # out_strategy splits an output dim by a reduction factor's axis: ReduceScatter
+            dims = list(lay.dims)
+            left = list(partial)
+            for d, want in enumerate(out_strategy[j]):
+                have = lay.split(d)
+                if want != have and left and want == have * dm[left[0]]:
+                    dims[d] = dims[d] + (left.pop(0),)
+            lay = Layout(lay.shape, dm, tuple(dims))
+        outs.append(lay)
+    out_factors = {f for t in rule.outputs for f in t if f}
+    grad = []
+    for t in rule.inputs:
+        mine = set(f for f in t if f)
+        grad.append(tuple(a for f in rule.factors if f not in mine and f in out_factors for a in axis.get(f, ())))
+    return Sharding(strategy, dm, dict(splits), ins, tuple(outs), partial, tuple(grad), repeat)
+
+
+def output_partial(s: Sharding, j: int = 0) -> tuple[int, ...]:
+    """Axes over which output ``j`` still holds partial sums before the operator reduces them."""
+    used = {a for d in s.outputs[j].dims for a in d}
+    return tuple(a for a in s.partial_axes if a not in used)
+
+
+# --------------------------------------------------------------------------------------
+# candidates (MindSpore's GenerateStrategies)
+
+
+def candidates(op: Op, device_num: int, rule: FactorRule | None = None) -> list[tuple[tuple[int, ...], ...]]:
+    """Candidate strategies in MindSpore's enumeration order.
+
+    Each splittable factor takes powers of two (1, 2, 4, ...) dividing both the remaining device
+    budget and the factor's size, left to right, and the product must equal the device count
+    (``fully_use_devices``). For ``device_num = 2^p * q`` the power-of-two part is enumerated, then
+    one factor at a time is multiplied by ``q``, then the all-ones (repeated) strategy is added.
+    An operator whose factors cannot use all devices falls back to the all-ones strategy.
+    """
+    rule = rule or rule_for(op)
+    free = [f for f in rule.factors if f not in rule.unsplittable and any(f in t for t in rule.inputs)]
+    p2, q = device_num, 1
+    while p2 % 2 == 0:
+        p2 //= 2
+        q *= 2
+    pow2, odd = q, p2
+    out: list[dict] = []
+
+    def rec(i, budget, cur):
+        if i == len(free):
+            if budget == 1:
+                out.append(dict(cur))
+            return
+        x = 1
+        while x <= budget:
+            if budget % x == 0 and rule.factor_size(free[i]) % x == 0:
+                cur[free[i]] = x
+                rec(i + 1, budget // x, cur)
+            x *= 2
+        cur.pop(free[i], None)
+
+    rec(0, pow2, {})
+    if odd > 1:
+        extra = []
+        for c in out:
+            for f in free:
+                if rule.factor_size(f) % (c.get(f, 1) * odd) == 0:
+                    extra.append({**c, f: c.get(f, 1) * odd})
+        out = extra + [{}]
+    if not out:
+        out = [{}]
+    strategies = []
+    for c in out:
+        strategies.append(tuple(tuple(c.get(f, 1) if f else 1 for f in t) for t in rule.inputs))
+    seen, uniq = set(), []
+    for s in strategies:
+        if s not in seen:
+            seen.add(s)
+            uniq.append(s)
+    return uniq
+
+
+def partition_num(strategy) -> int:
+    """MindSpore's ``Strategy::PartitionNum``: product of every split of every input."""
+    return math.prod(x for s in strategy for x in s)
+
+
+def strategy_better(a, b) -> bool:
+    """MindSpore's ``Strategy::Compare(a, b)``: larger PartitionNum wins, then the lexicographically
+    larger dims."""
+    pa, pb = partition_num(a), partition_num(b)
+    if pa != pb:
+        return pa > pb
+    return [list(x) for x in a] > [list(x) for x in b]
+
+
+# --------------------------------------------------------------------------------------
+# Reshape
+
+
+def reshape_layout(src: Layout, out_shape: tuple[int, ...]) -> Layout | None:
+    """The layout of ``reshape(x, out_shape)`` that needs no communication given ``x``'s layout
+    ``src``, or None when the reshape cannot keep every device's data in place.
+
+    Dimensions are grouped where the two shapes reach equal products. Inside a group a device's
+    data is one contiguous run only if the splits sit on a prefix: dims before the last split dim
+    fully split, dims after it unsplit. The group's device axes (outer -> inner) are then dealt
+    to the output dims of the group, outer first, under the same rule.
+
+    >>> x = Layout((4, 128, 256), (2, 4), ((0,), (1,), ()))
+    >>> str(reshape_layout(x, (512, 256)))       # [B,S,H] -> [B*S,H] with B and S split: not contiguous
+    'None'
+    >>> str(reshape_layout(Layout((4, 128, 256), (2, 4), ((0,), (), (1,))), (512, 256)))
+    '[512, 256]@[2, 4][d0,d1]'
+    """
+    if src.partial:
+        return None
+    groups = _reshape_groups(src.shape, tuple(out_shape))
+    if groups is None:
+        return None
+    dm = src.dev_matrix
+    out_dims: list[tuple[int, ...]] = [() for _ in out_shape]
+    for ins, outs in groups:
+        if not _prefix_split([src.split(d) for d in ins], [src.shape[d] for d in ins]):
+            return None
+        rest = [a for d in ins for a in src.dims[d]]
+        for d in outs:
+            size, taken = out_shape[d], []
+            while rest and size % (math.prod(dm[a] for a in taken) * dm[rest[0]]) == 0:
+                taken.append(rest.pop(0))
+            out_dims[d] = tuple(taken)
+            if rest and math.prod(dm[a] for a in taken) != size:
+                return None
+        if rest:
+            return None
+    return Layout(tuple(out_shape), dm, tuple(out_dims))
+
+
+def _prefix_split(splits: list[int], sizes: list[int]) -> bool:
+    """Splits on a contiguous prefix: every dim before the last split dim is fully split."""
+    last = max((i for i, x in enumerate(splits) if x > 1), default=-1)
+    return all(splits[i] == sizes[i] for i in range(last))
+
+
+def _reshape_groups(a: tuple[int, ...], b: tuple[int, ...]):
+    """Pairs (input dims, output dims) with equal products, in order; None if sizes differ."""
+    if math.prod(a) != math.prod(b):
+        return None
+    groups, i, j = [], 0, 0
+    while i < len(a) or j < len(b):
+        gi, gj, pa, pb = [], [], 1, 1
+        if i < len(a):
+            gi, pa, i = [i], a[i], i + 1
+        if j < len(b):
+            gj, pb, j = [j], b[j], j + 1
+        while pa != pb:
+            if pa < pb and i < len(a):
+                gi.append(i)
+                pa, i = pa * a[i], i + 1
+            elif pb < pa and j < len(b):
+                gj.append(j)
+                pb, j = pb * b[j], j + 1
+            else:
+                return None
+        groups.append((gi, gj))
+    return groups

@@ -1,0 +1,202 @@
+"""Operator registry: strategy validity, implied layouts, candidates and the operator's own
+communication, against the spec's facts (§2, §4, §5) and hand derivations."""
+import pytest
+
+from strategist.errors import StrategyError
+from strategist.graph import Input, Op, ShardLayout, TensorSpec
+from strategist.layout import Layout
+from strategist.ops import (candidates, output_partial, partition_num, reshape_layout, rule_for, shard,
+                            shard_layout, strategy_better)
+from strategist.redistribution import plan
+
+
+def T(*shape, dtype="float32"):
+    return TensorSpec(tuple(shape), dtype)
+
+
+def op(type_, ins, outs, name="op", **attrs):
+    inputs = tuple(x if isinstance(x, Input) else
+                   Input("const", value=x) if not isinstance(x, TensorSpec) else Input("op", "p", spec=x)
+                   for x in ins)
+    return Op(name, type_, "", "", name, "", inputs, tuple(outs), attrs)
+
+
+def matmul(a, b, out, ta=False, tb=False, name="matmul"):
+    return op("MatMul", [a, Input("param", "w", spec=b), ta, tb], [out], name)
+
+
+def test_spec_fact_partition_num_and_compare():
+    assert partition_num(((2, 1), (1, 4))) == 8
+    assert strategy_better(((8, 1), (1, 1)), ((2, 1), (1, 4)))       # equal PN, lexicographically larger
+    assert not strategy_better(((2, 1), (1, 4)), ((8, 1), (1, 1)))
+
+
+def test_docs_ffn_example_layouts_are_consistent():
+    """sharding_propagation.md: MatMul1 ((2,1),(1,4)) -> Add1 ((2,4),(4,)) -> ReLU -> MatMul2
+    ((2,4),(4,1)); slices (128,784),(784,16) -> (128,16); MatMul2 reduces its split k by AllReduce."""
+    mm1 = matmul(T(256, 784), T(784, 64), T(256, 64))
+    s1 = shard(mm1, ((2, 1), (1, 4)), 8)
+    assert [l.slice_shape for l in s1.inputs] == [(128, 784), (784, 16)]
+    assert s1.outputs[0].slice_shape == (128, 16) and s1.dev_matrix == (2, 1, 4)
+    add = op("Add", [T(256, 64), Input("param", "b", spec=T(64))], [T(256, 64)], "add")
+    s_add = shard(add, ((2, 4), (4,)), 8)
+    assert s_add.inputs[1].slice_shape == (16,)
+    assert plan(s1.outputs[0], s_add.inputs[0]).is_identity
+    mm2 = matmul(T(256, 64), T(64, 10), T(256, 10), name="mm2")
+    s2 = shard(mm2, ((2, 4), (4, 1)), 8)
+    assert plan(s_add.outputs[0], s2.inputs[0]).is_identity
+    assert s2.inputs[1].slice_shape == (16, 10)
+    assert [o.kind for o in plan(s2.outputs[0].__class__(s2.outputs[0].shape, s2.dev_matrix,
+                                                        s2.outputs[0].dims, output_partial(s2)),
+                                 s2.outputs[0]).ops] == ["AllReduce"]
+
+
+def test_repeated_calculation_appends_the_repeat_on_the_right():
+    """dev_num 8, strategy using 4 devices: repeat 2 appended; 3 devices on 8: invalid (spec §1 facts 2-3)."""
+    mm = matmul(T(256, 784), T(784, 64), T(256, 64))
+    s = shard(mm, ((2, 1), (1, 2)), 8)
+    assert s.dev_matrix == (2, 1, 2, 2) and s.repeat == 2
+    assert s.outputs[0].dims == ((0,), (2,))
+    add = op("Add", [T(6, 64), T(6, 64)], [T(6, 64)])
+    with pytest.raises(StrategyError, match=r"requires 3 devices, but the device number 8 is not divisible by 3"):
+        shard(add, ((3, 1), (3, 1)), 8)
+
+
+def test_invalid_strategies_name_the_op_and_dimension():
+    mm = matmul(T(256, 784), T(784, 64), T(256, 64))
+    with pytest.raises(StrategyError, match=r"matmul \(MatMul\) input 0: strategy \(2, 1, 1\) has rank 3"):
+        shard(mm, ((2, 1, 1), (1, 4)), 8)
+    with pytest.raises(StrategyError, match=r"matmul \(MatMul\) input 1 dimension 1: split 3 does not divide size 64"):
+        shard(mm, ((1, 1), (1, 3)), 3)
+    with pytest.raises(StrategyError, match=r"input 1 dimension 0: split 2 conflicts with split 4 .* factor 'k'"):
+        shard(mm, ((1, 4), (2, 1)), 8)
+    with pytest.raises(StrategyError, match=r"has 1 inputs, the operator takes 2"):
+        shard(mm, ((2, 1),), 8)
+
+
+def test_matmul_transpose_and_own_communication():
+    # ((dp*cp, 1), (tp, 1)) with transpose_b: W [out, in] split on out -> column parallel
+    mm = matmul(T(4096, 1024), T(4096, 1024), T(4096, 4096), tb=True)
+    s = shard(mm, ((2, 1), (4, 1)), 8)
+    assert s.outputs[0].strategy == (2, 4) and s.partial_axes == ()
+    # the activation's gradient is partial over tp (dX = dY W^T sums over the split j)
+    # ... and the weight's gradient is partial over dp: the data-parallel gradient AllReduce
+    assert s.grad_partial[0] == (2,) and s.grad_partial[1] == (0,)
+    # row parallel: k split -> partial output -> forward AllReduce; ReduceScatter under out_strategy
+    mm2 = matmul(T(4096, 4096), T(4096, 1024), T(4096, 1024), name="fc2")
+    s2 = shard(mm2, ((2, 4), (4, 1)), 8)
+    assert output_partial(s2) == (1,)
+    s3 = shard(mm2, ((2, 4), (4, 1)), 8, out_strategy=((8, 1),))
+    assert s3.outputs[0].strategy == (8, 1) and output_partial(s3) == ()
+
+
+def test_spec_fact_candidates_matmul_and_broadcast_add():
+    """§5 fact 1: 10 candidates for [256,784]x[784,64] on 8; §2 fact 3: first is ((1,1),(1,8));
+    §5 fact 2: Add [256,64]+[64] has (1,8),(2,4),(4,2),(8,1) with input1 the last split."""
+    mm = matmul(T(256, 784), T(784, 64), T(256, 64))
+    c = candidates(mm, 8)
+    assert len(c) == 10 and c[0] == ((1, 1), (1, 8)) and ((2, 1), (1, 4)) in c
+    add = op("Add", [T(256, 64), T(64)], [T(256, 64)])
+    assert candidates(add, 8) == [((1, 8), (8,)), ((2, 4), (4,)), ((4, 2), (2,)), ((8, 1), (1,))]
+
+
+def test_candidates_for_non_power_of_two_devices():
+    """§5 fact 3: dev_num 6 = 2*3: enumerate on 2, multiply one dim by 3, add all-ones."""
+    relu = op("ReLU", [T(12, 6)], [T(12, 6)])
+    assert candidates(relu, 6) == [((3, 2),), ((1, 6),), ((6, 1),), ((2, 3),), ((1, 1),)]
+
+
+def test_elementwise_scalar_and_broadcast_strategies():
+    mul = op("Mul", [T(2, 8, 1024, 1024), 0.125], [T(2, 8, 1024, 1024)])
+    s = shard(mul, ((2, 4, 1, 1), ()), 8)                          # CoreAttention's ((dp,tp,cp,1), ())
+    assert s.outputs[0].strategy == (2, 4, 1, 1)
+    ne = op("NotEqual", [T(8, 4096, dtype="int32"), 0], [T(8, 4096, dtype="bool")])
+    assert shard(ne, ((2, 1), ()), 8).outputs[0].strategy == (2, 1)
+    bias = op("Add", [T(2, 16, 8), T(1, 16, 1)], [T(2, 16, 8)])
+    with pytest.raises(StrategyError, match=r"op \(Add\) input 1 dimension 0: split 2 does not divide size 1"):
+        shard(bias, ((2, 2, 2), (2, 2, 2)), 8)
+    assert shard(bias, ((2, 2, 2), (1, 2, 1)), 8).inputs[1].strategy == (1, 2, 1)
+
+
+def test_reduce_softmax_transpose_rules():
+    rm = op("ReduceMean", [T(64, 2048, 7, 7), (2, 3), False], [T(64, 2048)])
+    s = shard(rm, ((8, 1, 1, 1),), 8)
+    assert s.outputs[0].strategy == (8, 1) and s.partial_axes == ()
+    rm8 = op("ReduceMean", [T(64, 2048, 8, 8), (2, 3), False], [T(64, 2048)])
+    s = shard(rm8, ((2, 1, 4, 1),), 8)                              # a reduced dim split: partial sums
+    assert output_partial(s) == (2,)
+    sm = op("Softmax", [T(2, 8, 128, 128), (-1,)], [T(2, 8, 128, 128)])
+    with pytest.raises(StrategyError, match="cannot split this dimension"):
+        shard(sm, ((1, 1, 1, 8),), 8)
+    tr = op("Transpose", [T(2, 8, 1024, 128), (0, 2, 1, 3)], [T(2, 1024, 8, 128)])
+    assert shard(tr, ((2, 4, 1, 1),), 8).outputs[0].strategy == (2, 1, 4, 1)
+
+
+def test_gather_vocab_parallel_embedding():
+    g = op("Gather", [Input("param", "emb", spec=T(32000, 4096)), T(8, 4096, dtype="int32"), 0],
+           [T(8, 4096, 4096)])
+    s = shard(g, ((4, 1), (2, 1)), 8)                               # vocab by tp=4, batch by dp=2
+    assert s.outputs[0].strategy == (2, 1, 1) and output_partial(s) == (0,)
+    s = shard(g, ((1, 4), (2, 1)), 8)                               # hidden split: no partial sums
+    assert s.outputs[0].strategy == (2, 1, 4) and output_partial(s) == ()
+
+
+def test_flash_attention_rules():
+    q = T(2, 4096, 1024, dtype="float16")
+    kv = T(2, 4096, 512, dtype="float16")                           # GQA: 8 query heads, 4 kv heads
+    outs = [T(2, 8, 4096, 8), T(2, 8, 4096, 8), T(1, dtype="float16"), q]
+    fa = op("FlashAttentionScore", [q, kv, kv] + [None] * 7 + [8, 1.0, 0.1, 2147483647, 2147483647, 0, 0, 0], outs)
+    s = shard(fa, ((2, 1, 4), (2, 1, 4), (2, 1, 4)), 8)             # heads by tp
+    assert s.outputs[3].strategy == (2, 1, 4) and s.outputs[0].strategy == (2, 4, 1, 1)
+    s = shard(fa, ((2, 2, 2), (2, 1, 2), (2, 1, 2)), 8)             # query sequence by cp
+    assert s.outputs[3].strategy == (2, 2, 2)
+    with pytest.raises(StrategyError, match="cannot split this dimension"):
+        shard(fa, ((1, 1, 2), (1, 4, 2), (1, 4, 2)), 8)              # kv sequence never split
+    with pytest.raises(StrategyError, match="split 8 of 'n' does not divide 4"):
+        shard(fa, ((1, 1, 8), (1, 1, 8), (1, 1, 8)), 8)              # 4 kv heads cannot split 8 ways
+    # BNSD with pse, the page's FlashAttention: ((dp, mp, cp, 1), (dp, mp, 1, 1), (dp, mp, 1, 1), (dp, mp, cp, 1))
+    q4 = T(2, 8, 1024, 128, dtype="float16")
+    pse = T(2, 8, 1024, 1024, dtype="float16")
+    fa = op("FlashAttentionScore", [q4, q4, q4, pse] + [None] * 6 + [8, 1.0, 0.1, 2147483647, 2147483647, 0, 1, 0],
+            [T(2, 8, 1024, 8), T(2, 8, 1024, 8), T(1), q4])
+    s = shard(fa, ((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1), (2, 2, 2, 1)), 8)
+    assert s.inputs[3].strategy == (2, 2, 2, 1) and s.outputs[3].strategy == (2, 2, 2, 1)
+
+
+def test_norms_and_loss_rules():
+    rms = op("RmsNorm", [T(2, 128, 256), Input("param", "g", spec=T(256)), 1e-6], [T(2, 128, 256), T(2, 128, 1)])
+    s = shard(rms, ((2, 4, 1), (1,)), 8)
+    assert s.outputs[1].strategy == (2, 4, 1)
+    with pytest.raises(StrategyError):
+        shard(rms, ((1, 1, 8), (8,)), 8)
+    ce = op("SoftmaxCrossEntropyWithLogits", [T(256, 1024), T(256, 1024)], [T(256), T(256, 1024)])
+    assert shard(ce, ((8, 1), (8, 1)), 8).outputs[0].strategy == (8,)
+
+
+def test_layout_form_multi_axis_dims():
+    """Layout((2,2,2), ("dp","cp","tp")): x(("dp","cp"), "None"), w("tp","None"), transpose_b."""
+    mm = matmul(T(16, 32), T(64, 32), T(16, 64), tb=True)
+    dm, names = (2, 2, 2), ("dp", "cp", "tp")
+    s = shard_layout(mm, (ShardLayout(dm, names, ((2, 1), ())), ShardLayout(dm, names, ((0,), ()))), 8)
+    assert s.strategy == ((4, 1), (2, 1))
+    assert s.outputs[0].dims == ((0, 1), (2,)) and s.outputs[0].slice_shape == (4, 32)
+
+
+def test_unknown_operator_is_conservative(caplog):
+    weird = op("SomethingNew", [T(8, 8)], [T(8, 8)])
+    r = rule_for(weird)
+    assert not r.known and "no sharding rule for op (SomethingNew)" in caplog.text
+    assert candidates(weird, 8) == [((1, 1),)]
+    s = shard(weird, ((1, 1),), 8)
+    assert s.outputs[0].strategy == (1, 1) and s.repeat == 8
+
+
+def test_reshape_layouts():
+    x = Layout((4, 128, 256), (2, 4), ((0,), (), ()))
+    assert reshape_layout(x, (512, 256)).dims == ((0,), ())          # [B,S,H] -> [B*S,H], B split
+    y = Layout((512, 256), (2, 4), ((0,), (1,)))
+    assert reshape_layout(y, (4, 128, 256)).dims == ((0,), (), (1,))
+    assert reshape_layout(Layout((4, 128, 256), (2, 4), ((0,), (1,), ())), (512, 256)) is None
+    # heads: [B*S, N*D] -> [B, S, N, D] with N*D split by tp keeps heads split
+    z = Layout((512, 1024), (2, 4), ((0,), (1,)))
+    assert reshape_layout(z, (4, 128, 8, 128)).dims == ((0,), (), (1,), ())
