@@ -124,7 +124,7 @@ def load_hardware(name_or_path: str) -> Hardware:
             d = yaml.safe_load(f)
         links = {}
         for k in ("intra_node", "inter_node"):
-            links[k] = Link(float(d[k]["bandwidth_GBps"]) * 1e9, float(d[k]["latency_us"]) * 1e-6)
+            links[k] = Link(float(d[k]["bandwidth_GBps"]) * 1e9, float(d[k]["latency_us"]) / 1e6)
         return Hardware(str(d.get("name", os.path.basename(path))), int(d["devices_per_node"]),
                         links["intra_node"], links["inter_node"])
     except (KeyError, TypeError, ValueError, yaml.YAMLError) as err:
