@@ -138,3 +138,31 @@ class LlamaForCausalLMHead(nn.Cell):
         mask = self.mul(input_mask, label_mask)
         h = self.gather(self.embedding, tokens, 0)
         return h, mask
+
+
+class DocsFFN(nn.Cell):
+    """The FFN of MindSpore's sharding-propagation tutorial: Flatten -> MatMul(x[256,784], W1[784,64])
+    -> Add(bias1) -> ReLU -> MatMul(., W2[64,10]) -> Add(bias2), only MatMul1 configured
+    ((2, 1), (1, 4)) on 8 devices. Expected: Add1 ((2,4),(4)), ReLU ((2,4)), MatMul2 ((2,4),(4,1))."""
+
+    def __init__(self, mode="propagate", dtype=ms.float32):
+        super().__init__()
+        self.flatten = ops.Flatten()
+        self.w1 = Parameter(initializer("normal", (784, 64), dtype), name="w1")
+        self.b1 = Parameter(initializer("zeros", (64,), dtype), name="b1")
+        self.w2 = Parameter(initializer("normal", (64, 10), dtype), name="w2")
+        self.b2 = Parameter(initializer("zeros", (10,), dtype), name="b2")
+        self.matmul1 = ops.MatMul().shard(((2, 1), (1, 4)))
+        self.add1 = ops.Add()
+        self.relu = ops.ReLU()
+        self.matmul2 = ops.MatMul()
+        self.add2 = ops.Add()
+        if mode == "semi":
+            self.add1.shard(((2, 4), (4,)))
+            self.relu.shard(((2, 4),))
+            self.matmul2.shard(((2, 4), (4, 1)))
+        self.example_inputs = {"x": "float32[256,1,28,28]"}
+
+    def construct(self, x):
+        y = self.relu(self.add1(self.matmul1(self.flatten(x), self.w1), self.b1))
+        return self.add2(self.matmul2(y, self.w2), self.b2)

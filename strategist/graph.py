@@ -567,7 +567,10 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str) -> OpGraph:
             return memo[name]
         if name in consts:
             v = consts[name]
-            r = None if v in ("U", "IO") else Input("const", value=v)
+            if isinstance(v, dict) and "tensor" in v:      # a tensor constant (scalars become rank 0)
+                r = Input("const", spec=TensorSpec.parse(v["tensor"]), value=v)
+            else:
+                r = None if v in ("U", "IO") else Input("const", value=v)
         elif name in params:
             r = Input("param", name, spec=params[name].spec)
         elif name in graph_inputs:

@@ -132,7 +132,8 @@ def elementwise(op: Op, slots: list[int] | None = None) -> FactorRule:
     """Broadcasting element-wise operator: output dims are factors; inputs align right, size-1 dims
     (broadcast) are ``None``; scalar constants are rank-0 inputs. Every output has the output's factors."""
     if slots is None:
-        slots = [i for i, x in enumerate(op.inputs) if x.kind != "const" or _is_scalar(x.value)]
+        slots = [i for i, x in enumerate(op.inputs)
+                 if x.kind != "const" or x.spec is not None or _is_scalar(x.value)]
     out = _out_shapes(op)[0] if op.outputs else ()
     factors = _letters(len(out))
     ins = []
@@ -408,7 +409,7 @@ RULES: dict[str, Callable[[Op], FactorRule]] = {
     "SoftmaxCrossEntropyWithLogits": softmax_ce_rule,
     "SparseSoftmaxCrossEntropyWithLogits": sparse_softmax_ce_rule,
     "Tile": tile_rule, "FlashAttentionScore": flash_attention_rule,
-    "Reshape": reshape_placeholder,
+    "Reshape": reshape_placeholder, "Flatten": reshape_placeholder,
 }
 
 

@@ -1,6 +1,6 @@
 """Redistribution planning: from one tensor layout to another, the ordered MindSpore-style operators.
 
-``plan(src, dst)`` returns a :class:`Plan`: a list of :class:`Collective` steps over one device matrix
+``plan(src, dst)`` returns a :class:`Redistribution`: a list of :class:`Collective` steps over one device matrix
 (the common refinement of both layouts' matrices). Steps, as MindSpore's
 ``RedistributionOperatorInfer`` names them:
 
@@ -16,10 +16,10 @@ dimensions split over several axes (``mindspore.Layout``'s ``("dp", "cp")``).
 
 Two costs per plan:
 
-* :meth:`Plan.mindspore_cost` — MindSpore's cost model (``tensor_redistribution.cc``, spec §3):
+* :meth:`Redistribution.mindspore_cost` — MindSpore's cost model (``tensor_redistribution.cc``, spec §3):
   forward/backward communication and computation in bytes, refined with the threshold/const/bias
   rule; this is what sharding propagation minimises.
-* :meth:`Plan.physical` — what each device actually sends, and the time under a
+* :meth:`Redistribution.physical` — what each device actually sends, and the time under a
   :class:`~strategist.mesh.Hardware` profile (alpha-beta per link class, ring algorithms).
 """
 from __future__ import annotations
@@ -142,7 +142,7 @@ class Physical:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Redistribution:
     src: Layout
     dst: Layout
     ops: tuple[Collective, ...]
@@ -182,7 +182,7 @@ def _is_prefix(a: list[int], b: tuple[int, ...]) -> bool:
     return len(a) <= len(b) and tuple(a) == b[: len(a)]
 
 
-def plan(src: Layout, dst: Layout) -> Plan:
+def plan(src: Layout, dst: Layout) -> "Redistribution":
     """The redistribution steps turning ``src`` into ``dst`` (same shape and device count).
 
     >>> a = Layout((256, 64), (2, 4), ((0,), (1,)))
@@ -196,18 +196,18 @@ def plan(src: Layout, dst: Layout) -> Plan:
     if dst.partial:
         raise ValueError("a redistribution target cannot hold partial sums")
     if src == dst:
-        return Plan(src, dst, ())
+        return Redistribution(src, dst, ())
     u = unify(src, dst)
     if u is not None and u[0] == u[1]:
-        return Plan(src, dst, ())          # same placement over different device matrices
+        return Redistribution(src, dst, ())          # same placement over different device matrices
     if u is None and src.same_as(dst):
-        return Plan(src, dst, ())
+        return Redistribution(src, dst, ())
     if u is None:
         # no common refinement (e.g. [2,3] vs [3,2]): gather everything, then slice
         ops = _steps(src, Layout(src.shape, src.dev_matrix, tuple(() for _ in src.shape)))
         ops += _steps(Layout(dst.shape, dst.dev_matrix, tuple(() for _ in dst.shape)), dst)
-        return Plan(src, dst, tuple(ops))
-    return Plan(src, dst, tuple(_steps(*u)))
+        return Redistribution(src, dst, tuple(ops))
+    return Redistribution(src, dst, tuple(_steps(*u)))
 
 
 def _steps(src: Layout, dst: Layout) -> list[Collective]:

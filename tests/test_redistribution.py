@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from strategist.layout import Layout, common_matrix, refine
 from strategist.mesh import load_hardware
-from strategist.redistribution import Plan, plan, refine_cost
+from strategist.redistribution import plan, refine_cost
 
 from collectives import check
 

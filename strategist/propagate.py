@@ -1,0 +1,747 @@
+"""Sharding propagation: MindSpore's ``sharding_propagation`` search, in pure Python.
+
+``propagate(graph, mesh, anchors)`` gives every operator a strategy, starting from the configured
+operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2):
+
+* **Seeds.** The dataset (MindSpore's VirtualDataset, always a seed) and every configured operator:
+  the model's own ``shard()`` calls (unless disabled) and the user's anchors, which override them.
+  A strategy on Reshape is an error ("Setting strategy for Reshape goes for nothing!"); one on Cast
+  is ignored, as MindSpore ignores it.
+* **Order.** Configured operators run in topological order, then the dataset. MindSpore orders its
+  configured-op map by operator name (a newer version also compares topological indices); our op
+  names are cell paths, so topological order stands in for it, and ``VirtualDataset`` sorts after
+  nearly every operator type name, so the dataset seed runs last (which is what makes the
+  "sharding techniques" page's FlashAttention ALiBi Mul follow FlashAttentionScore).
+* **BFS** from each seed: a FIFO queue; at each operator, successors first, then predecessors. A
+  neighbour already visited, or configured, is only checked for consistency (a non-zero
+  redistribution is recorded as an inconsistency, as MindSpore's WARNING); otherwise its candidate
+  with the least cost on that one edge is chosen, by MindSpore's ``CompareSwcCost`` chain:
+  (1) refined redistribution communication, (2) redistribution computation, (3) the neighbour's own
+  forward communication, (4) larger ``PartitionNum``, then the lexicographically larger strategy.
+  The first seed's BFS wins every operator it reaches.
+* **Candidates** are MindSpore's generated strategies (:func:`strategist.ops.candidates`) plus the
+  strategy that follows the fixed neighbour's layout exactly (its device matrix, repeated devices
+  where the neighbour has them) — our reading of the newer ``AddSwcUnderPrevOpDevMatrix``, which lets a
+  data-parallel front propagate with its repeated ``tp`` copies instead of being re-split.
+* **Reshape** has no strategy; it maps layouts through itself without communication where it can
+  (:func:`strategist.ops.reshape_layout`), else the redistribution lands on its input edge.
+* **Shared parameters** (one Parameter read by several operators): after the search, users whose
+  layout of the parameter differs are re-chosen to match it (``ParamPropagation``); two configured
+  users that disagree are an error ("Incorrect strategy configuration ...").
+* **Unreached** operators get their first generated candidate.
+
+The search never looks at end-to-end time: like MindSpore it minimises one edge at a time. The
+:class:`Plan` then prices everything: every edge's redistribution forward and backward, each
+operator's own communication (partial sums in forward, gradient reduction of Parameters), in
+MindSpore's cost units and in bytes and seconds on a hardware profile.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from .errors import StrategyError
+from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
+from .layout import Layout
+from .mesh import Hardware, Mesh
+from .ops import (FactorRule, Sharding, _sharding, candidates, output_partial, partition_num, reshape_layout,
+                  rule_for, shard, shard_layout)
+from .redistribution import Redistribution, plan, refine_cost
+
+DATASET = "<dataset>"
+RESHAPES = frozenset({"Reshape", "Flatten"})
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A configured operator: a strategy tuple or ``mindspore.Layout`` per input (and optionally output)."""
+
+    op: str
+    strategy: tuple | None = None
+    layouts: tuple[ShardLayout, ...] | None = None
+    out_strategy: tuple | None = None
+    out_layouts: tuple[ShardLayout, ...] | None = None
+    origin: str = "user"          # "user" (anchors file / advisor) or "model" (shard() in the source)
+
+    def describe(self) -> str:
+        if self.layouts is not None:
+            return "(" + ", ".join(f"layout({l})" for l in self.layouts) + ")"
+        return str(self.strategy)
+
+
+@dataclass
+class Provenance:
+    """Why an operator has its strategy."""
+
+    root: str                     # the seed: an anchor's op name, DATASET, or "" (unreached default)
+    parent: str | None            # the neighbour it was chosen against
+    depth: int
+    direction: str                # "seed" | "forward" | "backward" | "default" | "parameter"
+    cost: float = 0.0             # refined redistribution communication on the deciding edge
+    rejected: tuple | None = None  # best rejected alternative: (strategy, its refined communication)
+
+
+@dataclass
+class EdgeCost:
+    src: str
+    dst: str
+    out_index: int
+    in_slot: int
+    src_layout: Layout
+    dst_layout: Layout
+    forward: Redistribution
+    backward: Redistribution | None
+    dtype: str
+    ms_communication: float
+    ms_computation: float
+    fwd_bytes: float
+    fwd_seconds: float
+    bwd_bytes: float
+    bwd_seconds: float
+
+    @property
+    def bytes(self) -> float:
+        return self.fwd_bytes + self.bwd_bytes
+
+    @property
+    def seconds(self) -> float:
+        return self.fwd_seconds + self.bwd_seconds
+
+
+@dataclass
+class OpCost:
+    """An operator's own communication: partial sums it reduces (forward), gradient reduction of its
+    Parameters (backward)."""
+
+    fwd_bytes: float = 0.0
+    fwd_seconds: float = 0.0
+    grad_bytes: float = 0.0
+    grad_seconds: float = 0.0
+    steps: tuple = ()
+
+    @property
+    def bytes(self) -> float:
+        return self.fwd_bytes + self.grad_bytes
+
+    @property
+    def seconds(self) -> float:
+        return self.fwd_seconds + self.grad_seconds
+
+
+@dataclass
+class Conflict:
+    src: str
+    dst: str
+    anchors: tuple[str, str]
+    cost: float                   # refined MindSpore communication of the redistribution inserted
+    seconds: float
+
+
+@dataclass
+class OpChoice:
+    op: Op
+    sharding: Sharding | None                 # None for Reshape
+    inputs: tuple[Layout, ...]
+    outputs: tuple[Layout, ...]
+    provenance: Provenance
+    configured: bool = False
+
+    @property
+    def strategy(self) -> tuple | None:
+        return self.sharding.strategy if self.sharding is not None else None
+
+
+@dataclass
+class Plan:
+    """The result of :func:`propagate`: a strategy for every operator, every tensor's layout, every
+    redistribution, each operator's own communication, totals, provenance and conflicts."""
+
+    graph: OpGraph
+    mesh: Mesh
+    hardware: Hardware | None
+    anchors: dict[str, Anchor]
+    choices: dict[str, OpChoice]
+    edges: list[EdgeCost]
+    op_costs: dict[str, OpCost]
+    conflicts: list[Conflict]
+    inconsistencies: list[tuple[str, str, float]]
+    warnings: list[str] = field(default_factory=list)
+
+    def strategy(self, name: str) -> tuple | None:
+        return self.choices[name].strategy
+
+    def layout(self, name: str, out_index: int = 0) -> Layout:
+        return self.choices[name].outputs[out_index]
+
+    def totals(self) -> dict[str, float]:
+        e_fwd_b = sum(e.fwd_bytes for e in self.edges)
+        e_bwd_b = sum(e.bwd_bytes for e in self.edges)
+        e_fwd_s = sum(e.fwd_seconds for e in self.edges)
+        e_bwd_s = sum(e.bwd_seconds for e in self.edges)
+        o_fwd_b = sum(c.fwd_bytes for c in self.op_costs.values())
+        o_fwd_s = sum(c.fwd_seconds for c in self.op_costs.values())
+        g_b = sum(c.grad_bytes for c in self.op_costs.values())
+        g_s = sum(c.grad_seconds for c in self.op_costs.values())
+        return {
+            "redistribution_ms_cost": sum(e.ms_communication for e in self.edges),
+            "redistribution_bytes": e_fwd_b + e_bwd_b, "redistribution_seconds": e_fwd_s + e_bwd_s,
+            "forward_bytes": e_fwd_b + o_fwd_b, "forward_seconds": e_fwd_s + o_fwd_s,
+            "backward_bytes": e_bwd_b, "backward_seconds": e_bwd_s,
+            "operator_bytes": o_fwd_b, "operator_seconds": o_fwd_s,
+            "gradient_bytes": g_b, "gradient_seconds": g_s,
+            "total_bytes": e_fwd_b + e_bwd_b + o_fwd_b + g_b,
+            "total_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s,
+        }
+
+    def by_group(self, key) -> dict[str, dict[str, float]]:
+        """Communication bytes/seconds summed per ``key(op)`` (edges count at their consumer)."""
+        out: dict[str, dict[str, float]] = {}
+
+        def add(k, b, s):
+            d = out.setdefault(k, {"bytes": 0.0, "seconds": 0.0})
+            d["bytes"] += b
+            d["seconds"] += s
+        for e in self.edges:
+            add(key(self.graph.op(e.dst)), e.bytes, e.seconds)
+        for name, c in self.op_costs.items():
+            if c.bytes:
+                add(key(self.graph.op(name)), c.bytes, c.seconds)
+        return dict(sorted(out.items()))
+
+    def per_layer(self):
+        return self.by_group(lambda op: op.layer or "(outside layers)")
+
+    def per_cell(self):
+        return self.by_group(lambda op: op.cell_path or "(root)")
+
+    def chain(self, name: str) -> list[str]:
+        """Provenance path from the seed to ``name``."""
+        out, cur, seen = [], name, set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            out.append(cur)
+            cur = self.choices[cur].provenance.parent if cur in self.choices else None
+        return list(reversed(out))
+
+
+# --------------------------------------------------------------------------------------
+
+
+def model_anchors(graph: OpGraph) -> dict[str, Anchor]:
+    """The model's own ``shard()`` calls, as anchors (Cast's are ignored, as MindSpore does)."""
+    out = {}
+    for op in graph:
+        if not op.configured or op.type == "Cast":
+            continue
+        out[op.name] = Anchor(op.name, op.in_strategy, op.in_layout, op.out_strategy, op.out_layout, "model")
+    return out
+
+
+def _type_len(spec) -> int:
+    return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
+
+
+class _Engine:
+    def __init__(self, graph: OpGraph, mesh: Mesh, anchors: dict[str, Anchor], dataset_strategy, hardware):
+        self.g = graph
+        self.mesh = mesh
+        self.n = mesh.size
+        self.hw = hardware
+        self.anchors = anchors
+        self.rules: dict[str, FactorRule] = {}
+        self.cands: dict[str, list] = {}
+        self.chosen: dict[str, OpChoice] = {}
+        self.visited: set[str] = set()
+        self.inconsistent: list[tuple[str, str, float]] = []
+        self.warnings: list[str] = []
+        self.dataset = self._dataset_layouts(dataset_strategy)
+        # adjacency in MindSpore's order: successors by consumer order, predecessors by input slot
+        self.succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
+        self.prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+        for op in graph:
+            for slot, x in enumerate(op.inputs):
+                if x.kind == "op":
+                    self.prev[op.name].append((x.ref, x.index, slot))
+                    self.succ[x.ref].append((x.index, op.name, slot))
+                elif x.kind == "input" and x.ref in self.dataset:
+                    idx = list(self.dataset).index(x.ref)
+                    self.prev[op.name].append((DATASET, idx, slot))
+                    self.succ[DATASET].append((idx, op.name, slot))
+
+    # -- per-op helpers ---------------------------------------------------------------
+    def rule(self, name: str) -> FactorRule:
+        r = self.rules.get(name)
+        if r is None:
+            r = self.rules[name] = _cached_rule(self.g.op(name))
+            if not r.known:
+                self.warnings.append(f"no sharding rule for {name} ({self.g.op(name).type}): inputs gathered to replicated")
+        return r
+
+    def candidates(self, name: str) -> list:
+        c = self.cands.get(name)
+        if c is None:
+            c = self.cands[name] = _cached_candidates(self.g.op(name), self.n)
+        return c
+
+    def is_reshape(self, name: str) -> bool:
+        return name != DATASET and self.g.op(name).type in RESHAPES
+
+    def in_index(self, name: str, slot: int) -> int | None:
+        """Strategy-input index of input slot ``slot`` (None: not a strategy input)."""
+        if self.is_reshape(name):
+            return 0 if slot == 0 else None
+        slots = self.rule(name).slots
+        return slots.index(slot) if slot in slots else None
+
+    def out_layout(self, name: str, j: int) -> Layout | None:
+        if name == DATASET:
+            return list(self.dataset.values())[j]
+        ch = self.chosen.get(name)
+        if ch is None or j >= len(ch.outputs):
+            return None
+        return ch.outputs[j]
+
+    def in_layout(self, name: str, slot: int) -> Layout | None:
+        ch = self.chosen.get(name)
+        k = self.in_index(name, slot)
+        if ch is None or k is None or k >= len(ch.inputs):
+            return None
+        return ch.inputs[k]
+
+    def _dataset_layouts(self, how) -> dict[str, Layout]:
+        out = {}
+        for name, spec in self.g.inputs.items():
+            shape = tuple(spec.shape)
+            if not shape:
+                out[name] = Layout(shape, (self.n,), ())
+                continue
+            if isinstance(how, dict) and name in how:
+                split = tuple(how[name])
+            elif how == "full_batch":
+                split = (1,) * len(shape)
+            else:
+                want = self.n if how == "data_parallel" else self.mesh.get("dp", self.n) if how == "dp" else self.n
+                split = (math.gcd(want, shape[0]),) + (1,) * (len(shape) - 1)
+            used = math.prod(split)
+            if self.n % used or any(n % s for n, s in zip(shape, split)):
+                raise StrategyError(f"dataset strategy {split} does not fit input {name} {shape} on {self.n} devices")
+            dm = tuple(split) + ((self.n // used,) if used < self.n else ())
+            out[name] = Layout(shape, dm, tuple((i,) if s > 1 else () for i, s in enumerate(split)))
+        return out
+
+    # -- choosing ------------------------------------------------------------------------
+    def _own_forward_comm(self, name: str, s: Sharding) -> float:
+        """MindSpore's communication_without_parameter: the refined forward comm of the operator
+        itself (partial outputs reduced), minus 1 when the batch is split over every device."""
+        op = self.g.op(name)
+        c = 0.0
+        for j, out in enumerate(s.outputs):
+            if output_partial(s, j):
+                c += out.slice_numel * _type_len(op.outputs[j] if j < len(op.outputs) else None)
+        c = refine_cost(c)
+        if s.strategy and s.strategy[0] and s.strategy[0][0] == self.n and c > 1.0:
+            c -= 1.0
+        return c
+
+    def _edge_key(self, src: Layout, dst: Layout, spec) -> tuple[float, float]:
+        if src is None or dst is None or src.shape != dst.shape:
+            return (0.0, 0.0)
+        r = _cached_plan(src, dst)
+        c = r.mindspore_cost(_type_len(spec), spec.dtype if spec is not None else "")
+        return (c.communication, c.computation)
+
+    def _pick(self, name: str, options: list[tuple[Sharding, tuple]]) -> tuple[Sharding, tuple, tuple | None]:
+        """The best (sharding, key) under MindSpore's CompareSwcCost chain, and the runner-up."""
+        best = second = None
+        for s, k in options:
+            if best is None or _better(s, k, *best):
+                if best is not None and (second is None or _better(best[0], best[1], *second)):
+                    second = best
+                best = (s, k)
+            elif second is None or _better(s, k, *second):
+                second = (s, k)
+        rejected = (second[0].strategy, second[1][0]) if second is not None else None
+        return best[0], best[1], rejected
+
+    def _options(self, name: str, fixed: Layout | None, k: int, side: str) -> list[Sharding]:
+        """Generated candidates, plus the one following ``fixed`` on strategy tensor ``k``."""
+        rule = self.rule(name)
+        op = self.g.op(name)
+        out = []
+        for strat in self.candidates(name):
+            try:
+                out.append(_cached_shard(op, strat, self.n))
+            except StrategyError:
+                continue
+        if fixed is not None:
+            f = _follow(rule, fixed, k, side, self.n)
+            if f is not None and not any(o.inputs == f.inputs and o.outputs == f.outputs for o in out):
+                out.append(f)
+        return out
+
+    def choose_forward(self, name: str, slot: int, src: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
+        k = self.in_index(name, slot)
+        if k is None:
+            return None
+        opts = []
+        for s in self._options(name, src, k, "in"):
+            ek = self._edge_key(src, s.inputs[k], spec)
+            opts.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
+        return self._pick(name, opts)
+
+    def choose_backward(self, name: str, j: int, dst: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
+        opts = []
+        for s in self._options(name, dst, j, "out"):
+            if j >= len(s.outputs):
+                continue
+            ek = self._edge_key(s.outputs[j], dst, spec)
+            opts.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
+        return self._pick(name, opts) if opts else None
+
+    def set_choice(self, name: str, s: Sharding, prov: Provenance, configured=False):
+        self.chosen[name] = OpChoice(self.g.op(name), s, s.inputs, s.outputs, prov, configured)
+
+    def set_reshape(self, name: str, in_l: Layout, out_l: Layout, prov: Provenance):
+        self.chosen[name] = OpChoice(self.g.op(name), None, (in_l,), (out_l,), prov)
+
+    def reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
+        op = self.g.op(name)
+        out_shape = tuple(op.outputs[0].shape)
+        for cand in _gather_variants(src):
+            out = reshape_layout(cand, out_shape)
+            if out is not None:
+                return cand, out
+        raise AssertionError("replicated layouts always reshape")
+
+    def reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
+        op = self.g.op(name)
+        in_shape = tuple(op.inputs[0].spec.shape)
+        for cand in _gather_variants(dst):
+            inp = reshape_layout(cand, in_shape)
+            if inp is not None:
+                return inp, cand
+        raise AssertionError("replicated layouts always reshape")
+
+    # -- the search ---------------------------------------------------------------------
+    def seed(self, anchor: Anchor) -> None:
+        name = anchor.op
+        op = self.g.op(name)
+        if op.type in RESHAPES:
+            raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
+        rule = self.rule(name)
+        if anchor.layouts is not None:
+            s = shard_layout(op, tuple(anchor.layouts), self.n, anchor.out_layouts, rule)
+        else:
+            s = shard(op, anchor.strategy, self.n, anchor.out_strategy, rule)
+        self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
+
+    def bfs(self, root: str) -> None:
+        queue = deque([(root, 0)])
+        while queue:
+            cur, depth = queue.popleft()
+            self.visited.add(cur)
+            for j, nb, slot in self.succ.get(cur, []):
+                self._visit(cur, nb, depth, "forward", j, slot, root, queue)
+            for nb, j, slot in self.prev.get(cur, []):
+                self._visit(cur, nb, depth, "backward", j, slot, root, queue)
+
+    def _visit(self, cur, nb, depth, direction, j, slot, root, queue):
+        if nb == DATASET:
+            return
+        if direction == "forward":
+            src = self.out_layout(cur, j)
+            spec = self.g.op(cur).outputs[j] if cur != DATASET else self.g.inputs[list(self.dataset)[j]]
+        else:
+            src = self.in_layout(cur, slot)
+            spec = self.g.op(nb).outputs[j] if j < len(self.g.op(nb).outputs) else None
+        if src is None:
+            return
+        if nb in self.visited or nb in self.anchors or nb in self.chosen:
+            other = self.in_layout(nb, slot) if direction == "forward" else self.out_layout(nb, j)
+            if other is not None and other.shape == src.shape:
+                a, b = (src, other) if direction == "forward" else (other, src)
+                c = self._edge_key(a, b, spec)[0]
+                if c > 0 and (depth > 0 or nb not in self.anchors):
+                    self.inconsistent.append((cur, nb, c) if direction == "forward" else (nb, cur, c))
+            return
+        if self.is_reshape(nb):
+            if direction == "forward":
+                if slot != 0:
+                    return
+                in_l, out_l = self.reshape_from_input(nb, src)
+                cost = self._edge_key(src, in_l, spec)[0]
+            else:
+                in_l, out_l = self.reshape_from_output(nb, src)
+                cost = self._edge_key(out_l, src, spec)[0]
+            self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, direction, cost))
+        else:
+            if direction == "forward":
+                picked = self.choose_forward(nb, slot, src, spec)
+            else:
+                picked = self.choose_backward(nb, j, src, spec)
+            if picked is None:
+                return
+            s, key, rejected = picked
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, direction, key[0], rejected))
+        self.visited.add(nb)
+        queue.append((nb, depth + 1))
+
+    def shared_parameters(self) -> None:
+        users: dict[str, list[tuple[str, int]]] = {}
+        for op in self.g:
+            for slot, x in enumerate(op.inputs):
+                if x.kind == "param":
+                    users.setdefault(x.ref, []).append((op.name, slot))
+        for param, us in users.items():
+            us = [(n, s) for n, s in us if n in self.chosen and self.in_layout(n, s) is not None]
+            if len(us) < 2:
+                continue
+            layouts = [self.in_layout(n, s) for n, s in us]
+            if all(_same(layouts[0], l) for l in layouts[1:]):
+                continue
+            conf = [(n, s, l) for (n, s), l in zip(us, layouts) if self.chosen[n].configured]
+            for (n1, _, l1), (n2, _, l2) in zip(conf, conf[1:]):
+                if not _same(l1, l2):
+                    raise StrategyError(
+                        f"Incorrect strategy configuration, it may be caused by configuring inconsistent strategies "
+                        f"for operators: {n1} and {n2} shard the shared parameter {param} differently")
+            ref = conf[0][2] if conf else layouts[0]
+            for (n, s), l in zip(us, layouts):
+                if _same(l, ref) or self.chosen[n].configured:
+                    continue
+                k = self.in_index(n, s)
+                opts = []
+                for sh in self._options(n, ref, k, "in"):
+                    ek = self._edge_key(ref, sh.inputs[k], self.g.op(n).inputs[s].spec)
+                    opts.append((sh, (ek[0], ek[1], self._own_forward_comm(n, sh))))
+                best, key, rejected = self._pick(n, opts)
+                prov = self.chosen[n].provenance
+                self.set_choice(n, best, Provenance(prov.root, prov.parent, prov.depth, "parameter", key[0], rejected))
+
+    def defaults(self) -> None:
+        for op in self.g:
+            if op.name in self.chosen:
+                continue
+            if op.type in RESHAPES:
+                prev = next((p for p in self.prev[op.name] if p[2] == 0), None)
+                src = self.out_layout(prev[0], prev[1]) if prev else None
+                if src is None:
+                    src = Layout(tuple(op.inputs[0].spec.shape), (self.n,), tuple(() for _ in op.inputs[0].spec.shape))
+                in_l, out_l = self.reshape_from_input(op.name, src)
+                self.set_reshape(op.name, in_l, out_l, Provenance("", prev[0] if prev else None, 0, "default"))
+                continue
+            first = self.candidates(op.name)[0]
+            self.set_choice(op.name, _cached_shard(op, first, self.n), Provenance("", None, 0, "default"))
+
+
+def _better(s1: Sharding, k1: tuple, s2: Sharding, k2: tuple) -> bool:
+    """MindSpore's CompareSwcCost: edge comm, edge comp, own forward comm, then Strategy::Compare."""
+    for a, b in zip(k1, k2):
+        if not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9):
+            return a < b
+    pa, pb = partition_num(s1.strategy), partition_num(s2.strategy)
+    if pa != pb:
+        return pa > pb
+    return [list(x) for x in s1.strategy] > [list(x) for x in s2.strategy]
+
+
+def _same(a: Layout, b: Layout) -> bool:
+    return a.shape == b.shape and (a == b or _cached_plan(a, b).is_identity)
+
+
+def _gather_variants(layout: Layout):
+    """``layout``, then layouts with ever more device axes gathered (innermost first), then replicated."""
+    yield layout
+    dims = [list(d) for d in layout.dims]
+    while any(dims):
+        d = max(range(len(dims)), key=lambda i: (len(dims[i]), -i))
+        dims[d].pop()
+        yield Layout(layout.shape, layout.dev_matrix, tuple(tuple(x) for x in dims))
+
+
+def _follow(rule: FactorRule, fixed: Layout, k: int, side: str, n: int) -> Sharding | None:
+    """The sharding whose tensor ``k`` (input or output) has exactly ``fixed``'s layout: factors of that
+    tensor take its device axes, every other factor stays unsplit."""
+    if fixed.partial or fixed.device_num != n:
+        return None
+    tensors = rule.inputs if side == "in" else rule.outputs
+    if k >= len(tensors):
+        return None
+    axis: dict[str, tuple[int, ...]] = {}
+    for f, axes in zip(tensors[k], fixed.dims):
+        if not axes:
+            continue
+        if f is None or f in rule.unsplittable or axis.setdefault(f, axes) != axes:
+            return None
+    dm = fixed.dev_matrix
+    splits = {f: math.prod(dm[a] for a in ax) for f, ax in axis.items()}
+    sizes = dict(rule.sizes)
+    if any(f in sizes and sizes[f] % x for f, x in splits.items()):
+        return None
+    strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.inputs)
+    for shape, st in zip(rule.input_shapes, strategy):
+        if any(d % x for d, x in zip(shape, st)):
+            return None
+    try:
+        return _sharding(rule, strategy, dm, splits, axis, n // math.prod(splits.values() or [1]), None)
+    except StrategyError:
+        return None
+
+
+def _op_key(op: Op):
+    return (op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
+                            repr(x.value) if x.kind == "const" else None) for x in op.inputs),
+            tuple(map(str, op.outputs)), repr(sorted(op.attrs.items())))
+
+
+_RULES: dict = {}
+_SHARDS: dict = {}
+_CANDS: dict = {}
+
+
+def _cached_rule(op: Op) -> FactorRule:
+    key = _op_key(op)
+    r = _RULES.get(key)
+    if r is None:
+        r = _RULES[key] = rule_for(op)
+    return r
+
+
+def _cached_candidates(op: Op, n: int):
+    key = (_op_key(op), n)
+    c = _CANDS.get(key)
+    if c is None:
+        c = _CANDS[key] = candidates(op, n, _cached_rule(op))
+    return c
+
+
+def _cached_shard(op: Op, strategy, n: int) -> Sharding:
+    key = (_op_key(op), strategy, n)
+    s = _SHARDS.get(key)
+    if s is None:
+        s = _SHARDS[key] = shard(op, strategy, n, rule=_cached_rule(op))
+    return s
+
+
+@lru_cache(maxsize=1 << 16)
+def _cached_plan(src: Layout, dst: Layout) -> Redistribution:
+    return plan(src, dst)
+
+
+# --------------------------------------------------------------------------------------
+
+
+def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
+              dataset_strategy="dp", hardware: Hardware | None = None) -> Plan:
+    """Propagate strategies from ``anchors`` over ``graph`` on ``mesh``; see the module docstring.
+
+    ``anchors`` maps op names to :class:`Anchor` (or a bare strategy tuple). The model's own
+    ``shard()`` calls count as anchors unless ``use_model_strategies`` is False; user anchors win.
+    ``dataset_strategy``: ``"dp"`` (batch split by the mesh's ``dp`` axis, MindFormers' convention;
+    all devices if there is none), ``"data_parallel"`` (all devices), ``"full_batch"`` (replicated), or
+    ``{input: split tuple}``.
+
+    >>> plan = propagate(graph, Mesh.parse("dp=2,tp=4"), {"fc1.matmul": ((2, 1), (1, 4))})  # doctest: +SKIP
+    """
+    all_anchors: dict[str, Anchor] = dict(model_anchors(graph)) if use_model_strategies else {}
+    for name, a in (anchors or {}).items():
+        if name not in graph:
+            close = [op.name for op in graph if op.name.endswith(name.rsplit(".", 1)[-1])][:5]
+            raise StrategyError(f"anchor {name!r} names no operator of the model"
+                                + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect --json)"))
+        all_anchors[name] = a if isinstance(a, Anchor) else Anchor(name, tuple(tuple(x) for x in a))
+    eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware)
+    order = sorted(all_anchors.values(), key=lambda a: graph.op(a.op).topo_index)
+    for a in order:
+        eng.seed(a)
+    for a in order:
+        eng.bfs(a.op)
+    if eng.dataset:
+        eng.bfs(DATASET)
+    eng.shared_parameters()
+    eng.defaults()
+    return _price(eng)
+
+
+def _price(eng: _Engine) -> Plan:
+    g, hw = eng.g, eng.hw
+    edges: list[EdgeCost] = []
+    for op in g:
+        for src, j, slot in eng.prev[op.name]:
+            a = eng.out_layout(src, j)
+            b = eng.in_layout(op.name, slot)
+            if a is None or b is None or a.shape != b.shape:
+                continue
+            spec = op.inputs[slot].spec
+            tl, dtype = _type_len(spec), spec.dtype if spec else ""
+            fwd = _cached_plan(a, b)
+            ms = fwd.mindspore_cost(tl, dtype)
+            pf = fwd.physical(tl, hw)
+            bwd = None
+            bb = bs = 0.0
+            ch = eng.chosen[op.name]
+            if src != DATASET and ch.sharding is not None and spec is not None \
+                    and spec.dtype.startswith(("float", "bfloat")):
+                k = eng.in_index(op.name, slot)
+                gp = tuple(x for x in ch.sharding.grad_partial[k] if all(x not in d for d in b.dims))
+                gl = Layout(b.shape, b.dev_matrix, b.dims, tuple(sorted(gp)))
+                if gp or not fwd.is_identity:
+                    bwd = plan(gl, a)
+                    pb = bwd.physical(tl, hw)
+                    bb, bs = pb.bytes_sent, pb.seconds
+            edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
+                                  pf.bytes_sent, pf.seconds, bb, bs))
+    op_costs: dict[str, OpCost] = {}
+    for op in g:
+        ch = eng.chosen[op.name]
+        s = ch.sharding
+        if s is None:
+            continue
+        c = OpCost()
+        steps = []
+        for j, out in enumerate(s.outputs):
+            pa = output_partial(s, j)
+            if not pa or j >= len(op.outputs) or op.outputs[j] is None:
+                continue
+            tl = _type_len(op.outputs[j])
+            r = plan(Layout(out.shape, out.dev_matrix, out.dims, tuple(sorted(pa))), out)
+            p = r.physical(tl, hw)
+            c.fwd_bytes += p.bytes_sent
+            c.fwd_seconds += p.seconds
+            steps.extend(p.steps)
+        for k, slot in enumerate(eng.rule(op.name).slots):
+            x = op.inputs[slot]
+            if x.kind != "param" or k >= len(s.inputs):
+                continue
+            p_obj = g.params.get(x.ref)
+            if p_obj is not None and not p_obj.requires_grad:
+                continue
+            lay = s.inputs[k]
+            gp = tuple(a for a in s.grad_partial[k] if all(a not in d for d in lay.dims))
+            if not gp:
+                continue
+            r = plan(Layout(lay.shape, lay.dev_matrix, lay.dims, tuple(sorted(gp))), lay)
+            p = r.physical(_type_len(x.spec), hw)
+            c.grad_bytes += p.bytes_sent
+            c.grad_seconds += p.seconds
+            steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+        c.steps = tuple(steps)
+        if c.bytes:
+            op_costs[op.name] = c
+    conflicts = []
+    for e in edges:
+        if not e.forward.has_communication:
+            continue
+        ra, rb = eng.chosen[e.src].provenance.root if e.src in eng.chosen else DATASET, eng.chosen[e.dst].provenance.root
+        if ra and rb and ra != rb and (ra in eng.anchors or ra == DATASET) and rb in eng.anchors:
+            conflicts.append(Conflict(e.src, e.dst, (ra, rb), e.ms_communication, e.seconds))
+    seen, incons = set(), []
+    for t in eng.inconsistent:
+        if (t[0], t[1]) not in seen:
+            seen.add((t[0], t[1]))
+            incons.append(t)
+    return Plan(g, eng.mesh, hw, eng.anchors, {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
+                conflicts, incons, eng.warnings)
