@@ -29,6 +29,25 @@ def _parser() -> argparse.ArgumentParser:
     model_args(sp)
     sp.add_argument("--json", action="store_true", help="print the full graph as JSON")
     sp.add_argument("--depth", type=int, default=3, help="cell tree depth to print (default 3)")
+
+    def plan_args(sp):
+        model_args(sp)
+        sp.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+        sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure (see README)")
+        sp.add_argument("--hardware", default="atlas-800t-a2",
+                        help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
+        sp.add_argument("--no-model-strategies", action="store_true",
+                        help="ignore the model's own shard() calls")
+        sp.add_argument("--dataset-strategy", default="dp", choices=["dp", "data_parallel", "full_batch"],
+                        help="how inputs are split: by the dp axis (default), all devices, or not at all")
+
+    sp = sub.add_parser("propagate", help="propagate strategies from the anchors and report the redistribution cost")
+    plan_args(sp)
+    sp.add_argument("--format", default="table", choices=["table", "json", "md"])
+    sp.add_argument("--max-rows", type=int, default=60, help="operator rows in the table (0 = all)")
+    sp = sub.add_parser("explain", help="why an operator got its strategy: provenance chain and candidates")
+    plan_args(sp)
+    sp.add_argument("--op", required=True, help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
     return p
 
 
@@ -44,6 +63,20 @@ def main(argv: list[str] | None = None) -> int:
             from .report import inspect_text
             graph = load_graph(args.model, args.input, args.kwargs)
             sys.stdout.write(graph.to_json() + "\n" if args.json else inspect_text(graph, args.depth))
+        elif args.command in ("propagate", "explain"):
+            import json
+            from .api import find_op, plan_model
+            from .report import explain_text, plan_dict, plan_text
+            plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
+                              strategies=args.strategies, hardware=args.hardware,
+                              use_model_strategies=not args.no_model_strategies,
+                              dataset_strategy=args.dataset_strategy)
+            if args.command == "explain":
+                sys.stdout.write(explain_text(plan, find_op(plan, args.op)))
+            elif args.format == "json":
+                sys.stdout.write(json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
+            else:
+                sys.stdout.write(plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
         return 0
     except StrategistError as err:
         print(f"strategist: error: {err}", file=sys.stderr)

@@ -18,7 +18,9 @@ operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2
   with the least cost on that one edge is chosen, by MindSpore's ``CompareSwcCost`` chain:
   (1) refined redistribution communication, (2) redistribution computation, (3) the neighbour's own
   forward communication, (4) larger ``PartitionNum``, then the lexicographically larger strategy.
-  The first seed's BFS wins every operator it reaches.
+  The first seed's BFS wins every operator it reaches. A configured operator it meets is checked,
+  never overwritten, and the search continues through it (the spec leaves this open; continuing
+  makes anchoring an operator at the strategy propagation gave it a no-op).
 * **Candidates** are MindSpore's generated strategies (:func:`strategist.ops.candidates`) plus the
   strategy that follows the fixed neighbour's layout exactly (its device matrix, repeated devices
   where the neighbour has them) — our reading of the newer ``AddSwcUnderPrevOpDevMatrix``, which lets a
@@ -466,6 +468,11 @@ class _Engine:
                 c = self._edge_key(a, b, spec)[0]
                 if c > 0 and (depth > 0 or nb not in self.anchors):
                     self.inconsistent.append((cur, nb, c) if direction == "forward" else (nb, cur, c))
+            if nb in self.anchors and nb not in self.visited:
+                # a configured op is never overwritten, but the search goes on through it: its
+                # neighbours are chosen against its fixed layout now rather than in its own BFS
+                self.visited.add(nb)
+                queue.append((nb, depth + 1))
             return
         if self.is_reshape(nb):
             if direction == "forward":
@@ -654,6 +661,9 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
                                 + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect --json)"))
         all_anchors[name] = a if isinstance(a, Anchor) else Anchor(name, tuple(tuple(x) for x in a))
     eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware)
+    if not all_anchors and not eng.dataset:
+        raise StrategyError("There is no operator that is configured sharding strategy. "
+                            "(give anchors with --strategies, or a model input)")
     order = sorted(all_anchors.values(), key=lambda a: graph.op(a.op).topo_index)
     for a in order:
         eng.seed(a)
@@ -668,7 +678,14 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
 
 def _price(eng: _Engine) -> Plan:
     g, hw = eng.g, eng.hw
+    # gradients flow back only into tensors that depend on a trainable Parameter
+    needs_grad: dict[str, bool] = {}
+    for op in g:
+        needs_grad[op.name] = any(
+            (x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad))
+            or (x.kind == "op" and needs_grad.get(x.ref, False)) for x in op.inputs)
     edges: list[EdgeCost] = []
+    grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
         for src, j, slot in eng.prev[op.name]:
             a = eng.out_layout(src, j)
@@ -680,20 +697,29 @@ def _price(eng: _Engine) -> Plan:
             fwd = _cached_plan(a, b)
             ms = fwd.mindspore_cost(tl, dtype)
             pf = fwd.physical(tl, hw)
-            bwd = None
-            bb = bs = 0.0
             ch = eng.chosen[op.name]
-            if src != DATASET and ch.sharding is not None and spec is not None \
+            if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
                 k = eng.in_index(op.name, slot)
                 gp = tuple(x for x in ch.sharding.grad_partial[k] if all(x not in d for d in b.dims))
-                gl = Layout(b.shape, b.dev_matrix, b.dims, tuple(sorted(gp)))
-                if gp or not fwd.is_identity:
-                    bwd = plan(gl, a)
-                    pb = bwd.physical(tl, hw)
-                    bb, bs = pb.bytes_sent, pb.seconds
-            edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
-                                  pf.bytes_sent, pf.seconds, bb, bs))
+                grads.setdefault((src, j), []).append((len(edges), Layout(b.shape, b.dev_matrix, b.dims,
+                                                                          tuple(sorted(gp)))))
+            edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, None, dtype, ms.communication, ms.computation,
+                                  pf.bytes_sent, pf.seconds, 0.0, 0.0))
+    # backward: the gradients of one tensor's consumers are summed where their layouts agree, so
+    # each distinct gradient layout is redistributed once (into the producer's output layout)
+    for (src, j), items in grads.items():
+        done: dict[Layout, int] = {}
+        for idx, gl in items:
+            if gl in done:
+                continue
+            done[gl] = idx
+            e = edges[idx]
+            bwd = _cached_plan(gl, e.src_layout)
+            if bwd.is_identity:
+                continue
+            pb = bwd.physical(_type_len(g.op(e.dst).inputs[e.in_slot].spec), hw)
+            e.backward, e.bwd_bytes, e.bwd_seconds = bwd, pb.bytes_sent, pb.seconds
     op_costs: dict[str, OpCost] = {}
     for op in g:
         ch = eng.chosen[op.name]

@@ -59,3 +59,236 @@ def inspect_text(graph: OpGraph, depth: int = 3) -> str:
 
 def _path_key(path: str):
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.split(".")] if path else []
+
+
+# --------------------------------------------------------------------------------------
+# propagation plans
+
+def strategy_text(strategy) -> str:
+    """MindSpore's tuple syntax: ``((2, 1), (1, 4))``."""
+    if strategy is None:
+        return "-"
+    return "(" + ", ".join("(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+                           for s in strategy) + ("," if len(strategy) == 1 else "") + ")"
+
+
+def layout_text(layouts, mesh) -> str | None:
+    """The same layouts as ``mindspore.Layout`` calls over the mesh's named axes, or None when a
+    layout uses only part of a mesh axis (then only the tuple form expresses it)."""
+    from .layout import Layout, common_matrix, refine, squeeze
+    parts = []
+    mesh_l = Layout(mesh.shape, mesh.shape, tuple((i,) for i in range(len(mesh.shape))))
+    for lay in layouts:
+        s = squeeze(Layout(lay.shape, lay.dev_matrix, lay.dims))
+        m = common_matrix(s.dev_matrix, mesh.shape)
+        if m is None:
+            return None
+        s = refine(s, m)
+        groups = {g: mesh.names[i] for i, g in enumerate(refine(mesh_l, m).dims)}
+        dims = []
+        for d in s.dims:
+            names, rest = [], list(d)
+            while rest:
+                hit = next((g for g in groups if tuple(rest[:len(g)]) == g and g), None)
+                if hit is None:
+                    return None
+                names.append(groups[hit])
+                rest = rest[len(hit):]
+            dims.append('"None"' if not names else f'"{names[0]}"' if len(names) == 1
+                        else "(" + ", ".join(f'"{x}"' for x in names) + ")")
+        parts.append("layout(" + ", ".join(dims) + ")")
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def mesh_layout_decl(mesh) -> str:
+    return f"layout = Layout({tuple(mesh.shape)}, {tuple(mesh.names)})"
+
+
+def _seconds(s: float) -> str:
+    if s == 0:
+        return "0"
+    return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
+
+
+def _who(ch) -> str:
+    p = ch.provenance
+    if p.direction == "seed":
+        return "anchor"
+    if p.direction == "default":
+        return "default (unreached)"
+    root = p.root or "-"
+    return f"{p.direction} from {root}"
+
+
+def plan_dict(plan) -> dict:
+    """Everything in a :class:`~strategist.propagate.Plan`, JSON-ready and deterministic."""
+    ops = []
+    for name, ch in plan.choices.items():
+        ops.append({
+            "name": name, "type": ch.op.type, "cell_path": ch.op.cell_path, "cell_class": ch.op.cell_class,
+            "source": ch.op.source, "strategy": [list(s) for s in ch.strategy] if ch.strategy else None,
+            "layout": layout_text(ch.inputs, plan.mesh) if ch.sharding is not None else None,
+            "inputs": [str(l) for l in ch.inputs], "outputs": [str(l) for l in ch.outputs],
+            "configured": ch.configured,
+            "provenance": {"root": ch.provenance.root, "parent": ch.provenance.parent,
+                           "depth": ch.provenance.depth, "direction": ch.provenance.direction,
+                           "edge_cost": ch.provenance.cost,
+                           "rejected": None if ch.provenance.rejected is None else
+                           {"strategy": [list(s) for s in ch.provenance.rejected[0]],
+                            "edge_cost": ch.provenance.rejected[1]}},
+        })
+    edges = [{"src": e.src, "dst": e.dst, "out_index": e.out_index, "in_slot": e.in_slot,
+              "from": str(e.src_layout), "to": str(e.dst_layout),
+              "forward": [str(o) for o in e.forward.ops],
+              "backward": [str(o) for o in e.backward.ops] if e.backward else [],
+              "mindspore_cost": e.ms_communication, "bytes": e.bytes, "seconds": e.seconds}
+             for e in plan.edges if e.bytes or e.forward.ops]
+    return {
+        "model": plan.graph.model, "mesh": str(plan.mesh), "devices": plan.mesh.size,
+        "hardware": plan.hardware.name if plan.hardware else None,
+        "anchors": {k: {"strategy": a.describe(), "origin": a.origin} for k, a in sorted(plan.anchors.items())},
+        "ops": ops, "edges": edges,
+        "op_communication": {k: {"forward_bytes": c.fwd_bytes, "gradient_bytes": c.grad_bytes,
+                                 "seconds": c.seconds, "steps": [s[0] for s in c.steps]}
+                             for k, c in plan.op_costs.items()},
+        "per_layer": plan.per_layer(), "totals": plan.totals(),
+        "conflicts": [{"edge": [c.src, c.dst], "anchors": list(c.anchors), "mindspore_cost": c.cost,
+                       "seconds": c.seconds} for c in plan.conflicts],
+        "inconsistencies": [{"edge": [a, b], "mindspore_cost": c} for a, b, c in plan.inconsistencies],
+        "warnings": plan.warnings,
+    }
+
+
+def plan_text(plan, markdown: bool = False, max_rows: int = 0) -> str:
+    """Console table (or Markdown) of a propagation plan."""
+    d = plan_dict(plan)
+    t = d["totals"]
+    out = []
+    h = (lambda s: f"\n## {s}\n") if markdown else (lambda s: f"\n{s}\n{'-' * len(s)}")
+
+    def table(header, rows):
+        if markdown:
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "|".join("---" for _ in header) + "|")
+            out.extend("| " + " | ".join(str(c) for c in r) + " |" for r in rows)
+        else:
+            w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
+            out.append("  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip())
+            out.extend("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows)
+
+    out.append(("# " if markdown else "") + f"strategist propagate: {d['model']}")
+    out.append(f"mesh {d['mesh']} ({d['devices']} devices), hardware {d['hardware'] or '-'}")
+    out.append(h("Anchors"))
+    table(["operator", "strategy", "origin"], [(k, a["strategy"], a["origin"]) for k, a in d["anchors"].items()]
+          or [("(none: only the dataset seeds propagation)", "", "")])
+    out.append(h("Operators"))
+    rows = []
+    for o in d["ops"]:
+        strat = strategy_text(tuple(tuple(s) for s in o["strategy"])) if o["strategy"] else \
+            f"(reshape) {o['inputs'][0]} -> {o['outputs'][0]}"
+        ch = plan.choices[o["name"]]
+        rows.append((o["name"], o["type"], strat, _who(ch)))
+    if max_rows and len(rows) > max_rows:
+        rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more (use --format json)", "", "", "")]
+    table(["operator", "type", "strategy", "decided by"], rows)
+    out.append(h("Redistributions (edges that move data)"))
+    moving = [e for e in plan.edges if e.bytes]
+    rows = [(f"{e.src} -> {e.dst}", " ; ".join(str(o) for o in e.forward.ops) or "-",
+             " ; ".join(str(o) for o in e.backward.ops) if e.backward else "-",
+             f"{e.ms_communication:.0f}", human_bytes(e.bytes), _seconds(e.seconds)) for e in moving]
+    table(["edge", "forward", "backward", "ms cost", "bytes/dev", "time"], rows or [("(none)", "", "", "", "", "")])
+    out.append(h("Operators' own communication"))
+    rows = [(k, " ; ".join(s[0] for s in c.steps), human_bytes(c.bytes), _seconds(c.seconds))
+            for k, c in plan.op_costs.items()]
+    if max_rows and len(rows) > max_rows:
+        rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more", "", "", "")]
+    table(["operator", "steps", "bytes/dev", "time"], rows or [("(none)", "", "", "")])
+    out.append(h("Per layer"))
+    table(["layer", "bytes/dev", "time"], [(k, human_bytes(v["bytes"]), _seconds(v["seconds"]))
+                                          for k, v in d["per_layer"].items()] or [("(none)", "", "")])
+    out.append(h("Totals (per device, one training step)"))
+    table(["what", "bytes", "time"], [
+        ("redistribution, forward + backward", human_bytes(t["redistribution_bytes"]), _seconds(t["redistribution_seconds"])),
+        ("operators' partial sums (forward)", human_bytes(t["operator_bytes"]), _seconds(t["operator_seconds"])),
+        ("parameter gradients", human_bytes(t["gradient_bytes"]), _seconds(t["gradient_seconds"])),
+        ("total", human_bytes(t["total_bytes"]), _seconds(t["total_seconds"])),
+        ("MindSpore redistribution cost (what propagation minimises)", f"{t['redistribution_ms_cost']:.0f}", "")])
+    if d["conflicts"] or d["inconsistencies"]:
+        out.append(h("Conflicts"))
+        for c in d["conflicts"]:
+            out.append(f"- anchors {c['anchors'][0]} and {c['anchors'][1]} disagree on {c['edge'][0]} -> "
+                       f"{c['edge'][1]}: a redistribution is inserted (MindSpore cost {c['mindspore_cost']:.0f}, "
+                       f"{_seconds(c['seconds'])})")
+        for i in d["inconsistencies"]:
+            out.append(f"- Inconsistency occurred at edge: {i['edge'][0]} -> {i['edge'][1]} "
+                       f"(MindSpore cost {i['mindspore_cost']:.0f})")
+    for w in d["warnings"]:
+        out.append(f"warning: {w}")
+    return "\n".join(out) + "\n"
+
+
+def explain_text(plan, name: str) -> str:
+    """An operator's provenance chain and its candidates, costed against the edge that decided it."""
+    from .propagate import DATASET
+    ch = plan.choices[name]
+    out = [f"{name} ({ch.op.type}) in {ch.op.cell_path or '(root)'} [{ch.op.cell_class}] at {rel(ch.op.source)}",
+           f"strategy: {strategy_text(ch.strategy)}",
+           f"layout form: {layout_text(ch.inputs, plan.mesh) if ch.sharding else '-'}",
+           "", "provenance (seed first):"]
+    for n in plan.chain(name):
+        c = plan.choices[n]
+        p = c.provenance
+        how = "anchor" if p.direction == "seed" else p.direction
+        extra = f", edge cost {p.cost:.0f}" if p.direction in ("forward", "backward", "parameter") else ""
+        out.append(f"  {n} ({c.op.type}) {strategy_text(c.strategy)}  [{how}{extra}]")
+    if ch.provenance.root == DATASET:
+        out.append(f"  (seeded by the dataset: {', '.join(f'{k} {v}' for k, v in plan.graph.inputs.items())})")
+    if ch.provenance.rejected:
+        s, c = ch.provenance.rejected
+        out.append(f"best rejected alternative: {strategy_text(s)} (edge cost {c:.0f})")
+    out += ["", "candidates against the deciding edge (MindSpore order of preference):"]
+    for s, key in candidate_costs(plan, name):
+        mark = " <- chosen" if ch.sharding is not None and s.inputs == ch.sharding.inputs \
+            and s.outputs == ch.sharding.outputs else ""
+        out.append(f"  {strategy_text(s.strategy):32} edge comm {key[0]:>10.0f}  comp {key[1]:>12.0f}  "
+                   f"own fwd comm {key[2]:>8.0f}{mark}")
+    return "\n".join(out) + "\n"
+
+
+def candidate_costs(plan, name: str):
+    """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
+    best first, against the neighbour that decided it."""
+    import functools
+    from .propagate import DATASET, _better, _Engine
+    ch = plan.choices[name]
+    if ch.sharding is None:
+        return []
+    eng = _Engine(plan.graph, plan.mesh, plan.anchors, "dp", plan.hardware)
+    eng.chosen = dict(plan.choices)
+    p = ch.provenance
+    opts = []
+    parent = p.parent
+    if parent is not None and p.direction in ("forward", "parameter"):
+        for src, j, slot in eng.prev[name]:
+            if src == parent:
+                k = eng.in_index(name, slot)
+                fixed = eng.out_layout(src, j)
+                spec = ch.op.inputs[slot].spec
+                for s in eng._options(name, fixed, k, "in"):
+                    ek = eng._edge_key(fixed, s.inputs[k], spec)
+                    opts.append((s, (ek[0], ek[1], eng._own_forward_comm(name, s))))
+                break
+    elif parent is not None and p.direction == "backward":
+        for j, dst, slot in eng.succ[name]:
+            if dst == parent:
+                fixed = eng.in_layout(dst, slot)
+                for s in eng._options(name, fixed, j, "out"):
+                    ek = eng._edge_key(s.outputs[j], fixed, ch.op.outputs[j])
+                    opts.append((s, (ek[0], ek[1], eng._own_forward_comm(name, s))))
+                break
+    else:
+        for s in eng._options(name, None, 0, "in"):
+            opts.append((s, (0.0, 0.0, eng._own_forward_comm(name, s))))
+    cmp = functools.cmp_to_key(lambda a, b: -1 if _better(a[0], a[1], b[0], b[1]) else
+                               1 if _better(b[0], b[1], a[0], a[1]) else 0)
+    return sorted(opts, key=cmp)

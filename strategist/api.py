@@ -1,0 +1,32 @@
+"""The library calls behind the CLI, for notebooks too: file -> graph -> anchors -> plan."""
+from __future__ import annotations
+
+from .anchors import load_anchors
+from .errors import StrategistError
+from .loader import load_graph
+from .mesh import Mesh, load_hardware
+from .propagate import Plan, propagate
+
+
+def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
+               hardware: str | None = "atlas-800t-a2", use_model_strategies: bool = True,
+               dataset_strategy="dp", graph=None) -> Plan:
+    """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
+
+    >>> plan = plan_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")     # doctest: +SKIP
+    >>> plan.totals()["total_bytes"]                                      # doctest: +SKIP
+    """
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    hw = load_hardware(hardware) if hardware else None
+    graph = graph if graph is not None else load_graph(model, inputs, kwargs)
+    anchors = load_anchors(strategies, graph, mesh) if strategies else {}
+    return propagate(graph, mesh, anchors, use_model_strategies=use_model_strategies,
+                     dataset_strategy=dataset_strategy, hardware=hw)
+
+
+def find_op(plan: Plan, name: str) -> str:
+    if name in plan.choices:
+        return name
+    close = [n for n in plan.choices if n.endswith(name) or name in n][:6]
+    raise StrategistError(f"--op {name!r} names no operator"
+                          + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect)"))

@@ -1,0 +1,47 @@
+"""Test models for the propagation engine."""
+import mindspore as ms
+from mindspore import Parameter, nn, ops
+from mindspore.common.initializer import initializer
+
+
+class Unreached(nn.Cell):
+    """A MatMul of two Parameters: no path from the dataset or any anchor."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = Parameter(initializer("normal", (256, 784), ms.float32), name="a")
+        self.b = Parameter(initializer("normal", (784, 64), ms.float32), name="b")
+        self.matmul = ops.MatMul()
+        self.relu = ops.ReLU()
+        self.example_inputs = {"x": "float32[16,8]"}
+
+    def construct(self, x):
+        return self.relu(x), self.matmul(self.a, self.b)
+
+
+class SharedWeight(nn.Cell):
+    """One Parameter read by two MatMuls."""
+
+    def __init__(self, s1=None, s2=None):
+        super().__init__()
+        self.w = Parameter(initializer("normal", (64, 64), ms.float32), name="w")
+        self.mm1 = ops.MatMul()
+        self.mm2 = ops.MatMul()
+        if s1:
+            self.mm1.shard(s1)
+        if s2:
+            self.mm2.shard(s2)
+        self.example_inputs = {"x": "float32[64,64]"}
+
+    def construct(self, x):
+        return self.mm2(self.mm1(x, self.w), self.w)
+
+
+class NoInputs(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.a = Parameter(initializer("normal", (8, 8), ms.float32), name="a")
+        self.relu = ops.ReLU()
+
+    def construct(self):
+        return self.relu(self.a)

@@ -1,0 +1,89 @@
+"""Anchors files and the propagate / explain commands."""
+import json
+import os
+
+import pytest
+
+from strategist.anchors import load_anchors
+from strategist.cli import main
+from strategist.errors import RulesError
+from strategist.mesh import Mesh
+
+from conftest import ROOT
+
+MLP = os.path.join(ROOT, "examples/mlp.py:MegatronMLP")
+FFN = os.path.join(ROOT, "examples/sharding_techniques.py:DocsFFN")
+MESH = Mesh.parse("dp=2,tp=4")
+
+
+def test_anchor_file_forms(tmp_path, graph_of):
+    g = graph_of("examples/llama.py:tiny")
+    f = tmp_path / "a.yaml"
+    f.write_text("model.layers.*.attention.wq.matmul: [[2, 1], [1, 4]]\n"
+                 "lm_head.matmul:\n  in_strategy: [[2, 1], [4, 1]]\n  out_strategy: [[8, 1]]\n"
+                 "model.tok_embeddings.gather:\n  layout: [[tp, None], [dp, None]]\n")
+    a = load_anchors(str(f), g, MESH)
+    assert sorted(a) == ["lm_head.matmul", "model.layers.0.attention.wq.matmul",
+                         "model.layers.1.attention.wq.matmul", "model.tok_embeddings.gather"]
+    assert a["model.layers.1.attention.wq.matmul"].strategy == ((2, 1), (1, 4))
+    assert a["lm_head.matmul"].out_strategy == ((8, 1),)
+    lay = a["model.tok_embeddings.gather"].layouts
+    assert lay[0].device_matrix == (2, 4) and lay[0].tensor_map == ((0,), ()) and lay[1].tensor_map == ((1,), ())
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("x: [[2, 1]\n", "line 2: not valid YAML"),
+    ("- a\n", "maps operator names to strategies"),
+    ("linear_fc1.matmul: [[2, 0], [1, 4]]\n", "line 1: a strategy is a list of lists of positive integers"),
+    ("linear_fc1.add: [[1, 1], [1]]\nlinear_fc1.matmul: 1\n", "line 2: write a strategy list"),
+    ("linear_fc9.matmul: [[1, 1], [1, 1]]\n", "line 1: 'linear_fc9.matmul' names no operator"),
+    ("nothing.*: [[1, 1], [1, 1]]\n", "pattern 'nothing.*' matches no operator"),
+    ("linear_fc1.matmul:\n  layout: [[xp, None], [None, tp]]\n", "line 1: layout axis 'xp' is not a mesh axis"),
+    ("linear_fc1.matmul:\n  layout: [[tp, tp], [None, None]]\n", "may split one tensor only once"),
+    ("linear_fc1.matmul:\n  strategy: [[1, 1]]\n", "unknown key(s) strategy"),
+])
+def test_bad_anchor_files_name_the_line(tmp_path, graph_of, text, needle):
+    f = tmp_path / "a.yaml"
+    f.write_text(text)
+    with pytest.raises(RulesError, match=None) as e:
+        load_anchors(str(f), graph_of("examples/mlp.py:MegatronMLP"), MESH)
+    assert needle in str(e.value) and str(f) in str(e.value)
+
+
+def test_propagate_command_formats(capsys, tmp_path):
+    f = tmp_path / "a.yaml"
+    f.write_text("linear_fc1.matmul: [[2, 1], [1, 4]]\nlinear_fc2.matmul: [[2, 4], [4, 1]]\n")
+    assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "linear_fc1.add     Add     ((2, 4), (4,))" in out
+    assert "linear_fc2.matmul  AllReduce(n=4, group=[0, 1, 2, 3])" in out
+    assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["anchors"]["linear_fc1.matmul"] == {"origin": "user", "strategy": "((2, 1), (1, 4))"}
+    ops = {o["name"]: o for o in d["ops"]}
+    assert ops["gelu"]["strategy"] == [[2, 4]] and ops["gelu"]["layout"] == '(layout("dp", "tp"),)'
+    # Megatron MLP on dp=2,tp=4 (tokens 4096, hidden 1024, fp16): one forward AllReduce of the
+    # [2048,1024] output slice over tp: 2*(3/4)*4 MiB per device. x is a dataset input: no gradient,
+    # so no backward AllReduce of fc1's input gradient (inside a model there is one: see test_propagate)
+    t = d["totals"]
+    assert t["operator_bytes"] == 2 * 3 / 4 * 2048 * 1024 * 2 and t["redistribution_bytes"] == 0
+    assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "md"]) == 0
+    assert "| operator | type | strategy | decided by |" in capsys.readouterr().out
+
+
+def test_explain_command(capsys):
+    assert main(["explain", FFN, "--mesh", "dp=2,tp=4", "--op", "matmul2"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy: ((2, 4), (4, 1))" in out
+    assert "  matmul1 (MatMul) ((2, 1), (1, 4))  [anchor]" in out
+    assert "  relu (ReLU) ((2, 4),)  [forward, edge cost 0]" in out
+    assert "((2, 4), (4, 1))                 edge comm          0" in out and "<- chosen" in out
+    assert main(["explain", FFN, "--mesh", "dp=2,tp=4", "--op", "matmul9"]) == 2
+    assert "--op 'matmul9' names no operator" in capsys.readouterr().err
+
+
+def test_propagate_bad_mesh_and_hardware(capsys):
+    assert main(["propagate", MLP, "--mesh", "dp2"]) == 2
+    assert "bad mesh 'dp2'" in capsys.readouterr().err
+    assert main(["propagate", MLP, "--mesh", "dp=2", "--hardware", "tpu"]) == 2
+    assert "hardware profile not found: tpu" in capsys.readouterr().err
