@@ -638,6 +638,14 @@ def _cached_plan(src: Layout, dst: Layout) -> Redistribution:
     return plan(src, dst)
 
 
+def clear_caches() -> None:
+    """Forget cached rules, candidates, shardings and redistribution plans (for cold timings)."""
+    _RULES.clear()
+    _SHARDS.clear()
+    _CANDS.clear()
+    _cached_plan.cache_clear()
+
+
 # --------------------------------------------------------------------------------------
 
 
