@@ -319,6 +319,13 @@ def tile_rule(op: Op) -> FactorRule:
     return _rule(op, factors, [ins], [factors], [0], unsplittable=rep)
 
 
+def conv2d_rule(op: Op) -> FactorRule:
+    """Conv2D (NCHW): batch ``n`` and output channels ``o`` split freely; input channels ``c`` are a
+    reduction factor; spatial dims are never split (no halo exchange)."""
+    return _rule(op, ["n", "c", "o", "h", "w"], [["n", "c", "h", "w"], ["o", "c", None, None]],
+                 [["n", "o", "h", "w"]], [0, 1], unsplittable=["h", "w"])
+
+
 #: FlashAttentionScore ``input_layout`` codes (MindSpore's FASInputLayoutMode; 0 and 1 checked on 2.9).
 FA_LAYOUTS = {0: "BSH", 1: "BNSD", 2: "SBH", 3: "BSND", 4: "TND"}
 FA_Q_FACTORS = {"BSH": ["b", "s", "n"], "BNSD": ["b", "n", "s", "dq"], "SBH": ["s", "b", "n"],
@@ -408,7 +415,7 @@ RULES: dict[str, Callable[[Op], FactorRule]] = {
     "RmsNorm": norm_rule, "LayerNorm": layer_norm_rule,
     "SoftmaxCrossEntropyWithLogits": softmax_ce_rule,
     "SparseSoftmaxCrossEntropyWithLogits": sparse_softmax_ce_rule,
-    "Tile": tile_rule, "FlashAttentionScore": flash_attention_rule,
+    "Tile": tile_rule, "FlashAttentionScore": flash_attention_rule, "Conv2D": conv2d_rule,
     "Reshape": reshape_placeholder, "Flatten": reshape_placeholder,
 }
 

@@ -200,3 +200,13 @@ def test_reshape_layouts():
     # heads: [B*S, N*D] -> [B, S, N, D] with N*D split by tp keeps heads split
     z = Layout((512, 1024), (2, 4), ((0,), (1,)))
     assert reshape_layout(z, (4, 128, 8, 128)).dims == ((0,), (), (1,), ())
+
+
+def test_conv2d_rule():
+    conv = op("Conv2D", [T(64, 256, 56, 56), Input("param", "w", spec=T(512, 256, 3, 3))], [T(64, 512, 28, 28)])
+    s = shard(conv, ((8, 1, 1, 1), (1, 1, 1, 1)), 8)              # data parallel
+    assert s.outputs[0].strategy == (8, 1, 1, 1) and s.partial_axes == () and s.grad_partial[1] == (0,)
+    s = shard(conv, ((2, 4, 1, 1), (1, 4, 1, 1)), 8)              # input channels split: partial sums
+    assert output_partial(s) == (1,)
+    with pytest.raises(StrategyError, match="cannot split this dimension"):
+        shard(conv, ((1, 1, 8, 1), (1, 1, 1, 1)), 8)
