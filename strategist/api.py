@@ -24,6 +24,24 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
                      dataset_strategy=dataset_strategy, hardware=hw)
 
 
+def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
+                 hardware: str | None = "atlas-800t-a2", dataset_strategy="dp", graph=None):
+    """``strategist advise`` as a call: the :class:`~strategist.advisor.Advice` for ``model`` on ``mesh``."""
+    from .advisor import advise, load_rules
+    from .errors import InputSpecError
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    bounds = {}
+    for b in boundaries or []:
+        path, sep, kind = b.partition("=")
+        if not sep or kind not in ("tp", "dp") or not path:
+            raise InputSpecError(f"bad --boundary {b!r}: write CELL.PATH=tp or CELL.PATH=dp, e.g. head=tp")
+        bounds[path] = kind
+    hw = load_hardware(hardware) if hardware else None
+    graph = graph if graph is not None else load_graph(model, inputs, kwargs)
+    return advise(graph, mesh, rules=load_rules(rules), boundaries=bounds, hardware=hw,
+                  dataset_strategy=dataset_strategy)
+
+
 def find_op(plan: Plan, name: str) -> str:
     if name in plan.choices:
         return name

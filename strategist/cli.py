@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     plan_args(sp)
     sp.add_argument("--format", default="table", choices=["table", "json", "md"])
     sp.add_argument("--max-rows", type=int, default=60, help="operator rows in the table (0 = all)")
+    sp = sub.add_parser("advise", help="choose the operators to configure, propagate, and report the cost")
+    plan_args(sp)
+    sp.add_argument("--rules", action="append", metavar="RULES.yaml", help="extra rules merged over rules/default.yaml")
+    sp.add_argument("--boundary", action="append", default=[], metavar="CELL.PATH=tp|dp",
+                    help="declare a parallelism boundary: weight ops under CELL.PATH prefer tp (or dp)")
+    sp.add_argument("--format", default="table", choices=["table", "json", "md"])
+    sp.add_argument("--max-rows", type=int, default=40, help="operator rows in the plan table (0 = all)")
     sp = sub.add_parser("explain", help="why an operator got its strategy: provenance chain and candidates")
     plan_args(sp)
     sp.add_argument("--op", required=True, help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
@@ -63,6 +70,17 @@ def main(argv: list[str] | None = None) -> int:
             from .report import inspect_text
             graph = load_graph(args.model, args.input, args.kwargs)
             sys.stdout.write(graph.to_json() + "\n" if args.json else inspect_text(graph, args.depth))
+        elif args.command == "advise":
+            import json
+            from .api import advise_model
+            from .report import advice_dict, advice_text
+            advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
+                                  boundaries=args.boundary, hardware=args.hardware,
+                                  dataset_strategy=args.dataset_strategy)
+            if args.format == "json":
+                sys.stdout.write(json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
+            else:
+                sys.stdout.write(advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
         elif args.command in ("propagate", "explain"):
             import json
             from .api import find_op, plan_model

@@ -85,6 +85,12 @@ class Hardware:
     devices_per_node: int
     intra: Link
     inter: Link
+    peak_flops: float = 0.0      # dense fp16/bf16 FLOP/s per device (0: computation not priced)
+    mfu: float = 0.5             # fraction of peak a large MatMul reaches
+    memory_bytes: float = 0.0
+
+    def compute_seconds(self, flops: float) -> float:
+        return flops / (self.peak_flops * self.mfu) if self.peak_flops else 0.0
 
     def is_intra_node(self, dev_matrix: tuple[int, ...], axis: int) -> bool:
         """True when every group along ``axis`` of ``dev_matrix`` lies inside one node."""
@@ -126,7 +132,8 @@ def load_hardware(name_or_path: str) -> Hardware:
         for k in ("intra_node", "inter_node"):
             links[k] = Link(float(d[k]["bandwidth_GBps"]) * 1e9, float(d[k]["latency_us"]) / 1e6)
         return Hardware(str(d.get("name", os.path.basename(path))), int(d["devices_per_node"]),
-                        links["intra_node"], links["inter_node"])
+                        links["intra_node"], links["inter_node"], float(d.get("peak_tflops", 0)) * 1e12,
+                        float(d.get("mfu", 0.5)), float(d.get("memory_GB", 0)) * 1e9)
     except (KeyError, TypeError, ValueError, yaml.YAMLError) as err:
         raise MeshError(f"bad hardware profile {path}: {type(err).__name__}: {err} "
                         f"(needs devices_per_node and intra_node/inter_node bandwidth_GBps, latency_us)") from None

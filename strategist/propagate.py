@@ -47,10 +47,10 @@ from typing import Any
 
 from .errors import StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
-from .layout import Layout
+from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
 from .ops import (FactorRule, Sharding, _sharding, candidates, output_partial, partition_num, reshape_layout,
-                  rule_for, shard, shard_layout)
+                  rule_for, shard, shard_layout, training_flops)
 from .redistribution import Redistribution, plan, refine_cost
 
 DATASET = "<dataset>"
@@ -171,6 +171,7 @@ class Plan:
     conflicts: list[Conflict]
     inconsistencies: list[tuple[str, str, float]]
     warnings: list[str] = field(default_factory=list)
+    flops: dict[str, float] = field(default_factory=dict)   # per device, training step, per op
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy
@@ -187,7 +188,11 @@ class Plan:
         o_fwd_s = sum(c.fwd_seconds for c in self.op_costs.values())
         g_b = sum(c.grad_bytes for c in self.op_costs.values())
         g_s = sum(c.grad_seconds for c in self.op_costs.values())
+        flops = sum(self.flops.values())
+        compute = self.hardware.compute_seconds(flops) if self.hardware else 0.0
         return {
+            "compute_flops": flops, "compute_seconds": compute,
+            "step_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s + compute,
             "redistribution_ms_cost": sum(e.ms_communication for e in self.edges),
             "redistribution_bytes": e_fwd_b + e_bwd_b, "redistribution_seconds": e_fwd_s + e_bwd_s,
             "forward_bytes": e_fwd_b + o_fwd_b, "forward_seconds": e_fwd_s + o_fwd_s,
@@ -719,9 +724,10 @@ def _price(eng: _Engine) -> Plan:
     for (src, j), items in grads.items():
         done: dict[Layout, int] = {}
         for idx, gl in items:
-            if gl in done:
+            key = squeeze(gl)          # equal placements over different device matrices sum too
+            if key in done:
                 continue
-            done[gl] = idx
+            done[key] = idx
             e = edges[idx]
             bwd = _cached_plan(gl, e.src_layout)
             if bwd.is_identity:
@@ -777,5 +783,12 @@ def _price(eng: _Engine) -> Plan:
         if (t[0], t[1]) not in seen:
             seen.add((t[0], t[1]))
             incons.append(t)
+    flops = {}
+    for op in g:
+        s = eng.chosen[op.name].sharding
+        if s is not None:
+            f = training_flops(op, eng.rule(op.name), s)
+            if f:
+                flops[op.name] = f
     return Plan(g, eng.mesh, hw, eng.anchors, {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
-                conflicts, incons, eng.warnings)
+                conflicts, incons, eng.warnings, flops)

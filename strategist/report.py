@@ -292,3 +292,142 @@ def candidate_costs(plan, name: str):
     cmp = functools.cmp_to_key(lambda a, b: -1 if _better(a[0], a[1], b[0], b[1]) else
                                1 if _better(b[0], b[1], a[0], a[1]) else 0)
     return sorted(opts, key=cmp)
+
+
+# --------------------------------------------------------------------------------------
+# advice
+
+
+def _tuple_equivalent(ch, mesh) -> bool:
+    """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
+    from .layout import squeeze
+    from .ops import shard
+    try:
+        s = shard(ch.op, ch.strategy, mesh.size)
+    except Exception:
+        return False
+    return all(squeeze(a) == squeeze(b) or a.same_as(b) for a, b in zip(s.inputs, ch.inputs))
+
+
+def advice_dict(advice) -> dict:
+    from .advisor import memory
+    mesh = advice.mesh
+    decl = mesh_layout_decl(mesh)
+    anchors = []
+    for c in advice.chosen:
+        ch = advice.plan.choices[c.op]
+        tup = strategy_text(ch.strategy)
+        lay = layout_text(ch.inputs, mesh)
+        tuple_ok = _tuple_equivalent(ch, mesh)
+        anchors.append({
+            "op": c.op, "type": ch.op.type, "rule": c.rule, "template": c.template, "why": c.why,
+            "needed": c.needed, "source": ch.op.source, "cell_class": ch.op.cell_class,
+            "strategy": [list(s) for s in ch.strategy],
+            "shard_tuple": f"self.{ch.op.instance_name}.shard({tup})",
+            "tuple_equivalent": tuple_ok,
+            "shard_layout": f"self.{ch.op.instance_name}.shard({lay})" if lay else None,
+        })
+    configs = {}
+    for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
+                        ("every operator configured", advice.semi, len(advice.semi.anchors))):
+        t = p.totals()
+        configs[label] = {"anchors": n, "communication_bytes": t["total_bytes"],
+                          "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
+                          "step_seconds": t["step_seconds"], "mindspore_cost": t["redistribution_ms_cost"],
+                          "conflicts": len(p.conflicts), "memory": memory(p)}
+    groups: dict[str, list[str]] = {}
+    from .advisor import _group_key
+    for a in anchors:
+        groups.setdefault(_group_key(a["op"]), []).append(a["op"])
+    yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
+    for key, members in groups.items():
+        a = next(x for x in anchors if x["op"] == members[0])
+        ch = advice.plan.choices[members[0]]
+        dims = []
+        for l in ch.inputs:
+            row = []
+            for d in l.dims:
+                row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else "[" + ", ".join(mesh.names[x] for x in d) + "]")
+            dims.append("[" + ", ".join(row) + "]")
+        if ch.inputs[0].dev_matrix == mesh.shape:
+            yaml_lines.append(f"{key}:\n  layout: [{', '.join(dims)}]")
+        else:
+            yaml_lines.append(f"{key}: {[list(s) for s in a['strategy']]}")
+    return {
+        "model": advice.graph.model, "mesh": str(mesh), "devices": mesh.size,
+        "hardware": advice.plan.hardware.name if advice.plan.hardware else None,
+        "rules": list(advice.rules.sources), "layout_declaration": decl,
+        "anchors": anchors, "anchors_yaml": "\n".join(yaml_lines) + "\n",
+        "dropped": [{"op": c.op, "rule": c.rule, "why": why} for c, why in advice.dropped],
+        "existing_shard_calls": [{"op": o, "status": s, "detail": d} for o, s, d in advice.existing],
+        "configurations": configs, "notes": advice.notes,
+        "plan": plan_dict(advice.plan),
+    }
+
+
+def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
+    d = advice_dict(advice)
+    out = []
+    h = (lambda s: f"\n## {s}\n") if markdown else (lambda s: f"\n{s}\n{'=' * len(s)}")
+
+    def table(header, rows):
+        if markdown:
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "|".join("---" for _ in header) + "|")
+            out.extend("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows)
+        else:
+            w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
+            out.append("  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip())
+            out.extend("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows)
+
+    out.append(("# " if markdown else "") + f"strategist advise: {d['model']}")
+    out.append(f"mesh {d['mesh']} ({d['devices']} devices), hardware {d['hardware'] or '-'}, "
+               f"rules {', '.join(rel(p + ':0').rsplit(':', 1)[0] for p in d['rules'])}")
+    n_ops = len(advice.graph)
+    out.append(h(f"Advice: configure {len(d['anchors'])} of {n_ops} operators"))
+    if not d["anchors"]:
+        out.append("Configure nothing: propagation from the dataset alone gives the best plan found.")
+    for a in d["anchors"]:
+        out.append(f"{'- ' if markdown else ''}{a['op']} ({a['type']}, rule {a['rule']}: {a['why']})")
+        out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
+        if a["shard_layout"]:
+            out.append(f"    {d['layout_declaration']};  {a['shard_layout']}")
+        if a["tuple_equivalent"]:
+            out.append(f"    or, as a tuple: {a['shard_tuple']}")
+        else:
+            out.append(f"    (the tuple {a['shard_tuple'].split('.shard', 1)[1]} is not equivalent here: MindSpore would "
+                       f"lay its splits on other devices; use the Layout form)")
+        if a["needed"]:
+            out.append(f"    needed: {a['needed']}")
+    out.append(f"\nDropped {len(d['dropped'])} proposed anchor(s) that change nothing"
+               + (":" if d["dropped"] else "."))
+    by_rule: dict[str, int] = {}
+    for x in d["dropped"]:
+        by_rule[f"rule {x['rule']}: {x['why']}"] = by_rule.get(f"rule {x['rule']}: {x['why']}", 0) + 1
+    for k, v in by_rule.items():
+        out.append(f"  {v} x {k}")
+    out.append("\nAnchors file (strategist propagate --strategies):")
+    out.append(("```yaml\n" if markdown else "") + d["anchors_yaml"].rstrip() + ("\n```" if markdown else ""))
+    if d["existing_shard_calls"]:
+        out.append(h("The model's own shard() calls"))
+        table(["operator", "status", "detail"], [(x["op"], x["status"], x["detail"]) for x in d["existing_shard_calls"]])
+    out.append(h("Configurations compared (per device, one training step)"))
+    rows = []
+    for label, c in d["configurations"].items():
+        m = c["memory"]
+        rows.append((label, c["anchors"], human_bytes(c["communication_bytes"]), _seconds(c["communication_seconds"]),
+                     _seconds(c["compute_seconds"]), _seconds(c["step_seconds"]), human_bytes(m["total"]),
+                     c["conflicts"]))
+    table(["configuration", "anchors", "comm bytes", "comm time", "compute", "step estimate", "memory", "conflicts"],
+          rows)
+    m = d["configurations"]["advice"]["memory"]
+    out.append(h("Memory under the advice (per device)"))
+    table(["what", "bytes"], [("parameters", human_bytes(m["parameters"])), ("gradients", human_bytes(m["gradients"])),
+                              ("optimizer states (Adam, fp32, unsharded)", human_bytes(m["optimizer_states"])),
+                              ("activations (upper bound: every output kept)", human_bytes(m["activations"])),
+                              ("total", human_bytes(m["total"]))])
+    for n in d["notes"]:
+        out.append(f"note: {n}")
+    out.append(h("Propagated plan"))
+    out.append(plan_text(advice.plan, markdown=markdown, max_rows=max_rows))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,475 @@
+"""The advisor: four heuristics -> a minimal set of shard() anchors -> propagation -> cost report.
+
+``advise(graph, mesh)`` picks the operators that deserve an explicit strategy by the four rules of
+MindSpore's "sharding techniques" guidance, gives each a strategy from the rules' templates
+(``rules/default.yaml``, overridable), propagates, drops every anchor the plan does not need, and
+compares the result with no anchors at all and with every operator configured.
+
+Rule 1, weight operators: MatMul/BatchMatMul fed by a Parameter alternate Megatron column -> row
+along the data flow (a column MatMul's output reaching the next weight MatMul before any norm makes
+that one a row MatMul); embeddings split the vocabulary when it is large; expert weights split by ep.
+Rule 2, dimension-changing operators: those propagation reached only with a redistribution, or not at
+all, are anchored to follow their input.
+Rule 3, parallelism boundaries: each weight operator prefers dp when its activations outweigh its
+parameters and tp in the opposite case (``boundary_ratio``); where the preference flips from dp to tp
+along the graph, the last dp operator is anchored data-parallel over every device and the first tp
+operator model-parallel. ``boundaries={"cell.path": "tp"}`` declares one by hand.
+Rule 4, fused operators: FlashAttentionScore, RmsNorm/LayerNorm, MoE dispatch/combine get their template.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from .errors import RulesError
+from .graph import Op, OpGraph, ShardLayout
+from .layout import Layout, squeeze
+from .mesh import Hardware, Mesh
+from .ops import FactorRule, Sharding, _sharding
+from .propagate import Anchor, Plan, _cached_rule, _follow, propagate
+
+RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
+DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
+
+
+# --------------------------------------------------------------------------------------
+# rules
+
+
+@dataclass(frozen=True)
+class Rules:
+    thresholds: dict
+    categories: dict
+    templates: dict
+    sources: tuple[str, ...]
+
+
+_THRESHOLDS = {"large_vocab", "long_sequence", "boundary_ratio"}
+
+
+def load_rules(extra: list[str] | None = None) -> Rules:
+    """The default rules, then each file in ``extra`` merged over them (categories and templates
+    replace by name). A malformed file is a :class:`RulesError` naming the file and line."""
+    data = {"thresholds": {}, "categories": {}, "templates": {}}
+    sources = []
+    for path in [DEFAULT_RULES] + list(extra or []):
+        d = _read_rules(path)
+        for k in data:
+            data[k].update(d.get(k, {}))
+        sources.append(path)
+    return Rules(data["thresholds"], {k: frozenset(v) for k, v in data["categories"].items()},
+                 data["templates"], tuple(sources))
+
+
+def _read_rules(path: str) -> dict:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as err:
+        raise RulesError(f"cannot read rules file {path}: {err.strerror}") from None
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise RulesError(f"{path}{f' line {mark.line + 1}' if mark else ''}: not valid YAML "
+                         f"({getattr(err, 'problem', err)})") from None
+    if root is None:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        raise RulesError(f"{path} line 1: a rules file is a mapping with thresholds, categories, templates")
+    cons = yaml.constructor.SafeConstructor()
+    out: dict = {}
+    for knode, vnode in root.value:
+        key = cons.construct_object(knode)
+        line = knode.start_mark.line + 1
+        value = cons.construct_object(vnode, deep=True)
+        if key == "version":
+            continue
+        if key not in ("thresholds", "categories", "templates"):
+            raise RulesError(f"{path} line {line}: unknown section {key!r} (thresholds, categories, templates)")
+        if not isinstance(value, dict):
+            raise RulesError(f"{path} line {line}: {key} must be a mapping")
+        items = {cons.construct_object(k): (v, k.start_mark.line + 1) for k, v in vnode.value}
+        for name, (node, ln) in items.items():
+            v = cons.construct_object(node, deep=True)
+            if key == "thresholds":
+                if name not in _THRESHOLDS or not isinstance(v, (int, float)) or v <= 0:
+                    raise RulesError(f"{path} line {ln}: threshold {name!r} must be one of "
+                                     f"{', '.join(sorted(_THRESHOLDS))} with a positive number")
+            elif key == "categories":
+                if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                    raise RulesError(f"{path} line {ln}: category {name!r} must be a list of operator type names")
+            else:
+                if not isinstance(v, dict) or not all(
+                        isinstance(ax, list) and all(isinstance(a, str) for a in ax) or isinstance(ax, str)
+                        for ax in v.values()):
+                    raise RulesError(f"{path} line {ln}: template {name!r} maps factor names to mesh axis "
+                                     f"lists, e.g. {{i: [dp, cp], j: [tp]}}")
+                v = {f: (ax,) if isinstance(ax, str) else tuple(ax) for f, ax in v.items()}
+            out.setdefault(key, {})[name] = v
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# templates -> shardings
+
+
+def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh) -> Sharding | None:
+    """The sharding a template gives ``op`` on ``mesh``: each factor takes the named mesh axes the
+    mesh has (size > 1), trimmed from the inner end until the split divides the factor; a mesh
+    axis is used by one factor only. None when nothing is split or the result is invalid."""
+    axis: dict[str, tuple[int, ...]] = {}
+    used: set[int] = set()
+    for f in rule.factors:
+        if f not in template or f in rule.unsplittable:
+            continue
+        axes = [mesh.index(n) for n in template[f] if n in mesh.names and mesh.get(n) > 1
+                and mesh.index(n) not in used]
+        size = rule.factor_size(f)
+        while axes and size % math.prod(mesh.shape[a] for a in axes):
+            axes.pop()
+        if axes:
+            axis[f] = tuple(axes)
+            used.update(axes)
+    if not axis:
+        return None
+    splits = {f: math.prod(mesh.shape[a] for a in ax) for f, ax in axis.items()}
+    strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.inputs)
+    try:
+        return _sharding(rule, strategy, mesh.shape, splits, axis, 1, None)
+    except Exception:
+        return None
+
+
+def anchor_of(name: str, s: Sharding, mesh: Mesh) -> Anchor:
+    """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh."""
+    n = len(mesh.shape)
+    lays = tuple(ShardLayout(mesh.shape, mesh.names, tuple(tuple(n - 1 - a for a in d) for d in l.dims))
+                 for l in s.inputs)
+    return Anchor(name, None, lays, origin="advisor")
+
+
+# --------------------------------------------------------------------------------------
+# the advice
+
+
+@dataclass
+class Choice:
+    op: str
+    rule: str            # "1 weight", "2 dimension", "3 boundary", "4 fused"
+    template: str
+    why: str
+    anchor: Anchor
+    needed: str = ""     # why it survived minimality
+
+
+@dataclass
+class Advice:
+    graph: OpGraph
+    mesh: Mesh
+    rules: Rules
+    chosen: list[Choice]                  # the minimal set, in graph order
+    dropped: list[tuple[Choice, str]]     # proposed then removed, with the reason
+    plan: Plan
+    baseline: Plan                        # no anchors at all
+    semi: Plan                            # every operator configured
+    existing: list[tuple[str, str, str]]  # (op, status, detail) for the model's own shard() calls
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def anchors(self) -> dict[str, Anchor]:
+        return {c.op: c.anchor for c in self.chosen}
+
+
+def _weight_slot(op: Op) -> int | None:
+    p = op.params
+    return next(iter(p)) if p else None
+
+
+def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
+    """Weight MatMul -> "column" | "row" by data flow: a column MatMul's output reaching another weight
+    MatMul before a norm makes that one its row partner."""
+    weight_mm = {"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"}
+    norms = rules.categories.get("norm", frozenset())
+    carry: dict[str, bool] = {}
+    roles: dict[str, str] = {}
+    for op in graph:
+        incoming = any(carry.get(x.ref, False) for x in op.inputs if x.kind == "op")
+        if op.type in weight_mm and op.params:
+            roles[op.name] = "row" if incoming else "column"
+            carry[op.name] = roles[op.name] == "column"
+        elif op.type in norms:
+            carry[op.name] = False
+        else:
+            carry[op.name] = incoming
+    return roles
+
+
+def _activation_bytes(op: Op) -> int:
+    ins = [x.spec.nbytes for x in op.inputs if x.kind in ("op", "input") and x.spec is not None]
+    outs = [o.nbytes for o in op.outputs if o is not None]
+    return max(ins + outs + [1])
+
+
+def _preferences(graph: OpGraph, rules: Rules, boundaries: dict[str, str]) -> dict[str, str]:
+    """Weight op -> "dp" | "tp" | "" by parameter vs activation bytes (rule 3), or by a declared boundary."""
+    ratio = float(rules.thresholds.get("boundary_ratio", 8.0))
+    out = {}
+    for op in graph:
+        if op.type not in rules.categories.get("weight", ()) or not op.params:
+            continue
+        declared = next((v for path, v in sorted(boundaries.items(), key=lambda kv: -len(kv[0]))
+                         if op.cell_path == path or op.cell_path.startswith(path + ".") or op.name.startswith(path)),
+                        None)
+        if declared:
+            out[op.name] = declared
+            continue
+        pbytes = sum(op.inputs[s].spec.nbytes for s in op.params)
+        r = pbytes / _activation_bytes(op)
+        out[op.name] = "tp" if r > ratio else "dp" if r < 1 / ratio else ""
+    return out
+
+
+def _group_key(name: str) -> str:
+    """``model.layers.12.attention.wq.matmul`` -> ``model.layers.*.attention.wq.matmul``."""
+    return re.sub(r"(?<=\.)\d+(?=\.)", "*", name)
+
+
+def _layouts_differ(ca, cb) -> bool:
+    """Different placement of any input or output (device matrices compared without size-1 axes)."""
+    if ca.inputs == cb.inputs and ca.outputs == cb.outputs:
+        return False
+    sq = lambda ls: tuple(squeeze(l) for l in ls)
+    return sq(ca.inputs) != sq(cb.inputs) or sq(ca.outputs) != sq(cb.outputs)
+
+
+def _same_plan(a: Plan, b: Plan) -> bool:
+    for name, ca in a.choices.items():
+        if _layouts_differ(ca, b.choices[name]):
+            return False
+    ta, tb = a.totals(), b.totals()
+    return all(math.isclose(ta[k], tb[k], rel_tol=1e-9, abs_tol=1e-9) for k in ta)
+
+
+def _diff(a: Plan, b: Plan) -> tuple[int, float]:
+    changed = sum(1 for n, ca in a.choices.items() if _layouts_differ(ca, b.choices[n]))
+    return changed, b.totals()["step_seconds"] - a.totals()["step_seconds"]
+
+
+def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None) -> tuple[list[Choice], list[str]]:
+    """Rules 1, 3 and 4: the proposed anchors (before rule 2 and minimality), and notes."""
+    t = rules.templates
+    cats = rules.categories
+    roles = _roles(graph, rules)
+    prefs = _preferences(graph, rules, boundaries or {})
+    notes: list[str] = []
+    out: list[Choice] = []
+    order = [op.name for op in graph if op.name in prefs]
+    # rule 3: where the preference flips dp -> tp
+    boundary_ops: dict[str, str] = {}
+    last_dp = None
+    for name in order:
+        p = prefs[name]
+        if p == "dp":
+            last_dp = name
+        elif p == "tp" and last_dp is not None and mesh.get("tp") > 1:
+            boundary_ops[last_dp] = "dp"
+            boundary_ops[name] = "tp"
+            last_dp = None
+    for op in graph:
+        rule = _cached_rule(op)
+        choice = None
+        if op.name in boundary_ops:
+            if boundary_ops[op.name] == "dp":
+                tname = "conv_data_parallel" if op.type.startswith("Conv") else "data_parallel"
+                tmpl = t.get(tname, {})
+                if op.type.startswith(("MatMul", "BatchMatMul")):
+                    tmpl = {"i": tmpl.get("d0", ()), "b0": tmpl.get("d0", ())}
+                elif op.type.startswith("Conv"):
+                    tmpl = {"n": tmpl.get("d0", ())}
+                why = (f"parallelism boundary: last data-parallel-preferring weight op before "
+                       f"{next(k for k, v in boundary_ops.items() if v == 'tp')}")
+            else:
+                tname = "matmul_column" if op.type.startswith(("MatMul", "BatchMatMul")) else "embedding_vocab_parallel"
+                tmpl = t.get(tname, {})
+                why = "parallelism boundary: parameters outweigh activations from here on (model parallel)"
+            choice = ("3 boundary", tname, tmpl, why)
+        elif op.type in cats.get("fused", ()):
+            if op.type == "FlashAttentionScore":
+                choice = ("4 fused", "flash_attention", t.get("flash_attention", {}),
+                          "fused attention: heads by tp, batch by dp, query sequence by cp")
+            elif op.type in cats.get("norm", ()):
+                rank = len(op.inputs[0].spec.shape) if op.inputs and op.inputs[0].spec else 0
+                name = "norm" if rank >= 3 else "norm_2d"
+                choice = ("4 fused", name, t.get(name, {}), "fused norm: tokens by dp (and cp), hidden unsplit")
+            else:
+                choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")
+        elif op.type in cats.get("weight", ()) and op.params and prefs.get(op.name) != "dp":
+            slot = _weight_slot(op)
+            if op.type in ("Gather", "GatherV2") and slot == 0:
+                vocab = op.inputs[0].spec.shape[0]
+                if vocab >= rules.thresholds.get("large_vocab", 16384):
+                    choice = ("1 weight", "embedding_vocab_parallel", t.get("embedding_vocab_parallel", {}),
+                              f"embedding with a large vocabulary ({vocab} rows): vocabulary split by tp")
+                else:
+                    choice = ("1 weight", "embedding_data_parallel", t.get("embedding_data_parallel", {}),
+                              f"embedding with a small vocabulary ({vocab} rows): data parallel")
+            elif op.name in roles:
+                wspec = op.inputs[slot].spec
+                if len(wspec.shape) >= 3 and op.type.startswith("BatchMatMul"):
+                    choice = ("1 weight", "experts", t.get("experts", {}), "expert weights: experts by ep")
+                else:
+                    role = roles[op.name]
+                    choice = ("1 weight", f"matmul_{role}", t.get(f"matmul_{role}", {}),
+                              "Megatron " + ("column-parallel: output features by tp" if role == "column"
+                                             else "row-parallel: contracted features by tp, after a column MatMul"))
+        if choice is None:
+            continue
+        rule_name, tname, tmpl, why = choice
+        s = template_sharding(op, rule, tmpl, mesh)
+        if s is None:
+            continue
+        out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh)))
+    seq = max((op.inputs[0].spec.shape[1] for op in graph if op.type == "FlashAttentionScore"
+               and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) >= 3), default=0)
+    if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
+        notes.append(f"long sequence ({seq}): a cp axis (--mesh ...,cp=N) would split it (rule 3)")
+    return out, notes
+
+
+def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries: dict[str, str] | None = None,
+           hardware: Hardware | None = None, dataset_strategy="dp") -> Advice:
+    """Choose a minimal set of anchors for ``graph`` on ``mesh`` and price the result."""
+    rules = rules or load_rules()
+
+    def run(anchors):
+        return propagate(graph, mesh, {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors,
+                         use_model_strategies=False, dataset_strategy=dataset_strategy, hardware=hardware)
+
+    proposed, notes = propose(graph, mesh, rules, boundaries)
+    plan = run(proposed)
+    # rule 2: dimension-changing operators propagation reached with a redistribution, or not at all
+    anchored = {c.op for c in proposed}
+    for op in graph:
+        if op.type not in rules.categories.get("dimension_changing", ()) or op.name in anchored \
+                or op.type in ("Reshape", "Flatten"):
+            continue
+        ch = plan.choices[op.name]
+        p = ch.provenance
+        if p.direction not in ("default",) and p.cost == 0:
+            continue
+        src = next((x for x in op.inputs if x.kind == "op"), None)
+        if src is None:
+            continue
+        lay = plan.choices[src.ref].outputs[src.index] if src.index < len(plan.choices[src.ref].outputs) else None
+        s = _follow(_cached_rule(op), lay, 0, "in", mesh.size) if lay is not None else None
+        if s is None or s.dev_matrix != mesh.shape:
+            continue
+        why = ("dimension-changing op propagation reached only with a redistribution (edge cost "
+               f"{p.cost:.0f}): anchored to follow its input") if p.direction != "default" else \
+            "dimension-changing op no anchor reaches: anchored to follow its input"
+        proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh)))
+    proposed.sort(key=lambda c: graph.op(c.op).topo_index)
+    plan = run(proposed)
+    # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
+    groups: dict[str, list[Choice]] = {}
+    for c in proposed:
+        groups.setdefault(_group_key(c.op), []).append(c)
+    priority = {"2 dimension": 0, "4 fused": 1, "1 weight": 2, "3 boundary": 3}
+    keep = list(proposed)
+    dropped: list[tuple[Choice, str]] = []
+    if proposed and _same_plan(plan, run([])):
+        dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed]
+        keep, groups = [], {}
+    for key in sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index)):
+        members = groups[key]
+        trial = [c for c in keep if c not in members]
+        q = run(trial)
+        if _same_plan(plan, q):
+            keep = trial
+            for c in members:
+                dropped.append((c, "propagation gives the same layouts and cost without it"))
+        else:
+            changed, dt = _diff(plan, q)
+            for c in members:
+                c.needed = (f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}: "
+                            f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms")
+    final = run(keep)
+    baseline = run([])
+    semi_anchors = {}
+    for name, ch in final.choices.items():
+        if ch.sharding is not None and ch.op.type not in ("Cast",):
+            s = ch.sharding if ch.sharding.dev_matrix == mesh.shape else None
+            semi_anchors[name] = anchor_of(name, s, mesh) if s is not None else \
+                Anchor(name, ch.sharding.strategy, origin="semi")
+    semi = run(semi_anchors)
+    if final.totals()["step_seconds"] > baseline.totals()["step_seconds"] * (1 + 1e-9):
+        notes.append("the anchored plan's step estimate exceeds plain propagation from the dataset's; "
+                     "the advice is to configure nothing")
+        for c in keep:
+            dropped.append((c, "costlier than configuring nothing"))
+        keep, final = [], baseline
+    existing = _existing(graph, mesh, final, keep, hardware, dataset_strategy)
+    return Advice(graph, mesh, rules, keep, dropped, final, baseline, semi, existing, notes)
+
+
+def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple[str, str, str]]:
+    """The model's own shard() calls beside the advice: kept, contradicted, or redundant."""
+    from .propagate import model_anchors
+    out = []
+    advised = {c.op for c in keep}
+    for name, a in model_anchors(graph).items():
+        ch = plan.choices[name]
+        try:
+            mine = propagate(graph, mesh, {name: a}, use_model_strategies=False, dataset_strategy=dataset_strategy,
+                             hardware=hardware).choices[name]
+        except Exception as err:  # an invalid strategy in the model
+            out.append((name, "contradicted", f"invalid on this mesh: {err}"))
+            continue
+        same = mine.inputs == ch.inputs and mine.outputs == ch.outputs
+        if not same:
+            out.append((name, "contradicted", f"model {a.describe()} vs advised {ch.strategy}"))
+        elif name in advised:
+            out.append((name, "kept", f"{a.describe()} is one of the advised anchors"))
+        else:
+            out.append((name, "redundant", f"{a.describe()} is what propagation gives without it"))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# memory
+
+
+def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
+    """Per-device bytes of parameters, gradients and optimizer states (Adam: two fp32 moments, no
+    optimizer sharding) under ``plan``, and an activation estimate (every operator output kept for
+    backward: an upper bound)."""
+    g = plan.graph
+    seen: dict[str, int] = {}
+    for op in g:
+        ch = plan.choices[op.name]
+        if ch.sharding is None:
+            continue
+        rule = _cached_rule(op)
+        for k, slot in enumerate(rule.slots):
+            x = op.inputs[slot]
+            if x.kind == "param" and x.ref not in seen and k < len(ch.inputs):
+                seen[x.ref] = ch.inputs[k].slice_numel
+    params = grads = opt = 0.0
+    for name, p in g.params.items():
+        n = seen.get(name, p.spec.numel)
+        params += n * p.spec.nbytes / max(p.spec.numel, 1)
+        if p.requires_grad:
+            grads += n * p.spec.nbytes / max(p.spec.numel, 1)
+            opt += n * optimizer_bytes_per_param
+    act = 0.0
+    for op in g:
+        for j, lay in enumerate(plan.choices[op.name].outputs):
+            if j < len(op.outputs) and op.outputs[j] is not None:
+                act += lay.slice_numel * op.outputs[j].nbytes / max(op.outputs[j].numel, 1)
+    return {"parameters": params, "gradients": grads, "optimizer_states": opt, "activations": act,
+            "total": params + grads + opt + act}
