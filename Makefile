@@ -20,7 +20,7 @@ $(VENV)/.mindformers: $(VENV)/.installed
 	touch $@
 
 demo: $(VENV)/.mindformers
-	$(VENV)/bin/strategist inspect examples/llama.py:tiny
+	$(VENV)/bin/strategist advise examples/llama.py:llama2_70b --kwargs layers=2 batch=8 --mesh dp=8,tp=8
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q

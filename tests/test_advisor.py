@@ -1,0 +1,172 @@
+"""The advisor: Megatron reproduced with fewer anchors than the page, the ResNet boundary, minimality,
+never costlier than configuring nothing, rules as data."""
+import json
+import os
+
+import pytest
+
+from strategist.advisor import advise, load_rules
+from strategist.api import advise_model
+from strategist.cli import main
+from strategist.errors import RulesError
+from strategist.mesh import Mesh, load_hardware
+from strategist.propagate import propagate
+from strategist.report import advice_dict
+
+from conftest import ROOT
+
+HW = load_hardware("atlas-800t-a2")
+LLAMA = "examples/llama.py:llama2_70b"
+
+
+def splits(plan, name):
+    """The factors the operator actually splits (split > 1)."""
+    return {f: x for f, x in plan.choices[name].sharding.splits.items() if x > 1}
+
+
+def ar_bytes(n_tp, numel, tl=2):
+    """Ring AllReduce: each device sends 2(n-1)/n of the tensor."""
+    return 2 * (n_tp - 1) / n_tp * numel * tl
+
+
+@pytest.mark.parametrize("dp, tp", [(2, 4), (8, 8)])
+def test_megatron_mlp(graph_of, dp, tp):
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
+    a = advise(g, Mesh.parse(f"dp={dp},tp={tp}"), hardware=HW)
+    assert a.plan.strategy("linear_fc1.matmul") == ((dp, 1), (1, tp))       # column
+    assert a.plan.strategy("linear_fc2.matmul") == ((dp, tp), (tp, 1))      # row
+    assert a.plan.strategy("linear_fc1.add") == ((dp, tp), (tp,))
+    assert len(a.chosen) <= 2           # the page's propagation version configures each Linear's MatMul
+    # Megatron: one forward AllReduce of the [tokens/dp, hidden] output over tp (x needs no gradient)
+    t = a.plan.totals()
+    assert t["operator_bytes"] == ar_bytes(tp, 8192 // dp * 1024) and t["redistribution_bytes"] == 0
+
+
+@pytest.mark.parametrize("dp, tp", [(2, 4), (8, 8)])
+def test_megatron_llama(graph_of, dp, tp):
+    """LLaMA-2-70B shape (2 layers, batch 8, seq 4096): column q/k/v, w1/w3; row wo, w2; vocab-parallel
+    embedding and head; FlashAttention split by heads. Per layer the activations move as Megatron's
+    closed form: 2 forward AllReduces (wo, w2 outputs) and 2 backward (attention and MLP input
+    gradients), each of the [B*S/dp, H] fp16 activations over tp."""
+    g = graph_of(LLAMA, "layers=2", "batch=8")
+    a = advise(g, Mesh.parse(f"dp={dp},tp={tp}"), hardware=HW)
+    p = a.plan
+    for i in range(2):
+        for w in ("attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"):
+            assert splits(p, f"model.layers.{i}.{w}.matmul") == {"i": dp, "j": tp}, w
+        for w in ("attention.wo", "feed_forward.w2"):
+            assert splits(p, f"model.layers.{i}.{w}.matmul") == {"i": dp, "k": tp}, w
+        fa = splits(p, f"model.layers.{i}.attention.flash_attention")
+        assert fa == {"b": dp, "n": tp}
+    assert splits(p, "model.tok_embeddings.gather") == {"p0": tp, "i0": dp}
+    assert splits(p, "lm_head.matmul") == {"i": dp, "j": tp}   # vocab-parallel head
+    # fewer anchors than the page's propagation version (every Linear + FlashAttention: 8 per layer)
+    assert len(a.chosen) <= 2 * 2 + 2
+    act = 8 * 4096 // dp * 8192
+    for i in range(2):
+        layer = f"model.layers.{i}"
+        moved = sum(e.bytes for e in p.edges if p.graph.op(e.dst).layer == layer) + \
+            sum(c.fwd_bytes for n, c in p.op_costs.items() if p.graph.op(n).layer == layer)
+        assert moved == pytest.approx(4 * ar_bytes(tp, act))
+    assert p.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]
+
+
+def test_resnet_gets_a_dp_to_tp_boundary(graph_of):
+    g = graph_of("examples/resnet.py:ResNetLike", "batch=16")
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    rules = {c.op: c.rule for c in a.chosen}
+    assert rules.get("head.matmul") == "3 boundary"
+    assert splits(a.plan, "head.matmul") == {"i": 2, "j": 4}    # classes split by tp
+    body = [c for c in a.chosen if c.op != "head.matmul"]
+    assert body and all(c.rule == "3 boundary" for c in body)
+    assert splits(a.plan, body[0].op) == {"n": 8}                 # batch over all devices
+    assert a.plan.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]
+
+
+@pytest.mark.parametrize("target, kwargs", [
+    ("examples/mlp.py:MegatronMLP", ()), ("examples/attention.py:AttentionBlock", ()),
+    ("examples/resnet.py:ResNetLike", ("batch=16",)), ("examples/llama.py:tiny", ()),
+    (LLAMA, ("layers=2", "batch=8")),
+])
+@pytest.mark.parametrize("mesh", ["dp=2,tp=4", "dp=8,tp=8"])
+def test_never_costlier_than_no_anchors(graph_of, target, kwargs, mesh):
+    g = graph_of(target, *kwargs)
+    try:
+        a = advise(g, Mesh.parse(mesh), hardware=HW)
+    except Exception as err:      # a batch that cannot be split 64 ways is a legitimate refusal
+        pytest.skip(str(err))
+    assert a.plan.totals()["step_seconds"] <= a.baseline.totals()["step_seconds"] * (1 + 1e-9)
+
+
+def test_minimality_every_survivor_is_needed(graph_of):
+    g = graph_of(LLAMA, "layers=2", "batch=8")
+    mesh = Mesh.parse("dp=8,tp=8")
+    a = advise(g, mesh, hardware=HW)
+    assert a.dropped and all(c.needed for c in a.chosen)
+    for c in a.chosen[:3]:
+        rest = {x.op: x.anchor for x in a.chosen if x.op != c.op}
+        q = propagate(g, mesh, rest, use_model_strategies=False, hardware=HW)
+        changed = [n for n, ch in q.choices.items()
+                   if [str(x) for x in ch.outputs] != [str(x) for x in a.plan.choices[n].outputs]]
+        assert changed or q.totals() != a.plan.totals(), c.op
+
+
+def test_tiny_llama_is_best_left_data_parallel(graph_of):
+    """hidden 256: tensor parallelism's small collectives cost more than they save."""
+    a = advise(graph_of("examples/llama.py:tiny"), Mesh.parse("dp=2,tp=4"), hardware=HW)
+    assert a.chosen == [] and a.plan is a.baseline and a.notes
+
+
+def test_existing_shard_calls_are_classified(graph_of):
+    g = graph_of("examples/sharding_techniques.py:RowParallelLinear", "mode='semi'")
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    status = {op: s for op, s, _ in a.existing}
+    assert set(status) == {"matmul", "add"}
+    assert status["add"] in ("redundant", "kept")
+    g = graph_of("examples/sharding_techniques.py:RowParallelLinear", "mode='semi'", "dp=8", "tp=1")
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    assert dict((op, s) for op, s, _ in a.existing)["matmul"] == "contradicted"
+
+
+def test_rules_override_and_errors(tmp_path, graph_of):
+    g = graph_of(LLAMA, "layers=1", "batch=8")
+    f = tmp_path / "r.yaml"
+    f.write_text("thresholds:\n  large_vocab: 100000\n")
+    a = advise(g, Mesh.parse("dp=8,tp=8"), rules=load_rules([str(f)]), hardware=HW)
+    assert "p0" not in splits(a.plan, "model.tok_embeddings.gather")  # vocab not split now
+    for text, needle in [("thresholds:\n  large_vocab: -1\n", "line 2: threshold 'large_vocab'"),
+                         ("templates:\n  matmul_row: {k: 3}\n", "line 2: template 'matmul_row'"),
+                         ("bogus: 1\n", "line 1: unknown section 'bogus'"),
+                         ("categories:\n  weight: MatMul\n", "line 2: category 'weight'"),
+                         ("a: [\n", "not valid YAML")]:
+        f.write_text(text)
+        with pytest.raises(RulesError, match=None) as e:
+            load_rules([str(f)])
+        assert needle in str(e.value) and str(f) in str(e.value)
+
+
+def test_declared_boundary(graph_of):
+    g = graph_of("examples/resnet.py:ResNetLike", "batch=16")
+    a = advise_model("", "dp=2,tp=4", graph=g, boundaries=["layer4=tp"])
+    assert any(c.rule == "3 boundary" and c.op.startswith("layer3") for c in a.chosen)
+
+
+def test_advise_cli(capsys):
+    model = os.path.join(ROOT, LLAMA)
+    assert main(["advise", model, "--kwargs", "layers=1", "batch=8", "--mesh", "dp=8,tp=8", "--max-rows", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "Advice: configure 3 of 39 operators" in out
+    assert 'self.matmul.shard((layout("dp", "tp"), layout("tp", "None")))' in out
+    assert "model.layers.*.attention.wo.matmul:\n  layout: [[dp, tp], [tp, None]]" in out
+    assert main(["advise", model, "--kwargs", "layers=1", "batch=8", "--mesh", "dp=8,tp=8", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["configurations"]) == {"advice", "no anchors", "every operator configured"}
+    assert main(["advise", model, "--mesh", "dp=2", "--boundary", "head"]) == 2
+    assert "bad --boundary 'head'" in capsys.readouterr().err
+
+
+def test_advice_is_deterministic(graph_of):
+    g = graph_of(LLAMA, "layers=1", "batch=8")
+    a = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW)), sort_keys=True)
+    b = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW)), sort_keys=True)
+    assert a == b
