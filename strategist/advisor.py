@@ -248,9 +248,13 @@ def _layouts_differ(ca, cb) -> bool:
 
 
 def _same_plan(a: Plan, b: Plan) -> bool:
+    """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
+    the layouts, so this only guards the pricing itself)."""
     for name, ca in a.choices.items():
         if _layouts_differ(ca, b.choices[name]):
             return False
+    if not (a.priced and b.priced):
+        return True
     ta, tb = a.totals(), b.totals()
     return all(math.isclose(ta[k], tb[k], rel_tol=1e-9, abs_tol=1e-9) for k in ta)
 
@@ -346,9 +350,10 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
     """Choose a minimal set of anchors for ``graph`` on ``mesh`` and price the result."""
     rules = rules or load_rules()
 
-    def run(anchors):
+    def run(anchors, price=True):
         return propagate(graph, mesh, {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors,
-                         use_model_strategies=False, dataset_strategy=dataset_strategy, hardware=hardware)
+                         use_model_strategies=False, dataset_strategy=dataset_strategy, hardware=hardware,
+                         price=price)
 
     proposed, notes = propose(graph, mesh, rules, boundaries)
     plan = run(proposed)
@@ -382,24 +387,24 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
     priority = {"2 dimension": 0, "4 fused": 1, "1 weight": 2, "3 boundary": 3}
     keep = list(proposed)
     dropped: list[tuple[Choice, str]] = []
-    if proposed and _same_plan(plan, run([])):
+    baseline = run([])
+    if proposed and _same_plan(plan, baseline):
         dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed]
         keep, groups = [], {}
     for key in sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index)):
         members = groups[key]
         trial = [c for c in keep if c not in members]
-        q = run(trial)
+        q = run(trial, price=False) if trial else baseline
         if _same_plan(plan, q):
             keep = trial
             for c in members:
                 dropped.append((c, "propagation gives the same layouts and cost without it"))
         else:
-            changed, dt = _diff(plan, q)
+            changed, dt = _diff(plan, run(trial) if trial else baseline)
             for c in members:
                 c.needed = (f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}: "
                             f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms")
-    final = run(keep)
-    baseline = run([])
+    final = run(keep) if keep else baseline
     semi_anchors = {}
     for name, ch in final.choices.items():
         if ch.sharding is not None and ch.op.type not in ("Cast",):

@@ -196,6 +196,7 @@ def refine(layout: Layout, target: tuple[int, ...]) -> Layout:
     return Layout(layout.shape, target, dims, partial)
 
 
+@lru_cache(maxsize=1 << 16)
 def squeeze(layout: Layout) -> Layout:
     """Drop device axes of size 1 (placement unchanged)."""
     keep = [a for a, d in enumerate(layout.dev_matrix) if d > 1]

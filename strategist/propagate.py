@@ -172,6 +172,7 @@ class Plan:
     inconsistencies: list[tuple[str, str, float]]
     warnings: list[str] = field(default_factory=list)
     flops: dict[str, float] = field(default_factory=dict)   # per device, training step, per op
+    priced: bool = True
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy
@@ -259,6 +260,9 @@ class _Engine:
         self.hw = hardware
         self.anchors = anchors
         self.rules: dict[str, FactorRule] = {}
+        self.keys: dict[str, tuple] = {}
+        self.slot_index: dict[tuple[str, int], int | None] = {}
+        self.reshapes = frozenset(op.name for op in graph if op.type in RESHAPES)
         self.cands: dict[str, list] = {}
         self.chosen: dict[str, OpChoice] = {}
         self.visited: set[str] = set()
@@ -282,7 +286,7 @@ class _Engine:
     def rule(self, name: str) -> FactorRule:
         r = self.rules.get(name)
         if r is None:
-            r = self.rules[name] = _cached_rule(self.g.op(name))
+            r = self.rules[name] = _cached_rule(self.g.op(name), self.key(name))
             if not r.known:
                 self.warnings.append(f"no sharding rule for {name} ({self.g.op(name).type}): inputs gathered to replicated")
         return r
@@ -290,18 +294,32 @@ class _Engine:
     def candidates(self, name: str) -> list:
         c = self.cands.get(name)
         if c is None:
-            c = self.cands[name] = _cached_candidates(self.g.op(name), self.n)
+            c = self.cands[name] = _cached_candidates(self.g.op(name), self.n, self.key(name))
         return c
 
+    def key(self, name: str) -> tuple:
+        k = self.keys.get(name)
+        if k is None:
+            op = self.g.op(name)
+            hit = _KEYS.get(id(op))
+            if hit is None or hit[0] is not op:
+                hit = _KEYS[id(op)] = (op, _op_key(op))
+            k = self.keys[name] = hit[1]
+        return k
+
     def is_reshape(self, name: str) -> bool:
-        return name != DATASET and self.g.op(name).type in RESHAPES
+        return name in self.reshapes
 
     def in_index(self, name: str, slot: int) -> int | None:
         """Strategy-input index of input slot ``slot`` (None: not a strategy input)."""
-        if self.is_reshape(name):
-            return 0 if slot == 0 else None
-        slots = self.rule(name).slots
-        return slots.index(slot) if slot in slots else None
+        k = (name, slot)
+        if k not in self.slot_index:
+            if self.is_reshape(name):
+                self.slot_index[k] = 0 if slot == 0 else None
+            else:
+                slots = self.rule(name).slots
+                self.slot_index[k] = slots.index(slot) if slot in slots else None
+        return self.slot_index[k]
 
     def out_layout(self, name: str, j: int) -> Layout | None:
         if name == DATASET:
@@ -356,9 +374,15 @@ class _Engine:
     def _edge_key(self, src: Layout, dst: Layout, spec) -> tuple[float, float]:
         if src is None or dst is None or src.shape != dst.shape:
             return (0.0, 0.0)
+        dtype = spec.dtype if spec is not None else ""
+        hit = _EDGE_KEYS.get((id(src), id(dst), dtype))
+        if hit is not None and hit[0] is src and hit[1] is dst:
+            return hit[2]
         r = _cached_plan(src, dst)
-        c = r.mindspore_cost(_type_len(spec), spec.dtype if spec is not None else "")
-        return (c.communication, c.computation)
+        c = r.mindspore_cost(_type_len(spec), dtype)
+        out = (c.communication, c.computation)
+        _EDGE_KEYS[(id(src), id(dst), dtype)] = (src, dst, out)   # keeps both alive: ids stay unique
+        return out
 
     def _pick(self, name: str, options: list[tuple[Sharding, tuple]]) -> tuple[Sharding, tuple, tuple | None]:
         """The best (sharding, key) under MindSpore's CompareSwcCost chain, and the runner-up."""
@@ -380,7 +404,7 @@ class _Engine:
         out = []
         for strat in self.candidates(name):
             try:
-                out.append(_cached_shard(op, strat, self.n))
+                out.append(_cached_shard(op, strat, self.n, self.key(name)))
             except StrategyError:
                 continue
         if fixed is not None:
@@ -389,7 +413,21 @@ class _Engine:
                 out.append(f)
         return out
 
-    def choose_forward(self, name: str, slot: int, src: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
+    def choose_forward(self, name: str, slot: int, src: Layout, spec):
+        """Memoised on (operator signature, slot, fixed layout, device count): repeated layers and
+        repeated searches (the advisor's minimality checks) choose by lookup."""
+        mk = ("f", self.key(name), slot, src, self.n)
+        if mk not in _CHOICES:
+            _CHOICES[mk] = self._choose_forward(name, slot, src, spec)
+        return _CHOICES[mk]
+
+    def choose_backward(self, name: str, j: int, dst: Layout, spec):
+        mk = ("b", self.key(name), j, dst, self.n)
+        if mk not in _CHOICES:
+            _CHOICES[mk] = self._choose_backward(name, j, dst, spec)
+        return _CHOICES[mk]
+
+    def _choose_forward(self, name: str, slot: int, src: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
         k = self.in_index(name, slot)
         if k is None:
             return None
@@ -399,7 +437,7 @@ class _Engine:
             opts.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
         return self._pick(name, opts)
 
-    def choose_backward(self, name: str, j: int, dst: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
+    def _choose_backward(self, name: str, j: int, dst: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
         opts = []
         for s in self._options(name, dst, j, "out"):
             if j >= len(s.outputs):
@@ -415,6 +453,18 @@ class _Engine:
         self.chosen[name] = OpChoice(self.g.op(name), None, (in_l,), (out_l,), prov)
 
     def reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
+        mk = ("ri", self.key(name), src)
+        if mk not in _CHOICES:
+            _CHOICES[mk] = self._reshape_from_input(name, src)
+        return _CHOICES[mk]
+
+    def reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
+        mk = ("ro", self.key(name), dst)
+        if mk not in _CHOICES:
+            _CHOICES[mk] = self._reshape_from_output(name, dst)
+        return _CHOICES[mk]
+
+    def _reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
         op = self.g.op(name)
         out_shape = tuple(op.outputs[0].shape)
         for cand in _gather_variants(src):
@@ -423,7 +473,7 @@ class _Engine:
                 return cand, out
         raise AssertionError("replicated layouts always reshape")
 
-    def reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
+    def _reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
         op = self.g.op(name)
         in_shape = tuple(op.inputs[0].spec.shape)
         for cand in _gather_variants(dst):
@@ -439,10 +489,14 @@ class _Engine:
         if op.type in RESHAPES:
             raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
         rule = self.rule(name)
-        if anchor.layouts is not None:
-            s = shard_layout(op, tuple(anchor.layouts), self.n, anchor.out_layouts, rule)
-        else:
-            s = shard(op, anchor.strategy, self.n, anchor.out_strategy, rule)
+        mk = ("seed", self.key(name), anchor.strategy, anchor.layouts, anchor.out_strategy, anchor.out_layouts, self.n)
+        s = _CHOICES.get(mk)
+        if s is None:
+            if anchor.layouts is not None:
+                s = shard_layout(op, tuple(anchor.layouts), self.n, anchor.out_layouts, rule)
+            else:
+                s = shard(op, anchor.strategy, self.n, anchor.out_strategy, rule)
+            _CHOICES[mk] = s
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
 
     def bfs(self, root: str) -> None:
@@ -546,7 +600,8 @@ class _Engine:
                 self.set_reshape(op.name, in_l, out_l, Provenance("", prev[0] if prev else None, 0, "default"))
                 continue
             first = self.candidates(op.name)[0]
-            self.set_choice(op.name, _cached_shard(op, first, self.n), Provenance("", None, 0, "default"))
+            self.set_choice(op.name, _cached_shard(op, first, self.n, self.key(op.name)),
+                            Provenance("", None, 0, "default"))
 
 
 def _better(s1: Sharding, k1: tuple, s2: Sharding, k2: tuple) -> bool:
@@ -612,26 +667,30 @@ def _op_key(op: Op):
 _RULES: dict = {}
 _SHARDS: dict = {}
 _CANDS: dict = {}
+_CHOICES: dict = {}     # memoised neighbour choices, reshape mappings and seed shardings
+_PRICES: dict = {}      # memoised edge and operator prices
+_KEYS: dict = {}        # id(op) -> (op, signature): the op is kept so the id cannot be reused
+_EDGE_KEYS: dict = {}   # (id(src), id(dst), dtype) -> (src, dst, (comm, comp)), likewise
 
 
-def _cached_rule(op: Op) -> FactorRule:
-    key = _op_key(op)
+def _cached_rule(op: Op, opkey=None) -> FactorRule:
+    key = opkey or _op_key(op)
     r = _RULES.get(key)
     if r is None:
         r = _RULES[key] = rule_for(op)
     return r
 
 
-def _cached_candidates(op: Op, n: int):
-    key = (_op_key(op), n)
+def _cached_candidates(op: Op, n: int, opkey=None):
+    key = (opkey or _op_key(op), n)
     c = _CANDS.get(key)
     if c is None:
         c = _CANDS[key] = candidates(op, n, _cached_rule(op))
     return c
 
 
-def _cached_shard(op: Op, strategy, n: int) -> Sharding:
-    key = (_op_key(op), strategy, n)
+def _cached_shard(op: Op, strategy, n: int, opkey=None) -> Sharding:
+    key = (opkey or _op_key(op), strategy, n)
     s = _SHARDS.get(key)
     if s is None:
         s = _SHARDS[key] = shard(op, strategy, n, rule=_cached_rule(op))
@@ -648,6 +707,10 @@ def clear_caches() -> None:
     _RULES.clear()
     _SHARDS.clear()
     _CANDS.clear()
+    _CHOICES.clear()
+    _PRICES.clear()
+    _KEYS.clear()
+    _EDGE_KEYS.clear()
     _cached_plan.cache_clear()
 
 
@@ -655,14 +718,15 @@ def clear_caches() -> None:
 
 
 def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
-              dataset_strategy="dp", hardware: Hardware | None = None) -> Plan:
+              dataset_strategy="dp", hardware: Hardware | None = None, price: bool = True) -> Plan:
     """Propagate strategies from ``anchors`` over ``graph`` on ``mesh``; see the module docstring.
 
     ``anchors`` maps op names to :class:`Anchor` (or a bare strategy tuple). The model's own
     ``shard()`` calls count as anchors unless ``use_model_strategies`` is False; user anchors win.
     ``dataset_strategy``: ``"dp"`` (batch split by the mesh's ``dp`` axis, MindFormers' convention;
     all devices if there is none), ``"data_parallel"`` (all devices), ``"full_batch"`` (replicated), or
-    ``{input: split tuple}``.
+    ``{input: split tuple}``. ``price=False`` skips pricing (layouts only: the plan's costs are a
+    function of its layouts, so two plans with equal layouts cost the same).
 
     >>> plan = propagate(graph, Mesh.parse("dp=2,tp=4"), {"fc1.matmul": ((2, 1), (1, 4))})  # doctest: +SKIP
     """
@@ -686,6 +750,9 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
         eng.bfs(DATASET)
     eng.shared_parameters()
     eng.defaults()
+    if not price:
+        return Plan(graph, mesh, hardware, eng.anchors, {op.name: eng.chosen[op.name] for op in graph}, [], {},
+                    [], [], eng.warnings, {}, priced=False)
     return _price(eng)
 
 
@@ -707,9 +774,12 @@ def _price(eng: _Engine) -> Plan:
                 continue
             spec = op.inputs[slot].spec
             tl, dtype = _type_len(spec), spec.dtype if spec else ""
-            fwd = _cached_plan(a, b)
-            ms = fwd.mindspore_cost(tl, dtype)
-            pf = fwd.physical(tl, hw)
+            pk = ("e", id(a), id(b), dtype, id(hw))
+            hit = _PRICES.get(pk)
+            if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:
+                r = _cached_plan(a, b)
+                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw))
+            fwd, ms, pf = hit[3:]
             ch = eng.chosen[op.name]
             if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
@@ -729,16 +799,29 @@ def _price(eng: _Engine) -> Plan:
                 continue
             done[key] = idx
             e = edges[idx]
-            bwd = _cached_plan(gl, e.src_layout)
+            pk = ("g", gl, e.src_layout, _type_len(g.op(e.dst).inputs[e.in_slot].spec), hw)
+            if pk not in _PRICES:
+                r = _cached_plan(gl, e.src_layout)
+                _PRICES[pk] = (r, r.physical(pk[3], hw))
+            bwd, pb = _PRICES[pk]
             if bwd.is_identity:
                 continue
-            pb = bwd.physical(_type_len(g.op(e.dst).inputs[e.in_slot].spec), hw)
             e.backward, e.bwd_bytes, e.bwd_seconds = bwd, pb.bytes_sent, pb.seconds
     op_costs: dict[str, OpCost] = {}
     for op in g:
         ch = eng.chosen[op.name]
         s = ch.sharding
         if s is None:
+            continue
+        grads_on = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
+                         for x in op.inputs)
+        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw))
+        hit = _PRICES.get(pk)
+        if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
+            _PRICES.pop(pk)
+        if pk in _PRICES:
+            if _PRICES[pk][3] is not None:
+                op_costs[op.name] = _PRICES[pk][3]
             continue
         c = OpCost()
         steps = []
@@ -769,6 +852,7 @@ def _price(eng: _Engine) -> Plan:
             c.grad_seconds += p.seconds
             steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
         c.steps = tuple(steps)
+        _PRICES[pk] = (eng.key(op.name), s, hw, c if c.bytes else None)
         if c.bytes:
             op_costs[op.name] = c
     conflicts = []
