@@ -33,12 +33,17 @@ def main():
     from strategist.report import advice_text
 
     ms.set_context(mode=ms.GRAPH_MODE)
+    # MindSpore's side: build the Cell (lazy weights) and compile it; strategist's side below does the
+    # same build inside load_graph, so both clocks start from the model file.
+    t0 = time.perf_counter()
     with no_init_parameters():
         cell = llama.llama2_70b(layers=args.layers, batch=args.batch)
+    build = time.perf_counter() - t0
     with _standalone_compile(cell):
         t0 = time.perf_counter()
         executor.compile(cell, _as_tensor(TensorSpec((args.batch, 4097), "int32")), phase="export.bench_bare")
-        bare = time.perf_counter() - t0
+        compile_s = time.perf_counter() - t0
+    bare = build + compile_s
 
     t0 = time.perf_counter()
     g = load_graph(os.path.join(ROOT, "examples/llama.py:llama2_70b"), None,
@@ -54,7 +59,9 @@ def main():
     print(f"advice: {len(a.chosen)} anchors ({len(a.dropped)} proposed anchors dropped), "
           f"{len(text.splitlines())} report lines")
     print(f"stages: load + extract {t1 - t0:.2f} s, advise {t2 - t1:.2f} s, report {t3 - t2:.2f} s")
-    print(f"end to end: {total:.2f} s; MindSpore bare compile: {bare:.2f} s; ratio {total / bare:.2f} (target <= 1.5)")
+    print(f"MindSpore bare: build {build:.2f} s + compile {compile_s:.2f} s = {bare:.2f} s")
+    print(f"end to end: {total:.2f} s; ratio to bare {total / bare:.2f} (target <= 1.5); "
+          f"to the compile alone {total / compile_s:.2f}")
     print(f"peak RSS: {rss:.0f} MB (target <= 2048)")
 
 

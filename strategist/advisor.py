@@ -356,7 +356,7 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
                          price=price)
 
     proposed, notes = propose(graph, mesh, rules, boundaries)
-    plan = run(proposed)
+    plan = run(proposed, price=False)          # rule 2 reads provenance only
     # rule 2: dimension-changing operators propagation reached with a redistribution, or not at all
     anchored = {c.op for c in proposed}
     for op in graph:
@@ -379,7 +379,7 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
             "dimension-changing op no anchor reaches: anchored to follow its input"
         proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh)))
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
-    plan = run(proposed)
+    plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}
     for c in proposed:

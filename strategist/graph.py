@@ -428,15 +428,24 @@ _DT = {
 }
 
 
+_ENUM_NAMES: dict[int, str] = {}
+
+
+def _enum_name(v: int) -> str:
+    """``anf_ir_pb2.DataType.Name`` through a table (the enum lookup is slow in the Python runtime)."""
+    if not _ENUM_NAMES:
+        from mindspore.train import anf_ir_pb2
+        _ENUM_NAMES.update({e.number: e.name for e in anf_ir_pb2.DataType.DESCRIPTOR.values})
+    return _ENUM_NAMES.get(v, "DT_UNDEFINED")
+
+
 def _dtype_name(pb_enum_value) -> str:
-    from mindspore.train import anf_ir_pb2
-    return _DT.get(anf_ir_pb2.DataType.Name(pb_enum_value), "unknown")
+    return _DT.get(_enum_name(pb_enum_value), "unknown")
 
 
 def _value(v) -> Any:
     """ValueProto -> Python value (tuples, scalars, strings, None, dicts)."""
-    from mindspore.train import anf_ir_pb2
-    dt = anf_ir_pb2.DataType.Name(v.dtype)
+    dt = _enum_name(v.dtype)
     if dt in ("DT_TUPLE", "DT_LIST"):
         return tuple(_value(x) for x in v.values)
     if dt == "DT_DICT":
@@ -461,8 +470,7 @@ def _value(v) -> Any:
 
 def _spec_of(type_proto) -> TensorSpec | tuple | None:
     """TypeProto -> TensorSpec, or a tuple of (TensorSpec|dtype str) for tuple outputs."""
-    from mindspore.train import anf_ir_pb2
-    dt = anf_ir_pb2.DataType.Name(type_proto.data_type)
+    dt = _enum_name(type_proto.data_type)
     if dt == "DT_TENSOR":
         tt = type_proto.tensor_type
         if tt.HasField("shape"):
@@ -526,11 +534,17 @@ def _tuple_shapes_from_text(text: str | None) -> list[tuple[str, list[tuple[int,
     return out
 
 
-def _from_proto(proto: bytes, ir_text: str | None, cell, model: str) -> OpGraph:
+def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str = "wire") -> OpGraph:
+    """``parser``: ``"wire"`` (strategist.protowire, fast) or ``"protobuf"`` (MindSpore's generated class;
+    the tests check both give the same graph)."""
     from mindspore.train import anf_ir_pb2
 
-    m = anf_ir_pb2.ModelProto()
-    m.ParseFromString(proto)
+    if parser == "wire":
+        from .protowire import decode
+        m = decode(proto, anf_ir_pb2.ModelProto.DESCRIPTOR)
+    else:
+        m = anf_ir_pb2.ModelProto()
+        m.ParseFromString(proto)
     g = m.graph
     consts = {c.key: _value(c.value) for c in g.const_vals}
     weights = cell.parameters_dict()

@@ -159,9 +159,9 @@ def plan_dict(plan) -> dict:
     }
 
 
-def plan_text(plan, markdown: bool = False, max_rows: int = 0) -> str:
-    """Console table (or Markdown) of a propagation plan."""
-    d = plan_dict(plan)
+def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = None) -> str:
+    """Console table (or Markdown) of a propagation plan (``d``: its :func:`plan_dict`, if at hand)."""
+    d = d if d is not None else plan_dict(plan)
     t = d["totals"]
     out = []
     h = (lambda s: f"\n## {s}\n") if markdown else (lambda s: f"\n{s}\n{'-' * len(s)}")
@@ -429,5 +429,5 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     for n in d["notes"]:
         out.append(f"note: {n}")
     out.append(h("Propagated plan"))
-    out.append(plan_text(advice.plan, markdown=markdown, max_rows=max_rows))
+    out.append(plan_text(advice.plan, markdown=markdown, max_rows=max_rows, d=d["plan"]))
     return "\n".join(out) + "\n"
