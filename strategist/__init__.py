@@ -7,9 +7,15 @@ Data path (one way): extract -> heuristics -> propagate -> cost -> report -> dif
 >>> graph.count_by_type()                                           # doctest: +SKIP
 {'Add': 2, 'MatMul': 2, 'GeLU': 1}
 """
-from .errors import StrategistError
-from .graph import Edge, Input, Op, OpGraph, Param, ShardLayout, TensorSpec, extract
-from .loader import load_graph
+import os as _os
+
+# What MindSpore sets on import (its *_pb2 modules need protobuf's Python runtime): set it first, so
+# importing strategist before mindspore, or anything that imports protobuf, keeps MindSpore working.
+_os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+
+from .errors import StrategistError  # noqa: E402
+from .graph import Edge  # noqa: E402, Input, Op, OpGraph, Param, ShardLayout, TensorSpec, extract
+from .loader import load_graph  # noqa: E402
 
 __all__ = ["Edge", "Input", "Op", "OpGraph", "Param", "ShardLayout", "StrategistError", "TensorSpec",
            "extract", "load_graph"]

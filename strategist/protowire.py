@@ -8,9 +8,14 @@ spends most of its time creating message objects: decoding the ANF graph of an 8
 """
 from __future__ import annotations
 
+import os
 import struct
 
-from google.protobuf.descriptor import FieldDescriptor as F
+# MindSpore's generated *_pb2 modules need protobuf's Python runtime, and MindSpore sets it only if it
+# is imported before protobuf is: importing this module first must not pick another runtime.
+os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+
+from google.protobuf.descriptor import FieldDescriptor as F  # noqa: E402
 
 _FLOAT = struct.Struct("<f").unpack_from
 _DOUBLE = struct.Struct("<d").unpack_from
