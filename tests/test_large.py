@@ -1,0 +1,34 @@
+"""Large-model checks (marker ``slow``): CI runs them once on a mid-size model, 8 layers of the
+LLaMA-2-70B shape; ``STRATEGIST_LARGE_LAYERS=80 make test`` runs the full 80."""
+import os
+
+import pytest
+
+from strategist.advisor import advise
+from strategist.mesh import Mesh, load_hardware
+
+LAYERS = int(os.environ.get("STRATEGIST_LARGE_LAYERS", "8"))
+
+
+@pytest.mark.slow
+def test_llama2_70b_shape_advice(graph_of):
+    g = graph_of("examples/llama.py:llama2_70b", f"layers={LAYERS}", "batch=8")
+    assert len(g) == 22 * LAYERS + 17
+    mesh = Mesh.parse("dp=8,tp=8")
+    a = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"))
+    # the same pattern in every layer: wo and w2 anchored row-parallel, the rest propagated; outside
+    # the layers, the vocab-parallel embedding (and the head, where the search order needs it)
+    chosen = {c.op for c in a.chosen}
+    layered = {f"model.layers.{i}.{w}.matmul" for i in range(LAYERS) for w in ("attention.wo", "feed_forward.w2")}
+    assert layered <= chosen and "model.tok_embeddings.gather" in chosen
+    assert chosen - layered <= {"model.tok_embeddings.gather", "lm_head.matmul"}
+    p = a.plan
+    act = 8 * 4096 // 8 * 8192
+    per_layer = 4 * 2 * 7 / 8 * act * 2          # Megatron: 4 AllReduces of [B*S/dp, H] fp16 over tp=8
+    for i in range(LAYERS):
+        layer = f"model.layers.{i}"
+        moved = sum(e.bytes for e in p.edges if p.graph.op(e.dst).layer == layer) + \
+            sum(c.fwd_bytes for n, c in p.op_costs.items() if p.graph.op(n).layer == layer)
+        assert moved == pytest.approx(per_layer)
+    assert p.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]
+    assert not p.inconsistencies or all(a_ == "lm_head.matmul" or "loss" in b for a_, b, _ in p.inconsistencies)
