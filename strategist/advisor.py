@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from .errors import RulesError
+from .yamlio import compose_file
 from .graph import Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
@@ -66,17 +67,7 @@ def load_rules(extra: list[str] | None = None) -> Rules:
 
 
 def _read_rules(path: str) -> dict:
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as err:
-        raise RulesError(f"cannot read rules file {path}: {err.strerror}") from None
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise RulesError(f"{path}{f' line {mark.line + 1}' if mark else ''}: not valid YAML "
-                         f"({getattr(err, 'problem', err)})") from None
+    root = compose_file(path, "rules file")
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):

@@ -21,6 +21,7 @@ from .errors import RulesError
 from .graph import OpGraph, ShardLayout
 from .mesh import Mesh
 from .propagate import Anchor
+from .yamlio import compose_file
 
 
 def layout_over_mesh(dims, mesh: Mesh, where: str = "") -> ShardLayout:
@@ -67,17 +68,7 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str) -> Anchor:
 
 def load_anchors(path: str, graph: OpGraph, mesh: Mesh) -> dict[str, Anchor]:
     """Read an anchors file; glob keys expand to every matching operator (in graph order)."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as err:
-        raise RulesError(f"cannot read anchors file {path}: {err.strerror}") from None
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise RulesError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    root = compose_file(path, "anchors file")
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):

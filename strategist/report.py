@@ -64,6 +64,16 @@ def _path_key(path: str):
 # --------------------------------------------------------------------------------------
 # propagation plans
 
+def render_table(header, rows, markdown: bool = False) -> list[str]:
+    """Lines of an aligned console table, or a Markdown table (cells' ``|`` escaped)."""
+    if markdown:
+        return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+                + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
+    w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
+    return (["  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip()]
+            + ["  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows])
+
+
 def strategy_text(strategy) -> str:
     """MindSpore's tuple syntax: ``((2, 1), (1, 4))``."""
     if strategy is None:
@@ -167,14 +177,7 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     h = (lambda s: f"\n## {s}\n") if markdown else (lambda s: f"\n{s}\n{'-' * len(s)}")
 
     def table(header, rows):
-        if markdown:
-            out.append("| " + " | ".join(header) + " |")
-            out.append("|" + "|".join("---" for _ in header) + "|")
-            out.extend("| " + " | ".join(str(c) for c in r) + " |" for r in rows)
-        else:
-            w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
-            out.append("  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip())
-            out.extend("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows)
+        out.extend(render_table(header, rows, markdown))
 
     out.append(("# " if markdown else "") + f"strategist propagate: {d['model']}")
     out.append(f"mesh {d['mesh']} ({d['devices']} devices), hardware {d['hardware'] or '-'}")
@@ -371,14 +374,7 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     h = (lambda s: f"\n## {s}\n") if markdown else (lambda s: f"\n{s}\n{'=' * len(s)}")
 
     def table(header, rows):
-        if markdown:
-            out.append("| " + " | ".join(header) + " |")
-            out.append("|" + "|".join("---" for _ in header) + "|")
-            out.extend("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows)
-        else:
-            w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
-            out.append("  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip())
-            out.extend("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows)
+        out.extend(render_table(header, rows, markdown))
 
     out.append(("# " if markdown else "") + f"strategist advise: {d['model']}")
     out.append(f"mesh {d['mesh']} ({d['devices']} devices), hardware {d['hardware'] or '-'}, "

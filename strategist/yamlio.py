@@ -1,0 +1,21 @@
+"""Reading YAML with positions, so a bad file is reported by line."""
+from __future__ import annotations
+
+import yaml
+
+from .errors import RulesError
+
+
+def compose_file(path: str, what: str):
+    """The YAML node tree of ``path`` (None if empty); RulesError naming the file and line otherwise."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as err:
+        raise RulesError(f"cannot read {what} {path}: {err.strerror}") from None
+    try:
+        return yaml.compose(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise RulesError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
