@@ -45,7 +45,7 @@ def main() -> None:
             return llama.llama2_70b(layers=args.layers)
 
     t0 = time.perf_counter()
-    cell = build()
+    build()
     print(f"build (lazy weights): {time.perf_counter() - t0:.2f} s, peak RSS {peak_rss_mb():.0f} MB")
 
     bare, ext = [], []

@@ -8,7 +8,6 @@ each, and the 80/10 time ratio. Targets: 80 layers in <= 2 s of propagation; 80/
 import argparse
 import os
 import resource
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -55,7 +55,7 @@ def main():
         for o in p.ops:
             kinds[o.kind] = kinds.get(o.kind, 0) + 1
     print(f"{args.pairs} random layout pairs on 64 devices (rank 1-4)")
-    print(f"steps planned: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    print("steps planned: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     print(f"plan only:        {args.pairs / t_plan:,.0f} plans/s  ({t_plan * 1e6 / args.pairs:.1f} us/plan)")
     print(f"plan + both costs: {args.pairs / (t_plan + t_cost):,.0f} plans/s")
 

@@ -28,7 +28,7 @@ import yaml
 from .errors import RulesError
 from .yamlio import compose_file
 from .graph import Op, OpGraph, ShardLayout
-from .layout import Layout, squeeze
+from .layout import squeeze
 from .mesh import Hardware, Mesh
 from .ops import FactorRule, Sharding, _sharding
 from .propagate import Anchor, Plan, _cached_rule, _follow, propagate

@@ -327,7 +327,6 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
     >>> [op.name for op in g]                                       # doctest: +SKIP
     ['relu']
     """
-    import mindspore as ms
     from mindspore.common.api import _cell_graph_executor as executor
     from mindspore._c_expression import dump_func_graph
 
@@ -348,7 +347,6 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
         pass
     with contextlib.suppress(Exception):
         executor.del_net_res(cell, set([phase]))
-    _ = ms  # imported for its side effect of initialising the context
     return _from_proto(proto, text, cell, model)
 
 

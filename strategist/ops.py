@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from .errors import StrategyError
-from .graph import Op, ShardLayout, TensorSpec
+from .graph import Op, ShardLayout
 from .layout import Layout
 
 log = logging.getLogger("strategist")

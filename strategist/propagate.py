@@ -791,7 +791,7 @@ def _price(eng: _Engine) -> Plan:
                                   pf.bytes_sent, pf.seconds, 0.0, 0.0))
     # backward: the gradients of one tensor's consumers are summed where their layouts agree, so
     # each distinct gradient layout is redistributed once (into the producer's output layout)
-    for (src, j), items in grads.items():
+    for items in grads.values():
         done: dict[Layout, int] = {}
         for idx, gl in items:
             key = squeeze(gl)          # equal placements over different device matrices sum too

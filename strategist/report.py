@@ -262,7 +262,7 @@ def candidate_costs(plan, name: str):
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
     best first, against the neighbour that decided it."""
     import functools
-    from .propagate import DATASET, _better, _Engine
+    from .propagate import _better, _Engine
     ch = plan.choices[name]
     if ch.sharding is None:
         return []

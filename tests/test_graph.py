@@ -132,7 +132,6 @@ def test_layout_strategies_read_back(graph_of):
 
 
 def test_extraction_writes_nothing_and_keeps_weights_lazy(tmp_path, monkeypatch):
-    import mindspore as ms
     from strategist.graph import extract
     from strategist.loader import ModelRef, build_cell
     monkeypatch.chdir(tmp_path)

@@ -7,7 +7,7 @@ import pytest
 from strategist.errors import StrategyError
 from strategist.mesh import Mesh, load_hardware
 from strategist.ops import shard
-from strategist.propagate import Anchor, propagate
+from strategist.propagate import propagate
 from strategist.redistribution import plan as plan_redistribution
 from strategist.report import plan_dict
 
