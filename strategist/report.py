@@ -161,7 +161,7 @@ def plan_dict(plan) -> dict:
         "op_communication": {k: {"forward_bytes": c.fwd_bytes, "gradient_bytes": c.grad_bytes,
                                  "seconds": c.seconds, "steps": [s[0] for s in c.steps]}
                              for k, c in plan.op_costs.items()},
-        "per_layer": plan.per_layer(), "totals": plan.totals(),
+        "per_layer": plan.per_layer(), "per_cell": plan.per_cell(), "totals": plan.totals(),
         "conflicts": [{"edge": [c.src, c.dst], "anchors": list(c.anchors), "mindspore_cost": c.cost,
                        "seconds": c.seconds} for c in plan.conflicts],
         "inconsistencies": [{"edge": [a, b], "mindspore_cost": c} for a, b, c in plan.inconsistencies],

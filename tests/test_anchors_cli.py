@@ -67,6 +67,7 @@ def test_propagate_command_formats(capsys, tmp_path):
     # so no backward AllReduce of fc1's input gradient (inside a model there is one: see test_propagate)
     t = d["totals"]
     assert t["operator_bytes"] == 2 * 3 / 4 * 2048 * 1024 * 2 and t["redistribution_bytes"] == 0
+    assert d["per_cell"]["linear_fc2"]["bytes"] >= t["operator_bytes"]          # fc2's AllReduce is in its cell
     assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "md"]) == 0
     assert "| operator | type | strategy | decided by |" in capsys.readouterr().out
 
