@@ -170,3 +170,14 @@ def test_advice_is_deterministic(graph_of):
     a = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW)), sort_keys=True)
     b = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW)), sort_keys=True)
     assert a == b
+
+
+def test_expert_weights_split_by_ep(graph_of):
+    """Rule 1: a BatchMatMul over a 3-D expert weight takes the experts template (experts by ep)."""
+    g = graph_of(os.path.join(ROOT, "tests/models/propagation.py:Experts"))
+    a = advise(g, Mesh.parse("dp=2,ep=2,tp=2"), hardware=HW)
+    proposed = {c.op: c.template for c in a.chosen + [c for c, _ in a.dropped]}
+    assert proposed["bmm1"] == "experts" and proposed["bmm2"] == "experts"
+    for name in ("bmm1", "bmm2"):
+        w = a.plan.choices[name].inputs[1]
+        assert w.strategy[0] == 2                          # the expert dimension split by ep

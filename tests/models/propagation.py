@@ -45,3 +45,19 @@ class NoInputs(nn.Cell):
 
     def construct(self):
         return self.relu(self.a)
+
+
+class Experts(nn.Cell):
+    """Expert MLPs as batched MatMuls over an expert dimension: x[E, T, H] @ w1[E, H, F] -> GeLU -> @ w2[E, F, H]."""
+
+    def __init__(self, experts=4, tokens=256, hidden=512, ffn=2048):
+        super().__init__()
+        self.w1 = Parameter(initializer("normal", (experts, hidden, ffn), ms.float16), name="w1")
+        self.w2 = Parameter(initializer("normal", (experts, ffn, hidden), ms.float16), name="w2")
+        self.bmm1 = ops.BatchMatMul()
+        self.gelu = ops.GeLU()
+        self.bmm2 = ops.BatchMatMul()
+        self.example_inputs = {"x": f"float16[{experts},{tokens},{hidden}]"}
+
+    def construct(self, x):
+        return self.bmm2(self.gelu(self.bmm1(x, self.w1)), self.w2)
