@@ -30,14 +30,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the full graph as JSON")
     sp.add_argument("--depth", type=int, default=3, help="cell tree depth to print (default 3)")
 
-    def plan_args(sp):
+    def plan_args(sp, anchors=True):
         model_args(sp)
         sp.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
-        sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure (see README)")
+        if anchors:
+            sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure (see README)")
+            sp.add_argument("--no-model-strategies", action="store_true",
+                            help="ignore the model's own shard() calls")
         sp.add_argument("--hardware", default="atlas-800t-a2",
                         help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
-        sp.add_argument("--no-model-strategies", action="store_true",
-                        help="ignore the model's own shard() calls")
         sp.add_argument("--dataset-strategy", default="dp", choices=["dp", "data_parallel", "full_batch"],
                         help="how inputs are split: by the dp axis (default), all devices, or not at all")
 
@@ -45,8 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     plan_args(sp)
     sp.add_argument("--format", default="table", choices=["table", "json", "md"])
     sp.add_argument("--max-rows", type=int, default=60, help="operator rows in the table (0 = all)")
-    sp = sub.add_parser("advise", help="choose the operators to configure, propagate, and report the cost")
-    plan_args(sp)
+    sp = sub.add_parser("advise", help="choose the operators to configure, propagate, and report the cost "
+                                       "(the model's own shard() calls are compared, not used)")
+    plan_args(sp, anchors=False)
     sp.add_argument("--rules", action="append", metavar="RULES.yaml", help="extra rules merged over rules/default.yaml")
     sp.add_argument("--boundary", action="append", default=[], metavar="CELL.PATH=tp|dp",
                     help="declare a parallelism boundary: weight ops under CELL.PATH prefer tp (or dp)")

@@ -181,3 +181,9 @@ def test_expert_weights_split_by_ep(graph_of):
     for name in ("bmm1", "bmm2"):
         w = a.plan.choices[name].inputs[1]
         assert w.strategy[0] == 2                          # the expert dimension split by ep
+
+
+def test_advise_rejects_flags_it_would_ignore(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["advise", os.path.join(ROOT, "examples/mlp.py:MegatronMLP"), "--mesh", "dp=2", "--strategies", "a.yaml"])
+    assert e.value.code == 2 and "unrecognized arguments: --strategies" in capsys.readouterr().err
