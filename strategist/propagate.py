@@ -173,6 +173,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     flops: dict[str, float] = field(default_factory=dict)   # per device, training step, per op
     priced: bool = True
+    dataset_strategy: Any = "dp"
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy
@@ -427,23 +428,32 @@ class _Engine:
             _CHOICES[mk] = self._choose_backward(name, j, dst, spec)
         return _CHOICES[mk]
 
+    def forward_options(self, name: str, k: int, src: Layout, spec) -> list[tuple[Sharding, tuple]]:
+        """Every option of ``name`` with its key against ``src`` fixed on strategy input ``k``:
+        (edge communication, edge computation, own forward communication)."""
+        out = []
+        for s in self._options(name, src, k, "in"):
+            ek = self._edge_key(src, s.inputs[k], spec)
+            out.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
+        return out
+
+    def backward_options(self, name: str, j: int, dst: Layout, spec) -> list[tuple[Sharding, tuple]]:
+        """Every option of ``name`` with its key against ``dst`` fixed on the consumer of output ``j``."""
+        out = []
+        for s in self._options(name, dst, j, "out"):
+            if j < len(s.outputs):
+                ek = self._edge_key(s.outputs[j], dst, spec)
+                out.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
+        return out
+
     def _choose_forward(self, name: str, slot: int, src: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
         k = self.in_index(name, slot)
         if k is None:
             return None
-        opts = []
-        for s in self._options(name, src, k, "in"):
-            ek = self._edge_key(src, s.inputs[k], spec)
-            opts.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
-        return self._pick(name, opts)
+        return self._pick(name, self.forward_options(name, k, src, spec))
 
     def _choose_backward(self, name: str, j: int, dst: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
-        opts = []
-        for s in self._options(name, dst, j, "out"):
-            if j >= len(s.outputs):
-                continue
-            ek = self._edge_key(s.outputs[j], dst, spec)
-            opts.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
+        opts = self.backward_options(name, j, dst, spec)
         return self._pick(name, opts) if opts else None
 
     def set_choice(self, name: str, s: Sharding, prov: Provenance, configured=False):
@@ -578,11 +588,7 @@ class _Engine:
             for (n, s), l in zip(us, layouts):
                 if _same(l, ref) or self.chosen[n].configured:
                     continue
-                k = self.in_index(n, s)
-                opts = []
-                for sh in self._options(n, ref, k, "in"):
-                    ek = self._edge_key(ref, sh.inputs[k], self.g.op(n).inputs[s].spec)
-                    opts.append((sh, (ek[0], ek[1], self._own_forward_comm(n, sh))))
+                opts = self.forward_options(n, self.in_index(n, s), ref, self.g.op(n).inputs[s].spec)
                 best, key, rejected = self._pick(n, opts)
                 prov = self.chosen[n].provenance
                 self.set_choice(n, best, Provenance(prov.root, prov.parent, prov.depth, "parameter", key[0], rejected))
@@ -752,8 +758,10 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
     eng.defaults()
     if not price:
         return Plan(graph, mesh, hardware, eng.anchors, {op.name: eng.chosen[op.name] for op in graph}, [], {},
-                    [], [], eng.warnings, {}, priced=False)
-    return _price(eng)
+                    [], [], eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
+    plan = _price(eng)
+    plan.dataset_strategy = dataset_strategy
+    return plan
 
 
 def _price(eng: _Engine) -> Plan:

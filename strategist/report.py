@@ -266,32 +266,23 @@ def candidate_costs(plan, name: str):
     ch = plan.choices[name]
     if ch.sharding is None:
         return []
-    eng = _Engine(plan.graph, plan.mesh, plan.anchors, "dp", plan.hardware)
+    eng = _Engine(plan.graph, plan.mesh, plan.anchors, plan.dataset_strategy, plan.hardware)
     eng.chosen = dict(plan.choices)
     p = ch.provenance
     opts = []
-    parent = p.parent
-    if parent is not None and p.direction in ("forward", "parameter"):
-        for src, j, slot in eng.prev[name]:
-            if src == parent:
-                k = eng.in_index(name, slot)
-                fixed = eng.out_layout(src, j)
-                spec = ch.op.inputs[slot].spec
-                for s in eng._options(name, fixed, k, "in"):
-                    ek = eng._edge_key(fixed, s.inputs[k], spec)
-                    opts.append((s, (ek[0], ek[1], eng._own_forward_comm(name, s))))
-                break
-    elif parent is not None and p.direction == "backward":
-        for j, dst, slot in eng.succ[name]:
-            if dst == parent:
-                fixed = eng.in_layout(dst, slot)
-                for s in eng._options(name, fixed, j, "out"):
-                    ek = eng._edge_key(s.outputs[j], fixed, ch.op.outputs[j])
-                    opts.append((s, (ek[0], ek[1], eng._own_forward_comm(name, s))))
-                break
+    if p.parent is not None and p.direction in ("forward", "parameter"):
+        edge = next(((src, j, slot) for src, j, slot in eng.prev[name] if src == p.parent), None)
+        if edge is not None:
+            src, j, slot = edge
+            opts = eng.forward_options(name, eng.in_index(name, slot), eng.out_layout(src, j),
+                                       ch.op.inputs[slot].spec)
+    elif p.parent is not None and p.direction == "backward":
+        edge = next(((j, dst, slot) for j, dst, slot in eng.succ[name] if dst == p.parent), None)
+        if edge is not None:
+            j, dst, slot = edge
+            opts = eng.backward_options(name, j, eng.in_layout(dst, slot), ch.op.outputs[j])
     else:
-        for s in eng._options(name, None, 0, "in"):
-            opts.append((s, (0.0, 0.0, eng._own_forward_comm(name, s))))
+        opts = [(s, (0.0, 0.0, eng._own_forward_comm(name, s))) for s in eng._options(name, None, 0, "in")]
     cmp = functools.cmp_to_key(lambda a, b: -1 if _better(a[0], a[1], b[0], b[1]) else
                                1 if _better(b[0], b[1], a[0], a[1]) else 0)
     return sorted(opts, key=cmp)
