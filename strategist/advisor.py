@@ -280,12 +280,9 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         choice = None
         if op.name in boundary_ops:
             if boundary_ops[op.name] == "dp":
-                tname = "conv_data_parallel" if op.type.startswith("Conv") else "data_parallel"
+                tname = ("conv_data_parallel" if op.type.startswith("Conv") else
+                         "matmul_data_parallel" if op.type.startswith(("MatMul", "BatchMatMul")) else "data_parallel")
                 tmpl = t.get(tname, {})
-                if op.type.startswith(("MatMul", "BatchMatMul")):
-                    tmpl = {"i": tmpl.get("d0", ()), "b0": tmpl.get("d0", ())}
-                elif op.type.startswith("Conv"):
-                    tmpl = {"n": tmpl.get("d0", ())}
                 why = (f"parallelism boundary: last data-parallel-preferring weight op before "
                        f"{next(k for k, v in boundary_ops.items() if v == 'tp')}")
             else:
