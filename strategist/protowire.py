@@ -19,6 +19,7 @@ from google.protobuf.descriptor import FieldDescriptor as F  # noqa: E402
 
 _FLOAT = struct.Struct("<f").unpack_from
 _DOUBLE = struct.Struct("<d").unpack_from
+_FIXED = {5: (4, _FLOAT), 1: (8, _DOUBLE)}     # wire type -> (bytes, decoder): fixed32 float, fixed64 double
 _VARINT_TYPES = {F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_INT32, F.TYPE_UINT32, F.TYPE_BOOL, F.TYPE_ENUM}
 _TABLES: dict = {}
 
@@ -127,17 +128,11 @@ def _decode(buf, desc, i, end) -> dict:
                         vals.append(_scalar(ftype, v))
                 d.setdefault(name, []).extend(vals)
                 continue
-        elif wt == 5:
+        elif wt in _FIXED:
+            size, unpack = _FIXED[wt]
+            val = unpack(buf, i)[0]
+            i += size
             f = table.get(num)
-            val = _FLOAT(buf, i)[0]
-            i += 4
-            if f is None:
-                continue
-            name, ftype, rep, _ = f
-        elif wt == 1:
-            f = table.get(num)
-            val = _DOUBLE(buf, i)[0]
-            i += 8
             if f is None:
                 continue
             name, ftype, rep, _ = f
