@@ -141,11 +141,6 @@ def _coords(dev_matrix: tuple[int, ...], rank: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def replicated(shape: tuple[int, ...], device_num: int) -> Layout:
-    """Every device holds the whole tensor."""
-    return Layout(tuple(shape), (device_num,), tuple(() for _ in shape))
-
-
 # --------------------------------------------------------------------------------------
 # device-matrix refinement
 

@@ -121,10 +121,10 @@ def _letters(n: int, prefix: str = "d") -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
 
 
-def _rule(op, factors, ins, outs, slots, unsplittable=(), sizes=(), reduce="sum", out_shapes=None):
+def _rule(op, factors, ins, outs, slots, unsplittable=(), sizes=(), reduce="sum"):
     in_shapes = tuple(_shape(op, s) for s in slots)
     return FactorRule(tuple(factors), tuple(tuple(t) for t in ins), tuple(tuple(t) for t in outs),
-                      tuple(slots), in_shapes, out_shapes or _out_shapes(op), frozenset(unsplittable),
+                      tuple(slots), in_shapes, _out_shapes(op), frozenset(unsplittable),
                       tuple(sizes), reduce)
 
 
