@@ -420,6 +420,22 @@ RULES: dict[str, Callable[[Op], FactorRule]] = {
 }
 
 
+def _register_families() -> None:
+    """Operator families kept in their own modules register into ``RULES`` here (one registry)."""
+    import importlib
+    for mod in ("strategist.oprules",):
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as err:
+            if err.name != mod:
+                raise
+            continue
+        RULES.update(m.RULES)
+
+
+_register_families()
+
+
 def rule_for(op: Op) -> FactorRule:
     """The operator's factor rule (the conservative :func:`unknown_rule` if none is registered)."""
     builder = RULES.get(op.type)
