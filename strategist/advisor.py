@@ -334,7 +334,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
 
 
 def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries: dict[str, str] | None = None,
-           hardware: Hardware | None = None, dataset_strategy="dp") -> Advice:
+           hardware: Hardware | None = None, dataset_strategy="data_parallel") -> Advice:
     """Choose a minimal set of anchors for ``graph`` on ``mesh`` and price the result."""
     rules = rules or load_rules()
 

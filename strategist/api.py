@@ -8,9 +8,31 @@ from .mesh import Mesh, load_hardware
 from .propagate import Plan, propagate
 
 
+def parse_dataset_strategy(text):
+    """``--dataset-strategy``: ``data_parallel`` | ``full_batch`` | per-input splits ``x=8,1;mask=8,1,1``.
+
+    >>> parse_dataset_strategy("x=8,1; y=8")
+    {'x': (8, 1), 'y': (8,)}
+    """
+    from .errors import InputSpecError
+    if not isinstance(text, str) or text in ("data_parallel", "full_batch"):
+        return text
+    out = {}
+    for item in text.split(";"):
+        name, sep, splits = item.strip().partition("=")
+        try:
+            out[name.strip()] = tuple(int(x) for x in splits.split(","))
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip().isidentifier() or any(x < 1 for x in out.get(name.strip(), (0,))):
+            raise InputSpecError(f"bad --dataset-strategy {text!r}: write data_parallel, full_batch, or per-input "
+                                 f"splits such as x=8,1;mask=8,1,1")
+    return out
+
+
 def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                hardware: str | None = "atlas-800t-a2", use_model_strategies: bool = True,
-               dataset_strategy="dp", graph=None) -> Plan:
+               dataset_strategy="data_parallel", graph=None) -> Plan:
     """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
 
     >>> plan = plan_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")     # doctest: +SKIP
@@ -25,7 +47,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
 
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
-                 hardware: str | None = "atlas-800t-a2", dataset_strategy="dp", graph=None):
+                 hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None):
     """``strategist advise`` as a call: the :class:`~strategist.advisor.Advice` for ``model`` on ``mesh``."""
     from .advisor import advise, load_rules
     from .errors import InputSpecError

@@ -39,8 +39,10 @@ def _parser() -> argparse.ArgumentParser:
                             help="ignore the model's own shard() calls")
         sp.add_argument("--hardware", default="atlas-800t-a2",
                         help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
-        sp.add_argument("--dataset-strategy", default="dp", choices=["dp", "data_parallel", "full_batch"],
-                        help="how inputs are split: by the dp axis (default), all devices, or not at all")
+        sp.add_argument("--dataset-strategy", default="data_parallel", metavar="data_parallel|full_batch|x=8,1;...",
+                        help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all devices "
+                             "(data_parallel, the default), not at all (full_batch), or per-input splits using "
+                             "every device")
 
     sp = sub.add_parser("propagate", help="propagate strategies from the anchors and report the redistribution cost")
     plan_args(sp)
@@ -67,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("GLOG_v", "4")  # MindSpore's C++ log: only critical; we report errors ourselves
     try:
+        from .api import parse_dataset_strategy
         if args.command == "inspect":
             from .loader import load_graph
             from .report import inspect_text
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             from .report import advice_dict, advice_text
             advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
-                                  dataset_strategy=args.dataset_strategy)
+                                  dataset_strategy=parse_dataset_strategy(args.dataset_strategy))
             if args.format == "json":
                 sys.stdout.write(json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
             else:
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
-                              dataset_strategy=args.dataset_strategy)
+                              dataset_strategy=parse_dataset_strategy(args.dataset_strategy))
             if args.command == "explain":
                 sys.stdout.write(explain_text(plan, find_op(plan, args.op)))
             elif args.format == "json":

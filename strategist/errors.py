@@ -30,3 +30,8 @@ class MeshError(StrategistError):
 
 class RulesError(StrategistError):
     """A rules or anchors YAML file is malformed."""
+
+
+class VerifyError(StrategistError):
+    """``strategist verify`` could not get MindSpore's own answer: MindSpore rejected the configuration,
+    crashed, timed out, or the machine lacks what the CPU-only recipe needs (a C compiler)."""

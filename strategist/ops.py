@@ -132,8 +132,9 @@ def elementwise(op: Op, slots: list[int] | None = None) -> FactorRule:
     """Broadcasting element-wise operator: output dims are factors; inputs align right, size-1 dims
     (broadcast) are ``None``; scalar constants are rank-0 inputs. Every output has the output's factors."""
     if slots is None:
-        slots = [i for i, x in enumerate(op.inputs)
-                 if x.kind != "const" or x.spec is not None or _is_scalar(x.value)]
+        # tensors (a tensor constant too, as a rank-0 input); a Python scalar argument (Muls' value,
+        # AddExt's alpha) is not a strategy input in MindSpore
+        slots = [i for i, x in enumerate(op.inputs) if x.kind != "const" or x.spec is not None]
     out = _out_shapes(op)[0] if op.outputs else ()
     factors = _letters(len(out))
     ins = []
@@ -143,10 +144,6 @@ def elementwise(op: Op, slots: list[int] | None = None) -> FactorRule:
         ins.append([None if (n == 1 and out[off + i] != 1) else factors[off + i] for i, n in enumerate(shp)])
     outs = [factors if len(o) == len(out) else [None] * len(o) for o in _out_shapes(op)]
     return _rule(op, factors, ins, outs, slots)
-
-
-def _is_scalar(v) -> bool:
-    return isinstance(v, (int, float, bool)) and not isinstance(v, tuple)
 
 
 def unary(op: Op) -> FactorRule:
@@ -380,6 +377,13 @@ def flash_attention_rule(op: Op) -> FactorRule:
                  sizes=[("n", math.gcd(heads, kv_heads))])
 
 
+def flatten_rule(op: Op) -> FactorRule:
+    """Flatten [N, ...] -> [N, prod(...)]: an operator with its own strategy in MindSpore (reported as
+    ``((8, 1, 1, 1),)`` on 8 devices), not a Reshape; only the batch dimension may be split."""
+    factors = _letters(len(_shape(op, 0)))
+    return _rule(op, factors, [factors], [[factors[0], None]], [0], unsplittable=factors[1:])
+
+
 def reshape_placeholder(op: Op) -> FactorRule:
     """Reshape has no strategy (MindSpore: "Setting strategy for Reshape goes for nothing!"); the
     propagation engine maps layouts through it with :func:`reshape_layout`."""
@@ -398,7 +402,7 @@ def unknown_rule(op: Op) -> FactorRule:
 UNARY = ("ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
          "Cast LogicalNot Sin Cos Softplus HSwish HSigmoid Elu LeakyReLU Ones Zeros OnesLike ZerosLike "
          "Identity Round Floor Ceil IsFinite SquareSumAll Dropout DropoutExt Sign").split()
-BINARY = ("Add AddExt Sub SubExt Mul Div RealDiv DivMod FloorDiv Maximum Minimum Pow Equal NotEqual "
+BINARY = ("Muls Add AddExt Sub SubExt Mul Div RealDiv DivMod FloorDiv Maximum Minimum Pow Equal NotEqual "
           "Less LessEqual Greater GreaterEqual LogicalAnd LogicalOr BiasAdd SquaredDifference Select "
           "Where MaskedFill AddN Xdivy Atan2").split()
 
@@ -416,7 +420,7 @@ RULES: dict[str, Callable[[Op], FactorRule]] = {
     "SoftmaxCrossEntropyWithLogits": softmax_ce_rule,
     "SparseSoftmaxCrossEntropyWithLogits": sparse_softmax_ce_rule,
     "Tile": tile_rule, "FlashAttentionScore": flash_attention_rule, "Conv2D": conv2d_rule,
-    "Reshape": reshape_placeholder, "Flatten": reshape_placeholder,
+    "Reshape": reshape_placeholder, "Flatten": flatten_rule,
 }
 
 

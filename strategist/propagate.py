@@ -54,7 +54,7 @@ from .ops import (FactorRule, Sharding, _sharding, candidates, output_partial, p
 from .redistribution import Redistribution, plan, refine_cost
 
 DATASET = "<dataset>"
-RESHAPES = frozenset({"Reshape", "Flatten"})
+RESHAPES = frozenset({"Reshape"})
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     flops: dict[str, float] = field(default_factory=dict)   # per device, training step, per op
     priced: bool = True
-    dataset_strategy: Any = "dp"
+    dataset_strategy: Any = "data_parallel"
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy
@@ -338,22 +338,33 @@ class _Engine:
         return ch.inputs[k]
 
     def _dataset_layouts(self, how) -> dict[str, Layout]:
+        """MindSpore's VirtualDataset layouts. ``data_parallel`` (the default) splits every input's
+        first dimension over all devices, ``full_batch`` splits nothing, and a per-input dict gives
+        MindSpore's tuple form. In auto_parallel mode MindSpore rejects a dataset strategy that does
+        not use every device ("No available strategy for: VirtualDatasetInfo"), and so do we."""
         out = {}
         for name, spec in self.g.inputs.items():
             shape = tuple(spec.shape)
-            if not shape:
-                out[name] = Layout(shape, (self.n,), ())
-                continue
             if isinstance(how, dict) and name in how:
                 split = tuple(how[name])
-            elif how == "full_batch":
+                if len(split) != len(shape):
+                    raise StrategyError(f"dataset strategy {split} for input {name} has rank {len(split)}, "
+                                        f"the input is {shape}")
+                if math.prod(split) != self.n:
+                    raise StrategyError(f"dataset strategy {split} for input {name} uses {math.prod(split)} of "
+                                        f"{self.n} devices: MindSpore's auto_parallel mode requires all of them "
+                                        f"(split the batch by {self.n}, or use full_batch)")
+            elif how == "full_batch" or not shape:
                 split = (1,) * len(shape)
+            elif how == "data_parallel":
+                split = (self.n,) + (1,) * (len(shape) - 1)
             else:
-                want = self.n if how == "data_parallel" else self.mesh.get("dp", self.n) if how == "dp" else self.n
-                split = (math.gcd(want, shape[0]),) + (1,) * (len(shape) - 1)
+                raise StrategyError(f"unknown dataset strategy {how!r}: use data_parallel, full_batch or "
+                                    f"per-input splits such as x=8,1")
+            if any(n % s for n, s in zip(shape, split)):
+                raise StrategyError(f"dataset strategy {split} does not divide input {name} {shape} "
+                                    f"(make the batch a multiple of {self.n}, or use --dataset-strategy full_batch)")
             used = math.prod(split)
-            if self.n % used or any(n % s for n, s in zip(shape, split)):
-                raise StrategyError(f"dataset strategy {split} does not fit input {name} {shape} on {self.n} devices")
             dm = tuple(split) + ((self.n // used,) if used < self.n else ())
             out[name] = Layout(shape, dm, tuple((i,) if s > 1 else () for i, s in enumerate(split)))
         return out
@@ -724,14 +735,13 @@ def clear_caches() -> None:
 
 
 def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
-              dataset_strategy="dp", hardware: Hardware | None = None, price: bool = True) -> Plan:
+              dataset_strategy="data_parallel", hardware: Hardware | None = None, price: bool = True) -> Plan:
     """Propagate strategies from ``anchors`` over ``graph`` on ``mesh``; see the module docstring.
 
     ``anchors`` maps op names to :class:`Anchor` (or a bare strategy tuple). The model's own
     ``shard()`` calls count as anchors unless ``use_model_strategies`` is False; user anchors win.
-    ``dataset_strategy``: ``"dp"`` (batch split by the mesh's ``dp`` axis, MindFormers' convention;
-    all devices if there is none), ``"data_parallel"`` (all devices), ``"full_batch"`` (replicated), or
-    ``{input: split tuple}``. ``price=False`` skips pricing (layouts only: the plan's costs are a
+    ``dataset_strategy``: MindSpore's ``"data_parallel"`` (the default: the batch split over all
+    devices), ``"full_batch"`` (replicated), or ``{input: split tuple}`` using every device. ``price=False`` skips pricing (layouts only: the plan's costs are a
     function of its layouts, so two plans with equal layouts cost the same).
 
     >>> plan = propagate(graph, Mesh.parse("dp=2,tp=4"), {"fc1.matmul": ((2, 1), (1, 4))})  # doctest: +SKIP

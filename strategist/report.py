@@ -239,6 +239,9 @@ def explain_text(plan, name: str) -> str:
            f"layout form: {layout_text(ch.inputs, plan.mesh) if ch.sharding else '-'}",
            "", "provenance (seed first):"]
     for n in plan.chain(name):
+        if n == DATASET:
+            out.append(f"  {DATASET} (VirtualDataset, {plan.dataset_strategy})  [seed]")
+            continue
         c = plan.choices[n]
         p = c.provenance
         how = "anchor" if p.direction == "seed" else p.direction

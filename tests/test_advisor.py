@@ -18,6 +18,10 @@ from conftest import ROOT
 HW = load_hardware("atlas-800t-a2")
 LLAMA = "examples/llama.py:llama2_70b"
 
+#: These tests model Megatron-style tensor parallelism, whose input is whole on every tensor-parallel
+#: rank: MindSpore's full_batch (its default data_parallel splits the batch over all devices).
+FB = "full_batch"
+
 
 def splits(plan, name):
     """The factors the operator actually splits (split > 1)."""
@@ -32,7 +36,7 @@ def ar_bytes(n_tp, numel, tl=2):
 @pytest.mark.parametrize("dp, tp", [(2, 4), (8, 8)])
 def test_megatron_mlp(graph_of, dp, tp):
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
-    a = advise(g, Mesh.parse(f"dp={dp},tp={tp}"), hardware=HW)
+    a = advise(g, Mesh.parse(f"dp={dp},tp={tp}"), hardware=HW, dataset_strategy=FB)
     assert a.plan.strategy("linear_fc1.matmul") == ((dp, 1), (1, tp))       # column
     assert a.plan.strategy("linear_fc2.matmul") == ((dp, tp), (tp, 1))      # row
     assert a.plan.strategy("linear_fc1.add") == ((dp, tp), (tp,))
@@ -49,7 +53,7 @@ def test_megatron_llama(graph_of, dp, tp):
     closed form: 2 forward AllReduces (wo, w2 outputs) and 2 backward (attention and MLP input
     gradients), each of the [B*S/dp, H] fp16 activations over tp."""
     g = graph_of(LLAMA, "layers=2", "batch=8")
-    a = advise(g, Mesh.parse(f"dp={dp},tp={tp}"), hardware=HW)
+    a = advise(g, Mesh.parse(f"dp={dp},tp={tp}"), hardware=HW, dataset_strategy=FB)
     p = a.plan
     for i in range(2):
         for w in ("attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"):
@@ -73,7 +77,7 @@ def test_megatron_llama(graph_of, dp, tp):
 
 def test_resnet_gets_a_dp_to_tp_boundary(graph_of):
     g = graph_of("examples/resnet.py:ResNetLike", "batch=16")
-    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW, dataset_strategy=FB)
     rules = {c.op: c.rule for c in a.chosen}
     assert rules.get("head.matmul") == "3 boundary"
     assert splits(a.plan, "head.matmul") == {"i": 2, "j": 4}    # classes split by tp
@@ -92,7 +96,7 @@ def test_resnet_gets_a_dp_to_tp_boundary(graph_of):
 def test_never_costlier_than_no_anchors(graph_of, target, kwargs, mesh):
     g = graph_of(target, *kwargs)
     try:
-        a = advise(g, Mesh.parse(mesh), hardware=HW)
+        a = advise(g, Mesh.parse(mesh), hardware=HW, dataset_strategy=FB)
     except Exception as err:      # a batch that cannot be split 64 ways is a legitimate refusal
         pytest.skip(str(err))
     assert a.plan.totals()["step_seconds"] <= a.baseline.totals()["step_seconds"] * (1 + 1e-9)
@@ -101,11 +105,11 @@ def test_never_costlier_than_no_anchors(graph_of, target, kwargs, mesh):
 def test_minimality_every_survivor_is_needed(graph_of):
     g = graph_of(LLAMA, "layers=2", "batch=8")
     mesh = Mesh.parse("dp=8,tp=8")
-    a = advise(g, mesh, hardware=HW)
+    a = advise(g, mesh, hardware=HW, dataset_strategy=FB)
     assert a.dropped and all(c.needed for c in a.chosen)
     for c in a.chosen[:3]:
         rest = {x.op: x.anchor for x in a.chosen if x.op != c.op}
-        q = propagate(g, mesh, rest, use_model_strategies=False, hardware=HW)
+        q = propagate(g, mesh, rest, use_model_strategies=False, hardware=HW, dataset_strategy=FB)
         changed = [n for n, ch in q.choices.items()
                    if [str(x) for x in ch.outputs] != [str(x) for x in a.plan.choices[n].outputs]]
         assert changed or q.totals() != a.plan.totals(), c.op
@@ -113,18 +117,18 @@ def test_minimality_every_survivor_is_needed(graph_of):
 
 def test_tiny_llama_is_best_left_data_parallel(graph_of):
     """hidden 256: tensor parallelism's small collectives cost more than they save."""
-    a = advise(graph_of("examples/llama.py:tiny"), Mesh.parse("dp=2,tp=4"), hardware=HW)
+    a = advise(graph_of("examples/llama.py:tiny"), Mesh.parse("dp=2,tp=4"), hardware=HW, dataset_strategy=FB)
     assert a.chosen == [] and a.plan is a.baseline and a.notes
 
 
 def test_existing_shard_calls_are_classified(graph_of):
     g = graph_of("examples/sharding_techniques.py:RowParallelLinear", "mode='semi'")
-    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW, dataset_strategy=FB)
     status = {op: s for op, s, _ in a.existing}
     assert set(status) == {"matmul", "add"}
     assert status["add"] in ("redundant", "kept")
     g = graph_of("examples/sharding_techniques.py:RowParallelLinear", "mode='semi'", "dp=8", "tp=1")
-    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW, dataset_strategy=FB)
     assert dict((op, s) for op, s, _ in a.existing)["matmul"] == "contradicted"
 
 
@@ -147,35 +151,35 @@ def test_rules_override_and_errors(tmp_path, graph_of):
 
 def test_declared_boundary(graph_of):
     g = graph_of("examples/resnet.py:ResNetLike", "batch=16")
-    a = advise_model("", "dp=2,tp=4", graph=g, boundaries=["layer4=tp"])
+    a = advise_model("", "dp=2,tp=4", graph=g, boundaries=["layer4=tp"], dataset_strategy=FB)
     assert any(c.rule == "3 boundary" and c.op.startswith("layer3") for c in a.chosen)
 
 
 def test_advise_cli(capsys):
     model = os.path.join(ROOT, LLAMA)
-    assert main(["advise", model, "--kwargs", "layers=1", "batch=8", "--mesh", "dp=8,tp=8", "--max-rows", "5"]) == 0
+    assert main(["advise", "--dataset-strategy", "full_batch", model, "--kwargs", "layers=1", "batch=8", "--mesh", "dp=8,tp=8", "--max-rows", "5"]) == 0
     out = capsys.readouterr().out
     assert "Advice: configure 3 of 39 operators" in out
     assert 'self.matmul.shard((layout("dp", "tp"), layout("tp", "None")))' in out
     assert "model.layers.*.attention.wo.matmul:\n  layout: [[dp, tp], [tp, None]]" in out
-    assert main(["advise", model, "--kwargs", "layers=1", "batch=8", "--mesh", "dp=8,tp=8", "--format", "json"]) == 0
+    assert main(["advise", "--dataset-strategy", "full_batch", model, "--kwargs", "layers=1", "batch=8", "--mesh", "dp=8,tp=8", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert set(d["configurations"]) == {"advice", "no anchors", "every operator configured"}
-    assert main(["advise", model, "--mesh", "dp=2", "--boundary", "head"]) == 2
+    assert main(["advise", "--dataset-strategy", "full_batch", model, "--mesh", "dp=2", "--boundary", "head"]) == 2
     assert "bad --boundary 'head'" in capsys.readouterr().err
 
 
 def test_advice_is_deterministic(graph_of):
     g = graph_of(LLAMA, "layers=1", "batch=8")
-    a = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW)), sort_keys=True)
-    b = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW)), sort_keys=True)
+    a = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW, dataset_strategy=FB)), sort_keys=True)
+    b = json.dumps(advice_dict(advise(g, Mesh.parse("dp=8,tp=8"), hardware=HW, dataset_strategy=FB)), sort_keys=True)
     assert a == b
 
 
 def test_expert_weights_split_by_ep(graph_of):
     """Rule 1: a BatchMatMul over a 3-D expert weight takes the experts template (experts by ep)."""
     g = graph_of(os.path.join(ROOT, "tests/models/propagation.py:Experts"))
-    a = advise(g, Mesh.parse("dp=2,ep=2,tp=2"), hardware=HW)
+    a = advise(g, Mesh.parse("dp=2,ep=2,tp=2"), hardware=HW, dataset_strategy=FB)
     proposed = {c.op: c.template for c in a.chosen + [c for c, _ in a.dropped]}
     assert proposed["bmm1"] == "experts" and proposed["bmm2"] == "experts"
     for name in ("bmm1", "bmm2"):
@@ -185,5 +189,5 @@ def test_expert_weights_split_by_ep(graph_of):
 
 def test_advise_rejects_flags_it_would_ignore(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["advise", os.path.join(ROOT, "examples/mlp.py:MegatronMLP"), "--mesh", "dp=2", "--strategies", "a.yaml"])
+        main(["advise", "--dataset-strategy", "full_batch", os.path.join(ROOT, "examples/mlp.py:MegatronMLP"), "--mesh", "dp=2", "--strategies", "a.yaml"])
     assert e.value.code == 2 and "unrecognized arguments: --strategies" in capsys.readouterr().err

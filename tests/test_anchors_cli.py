@@ -53,11 +53,11 @@ def test_bad_anchor_files_name_the_line(tmp_path, graph_of, text, needle):
 def test_propagate_command_formats(capsys, tmp_path):
     f = tmp_path / "a.yaml"
     f.write_text("linear_fc1.matmul: [[2, 1], [1, 4]]\nlinear_fc2.matmul: [[2, 4], [4, 1]]\n")
-    assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f)]) == 0
+    assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f)]) == 0
     out = capsys.readouterr().out
     assert "linear_fc1.add     Add     ((2, 4), (4,))" in out
     assert "linear_fc2.matmul  AllReduce(n=4, group=[0, 1, 2, 3])" in out
-    assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "json"]) == 0
+    assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["anchors"]["linear_fc1.matmul"] == {"origin": "user", "strategy": "((2, 1), (1, 4))"}
     ops = {o["name"]: o for o in d["ops"]}
@@ -68,23 +68,23 @@ def test_propagate_command_formats(capsys, tmp_path):
     t = d["totals"]
     assert t["operator_bytes"] == 2 * 3 / 4 * 2048 * 1024 * 2 and t["redistribution_bytes"] == 0
     assert d["per_cell"]["linear_fc2"]["bytes"] >= t["operator_bytes"]          # fc2's AllReduce is in its cell
-    assert main(["propagate", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "md"]) == 0
+    assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "md"]) == 0
     assert "| operator | type | strategy | decided by |" in capsys.readouterr().out
 
 
 def test_explain_command(capsys):
-    assert main(["explain", FFN, "--mesh", "dp=2,tp=4", "--op", "matmul2"]) == 0
+    assert main(["explain", "--dataset-strategy", "full_batch", FFN, "--mesh", "dp=2,tp=4", "--op", "matmul2"]) == 0
     out = capsys.readouterr().out
     assert "strategy: ((2, 4), (4, 1))" in out
     assert "  matmul1 (MatMul) ((2, 1), (1, 4))  [anchor]" in out
     assert "  relu (ReLU) ((2, 4),)  [forward, edge cost 0]" in out
     assert "((2, 4), (4, 1))                 edge comm          0" in out and "<- chosen" in out
-    assert main(["explain", FFN, "--mesh", "dp=2,tp=4", "--op", "matmul9"]) == 2
+    assert main(["explain", "--dataset-strategy", "full_batch", FFN, "--mesh", "dp=2,tp=4", "--op", "matmul9"]) == 2
     assert "--op 'matmul9' names no operator" in capsys.readouterr().err
 
 
 def test_propagate_bad_mesh_and_hardware(capsys):
-    assert main(["propagate", MLP, "--mesh", "dp2"]) == 2
+    assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp2"]) == 2
     assert "bad mesh 'dp2'" in capsys.readouterr().err
-    assert main(["propagate", MLP, "--mesh", "dp=2", "--hardware", "tpu"]) == 2
+    assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2", "--hardware", "tpu"]) == 2
     assert "hardware profile not found: tpu" in capsys.readouterr().err

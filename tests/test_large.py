@@ -9,13 +9,17 @@ from strategist.mesh import Mesh, load_hardware
 
 LAYERS = int(os.environ.get("STRATEGIST_LARGE_LAYERS", "8"))
 
+#: These tests model Megatron-style tensor parallelism, whose input is whole on every tensor-parallel
+#: rank: MindSpore's full_batch (its default data_parallel splits the batch over all devices).
+FB = "full_batch"
+
 
 @pytest.mark.slow
 def test_llama2_70b_shape_advice(graph_of):
     g = graph_of("examples/llama.py:llama2_70b", f"layers={LAYERS}", "batch=8")
     assert len(g) == 22 * LAYERS + 17
     mesh = Mesh.parse("dp=8,tp=8")
-    a = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"))
+    a = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy=FB)
     # the same pattern in every layer: wo and w2 anchored row-parallel, the rest propagated; outside
     # the layers, the vocab-parallel embedding (and the head, where the search order needs it)
     chosen = {c.op for c in a.chosen}

@@ -107,11 +107,16 @@ def test_candidates_for_non_power_of_two_devices():
 
 
 def test_elementwise_scalar_and_broadcast_strategies():
-    mul = op("Mul", [T(2, 8, 1024, 1024), 0.125], [T(2, 8, 1024, 1024)])
+    # MindSpore turns Mul's / NotEqual's scalar operand into a rank-0 tensor constant: a strategy input ()
+    scalar = Input("const", spec=T(), value={"tensor": "float32[]"})
+    mul = op("Mul", [T(2, 8, 1024, 1024), scalar], [T(2, 8, 1024, 1024)])
     s = shard(mul, ((2, 4, 1, 1), ()), 8)                          # CoreAttention's ((dp,tp,cp,1), ())
     assert s.outputs[0].strategy == (2, 4, 1, 1)
-    ne = op("NotEqual", [T(8, 4096, dtype="int32"), 0], [T(8, 4096, dtype="bool")])
+    ne = op("NotEqual", [T(8, 4096, dtype="int32"), scalar], [T(8, 4096, dtype="bool")])
     assert shard(ne, ((2, 1), ()), 8).outputs[0].strategy == (2, 1)
+    # a Python scalar argument (Muls' value, as MindSpore 2.9 reports: strategy ((8, 1),)) is not
+    muls = op("Muls", [T(128, 64), 2.0], [T(128, 64)])
+    assert rule_for(muls).slots == (0,) and shard(muls, ((8, 1),), 8).outputs[0].strategy == (8, 1)
     bias = op("Add", [T(2, 16, 8), T(1, 16, 1)], [T(2, 16, 8)])
     with pytest.raises(StrategyError, match=r"op \(Add\) input 1 dimension 0: split 2 does not divide size 1"):
         shard(bias, ((2, 2, 2), (2, 2, 2)), 8)

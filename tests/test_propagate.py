@@ -17,6 +17,10 @@ ST = "examples/sharding_techniques.py:"
 MESH = Mesh.parse("dp=2,tp=4")
 HW = load_hardware("atlas-800t-a2")
 
+#: These tests model Megatron-style tensor parallelism, whose input is whole on every tensor-parallel
+#: rank: MindSpore's full_batch (its default data_parallel splits the batch over all devices).
+FB = "full_batch"
+
 
 def strategies(p):
     return {name: ch.strategy for name, ch in p.choices.items()}
@@ -39,7 +43,7 @@ def test_reproduces_semi_auto_strategies(graph_of, cls, mesh, kwargs):
     """Every operator the page's semi-auto version configures gets exactly that strategy."""
     g = graph_of(ST + cls, *kwargs)
     semi = graph_of(ST + cls, "mode='semi'", *kwargs)
-    p = propagate(g, Mesh.parse(mesh), hardware=HW)
+    p = propagate(g, Mesh.parse(mesh), hardware=HW, dataset_strategy=FB)
     expected = {op.name: op.in_strategy for op in semi if op.in_strategy is not None}
     assert len(expected) > len([op for op in g if op.configured])     # something was propagated
     assert {n: p.strategy(n) for n in expected} == expected
@@ -48,15 +52,15 @@ def test_reproduces_semi_auto_strategies(graph_of, cls, mesh, kwargs):
 
 def test_page_named_expectations(graph_of):
     """The page's table, literally (dp=2, tp=4, cp=1)."""
-    p = propagate(graph_of(ST + "RowParallelLinear"), MESH)
+    p = propagate(graph_of(ST + "RowParallelLinear"), MESH, dataset_strategy=FB)
     assert p.strategy("add") == ((2, 4), (4,))                       # ((dp*cp, tp), (tp,))
-    p = propagate(graph_of(ST + "CoreAttention"), MESH)
+    p = propagate(graph_of(ST + "CoreAttention"), MESH, dataset_strategy=FB)
     assert p.strategy("dropout") == ((2, 4, 1, 1),)                  # (dp, tp, cp, 1)
     assert p.strategy("mul") == ((2, 4, 1, 1), ())                   # ((dp, tp, cp, 1), ())
-    p = propagate(graph_of(ST + "FlashAttention"), MESH)
+    p = propagate(graph_of(ST + "FlashAttention"), MESH, dataset_strategy=FB)
     assert p.strategy("alibi_rescale_mul") == ((2, 4, 1, 1), (1,))   # ((dp, mp, cp, 1), (1,))
     assert p.choices["alibi_rescale_mul"].provenance.root == "flash_attention"
-    p = propagate(graph_of(ST + "LlamaForCausalLMHead"), MESH)
+    p = propagate(graph_of(ST + "LlamaForCausalLMHead"), MESH, dataset_strategy=FB)
     assert p.strategy("slice") == ((2, 1),)
     assert p.strategy("not_equal") == ((2, 1), ())
     assert p.strategy("mul") == ((2, 1), (2, 1))
@@ -65,7 +69,7 @@ def test_page_named_expectations(graph_of):
 def test_docs_ffn_every_edge_is_free(graph_of):
     """sharding_propagation.md (spec §2 fact 1, §6 fact 2): Add1 ((2,4),(4)), ReLU ((2,4)), MatMul2
     ((2,4),(4,1)); no edge redistributes; MatMul2 reduces its split k with an AllReduce over tp."""
-    p = propagate(graph_of(ST + "DocsFFN"), MESH, hardware=HW)
+    p = propagate(graph_of(ST + "DocsFFN"), MESH, hardware=HW, dataset_strategy=FB)
     assert (p.strategy("add1"), p.strategy("relu"), p.strategy("matmul2")) == \
         (((2, 4), (4,)), ((2, 4),), ((2, 4), (4, 1)))
     assert all(e.ms_communication == 0 and not e.forward.ops for e in p.edges)
@@ -93,12 +97,12 @@ def test_conflicting_anchors_on_a_shared_weight_raise(graph_of):
     """Spec §2 fact 4: configured users of one Parameter that disagree -> 'Incorrect strategy configuration'."""
     g = graph_of(os.path.join(MODELS, "propagation.py:SharedWeight"), "s1=((1, 1), (1, 8))", "s2=((8, 1), (1, 1))")
     with pytest.raises(StrategyError, match="Incorrect strategy configuration.*mm1 and mm2 .*shared parameter w"):
-        propagate(g, Mesh.parse("dp=8"))
+        propagate(g, Mesh.parse("dp=8"), dataset_strategy=FB)
 
 
 def test_shared_weight_user_follows_the_configured_one(graph_of):
     g = graph_of(os.path.join(MODELS, "propagation.py:SharedWeight"), "s1=((1, 1), (1, 8))")
-    p = propagate(g, Mesh.parse("dp=8"))
+    p = propagate(g, Mesh.parse("dp=8"), dataset_strategy=FB)
     w1 = p.choices["mm1"].inputs[1]
     w2 = p.choices["mm2"].inputs[1]
     assert plan_redistribution(w1, w2).is_identity
@@ -106,7 +110,8 @@ def test_shared_weight_user_follows_the_configured_one(graph_of):
 
 def test_two_anchors_disagreeing_are_reported_with_both_names(graph_of):
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=256", inputs=("x:float16[64,64]",))
-    p = propagate(g, MESH, {"linear_fc1.matmul": ((2, 1), (1, 4)), "linear_fc2.matmul": ((8, 1), (1, 1))}, hardware=HW)
+    p = propagate(g, MESH, {"linear_fc1.matmul": ((2, 1), (1, 4)), "linear_fc2.matmul": ((8, 1), (1, 1))}, hardware=HW,
+                  dataset_strategy=FB)
     (c,) = p.conflicts
     assert (c.src, c.dst) == ("gelu", "linear_fc2.matmul")
     assert c.anchors == ("linear_fc1.matmul", "linear_fc2.matmul") and c.cost > 0
@@ -133,7 +138,7 @@ def test_invariants(graph_of, target, kwargs, anchors):
     import fnmatch
     g = graph_of(target, *kwargs)
     expanded = {op.name: s for pat, s in anchors.items() for op in g if fnmatch.fnmatchcase(op.name, pat)}
-    p = propagate(g, MESH, expanded, hardware=HW)
+    p = propagate(g, MESH, expanded, hardware=HW, dataset_strategy=FB)
     # every op has a layout; every edge's cost is the planner's cost for its two layouts
     assert set(p.choices) == {op.name for op in g}
     for e in p.edges:
@@ -145,7 +150,7 @@ def test_invariants(graph_of, target, kwargs, anchors):
     assert t["total_bytes"] == pytest.approx(sum(e.bytes for e in p.edges) + sum(c.bytes for c in p.op_costs.values()))
     assert sum(v["bytes"] for v in p.per_layer().values()) == pytest.approx(t["total_bytes"])
     # deterministic
-    again = propagate(g, MESH, expanded, hardware=HW)
+    again = propagate(g, MESH, expanded, hardware=HW, dataset_strategy=FB)
     assert json.dumps(plan_dict(again), sort_keys=True) == json.dumps(plan_dict(p), sort_keys=True)
     # anchoring a propagated op at its propagated strategy changes nothing -- for ops decided by an
     # anchor's BFS that come after that anchor in seed order. (MindSpore's search is order-dependent:
@@ -160,7 +165,7 @@ def test_invariants(graph_of, target, kwargs, anchors):
             continue
         if shard(ch.op, ch.strategy, MESH.size).inputs != ch.sharding.inputs:
             continue      # follows a neighbour's device matrix: not expressible as a tuple anchor
-        q = propagate(g, MESH, {**expanded, name: ch.strategy}, hardware=HW)
+        q = propagate(g, MESH, {**expanded, name: ch.strategy}, hardware=HW, dataset_strategy=FB)
         assert strategies(q) == strategies(p), name
         assert q.totals() == t, name
         tried += 1
@@ -176,7 +181,7 @@ def test_megatron_mlp_inside_a_model_costs_two_allreduces(graph_of):
     g = graph_of("examples/llama.py:tiny")
     anchors = {f"model.layers.{i}.feed_forward.{w}.matmul": s for i in range(2)
                for w, s in (("w1", ((2, 1), (1, 4))), ("w3", ((2, 1), (1, 4))), ("w2", ((2, 4), (4, 1))))}
-    p = propagate(g, MESH, anchors, hardware=HW)
+    p = propagate(g, MESH, anchors, hardware=HW, dataset_strategy=FB)
     act = 2 * 3 / 4 * (2 * 128 // 2) * 256 * 2
     for i in range(2):
         assert p.op_costs[f"model.layers.{i}.feed_forward.w2.matmul"].fwd_bytes == act
