@@ -58,6 +58,7 @@ class FactorRule:
     sizes: tuple[tuple[str, int], ...] = ()
     reduce: str = "sum"        # how reduction factors combine (sum, max, min)
     known: bool = True
+    batch_parallel: bool = False   # MindSpore's BatchParallelInfo: one candidate, dim 0 over all devices
 
     @property
     def reductions(self) -> tuple[str, ...]:
@@ -377,13 +378,6 @@ def flash_attention_rule(op: Op) -> FactorRule:
                  sizes=[("n", math.gcd(heads, kv_heads))])
 
 
-def flatten_rule(op: Op) -> FactorRule:
-    """Flatten [N, ...] -> [N, prod(...)]: an operator with its own strategy in MindSpore (reported as
-    ``((8, 1, 1, 1),)`` on 8 devices), not a Reshape; only the batch dimension may be split."""
-    factors = _letters(len(_shape(op, 0)))
-    return _rule(op, factors, [factors], [[factors[0], None]], [0], unsplittable=factors[1:])
-
-
 def reshape_placeholder(op: Op) -> FactorRule:
     """Reshape has no strategy (MindSpore: "Setting strategy for Reshape goes for nothing!"); the
     propagation engine maps layouts through it with :func:`reshape_layout`."""
@@ -391,12 +385,22 @@ def reshape_placeholder(op: Op) -> FactorRule:
                  [[None] * len(o) for o in _out_shapes(op)], [0])
 
 
-def unknown_rule(op: Op) -> FactorRule:
-    """No rule for this operator: inputs gathered to replicated, outputs replicated."""
+def batch_parallel_rule(op: Op) -> FactorRule:
+    """MindSpore's ``BatchParallelInfo``: its one strategy splits dimension 0 of every input (and
+    output) over all devices and nothing else (see :func:`candidates`). MindSpore gives it to every
+    operator without an OperatorInfo of its own ("Operator X use Batch Parallel"), Flatten included
+    (reported as ``((8, 1, 1, 1),)`` on 8 devices)."""
     slots = _tensor_slots(op)
-    r = _rule(op, [], [[None] * len(_shape(op, s)) for s in slots],
-              [[None] * len(o) for o in _out_shapes(op)], slots)
-    return FactorRule(**{**r.__dict__, "known": False})
+    shapes = [_shape(op, s) for s in slots]
+    r = _rule(op, ["b"], [["b"] + [None] * (len(sh) - 1) if sh else [] for sh in shapes],
+              [["b"] + [None] * (len(o) - 1) if o else [] for o in _out_shapes(op)], slots)
+    return FactorRule(**{**r.__dict__, "batch_parallel": True})
+
+
+def unknown_rule(op: Op) -> FactorRule:
+    """No rule here for this operator: treated as MindSpore treats an operator it has no OperatorInfo
+    for, batch-parallel (:func:`batch_parallel_rule`), with a warning."""
+    return FactorRule(**{**batch_parallel_rule(op).__dict__, "known": False})
 
 
 UNARY = ("ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
@@ -405,6 +409,8 @@ UNARY = ("ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs 
 BINARY = ("Muls Add AddExt Sub SubExt Mul Div RealDiv DivMod FloorDiv Maximum Minimum Pow Equal NotEqual "
           "Less LessEqual Greater GreaterEqual LogicalAnd LogicalOr BiasAdd SquaredDifference Select "
           "Where MaskedFill AddN Xdivy Atan2").split()
+
+BINARY_SET = frozenset(BINARY)
 
 RULES: dict[str, Callable[[Op], FactorRule]] = {
     **{t: unary for t in UNARY},
@@ -420,7 +426,7 @@ RULES: dict[str, Callable[[Op], FactorRule]] = {
     "SoftmaxCrossEntropyWithLogits": softmax_ce_rule,
     "SparseSoftmaxCrossEntropyWithLogits": sparse_softmax_ce_rule,
     "Tile": tile_rule, "FlashAttentionScore": flash_attention_rule, "Conv2D": conv2d_rule,
-    "Reshape": reshape_placeholder, "Flatten": flatten_rule,
+    "Reshape": reshape_placeholder, "Flatten": batch_parallel_rule,
 }
 
 
@@ -444,7 +450,8 @@ def rule_for(op: Op) -> FactorRule:
     """The operator's factor rule (the conservative :func:`unknown_rule` if none is registered)."""
     builder = RULES.get(op.type)
     if builder is None:
-        log.warning("no sharding rule for %s (%s): its inputs are gathered to replicated", op.name, op.type)
+        log.warning("no sharding rule for %s (%s): batch-parallel, as MindSpore runs an operator it has no "
+                    "OperatorInfo for", op.name, op.type)
         return unknown_rule(op)
     return builder(op)
 
@@ -593,27 +600,32 @@ def output_partial(s: Sharding, j: int = 0) -> tuple[int, ...]:
 # candidates (MindSpore's GenerateStrategies)
 
 
-def candidates(op: Op, device_num: int, rule: FactorRule | None = None) -> list[tuple[tuple[int, ...], ...]]:
-    """Candidate strategies in MindSpore's enumeration order.
+def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
+               fully_use_devices: bool = False) -> list[tuple[tuple[int, ...], ...]]:
+    """Candidate strategies in MindSpore 2.9's enumeration order (``GenerateStrategies``).
 
-    Each splittable factor takes powers of two (1, 2, 4, ...) dividing both the remaining device
-    budget and the factor's size, left to right, and the product must equal the device count
-    (``fully_use_devices``). For ``device_num = 2^p * q`` the power-of-two part is enumerated, then
-    one factor at a time is multiplied by ``q``, then the all-ones (repeated) strategy is added.
-    An operator whose factors cannot use all devices falls back to the all-ones strategy.
+    Each splittable factor takes powers of two (1, 2, 4, ...) dividing its size, and the
+    factors are enumerated lexicographically ascending (the first factor outermost), so the
+    all-ones strategy comes first. With MindSpore's default ``fully_use_devices=False`` every
+    product dividing the device count is a candidate (the rest of the devices repeat the
+    computation); with ``fully_use_devices=True`` only products equal to it. For
+    ``device_num = 2^p * q`` (q odd), the power-of-two part is enumerated, one factor at a time
+    is multiplied by ``q``, and the all-ones strategy is added.
     """
     rule = rule or rule_for(op)
+    if rule.batch_parallel:     # BatchParallelInfo: its one strategy splits every input's dim 0 by all devices
+        return [tuple(tuple((device_num if rule.factor_size("b") % device_num == 0 else 1) if f else 1 for f in t)
+                      for t in rule.inputs)]
     free = [f for f in rule.factors if f not in rule.unsplittable and any(f in t for t in rule.inputs)]
-    p2, q = device_num, 1
-    while p2 % 2 == 0:
-        p2 //= 2
-        q *= 2
-    pow2, odd = q, p2
+    odd, pow2 = device_num, 1
+    while odd % 2 == 0:
+        odd //= 2
+        pow2 *= 2
     out: list[dict] = []
 
     def rec(i, budget, cur):
         if i == len(free):
-            if budget == 1:
+            if budget == 1 or not fully_use_devices:
                 out.append(dict(cur))
             return
         x = 1
@@ -657,6 +669,39 @@ def strategy_better(a, b) -> bool:
     if pa != pb:
         return pa > pb
     return [list(x) for x in a] > [list(x) for x in b]
+
+
+def computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) -> float:
+    """MindSpore's forward ``computation_cost_`` of ``op`` under ``s`` (operator_costmodel.cc, bytes per
+    device), with ``BreakingTiesForPreferringDataParallel`` (minus 1 when input 0's dimension 0 is split
+    over every device). Sharding propagation uses it to break ties between candidates of an operator
+    decided from several visited edges."""
+    def nbytes(layout, spec):
+        return layout.slice_numel * (_type_bytes(spec))
+    ins = [nbytes(l, op.inputs[slot].spec) for l, slot in zip(s.inputs, rule.slots)]
+    outs = [nbytes(l, op.outputs[j] if j < len(op.outputs) else None) for j, l in enumerate(s.outputs)]
+    t = op.type
+    reduced_split = bool(s.partial_axes)
+    if t in COMPUTE_TYPES - {"Conv2D", "FlashAttentionScore"}:
+        c = sum(ins[:2]) + (outs[0] if reduced_split and outs else 0)
+    elif t in ("Softmax", "LogSoftmax", "Tile", "BroadcastTo"):
+        c = outs[0] if outs else 0
+    elif t.startswith("Reduce") or t in ("SumExt", "MeanExt"):
+        c = ins[0] + ((2 if "Mean" in t else 1) * outs[0] if reduced_split and outs else 0)
+    elif t in ("Gather", "GatherV2") and len(ins) >= 2:
+        c = (3 * ins[0] + 7 * ins[1]) if reduced_split else ins[0] + ins[1]
+    elif t in BINARY_SET or t in ("LayerNorm", "RmsNorm") or rule.batch_parallel:
+        c = sum(ins)
+    else:
+        c = ins[0] if ins else 0
+    if s.strategy and s.strategy[0] and s.strategy[0][0] == device_num and c > 1.0:
+        c -= 1.0
+    return float(c)
+
+
+def _type_bytes(spec) -> int:
+    from .graph import DTYPE_BYTES
+    return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
 
 
 # --------------------------------------------------------------------------------------

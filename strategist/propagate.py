@@ -49,8 +49,8 @@ from .errors import StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
-from .ops import (FactorRule, Sharding, _sharding, candidates, output_partial, partition_num, reshape_layout,
-                  rule_for, shard, shard_layout, training_flops)
+from .ops import (FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial, partition_num,
+                  reshape_layout, rule_for, shard, shard_layout, training_flops)
 from .redistribution import Redistribution, plan, refine_cost
 
 DATASET = "<dataset>"
@@ -254,8 +254,10 @@ def _type_len(spec) -> int:
 
 
 class _Engine:
-    def __init__(self, graph: OpGraph, mesh: Mesh, anchors: dict[str, Anchor], dataset_strategy, hardware):
+    def __init__(self, graph: OpGraph, mesh: Mesh, anchors: dict[str, Anchor], dataset_strategy, hardware,
+                 fully_use_devices: bool = False):
         self.g = graph
+        self.fully_use_devices = fully_use_devices
         self.mesh = mesh
         self.n = mesh.size
         self.hw = hardware
@@ -267,6 +269,8 @@ class _Engine:
         self.cands: dict[str, list] = {}
         self.chosen: dict[str, OpChoice] = {}
         self.visited: set[str] = set()
+        self.waiting: dict[str, int] = {}                 # multi-input ops waiting for their inputs
+        self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
         self.dataset = self._dataset_layouts(dataset_strategy)
@@ -282,6 +286,10 @@ class _Engine:
                     idx = list(self.dataset).index(x.ref)
                     self.prev[op.name].append((DATASET, idx, slot))
                     self.succ[DATASET].append((idx, op.name, slot))
+        self.created = creation_order(graph, forward=isinstance(dataset_strategy, dict))
+        # MindSpore creates edges per consumer in creation order: a producer's successors follow it
+        for n, lst in self.succ.items():
+            lst.sort(key=lambda e: self.created.get(e[1], 1 << 30))
 
     # -- per-op helpers ---------------------------------------------------------------
     def rule(self, name: str) -> FactorRule:
@@ -295,8 +303,25 @@ class _Engine:
     def candidates(self, name: str) -> list:
         c = self.cands.get(name)
         if c is None:
-            c = self.cands[name] = _cached_candidates(self.g.op(name), self.n, self.key(name))
+            c = self.cands[name] = _cached_candidates(self.g.op(name), self.n, self.key(name),
+                                                      self.fully_use_devices)
         return c
+
+    def info_name(self, name: str) -> str:
+        """MindSpore's OperatorInfo name, ``<Prim>Info<k><k>`` with k the creation index: the
+        configured-operator map (seed order) compares these strings."""
+        if name == DATASET:
+            k = self.created[DATASET]
+            return f"VirtualDatasetInfo{k}{k}"
+        k = self.created.get(name, 0)
+        op = self.g.op(name)
+        prim = "BatchParallel" if self.rule(name).batch_parallel else op.type
+        return f"{prim}Info{k}{k}"
+
+    def multi_input(self, name: str) -> bool:
+        """MindSpore's ``IsMultiInput``: more than one tensor input (Parameters and tensor constants
+        count, though they bring no edge: such an operator waits until the queue drains)."""
+        return not self.is_reshape(name) and len(self.rule(name).slots) > 1
 
     def key(self, name: str) -> tuple:
         k = self.keys.get(name)
@@ -419,7 +444,7 @@ class _Engine:
                 out.append(_cached_shard(op, strat, self.n, self.key(name)))
             except StrategyError:
                 continue
-        if fixed is not None:
+        if fixed is not None and not rule.batch_parallel:
             f = _follow(rule, fixed, k, side, self.n)
             if f is not None and not any(o.inputs == f.inputs and o.outputs == f.outputs for o in out):
                 out.append(f)
@@ -428,13 +453,13 @@ class _Engine:
     def choose_forward(self, name: str, slot: int, src: Layout, spec):
         """Memoised on (operator signature, slot, fixed layout, device count): repeated layers and
         repeated searches (the advisor's minimality checks) choose by lookup."""
-        mk = ("f", self.key(name), slot, src, self.n)
+        mk = ("f", self.key(name), slot, src, self.n, self.fully_use_devices)
         if mk not in _CHOICES:
             _CHOICES[mk] = self._choose_forward(name, slot, src, spec)
         return _CHOICES[mk]
 
     def choose_backward(self, name: str, j: int, dst: Layout, spec):
-        mk = ("b", self.key(name), j, dst, self.n)
+        mk = ("b", self.key(name), j, dst, self.n, self.fully_use_devices)
         if mk not in _CHOICES:
             _CHOICES[mk] = self._choose_backward(name, j, dst, spec)
         return _CHOICES[mk]
@@ -520,61 +545,153 @@ class _Engine:
             _CHOICES[mk] = s
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
 
-    def bfs(self, root: str) -> None:
+    def bfs(self, root: str, later_seeds: list[str]) -> None:
+        """``CostGraph::BFS``: a FIFO queue from ``root``; at each operator its successors, then its
+        predecessors. When the queue drains, the first waiting multi-input operator (in creation
+        order) is decided from its visited edges and the search goes on from it, unless it was
+        reached meanwhile or a later seed precedes it topologically; then this BFS ends and the
+        entry stays (MindSpore leaves it at the head of its waiting list)."""
         queue = deque([(root, 0)])
-        while queue:
-            cur, depth = queue.popleft()
-            self.visited.add(cur)
-            for j, nb, slot in self.succ.get(cur, []):
-                self._visit(cur, nb, depth, "forward", j, slot, root, queue)
-            for nb, j, slot in self.prev.get(cur, []):
-                self._visit(cur, nb, depth, "backward", j, slot, root, queue)
+        while True:
+            while queue:
+                cur, depth = queue.popleft()
+                self.visited.add(cur)
+                for j, nb, slot in self.succ.get(cur, []):
+                    self._next(cur, nb, depth, j, slot, root, queue)
+                for nb, j, slot in self.prev.get(cur, []):
+                    self._prev(cur, nb, depth, j, slot, root, queue)
+            if not self.waiting:
+                return
+            op = min(self.waiting, key=lambda n: self.created.get(n, 1 << 30))
+            if op in self.visited or any(self.created[op] > self.created[s] for s in later_seeds[:1]):
+                return
+            s, key = self.by_visited_edges(op)
+            parent = self.visited_edges[op][-1][0] if self.visited_edges.get(op) else None
+            self.set_choice(op, s, Provenance(root, parent, 0, "inputs", key[0]))
+            del self.waiting[op]
+            queue.append((op, 0))
 
-    def _visit(self, cur, nb, depth, direction, j, slot, root, queue):
-        if nb == DATASET:
-            return
-        if direction == "forward":
-            src = self.out_layout(cur, j)
-            spec = self.g.op(cur).outputs[j] if cur != DATASET else self.g.inputs[list(self.dataset)[j]]
-        else:
-            src = self.in_layout(cur, slot)
-            spec = self.g.op(nb).outputs[j] if j < len(self.g.op(nb).outputs) else None
+    def _check(self, a: Layout | None, b: Layout | None, spec, edge: tuple[str, str]) -> None:
+        if a is not None and b is not None and a.shape == b.shape:
+            c = self._edge_key(a, b, spec)[0]
+            if c > 0:
+                self.inconsistent.append((edge[0], edge[1], c))
+
+    def _next(self, cur, nb, depth, j, slot, root, queue):
+        """``BFSNextNode``: decide successor ``nb`` of ``cur`` over ``cur``'s output ``j``."""
+        src = self.out_layout(cur, j)
+        spec = self.g.op(cur).outputs[j] if cur != DATASET else self.g.inputs[list(self.dataset)[j]]
         if src is None:
             return
-        if nb in self.visited or nb in self.anchors or nb in self.chosen:
-            other = self.in_layout(nb, slot) if direction == "forward" else self.out_layout(nb, j)
-            if other is not None and other.shape == src.shape:
-                a, b = (src, other) if direction == "forward" else (other, src)
-                c = self._edge_key(a, b, spec)[0]
-                if c > 0 and (depth > 0 or nb not in self.anchors):
-                    self.inconsistent.append((cur, nb, c) if direction == "forward" else (nb, cur, c))
-            if nb in self.anchors and nb not in self.visited:
-                # a configured op is never overwritten, but the search goes on through it: its
-                # neighbours are chosen against its fixed layout now rather than in its own BFS
-                self.visited.add(nb)
-                queue.append((nb, depth + 1))
+        has = nb in self.visited or nb in self.anchors
+        if not has and self.multi_input(nb):
+            self.visited_edges.setdefault(nb, []).append((cur, j, slot))
+        if nb in self.visited or nb in self.anchors:
+            if nb in self.visited or depth > 0:
+                self._check(src, self.in_layout(nb, slot), spec, (cur, nb))
             return
         if self.is_reshape(nb):
-            if direction == "forward":
-                if slot != 0:
-                    return
-                in_l, out_l = self.reshape_from_input(nb, src)
-                cost = self._edge_key(src, in_l, spec)[0]
-            else:
-                in_l, out_l = self.reshape_from_output(nb, src)
-                cost = self._edge_key(out_l, src, spec)[0]
-            self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, direction, cost))
+            if slot != 0:
+                return
+            if self.is_reshape(cur):
+                self.warnings.append(f"the edge {cur} -> {nb} has two Reshapes: propagation stops there "
+                                     f"(MindSpore: please set the strategy for at least one)")
+                return
+            in_l, out_l = self.reshape_from_input(nb, src)
+            self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "forward",
+                                                         self._edge_key(src, in_l, spec)[0]))
+        elif self.is_reshape(cur):
+            s = self._exact(nb, slot, src, "in")
+            if s is None:
+                return
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", 0.0))
+        elif self.multi_input(nb):
+            k = self.in_index(nb, slot)
+            if k is None:
+                return
+            if len(self.visited_edges.get(nb, ())) < len(self.rule(nb).slots):
+                self.waiting.setdefault(nb, depth)
+                return
+            s, key = self.by_visited_edges(nb)
+            self.waiting.pop(nb, None)
+            self.visited_edges[nb] = []
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0]))
         else:
-            if direction == "forward":
-                picked = self.choose_forward(nb, slot, src, spec)
-            else:
-                picked = self.choose_backward(nb, j, src, spec)
+            picked = self.choose_forward(nb, slot, src, spec)
             if picked is None:
                 return
             s, key, rejected = picked
-            self.set_choice(nb, s, Provenance(root, cur, depth + 1, direction, key[0], rejected))
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0], rejected))
         self.visited.add(nb)
         queue.append((nb, depth + 1))
+
+    def _prev(self, cur, nb, depth, j, slot, root, queue):
+        """``BFSPrevNode``: decide predecessor ``nb`` of ``cur`` over ``cur``'s input ``slot``."""
+        if nb == DATASET:
+            return
+        src = self.in_layout(cur, slot)
+        spec = self.g.op(nb).outputs[j] if j < len(self.g.op(nb).outputs) else None
+        if src is None:
+            return
+        if nb in self.visited or nb in self.anchors:
+            if nb in self.visited or depth > 0:
+                self._check(self.out_layout(nb, j), src, spec, (nb, cur))
+            return
+        if self.is_reshape(nb):
+            if self.is_reshape(cur):
+                self.warnings.append(f"the edge {nb} -> {cur} has two Reshapes: propagation stops there "
+                                     f"(MindSpore: please set the strategy for at least one)")
+                return
+            in_l, out_l = self.reshape_from_output(nb, src)
+            self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "backward",
+                                                         self._edge_key(out_l, src, spec)[0]))
+        elif self.is_reshape(cur):
+            s = self._exact(nb, j, src, "out")
+            if s is None:
+                return
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "backward", 0.0))
+        else:
+            picked = self.choose_backward(nb, j, src, spec)
+            if picked is None:
+                return
+            s, key, rejected = picked
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "backward", key[0], rejected))
+        self.visited.add(nb)
+        queue.append((nb, depth + 1))
+
+    def _exact(self, name: str, idx: int, layout: Layout, side: str) -> Sharding | None:
+        """Leaving a Reshape: the first option whose input (output) ``idx`` has exactly the Reshape's
+        layout (``GetStrategyFromSWCBy{Input,Output}Layout``); None (the op stays undecided) if none."""
+        k = self.in_index(name, idx) if side == "in" else idx
+        if k is None:
+            return None
+        for o in self._options(name, layout, k, side):
+            tensors = o.inputs if side == "in" else o.outputs
+            if k < len(tensors) and _same(tensors[k], layout):
+                return o
+        return None
+
+    def by_visited_edges(self, name: str) -> tuple[Sharding, tuple]:
+        """``OperatorInfo::GetStrategyByVisitedEdges``: the option with the least redistribution
+        (communication, then computation) summed over the operator's visited input edges, then the
+        least computation cost of its own; ties go to the first in candidate order."""
+        op = self.g.op(name)
+        edges = [(src, j, slot) for src, j, slot in self.visited_edges.get(name, ())
+                 if self.out_layout(src, j) is not None and self.in_index(name, slot) is not None]
+        fixed = edges[0] if edges else None
+        opts = self._options(name, self.out_layout(fixed[0], fixed[1]) if fixed else None,
+                             self.in_index(name, fixed[2]) if fixed else 0, "in")
+        best = None
+        for s in opts:
+            comm = comp = 0.0
+            for src, j, slot in edges:
+                a, b = self.out_layout(src, j), s.inputs[self.in_index(name, slot)]
+                c1, c2 = self._edge_key(a, b, op.inputs[slot].spec)
+                comm, comp = comm + c1, comp + c2
+            key = (comm, comp, computation_cost(op, self.rule(name), s, self.n))
+            if best is None or _less(key, best[1]):
+                best = (s, key)
+        return best
 
     def shared_parameters(self) -> None:
         users: dict[str, list[tuple[str, int]]] = {}
@@ -630,6 +747,44 @@ def _better(s1: Sharding, k1: tuple, s2: Sharding, k2: tuple) -> bool:
     if pa != pb:
         return pa > pb
     return [list(x) for x in s1.strategy] > [list(x) for x in s2.strategy]
+
+
+def _less(k1: tuple, k2: tuple) -> bool:
+    for a, b in zip(k1, k2):
+        if not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9):
+            return a < b
+    return False
+
+
+def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
+    """The order MindSpore creates OperatorInfos in: their ``topo_index`` (the ``k`` of ``MatMulInfo<k><k>``),
+    which orders seeds and waiting operators. With the default or full_batch dataset strategy MindSpore
+    inserts a VirtualOutput (k = 0) and walks depth-first from the output with a stack, the last input
+    explored first; with a tuple dataset strategy it creates them in execution order. VirtualDataset's
+    topo index is the maximum either way."""
+    if forward:
+        order = {op.name: i + 1 for i, op in enumerate(graph)}
+        order[DATASET] = 1 << 40
+        return order
+    order: dict[str, int] = {}
+    k = 1
+    stack = [x for x in graph.outputs]
+    seen: set = set()
+    while stack:
+        x = stack.pop()
+        key = x.ref if x.kind == "op" else None
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        order[key] = k
+        k += 1
+        stack.extend(graph.op(key).inputs)
+    for op in graph:               # unreachable from the output: after everything else
+        if op.name not in order:
+            order[op.name] = k
+            k += 1
+    order[DATASET] = 1 << 40
+    return order
 
 
 def _same(a: Layout, b: Layout) -> bool:
@@ -698,11 +853,11 @@ def _cached_rule(op: Op, opkey=None) -> FactorRule:
     return r
 
 
-def _cached_candidates(op: Op, n: int, opkey=None):
-    key = (opkey or _op_key(op), n)
+def _cached_candidates(op: Op, n: int, opkey=None, fully_use_devices: bool = False):
+    key = (opkey or _op_key(op), n, fully_use_devices)
     c = _CANDS.get(key)
     if c is None:
-        c = _CANDS[key] = candidates(op, n, _cached_rule(op))
+        c = _CANDS[key] = candidates(op, n, _cached_rule(op), fully_use_devices)
     return c
 
 
@@ -735,7 +890,8 @@ def clear_caches() -> None:
 
 
 def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
-              dataset_strategy="data_parallel", hardware: Hardware | None = None, price: bool = True) -> Plan:
+              dataset_strategy="data_parallel", hardware: Hardware | None = None, price: bool = True,
+              fully_use_devices: bool = False) -> Plan:
     """Propagate strategies from ``anchors`` over ``graph`` on ``mesh``; see the module docstring.
 
     ``anchors`` maps op names to :class:`Anchor` (or a bare strategy tuple). The model's own
@@ -753,17 +909,17 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
             raise StrategyError(f"anchor {name!r} names no operator of the model"
                                 + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect --json)"))
         all_anchors[name] = a if isinstance(a, Anchor) else Anchor(name, tuple(tuple(x) for x in a))
-    eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware)
+    eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware, fully_use_devices)
     if not all_anchors and not eng.dataset:
         raise StrategyError("There is no operator that is configured sharding strategy. "
                             "(give anchors with --strategies, or a model input)")
-    order = sorted(all_anchors.values(), key=lambda a: graph.op(a.op).topo_index)
-    for a in order:
+    for a in all_anchors.values():
         eng.seed(a)
-    for a in order:
-        eng.bfs(a.op)
-    if eng.dataset:
-        eng.bfs(DATASET)
+    # MindSpore's configured-operator map is ordered by topo_index, the OperatorInfo creation counter;
+    # VirtualDataset's is TOTAL_OPS_MAX, so the dataset's BFS runs last
+    seeds = sorted(all_anchors, key=lambda n: eng.created[n]) + ([DATASET] if eng.dataset else [])
+    for i, root in enumerate(seeds):
+        eng.bfs(root, seeds[i + 1:])
     eng.shared_parameters()
     eng.defaults()
     if not price:

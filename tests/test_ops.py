@@ -90,20 +90,47 @@ def test_matmul_transpose_and_own_communication():
     assert s3.outputs[0].strategy == (8, 1) and output_partial(s3) == ()
 
 
-def test_spec_fact_candidates_matmul_and_broadcast_add():
-    """§5 fact 1: 10 candidates for [256,784]x[784,64] on 8; §2 fact 3: first is ((1,1),(1,8));
-    §5 fact 2: Add [256,64]+[64] has (1,8),(2,4),(4,2),(8,1) with input1 the last split."""
-    mm = matmul(T(256, 784), T(784, 64), T(256, 64))
-    c = candidates(mm, 8)
+def test_candidates_are_mindspore_29s_lists():
+    """MindSpore 2.9.0's own GenerateStrategies logs (GLOG_v=1, 8 devices, fully_use_devices=False):
+    powers of two, lexicographically ascending over the loop dims, all-ones first, any product dividing 8."""
+    mm = matmul(T(32, 16), T(16, 24), T(32, 24))
+    assert candidates(mm, 8) == [
+        ((1, 1), (1, 1)), ((1, 1), (1, 2)), ((1, 1), (1, 4)), ((1, 1), (1, 8)), ((1, 2), (2, 1)), ((1, 2), (2, 2)),
+        ((1, 2), (2, 4)), ((1, 4), (4, 1)), ((1, 4), (4, 2)), ((1, 8), (8, 1)), ((2, 1), (1, 1)), ((2, 1), (1, 2)),
+        ((2, 1), (1, 4)), ((2, 2), (2, 1)), ((2, 2), (2, 2)), ((2, 4), (4, 1)), ((4, 1), (1, 1)), ((4, 1), (1, 2)),
+        ((4, 2), (2, 1)), ((8, 1), (1, 1))]
+    add = op("Add", [T(32, 24), T(24)], [T(32, 24)])
+    assert candidates(add, 8) == [((1, 1), (1,)), ((1, 2), (2,)), ((1, 4), (4,)), ((1, 8), (8,)), ((2, 1), (1,)),
+                                  ((2, 2), (2,)), ((2, 4), (4,)), ((4, 1), (1,)), ((4, 2), (2,)), ((8, 1), (1,))]
+    sm = op("Softmax", [T(32, 24), (-1,)], [T(32, 24)])
+    assert candidates(sm, 8) == [((1, 1),), ((2, 1),), ((4, 1),), ((8, 1),)]
+    # fully_use_devices=True keeps the products equal to the device count (spec §5 facts 1-2)
+    mm2 = matmul(T(256, 784), T(784, 64), T(256, 64))
+    c = candidates(mm2, 8, fully_use_devices=True)
     assert len(c) == 10 and c[0] == ((1, 1), (1, 8)) and ((2, 1), (1, 4)) in c
-    add = op("Add", [T(256, 64), T(64)], [T(256, 64)])
-    assert candidates(add, 8) == [((1, 8), (8,)), ((2, 4), (4,)), ((4, 2), (2,)), ((8, 1), (1,))]
+    add2 = op("Add", [T(256, 64), T(64)], [T(256, 64)])
+    assert candidates(add2, 8, fully_use_devices=True) == [((1, 8), (8,)), ((2, 4), (4,)), ((4, 2), (2,)), ((8, 1), (1,))]
 
 
 def test_candidates_for_non_power_of_two_devices():
-    """§5 fact 3: dev_num 6 = 2*3: enumerate on 2, multiply one dim by 3, add all-ones."""
-    relu = op("ReLU", [T(12, 6)], [T(12, 6)])
-    assert candidates(relu, 6) == [((3, 2),), ((1, 6),), ((6, 1),), ((2, 3),), ((1, 1),)]
+    """MindSpore 2.9.0 on 24 = 8 * 3 devices (its log): every power-of-two candidate with one dim
+    multiplied by 3 where the shape allows, and the all-ones strategy last."""
+    relu = op("ReLU", [T(48, 24)], [T(48, 24)])
+    assert candidates(relu, 24) == [
+        ((3, 1),), ((1, 3),), ((3, 2),), ((1, 6),), ((3, 4),), ((1, 12),), ((3, 8),), ((1, 24),), ((6, 1),), ((2, 3),),
+        ((6, 2),), ((2, 6),), ((6, 4),), ((2, 12),), ((12, 1),), ((4, 3),), ((12, 2),), ((4, 6),), ((24, 1),), ((8, 3),),
+        ((1, 1),)]
+    sm = op("Softmax", [T(48, 24), (-1,)], [T(48, 24)])
+    assert candidates(sm, 24) == [((3, 1),), ((6, 1),), ((12, 1),), ((24, 1),), ((1, 1),)]
+
+
+def test_unknown_operator_is_batch_parallel():
+    """MindSpore 2.9.0: "FlattenInfo is not register yet ... Operator Flatten use Batch Parallel":
+    one candidate splitting dim 0 of every input over all devices ((8, 1, 1, 1) in the Docs FFN)."""
+    fl = op("Flatten", [T(256, 1, 28, 28)], [T(256, 784)])
+    assert candidates(fl, 8) == [((8, 1, 1, 1),)]
+    odd = op("NoSuchOp", [T(16, 4), T(16)], [T(16, 4)])
+    assert not rule_for(odd).known and candidates(odd, 8) == [((8, 1), (8,))]
 
 
 def test_elementwise_scalar_and_broadcast_strategies():
@@ -187,13 +214,13 @@ def test_layout_form_multi_axis_dims():
     assert s.outputs[0].dims == ((0, 1), (2,)) and s.outputs[0].slice_shape == (4, 32)
 
 
-def test_unknown_operator_is_conservative(caplog):
+def test_unknown_operator_warns_and_runs_batch_parallel(caplog):
     weird = op("SomethingNew", [T(8, 8)], [T(8, 8)])
     r = rule_for(weird)
     assert not r.known and "no sharding rule for op (SomethingNew)" in caplog.text
-    assert candidates(weird, 8) == [((1, 1),)]
-    s = shard(weird, ((1, 1),), 8)
-    assert s.outputs[0].strategy == (1, 1) and s.repeat == 8
+    assert candidates(weird, 8) == [((8, 1),)]
+    s = shard(weird, ((8, 1),), 8)
+    assert s.outputs[0].strategy == (8, 1) and s.repeat == 1
 
 
 def test_reshape_layouts():
