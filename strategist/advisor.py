@@ -156,6 +156,7 @@ class Choice:
     why: str
     anchor: Anchor
     needed: str = ""     # why it survived minimality
+    declared: bool = False   # from a user-declared --boundary: kept even when it does not pay
 
 
 @dataclass
@@ -255,6 +256,26 @@ def _diff(a: Plan, b: Plan) -> tuple[int, float]:
     return changed, b.totals()["step_seconds"] - a.totals()["step_seconds"]
 
 
+def _cut_before(graph: OpGraph, name: str) -> str | None:
+    """The operator producing ``name``'s only activation input, looking through Reshape and Cast (which
+    cannot or need not be configured): every path from the data into ``name`` passes through it."""
+    acts = [x for x in graph.op(name).inputs if x.kind == "op"]
+    while len(acts) == 1:
+        op = graph.op(acts[0].ref)
+        if op.type not in ("Reshape", "Cast"):
+            return op.name
+        acts = [x for x in op.inputs if x.kind == "op"]
+    return None
+
+
+def _splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
+    """A template whose model-parallel factors (those mapped only to tp / ep) all land on axes the mesh
+    lacks (or of size 1): "column-parallel by tp" on a pure dp mesh would split nothing."""
+    mp = [v if isinstance(v, (list, tuple)) else [v] for v in (tmpl or {}).values()]
+    mp = [axes for axes in mp if axes and all(a in ("tp", "ep") for a in axes)]
+    return bool(mp) and all(mesh.get(a) <= 1 for axes in mp for a in axes)
+
+
 def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None) -> tuple[list[Choice], list[str]]:
     """Rules 1, 3 and 4: the proposed anchors (before rule 2 and minimality), and notes."""
     t = rules.templates
@@ -272,7 +293,12 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if p == "dp":
             last_dp = name
         elif p == "tp" and last_dp is not None and mesh.get("tp") > 1:
-            boundary_ops[last_dp] = "dp"
+            # the dp side sits at the cut in front of the tp op: the producer of its activation. Under
+            # MindSpore's seed order the tp op's search runs first and would flood the whole body
+            # backward; a configured op at the cut stops it there, and the dataset gives the body dp
+            cut = _cut_before(graph, name)
+            if cut is not None:
+                boundary_ops[cut] = "dp"
             boundary_ops[name] = "tp"
             last_dp = None
     for op in graph:
@@ -283,10 +309,12 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 tname = ("conv_data_parallel" if op.type.startswith("Conv") else
                          "matmul_data_parallel" if op.type.startswith(("MatMul", "BatchMatMul")) else "data_parallel")
                 tmpl = t.get(tname, {})
-                why = (f"parallelism boundary: last data-parallel-preferring weight op before "
-                       f"{next(k for k, v in boundary_ops.items() if v == 'tp')}")
+                why = (f"parallelism boundary: data parallel up to here, the cut in front of "
+                       f"{next(k for k, v in boundary_ops.items() if v == 'tp')}, so the model-parallel side's "
+                       f"propagation stops here")
             else:
-                tname = "matmul_column" if op.type.startswith(("MatMul", "BatchMatMul")) else "embedding_vocab_parallel"
+                tname = ("matmul_column" if op.type.startswith(("MatMul", "BatchMatMul")) else
+                         "conv_column" if op.type.startswith("Conv") else "embedding_vocab_parallel")
                 tmpl = t.get(tname, {})
                 why = "parallelism boundary: parameters outweigh activations from here on (model parallel)"
             choice = ("3 boundary", tname, tmpl, why)
@@ -322,10 +350,14 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if choice is None:
             continue
         rule_name, tname, tmpl, why = choice
+        if _splits_nothing_model_parallel(tmpl, mesh):
+            continue
         s = template_sharding(op, rule, tmpl, mesh)
         if s is None:
             continue
-        out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh)))
+        declared = rule_name == "3 boundary" and any(
+            op.cell_path == p or op.cell_path.startswith(p + ".") for p in (boundaries or {}))
+        out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh), declared=declared))
     seq = max((op.inputs[0].spec.shape[1] for op in graph if op.type == "FlashAttentionScore"
                and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) >= 3), default=0)
     if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
@@ -388,10 +420,19 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
             for c in members:
                 dropped.append((c, "propagation gives the same layouts and cost without it"))
         else:
-            changed, dt = _diff(plan, run(trial) if trial else baseline)
+            q = run(trial) if trial else baseline
+            changed, dt = _diff(plan, q)
+            what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
+            if dt <= 0 and not any(c.declared for c in members):
+                # an anchor must pay for itself: the plan is no slower without it, so it goes
+                keep, plan = trial, q
+                for c in members:
+                    dropped.append((c, f"does not pay for itself: {what}, {changed} operators change layout and "
+                                       f"the step estimate changes by {dt * 1e3:+.3f} ms"))
+                continue
             for c in members:
-                c.needed = (f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}: "
-                            f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms")
+                c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + (
+                    " (kept: declared by --boundary, though the plan is faster without it)" if dt <= 0 else "")
     final = run(keep) if keep else baseline
     semi_anchors = {}
     for name, ch in final.choices.items():

@@ -386,14 +386,18 @@ def reshape_placeholder(op: Op) -> FactorRule:
 
 
 def batch_parallel_rule(op: Op) -> FactorRule:
-    """MindSpore's ``BatchParallelInfo``: its one strategy splits dimension 0 of every input (and
-    output) over all devices and nothing else (see :func:`candidates`). MindSpore gives it to every
-    operator without an OperatorInfo of its own ("Operator X use Batch Parallel"), Flatten included
-    (reported as ``((8, 1, 1, 1),)`` on 8 devices)."""
+    """MindSpore's ``BatchParallelInfo``, what an operator without an OperatorInfo of its own gets
+    ("Operator X use Batch Parallel"; Flatten is one): its one strategy splits dimension 0 of the
+    FIRST input (and of every output) over all devices, the other inputs stay whole (measured:
+    ``Dense(x, w)`` runs as ``((8, 1), (1, 1))``). When dim 0 of the first input or output does not
+    divide by the device count, or the output is a scalar, MindSpore runs it StandAlone instead:
+    everything replicated (see :func:`candidates`)."""
     slots = _tensor_slots(op)
-    shapes = [_shape(op, s) for s in slots]
-    r = _rule(op, ["b"], [["b"] + [None] * (len(sh) - 1) if sh else [] for sh in shapes],
-              [["b"] + [None] * (len(o) - 1) if o else [] for o in _out_shapes(op)], slots)
+    ins = []
+    for k, slot in enumerate(slots):
+        shp = _shape(op, slot)
+        ins.append(([None if k else "b"] + [None] * (len(shp) - 1)) if shp else [])
+    r = _rule(op, ["b"], ins, [["b"] + [None] * (len(o) - 1) if o else [] for o in _out_shapes(op)], slots)
     return FactorRule(**{**r.__dict__, "batch_parallel": True})
 
 
@@ -613,9 +617,11 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
     is multiplied by ``q``, and the all-ones strategy is added.
     """
     rule = rule or rule_for(op)
-    if rule.batch_parallel:     # BatchParallelInfo: its one strategy splits every input's dim 0 by all devices
-        return [tuple(tuple((device_num if rule.factor_size("b") % device_num == 0 else 1) if f else 1 for f in t)
-                      for t in rule.inputs)]
+    if rule.batch_parallel:     # BatchParallelInfo: one strategy, input 0's dim 0 over all devices
+        first_in = rule.input_shapes[0] if rule.input_shapes else ()
+        first_out = rule.output_shapes[0] if rule.output_shapes else ()
+        stand_alone = not first_in or not first_out or first_in[0] % device_num or first_out[0] % device_num
+        return [tuple(tuple(1 if stand_alone or not f else device_num for f in t) for t in rule.inputs)]
     free = [f for f in rule.factors if f not in rule.unsplittable and any(f in t for t in rule.inputs)]
     odd, pow2 = device_num, 1
     while odd % 2 == 0:

@@ -129,8 +129,12 @@ def test_unknown_operator_is_batch_parallel():
     one candidate splitting dim 0 of every input over all devices ((8, 1, 1, 1) in the Docs FFN)."""
     fl = op("Flatten", [T(256, 1, 28, 28)], [T(256, 784)])
     assert candidates(fl, 8) == [((8, 1, 1, 1),)]
+    # only the FIRST input's dim 0 is split (MindSpore: Dense(x, w) runs as ((8, 1), (1, 1)))
     odd = op("NoSuchOp", [T(16, 4), T(16)], [T(16, 4)])
-    assert not rule_for(odd).known and candidates(odd, 8) == [((8, 1), (8,))]
+    assert not rule_for(odd).known and candidates(odd, 8) == [((8, 1), (1,))]
+    # dim 0 not divisible by the device count, or a scalar output: StandAlone, everything whole
+    assert candidates(op("NoSuchOp", [T(12, 4)], [T(12, 4)]), 8) == [((1, 1),)]
+    assert candidates(op("NoSuchOp", [T(16, 4)], [T()]), 8) == [((1, 1),)]
 
 
 def test_elementwise_scalar_and_broadcast_strategies():
