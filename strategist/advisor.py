@@ -452,19 +452,25 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
 
 
 def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple[str, str, str]]:
-    """The model's own shard() calls beside the advice: kept, contradicted, or redundant."""
-    from .propagate import model_anchors
+    """The model's own shard() calls beside the advice: kept, contradicted, or redundant.
+
+    No propagation per call (MindFormers models have hundreds): the advised plan already says what every
+    operator gets without the model's calls, so each call's own sharding is just compared with it."""
+    from .ops import shard, shard_layout
+    from .propagate import _same, model_anchors
     out = []
     advised = {c.op for c in keep}
     for name, a in model_anchors(graph).items():
         ch = plan.choices[name]
         try:
-            mine = propagate(graph, mesh, {name: a}, use_model_strategies=False, dataset_strategy=dataset_strategy,
-                             hardware=hardware).choices[name]
+            op = graph.op(name)
+            mine = (shard_layout(op, tuple(a.layouts), mesh.size, a.out_layouts) if a.layouts is not None
+                    else shard(op, a.strategy, mesh.size, a.out_strategy))
         except Exception as err:  # an invalid strategy in the model
             out.append((name, "contradicted", f"invalid on this mesh: {err}"))
             continue
-        same = mine.inputs == ch.inputs and mine.outputs == ch.outputs
+        same = ch.sharding is not None and len(mine.inputs) == len(ch.inputs) and all(
+            _same(x, y) for x, y in zip(mine.inputs + mine.outputs, ch.inputs + ch.outputs))
         if not same:
             out.append((name, "contradicted", f"model {a.describe()} vs advised {ch.strategy}"))
         elif name in advised:
