@@ -7,7 +7,7 @@ PY      = $(VENV)/bin/python
 # pip keeps downloaded wheels (MindSpore's is ~800 MB) in its cache; keep that cache between runs.
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast bench fixtures check-cc clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,14 @@ $(VENV)/.mindformers: $(VENV)/.installed
 demo: $(VENV)/.mindformers
 	$(VENV)/bin/strategist advise examples/llama.py:llama2_70b --kwargs layers=2 batch=8 --mesh dp=8,tp=8
 
-test: $(VENV)/.installed
+# `strategist verify` (and the tests that run MindSpore itself) builds stub CUDA libraries with a C compiler
+check-cc:
+	@command -v $${CC:-cc} >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || { \
+	  echo "strategist verify needs a C compiler (cc/gcc/clang) and readelf: sudo apt-get install gcc" \
+	       "(Debian/Ubuntu; or build-essential), sudo dnf install gcc (Fedora), or set CC"; exit 1; }
+	@command -v readelf >/dev/null 2>&1 || { echo "strategist verify needs readelf: sudo apt-get install binutils"; exit 1; }
+
+test: $(VENV)/.installed check-cc
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed
@@ -30,6 +37,11 @@ test-fast: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/extract.py
+
+# MindSpore's own answers for tests/test_differential.py, cached in tests/fixtures/ms/ (~2-4 s per case)
+fixtures: $(VENV)/.installed check-cc
+	$(PY) tests/netgen.py fixtures --n $(or $(N),500)
+	$(PY) tests/netgen.py fixtures --prune --n $(or $(N),500)
 
 clean:
 	rm -rf $(VENV) .pytest_cache *.egg-info

@@ -24,6 +24,13 @@ def _parser() -> argparse.ArgumentParser:
                              "(default: the model's example_inputs)")
         sp.add_argument("--kwargs", nargs="*", action="extend", metavar="KEY=VALUE",
                         help="arguments for the Cell class or factory, e.g. layers=2")
+        # MindFormers configs (MODEL = mindformers:<config.yaml> or a YAML path); passed on as --kwargs
+        sp.add_argument("--layers", type=int, help="MindFormers: number of layers (num_hidden_layers)")
+        sp.add_argument("--seq", type=int, help="MindFormers: sequence length (seq_length)")
+        sp.add_argument("--batch", type=int, help="MindFormers: global batch size of the graph")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="MindFormers: any config key, dotted from the YAML root or a model_config key, "
+                             "e.g. --set hidden_size=256; repeatable")
 
     sp = sub.add_parser("inspect", help="walk the model's graph: ops by type, parameters, cell tree")
     model_args(sp)
@@ -59,7 +66,28 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("explain", help="why an operator got its strategy: provenance chain and candidates")
     plan_args(sp)
     sp.add_argument("--op", required=True, help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
+    sp = sub.add_parser("verify", help="run MindSpore's own sharding propagation (a child process, CPU only is "
+                                       "fine) and compare it with strategist's plan, operator by operator")
+    model_args(sp)
+    sp.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+    sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure, on both sides (see README)")
+    sp.add_argument("--dataset-strategy", default="data_parallel", metavar="data_parallel|full_batch|x=8,1;...",
+                    help="MindSpore's dataset_strategy, used on both sides (default data_parallel)")
+    sp.add_argument("--fully-use-devices", action="store_true", help="MindSpore's algo parameter (default off)")
+    sp.add_argument("--elementwise-op-strategy-follow", action="store_true",
+                    help="MindSpore's algo parameter (default off)")
+    sp.add_argument("--timeout", type=float, default=900, help="seconds MindSpore may take (default 900)")
+    sp.add_argument("--format", default="table", choices=["table", "json"])
+    sp.add_argument("--max-rows", type=int, default=0, help="operator rows in the table, disagreements first (0 = all)")
     return p
+
+
+def _fold_model_options(args) -> None:
+    """``--layers/--seq/--batch/--set`` (MindFormers configs) travel as ``--kwargs`` entries."""
+    extra = [f"{k}={getattr(args, k)}" for k in ("layers", "seq", "batch") if getattr(args, k, None) is not None]
+    extra += list(getattr(args, "set", None) or [])
+    if extra:
+        args.kwargs = list(args.kwargs or []) + extra
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
     args = parser.parse_args(argv)
+    _fold_model_options(args)
     os.environ.setdefault("GLOG_v", "4")  # MindSpore's C++ log: only critical; we report errors ourselves
     try:
         from .api import parse_dataset_strategy
@@ -100,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.write(json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
             else:
                 sys.stdout.write(plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
+        elif args.command == "verify":
+            from .verify import verify_model
+            result = verify_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
+                                  strategies=args.strategies, timeout=args.timeout,
+                                  dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
+                                  fully_use_devices=args.fully_use_devices,
+                                  elementwise_op_strategy_follow=args.elementwise_op_strategy_follow)
+            sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
+            return 0 if result.all_agree else 1
         return 0
     except StrategistError as err:
         print(f"strategist: error: {err}", file=sys.stderr)

@@ -1,9 +1,14 @@
 """The operator graph of a MindSpore Cell, taken from MindSpore's own compiler on CPU.
 
-``extract(cell, *inputs)`` compiles the Cell stand-alone in an ``export`` phase (front end
+``extract(cell, *inputs)`` compiles the Cell's training forward (``set_train(True)``, so Dropout
+and other training-only operators are there) stand-alone in an ``export`` phase (front end
 only: no kernels, no device), reads the optimized ANF graph as MindSpore's ``anf_ir``
 ModelProto straight from the graph executor, and folds it into an :class:`OpGraph`: one node
-per real operator, one edge per tensor flowing between operators.
+per real operator, one edge per tensor flowing between operators. Every operator is credited to the
+Cell instance that really ran it: Cell-held primitives are tagged with their owner for the compile
+(:func:`_owned_primitives`), functions are parsed afresh at each call so their operators take the
+caller's scope (:func:`_call_site_scopes`), and operators a later pass leaves in the root scope go
+to the Cell around them (:func:`_enclosing_cells`).
 
 Why not ``MS_DEV_SAVE_GRAPHS``: MindSpore caches that switch at the first compile of a
 process, so the env-var recipe silently dumps nothing in any process that compiled before,
@@ -332,7 +337,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
-    with _standalone_compile(cell):
+    with _standalone_compile(cell), _training(cell), _call_site_scopes(), _owned_primitives(cell) as owners:
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
         except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
@@ -347,7 +352,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
         pass
     with contextlib.suppress(Exception):
         executor.del_net_res(cell, set([phase]))
-    return _from_proto(proto, text, cell, model)
+    return _from_proto(proto, text, cell, model, owners=owners)
 
 
 def _as_tensor(x):
@@ -403,6 +408,101 @@ def _standalone_compile(cell):
         if saved_mode != ms.GRAPH_MODE:
             ms.set_context(mode=saved_mode)
         tmp.cleanup()
+
+
+@contextlib.contextmanager
+def _training(cell):
+    """Compile the training forward (``set_train(True)``): Dropout and other training-only operators
+    exist only there, and the advice is for training."""
+    was = bool(getattr(cell, "training", False))
+    if not was:
+        cell.set_train(True)
+    try:
+        yield
+    finally:
+        if not was:
+            cell.set_train(False)
+
+
+#: Functions whose graphs hold no operator of the model (argument conversion, checks, Python
+#: builtins on lists and scalars): MindSpore may keep reusing its one parse of them. They are most
+#: of the calls; parsing them afresh would double a compile.
+_SHARED_PARSE_MODULES = ("mindspore.ops._utils", "mindspore._checkparam", "mindspore.ops._primitive_cache")
+_SHARED_PARSE_FUNCTIONS = frozenset(
+    f"mindspore.graph._parse.standard_method.{name}" for name in (
+        "bool_", "ms_len", "list_append", "list_insert", "list_pop", "enumerate_", "ms_next",
+        "int_bool", "float_bool", "str_bool", "none_bool"))
+
+
+@contextlib.contextmanager
+def _call_site_scopes():
+    """Give every call of a Python function (functional ops, tensor methods, Morph bodies) its own parse.
+
+    MindSpore parses a function once and reuses the graph at every later call; the graph's nodes keep
+    the scope of the Cell that called it first, so the functional and tensor-method operators of the
+    2nd..Nth instance of a repeated layer are credited to the 1st (``blocks.0``), or even to another
+    Cell class that happened to call the same function first. A parse made afresh at each call takes
+    the scope of the calling Cell, as MindSpore's own ``debug_level=DEBUG`` does for every object
+    (which costs ~5x the compile time). Here only functions that can hold operators are parsed
+    again: no measurable cost on the 80-layer LLaMA shape (few functional calls), ~1.7x CPU time on
+    a 2-layer ``nn.TransformerEncoder`` (functional multi-head attention, a tiny model).
+    The parse cache is keyed by ``mindspore.graph._parse.get_object_key``; a key unique per call
+    makes the lookup miss.
+    """
+    from mindspore import nn
+    import mindspore.graph._parse as parse
+
+    original = parse.get_object_key
+
+    def get_object_key(obj):
+        obj_id, obj_key = original(obj)
+        if isinstance(obj, nn.Cell) or not callable(obj):
+            return obj_id, obj_key
+        module = getattr(obj, "__module__", None) or ""
+        if module.startswith(_SHARED_PARSE_MODULES) or \
+                f"{module}.{getattr(obj, '__qualname__', '')}" in _SHARED_PARSE_FUNCTIONS:
+            return obj_id, obj_key
+        return f"{obj_id}#strategist{next(_COUNTER)}", obj_key
+
+    parse.get_object_key = get_object_key
+    try:
+        yield
+    finally:
+        parse.get_object_key = original
+
+
+#: Private primitive attribute naming each Cell-held primitive for the duration of one compile.
+_OWNER_ATTR = "strategist_owner"
+
+
+@contextlib.contextmanager
+def _owned_primitives(cell):
+    """Tag every primitive a Cell holds with a private attribute, so each graph node names its owner.
+
+    MindSpore merges primitives with identical arguments (two ``ops.Sub()`` come out under one
+    instance name, the last attribute's) and drops the instance name of Layout-sharded ones; a
+    distinct attribute value keeps them apart and says which Cell attribute each node came from.
+    Yields ``{tag: [(cell path, attribute name), ...]}`` (one entry unless Cells share the object).
+    """
+    from mindspore.ops.primitive import Primitive
+    owners: dict[int, list[tuple[str, str]]] = {}
+    tagged: dict[int, tuple[Any, int]] = {}
+    for path, sub in cell.cells_and_names():
+        for attr, prim in _prims(sub).items():
+            if not isinstance(prim, Primitive):
+                continue
+            if id(prim) not in tagged:
+                tag = len(tagged)
+                tagged[id(prim)] = (prim, tag)
+                with contextlib.suppress(Exception):
+                    prim.add_prim_attr(_OWNER_ATTR, tag)
+            owners.setdefault(tagged[id(prim)][1], []).append((path, attr))
+    try:
+        yield owners
+    finally:
+        for prim, _ in tagged.values():
+            with contextlib.suppress(Exception):
+                prim.del_prim_attr(_OWNER_ATTR)
 
 
 def _first_line(err: BaseException) -> str:
@@ -532,9 +632,10 @@ def _tuple_shapes_from_text(text: str | None) -> list[tuple[str, list[tuple[int,
     return out
 
 
-def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str = "wire") -> OpGraph:
+def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str = "wire",
+                owners: dict[int, list[tuple[str, str]]] | None = None) -> OpGraph:
     """``parser``: ``"wire"`` (strategist.protowire, fast) or ``"protobuf"`` (MindSpore's generated class;
-    the tests check both give the same graph)."""
+    the tests check both give the same graph). ``owners``: the tags of :func:`_owned_primitives`."""
     from mindspore.train import anf_ir_pb2
 
     if parser == "wire":
@@ -558,15 +659,25 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
     cells = {name: type(c).__name__ for name, c in cell.cells_and_names()}
     cell_objs = dict(cell.cells_and_names())
 
-    # name every real op: "<cell path>.<instance name>", "#k" for repeats
+    # where every real op comes from, and its name: "<cell path>.<instance name>", "#k" for repeats
     op_name: dict[str, str] = {}
+    where: dict[str, tuple[str, str, str]] = {}      # node -> (cell path, cell class, instance name)
     seen: dict[str, int] = {}
     real = [n for n in g.node if n.op_type not in PLUMBING]
-    fixed = _instance_names_by_call_order(real, cell_objs)
+    owner_of = {n.name: _owner_of(n, owners, _cell_path(n.scope)[0]) for n in real}
+    enclosing = _enclosing_cells(real, nodes, owner_of)
     for n in real:
-        path, _ = _cell_path(n.scope)
-        inst = fixed.get(n.name) or n.instance_name or _instance_from_cell(cell_objs.get(path), n.op_type) \
-            or _snake(n.op_type)
+        path, klass = _cell_path(n.scope)
+        owner = owner_of[n.name]
+        if owner is not None:
+            path, inst = owner
+            klass = type(cell_objs[path]).__name__ if path in cell_objs else klass
+        else:
+            if n.name in enclosing:
+                path = enclosing[n.name]
+                klass = type(cell_objs[path]).__name__ if path in cell_objs else klass
+            inst = n.instance_name or _instance_from_cell(cell_objs.get(path), n.op_type) or _snake(n.op_type)
+        where[n.name] = (path, klass or type(cell).__name__, inst)
         base = f"{path}.{inst}" if path else inst
         k = seen.get(base, 0)
         seen[base] = k + 1
@@ -638,12 +749,11 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
                 else None for k, e in enumerate(out))
         else:
             outputs = ()
-        attrs = {a.name: _value(a.value) for a in n.attribute}
-        path, klass = _cell_path(n.scope)
+        attrs = {a.name: _value(a.value) for a in n.attribute if a.name != _OWNER_ATTR}
+        path, klass, inst = where[n.name]
         name = op_name[n.name]
-        inst = name.rsplit(".", 1)[-1].split("#")[0]
         op = Op(
-            name=name, type=n.op_type, cell_path=path, cell_class=klass or type(cell).__name__,
+            name=name, type=n.op_type, cell_path=path, cell_class=klass,
             instance_name=inst, full_name=n.full_name, inputs=tuple(slots), outputs=outputs,
             attrs={k: v for k, v in attrs.items()
                    if k not in ("in_strategy", "out_strategy", "in_layout", "out_layout")},
@@ -682,56 +792,87 @@ def _instance_from_cell(obj, op_type: str) -> str:
     return found[0] if len(found) == 1 else ""
 
 
-def _instance_names_by_call_order(real, cell_objs) -> dict[str, str]:
-    """Node name -> instance name, where the IR's instance names cannot be trusted.
+def _enclosing_cells(real, nodes, owner_of) -> dict[str, str]:
+    """Node -> cell path, for operators MindSpore leaves in the root scope although a sub-Cell ran them.
 
-    MindSpore shares one primitive between attributes created with identical arguments and
-    strategies (the last attribute's name wins), and drops the name of Layout-sharded ones. When a
-    Cell holds several primitives of one type, its ``construct`` calls them in a fixed order;
-    the graph's nodes of that type in that Cell follow the same order.
+    Operators that a later pass creates (the expansion of a functional op inside an inlined
+    ``ops.Morph`` body, e.g. MindFormers' MoE ``argsort`` -> ``SortExt``) get the default scope
+    ``Default``, as if the root Cell had called them. Such an operator is credited to the innermost
+    Cell holding every operator it reads from and feeds; operators the root's own ``construct`` runs
+    read from or feed another Cell (or a graph input) and stay at the root.
     """
-    from mindspore.ops.primitive import Primitive
-    groups: dict[tuple[str, str], list] = {}
-    for n in real:
-        groups.setdefault((_cell_path(n.scope)[0], n.op_type), []).append(n)
-    out: dict[str, str] = {}
-    for (path, op_type), nodes in groups.items():
-        obj = cell_objs.get(path)
-        if obj is None:
-            continue
-        cands = {k for k, v in _prims(obj).items() if isinstance(v, Primitive) and v.name == op_type}
-        if len(cands) < 2 or len({n.instance_name for n in nodes} & cands) == len(cands):
-            continue
-        calls = [c for c in _construct_calls(type(obj)) if c in cands]
-        if len(calls) == len(nodes):
-            out.update({n.name: c for n, c in zip(nodes, calls)})
-    return out
+    producers: dict[str, list[str]] = {}
 
-
-def _construct_calls(klass) -> list[str]:
-    """``self.<attr>(...)`` calls of ``klass.construct`` in evaluation order (arguments first)."""
-    fn = next((k.__dict__["construct"] for k in klass.__mro__ if "construct" in k.__dict__), None)
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return []
-    calls: list[str] = []
-
-    def visit(node):
-        if isinstance(node, ast.Call):
-            for child in list(node.args) + [k.value for k in node.keywords]:
-                visit(child)
-            f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-                calls.append(f.attr)
-            else:
-                visit(f)
+    def real_inputs(name: str, out: list[str], depth: int = 0) -> None:
+        n = nodes.get(name)
+        if n is None or depth > 50:
             return
-        for child in ast.iter_child_nodes(node):
-            visit(child)
+        if n.op_type not in PLUMBING:
+            out.append(name)
+            return
+        if n.op_type in ("UpdateState", "Return"):
+            return
+        ins = [i.name for i in n.input if i.type == 0]           # InputProto.DATA_EDGE
+        for i in (ins[:1] if n.op_type in ("Depend", "Load", "TupleGetItem", "ListGetItem") else ins):
+            real_inputs(i, out, depth + 1)
 
-    visit(tree)
-    return calls
+    for n in real:
+        out: list[str] = []
+        for i in n.input:
+            if i.type == 0:
+                real_inputs(i.name, out)
+        producers[n.name] = out
+    consumers: dict[str, list[str]] = {}
+    for k, ps in producers.items():
+        for p in ps:
+            consumers.setdefault(p, []).append(k)
+
+    path = {n.name: (owner_of[n.name][0] if owner_of[n.name] else _cell_path(n.scope)[0]) for n in real}
+    todo = [n.name for n in real if owner_of[n.name] is None and n.scope in ("Default", "")]
+    unknown = set(todo)
+    found: dict[str, str] = {}
+    for _ in range(4):                    # chains of such operators resolve from their ends inwards
+        changed = False
+        for name in todo:
+            if name not in unknown:
+                continue
+            before = [path[p] for p in producers[name] if p not in unknown]
+            after = [path[c] for c in consumers.get(name, ()) if c not in unknown]
+            if not before or not after:
+                continue
+            common = _common_cell(before + after)
+            if common:
+                found[name] = path[name] = common
+                unknown.discard(name)
+                changed = True
+        if not changed:
+            break
+    return found
+
+
+def _common_cell(paths: list[str]) -> str:
+    """The innermost cell path containing every one of ``paths``."""
+    parts = [p.split(".") if p else [] for p in paths]
+    common = []
+    for level in zip(*parts):
+        if any(x != level[0] for x in level):
+            break
+        common.append(level[0])
+    return ".".join(common)
+
+
+def _owner_of(node, owners, scope_path: str) -> tuple[str, str] | None:
+    """(cell path, attribute name) of the Cell attribute holding ``node``'s primitive, from its tag.
+
+    A primitive object held by several Cells is credited to the one its IR scope names, if any.
+    """
+    if not owners:
+        return None
+    tag = next((a.value.int_val for a in node.attribute if a.name == _OWNER_ATTR), None)
+    found = owners.get(tag) if tag is not None else None
+    if not found:
+        return None
+    return next((o for o in found if o[0] == scope_path), found[0])
 
 
 def _prims(obj) -> dict:

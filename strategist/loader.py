@@ -154,7 +154,19 @@ def order_inputs(cell, inputs: list[tuple[str, TensorSpec]]) -> list[TensorSpec]
 
 
 def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] | None = None) -> OpGraph:
-    """``strategist inspect``'s whole front half: file -> Cell -> OpGraph."""
+    """``strategist inspect``'s whole front half: file -> Cell -> OpGraph.
+
+    ``mindformers:<config.yaml>`` or a path to a MindFormers YAML builds that config's training model
+    (:mod:`strategist.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
+    config key (``hidden_size=256``, ``parallel_config.use_seq_parallel=True``).
+    """
+    from .mindformers import is_mindformers_ref
+    if is_mindformers_ref(target):
+        from .mindformers import load_mindformers, split_model_options
+        if inputs:
+            raise InputSpecError("--input does not apply to MindFormers configs: their inputs are input_ids and "
+                                 "labels of [batch, seq] (use --batch and --seq)")
+        return load_mindformers(target, **split_model_options(kwargs))[0]
     ref = ModelRef.parse(target)
     named = parse_inputs(inputs)
     kw = parse_kwargs(kwargs)

@@ -187,8 +187,12 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     out.append(h("Operators"))
     rows = []
     for o in d["ops"]:
-        strat = strategy_text(tuple(tuple(s) for s in o["strategy"])) if o["strategy"] else \
-            f"(reshape) {o['inputs'][0]} -> {o['outputs'][0]}"
+        if o["strategy"]:
+            strat = strategy_text(tuple(tuple(s) for s in o["strategy"]))
+        elif o["inputs"]:                  # a Reshape: no strategy of its own, a layout in and out
+            strat = f"(reshape) {o['inputs'][0]} -> {o['outputs'][0] if o['outputs'] else '-'}"
+        else:                              # every input a constant: nothing to split
+            strat = "() (no tensor inputs)"
         ch = plan.choices[o["name"]]
         rows.append((o["name"], o["type"], strat, _who(ch)))
     if max_rows and len(rows) > max_rows:
@@ -389,7 +393,7 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
                        f"lay its splits on other devices; use the Layout form)")
         if a["needed"]:
             out.append(f"    needed: {a['needed']}")
-    out.append(f"\nDropped {len(d['dropped'])} proposed anchor(s) that change nothing"
+    out.append(f"\nDropped {len(d['dropped'])} proposed anchor(s) that change nothing or do not pay for themselves"
                + (":" if d["dropped"] else "."))
     by_rule: dict[str, int] = {}
     for x in d["dropped"]:

@@ -182,3 +182,154 @@ def test_wire_decoder_matches_protobuf(target, kwargs):
     a = _from_proto(proto, text, cell, "m", parser="protobuf").to_json()
     b = _from_proto(proto, text, cell, "m", parser="wire").to_json()
     assert a == b and len(a) > 1000
+
+
+# --------------------------------------------------------------------------------------
+# true cell paths, distinct primitives, the training graph (issue 10)
+
+def _blocks_net(n=2, h=16):
+    """A CellList of identical blocks mixing Cell-held primitives, nn layers, functional ops and tensor
+    methods; a Dropout at the end (training only)."""
+    from mindspore import nn, ops
+
+    class Block(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Dense(h, h)
+            self.sub1 = ops.Sub()          # two primitives with identical arguments
+            self.sub2 = ops.Sub()
+            self.norm = nn.LayerNorm((h,))
+
+        def construct(self, x):
+            y = ops.relu(self.dense(x))    # functional
+            y = y * 0.5                    # tensor method -> Muls
+            y = self.sub2(self.sub1(y, x), x)
+            y = y.transpose(1, 0).transpose(1, 0)
+            return self.norm(y)
+
+    class Blocks(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.CellList([Block() for _ in range(n)])
+            self.drop = nn.Dropout(p=0.1)
+
+        def construct(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.drop(x)
+
+    return Blocks()
+
+
+def _per_layer(g, prefix):
+    """layer index -> sorted operator names with the layer prefix removed."""
+    out: dict[str, list[str]] = {}
+    for op in g:
+        if op.name.startswith(prefix):
+            k, _, rest = op.name[len(prefix):].partition(".")
+            out.setdefault(k, []).append(f"{rest}:{op.type}")
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_repeated_blocks_get_their_own_operators():
+    """MindSpore parses ``ops.relu``, ``Tensor.__mul__``, ``transpose`` once and its IR scopes credit
+    block 1's calls to block 0; every block must own exactly the operators its construct runs."""
+    from strategist.graph import extract
+    net = _blocks_net(3)
+    g = extract(net, TensorSpec((4, 16), "float32"))
+    # by hand from Block.construct: Dense = MatMul + BiasAdd, relu, y*0.5 = Muls, 2 Sub, 2 Transpose, LayerNorm
+    block = sorted(["dense.matmul:MatMul", "dense.bias_add:BiasAdd", "re_lu:ReLU", "muls:Muls", "sub1:Sub",
+                    "sub2:Sub", "transpose:Transpose", "transpose#1:Transpose", "norm.layer_norm:LayerNorm"])
+    assert _per_layer(g, "blocks.") == {"0": block, "1": block, "2": block}
+    for k in "012":
+        relu = g.op(f"blocks.{k}.re_lu")
+        assert (relu.cell_path, relu.cell_class, relu.layer) == (f"blocks.{k}", "Block", f"blocks.{k}")
+        assert relu.inputs[0].ref == f"blocks.{k}.dense.bias_add"
+        # the two identical Subs keep their own names, in data order: sub1 then sub2
+        assert g.op(f"blocks.{k}.sub1").inputs[0].ref == f"blocks.{k}.muls"
+        assert g.op(f"blocks.{k}.sub2").inputs[0].ref == f"blocks.{k}.sub1"
+    # the training graph: Dropout is there; the Cell is left in the mode it was in
+    assert [op.name for op in g if op.type == "Dropout"] == ["drop.dropout"]
+    assert g.op("drop.dropout").inputs[0].ref == "blocks.2.norm.layer_norm"
+    assert net.training is False and all(not c.training for _, c in net.cells_and_names())
+    assert not any("strategist_owner" in op.attrs for op in g)
+
+
+def test_transformer_encoder_layers_are_identical():
+    """``nn.TransformerEncoder`` deep-copies its layer and calls functional multi-head attention:
+    before the fix, layer 0 got 82 operators and layer 1 got 10 (two Splits were at the root)."""
+    from mindspore import nn
+    from strategist.graph import extract
+
+    class Encoder(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, num_layers=2)
+
+        def construct(self, x):
+            return self.enc(x)
+
+    g = extract(Encoder(), TensorSpec((2, 8, 32), "float32"))
+    layers = _per_layer(g, "enc.layers.")
+    assert set(layers) == {"0", "1"} and layers["0"] == layers["1"]
+    assert all(op.cell_path.startswith("enc.layers.") for op in g)      # nothing left at the root
+    counts = {k: sum(1 for op in g if op.layer == f"enc.layers.{k}") for k in "01"}
+    assert counts["0"] == counts["1"] == len(g) // 2
+    # training graph, per layer: dropout on the attention weights (multi_head_attention_forward's
+    # dropout_p), after attention (dropout1), inside the feed-forward block (dropout) and after it (dropout2)
+    assert sum(1 for x in layers["0"] if x.endswith(":Dropout")) == 4
+
+
+def test_constant_input_operator_in_every_output_format(tmp_path, capsys):
+    """An operator whose inputs are all constants (a StandardNormal of a fixed shape) has no strategy
+    to print; the table and Markdown reports used to crash on it (IndexError in report.plan_text)."""
+    import json
+    from strategist.cli import main
+    model = tmp_path / "constnet.py"
+    model.write_text(
+        "from mindspore import nn, ops\n\n\n"
+        "class ConstInputs(nn.Cell):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.normal = ops.StandardNormal(seed=1)\n"
+        "        self.add = ops.Add()\n"
+        "        self.relu = ops.ReLU()\n\n"
+        "    def construct(self, x):\n"
+        "        return self.relu(self.add(x, self.normal((8, 16))))\n")
+    target = f"{model}:ConstInputs"
+    for cmd in ("propagate", "advise"):
+        for fmt in ("table", "md", "json"):
+            rc = main([cmd, target, "--input", "x:float32[8,16]", "--mesh", "dp=2,tp=2", "--format", fmt])
+            out, err = capsys.readouterr()
+            assert rc == 0, (cmd, fmt, err)
+            if fmt == "json":
+                d = json.loads(out)
+                ops_ = (d["plan"] if "plan" in d else d)["ops"]
+                normal = next(o for o in ops_ if o["name"] == "normal")
+                assert normal["inputs"] == [] and normal["strategy"] is None
+            else:
+                line = next(x for x in out.splitlines() if x.strip("| ").startswith("normal"))
+                assert "() (no tensor inputs)" in line and "StandardNormal" in line
+
+
+@pytest.mark.slow
+def test_mindformers_moe_layers_own_their_operators():
+    """MindFormers qwen3_moe (mcore GPTModel, 2 layers, tp=1): functional ops of layer 1 used to be
+    credited to layer 0 or to the root, and the SortExt that MindSpore expands inside the experts'
+    inlined ``Morph`` body came out as root ``Default/SortExt-op0``."""
+    import collections
+    from strategist.mindformers import load_mindformers
+    dense = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4,
+                 head_dim=64, vocab_size=1024)
+    g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, seq=128, batch=8,
+                            overrides={**dense, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+                                       "num_experts": 4})
+    layers = {k: collections.Counter(v) for k, v in _per_layer(g, "model.decoder.layers.").items()}
+    # MindSpore itself folds layer 1's two consecutive reshapes (linear_qkv's output reshape and the
+    # attention's reshape_concat) into one and keeps layer 0's apart: the one real difference
+    assert layers["0"] - layers["1"] == collections.Counter({"self_attention.reshape_concat:Reshape": 1})
+    assert not layers["1"] - layers["0"]
+    sorts = [op for op in g if op.type == "SortExt"]
+    assert len(sorts) == 8 and all(op.cell_path.endswith(".mlp.experts") for op in sorts)
+    assert all(op.cell_path.split(".")[0] == "model" for op in g)       # nothing at the root

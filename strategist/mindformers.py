@@ -1,0 +1,986 @@
+"""MindFormers training models from their YAML configs, and their experts' strategies.
+
+``load_mindformers("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", layers=2)`` builds the config's
+training model (an mcore ``GPTModel``) and extracts its graph with :func:`strategist.graph.extract`;
+``expert_strategies(ref, "dp=2,tp=4")`` reads the strategies the model's authors wrote, from builds at
+the requested mesh, as anchors on that graph's operators.
+
+Why the graph is taken at tp=1: MindFormers' parallel linears and embedding are ``ops.Morph`` bodies
+written in per-device shapes (``self_define_shard``), so a stand-alone compile only works when the
+per-device shape is the global one. Their layouts are read from builds at the requested mesh that
+are never compiled (``Primitive.shard`` only records ``in_strategy``/``in_layout`` attributes) and
+translated onto the Morph's inlined operators: the body flattens MindFormers' sequence-first
+``[S, B, H]`` activations to ``[S*B, H]`` rows for its MatMul, so a Morph layout ``("cp", "dp", "tp")``
+becomes ``(("cp", "dp"), "tp")`` on the MatMul.
+
+Building needs MindFormers' world: its context (``use_legacy=False``), communication helpers (rank,
+group size, ``create_group``), ``parallel_state`` groups and ``LayoutManager`` caches, and the auto
+parallel context. All of it is simulated or set only while building and restored afterwards, and
+MindFormers' logger (stdout plus an ``./output/`` directory) is kept quiet: nothing is printed,
+nothing is written in the working directory.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import importlib.util
+import inspect
+import io
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InputSpecError, ModelLoadError, StrategyError
+from .graph import OpGraph, ShardLayout, TensorSpec, extract
+from .mesh import Mesh
+from .propagate import Anchor
+
+PREFIX = "mindformers:"
+
+
+def is_mindformers_ref(target: str) -> bool:
+    """``mindformers:<config>`` or a path to a ``.yaml``/``.yml`` file."""
+    return target.startswith(PREFIX) or target.lower().endswith((".yaml", ".yml"))
+
+
+# --------------------------------------------------------------------------------------
+# results
+
+
+@dataclass
+class MfInfo:
+    """What was built: the config, the effective model settings, timings, and notes."""
+
+    ref: str
+    path: str
+    model_type: str
+    architecture: str
+    train_class: str
+    layers: int
+    seq: int
+    batch: int
+    model_config: dict
+    parallel_config: dict          # the YAML's, for reference (the graph is built at dp=tp=cp=ep=1)
+    inputs: dict[str, TensorSpec] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    build_seconds: float = 0.0
+    extract_seconds: float = 0.0
+    stripped: int = 0              # trivial tp=1 strategies (primitives' shard() at tp=1) kept out of the graph
+
+
+class Experts(dict):
+    """Operator name -> :class:`~strategist.propagate.Anchor` read from MindFormers' own code.
+
+    ``notes`` lists what MindFormers breaks or what could not be mapped (the report prints them);
+    ``unmapped`` the configured primitives that have no operator in the graph.
+    """
+
+    def __init__(self, mode: str, mesh: Mesh):
+        super().__init__()
+        self.mode = mode
+        self.mesh = mesh
+        self.notes: list[str] = []
+        self.unmapped: list[str] = []
+        self.build_seconds = 0.0
+
+
+# --------------------------------------------------------------------------------------
+# config
+
+
+def _site_configs() -> str:
+    spec = importlib.util.find_spec("mindformers")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("mindformers is not installed (pip install mindformers==1.9.0)")
+    root = os.path.dirname(list(spec.submodule_search_locations)[0])
+    return os.path.join(root, "configs")
+
+
+def resolve_config(ref: str) -> str:
+    """``mindformers:qwen3/pretrain_qwen3_32b_4k.yaml`` -> its path in the installed ``configs`` package."""
+    if ref.startswith(PREFIX):
+        name = ref[len(PREFIX):].strip()
+        base = _site_configs()
+        path = os.path.join(base, name)
+        if not name.lower().endswith((".yaml", ".yml")) or not os.path.isfile(path):
+            avail = sorted(os.path.relpath(os.path.join(d, f), base) for d, _, fs in os.walk(base) for f in fs
+                           if f.startswith(("pretrain", "finetune")) and f.endswith(".yaml"))
+            raise ModelLoadError(f"no MindFormers config {name!r} (training configs: {', '.join(avail)})")
+        return path
+    if not os.path.isfile(ref):
+        raise ModelLoadError(f"MindFormers config not found: {ref}")
+    return ref
+
+
+def split_model_options(items: list[str] | None) -> dict:
+    """``["layers=2", "seq=128", "model.model_config.hidden_size=256"]`` -> load_mindformers keywords."""
+    out: dict[str, Any] = {"layers": None, "seq": None, "batch": None, "overrides": {}}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", key):
+            raise InputSpecError(f"bad setting {item!r}: write KEY=VALUE, dotted keys allowed "
+                                 f"(e.g. --set hidden_size=256 or --set parallel_config.use_seq_parallel=True)")
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        if key in ("layers", "seq", "batch"):
+            if not isinstance(value, int) or value < 1:
+                raise InputSpecError(f"bad --{key} {raw!r}: a positive integer")
+            out[key] = value
+        else:
+            out["overrides"][key] = value
+    return out
+
+
+def _load_yaml(path: str, layers, seq, batch, overrides: dict):
+    from mindformers.tools.register import MindFormerConfig
+    try:
+        cfg = MindFormerConfig(os.path.abspath(path))
+    except Exception as err:
+        raise ModelLoadError(f"reading MindFormers config {path} failed: {type(err).__name__}: {err}") from None
+    if cfg.get("model") is None or cfg.model.get("model_config") is None:
+        raise ModelLoadError(f"{path} has no model.model_config: not a MindFormers model config")
+    mc = cfg.model.model_config
+    for key, value in (overrides or {}).items():
+        _set_dotted(cfg, key, value)
+    if layers is not None:
+        mc.num_hidden_layers = layers
+    if seq is not None:
+        mc.seq_length = seq
+        if (mc.get("max_position_embeddings") or 0) < seq:
+            mc.max_position_embeddings = seq
+    # pipeline settings are tied to the layer count; the graph is one stage
+    mc.offset = 0
+    if mc.get("pp_interleave_num") is not None:
+        mc.pp_interleave_num = 1
+    if cfg.get("recompute_config") is not None:
+        cfg.recompute_config.recompute = False
+    if cfg.get("parallel_config") is None:
+        cfg.parallel_config = MindFormerConfig()
+    return cfg
+
+
+def _set_dotted(cfg, key: str, value) -> None:
+    """``a.b.c=v`` from the YAML root; a bare key sets the model config (or parallel_config if it is there)."""
+    from mindformers.tools.register import MindFormerConfig
+    parts = key.split(".")
+    if len(parts) == 1:
+        mc = cfg.model.model_config
+        pc = cfg.get("parallel_config") or {}
+        target = pc if key in pc and key not in mc else mc
+        target[key] = value
+        return
+    node = cfg
+    for p in parts[:-1]:
+        nxt = node.get(p) if isinstance(node, dict) else None
+        if nxt is None:
+            nxt = MindFormerConfig()
+            node[p] = nxt
+        elif not isinstance(nxt, dict):
+            raise InputSpecError(f"bad setting {key}: {p!r} is a value, not a section")
+        node = nxt
+    node[parts[-1]] = value
+
+
+# --------------------------------------------------------------------------------------
+# MindFormers' world, simulated while building and restored after
+
+
+_IMPORT_LOG = None
+_LOG: list[tuple[int, str]] = []      # MindFormers' (level, message) warnings and errors of the current build
+
+
+def _import_mindformers():
+    """Import mindformers with its import-time logging kept out of stdout and the cwd."""
+    global _IMPORT_LOG
+    if "mindformers.tools.logger" in sys.modules:
+        return
+    saved = os.environ.get("LOG_MF_PATH")
+    _IMPORT_LOG = tempfile.TemporaryDirectory(prefix="strategist-mflog-")
+    os.environ["LOG_MF_PATH"] = _IMPORT_LOG.name
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            import mindformers  # noqa: F401
+            from mindformers.tools import logger as _  # noqa: F401
+            import mindformers.models  # noqa: F401
+    except Exception as err:
+        raise ModelLoadError(f"importing mindformers failed: {type(err).__name__}: {err}") from None
+    finally:
+        if saved is None:
+            os.environ.pop("LOG_MF_PATH", None)
+        else:
+            os.environ["LOG_MF_PATH"] = saved
+
+
+class _Collect(logging.Handler):
+    def __init__(self, sink: list):
+        super().__init__(logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record):
+        with contextlib.suppress(Exception):
+            self.sink.append((record.levelno, record.getMessage().strip()[:600]))
+
+
+@contextlib.contextmanager
+def _quiet_logger(sink: list):
+    """MindFormers' ``logger`` resolves its handlers per call; point it at a silent one."""
+    mflog = sys.modules["mindformers.tools.logger"]
+    quiet = logging.getLogger("strategist.mindformers")
+    quiet.handlers[:] = [_Collect(sink)]
+    quiet.propagate = False
+    quiet.setLevel(logging.WARNING)
+    saved = mflog.get_logger
+    mflog.get_logger = lambda *a, **k: quiet
+    try:
+        yield
+    finally:
+        mflog.get_logger = saved
+
+
+class _FakeComm:
+    """Rank 0 of ``size`` simulated devices: groups are names with rank lists."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.groups: dict[str, list[int]] = {}
+
+    def get_rank(self, group=None):
+        return 0
+
+    def get_local_rank(self, group=None):
+        return 0
+
+    def get_group_size(self, group=None):
+        if group in self.groups:
+            return len(self.groups[group])
+        return self.size
+
+    get_local_rank_size = get_group_size
+
+    def create_group(self, group, rank_ids, options=None):
+        self.groups[group] = list(rank_ids)
+
+    def destroy_group(self, group):
+        self.groups.pop(group, None)
+
+    def is_initialized(self):
+        return True
+
+
+def _comm_originals():
+    import mindspore.communication.management as mgmt
+    import mindspore.communication._comm_helper as helper
+    return {
+        mgmt.get_rank: "get_rank", mgmt.get_local_rank: "get_local_rank",
+        mgmt.get_group_size: "get_group_size", mgmt.get_local_rank_size: "get_local_rank_size",
+        mgmt.create_group: "create_group", mgmt.destroy_group: "destroy_group",
+        helper._is_initialized: "is_initialized",
+    }
+
+
+@contextlib.contextmanager
+def _patched_modules(replacements: dict, prefixes=("mindformers", "mindspore.communication",
+                                                    "mindspore.ops.operations.comm_ops", "mindspore.parallel")):
+    """Replace every module-level reference to an original function (``from x import f`` copies too)."""
+    undo = []
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not name.startswith(prefixes):
+            continue
+        d = getattr(mod, "__dict__", None)
+        if not d:
+            continue
+        for attr, val in list(d.items()):
+            try:
+                new = replacements.get(val)
+            except TypeError:
+                continue
+            if new is not None:
+                undo.append((d, attr, val))
+                d[attr] = new
+    try:
+        yield
+    finally:
+        for d, attr, val in reversed(undo):
+            d[attr] = val
+
+
+def _mf_state_modules():
+    return [m for n, m in list(sys.modules.items())
+            if m is not None and n.startswith("mindformers.parallel_core")]
+
+
+_CACHE_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
+
+
+def _snapshot_mf_globals():
+    """Module-level caches of MindFormers' parallel code (group names, parallel_state groups)."""
+    snap = []
+    for mod in _mf_state_modules():
+        for k, v in list(vars(mod).items()):
+            if _CACHE_NAME.match(k) and isinstance(v, (dict, list)):
+                snap.append((mod, k, v, copy.copy(v)))
+            elif _CACHE_NAME.match(k) and k.startswith("_") and (v is None or type(v).__name__ == "ProcessGroup"
+                                                                 or isinstance(v, (list, tuple))):
+                snap.append((mod, k, v, None))
+    return snap
+
+
+def _restore_mf_globals(snap):
+    for mod, k, obj, content in snap:
+        if content is None:
+            setattr(mod, k, obj)
+        else:
+            setattr(mod, k, obj)
+            if isinstance(obj, dict):
+                obj.clear()
+                obj.update(content)
+            else:
+                obj[:] = content
+
+
+_AP_KEYS = ("parallel_mode", "search_mode", "device_num", "global_rank", "full_batch",
+            "enable_alltoall", "pipeline_stages")
+
+
+def auto_parallel_snapshot() -> dict:
+    """The auto-parallel context keys a build touches (tests compare them before/after)."""
+    from mindspore import context
+    from mindspore.parallel._auto_parallel_context import auto_parallel_context
+    out = {k: context.get_auto_parallel_context(k) for k in _AP_KEYS}
+    handle = auto_parallel_context()._context_handle
+    for getter in ("get_device_num_is_set", "get_global_rank_is_set", "get_full_batch_is_set"):
+        if hasattr(handle, getter):
+            out[getter] = getattr(handle, getter)()
+    from mindspore.parallel import get_algo_parameters
+    for k in _ALGO_KEYS:
+        with contextlib.suppress(Exception):
+            out["algo." + k] = get_algo_parameters(k)
+    return out
+
+
+#: MindFormers' loss sets ``fully_use_devices=False`` in auto_parallel mode (loss_func.py)
+_ALGO_KEYS = ("fully_use_devices", "elementwise_op_strategy_follow", "tensor_slice_align_enable",
+              "tensor_slice_align_size", "enable_algo_approxi", "algo_approxi_epsilon")
+
+
+def _restore_auto_parallel(snap: dict) -> None:
+    from mindspore import context
+    from mindspore.parallel._auto_parallel_context import auto_parallel_context
+    ctx = auto_parallel_context()
+    handle = ctx._context_handle
+    if context.get_auto_parallel_context("parallel_mode") != snap["parallel_mode"]:
+        context.set_auto_parallel_context(parallel_mode=snap["parallel_mode"])
+    if snap["search_mode"] and context.get_auto_parallel_context("search_mode") != snap["search_mode"]:
+        context.set_auto_parallel_context(search_mode=snap["search_mode"])
+    for k in ("full_batch", "enable_alltoall"):     # only if changed: setting full_batch raises a flag
+        with contextlib.suppress(Exception):
+            if context.get_auto_parallel_context(k) != snap[k]:
+                context.set_auto_parallel_context(**{k: snap[k]})
+    if ctx.get_pipeline_stages() != snap["pipeline_stages"]:
+        with contextlib.suppress(Exception):
+            handle.set_pipeline_stage_split_num(snap["pipeline_stages"])
+    # setting device_num/global_rank raises their *_is_set flags for good: only when they changed
+    if ctx.get_device_num() != snap["device_num"]:
+        handle.set_device_num(snap["device_num"])
+    if ctx.get_global_rank() != snap["global_rank"]:
+        handle.set_global_rank(snap["global_rank"])
+    from mindspore.parallel import get_algo_parameters, set_algo_parameters
+    for k in _ALGO_KEYS:
+        if "algo." + k in snap:
+            with contextlib.suppress(Exception):
+                if get_algo_parameters(k) != snap["algo." + k]:
+                    set_algo_parameters(**{k: snap["algo." + k]})
+
+
+def _patch_missing_sharding_propagation(notes: list[str]):
+    """FlashAttention and MoELayer call ``self.sharding_propagation(config)`` without defining it:
+    give such classes a no-op (they configure nothing, as MindFormers' mode would if it worked)."""
+    from mindspore import nn
+    patched = []
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not name.startswith("mindformers.parallel_core.training_graph"):
+            continue
+        for obj in list(vars(mod).values()):
+            if not (inspect.isclass(obj) and issubclass(obj, nn.Cell) and obj.__module__ == name):
+                continue
+            if hasattr(obj, "sharding_propagation") or obj in [p for p, _ in patched]:
+                continue
+            init = obj.__dict__.get("__init__")
+            try:
+                src = inspect.getsource(init) if init else ""
+            except (OSError, TypeError):
+                src = ""
+            if "self.sharding_propagation(" in src:
+                obj.sharding_propagation = lambda self, *a, **k: None
+                patched.append((obj, name))
+                notes.append(f"MindFormers bug: {obj.__name__} ({name}) calls self.sharding_propagation() "
+                             f"in sharding-propagation mode but does not define it (AttributeError); "
+                             f"treated as configuring nothing")
+    return patched
+
+
+@contextlib.contextmanager
+def mindformers_world(*, mode: str = "stand_alone", device_num: int = 1, notes: list | None = None):
+    """MindFormers' global state for one build, restored on exit.
+
+    ``mode``: ``"stand_alone"``, ``"semi_auto"`` (``semi_auto_parallel``: full ``shard()``) or
+    ``"propagation"`` (``auto_parallel`` + ``sharding_propagation``).
+    """
+    import mindspore as ms
+    from mindspore import context
+    notes = notes if notes is not None else []
+    _import_mindformers()
+    from mindformers.core.context.build_context import MFContextOperator, Context
+    from mindformers.parallel_core.training_graph.device_matrix import LayoutManager, MoeLayoutManager
+    from mindformers.parallel_core.training_graph.device_matrix import layout, layout_moe
+
+    cwd = os.getcwd()
+    env = dict(os.environ)
+    ap = auto_parallel_snapshot()
+    saved_mode = ms.get_context("mode")
+    saved_mf = MFContextOperator._instance
+    saved_ctx = Context._instance
+    saved_layouts = [(o, dict(o.__dict__)) for o in (layout, layout_moe)]
+    saved_cls = [(c, {k: c.__dict__[k] for k in ("_layout", "_layout_type", "_config") if k in c.__dict__})
+                 for c in (LayoutManager, MoeLayoutManager)]
+    mf_globals = _snapshot_mf_globals()
+    fake = _FakeComm(device_num)
+    _LOG.clear()
+    repl = {orig: getattr(fake, meth) for orig, meth in _comm_originals().items()}
+    patched_classes = []
+    sink = _LOG
+    tmp = tempfile.TemporaryDirectory(prefix="strategist-mf-")
+    try:
+        stub = object.__new__(MFContextOperator)
+        stub.use_legacy = False
+        stub.run_mode = "train"
+        stub._initialized = True
+        MFContextOperator._instance = stub
+        for o in (layout, layout_moe):
+            for k in ("_layout", "_layout_type", "_config"):
+                o.__dict__.pop(k, None)
+        os.environ["LOG_MF_PATH"] = tmp.name
+        os.environ.setdefault("RANK_ID", "0")
+        os.environ["RANK_SIZE"] = str(device_num)
+        ms.set_context(mode=ms.GRAPH_MODE)
+        if mode == "stand_alone":
+            context.set_auto_parallel_context(parallel_mode="stand_alone")
+        # device_num stays unset (setting it raises a flag nothing resets): MindSpore's _get_device_num()
+        # then asks get_group_size(), which answers device_num here
+        elif mode == "semi_auto":
+            context.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+        elif mode == "propagation":
+            context.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation")
+            patched_classes = _patch_missing_sharding_propagation(notes)
+        else:
+            raise ValueError(f"mode {mode!r}")
+        with _quiet_logger(sink), _patched_modules(repl), contextlib.redirect_stdout(io.StringIO()):
+            yield fake
+    finally:
+        for cls, _ in patched_classes:
+            with contextlib.suppress(AttributeError):
+                del cls.sharding_propagation
+        _restore_mf_globals(mf_globals)
+        for o, d in saved_layouts:
+            o.__dict__.clear()
+            o.__dict__.update(d)
+        for c, d in saved_cls:
+            for k in ("_layout", "_layout_type", "_config"):
+                if k in d:
+                    setattr(c, k, d[k])
+        MFContextOperator._instance = saved_mf
+        Context._instance = saved_ctx
+        _restore_auto_parallel(ap)
+        if ms.get_context("mode") != saved_mode:
+            ms.set_context(mode=saved_mode)
+        for k in set(os.environ) - set(env):
+            del os.environ[k]
+        for k, v in env.items():
+            if os.environ.get(k) != v:
+                os.environ[k] = v
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+        tmp.cleanup()
+
+
+# --------------------------------------------------------------------------------------
+# building
+
+
+def _train_class(cfg):
+    from mindformers.tools.register import MindFormerRegister
+    mc = cfg.model.model_config
+    model_type = mc.get("model_type")
+    arch = mc.get("architectures")
+    arch = arch[0] if isinstance(arch, (list, tuple)) else arch
+    if not model_type or not arch:
+        raise ModelLoadError("the config's model.model_config needs model_type and architectures "
+                             "(MindFormers' use_legacy=False models)")
+    try:
+        conf_cls = MindFormerRegister.get_cls("config", model_type)
+    except Exception:
+        conf_cls = None
+    if conf_cls is None:
+        raise ModelLoadError(f"MindFormers has no config class for model_type {model_type!r}")
+    try:
+        model_cls = MindFormerRegister.get_cls("models", arch)
+    except Exception:
+        model_cls = None
+    if model_cls is None:
+        raise ModelLoadError(f"MindFormers has no model class {arch!r}")
+    # Qwen3ForCausalLM.__new__ dispatches on run mode; the graph-mode training class sits beside it
+    mod = sys.modules[model_cls.__module__]
+    train = getattr(mod, "Training" + model_cls.__name__, None)
+    if train is None:
+        cands = [v for k, v in vars(mod).items() if k.startswith("Training") and inspect.isclass(v)]
+        train = cands[0] if len(cands) == 1 else model_cls
+    return conf_cls, train, model_type, arch
+
+
+def _build(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
+    """The training network under ``no_init_parameters`` (inside :func:`mindformers_world`)."""
+    from mindspore.nn.utils import no_init_parameters
+    from mindformers.tools.register import MindFormerConfig
+    conf_cls, train_cls, _, _ = _train_class(cfg)
+    mc = copy.deepcopy(cfg.model.model_config)
+    mc = mc.to_dict() if hasattr(mc, "to_dict") else dict(mc)
+    mc.pop("architectures", None)
+    pc = copy.deepcopy(cfg.parallel_config)
+    pc.data_parallel, pc.model_parallel, pc.pipeline_stage = dp, tp, 1
+    pc.context_parallel = cp
+    pc.expert_parallel = ep
+    pc.micro_batch_num = 1
+    if sp is not None:
+        pc.use_seq_parallel = sp
+    if tp == 1:
+        pc.use_seq_parallel = False     # MindFormers refuses sequence parallelism without tp
+    if "vocab_emb_dp" in pc:
+        pc.pop("vocab_emb_dp")
+    extra = {}
+    moe = cfg.get("moe_config")
+    if moe:
+        extra.update(moe.to_dict() if hasattr(moe, "to_dict") else dict(moe))
+    try:
+        conf = conf_cls(**{**mc, **extra}, parallel_config=pc)
+        with no_init_parameters():
+            net = train_cls(conf)
+    except (InputSpecError, ModelLoadError):
+        raise
+    except Exception as err:
+        lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+        msg = lines[0] if lines else ""
+        if len(lines) > 1 and "conversion failed" in msg:
+            msg = " ".join(lines)[:600]
+        errors = [m for lvl, m in _LOG if lvl >= logging.ERROR]
+        if "error log" in msg and errors:
+            msg = f"{msg} {' | '.join(e.replace(chr(10), ' ') for e in errors[-3:])}"
+        raise ModelLoadError(f"building {train_cls.__name__} (dp={dp}, tp={tp}, cp={cp}, ep={ep}) failed: "
+                             f"{type(err).__name__}: {msg} (check the config and --set overrides)") from None
+    return net
+
+
+def _inputs(cfg, batch: int) -> dict[str, TensorSpec]:
+    mc = cfg.model.model_config
+    s = int(mc.get("seq_length") or 4096)   # mcore models take seq_length tokens (input_sliced_sig is legacy-only)
+    return {"input_ids": TensorSpec((batch, s), "int32"), "labels": TensorSpec((batch, s), "int32")}
+
+
+def _default_batch(cfg) -> int:
+    rc = cfg.get("runner_config") or {}
+    pc = cfg.get("parallel_config") or {}
+    return max(1, int(rc.get("batch_size") or 1) * int(pc.get("data_parallel") or 1))
+
+
+_UID = "strategist_uid"
+
+
+def _distinct_primitives(net) -> int:
+    """MindSpore gives primitives with identical arguments and strategies one IR instance name (the
+    last attribute's); at tp=1 every strategy is trivial, so e.g. FlashAttention's four Transposes
+    would all be named ``fa_out_transpose``. A private attribute per primitive keeps them apart."""
+    k = removed = 0
+    for _, cell in net.cells_and_names():
+        for prim in _prims_of(cell).values():
+            if _UID not in prim.attrs:
+                prim.add_prim_attr(_UID, k)
+                k += 1
+                removed += any(a in prim.attrs for a in ("in_strategy", "in_layout"))
+            # the tp=1 build's strategies are trivial (and a tuple input's layouts are nested tuples
+            # graph.extract does not read): the graph is taken without them
+            for a in ("in_strategy", "out_strategy", "in_layout", "out_layout"):
+                if a in prim.attrs:
+                    prim.del_prim_attr(a)
+    return removed
+
+
+def _strip_trivial(graph: OpGraph) -> int:
+    """The tp=1 build's shard() calls are all-ones: not the experts' strategies, never anchors."""
+    n = 0
+    for op in graph:
+        if op.configured or op.out_strategy is not None or op.out_layout is not None:
+            n += 1
+            op.in_strategy = op.out_strategy = None
+            op.in_layout = op.out_layout = None
+    return n
+
+
+def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = None, batch: int | None = None,
+                     overrides: dict | None = None) -> tuple[OpGraph, MfInfo]:
+    """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
+
+    >>> g, info = load_mindformers("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", layers=2)  # doctest: +SKIP
+    """
+    path = resolve_config(ref)
+    _import_mindformers()
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    with mindformers_world(mode="stand_alone", device_num=1, notes=notes):
+        cfg = _load_yaml(path, layers, seq, batch, overrides or {})
+        conf_cls, train_cls, model_type, arch = _train_class(cfg)
+        b = batch or _default_batch(cfg)
+        net = _build(cfg)
+        net.set_train(True)
+        t1 = time.perf_counter()
+        specs = _inputs(cfg, b)
+        ids, labels = specs["input_ids"], specs["labels"]
+        removed = _distinct_primitives(net)
+        graph = extract(net, ids, None, None, None, labels, model=ref)
+        for op in graph:
+            op.attrs.pop(_UID, None)
+        t2 = time.perf_counter()
+        for _, msg in _LOG:         # MindFormers' own warnings while building, once each
+            line = "MindFormers: " + msg.splitlines()[0][:300]
+            if line not in notes:
+                notes.append(line)
+    mc = cfg.model.model_config
+    info = MfInfo(
+        ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,
+        layers=int(mc.get("num_hidden_layers") or 0), seq=int(mc.get("seq_length") or 0), batch=b,
+        model_config=_plain(mc), parallel_config=_plain(cfg.get("parallel_config") or {}),
+        inputs=specs, notes=notes, build_seconds=t1 - t0, extract_seconds=t2 - t1)
+    info.stripped = removed + _strip_trivial(graph)
+    return graph, info
+
+
+def _plain(d):
+    if isinstance(d, dict):
+        return {str(k): _plain(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_plain(x) for x in d]
+    return d if isinstance(d, (int, float, str, bool, type(None))) else str(d)
+
+
+# --------------------------------------------------------------------------------------
+# the experts' strategies
+
+
+def mesh_sizes(mesh: Mesh) -> dict[str, int]:
+    """MindFormers' parallel sizes from a mesh: axes dp, tp, cp, ep (others are an error)."""
+    known = {"dp", "tp", "cp", "ep"}
+    extra = [n for n in mesh.names if n not in known]
+    if extra:
+        raise InputSpecError(f"mesh axes {', '.join(extra)} mean nothing to MindFormers: use dp, tp, cp (and ep)")
+    ep = mesh.get("ep", 1)
+    return {"dp": mesh.get("dp", 1) * (ep if "ep" in mesh.names else 1), "tp": mesh.get("tp", 1),
+            "cp": mesh.get("cp", 1), "ep": ep}
+
+
+def _prims_of(cell):
+    from mindspore.ops.primitive import Primitive
+    d = dict(getattr(cell, "_primitives", {}) or {})
+    d.update({k: v for k, v in vars(cell).items() if k not in d})
+    return {k: v for k, v in d.items() if isinstance(v, Primitive)}
+
+
+def _strategy_of(prim):
+    a = prim.attrs
+    ins = a.get("in_layout") or a.get("in_strategy")
+    if ins is None:
+        return None
+    return {"in_strategy": a.get("in_strategy"), "out_strategy": a.get("out_strategy"),
+            "in_layout": a.get("in_layout"), "out_layout": a.get("out_layout")}
+
+
+def _to_layouts(v) -> tuple[ShardLayout, ...] | None:
+    if v is None:
+        return None
+    flat = []
+    for d in v:      # a tuple input (Concat's list) carries a tuple of layouts: its slots are flattened
+        flat.extend(d if isinstance(d, tuple) else (d,))
+    if not all(isinstance(d, dict) for d in flat):
+        return None
+    from .graph import _layouts
+    return _layouts(tuple(flat))
+
+
+def _tensor_inputs(op) -> list:
+    return [x for x in op.inputs if x.spec is not None and x.kind != "const"] or \
+        [x for x in op.inputs if x.spec is not None]
+
+
+def _merge_rows(lay: ShardLayout) -> ShardLayout:
+    """``[S, B, h]`` -> ``[S*B, h]``: the leading dimensions' axes, outer first, become one dimension."""
+    lead = tuple(a for t in lay.tensor_map[:-1] for a in t)
+    return ShardLayout(lay.device_matrix, lay.alias_name, (lead, lay.tensor_map[-1]))
+
+
+def _param_reader(graph: OpGraph):
+    """Parameter name -> operators reading it directly or through Cast/Load-like unary ops."""
+    readers: dict[str, list] = {}
+    for op in graph:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "param":
+                readers.setdefault(x.ref, []).append((op, slot))
+    out: dict[str, list] = {}
+    for pname, lst in readers.items():
+        res = []
+        for op, slot in lst:
+            res.append((op, slot))
+            if op.type == "Cast":
+                for e in graph.out_edges(op.name):
+                    res.append((graph.op(e.dst), e.in_slot))
+        out[pname] = res
+    return out
+
+
+def _validate(graph: OpGraph, anchor: Anchor, n: int):
+    from .ops import shard, shard_layout
+    op = graph.op(anchor.op)
+    if anchor.layouts is not None:
+        shard_layout(op, tuple(anchor.layouts), n, anchor.out_layouts)
+    else:
+        shard(op, anchor.strategy, n, anchor.out_strategy)
+
+
+def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, graph: OpGraph | None = None,
+                      layers: int | None = None, seq: int | None = None, batch: int | None = None,
+                      overrides: dict | None = None) -> Experts:
+    """The strategies MindFormers' own code sets at ``mesh``, as anchors on the tp=1 graph's operators.
+
+    ``mode``: ``"semi_auto"`` (every ``shard()``) or ``"propagation"`` (the ``sharding_propagation()``
+    anchors). Nothing is compiled: the strategies are the primitives' attributes after construction.
+    """
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    if mode not in ("semi_auto", "propagation"):
+        raise InputSpecError(f"mode {mode!r}: semi_auto or propagation")
+    if graph is None:
+        graph, _ = load_mindformers(ref, layers=layers, seq=seq, batch=batch, overrides=overrides)
+    sizes = mesh_sizes(mesh)
+    n = sizes["dp"] * sizes["tp"] * sizes["cp"]
+    if n != mesh.size:
+        raise InputSpecError(f"mesh {mesh} has {mesh.size} devices but MindFormers' dp*cp*tp = {n} "
+                             f"(ep splits the data-parallel devices, it adds none)")
+    out = Experts(mode, mesh)
+    path = resolve_config(ref)
+    t0 = time.perf_counter()
+    with mindformers_world(mode=mode, device_num=n, notes=out.notes):
+        cfg = _load_yaml(path, layers, seq, batch, overrides or {})
+        net = _build(cfg, **sizes)
+        cells = list(net.cells_and_names())
+        found = []
+        for cpath, cell in cells:
+            for attr, prim in _prims_of(cell).items():
+                st = _strategy_of(prim)
+                if st is not None:
+                    found.append((cpath, cell, attr, prim, st))
+    out.build_seconds = time.perf_counter() - t0
+    readers = _param_reader(graph)
+    by_key: dict[tuple[str, str], list] = {}
+    for op in graph:
+        by_key.setdefault((op.cell_path, op.instance_name), []).append(op)
+    for cpath, cell, attr, prim, st in found:
+        where = f"{cpath}.{attr}" if cpath else attr
+        if prim.name == "Morph":
+            _morph(graph, readers, cell, cpath, attr, st, out, where)
+            continue
+        ops = by_key.get((cpath, attr)) or _by_params(graph, readers, cell, prim.name)
+        if not ops:
+            out.unmapped.append(where)
+            continue
+        for op in ops:
+            _add(graph, out, op, st, where, n)
+    return out
+
+
+def _by_params(graph, readers, cell, op_type):
+    """Operators of ``op_type`` reading one of ``cell``'s own parameters (Morph bodies lose their scope)."""
+    res = []
+    for p in cell.get_parameters(expand=False) if hasattr(cell, "get_parameters") else []:
+        for op, _ in readers.get(p.name, []):
+            if op.type == op_type and not op.cell_path and op not in res:
+                res.append(op)
+    return res
+
+
+def _add(graph, out: Experts, op, st, where, n, in_layouts=None, out_layouts=None):
+    """Record ``op``'s expert strategy, adapted to the tp=1 graph where it must be (each adaptation exact)."""
+    if op.type == "Cast":
+        return      # MindSpore ignores Cast strategies
+    if in_layouts is not None:
+        anchor = Anchor(op.name, None, tuple(in_layouts), None, tuple(out_layouts) if out_layouts else None,
+                        origin="mindformers")
+    elif st.get("in_layout") is not None:
+        lays = _to_layouts(st["in_layout"])
+        if lays is None:
+            out.notes.append(f"{where}: layouts for tuple inputs on {op.name} ({op.type}); skipped")
+            return
+        anchor = Anchor(op.name, None, lays, None, _to_layouts(st.get("out_layout")), origin="mindformers")
+    else:
+        rows = tuple(tuple(r) for r in st["in_strategy"])
+        outs = tuple(tuple(r) for r in st["out_strategy"]) if st.get("out_strategy") else None
+        anchor = Anchor(op.name, rows, None, outs, None, origin="mindformers")
+    first = None
+    for cand, how in _variants(op, anchor):
+        try:
+            _validate(graph, cand, n)
+        except StrategyError as err:
+            first = first or err
+            continue
+        except Exception as err:  # an operator strategist has no rule for
+            first = first or err
+            continue
+        if how:
+            out.notes.append(f"{where}: on {op.name} {how}")
+        out[op.name] = cand
+        return
+    out.notes.append(f"{where}: {op.name} ({op.type}) cannot take {anchor.describe()}: {first}; skipped")
+
+
+def _variants(op, a: Anchor):
+    """The strategy as written, then exact adaptations to the tp=1 graph's shapes:
+    rows for scalar inputs dropped; a split of a dimension that is 1 here (MindFormers' MoE reshapes
+    tokens to ``[dp*tp, -1, H]``, the tp=1 graph to ``[1, -1, H]``) folded into the next dimension,
+    outermost first, which is the same row-major partition; last, without the output strategy."""
+    ins = _tensor_inputs(op)
+    specs = [x for x in op.inputs if x.spec is not None]
+    yield a, ""
+    rows = a.layouts if a.layouts is not None else a.strategy
+    seen = [a]
+    folded = _fold_units(a, specs if len(rows) == len(specs) else ins)
+    if folded is not None:
+        seen.append(folded)
+        yield folded, "splits of size-1 dimensions folded into the next dimension (MoE token reshape at tp=1)"
+    k = len(ins)
+    if rows is not None and len(rows) > k:
+        if len(rows) == len(op.inputs):
+            kept = [r for r, x in zip(rows, op.inputs) if x.kind != "const" and x.spec is not None]
+        else:
+            kept = list(rows[:k])
+        t = _replace(a, kept)
+        seen.append(t)
+        yield t, f"rows for scalar inputs dropped ({len(rows)} -> {len(kept)})"
+        tf = _fold_units(t, ins)
+        if tf is not None:
+            seen.append(tf)
+            yield tf, (f"rows for scalar inputs dropped ({len(rows)} -> {len(kept)}), splits of size-1 "
+                       f"dimensions folded into the next dimension")
+    for v in seen:
+        if v.out_layouts is not None or v.out_strategy is not None:
+            yield Anchor(v.op, v.strategy, v.layouts, None, None, v.origin), "output strategy dropped"
+    if op.type == "Embedding" and a.layouts is not None:
+        # MindSpore's EmbeddingInfo refuses split indices; MindFormers' Morph runs the lookup per device on
+        # its own slice of ids (dp, cp), which the inlined operator cannot say: the table's split stays
+        ids = a.layouts[0]
+        whole = ShardLayout(ids.device_matrix, ids.alias_name, tuple(() for _ in ids.tensor_map))
+        yield (Anchor(a.op, None, (whole,) + tuple(a.layouts[1:]), None, None, a.origin),
+               "the ids' split dropped (MindSpore's Embedding refuses split indices; MindFormers' Morph "
+               "looks up each device's own ids)")
+
+
+def _replace(a: Anchor, rows) -> Anchor:
+    if a.layouts is not None:
+        return Anchor(a.op, None, tuple(rows), None, a.out_layouts, a.origin)
+    return Anchor(a.op, tuple(rows), None, a.out_strategy, None, a.origin)
+
+
+def _fold_units(a: Anchor, ins) -> Anchor | None:
+    changed = False
+    rows = []
+    src = a.layouts if a.layouts is not None else a.strategy
+    for r, x in zip(src, ins):
+        shape = x.spec.shape
+        if a.layouts is not None:
+            tm = [list(t) for t in r.tensor_map]
+            if len(tm) != len(shape):
+                rows.append(r)
+                continue
+            for d in range(len(tm) - 1):
+                if shape[d] == 1 and tm[d]:
+                    tm[d + 1] = tm[d] + tm[d + 1]
+                    tm[d] = []
+                    changed = True
+            rows.append(ShardLayout(r.device_matrix, r.alias_name, tuple(tuple(t) for t in tm)))
+        else:
+            st = list(r)
+            if len(st) != len(shape):
+                rows.append(tuple(r))
+                continue
+            for d in range(len(st) - 1):
+                if shape[d] == 1 and st[d] > 1:
+                    st[d + 1] *= st[d]
+                    st[d] = 1
+                    changed = True
+            rows.append(tuple(st))
+    if not changed:
+        return None
+    rows += list(src[len(rows):])
+    return Anchor(a.op, None if a.layouts is not None else tuple(rows),
+                  tuple(rows) if a.layouts is not None else None, None, None, a.origin)
+
+
+def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
+    """Translate a Morph's layout onto its inlined compute operator (MatMul / Embedding)."""
+    lays = _to_layouts(st.get("in_layout"))
+    outs = _to_layouts(st.get("out_layout"))
+    n = out.mesh.size
+    if lays is None:
+        out.notes.append(f"{where}: Morph with a tuple strategy; not translated")
+        return
+    weight = getattr(cell, "weight", None)
+    wname = getattr(weight, "name", None)
+    if weight is None or wname is None or len(lays) < 2:
+        out.notes.append(f"{where}: Morph of {type(cell).__name__} (layout-only reshape or dispatcher body) "
+                         f"has no single operator to carry its layout; not translated")
+        return
+    targets = [(op, slot) for op, slot in readers.get(wname, [])
+               if op.type in ("MatMul", "BatchMatMul", "Embedding", "Gather", "GatherV2")]
+    if not targets:
+        out.unmapped.append(where)
+        return
+    for op, slot in targets:
+        if op.type in ("MatMul", "BatchMatMul"):
+            if slot != 1 or len(lays[0].tensor_map) < 2:
+                out.notes.append(f"{where}: {op.name} reads the weight in slot {slot}; not translated")
+                continue
+            x = _merge_rows(lays[0])
+            ins = (x, lays[1])
+            o = _merge_rows(outs[0]) if outs else None
+            natural = (x.tensor_map[0], lays[1].tensor_map[0] if getattr(cell, "transpose_b", True) else
+                       lays[1].tensor_map[-1])
+            out_l = (o,) if o is not None and o.tensor_map != natural else None
+            _add(graph, out, op, st, where, n, ins, out_l)
+            bias = getattr(cell, "bias", None)
+            if bias is not None and len(lays) >= 3:
+                for bop, bslot in readers.get(bias.name, []):
+                    if bop.type in ("AddExt", "Add", "BiasAdd") and o is not None:
+                        _add(graph, out, bop, st, where, n, (o, lays[2]) if bslot == 1 else (lays[2], o), None)
+        else:  # embedding: ids [B, S] -> [B*S]; weight [V, H]
+            ids = lays[0]
+            flat = ShardLayout(ids.device_matrix, ids.alias_name, (tuple(a for t in ids.tensor_map for a in t),))
+            ins = (flat, lays[1]) if slot == 1 else (lays[1], flat)
+            o = None
+            if outs:
+                lead = tuple(a for t in outs[0].tensor_map[:-1] for a in t)
+                o = ShardLayout(outs[0].device_matrix, outs[0].alias_name, (lead, outs[0].tensor_map[-1]))
+            natural = (flat.tensor_map[0], ())
+            out_l = (o,) if o is not None and o.tensor_map != natural else None
+            _add(graph, out, op, st, where, n, ins, out_l)

@@ -1,0 +1,308 @@
+"""The child process of ``strategist verify``: MindSpore's own sharding propagation, one compile.
+
+    python -m strategist.verify.child REQUEST.json RESULT.json
+
+Run only by :mod:`strategist.verify.runner`, which prepares the environment (stub CUDA libraries on
+``LD_LIBRARY_PATH``, a fake ``CUDA_HOME``, MindSpore's dry-run mode ``MS_SIMULATION_LEVEL=0`` with
+``RANK_SIZE``/``RANK_ID``, ``OMPI_COMMAND``/``PMIX_RANK`` so the collective manager takes its host
+path, and the ``step_parallel_begin`` IR dump into a private temporary directory) and removes that
+directory afterwards. Here:
+
+1. ``set_context(device_target=GPU)`` (the plugin loads on the stubs) and ``communication.init()``
+   (the dry run installs MindSpore's dummy collectives); the device-count check is waived.
+2. The model is built as ``strategist.loader`` builds it (weights never allocated); the anchors are
+   applied with ``Primitive.shard`` to the primitive each strategist operator name stands for (its
+   Cell by attribute path, the primitive by attribute name).
+3. ``auto_parallel`` + ``sharding_propagation`` on ``device_num`` devices, the dataset strategy and
+   MindSpore's algorithm parameters as requested; the inputs are the per-device slices the dataset
+   strategy implies. Compiling stops after the front end (dry run).
+4. The result: ``_get_shard_strategy`` (MindSpore's operator names) and the IR dump (graph order,
+   instance names, shapes, user-configured or not), written as JSON.
+
+Every failure is written into the result as one line (``ok: false``); a crash (a signal in MindSpore's
+C++) leaves no result, which the parent reports. ``STRATEGIST_VERIFY_FAULT=SIGFPE`` (or another signal
+name) makes the child raise that signal just before compiling: a test hook for the crash path.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import inspect
+import json
+import os
+import signal
+import sys
+import time
+
+from ..errors import StrategistError
+
+
+def _first_line(err: BaseException) -> str:
+    from ..graph import _first_line as first
+    return first(err)
+
+
+def _from_mindspore(err: BaseException) -> bool:
+    """True when the innermost frame of ``err``'s traceback is MindSpore's code."""
+    tb, last = err.__traceback__, None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and f"{os.sep}mindspore{os.sep}" in last
+
+
+@contextlib.contextmanager
+def _import_time_guard():
+    """Model files may call ``set_context(device_target=...)`` or ``init()`` when imported or built; while
+    the model is built those calls keep our device target and do not re-initialise communication."""
+    import mindspore as ms
+    import mindspore.communication as comm
+    from mindspore import context
+
+    saved = [(ms, "set_context", ms.set_context), (context, "set_context", context.set_context),
+             (comm, "init", comm.init)]
+    real = context.set_context
+
+    def set_context(*a, **kw):
+        kw.pop("device_target", None)
+        kw.pop("device_id", None)
+        return real(*a, **kw) if (a or kw) else None
+    ms.set_context = context.set_context = set_context
+    comm.init = lambda *a, **kw: None
+    with contextlib.suppress(ImportError):
+        import mindspore.communication.management as mgmt
+        saved.append((mgmt, "init", mgmt.init))
+        mgmt.init = comm.init
+    if hasattr(ms, "set_device"):
+        saved.append((ms, "set_device", ms.set_device))
+        ms.set_device = lambda *a, **kw: None
+    try:
+        yield
+    finally:
+        for obj, attr, value in saved:
+            setattr(obj, attr, value)
+
+
+def compile_specs(names: list[str], specs, device_num: int, how) -> tuple[list, object]:
+    """Global input specs -> (per-device compile specs, MindSpore's ``dataset_strategy`` value).
+
+    >>> from strategist.graph import TensorSpec as T
+    >>> compile_specs(["x"], [T((256, 64), "float32")], 8, "data_parallel")
+    ([TensorSpec(shape=(32, 64), dtype='float32')], 'data_parallel')
+    >>> compile_specs(["x"], [T((256, 64), "float32")], 8, {"x": [2, 4]})
+    ([TensorSpec(shape=(128, 16), dtype='float32')], ((2, 4),))
+    """
+    from ..errors import InputSpecError
+    from ..graph import TensorSpec
+    if how == "full_batch":
+        return list(specs), "full_batch"
+    if how == "data_parallel":
+        out = []
+        for name, s in zip(names, specs):
+            if s.shape and s.shape[0] % device_num:
+                raise InputSpecError(f"input {name} {s}: its batch dimension {s.shape[0]} does not divide into "
+                                     f"{device_num} devices, which MindSpore's data_parallel dataset strategy needs "
+                                     f"(use a batch that does, or --dataset-strategy full_batch)")
+            out.append(TensorSpec((s.shape[0] // device_num,) + tuple(s.shape[1:]), s.dtype) if s.shape else s)
+        return out, "data_parallel"
+    if isinstance(how, dict) and "*dim0" in how:     # strategist's "dp": every batch split by the dp axis
+        import math
+        how = {name: (math.gcd(how["*dim0"], s.shape[0]),) + (1,) * (len(s.shape) - 1)
+               for name, s in zip(names, specs) if s.shape}
+    if isinstance(how, dict):
+        unknown = set(how) - set(names)
+        if unknown:
+            raise InputSpecError(f"dataset strategy names no input {', '.join(sorted(unknown))} "
+                                 f"(inputs: {', '.join(names)})")
+        rows, out = [], []
+        for name, s in zip(names, specs):
+            split = tuple(how.get(name, (1,) * len(s.shape)))
+            if len(split) != len(s.shape) or any(d % k for d, k in zip(s.shape, split)):
+                raise InputSpecError(f"dataset split {split} does not fit input {name} {s}")
+            rows.append(split)
+            out.append(TensorSpec(tuple(d // k for d, k in zip(s.shape, split)), s.dtype))
+        return out, tuple(rows)
+    raise InputSpecError(f"unknown dataset strategy {how!r} (data_parallel, full_batch, or a split per input)")
+
+
+def apply_anchors(net, anchors: list[dict], mesh: dict | None) -> None:
+    """``prim.shard(...)`` on the primitive behind each strategist operator name."""
+    from mindspore.ops.primitive import Primitive
+
+    from ..errors import StrategyError
+    cells = dict(net.cells_and_names())
+    for a in anchors:
+        cell = cells.get(a["cell_path"])
+        prim = None
+        if cell is not None:
+            prim = (getattr(cell, "_primitives", None) or {}).get(a["instance"]) or vars(cell).get(a["instance"])
+        if not isinstance(prim, Primitive) or prim.name != a["type"]:
+            raise StrategyError(
+                f"anchor {a['op']}: MindSpore can only configure a primitive a Cell holds as an attribute, and "
+                f"{a['cell_path'] or 'the top Cell'} has no {a['type']} attribute {a['instance']!r} "
+                f"(a functional call or tensor method cannot be sharded by name)")
+        kw = {}
+        if a.get("in_layout") is not None:
+            from mindspore.parallel import Layout
+            m = a.get("mesh") or mesh
+            layout = Layout(tuple(m["shape"]), tuple(m["names"]))
+
+            def lay(rows):
+                return tuple(layout(*[(d[0] if len(d) == 1 else tuple(d)) if d else "None" for d in row])
+                             for row in rows)
+            kw["in_strategy"] = lay(a["in_layout"])
+            if a.get("out_layout") is not None:
+                kw["out_strategy"] = lay(a["out_layout"])
+        else:
+            kw["in_strategy"] = tuple(tuple(r) for r in a["in_strategy"])
+            if a.get("out_strategy") is not None:
+                kw["out_strategy"] = tuple(tuple(r) for r in a["out_strategy"])
+        prim.shard(**kw)
+
+
+def _attach_names(nodes: list[dict], shard_strategy: dict) -> list[dict]:
+    """Give each IR node MindSpore's ``fullname_with_scope`` from ``_get_shard_strategy``: same scope and
+    type, equal strategy first, in op-number order. Names MindSpore reports that no IR node takes
+    come back as extra operators (no path, no shapes)."""
+    import re
+    groups: dict[tuple, list[dict]] = {}
+    for n in nodes:
+        groups.setdefault((n["scope"] or "Default", n["type"]), []).append(n)
+
+    def opnum(k):
+        m = re.search(r"-op(\d+)$", k)
+        return int(m.group(1)) if m else 0
+    leftover = []
+    for key in sorted(shard_strategy, key=opnum):
+        strategy = _tuples(shard_strategy[key])
+        scope, _, leaf = key.rpartition("/")
+        typ = re.sub(r"-op\d+$", "", leaf)
+        free = [n for n in groups.get((scope, typ), []) if "name" not in n]
+        pick = next((n for n in free if n["in_strategy"] == strategy), free[0] if free else None)
+        if pick is not None:
+            pick["name"] = key
+        else:
+            leftover.append((key, scope, typ, strategy))
+    extra = []
+    for key, scope, typ, strategy in leftover:    # scopes the IR credits elsewhere (repeated layers): by type
+        free = [n for n in nodes if "name" not in n and n["type"] == typ]
+        pick = next((n for n in free if n["in_strategy"] == strategy), None)
+        if pick is not None:
+            pick["name"] = key
+        else:
+            extra.append({"name": key, "type": typ, "instance": None, "scope": scope, "in_strategy": strategy,
+                          "out_strategy": None, "configured": False, "input_shapes": None, "output_shapes": None})
+    for n in nodes:
+        n.setdefault("name", f"{n['scope'] or 'Default'}/{n['type']}")
+    return nodes + extra
+
+
+def _tuples(v):
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def run(req: dict) -> dict:
+    result: dict = {"ok": False}
+    t_start = time.time()
+    try:
+        import mindspore as ms
+        from mindspore import context
+        import mindspore.communication as comm
+        try:
+            from mindspore.graph.api import _cell_graph_executor as executor
+        except ImportError:
+            from mindspore.common.api import _cell_graph_executor as executor
+        from mindspore.parallel._auto_parallel_context import auto_parallel_context
+
+        from ..graph import _as_tensor, _cell_path
+        from ..loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
+
+        result["mindspore_version"] = ms.__version__
+        target = {"stub": "GPU", "gpu": "GPU", "ascend": "Ascend"}[req["backend"]]
+        ms.set_context(mode=ms.GRAPH_MODE, device_target=target)
+        comm.init()
+        with _import_time_guard():
+            cell = build_cell(ModelRef.parse(req["model"]), parse_kwargs(req.get("kwargs")))
+        named = parse_inputs(req.get("inputs"))
+        if not named:
+            named = parse_inputs([f"{k}:{v}" for k, v in (getattr(cell, "example_inputs", None) or {}).items()])
+        specs = order_inputs(cell, named)
+        names = [p.name for p in inspect.signature(cell.construct).parameters.values()][:len(specs)]
+        n = req["device_num"]
+        per_device, ds = compile_specs(names, specs, n, req["dataset_strategy"])
+        result["compile_inputs"] = [f"{k}:{s}" for k, s in zip(names, per_device)]
+
+        context.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation",
+                                          device_num=n, global_rank=0, dataset_strategy=ds)
+        auto_parallel_context()._context_handle.set_hccl_test_avaible(True)
+        from mindspore.parallel.algo_parameter_config import set_algo_parameters
+        set_algo_parameters(**req.get("algo", {}))
+        apply_anchors(cell, req.get("anchors") or [], req.get("mesh"))
+        args = [_as_tensor(s) for s in per_device]
+
+        fault = os.environ.get("STRATEGIST_VERIFY_FAULT")
+        if fault:
+            os.kill(os.getpid(), getattr(signal, fault))
+        t0 = time.time()
+        try:
+            executor.compile(cell, *args, phase="train")
+        except Exception as err:
+            result["error_kind"] = "rejected"
+            result["error"] = _first_line(err)
+            return result
+        result["compile_seconds"] = round(time.time() - t0, 3)
+        shard = executor._get_shard_strategy(cell)
+        irs = sorted(glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_begin*.ir"), recursive=True),
+                     key=lambda p: (os.path.getmtime(p), p))
+        if not irs:
+            raise RuntimeError("MindSpore wrote no step_parallel_begin IR dump (MS_DEV_SAVE_GRAPHS ignored?)")
+        from .ir import parse_ir
+        with open(irs[-1], errors="replace") as f:
+            nodes = parse_ir(f.read())
+        for node in nodes:
+            path = _cell_path(node["scope"] or "Default")[0]
+            inst = node["instance"] or node["type"]
+            node["path"] = f"{path}.{inst}" if path else inst
+        result["ops"] = _attach_names(nodes, shard)
+        result["ok"] = True
+    except StrategistError as err:
+        result["error_kind"] = "input"
+        result["error"] = str(err)
+    except Exception as err:
+        # MindSpore's own checks (shard() arguments, context values) reject with Python exceptions too
+        result["error_kind"] = "rejected" if _from_mindspore(err) else "internal"
+        result["error"] = _first_line(err)
+        if result["error_kind"] == "internal":
+            import traceback
+            result["traceback"] = traceback.format_exc()[-3000:]
+    finally:
+        result["child_seconds"] = round(time.time() - t_start, 3)
+    return result
+
+
+def _die_with_parent() -> None:
+    """A killed ``strategist verify`` must not leave MindSpore compiling on a shared machine (Linux)."""
+    parent = os.environ.get("STRATEGIST_VERIFY_PARENT")
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent and os.getppid() != int(parent):          # the parent died before prctl
+        os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    request_file, result_file = argv
+    _die_with_parent()
+    with open(request_file) as f:
+        req = json.load(f)
+    result = run(req)
+    with open(result_file + ".part", "w") as f:
+        json.dump(result, f)
+    os.replace(result_file + ".part", result_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

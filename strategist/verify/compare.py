@@ -1,0 +1,275 @@
+"""strategist's plan next to MindSpore's, operator by operator.
+
+Matching is the hard part. MindSpore names operators called as functions or tensor methods by type
+only, credits the functional operators of repeated layers to the first layer's scope, and gives
+identical primitives one name; so names alone do not pair operators. Both graphs, though, come from
+MindSpore's own front end in execution order. Per operator type, the two sequences (strategist's
+topological order, MindSpore's ``step_parallel_begin`` order) are aligned order-preservingly, pairing
+only operators whose global tensor shapes agree and preferring equal names (cell path + instance
+name). Reshape and Cast have no strategy in MindSpore's report and are left out; MindSpore's
+``_VirtualDataset`` is compared with strategist's dataset layout.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from .runner import MsOp, MsPlan
+
+#: strategist operators MindSpore's report never lists.
+UNREPORTED = frozenset({"Reshape", "Cast"})
+
+
+@dataclass
+class Row:
+    op: str                      # strategist's operator name
+    type: str
+    ours: tuple | None
+    theirs: tuple
+    ms_name: str
+    ms_path: str | None
+    configured: bool             # MindSpore took it from a user shard()
+
+    @property
+    def agree(self) -> bool:
+        return self.ours == self.theirs
+
+
+@dataclass
+class Comparison:
+    rows: list[Row]                          # one per strategist operator MindSpore reports
+    only_ours: list[tuple[str, str, tuple | None]]   # (name, type, strategy) MindSpore does not report
+    only_theirs: list[MsOp]                  # MindSpore operators matched to none of ours
+    dataset_ours: tuple | None
+    dataset_theirs: tuple | None
+    ms: MsPlan
+    model: str = ""
+    mesh: str = ""
+    dataset_strategy: object = "data_parallel"
+    strategist_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agreed(self) -> int:
+        return sum(r.agree for r in self.rows)
+
+    @property
+    def total(self) -> int:
+        return len(self.rows)
+
+    @property
+    def dataset_agrees(self) -> bool:
+        return self.dataset_theirs is None or self.dataset_ours == self.dataset_theirs
+
+    @property
+    def all_agree(self) -> bool:
+        return self.agreed == self.total and not self.only_ours and not self.only_theirs and self.dataset_agrees
+
+    def disagreements(self) -> list[Row]:
+        return [r for r in self.rows if not r.agree]
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model, "mesh": self.mesh, "device_num": self.ms.device_num,
+            "dataset_strategy": self.dataset_strategy,
+            "dataset": {"strategist": _lists(self.dataset_ours), "mindspore": _lists(self.dataset_theirs),
+                        "agree": self.dataset_agrees},
+            "all_agree": self.all_agree, "agreed": self.agreed, "total": self.total,
+            "operators": [{"op": r.op, "type": r.type, "agree": r.agree, "strategist": _lists(r.ours),
+                           "mindspore": _lists(r.theirs), "mindspore_name": r.ms_name,
+                           "mindspore_configured": r.configured} for r in self.rows],
+            "only_strategist": [{"op": n, "type": t, "strategist": _lists(s)} for n, t, s in self.only_ours],
+            "only_mindspore": [{"name": o.name, "type": o.type, "path": o.path, "mindspore": _lists(o.in_strategy)}
+                               for o in self.only_theirs],
+            "seconds": {"strategist_propagate": self.strategist_seconds,
+                        "mindspore_compile": self.ms.compile_seconds, "mindspore_process": self.ms.process_seconds},
+            "mindspore": {"version": self.ms.mindspore_version, "backend": self.ms.backend,
+                          "compile_inputs": self.ms.compile_inputs, "output": _lists(self.ms.output)},
+            "notes": self.notes,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def text(self, max_rows: int = 0) -> str:
+        return comparison_text(self, max_rows)
+
+
+def _lists(v):
+    return [_lists(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+def fmt(s) -> str:
+    """``((2, 1), (1, 4))`` -> ``((2,1),(1,4))``; None -> ``-``."""
+    if s is None:
+        return "-"
+    if isinstance(s, (list, tuple)):
+        return "(" + ",".join(fmt(x) for x in s) + ")"
+    return str(s)
+
+
+def _norm(s):
+    return tuple(_norm(x) for x in s) if isinstance(s, (list, tuple)) else s
+
+
+# --------------------------------------------------------------------------------------
+# matching
+
+
+def _shapes(specs) -> tuple:
+    return tuple(tuple(x.shape) for x in specs if x is not None and len(x.shape) > 0)
+
+
+def _our_shapes(op) -> tuple[tuple, tuple]:
+    ins = _shapes([x.spec for x in op.inputs if x.spec is not None])
+    return ins, _shapes(op.outputs)
+
+
+def _their_shapes(m: MsOp) -> tuple[tuple | None, tuple | None]:
+    ins = tuple(tuple(s) for s in m.input_shapes if len(s) > 0) if m.input_shapes is not None else None
+    outs = tuple(tuple(s) for s in m.output_shapes if len(s) > 0) if m.output_shapes is not None else None
+    return ins, outs
+
+
+def _score(name: str, ours_shapes, path: str | None, theirs_shapes) -> int:
+    """0 when the two cannot be the same operator; higher for a better pair (``name`` without its ``#k``)."""
+    (oi, oo), (ti, to) = ours_shapes, theirs_shapes
+    out_eq = to is not None and oo == to        # scalars are not compared: () == () for scalar-only ops
+    in_eq = ti is not None and oi == ti
+    if not (out_eq or in_eq):
+        return 0
+    return 4 + 2 * (name == path) + out_eq + in_eq
+
+
+def _align(ours: list, theirs: list[MsOp]) -> list[tuple[int, int]]:
+    """Order-preserving pairs (i, j) maximising the summed score (a weighted LCS)."""
+    os_ = [(re.sub(r"#\d+$", "", o.name), _our_shapes(o)) for o in ours]
+    ts_ = [(t.path, _their_shapes(t)) for t in theirs]
+    if len(ours) == len(theirs):        # the usual case: the same operators in the same order
+        pairs = [(i, i) for i in range(len(ours))]
+        if all(_score(*os_[i], *ts_[i]) for i in range(len(ours))):
+            return pairs
+    n, m = len(ours), len(theirs)
+    score = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        row, prev = score[i], score[i - 1]
+        for j in range(1, m + 1):
+            s = _score(*os_[i - 1], *ts_[j - 1])
+            best = prev[j] if prev[j] >= row[j - 1] else row[j - 1]
+            if s and prev[j - 1] + s > best:
+                best = prev[j - 1] + s
+            row[j] = best
+    pairs, i, j = [], n, m
+    while i and j:
+        s = _score(*os_[i - 1], *ts_[j - 1])
+        if s and score[i][j] == score[i - 1][j - 1] + s:
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif score[i][j] == score[i - 1][j]:
+            i -= 1
+        else:
+            j -= 1
+    return pairs[::-1]
+
+
+def _our_strategy(choice) -> tuple | None:
+    if choice.sharding is not None:
+        return _norm(choice.sharding.strategy)
+    # Flatten and friends have no Sharding in strategist; MindSpore reports their input's split
+    return tuple(layout.strategy for layout in choice.inputs) if choice.inputs else None
+
+
+def _our_dataset(plan) -> tuple | None:
+    from ..propagate import _Engine
+    try:
+        eng = _Engine(plan.graph, plan.mesh, {}, plan.dataset_strategy, None)
+    except Exception:   # noqa: BLE001 - a dataset strategy strategist cannot lay out shows as "-"
+        return None
+    return tuple(eng.dataset[name].strategy for name in plan.graph.inputs if name in eng.dataset) or None
+
+
+def compare(plan, ms: MsPlan) -> Comparison:
+    """Pair strategist's operators with MindSpore's and compare their strategies (see the module doc)."""
+    ours_by_type: dict[str, list] = {}
+    for op in plan.graph.ops:
+        if op.type not in UNREPORTED and op.name in plan.choices:
+            ours_by_type.setdefault(op.type, []).append(op)
+    theirs_by_type: dict[str, list[MsOp]] = {}
+    for m in ms.ops:
+        theirs_by_type.setdefault(m.type, []).append(m)
+    rows, only_ours, used = [], [], set()
+    for typ, ours in ours_by_type.items():
+        theirs = theirs_by_type.get(typ, [])
+        matched = dict(_align(ours, theirs))
+        # fallback by name: shapes that differ (a model computing shapes from its per-device inputs) but one
+        # unpaired operator of this type and name on each side
+        taken = set(matched.values())
+        left = {}
+        for j, t in enumerate(theirs):
+            if j not in taken and t.path is not None:
+                left.setdefault(t.path, []).append(j)
+        mine_left = {}
+        for i, op in enumerate(ours):
+            if i not in matched:
+                mine_left.setdefault(re.sub(r"#\d+$", "", op.name), []).append(i)
+        for name, idx in mine_left.items():
+            if len(idx) == 1 and len(left.get(name, ())) == 1:
+                matched[idx[0]] = left[name][0]
+        for i, op in enumerate(ours):
+            mine = _our_strategy(plan.choices[op.name])
+            if i in matched:
+                t = theirs[matched[i]]
+                used.add(id(t))
+                rows.append(Row(op.name, typ, mine, _norm(t.in_strategy), t.name, t.path, t.configured))
+            else:
+                only_ours.append((op.name, typ, mine))
+    order = {op.name: op.topo_index for op in plan.graph.ops}
+    rows.sort(key=lambda r: order[r.op])
+    only_ours.sort(key=lambda x: order[x[0]])
+    only_theirs = [m for m in ms.ops if id(m) not in used]
+    mesh = ",".join(f"{n}={s}" for n, s in plan.mesh.axes)
+    return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
+                      model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy)
+
+
+# --------------------------------------------------------------------------------------
+# text
+
+
+def comparison_text(c: Comparison, max_rows: int = 0) -> str:
+    ds = c.dataset_strategy if isinstance(c.dataset_strategy, str) else json.dumps(c.dataset_strategy)
+    backend = {"stub": "GPU plugin on CUDA stubs, CPU only", "gpu": "GPU", "ascend": "Ascend"}.get(c.ms.backend,
+                                                                                                  c.ms.backend)
+    out = [f"strategist verify {c.model}  mesh {c.mesh} ({c.ms.device_num} devices)  dataset strategy {ds}",
+           f"MindSpore {c.ms.mindspore_version} ({backend}): compile {c.ms.compile_seconds:.2f} s, "
+           f"process {c.ms.process_seconds:.2f} s; strategist propagate {c.strategist_seconds:.2f} s",
+           f"dataset: strategist {fmt(c.dataset_ours)}  MindSpore {fmt(c.dataset_theirs)}  "
+           f"{'agree' if c.dataset_agrees else 'DIFFER'}", ""]
+    rows = c.rows
+    shown = rows if not max_rows else (c.disagreements() + [r for r in rows if r.agree])[:max_rows]
+    shown_set = {id(r) for r in shown}
+    shown = [r for r in rows if id(r) in shown_set]
+    if shown:
+        w = max(len(r.op) for r in shown)
+        tw = max(len(r.type) for r in shown)
+        out.append(f"{'operator':<{w}}  {'type':<{tw}}  agree  strategy (strategist | MindSpore where they differ)")
+        for r in shown:
+            mark = "yes" if r.agree else "NO"
+            strat = fmt(r.theirs) if r.agree else f"{fmt(r.ours)} | {fmt(r.theirs)}"
+            cfg = "  (configured)" if r.configured else ""
+            out.append(f"{r.op:<{w}}  {r.type:<{tw}}  {mark:<5}  {strat}{cfg}")
+        if len(shown) < len(rows):
+            out.append(f"... {len(rows) - len(shown)} more agreeing operators (--max-rows 0 shows all)")
+    if c.only_ours:
+        out += ["", "only in strategist's plan (MindSpore reports no strategy):"]
+        out += [f"  {n}  {t}  {fmt(s)}" for n, t, s in c.only_ours]
+    if c.only_theirs:
+        out += ["", "only in MindSpore's report (matched to no strategist operator):"]
+        out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}" for m in c.only_theirs]
+    pct = 100.0 * c.agreed / c.total if c.total else 100.0
+    out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
+                f"{len(c.only_theirs)} only MindSpore; dataset {'agrees' if c.dataset_agrees else 'differs'}"
+                f" -> {'ALL AGREE' if c.all_agree else 'DISAGREE'}"]
+    out += [f"note: {n}" for n in c.notes]
+    return "\n".join(out) + "\n"

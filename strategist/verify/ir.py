@@ -1,0 +1,165 @@
+"""Reading MindSpore's ``step_parallel_begin`` IR dump: every operator the parallel pass gave a strategy.
+
+A node line looks like::
+
+  %4(CNode_6) = PrimFunc_MatMul(%2, %3, Bool(0), Bool(0)) {instance name: matmul1} primitive_attrs:
+      {in_strategy: ((2, 1), (1, 4))} cnode_attrs: {op_info_created: Bool(1)} {in_strategy: ((2, 1), (1, 4))}
+        : (<Tensor[Float32], (256, 784)>, <Tensor[Float32], (784, 64)>, ...) -> (<Tensor[Float32], (256, 64)>)
+        # Scope: (Default/fc1-Dense)
+
+The trailing ``{in_strategy: ...}`` block is the strategy the parallel pass chose (printed only for
+operators with parallel info: Reshape and Cast have none); ``primitive_attrs`` carries the user's
+``shard()``; shapes are global (MindSpore has already multiplied the dataset slices back). Pure text
+functions, so the matching can be tested on recorded dumps without MindSpore.
+"""
+from __future__ import annotations
+
+import re
+
+_NODE = re.compile(r"^\s+%\d+\([^)]*\) = ([\w.]+)\(")
+_TENSOR = re.compile(r"<(?:Ref\[)?Tensor\[\w+\]\]?, \(([^)]*)\)")
+
+
+def closing(s: str, i: int) -> int:
+    """``s[i]`` opens a bracket; the index just after its match."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    stack = []
+    for j in range(i, len(s)):
+        c = s[j]
+        if c in pairs:
+            stack.append(pairs[c])
+        elif stack and c == stack[-1]:
+            stack.pop()
+            if not stack:
+                return j + 1
+    return len(s)
+
+
+def parse_tuple(text: str):
+    """``'((2, 1), (1, 4))'`` -> ``((2, 1), (1, 4))``; ``'((8, 1))'`` -> ``((8, 1),)`` (MindSpore prints no
+    trailing comma, so one row is still a tuple of rows); ``'()'`` -> ``()``.
+
+    >>> parse_tuple("((2, 1), (1, 4))")
+    ((2, 1), (1, 4))
+    >>> parse_tuple("((8, 1, 1, 1))")
+    ((8, 1, 1, 1),)
+    >>> parse_tuple("((8, 1), (), ())")
+    ((8, 1), (), ())
+    """
+    pos = 0
+
+    def value():
+        nonlocal pos
+        while pos < len(text) and text[pos] in " ,":
+            pos += 1
+        if pos < len(text) and text[pos] in "([":
+            close = ")" if text[pos] == "(" else "]"
+            pos += 1
+            items = []
+            while True:
+                while pos < len(text) and text[pos] in " ,":
+                    pos += 1
+                if pos >= len(text) or text[pos] == close:
+                    pos += 1
+                    return tuple(items)
+                items.append(value())
+        m = re.match(r"-?\d+|[A-Za-z_]\w*", text[pos:])
+        pos += m.end() if m else 1
+        if m is None:
+            return None
+        return int(m.group(0)) if m.group(0).lstrip("-").isdigit() else m.group(0)
+
+    return value()
+
+
+def field(block: str | None, name: str) -> str | None:
+    """The text of ``name: <value>`` inside an attribute block (a bracketed group or one token)."""
+    if not block:
+        return None
+    m = re.search(r"(?:^|[\s,{])" + re.escape(name) + r": ", block)
+    if not m:
+        return None
+    i = m.end()
+    if i < len(block) and block[i] in "([{":
+        return block[i:closing(block, i)]
+    j, depth = i, 0
+    while j < len(block) and not (block[j] == "," and depth == 0):
+        depth += block[j] in "([{"
+        depth -= block[j] in ")]}"
+        j += 1
+    return block[i:j].strip()
+
+
+def _block_after(line: str, key: str) -> str | None:
+    i = line.find(key)
+    if i < 0:
+        return None
+    b = line.find("{", i)
+    return line[b + 1:closing(line, b) - 1] if b >= 0 else None
+
+
+def _shapes(sig: str | None) -> tuple[list | None, list | None]:
+    """``': (<Tensor[F32], (256, 64)>, <Bool, NoShape>) -> (<Tensor[F32], (256, 128)>)'`` -> tensor shapes
+    of the inputs and outputs (scalars are not tensors; tuple outputs give each element)."""
+    if not sig:
+        return None, None
+    ins, sep, outs = sig.partition(") -> (")
+    if not sep:
+        return None, None
+
+    def tensors(txt):
+        found = [tuple(int(x) for x in re.findall(r"-?\d+", shp)) for shp in _TENSOR.findall(txt)]
+        if not found:
+            m = re.search(r"TupleShape\((.*)\)>", txt)
+            if m:
+                found = [tuple(int(x) for x in re.findall(r"-?\d+", shp)) for shp in re.findall(r"\(([^()]*)\)", m.group(1))]
+        return found
+    return tensors(ins), tensors(outs)
+
+
+def parse_ir(text: str) -> list[dict]:
+    """The operators with parallel info, in graph order, each a dict: ``type``, ``instance``, ``scope``,
+    ``in_strategy``, ``out_strategy``, ``in_layout``/``out_layout`` (MindSpore's text), ``configured``
+    (a user ``shard()`` on the primitive), ``input_shapes``, ``output_shapes``."""
+    nodes = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _NODE.match(line)
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        sig = scope = None
+        while j < len(lines) and not _NODE.match(lines[j]) and lines[j].startswith("      "):
+            t = lines[j].strip()
+            if t.startswith(": ") and sig is None:
+                sig = t[2:]
+            elif t.startswith(("# Scope: (", "# Fullname with scope: (")) and scope is None:
+                scope = t[t.index("(") + 1:-1]
+            j += 1
+        k = line.rfind(" {in_strategy: ")
+        if k < 0:
+            k = line.rfind(" {in_layout: ")
+        if k >= 0:
+            pinfo = line[k + 2:closing(line, k + 1) - 1]
+            op = m.group(1)
+            inst = re.search(r"\{instance name: ([^}]*)\}", line)
+            prim_attrs = _block_after(line[:k], "primitive_attrs: {")
+            ins, outs = _shapes(sig)
+            in_s, out_s = field(pinfo, "in_strategy"), field(pinfo, "out_strategy")
+            nodes.append({
+                "type": op[len("PrimFunc_"):] if op.startswith("PrimFunc_") else op,
+                "instance": inst.group(1) if inst else None,
+                "scope": scope,
+                "in_strategy": parse_tuple(in_s) if in_s else None,
+                "out_strategy": parse_tuple(out_s) if out_s else None,
+                "in_layout": field(pinfo, "in_layout"),
+                "out_layout": field(pinfo, "out_layout"),
+                "configured": bool(prim_attrs and re.search(r"(?:^|[\s,])(?:in_strategy|in_layout): ", prim_attrs)),
+                "input_shapes": ins,
+                "output_shapes": outs,
+            })
+        i = j
+    return nodes

@@ -1,0 +1,323 @@
+"""Parent side of ``strategist verify``: ask MindSpore 2.9.0 itself, in a child process.
+
+:func:`mindspore_plan` runs :mod:`strategist.verify.child` with the environment MindSpore's dry run
+needs (see :mod:`strategist.verify.stubs` for the CPU-only part), waits for it (with a timeout), and
+turns its answer into an :class:`MsPlan`. The IR dump goes to a temporary directory that is always
+removed; the child runs there, so nothing lands in the user's working tree. MindSpore rejecting the
+configuration, crashing (a signal) or timing out is a :class:`~strategist.errors.VerifyError`, one line.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..errors import VerifyError
+from ..mesh import Mesh
+
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass
+class MsOp:
+    """One operator as MindSpore's sharding propagation left it."""
+
+    name: str                        # MindSpore's fullname_with_scope: "Default/fc1-Dense/MatMul-op0"
+    type: str
+    path: str | None                 # cell attribute path + primitive instance name, like strategist's op names
+    in_strategy: tuple
+    out_strategy: tuple | None = None
+    configured: bool = False         # a user shard() (the model's or an anchor), not propagated
+    input_shapes: tuple | None = None    # global tensor shapes, as MindSpore's parallel pass sees them
+    output_shapes: tuple | None = None
+    in_layout: str | None = None     # MindSpore's text, for operators configured with a Layout
+    scope: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MsOp":
+        return cls(name=d["name"], type=d["type"], path=d.get("path"), in_strategy=_tuples(d.get("in_strategy")),
+                   out_strategy=_tuples(d.get("out_strategy")), configured=bool(d.get("configured")),
+                   input_shapes=_tuples(d.get("input_shapes")), output_shapes=_tuples(d.get("output_shapes")),
+                   in_layout=d.get("in_layout"), scope=d.get("scope"))
+
+
+@dataclass
+class MsPlan:
+    """MindSpore's answer for one model, mesh, anchors and dataset strategy."""
+
+    ops: list[MsOp]                  # in graph order; the dataset and output are below, not here
+    dataset_strategy: object         # what was asked: "data_parallel", "full_batch" or {input: split}
+    device_num: int
+    compile_seconds: float
+    process_seconds: float
+    dataset: tuple | None = None     # _VirtualDataset's strategy: one row per model input
+    output: tuple | None = None      # _VirtualOutput's strategy (None when the output is a scalar)
+    backend: str = "stub"            # "stub" (GPU plugin on CUDA stubs, CPU only), "gpu" or "ascend"
+    mindspore_version: str = ""
+    compile_inputs: list[str] = field(default_factory=list)   # per-device shapes the child compiled with
+    model: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MsPlan":
+        d = dict(d)
+        d["ops"] = [MsOp.from_dict(o) for o in d["ops"]]
+        d["dataset"] = _tuples(d.get("dataset"))
+        d["output"] = _tuples(d.get("output"))
+        return cls(**d)
+
+
+def _tuples(v):
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _anchor_requests(strategies: str, graph, mesh: Mesh) -> list[dict]:
+    """The anchors file resolved against strategist's graph: what the child must ``shard()``."""
+    from ..anchors import load_anchors
+    out = []
+    for name, a in load_anchors(strategies, graph, mesh).items():
+        op = graph.op(name)
+        req = {"op": name, "cell_path": op.cell_path, "instance": op.instance_name, "type": op.type,
+               "in_strategy": a.strategy, "out_strategy": a.out_strategy}
+        if a.layouts is not None:
+            lay = a.layouts[0]
+            req["mesh"] = {"shape": list(lay.device_matrix), "names": list(lay.alias_name)}
+            req["in_layout"] = [[list(d) for d in x.axes()] for x in a.layouts]
+            req["out_layout"] = [[list(d) for d in x.axes()] for x in a.out_layouts] if a.out_layouts else None
+        out.append(req)
+    return out
+
+
+def _dataset_request(dataset_strategy, mesh: Mesh):
+    if dataset_strategy in ("data_parallel", "full_batch"):
+        return dataset_strategy
+    if dataset_strategy == "dp":      # strategist's MindFormers convention: the batch split by the dp axis
+        return {"*dim0": mesh.get("dp", mesh.size)}
+    if isinstance(dataset_strategy, dict):
+        return {k: list(v) for k, v in dataset_strategy.items()}
+    raise VerifyError(f"unknown dataset strategy {dataset_strategy!r}: use data_parallel, full_batch, "
+                      f"or a split per input such as {{'x': (8, 1)}}")
+
+
+def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
+                   dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
+                   timeout=900, graph=None) -> MsPlan:
+    """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
+
+    ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
+    per-device slices the dataset strategy implies. ``strategies`` is an anchors file (strategist op
+    names and globs); resolving it needs strategist's graph (``graph``, else it is loaded here).
+
+    >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
+    >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
+    [('flatten', ((8, 1, 1, 1),))]
+    """
+    from . import stubs
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    given = model
+    _supported(model)
+    ref_path, sep, name = model.rpartition(":")
+    if sep and ref_path:
+        model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
+    anchors = []
+    if strategies:
+        if graph is None:
+            from ..loader import load_graph
+            graph = load_graph(model, inputs, kwargs)
+        anchors = _anchor_requests(strategies, graph, mesh)
+    ms_dir = stubs.mindspore_dir()
+    backend = stubs.detect_backend(ms_dir)
+    stub_paths = stubs.ensure_stubs(ms_dir) if backend == "stub" else None
+    _sweep_orphans()
+    work = tempfile.mkdtemp(prefix=f"strategist-verify-{os.getpid()}-")
+    try:
+        ir_dir = os.path.join(work, "ir")
+        request = {
+            "model": model, "inputs": list(inputs or []), "kwargs": list(kwargs or []),
+            "device_num": mesh.size, "dataset_strategy": _dataset_request(dataset_strategy, mesh),
+            "anchors": anchors, "backend": backend, "ir_dir": ir_dir,
+            "algo": {"fully_use_devices": bool(fully_use_devices),
+                     "elementwise_op_strategy_follow": bool(elementwise_op_strategy_follow)},
+        }
+        t0 = time.time()
+        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir), timeout)
+        wall = time.time() - t0
+        where = f"{os.path.basename(given)} on {mesh.size} devices"
+        if rc is None:
+            raise VerifyError(f"MindSpore did not finish its sharding propagation of {where} within {timeout} s "
+                              f"(raise the timeout, or verify fewer layers)")
+        if res is None:
+            raise VerifyError(_crash_message(rc, where, log_file))
+        if not res.get("ok"):
+            if res.get("error_kind") == "input":
+                raise VerifyError(_one_line(res.get("error", "")))
+            if res.get("error_kind") == "internal":
+                tb = (res.get("traceback") or "").strip().splitlines()
+                raise VerifyError(_one_line(f"verify's MindSpore child failed: {res.get('error')} "
+                                            f"({tb[-3].strip() if len(tb) >= 3 else 'no traceback'}; "
+                                            f"please report this)", 600))
+            raise VerifyError(_one_line(f"MindSpore rejected the configuration ({where}, dataset strategy "
+                                        f"{_ds_text(dataset_strategy)}): {res.get('error', 'no message')}", 600))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ops, dataset, output = [], None, None
+    for d in res["ops"]:
+        if d["type"] == "_VirtualDataset":
+            dataset = _tuples(d["in_strategy"])
+        elif d["type"] == "_VirtualOutput":
+            output = _tuples(d["in_strategy"])
+        else:
+            ops.append(MsOp.from_dict(d))
+    return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,
+                  backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given)
+
+
+def _supported(model: str) -> None:
+    try:
+        from ..mindformers import is_mindformers_ref
+    except ImportError:
+        return
+    if is_mindformers_ref(model):
+        raise VerifyError(f"verify does not build MindFormers configs yet ({model}): verify a path.py:NAME model "
+                          f"(a Cell class or factory)")
+
+
+def _sweep_orphans() -> None:
+    """Remove the temporary directories of verify runs whose process was killed before it could."""
+    import glob
+    for d in glob.glob(os.path.join(tempfile.gettempdir(), "strategist-verify-*-*")):
+        pid = os.path.basename(d).split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _child_env(backend: str, stub_paths, device_num: int, ir_dir: str) -> dict:
+    """The child's environment: MindSpore's dry run on ``device_num`` devices, the IR dump into ``ir_dir``."""
+    env = dict(os.environ)
+    if stub_paths is not None:
+        lib_dir, cuda_home = stub_paths
+        env["LD_LIBRARY_PATH"] = lib_dir + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        env["CUDA_HOME"] = cuda_home
+    env.update({
+        "MS_SIMULATION_LEVEL": "0",            # dry run: front end only, dummy collectives
+        "RANK_SIZE": str(device_num), "RANK_ID": "0",
+        "MS_DEV_SAVE_GRAPHS": "1", "MS_DEV_DUMP_IR_PASSES": "step_parallel_begin",
+        "MS_DEV_SAVE_GRAPHS_PATH": ir_dir, "MS_OM_PATH": ir_dir,
+        "GLOG_v": env.get("GLOG_v", "3"),
+        "STRATEGIST_VERIFY_PARENT": str(os.getpid()),
+        "PYTHONPATH": _PKG_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+    })
+    if backend != "ascend":                    # the collective manager's host path (no MPI is used)
+        env.update({"OMPI_COMMAND": "strategist-verify", "PMIX_RANK": "0"})
+    for k in ("MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM"):
+        env.pop(k, None)
+    return env
+
+
+def _run_child(work: str, request: dict, env: dict, timeout: float) -> tuple[int | None, dict | None, str]:
+    """(return code or None on timeout, the child's result or None, its log file); the child runs in ``work``."""
+    req_file, res_file, log_file = (os.path.join(work, f) for f in ("request.json", "result.json", "child.log"))
+    with open(req_file, "w") as f:
+        json.dump(request, f)
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "strategist.verify.child", req_file, res_file],
+                                cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except BaseException as err:           # timeout, Ctrl-C: never leave MindSpore running
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if isinstance(err, subprocess.TimeoutExpired):
+                return None, None, log_file
+            raise
+    if not os.path.exists(res_file):
+        return rc, None, log_file
+    with open(res_file) as f:
+        return rc, json.load(f), log_file
+
+
+def _ds_text(ds) -> str:
+    return ds if isinstance(ds, str) else json.dumps({k: list(v) for k, v in ds.items()})
+
+
+def _crash_message(rc: int, where: str, log_file: str) -> str:
+    try:
+        with open(log_file, errors="replace") as f:
+            lines = [ln.strip() for ln in f if ln.strip()]
+    except OSError:
+        lines = []
+    hint = next((ln for ln in reversed(lines) if "ERROR" in ln or "Error" in ln or "Exception" in ln), "")
+    if rc < 0:
+        try:
+            what = signal.Signals(-rc).name
+        except ValueError:
+            what = f"signal {-rc}"
+        msg = (f"MindSpore crashed ({what}) during its sharding propagation of {where}: a bug in MindSpore's C++ "
+               f"on this configuration, typically an operator's shape inference on a split it cannot take")
+    else:
+        msg = f"MindSpore's child process exited with code {rc} without an answer"
+    return _one_line(msg + (f"; last message: {hint}" if hint else ""), 600)
+
+
+def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None, dataset_strategy="data_parallel",
+                 graph=None, plan=None, timeout=900, **settings):
+    """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
+
+    ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
+    strategist's ``propagate`` where it accepts them.
+    """
+    from ..anchors import load_anchors
+    from ..loader import load_graph
+    from ..propagate import propagate
+    from ..errors import StrategistError
+    from .compare import Comparison, compare
+    _supported(model)
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    graph = graph if graph is not None else (plan.graph if plan is not None else load_graph(model, inputs, kwargs))
+    known = {"fully_use_devices", "elementwise_op_strategy_follow"}
+    unknown = set(settings) - known
+    if unknown:
+        raise VerifyError(f"unknown verify setting(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    t0 = time.time()
+    failed = None
+    if plan is None:
+        anchors = load_anchors(strategies, graph, mesh) if strategies else {}   # a bad file is the user's error
+        accepted = inspect.signature(propagate).parameters
+        extra = {k: v for k, v in settings.items() if k in accepted}
+        try:
+            plan = propagate(graph, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
+        except StrategistError as err:      # MindSpore may accept what strategist refuses: still ask it
+            failed = str(err)
+    ours_seconds = time.time() - t0
+    ms = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
+                        dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, **settings)
+    if failed is not None:
+        result = Comparison([], [], list(ms.ops), None, ms.dataset, ms, model=ms.model,
+                            mesh=",".join(f"{n}={s}" for n, s in mesh.axes), dataset_strategy=dataset_strategy,
+                            notes=[f"strategist's propagate failed where MindSpore did not: {failed}"])
+    else:
+        result = compare(plan, ms)
+    result.strategist_seconds = round(ours_seconds, 3)
+    return result

@@ -1,0 +1,264 @@
+"""MindFormers 1.9.0 training models from their YAML configs (strategist.mindformers).
+
+Tiny configs (2 layers, hidden 256) of every training family MindFormers ships. Expected strategies
+are hand-read from MindFormers' sources (tensor_parallel/layers.py, flash_attention.py): at dp=2, tp=2
+a column-parallel Linear is ``((dp, 1), (tp, 1))`` on its inlined MatMul (rows = S*B), a row-parallel
+one ``((dp, tp), (1, tp))``, FlashAttention splits q ``[B, N, S, D]`` by (dp, tp, cp, 1), the
+vocab-parallel embedding splits ids by dp and the table's rows by tp.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from strategist.errors import InputSpecError, ModelLoadError
+from strategist.mesh import Mesh
+from strategist.mindformers import is_mindformers_ref, mesh_sizes, resolve_config, split_model_options
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+DENSE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4, head_dim=64,
+             vocab_size=1024)
+MOE = dict(num_experts_per_tok=2, moe_intermediate_size=128)
+MLA = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, vocab_size=1024, kv_lora_rank=64,
+           q_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=32, v_head_dim=32, first_k_dense_replace=1)
+# family -> (config, overrides, seq, op-count range); MLA configs use mask compression, which needs seq > 2048
+FAMILIES = {
+    "qwen3": ("qwen3/pretrain_qwen3_32b_4k.yaml", DENSE, 128, (150, 220)),
+    "qwen3_moe": ("qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", {**DENSE, **MOE, "num_experts": 4}, 128, (240, 330)),
+    "telechat3": ("telechat3/pretrain_telechat3_36b.yaml", DENSE, 128, (140, 210)),
+    "deepseek3": ("deepseek3/pretrain_deepseek3_671b.yaml",
+                  {**MLA, **MOE, "n_routed_experts": 4, "n_group": 2, "topk_group": 1}, 4096, (450, 620)),
+    "telechat3_moe": ("telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml",
+                      {**MLA, **MOE, "n_routed_experts": 4, "moe_shared_expert_intermediate_size": 128}, 4096,
+                      (450, 620)),
+}
+BATCH = 8
+
+
+# ------------------------------------------------------------------------------------------
+# no MindFormers import needed
+
+
+def test_refs_and_options():
+    assert is_mindformers_ref("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml")
+    assert is_mindformers_ref("my/config.yaml") and not is_mindformers_ref("examples/llama.py:tiny")
+    path = resolve_config("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml")
+    assert path.endswith(os.path.join("configs", "qwen3", "pretrain_qwen3_32b_4k.yaml")) and os.path.isfile(path)
+    with pytest.raises(ModelLoadError, match="pretrain_qwen3_32b_4k.yaml"):   # lists what exists
+        resolve_config("mindformers:qwen3/nope.yaml")
+    with pytest.raises(ModelLoadError, match="not found"):
+        resolve_config("/nonexistent/x.yaml")
+    opts = split_model_options(["layers=2", "seq=128", "hidden_size=256", "parallel_config.use_seq_parallel=True",
+                                "model.model_config.hidden_act=swiglu"])
+    assert opts == {"layers": 2, "seq": 128, "batch": None,
+                    "overrides": {"hidden_size": 256, "parallel_config.use_seq_parallel": True,
+                                  "model.model_config.hidden_act": "swiglu"}}
+    with pytest.raises(InputSpecError):
+        split_model_options(["layers=0"])
+    with pytest.raises(InputSpecError):
+        split_model_options(["=3"])
+
+
+def test_mesh_sizes():
+    assert mesh_sizes(Mesh.parse("dp=2,tp=4")) == {"dp": 2, "tp": 4, "cp": 1, "ep": 1}
+    # ep splits the data-parallel devices: MindFormers' data_parallel is dp*ep of the mesh
+    assert mesh_sizes(Mesh.parse("dp=2,ep=2,tp=2")) == {"dp": 4, "tp": 2, "cp": 1, "ep": 2}
+    with pytest.raises(InputSpecError, match="pp"):
+        mesh_sizes(Mesh.parse("dp=2,pp=2"))
+
+
+def test_cli_rejects_input_for_configs(capsys):
+    from strategist.cli import main
+    rc = main(["inspect", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--input", "x:int32[2,4]"])
+    assert rc == 2 and "--input does not apply" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+
+
+def _splits(anchor):
+    """Per-input split counts of an anchor, whether a tuple strategy or Layouts."""
+    if anchor.layouts is None:
+        return tuple(tuple(r) for r in anchor.strategy)
+    out = []
+    for lay in anchor.layouts:
+        n = len(lay.device_matrix)
+        out.append(tuple(math.prod(lay.device_matrix[n - 1 - k] for k in dim) for dim in lay.tensor_map))
+    return tuple(out)
+
+
+def _state():
+    """Every global a build touches: auto-parallel context, MindSpore mode, MindFormers' context,
+    parallel_state, LayoutManager caches, comm helpers and logger, env vars, cwd and its listing."""
+    import mindspore as ms
+    from strategist.mindformers import auto_parallel_snapshot
+    cwd = os.getcwd()
+    snap = {"ap": auto_parallel_snapshot(), "mode": ms.get_context("mode"), "env": dict(os.environ), "cwd": cwd,
+            "listing": sorted(os.listdir(cwd))}
+    if "mindformers.tools.logger" in sys.modules:
+        from mindformers.core.context.build_context import Context, MFContextOperator, is_legacy_model
+        import mindformers.parallel_core.inference.parallel_state as ps
+        import mindformers.parallel_core.training_graph.tensor_parallel.layers as tpl
+        import mindformers.parallel_core.training_graph.tensor_parallel.utils as tpu
+        from mindformers.parallel_core.training_graph.device_matrix import layout, layout_moe
+        from mindformers.parallel_core.training_graph.transformer.flash_attention import FlashAttention
+        snap.update({
+            "mf": (MFContextOperator._instance, Context._instance, is_legacy_model()),
+            "ps": {k: v for k, v in vars(ps).items() if k.startswith("_") and k[1:2].isupper()},
+            "layout": (dict(layout.__dict__), dict(layout_moe.__dict__)),
+            "logger": sys.modules["mindformers.tools.logger"].get_logger,
+            "comm": (tpl.get_rank, tpu.create_group, ps.get_rank, ps._is_initialized),
+            "groups": dict(tpu._TP_GROUP_NAME),
+            "fa": "sharding_propagation" in FlashAttention.__dict__,
+        })
+    return snap
+
+
+_GRAPHS: dict = {}
+
+
+def _load(family):
+    from strategist.mindformers import load_mindformers
+    if family not in _GRAPHS:
+        cfg, ov, seq, _ = FAMILIES[family]
+        _GRAPHS[family] = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov)
+    return _GRAPHS[family]
+
+
+def _experts(family, mesh, mode):
+    from strategist.mindformers import expert_strategies
+    cfg, ov, seq, _ = FAMILIES[family]
+    g, _ = _load(family)
+    return expert_strategies("mindformers:" + cfg, mesh, mode, graph=g, layers=2, seq=seq, batch=BATCH, overrides=ov)
+
+
+def _by_type(graph, experts, op_type):
+    return {n: a for n, a in experts.items() if graph.op(n).type == op_type}
+
+
+# ------------------------------------------------------------------------------------------
+# the one MindFormers test that runs by default
+
+
+def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch, capfd):
+    from strategist.mindformers import _import_mindformers
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOG_MF_PATH", raising=False)
+    _import_mindformers()
+    capfd.readouterr()
+    before = _state()
+    g, info = _load("qwen3")
+    ex = _experts("qwen3", "dp=2,tp=2", "propagation")
+    after = _state()
+    out = capfd.readouterr().out
+    assert out == ""                                   # MindFormers' logs never reach stdout
+    assert os.listdir(tmp_path) == []                  # no ./output/, nothing in the cwd
+    assert before == after
+    lo, hi = FAMILIES["qwen3"][3]
+    assert lo <= len(g) <= hi, len(g)
+    assert info.train_class == "TrainingQwen3ForCausalLM" and info.layers == 2 and info.seq == 128
+    assert {k: str(v) for k, v in info.inputs.items()} == {"input_ids": "int32[8,128]", "labels": "int32[8,128]"}
+    assert g.count_by_type()["MatMul"] == 9 and g.count_by_type()["FlashAttentionScore"] == 2
+    assert not any(op.configured for op in g)          # the tp=1 build's all-ones strategies are stripped
+    assert info.stripped > 0
+    # sharding_propagation(): the linears' MatMuls only; FlashAttention's missing method is reported
+    mm = _by_type(g, ex, "MatMul")
+    assert sorted(set(_splits(a) for a in mm.values())) == [((2, 1), (2, 1)), ((2, 2), (1, 2))]
+    assert sum(_splits(a) == ((2, 1), (2, 1)) for a in mm.values()) == 5   # qkv, fc1 x2 layers + lm head
+    assert not _by_type(g, ex, "FlashAttentionScore") and not _by_type(g, ex, "Embedding")
+    assert any("FlashAttention" in n and "does not define it" in n for n in ex.notes)
+
+
+# ------------------------------------------------------------------------------------------
+# every family (slow)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_graph_and_semi_auto_experts(family, tmp_path, monkeypatch):
+    from strategist.mindformers import _import_mindformers
+    from strategist.propagate import propagate
+    monkeypatch.chdir(tmp_path)
+    _import_mindformers()
+    before = _state()
+    g, info = _load(family)
+    ex = _experts(family, "dp=2,tp=2", "semi_auto")
+    assert _state() == before and os.listdir(tmp_path) == []
+    lo, hi = FAMILIES[family][3]
+    assert lo <= len(g) <= hi, len(g)
+    assert not any(op.configured for op in g)
+    # every MatMul of the graph (attention, MLP, MLA projections, head) has MindFormers' strategy
+    mm = _by_type(g, ex, "MatMul")
+    assert len(mm) == g.count_by_type()["MatMul"]
+    col, row = ((2, 1), (2, 1)), ((2, 2), (1, 2))
+    kinds = {_splits(a) for a in mm.values()}
+    assert col in kinds and row in kinds
+    # FlashAttention: q [B, N, S, D] by (dp, tp, cp, 1); k, v by (dp, tp, 1, 1)
+    fa = _by_type(g, ex, "FlashAttentionScore")
+    assert len(fa) == g.count_by_type()["FlashAttentionScore"]
+    assert all(_splits(a)[:3] == ((2, 2, 1, 1), (2, 2, 1, 1), (2, 2, 1, 1)) for a in fa.values())
+    # vocab-parallel embedding: the table's rows by tp. The Morph also splits the ids by dp (x cp), which
+    # MindSpore's Embedding operator refuses: dropped on the inlined operator, with a note
+    emb = _by_type(g, ex, "Embedding")
+    assert emb and all(_splits(a) == ((1,), (2, 1)) for a in emb.values())
+    assert any("ids' split dropped" in n for n in ex.notes)
+    # the anchors are usable as they are
+    plan = propagate(g, Mesh.parse("dp=2,tp=2"), dict(ex), use_model_strategies=False)
+    assert plan.totals()["total_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["deepseek3", "qwen3_moe"])
+def test_moe_propagation_mode_reports_mindformers_bugs(family):
+    ex = _experts(family, "dp=2,tp=2", "propagation")
+    g, _ = _load(family)
+    notes = "\n".join(ex.notes)
+    assert "MoELayer" in notes and "FlashAttention" in notes
+    mm = _by_type(g, ex, "MatMul")
+    assert len(mm) == g.count_by_type()["MatMul"]       # the linears' sharding_propagation() anchors
+    assert not _by_type(g, ex, "FlashAttentionScore")   # FlashAttention configures nothing
+    # MoE router: MindFormers reshapes tokens to [dp*tp, -1, H]; the tp=1 graph has [1, -1, H] and the
+    # dp*tp split folds exactly into the token dimension
+    sm = [n for n in ex if "router" in n and g.op(n).type in ("Softmax", "Sigmoid")]
+    assert sm and all(_splits(ex[n])[0][:2] == (1, 4) for n in sm)
+
+
+@pytest.mark.slow
+def test_mesh_with_ep_and_sequence_parallel():
+    # telechat3 enables use_seq_parallel: the row-parallel MatMul's output is reduce-scattered over
+    # (cp, tp, dp) rows -- an out_layout the tp=1 MatMul carries
+    ex = _experts("telechat3", "dp=2,tp=2", "semi_auto")
+    g, _ = _load("telechat3")
+    outs = [a for n, a in _by_type(g, ex, "MatMul").items() if a.out_layouts]
+    assert outs
+    lay = outs[0].out_layouts[0]
+    assert [tuple(lay.alias_name[len(lay.device_matrix) - 1 - k] for k in d) for d in lay.tensor_map][0] \
+        in (("cp", "tp", "dp"),)
+    # ep: MindFormers' data_parallel is dp*ep; the MoE layout's device matrix is (dp*tp/ep, ep)
+    ex = _experts("qwen3_moe", "dp=2,ep=2,tp=2", "semi_auto")
+    assert ex and all(math.prod(a.layouts[0].device_matrix) == 8 for a in ex.values() if a.layouts)
+
+
+@pytest.mark.slow
+def test_cli_inspect_mindformers_config(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "LOG_MF_PATH"}
+    env["PYTHONPATH"] = ROOT
+    cmd = [PY, "-m", "strategist", "inspect", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--layers", "2",
+           "--seq", "128", "--batch", "8"] + [a for k, v in DENSE.items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("model: mindformers:qwen3/pretrain_qwen3_32b_4k.yaml")
+    assert "inputs: input_ids:int32[8,128], labels:int32[8,128]" in r.stdout
+    assert " - INFO - " not in r.stdout and " - WARNING - " not in r.stdout   # MindFormers' log format
+    assert os.listdir(tmp_path) == []
+    bad = subprocess.run([PY, "-m", "strategist", "inspect", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml",
+                          "--layers", "2", "--set", "num_experts=4", "--set", "n_routed_experts=4"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and bad.stderr.startswith("strategist: error:") and "Traceback" not in bad.stderr
