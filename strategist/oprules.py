@@ -12,7 +12,7 @@ The list of primitives MindSpore registers an OperatorInfo for is ``rules/mindsp
 Rules here are only added for primitives ``ops.py`` has no rule for (:data:`NEW`), except the ones in
 :data:`OVERRIDES`, where ``ops.py``'s rule disagreed with MindSpore (each with the reason).
 Primitives whose OperatorInfo cannot be written exactly as a FactorRule (a strategy row naming a
-dimension its tensor does not have: OneHot's depth, Tile's multiples) keep a conservative rule and are
+dimension its tensor does not have: Tile's multiples) keep a conservative rule and are
 listed in :data:`INEXACT`; OperatorInfo primitives deliberately without a rule are in :data:`LEFT_OUT`.
 An operator without any rule is what MindSpore calls BatchParallel/StandAlone (:func:`batch_parallel_rule`,
 ``/work/notes/coverage.md``).
@@ -357,15 +357,16 @@ def tril_rule(op: Op) -> FactorRule:
 
 def onehot_rule(op: Op) -> FactorRule:
     """OneHot(indices, depth, on, off) / OneHotExt(tensor, num_classes, on, off): MindSpore reads
-    the first strategy row against the OUTPUT (indices' dims + depth) and on/off (0-d tensors) take
-    ``()``; depth is a Python int, not a strategy input. Splitting depth is legal in MindSpore
-    (checked: ``((2, 4), (), ())``) but is not a dim of the indices, so here the depth stays unsplit
-    and the row has the indices' rank (INEXACT; see :func:`mindspore_rows`)."""
+    the first strategy row against the OUTPUT (indices' dims + depth), and depth may be split
+    (checked: ``((2, 4), (), ())``); on/off (0-d tensors) take ``()``; depth is a Python int, not a
+    strategy input. The row is the rule's ``rows`` (:attr:`FactorRule.strategy_rows`)."""
     i = _shape(op, 0)
     fi = _letters(len(i), "i")
     slots = [0] + [s for s in _tslots(op)[1:]]
-    outs = [fi + [None] * (len(o) - len(fi)) if len(o) > len(fi) else [None] * len(o) for o in _out_shapes(op)]
-    return _rule(op, fi, [fi] + [[None] * len(_shape(op, s)) for s in slots[1:]], outs, slots)
+    outs = [fi + ["c"] if len(o) == len(fi) + 1 else [None] * len(o) for o in _out_shapes(op)]
+    r = _rule(op, fi + ["c"], [fi] + [[None] * len(_shape(op, s)) for s in slots[1:]], outs, slots)
+    return FactorRule(**{**r.__dict__, "rows": (tuple(fi + ["c"]),) + r.inputs[1:],
+                         "row_shapes": (r.output_shapes[0],) + r.input_shapes[1:]})
 
 
 # --------------------------------------------------------------------------------------
@@ -908,9 +909,6 @@ _ops_module.RULES.update(RULES)
 INEXACT = {
     "Tile": "a dim with multiple > 1 may be split by a divisor of the multiple (output split, input whole): "
             "not a factor of the input, kept unsplit",
-    "OneHot": "MindSpore's first strategy row is output-shaped (indices dims + depth) and depth may be split: "
-              "here the row has the indices' rank and depth stays unsplit",
-    "OneHotExt": "as OneHot",
     "Dense": "BatchParallel in MindSpore (no DenseInfo): exact only where the engine honours "
              "FactorRule.batch_parallel (one candidate: input 0's dim 0 over all devices)",
     "BatchNorm": "statistics over split N/H/W are combined by MindSpore's own AllReduce; not costed here",
@@ -936,17 +934,3 @@ LEFT_OUT = {
 }
 
 
-def mindspore_rows(op: Op, strategy) -> tuple:
-    """A strategy tuple as MindSpore writes it -> the rows of this module's rule (OneHot's output-
-    shaped first row loses its depth entry, which must be 1 here)."""
-    strategy = tuple(tuple(s) for s in strategy)
-    if op.type in ("OneHot", "OneHotExt") and strategy:
-        row0 = strategy[0]
-        n = len(_shape(op, 0))
-        if len(row0) == n + 1:
-            if math.prod(row0[n:]) != 1:
-                from .errors import StrategyError
-                raise StrategyError(f"{op.name} ({op.type}): splitting the depth ({row0[n]}) is legal in MindSpore "
-                                    f"but not modelled by strategist")
-            strategy = (row0[:n],) + strategy[1:]
-    return strategy

@@ -59,6 +59,21 @@ class FactorRule:
     reduce: str = "sum"        # how reduction factors combine (sum, max, min)
     known: bool = True
     batch_parallel: bool = False   # MindSpore's BatchParallelInfo: one candidate, dim 0 over all devices
+    #: MindSpore's strategy rows where they are not the input tensors' dims (OneHot's first row covers
+    #: the output [indices..., depth]): per row its factors, and the shape the row is checked against
+    rows: tuple = ()
+    row_shapes: tuple = ()
+    #: the order MindSpore's GenerateStrategies loops over the factors (outermost first), where it
+    #: is not the device-matrix order (FlashAttentionScore: heads, then sequence, then batch)
+    enum: tuple = ()
+
+    @property
+    def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
+        return self.rows or self.inputs
+
+    @property
+    def strategy_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return self.row_shapes or self.input_shapes
 
     @property
     def reductions(self) -> tuple[str, ...]:
@@ -262,15 +277,22 @@ def gather_rule(op: Op) -> FactorRule:
     fp = _letters(len(p), "p")
     fi = _letters(len(i), "i")
     out = fp[:axis] + fi + fp[axis + 1:]
-    return _rule(op, fp + fi, [fp, fi], [out], [0, 1])
+    # GatherInfo's device matrix is [indices strategy..., param strategy...] (gather_info.cc NormalImpl);
+    # its candidates loop over the param dims first
+    r = _rule(op, fi + fp, [fp, fi], [out], [0, 1])
+    return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi)})
 
 
 def onehot_rule(op: Op) -> FactorRule:
-    """OneHot(indices, depth, on, off): out = indices.shape + [depth] (axis -1)."""
+    """OneHot(indices, depth, on, off): out = indices.shape + [depth] (axis -1). MindSpore reads the
+    first strategy row against the OUTPUT (``((8, 1), (), ())`` for 1-D indices on 8 devices) and may
+    split the depth ``c``; on/off are rank-0 tensor inputs; depth is a Python int, not an input."""
     i = _shape(op, 0)
     fi = _letters(len(i), "i")
-    slots = [0] + [s for s in (2, 3) if s < len(op.inputs)]
-    return _rule(op, fi + ["c"], [fi] + [[] for _ in slots[1:]], [fi + ["c"]], slots)
+    slots = [0] + [s for s in _tensor_slots(op)[1:]]
+    r = _rule(op, fi + ["c"], [fi] + [[] for _ in slots[1:]], [fi + ["c"]], slots)
+    return FactorRule(**{**r.__dict__, "rows": (tuple(fi + ["c"]),) + r.inputs[1:],
+                         "row_shapes": (r.output_shapes[0],) + r.input_shapes[1:]})
 
 
 def norm_rule(op: Op, norm_from: int | None = None) -> FactorRule:
@@ -374,8 +396,10 @@ def flash_attention_rule(op: Op) -> FactorRule:
             outs.append([None] * len(o))
     factors = ["b", "t", "n", "s", "s2", "t2", "dq", "dk"]
     factors = [f for f in factors if any(f in t for t in ins + outs)]
-    return _rule(op, factors, ins, outs, slots, unsplittable=["s2", "t2", "dq", "dk"],
-                 sizes=[("n", math.gcd(heads, kv_heads))])
+    r = _rule(op, factors, ins, outs, slots, unsplittable=["s2", "t2", "dq", "dk"],
+              sizes=[("n", math.gcd(heads, kv_heads))])
+    # MindSpore 2.9 loops over heads (outermost), then the query sequence, then the batch
+    return FactorRule(**{**r.__dict__, "enum": tuple(f for f in ("n", "s", "t", "b") if f in factors)})
 
 
 def reshape_placeholder(op: Op) -> FactorRule:
@@ -471,11 +495,11 @@ def _where(op: Op, i: int, d: int | None = None) -> str:
 def splits_of(op: Op, rule: FactorRule, strategy) -> dict[str, int]:
     """Factor -> split for a strategy tuple; raises StrategyError naming the op and dimension."""
     strategy = tuple(tuple(s) for s in strategy)
-    if len(strategy) != len(rule.inputs):
+    if len(strategy) != len(rule.strategy_rows):
         raise StrategyError(f"{op.name} ({op.type}) strategy {strategy} has {len(strategy)} inputs, "
-                            f"the operator takes {len(rule.inputs)} (shapes {list(rule.input_shapes)})")
+                            f"the operator takes {len(rule.strategy_rows)} (shapes {list(rule.strategy_shapes)})")
     splits: dict[str, int] = {}
-    for i, (s, t, shape) in enumerate(zip(strategy, rule.inputs, rule.input_shapes)):
+    for i, (s, t, shape) in enumerate(zip(strategy, rule.strategy_rows, rule.strategy_shapes)):
         if len(s) != len(shape):
             raise StrategyError(f"{_where(op, i)}: strategy {s} has rank {len(s)}, tensor shape {shape}")
         for d, (x, f, n) in enumerate(zip(s, t, shape)):
@@ -622,7 +646,8 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
         first_out = rule.output_shapes[0] if rule.output_shapes else ()
         stand_alone = not first_in or not first_out or first_in[0] % device_num or first_out[0] % device_num
         return [tuple(tuple(1 if stand_alone or not f else device_num for f in t) for t in rule.inputs)]
-    free = [f for f in rule.factors if f not in rule.unsplittable and any(f in t for t in rule.inputs)]
+    free = [f for f in (rule.enum or rule.factors)
+            if f not in rule.unsplittable and any(f in t for t in rule.strategy_rows)]
     odd, pow2 = device_num, 1
     while odd % 2 == 0:
         odd //= 2
@@ -654,7 +679,7 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
         out = [{}]
     strategies = []
     for c in out:
-        strategies.append(tuple(tuple(c.get(f, 1) if f else 1 for f in t) for t in rule.inputs))
+        strategies.append(tuple(tuple(c.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows))
     seen, uniq = set(), []
     for s in strategies:
         if s not in seen:
@@ -721,35 +746,58 @@ def reshape_layout(src: Layout, out_shape: tuple[int, ...]) -> Layout | None:
     Dimensions are grouped where the two shapes reach equal products. Inside a group a device's
     data is one contiguous run only if the splits sit on a prefix: dims before the last split dim
     fully split, dims after it unsplit. The group's device axes (outer -> inner) are then dealt
-    to the output dims of the group, outer first, under the same rule.
+    to the output dims of the group, outer first, under the same rule; an axis larger than what is
+    left of an output dim is itself split in two (the device matrix is refined), as MindSpore's
+    layout transfer does: a 16-way split of 32 reshaped to [4, 8] becomes (4, 4).
 
     >>> x = Layout((4, 128, 256), (2, 4), ((0,), (1,), ()))
     >>> str(reshape_layout(x, (512, 256)))       # [B,S,H] -> [B*S,H] with B and S split: not contiguous
     'None'
     >>> str(reshape_layout(Layout((4, 128, 256), (2, 4), ((0,), (), (1,))), (512, 256)))
     '[512, 256]@[2, 4][d0,d1]'
+    >>> str(reshape_layout(Layout((32, 12), (16,), ((0,), ())), (4, 8, 12)))
+    '[4, 8, 12]@[4, 4][d0,d1,-]'
     """
     if src.partial:
         return None
     groups = _reshape_groups(src.shape, tuple(out_shape))
     if groups is None:
         return None
-    dm = src.dev_matrix
-    out_dims: list[tuple[int, ...]] = [() for _ in out_shape]
+    # device axes as tokens, so that splitting one in two keeps the others' identity
+    order: list = list(range(len(src.dev_matrix)))
+    size = {a: n for a, n in enumerate(src.dev_matrix)}
+    fresh = len(order)
+    out_dims: list[list] = [[] for _ in out_shape]
     for ins, outs in groups:
         if not _prefix_split([src.split(d) for d in ins], [src.shape[d] for d in ins]):
             return None
         rest = [a for d in ins for a in src.dims[d]]
         for d in outs:
-            size, taken = out_shape[d], []
-            while rest and size % (math.prod(dm[a] for a in taken) * dm[rest[0]]) == 0:
-                taken.append(rest.pop(0))
-            out_dims[d] = tuple(taken)
-            if rest and math.prod(dm[a] for a in taken) != size:
+            dim, taken = out_shape[d], []
+            while rest:
+                used = math.prod(size[a] for a in taken)
+                cap = dim // used
+                a = rest[0]
+                if dim % (used * size[a]) == 0:
+                    taken.append(rest.pop(0))
+                elif cap > 1 and size[a] % cap == 0:
+                    outer, inner = fresh, fresh + 1     # split axis a into (cap, size / cap)
+                    fresh += 2
+                    i = order.index(a)
+                    order[i:i + 1] = [outer, inner]
+                    size[outer], size[inner] = cap, size[a] // cap
+                    taken.append(outer)
+                    rest[0] = inner
+                    break
+                else:
+                    break
+            out_dims[d] = taken
+            if rest and math.prod(size[a] for a in taken) != dim:
                 return None
         if rest:
             return None
-    return Layout(tuple(out_shape), dm, tuple(out_dims))
+    dm = tuple(size[a] for a in order)
+    return Layout(tuple(out_shape), dm, tuple(tuple(order.index(a) for a in t) for t in out_dims))
 
 
 def _prefix_split(splits: list[int], sizes: list[int]) -> bool:

@@ -270,6 +270,7 @@ class _Engine:
         self.chosen: dict[str, OpChoice] = {}
         self.visited: set[str] = set()
         self.waiting: dict[str, int] = {}                 # multi-input ops waiting for their inputs
+        self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
@@ -444,7 +445,9 @@ class _Engine:
                 out.append(_cached_shard(op, strat, self.n, self.key(name)))
             except StrategyError:
                 continue
-        if fixed is not None and not rule.batch_parallel:
+        if fixed is not None and not rule.batch_parallel and fixed in self.layout_sources:
+            # MindSpore's AddSwcUnder{Prev,Next}OpDevMatrix: only a Layout-configured neighbour has a
+            # device matrix to follow (with tuple strategies it logs "prev_op_dev_matrix is empty")
             f = _follow(rule, fixed, k, side, self.n)
             if f is not None and not any(o.inputs == f.inputs and o.outputs == f.outputs for o in out):
                 out.append(f)
@@ -453,13 +456,13 @@ class _Engine:
     def choose_forward(self, name: str, slot: int, src: Layout, spec):
         """Memoised on (operator signature, slot, fixed layout, device count): repeated layers and
         repeated searches (the advisor's minimality checks) choose by lookup."""
-        mk = ("f", self.key(name), slot, src, self.n, self.fully_use_devices)
+        mk = ("f", self.key(name), slot, src, self.n, self.fully_use_devices, src in self.layout_sources)
         if mk not in _CHOICES:
             _CHOICES[mk] = self._choose_forward(name, slot, src, spec)
         return _CHOICES[mk]
 
     def choose_backward(self, name: str, j: int, dst: Layout, spec):
-        mk = ("b", self.key(name), j, dst, self.n, self.fully_use_devices)
+        mk = ("b", self.key(name), j, dst, self.n, self.fully_use_devices, dst in self.layout_sources)
         if mk not in _CHOICES:
             _CHOICES[mk] = self._choose_backward(name, j, dst, spec)
         return _CHOICES[mk]
@@ -544,6 +547,8 @@ class _Engine:
                 s = shard(op, anchor.strategy, self.n, anchor.out_strategy, rule)
             _CHOICES[mk] = s
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
+        if anchor.layouts is not None:
+            self.layout_sources.update(s.inputs + s.outputs)
 
     def bfs(self, root: str, later_seeds: list[str]) -> None:
         """``CostGraph::BFS``: a FIFO queue from ``root``; at each operator its successors, then its
@@ -820,8 +825,8 @@ def _follow(rule: FactorRule, fixed: Layout, k: int, side: str, n: int) -> Shard
     sizes = dict(rule.sizes)
     if any(f in sizes and sizes[f] % x for f, x in splits.items()):
         return None
-    strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.inputs)
-    for shape, st in zip(rule.input_shapes, strategy):
+    strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
+    for shape, st in zip(rule.strategy_shapes, strategy):
         if any(d % x for d, x in zip(shape, st)):
             return None
     try:

@@ -172,7 +172,9 @@ def test_gather_vocab_parallel_embedding():
     g = op("Gather", [Input("param", "emb", spec=T(32000, 4096)), T(8, 4096, dtype="int32"), 0],
            [T(8, 4096, 4096)])
     s = shard(g, ((4, 1), (2, 1)), 8)                               # vocab by tp=4, batch by dp=2
-    assert s.outputs[0].strategy == (2, 1, 1) and output_partial(s) == (0,)
+    # partial sums over the vocabulary's 4-way device axis (GatherInfo: dev matrix [indices..., param...])
+    assert s.outputs[0].strategy == (2, 1, 1) and s.dev_matrix == (2, 1, 4, 1)
+    assert [s.dev_matrix[a] for a in output_partial(s)] == [4]
     s = shard(g, ((1, 4), (2, 1)), 8)                               # hidden split: no partial sums
     assert s.outputs[0].strategy == (2, 1, 4) and output_partial(s) == ()
 
