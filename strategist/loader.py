@@ -36,18 +36,42 @@ class ModelRef:
         return f"{self.path}:{self.name}"
 
 
-def parse_inputs(items: list[str] | None) -> list[tuple[str, TensorSpec]]:
-    """``["ids:int32[2,4096]"]`` -> ``[("ids", TensorSpec((2, 4096), "int32"))]``."""
+#: strategist traces the graph with zero-filled inputs of the given shapes: beyond these it would
+#: exhaust memory (or numpy's index range) before MindSpore even sees the model
+MAX_DIM = 2 ** 31 - 1
+MAX_INPUT_BYTES = 2 ** 33
+
+
+def parse_inputs(items: list[str] | None, source: str = "--input") -> list[tuple[str, TensorSpec]]:
+    """``["ids:int32[2,4096]"]`` -> ``[("ids", TensorSpec((2, 4096), "int32"))]``. ``source`` names where
+    the specs come from in errors (``--input``, or the model's ``example_inputs``)."""
     out = []
+    seen = set()
     for item in items or []:
         name, sep, spec = item.partition(":")
         if not sep or not name.strip().isidentifier():
             raise InputSpecError(
-                f"bad --input {item!r}: write NAME:DTYPE[d0,d1,...], e.g. --input ids:int32[2,4096]")
+                f"bad {source} {item[:80]!r}: write NAME:DTYPE[d0,d1,...], e.g. --input ids:int32[2,4096]")
         try:
-            out.append((name.strip(), TensorSpec.parse(spec)))
+            t = TensorSpec.parse(spec)
         except InputSpecError as err:
-            raise InputSpecError(f"bad --input {item!r}: {err}") from None
+            raise InputSpecError(f"bad {source} {item[:80]!r}: {err}") from None
+        except (ValueError, OverflowError):
+            raise InputSpecError(f"bad {source} {item[:80]!r}: a dimension is not a number") from None
+        if name.strip() in seen:
+            raise InputSpecError(f"{source} {name.strip()} is given twice: give each input once")
+        seen.add(name.strip())
+        if any(d == 0 for d in t.shape):
+            raise InputSpecError(f"bad {source} {item[:80]!r}: a zero-sized dimension has nothing to shard "
+                                 f"(every dimension must be >= 1)")
+        if any(d > MAX_DIM for d in t.shape):
+            raise InputSpecError(f"bad {source} {item[:80]!r}: a dimension above {MAX_DIM} (the platform's "
+                                 f"index limit)")
+        if t.nbytes > MAX_INPUT_BYTES:
+            raise InputSpecError(f"bad {source} {item[:80]!r}: {t.nbytes / 2 ** 30:.3g} GiB is more than "
+                                 f"strategist traces with ({MAX_INPUT_BYTES // 2 ** 30} GiB per input); "
+                                 f"use a smaller batch (communication scales linearly with it)")
+        out.append((name.strip(), t))
     return out
 
 
@@ -58,9 +82,12 @@ def parse_kwargs(items: list[str] | None) -> dict:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip().isidentifier():
             raise InputSpecError(f"bad --kwargs {item!r}: write KEY=VALUE, e.g. --kwargs layers=2")
+        if len(raw) > 10000:
+            raise InputSpecError(f"bad --kwargs {key.strip()}=...: the value is {len(raw)} characters long "
+                                 f"(at most 10000)")
         try:
             out[key.strip()] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             out[key.strip()] = raw
     return out
 
@@ -68,7 +95,11 @@ def parse_kwargs(items: list[str] | None) -> dict:
 def load_module(path: str):
     """Import a Python file by path (its folder is put on ``sys.path`` for its own imports)."""
     if not os.path.isfile(path):
-        raise ModelLoadError(f"model file not found: {path} (check the path before ':NAME')")
+        hint = f" (did you mean {path}.py?)" if os.path.isfile(path + ".py") else " (check the path before ':NAME')"
+        raise ModelLoadError(f"model file not found: {path}{hint}")
+    if not path.endswith(".py"):
+        hint = f" (did you mean {path}.py?)" if os.path.isfile(path + ".py") else ""
+        raise ModelLoadError(f"model file {path} is not a .py file: write path/to/model.py:NAME{hint}")
     full = os.path.abspath(path)
     mod_name = "strategist_user_" + os.path.splitext(os.path.basename(full))[0]
     folder = os.path.dirname(full)
@@ -77,14 +108,50 @@ def load_module(path: str):
     spec = importlib.util.spec_from_file_location(mod_name, full)
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
+    sys.dont_write_bytecode = True   # no __pycache__/ beside the user's model (nor its sibling modules)
     try:
-        spec.loader.exec_module(module)
+        with _no_exit(path, "importing"):
+            spec.loader.exec_module(module)
+    except ModelLoadError:
+        sys.modules.pop(mod_name, None)
+        raise
     except Exception as err:  # the user's code: report, don't trace back
         sys.modules.pop(mod_name, None)
         line = _user_line(err, full)
+        msg = " ".join(str(err).split())[:300]
         raise ModelLoadError(
-            f"importing {path} failed{line}: {type(err).__name__}: {err} (fix the model file)") from None
+            f"importing {path} failed{line}: {type(err).__name__}: {msg} (fix the model file)") from None
     return module
+
+
+class _Exit(BaseException):
+    pass
+
+
+class _no_exit:
+    """The user's code may not end strategist: ``sys.exit()`` and ``os._exit()`` inside become a
+    ModelLoadError naming the model file."""
+
+    def __init__(self, path: str, doing: str):
+        self.path, self.doing = path, doing
+
+    def __enter__(self):
+        self._os_exit = os._exit
+
+        def refuse(code=0):
+            raise _Exit(code)
+        os._exit = refuse
+        return self
+
+    def __exit__(self, typ, err, tb):
+        os._exit = self._os_exit
+        if typ is not None and issubclass(typ, (SystemExit, _Exit)):
+            fn = "os._exit" if typ is _Exit else "sys.exit"
+            code = err.args[0] if err.args else None
+            raise ModelLoadError(f"{self.doing} {self.path} called {fn}({'' if code is None else repr(code)})"
+                                 f"{_user_line(err, os.path.abspath(self.path))}: a model file must not exit "
+                                 f"(remove the call or guard it with if __name__ == '__main__')") from None
+        return False
 
 
 def _user_line(err: BaseException, full: str) -> str:
@@ -101,9 +168,12 @@ def _user_line(err: BaseException, full: str) -> str:
 
 def build_cell(ref: ModelRef, kwargs: dict | None = None):
     """Build the Cell named by ``ref`` with lazily-initialised (never allocated) weights."""
-    import mindspore as ms
-    from mindspore import nn
-    from mindspore.nn.utils import no_init_parameters
+    from . import progress
+    with progress.task("importing MindSpore"):
+        import mindspore as ms
+        from mindspore import nn
+        from mindspore.nn.utils import no_init_parameters
+    progress.rearm_interrupts()
 
     module = load_module(ref.path)
     obj = getattr(module, ref.name, None)
@@ -117,8 +187,10 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         raise ModelLoadError(f"{ref} is a {type(obj).__name__}, not a Cell class or factory function")
     ms.set_context(mode=ms.GRAPH_MODE)
     try:
-        with no_init_parameters():
+        with _no_exit(ref.path, "building a Cell of"), no_init_parameters():
             cell = obj(**(kwargs or {}))
+    except ModelLoadError:
+        raise
     except TypeError as err:
         raise ModelLoadError(f"building {ref} failed: {err} (check --kwargs)") from None
     except Exception as err:
@@ -170,8 +242,21 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     ref = ModelRef.parse(target)
     named = parse_inputs(inputs)
     kw = parse_kwargs(kwargs)
-    cell = build_cell(ref, kw)
+    from . import cellshard
+    with cellshard.recording() as shard_calls:
+        cell = build_cell(ref, kw)
     if not named:
-        named = parse_inputs([f"{k}:{v}" for k, v in (getattr(cell, "example_inputs", None) or {}).items()])
+        ex = getattr(cell, "example_inputs", None) or {}
+        if not isinstance(ex, dict):
+            raise ModelLoadError(f"{ref}: example_inputs must be a dict of name -> 'DTYPE[d0,...]' "
+                                 f"(got {type(ex).__name__}); fix the model or give --input")
+        try:
+            named = parse_inputs([f"{k}:{v}" for k, v in ex.items()], source=f"example_inputs of {ref}")
+        except InputSpecError as err:
+            raise ModelLoadError(f"{err} (fix the model's example_inputs or give --input)") from None
     args = order_inputs(cell, named)
-    return extract(cell, *args, model=str(ref))
+    from . import progress
+    with progress.task("extracting the graph (MindSpore compile)"):
+        graph = extract(cell, *args, model=str(ref))
+    progress.rearm_interrupts()
+    return cellshard.apply(graph, cell, shard_calls)

@@ -915,6 +915,7 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
                                 + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect --json)"))
         all_anchors[name] = a if isinstance(a, Anchor) else Anchor(name, tuple(tuple(x) for x in a))
     eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware, fully_use_devices)
+    eng.warnings.extend(getattr(graph, "notes", []))
     if not all_anchors and not eng.dataset:
         raise StrategyError("There is no operator that is configured sharding strategy. "
                             "(give anchors with --strategies, or a model input)")

@@ -61,3 +61,31 @@ class Experts(nn.Cell):
 
     def construct(self, x):
         return self.bmm2(self.gelu(self.bmm1(x, self.w1)), self.w2)
+
+
+class ShardedInner(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.w = Parameter(initializer("normal", (16, 32), ms.float32), name="w")
+        self.mm = ops.MatMul()
+        self.relu = ops.ReLU()
+
+    def construct(self, x):
+        return self.relu(self.mm(x, self.w))
+
+
+class CellShard(nn.Cell):
+    """``inner.shard(in_strategy=((2, 4),))``: MindSpore inserts a configured AShardIdentity at inner's input."""
+
+    def __init__(self, functional=False):
+        super().__init__()
+        self.inner = ShardedInner()
+        if functional:
+            self.inner = ms.shard(self.inner, in_strategy=((2, 4),))
+        else:
+            self.inner.shard(in_strategy=((2, 4),))
+        self.gelu = ops.GeLU()
+        self.example_inputs = {"x": "float32[8,16]"}
+
+    def construct(self, x):
+        return self.gelu(self.inner(x))
