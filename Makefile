@@ -7,7 +7,7 @@ PY      = $(VENV)/bin/python
 # pip keeps downloaded wheels (MindSpore's is ~800 MB) in its cache; keep that cache between runs.
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 
-.PHONY: demo test test-fast bench fixtures check-cc clean
+.PHONY: demo test test-fast test-all bench fixtures check-cc clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +29,16 @@ check-cc:
 	       "(Debian/Ubuntu; or build-essential), sudo dnf install gcc (Fedora), or set CC"; exit 1; }
 	@command -v readelf >/dev/null 2>&1 || { echo "strategist verify needs readelf: sudo apt-get install binutils"; exit 1; }
 
-test: $(VENV)/.installed check-cc
-	$(PY) -m pytest -q
+# CI: every fast test plus a fixed sample of the slow ones that run MindSpore itself (verify_live)
+test: $(VENV)/.mindformers check-cc
+	$(PY) -m pytest -q -m "not slow or verify_live"
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"
+
+# everything, the large-model and MindFormers-heavy checks too
+test-all: $(VENV)/.mindformers check-cc
+	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed
 	$(PY) bench/extract.py
