@@ -29,9 +29,9 @@ check-cc:
 	       "(Debian/Ubuntu; or build-essential), sudo dnf install gcc (Fedora), or set CC"; exit 1; }
 	@command -v readelf >/dev/null 2>&1 || { echo "strategist verify needs readelf: sudo apt-get install binutils"; exit 1; }
 
-# CI: every fast test plus a fixed sample of the slow ones that run MindSpore itself (verify_live)
+# CI: every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
 test: $(VENV)/.mindformers check-cc
-	$(PY) -m pytest -q -m "not slow or verify_live"
+	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"

@@ -15,6 +15,7 @@ FB = "full_batch"
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample
 def test_llama2_70b_shape_advice(graph_of):
     g = graph_of("examples/llama.py:llama2_70b", f"layers={LAYERS}", "batch=8")
     assert len(g) == 22 * LAYERS + 17
