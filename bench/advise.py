@@ -49,7 +49,8 @@ def main():
     g = load_graph(os.path.join(ROOT, "examples/llama.py:llama2_70b"), None,
                    [f"layers={args.layers}", f"batch={args.batch}"])
     t1 = time.perf_counter()
-    a = advise(g, Mesh.parse("dp=8,tp=8"), rules=load_rules(), hardware=load_hardware("atlas-800t-a2"))
+    a = advise(g, Mesh.parse("dp=8,tp=8"), rules=load_rules(), hardware=load_hardware("atlas-800t-a2"),
+               dataset_strategy="full_batch")
     t2 = time.perf_counter()
     text = advice_text(a)
     t3 = time.perf_counter()

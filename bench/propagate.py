@@ -38,7 +38,7 @@ def main():
         anchors = load_anchors(ANCHORS, g, mesh)
         clear_caches()   # cold: no rules, candidates or plans carried over from the smaller run
         t0 = time.perf_counter()
-        p = propagate(g, mesh, anchors, hardware=hw)
+        p = propagate(g, mesh, anchors, hardware=hw, dataset_strategy="full_batch")
         times[n] = time.perf_counter() - t0
         t = p.totals()
         print(f"layers {n:>3}: {len(g):>6} operators, {len(anchors):>4} anchors, propagation {times[n]:.2f} s, "
