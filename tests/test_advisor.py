@@ -218,3 +218,23 @@ def test_advise_rejects_flags_it_would_ignore(capsys):
     with pytest.raises(SystemExit) as e:
         main(["advise", "--dataset-strategy", "full_batch", os.path.join(ROOT, "examples/mlp.py:MegatronMLP"), "--mesh", "dp=2", "--strategies", "a.yaml"])
     assert e.value.code == 2 and "unrecognized arguments: --strategies" in capsys.readouterr().err
+
+
+def test_gpt_written_with_nn_layers_gets_megatron(graph_of):
+    """Issue 10's zoo: a GPT-2 written with nn.Dense / nn.LayerNorm / nn.Embedding and tensor-method
+    attention, at a realistic width, on dp=2, tp=4: column q/k/v and fc, head-parallel attention, row
+    out_proj and proj (the anchors), vocab-parallel embedding and head."""
+    g = graph_of("examples/gpt_nn.py:GPT", "hidden=4096", "heads=32", "seq=1024", "batch=8", "vocab=32768")
+    a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW)
+    p = a.plan
+    chosen = {c.op for c in a.chosen}
+    assert {f"h.{i}.{w}.matmul" for i in range(2) for w in ("attn.out_proj", "mlp.proj")} <= chosen
+    for i in range(2):
+        for w in ("attn.q_proj", "attn.k_proj", "attn.v_proj", "mlp.fc"):       # nn.Dense: weight [out, in]
+            assert p.strategy(f"h.{i}.{w}.matmul") == ((2, 1), (4, 1)), w
+        for w in ("attn.out_proj", "mlp.proj"):
+            assert p.strategy(f"h.{i}.{w}.matmul") == ((2, 4), (1, 4)), w
+        for bmm in ("attn.qk", "attn.pv"):                                          # batch x heads
+            assert p.strategy(f"h.{i}.{bmm}")[0] == (2, 4, 1, 1), bmm
+    assert p.strategy("wte.gather") == ((4, 1), (2,)) and p.strategy("lm_head.matmul") == ((2, 1), (4, 1))
+    assert p.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]
