@@ -55,6 +55,8 @@ from .redistribution import Redistribution, plan, refine_cost
 
 DATASET = "<dataset>"
 RESHAPES = frozenset({"Reshape"})
+#: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
+AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 
 
 @dataclass(frozen=True)
@@ -606,6 +608,11 @@ class _Engine:
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "forward",
                                                          self._edge_key(src, in_l, spec)[0]))
         elif self.is_reshape(cur):
+            if self.g.op(nb).type in AFTER_RESHAPE_UNSET:
+                # BFSNextNodeIfCurrIsReshape: a Concat after a Reshape is marked visited without a
+                # strategy; it keeps its first candidate (the defaults pass)
+                self.visited.add(nb)
+                return
             s = self._exact(nb, slot, src, "in")
             if s is None:
                 return
@@ -646,6 +653,9 @@ class _Engine:
             if self.is_reshape(cur):
                 self.warnings.append(f"the edge {nb} -> {cur} has two Reshapes: propagation stops there "
                                      f"(MindSpore: please set the strategy for at least one)")
+                return
+            if self.g.op(cur).type in AFTER_RESHAPE_UNSET:
+                self.visited.add(nb)        # BFSPrevNodeIfPrevIsReshape: visited, no layouts chosen
                 return
             in_l, out_l = self.reshape_from_output(nb, src)
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "backward",
