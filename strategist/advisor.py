@@ -54,11 +54,12 @@ _THRESHOLDS = {"large_vocab", "long_sequence", "boundary_ratio"}
 
 def load_rules(extra: list[str] | None = None) -> Rules:
     """The default rules, then each file in ``extra`` merged over them (categories and templates
-    replace by name). A malformed file is a :class:`RulesError` naming the file and line."""
+    replace by name). A malformed file is a :class:`RulesError` naming the file and line; a template or
+    category name the advisor does not use (a misspelling) is one too, with "did you mean"."""
     data = {"thresholds": {}, "categories": {}, "templates": {}}
     sources = []
     for path in [DEFAULT_RULES] + list(extra or []):
-        d = _read_rules(path)
+        d = _read_rules(path, data["templates"] if sources else None, data["categories"] if sources else None)
         for k in data:
             data[k].update(d.get(k, {}))
         sources.append(path)
@@ -66,43 +67,27 @@ def load_rules(extra: list[str] | None = None) -> Rules:
                  data["templates"], tuple(sources))
 
 
-def _read_rules(path: str) -> dict:
-    root = compose_file(path, "rules file")
-    if root is None:
-        return {}
-    if not isinstance(root, yaml.MappingNode):
-        raise RulesError(f"{path} line 1: a rules file is a mapping with thresholds, categories, templates")
-    cons = yaml.constructor.SafeConstructor()
-    out: dict = {}
-    for knode, vnode in root.value:
-        key = cons.construct_object(knode)
-        line = knode.start_mark.line + 1
-        value = cons.construct_object(vnode, deep=True)
-        if key == "version":
-            continue
-        if key not in ("thresholds", "categories", "templates"):
-            raise RulesError(f"{path} line {line}: unknown section {key!r} (thresholds, categories, templates)")
-        if not isinstance(value, dict):
-            raise RulesError(f"{path} line {line}: {key} must be a mapping")
-        items = {cons.construct_object(k): (v, k.start_mark.line + 1) for k, v in vnode.value}
-        for name, (node, ln) in items.items():
-            v = cons.construct_object(node, deep=True)
-            if key == "thresholds":
-                if name not in _THRESHOLDS or not isinstance(v, (int, float)) or v <= 0:
-                    raise RulesError(f"{path} line {ln}: threshold {name!r} must be one of "
-                                     f"{', '.join(sorted(_THRESHOLDS))} with a positive number")
-            elif key == "categories":
-                if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                    raise RulesError(f"{path} line {ln}: category {name!r} must be a list of operator type names")
-            else:
-                if not isinstance(v, dict) or not all(
-                        isinstance(ax, list) and all(isinstance(a, str) for a in ax) or isinstance(ax, str)
-                        for ax in v.values()):
-                    raise RulesError(f"{path} line {ln}: template {name!r} maps factor names to mesh axis "
-                                     f"lists, e.g. {{i: [dp, cp], j: [tp]}}")
-                v = {f: (ax,) if isinstance(ax, str) else tuple(ax) for f, ax in v.items()}
-            out.setdefault(key, {})[name] = v
+def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
+    """One rules file, validated against :class:`strategist.schema.RulesSpec` (types, positive finite
+    thresholds, unknown keys with "did you mean", duplicate keys)."""
+    from .schema import validate_rules
+    out = validate_rules(compose_file(path, "rules file"), path, known_templates, known_categories)
+    if "templates" in out:
+        out["templates"] = {name: {f: (ax,) if isinstance(ax, str) else tuple(ax) for f, ax in v.items()}
+                            for name, v in out["templates"].items()}
     return out
+
+
+def check_boundaries(graph: OpGraph, boundaries: dict[str, str]) -> None:
+    """Each ``--boundary CELL.PATH`` must name a cell of the model (a prefix of some operator's cell path)."""
+    from .schema import did_you_mean
+    cells = {op.cell_path for op in graph}
+    prefixes = {".".join(c.split(".")[:k]) for c in cells for k in range(1, len(c.split(".")) + 1) if c}
+    for path in boundaries:
+        if path not in prefixes:
+            hint = did_you_mean(path, prefixes) if prefixes else ""
+            raise RulesError(f"--boundary {path}: the model has no cell {path!r}"
+                             + (hint if hint.startswith(" (did") else " (see strategist inspect)"))
 
 
 # --------------------------------------------------------------------------------------
@@ -129,15 +114,19 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh) -> S
     if not axis:
         return None
     splits = {f: math.prod(mesh.shape[a] for a in ax) for f, ax in axis.items()}
-    strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.inputs)
+    strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
     try:
         return _sharding(rule, strategy, mesh.shape, splits, axis, 1, None)
     except Exception:
         return None
 
 
-def anchor_of(name: str, s: Sharding, mesh: Mesh) -> Anchor:
-    """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh."""
+def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
+    """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh (the tuple form for
+    operators MindSpore refuses a Layout on, such as Gather)."""
+    from .propagate import LAYOUT_REJECTED
+    if op_type in LAYOUT_REJECTED:
+        return Anchor(name, s.strategy, origin="advisor")
     n = len(mesh.shape)
     lays = tuple(ShardLayout(mesh.shape, mesh.names, tuple(tuple(n - 1 - a for a in d) for d in l.dims))
                  for l in s.inputs)
@@ -182,6 +171,24 @@ def _weight_slot(op: Op) -> int | None:
     return next(iter(p)) if p else None
 
 
+def _sequence_first(graph: OpGraph) -> bool:
+    """MindFormers' training graphs carry activations sequence-first, ``[S, B, H]``."""
+    m = str(getattr(graph, "model", "") or "")
+    return m.startswith("mindformers:") or m.endswith((".yaml", ".yml"))
+
+
+def _weight_params(graph: OpGraph, op: Op) -> dict[int, str]:
+    """Input slot -> Parameter, directly or through one Cast (MindFormers' Morph-inlined linears cast the
+    weight to the compute dtype before the MatMul)."""
+    out = dict(op.params)
+    for i, x in enumerate(op.inputs):
+        if x.kind == "op" and i not in out and x.ref in graph:
+            src = graph.op(x.ref)
+            if src.type == "Cast" and src.params:
+                out[i] = next(iter(src.params.values()))
+    return dict(sorted(out.items()))
+
+
 def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
     """Weight MatMul -> "column" | "row" by data flow: a column MatMul's output reaching another weight
     MatMul before a norm makes that one its row partner."""
@@ -191,7 +198,7 @@ def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
     roles: dict[str, str] = {}
     for op in graph:
         incoming = any(carry.get(x.ref, False) for x in op.inputs if x.kind == "op")
-        if op.type in weight_mm and op.params:
+        if op.type in weight_mm and _weight_params(graph, op):
             roles[op.name] = "row" if incoming else "column"
             carry[op.name] = roles[op.name] == "column"
         elif op.type in norms:
@@ -212,7 +219,7 @@ def _preferences(graph: OpGraph, rules: Rules, boundaries: dict[str, str]) -> di
     ratio = float(rules.thresholds.get("boundary_ratio", 8.0))
     out = {}
     for op in graph:
-        if op.type not in rules.categories.get("weight", ()) or not op.params:
+        if op.type not in rules.categories.get("weight", ()) or not _weight_params(graph, op):
             continue
         declared = next((v for path, v in sorted(boundaries.items(), key=lambda kv: -len(kv[0]))
                          if op.cell_path == path or op.cell_path.startswith(path + ".") or op.name.startswith(path)),
@@ -220,7 +227,7 @@ def _preferences(graph: OpGraph, rules: Rules, boundaries: dict[str, str]) -> di
         if declared:
             out[op.name] = declared
             continue
-        pbytes = sum(op.inputs[s].spec.nbytes for s in op.params)
+        pbytes = sum(op.inputs[s].spec.nbytes for s in _weight_params(graph, op))
         r = pbytes / _activation_bytes(op)
         out[op.name] = "tp" if r > ratio else "dp" if r < 1 / ratio else ""
     return out
@@ -325,12 +332,19 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             elif op.type in cats.get("norm", ()):
                 rank = len(op.inputs[0].spec.shape) if op.inputs and op.inputs[0].spec else 0
                 name = "norm" if rank >= 3 else "norm_2d"
+                if rank >= 3 and _sequence_first(graph) and "norm_sequence_first" in t:
+                    name = "norm_sequence_first"      # MindFormers' [S, B, H]: batch by dp, sequence by cp
                 choice = ("4 fused", name, t.get(name, {}), "fused norm: tokens by dp (and cp), hidden unsplit")
             else:
                 choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")
-        elif op.type in cats.get("weight", ()) and op.params and prefs.get(op.name) != "dp":
-            slot = _weight_slot(op)
-            if op.type in ("Gather", "GatherV2") and slot == 0:
+        elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) != "dp":
+            slot = next(iter(_weight_params(graph, op)))
+            if op.type == "Embedding" and slot == 1:
+                vocab = op.inputs[1].spec.shape[0]
+                if vocab >= rules.thresholds.get("large_vocab", 16384):
+                    choice = ("1 weight", "embedding_table_vocab_parallel", t.get("embedding_table_vocab_parallel", {}),
+                              f"embedding with a large vocabulary ({vocab} rows): vocabulary split by tp")
+            elif op.type in ("Gather", "GatherV2") and slot == 0:
                 vocab = op.inputs[0].spec.shape[0]
                 if vocab >= rules.thresholds.get("large_vocab", 16384):
                     choice = ("1 weight", "embedding_vocab_parallel", t.get("embedding_vocab_parallel", {}),
@@ -357,7 +371,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             continue
         declared = rule_name == "3 boundary" and any(
             op.cell_path == p or op.cell_path.startswith(p + ".") for p in (boundaries or {}))
-        out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh), declared=declared))
+        out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh, op.type), declared=declared))
     seq = max((op.inputs[0].spec.shape[1] for op in graph if op.type == "FlashAttentionScore"
                and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) >= 3), default=0)
     if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
@@ -397,7 +411,7 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
         why = ("dimension-changing op propagation reached only with a redistribution (edge cost "
                f"{p.cost:.0f}): anchored to follow its input") if p.direction != "default" else \
             "dimension-changing op no anchor reaches: anchored to follow its input"
-        proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh)))
+        proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh, op.type)))
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
     plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
@@ -438,7 +452,7 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
     for name, ch in final.choices.items():
         if ch.sharding is not None and ch.op.type not in ("Cast",):
             s = ch.sharding if ch.sharding.dev_matrix == mesh.shape else None
-            semi_anchors[name] = anchor_of(name, s, mesh) if s is not None else \
+            semi_anchors[name] = anchor_of(name, s, mesh, ch.op.type) if s is not None else \
                 Anchor(name, ch.sharding.strategy, origin="semi")
     semi = run(semi_anchors)
     if final.totals()["step_seconds"] > baseline.totals()["step_seconds"] * (1 + 1e-9):

@@ -55,6 +55,8 @@ from .redistribution import Redistribution, plan, refine_cost
 
 DATASET = "<dataset>"
 RESHAPES = frozenset({"Reshape"})
+#: operators whose Layout-form strategy MindSpore 2.9 refuses (measured: vector::_M_range_check)
+LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})
 #: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 
@@ -539,6 +541,9 @@ class _Engine:
         op = self.g.op(name)
         if op.type in RESHAPES:
             raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
+        if anchor.layouts is not None and op.type in LAYOUT_REJECTED:
+            raise StrategyError(f"{name}: MindSpore 2.9 rejects a Layout strategy on {op.type} (its compile fails "
+                                f"with vector::_M_range_check); give the tuple form, e.g. {self._tuple_hint(anchor)}")
         rule = self.rule(name)
         mk = ("seed", self.key(name), anchor.strategy, anchor.layouts, anchor.out_strategy, anchor.out_layouts, self.n)
         s = _CHOICES.get(mk)
@@ -551,6 +556,14 @@ class _Engine:
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
         if anchor.layouts is not None:
             self.layout_sources.update(s.inputs + s.outputs)
+
+    def _tuple_hint(self, anchor: Anchor) -> str:
+        from .ops import shard_layout
+        try:
+            s = shard_layout(self.g.op(anchor.op), tuple(anchor.layouts), self.n, None, self.rule(anchor.op))
+            return str([list(r) for r in s.strategy])
+        except StrategyError:
+            return "[[8, 1], [8, 1]]"
 
     def bfs(self, root: str, later_seeds: list[str]) -> None:
         """``CostGraph::BFS``: a FIFO queue from ``root``; at each operator its successors, then its

@@ -344,13 +344,14 @@ def advice_dict(advice) -> dict:
     for key, members in groups.items():
         a = next(x for x in anchors if x["op"] == members[0])
         ch = advice.plan.choices[members[0]]
-        dims = []
-        for l in ch.inputs:
-            row = []
-            for d in l.dims:
-                row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else "[" + ", ".join(mesh.names[x] for x in d) + "]")
-            dims.append("[" + ", ".join(row) + "]")
-        if ch.inputs[0].dev_matrix == mesh.shape:
+        if ch.inputs[0].dev_matrix == mesh.shape and advice.plan.anchors[members[0]].layouts is not None:
+            dims = []
+            for l in ch.inputs:
+                row = []
+                for d in l.dims:
+                    row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else
+                               "[" + ", ".join(mesh.names[x] for x in d) + "]")
+                dims.append("[" + ", ".join(row) + "]")
             yaml_lines.append(f"{key}:\n  layout: [{', '.join(dims)}]")
         else:
             yaml_lines.append(f"{key}: {[list(s) for s in a['strategy']]}")

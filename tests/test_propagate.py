@@ -7,7 +7,7 @@ import pytest
 from strategist.errors import StrategyError
 from strategist.mesh import Mesh, load_hardware
 from strategist.ops import shard
-from strategist.propagate import creation_order, propagate
+from strategist.propagate import Anchor, creation_order, propagate
 from strategist.redistribution import plan as plan_redistribution
 from strategist.report import plan_dict
 
@@ -219,3 +219,16 @@ def test_cell_shard_is_an_anchor_as_in_mindspore(graph_of, functional):
     p = propagate(g, Mesh.parse("dp=8"), dataset_strategy=FB)
     assert [p.strategy(n) for n in ("inner.AShardIdentity", "inner.mm", "inner.relu", "gelu")] == \
         [((2, 4),), ((2, 4), (4, 1)), ((2, 1),), ((2, 1),)]
+
+
+def test_layout_anchor_on_gather_is_refused_as_mindspore_does(graph_of):
+    """MindSpore 2.9.0 fails to compile a Layout strategy on Gather (vector::_M_range_check, via verify);
+    the tuple form is the way, and the error says which tuple."""
+    from strategist.graph import ShardLayout
+    g = graph_of("examples/llama.py:tiny", "batch=8")
+    mesh = Mesh.parse("dp=2,tp=4")
+    lay = (ShardLayout((2, 4), ("dp", "tp"), ((0,), ())), ShardLayout((2, 4), ("dp", "tp"), ((1,), ())))  # (tp), (dp)
+    with pytest.raises(StrategyError, match=r"rejects a Layout strategy on Gather.*tuple form, e\.g\. \[\[4, 1\], \[2, 1\]\]"):
+        propagate(g, mesh, {"model.tok_embeddings.gather": Anchor("model.tok_embeddings.gather", None, lay)})
+    p = propagate(g, mesh, {"model.tok_embeddings.gather": ((4, 1), (2, 1))})
+    assert p.strategy("model.tok_embeddings.gather") == ((4, 1), (2, 1))
