@@ -42,49 +42,81 @@ def layout_over_mesh(dims, mesh: Mesh, where: str = "") -> ShardLayout:
 
 def _rows(v, where):
     if not isinstance(v, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in v) \
-            or not all(isinstance(x, int) and x >= 1 for r in v for x in r):
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for r in v for x in r):
         raise RulesError(f"{where}: a strategy is a list of lists of positive integers, e.g. [[2, 1], [1, 4]]")
     return tuple(tuple(r) for r in v)
 
 
-def parse_anchor(name: str, v, mesh: Mesh, where: str) -> Anchor:
-    if isinstance(v, list):
-        return Anchor(name, _rows(v, where))
-    if not isinstance(v, dict):
-        raise RulesError(f"{where}: write a strategy list, or a mapping with in_strategy / layout")
-    unknown = set(v) - {"in_strategy", "out_strategy", "layout", "out_layout"}
-    if unknown:
-        raise RulesError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
-                         f"(use in_strategy, out_strategy, layout, out_layout)")
-    if ("in_strategy" in v) == ("layout" in v):
-        raise RulesError(f"{where}: give exactly one of in_strategy or layout")
-    if "layout" in v:
-        lays = tuple(layout_over_mesh(t, mesh, where) for t in v["layout"])
-        outs = tuple(layout_over_mesh(t, mesh, where) for t in v["out_layout"]) if "out_layout" in v else None
+def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = ()) -> Anchor:
+    """One anchors-file value (validated by :func:`strategist.schema.validate_anchor`) -> Anchor."""
+    from .schema import _Lines, validate_anchor
+    path, _, line = where.rpartition(" line ")
+    if lines is None:
+        lines = _Lines({(): int(line) if line.isdigit() else 1})
+    kind, spec = validate_anchor(v, path or where, lines, loc)
+    if kind == "rows":
+        return Anchor(name, _rows(spec, where))
+    if spec.layout is not None:
+        lays = tuple(layout_over_mesh(t, mesh, where) for t in spec.layout)
+        outs = tuple(layout_over_mesh(t, mesh, where) for t in spec.out_layout) if spec.out_layout else None
         return Anchor(name, None, lays, None, outs)
-    return Anchor(name, _rows(v["in_strategy"], where),
-                  out_strategy=_rows(v["out_strategy"], where) if "out_strategy" in v else None)
+    return Anchor(name, _rows(spec.in_strategy, where),
+                  out_strategy=_rows(spec.out_strategy, where) if spec.out_strategy else None)
 
 
-def load_anchors(path: str, graph: OpGraph, mesh: Mesh) -> dict[str, Anchor]:
-    """Read an anchors file; glob keys expand to every matching operator (in graph order)."""
+def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
+    """The anchor against its operator now, so a bad strategy names the anchors file and line."""
+    from .errors import StrategyError
+    from .ops import shard, shard_layout
+    from .propagate import RESHAPES, _cached_rule
+    op = graph.op(anchor.op)
+    try:
+        if op.type in RESHAPES:
+            raise StrategyError(f"{op.name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
+        rule = _cached_rule(op)
+        if anchor.layouts is not None:
+            shard_layout(op, tuple(anchor.layouts), mesh.size, anchor.out_layouts, rule)
+        else:
+            shard(op, anchor.strategy, mesh.size, anchor.out_strategy, rule)
+    except StrategyError as err:
+        raise StrategyError(f"{where}: {err}") from None
+
+
+def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> dict[str, Anchor]:
+    """Read an anchors file; glob keys expand to every matching operator (in graph order). A key given
+    twice, or two keys (globs) configuring one operator, is an error naming both lines. ``check``: try
+    each anchor on its operator now, so a strategy the operator refuses names the file and line
+    (``verify`` leaves it off: MindSpore is asked even about what strategist refuses)."""
+    from .schema import _Lines, to_python
     root = compose_file(path, "anchors file")
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):
         raise RulesError(f"{path}: an anchors file maps operator names to strategies")
+    lines = _Lines()
+    data = to_python(root, path, lines)
     out: dict[str, Anchor] = {}
-    cons = yaml.constructor.SafeConstructor()
-    for knode, vnode in root.value:
-        where = f"{path} line {knode.start_mark.line + 1}"
-        key = str(cons.construct_object(knode, deep=True))
-        value = cons.construct_object(vnode, deep=True)
+    origin: dict[str, tuple[int, str]] = {}
+    for key, value in data.items():
+        ln = lines[(key,)]
+        where = f"{path} line {ln}"
+        if not isinstance(key, str) or not key.strip():
+            raise RulesError(f"{where}: an operator name must be a string, got {key!r} (quote it)")
         names = [op.name for op in graph if fnmatch.fnmatchcase(op.name, key)] if any(c in key for c in "*?[") \
             else [key]
         if not names:
             raise RulesError(f"{where}: pattern {key!r} matches no operator (see strategist inspect --json)")
         if len(names) == 1 and names[0] not in graph:
-            raise RulesError(f"{where}: {key!r} names no operator of the model (see strategist inspect --json)")
+            from .schema import did_you_mean
+            hint = did_you_mean(key, [op.name for op in graph])
+            raise RulesError(f"{where}: {key!r} names no operator of the model"
+                             + (hint if hint.startswith(" (did") else " (see strategist inspect --json)"))
         for n in names:
-            out[n] = parse_anchor(n, value, mesh, where)
+            if n in origin:
+                raise RulesError(f"{where}: {key!r} configures {n} again (line {origin[n][0]}, {origin[n][1]!r}); "
+                                 f"make the keys or globs disjoint")
+            origin[n] = (ln, key)
+            out[n] = parse_anchor(n, value, mesh, where, lines, (key,))
+            if check:
+                _check(out[n], graph, mesh, where)
     return out

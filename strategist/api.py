@@ -41,9 +41,21 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     hw = load_hardware(hardware) if hardware else None
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
-    anchors = load_anchors(strategies, graph, mesh) if strategies else {}
-    return propagate(graph, mesh, anchors, use_model_strategies=use_model_strategies,
+    anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
+    plan = propagate(graph, mesh, anchors, use_model_strategies=use_model_strategies,
                      dataset_strategy=dataset_strategy, hardware=hw)
+    _warn_mesh_fit(graph, mesh, plan.warnings)
+    return plan
+
+
+def _warn_mesh_fit(graph, mesh, into: list) -> None:
+    """A mesh axis that divides no dimension of the model: a warning in the report and on stderr."""
+    import sys
+    from .mesh import mesh_fit_warning
+    w = mesh_fit_warning(graph, mesh)
+    if w and w not in into:
+        into.insert(0, w)
+        print(f"strategist: warning: {w}", file=sys.stderr)
 
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
@@ -59,9 +71,16 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
             raise InputSpecError(f"bad --boundary {b!r}: write CELL.PATH=tp or CELL.PATH=dp, e.g. head=tp")
         bounds[path] = kind
     hw = load_hardware(hardware) if hardware else None
+    rules = load_rules(rules)           # a bad rules file fails before the model is built
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
-    return advise(graph, mesh, rules=load_rules(rules), boundaries=bounds, hardware=hw,
-                  dataset_strategy=dataset_strategy)
+    from .advisor import check_boundaries
+    check_boundaries(graph, bounds)
+    from . import progress
+    with progress.task("advising (propagations)"):
+        advice = advise(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
+                        dataset_strategy=dataset_strategy)
+    _warn_mesh_fit(graph, mesh, advice.notes)
+    return advice
 
 
 def find_op(plan: Plan, name: str) -> str:

@@ -11,8 +11,15 @@ import sys
 from .errors import StrategistError
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (the usage itself is in --help)."""
+
+    def error(self, message):
+        self.exit(2, f"strategist: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _OneLineParser(
         prog="strategist",
         description="Sharding-propagation strategy advisor for MindSpore.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -63,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="declare a parallelism boundary: weight ops under CELL.PATH prefer tp (or dp)")
     sp.add_argument("--format", default="table", choices=["table", "json", "md"])
     sp.add_argument("--max-rows", type=int, default=40, help="operator rows in the plan table (0 = all)")
+    sp.add_argument("--diff", action="store_true", help="print the shard() diff of the model's sources (instead of the report)")
+    sp.add_argument("--diff-out", metavar="FILE", help="write that diff to FILE (paths relative to each repository root)")
+    sp.add_argument("--apply", action="store_true", help="write the advice into the model's sources in place (backups kept)")
+    sp.add_argument("--prune", action="store_true", help="also remove the model's shard() calls the advice makes redundant")
+    sp.add_argument("--target", choices=["sharding_propagation", "shard"], default=None,
+                    help="MindFormers classes: the method the strategies go into (default sharding_propagation)")
+    sp.add_argument("--emit-strategy-file", metavar="FILE.json",
+                    help="write the advised plan as MindSpore's operator-strategy file (no source edit)")
     sp = sub.add_parser("explain", help="why an operator got its strategy: provenance chain and candidates")
     plan_args(sp)
     sp.add_argument("--op", required=True, help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
@@ -79,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=900, help="seconds MindSpore may take (default 900)")
     sp.add_argument("--format", default="table", choices=["table", "json"])
     sp.add_argument("--max-rows", type=int, default=0, help="operator rows in the table, disagreements first (0 = all)")
+    sp = sub.add_parser("compare", help="MindFormers models: the advice beside the experts' sharding_propagation() "
+                                        "anchors and their full shard() strategies (the reference)")
+    plan_args(sp, anchors=False)
+    sp.set_defaults(dataset_strategy="full_batch")
+    sp.add_argument("--verify", action="store_true", help="also run MindSpore's own propagation of the experts' "
+                                                          "anchors (a child process)")
+    sp.add_argument("--format", default="table", choices=["table", "json"])
+    sp.add_argument("--max-rows", type=int, default=20, help="disagreement rows per column (0 = all)")
     return p
 
 
@@ -91,10 +114,21 @@ def _fold_model_options(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``strategist`` console script."""
+    """Entry point of the ``strategist`` console script: Ctrl-C at any moment exits 130 with
+    ``strategist: interrupted``; a closed or full stdout ends quietly, non-zero (strategist.progress)."""
+    sys.dont_write_bytecode = True      # no __pycache__ beside the user's model or its own imports
+    from .progress import run_guarded
+    return run_guarded(_main, argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
     args = parser.parse_args(argv)
+    if getattr(args, "max_rows", 0) < 0 or getattr(args, "depth", 0) < 0:
+        parser.error(f"--{'max-rows' if getattr(args, 'max_rows', 0) < 0 else 'depth'} must be >= 0 (0 = all)")
+    if not 0 < getattr(args, "timeout", 1) < float("inf"):
+        parser.error(f"--timeout {args.timeout}: give a positive number of seconds")
     _fold_model_options(args)
     os.environ.setdefault("GLOG_v", "4")  # MindSpore's C++ log: only critical; we report errors ourselves
     try:
@@ -111,7 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy))
-            if args.format == "json":
+            from .progress import mark
+            mark("writing the report")
+            from .source import advise_outputs
+            if advise_outputs(advice, diff=args.diff, diff_out=args.diff_out, apply=args.apply, prune=args.prune,
+                              target=args.target, emit_strategy_file=args.emit_strategy_file):
+                pass
+            elif args.format == "json":
                 sys.stdout.write(json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
             else:
                 sys.stdout.write(advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
@@ -138,6 +178,13 @@ def main(argv: list[str] | None = None) -> int:
                                   elementwise_op_strategy_follow=args.elementwise_op_strategy_follow)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
             return 0 if result.all_agree else 1
+        elif args.command == "compare":
+            from .compare import compare_model
+            from .mindformers import split_model_options
+            cmp = compare_model(args.model, args.mesh, hardware=args.hardware, verify=args.verify,
+                                dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
+                                **split_model_options(args.kwargs))
+            sys.stdout.write(cmp.to_json(args.max_rows) + "\n" if args.format == "json" else cmp.text(args.max_rows))
         return 0
     except StrategistError as err:
         print(f"strategist: error: {err}", file=sys.stderr)

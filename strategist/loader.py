@@ -184,7 +184,8 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         raise ModelLoadError(
             f"{ref.name!r} not found in {ref.path} (available: {', '.join(cells) or 'none'})")
     if not callable(obj):
-        raise ModelLoadError(f"{ref} is a {type(obj).__name__}, not a Cell class or factory function")
+        from .schema import type_name
+        raise ModelLoadError(f"{ref} is {type_name(obj)}, not a Cell class or factory function")
     ms.set_context(mode=ms.GRAPH_MODE)
     try:
         with _no_exit(ref.path, "building a Cell of"), no_init_parameters():

@@ -19,6 +19,8 @@ import yaml
 
 from .errors import MeshError
 
+MAX_DEVICES = 2 ** 20   # more devices than any real cluster: a typo, refused
+
 HARDWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules", "hardware")
 
 
@@ -42,6 +44,9 @@ class Mesh:
                 raise MeshError(f"bad mesh {text!r}: write NAME=SIZE[,NAME=SIZE...], e.g. dp=2,tp=4")
             axes.append((m.group(1), int(m.group(2))))
         names = [n for n, _ in axes]
+        if math.prod(s for _, s in axes) > MAX_DEVICES:
+            raise MeshError(f"bad mesh {text!r}: {math.prod(s for _, s in axes)} devices is more than any real "
+                            f"cluster (at most {MAX_DEVICES}); check the sizes")
         if len(set(names)) != len(names):
             raise MeshError(f"bad mesh {text!r}: axis names must be unique")
         if "None" in names or "interleaved_parallel" in names:
@@ -120,20 +125,39 @@ def _intra(dev_matrix: tuple[int, ...], axis: int, per_node: int) -> bool:
 def load_hardware(name_or_path: str) -> Hardware:
     """A profile by file path or by name under ``rules/hardware/`` (``atlas-800t-a2``)."""
     path = name_or_path
+    if not isinstance(path, str) or not path.strip():
+        raise MeshError("bad --hardware '': give a profile name (atlas-800t-a2, gpu-8x-nvlink) or a YAML path")
     if not os.path.isfile(path):
         path = os.path.join(HARDWARE_DIR, name_or_path + ".yaml")
     if not os.path.isfile(path):
         known = sorted(f[:-5] for f in os.listdir(HARDWARE_DIR) if f.endswith(".yaml"))
         raise MeshError(f"hardware profile not found: {name_or_path} (known: {', '.join(known)}, or a YAML path)")
+    from .schema import validate_hardware
+    from .yamlio import compose_file
     try:
-        with open(path) as f:
-            d = yaml.safe_load(f)
-        links = {}
-        for k in ("intra_node", "inter_node"):
-            links[k] = Link(float(d[k]["bandwidth_GBps"]) * 1e9, float(d[k]["latency_us"]) / 1e6)
-        return Hardware(str(d.get("name", os.path.basename(path))), int(d["devices_per_node"]),
-                        links["intra_node"], links["inter_node"], float(d.get("peak_tflops", 0)) * 1e12,
-                        float(d.get("mfu", 0.5)), float(d.get("memory_GB", 0)) * 1e9)
-    except (KeyError, TypeError, ValueError, yaml.YAMLError) as err:
-        raise MeshError(f"bad hardware profile {path}: {type(err).__name__}: {err} "
-                        f"(needs devices_per_node and intra_node/inter_node bandwidth_GBps, latency_us)") from None
+        root = compose_file(path, "hardware profile")
+    except Exception as err:  # RulesError from the YAML reader: same words, hardware's error class
+        raise MeshError(f"bad hardware profile {err}") from None
+    d = validate_hardware(root, path)
+    links = {k: Link(getattr(d, k).bandwidth_GBps * 1e9, getattr(d, k).latency_us / 1e6)
+             for k in ("intra_node", "inter_node")}
+    return Hardware(d.name or os.path.basename(path), d.devices_per_node, links["intra_node"], links["inter_node"],
+                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9)
+
+
+def mesh_fit_warning(graph, mesh: Mesh) -> str | None:
+    """A warning when some mesh axis (size > 1) divides no dimension of any tensor of the model: every
+    operator is then replicated along it and the plan is an all-replicated "0 B" plan."""
+    dims = set()
+    for spec in list(getattr(graph, "inputs", {}).values()) + [p.spec for p in getattr(graph, "params", {}).values()]:
+        dims.update(spec.shape)
+    for op in graph:
+        for t in list(getattr(op, "outputs", ()) or ()) + list(getattr(op, "inputs", ()) or ()):
+            shape = getattr(t, "shape", None) or getattr(getattr(t, "spec", None), "shape", None)
+            if shape:
+                dims.update(shape)
+    dead = [n for n, s in mesh.axes if s > 1 and not any(d and d % s == 0 for d in dims)]
+    if not dead:
+        return None
+    return (f"mesh axis {', '.join(f'{n}={mesh.get(n)}' for n in dead)} divides no dimension of the model: "
+            f"every operator is replicated along it (pick sizes that divide the batch or hidden sizes)")

@@ -13,9 +13,12 @@ def compose_file(path: str, what: str):
             text = f.read()
     except OSError as err:
         raise RulesError(f"cannot read {what} {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise RulesError(f"{path}: not UTF-8 text (byte {err.start}); save the {what} as UTF-8") from None
     try:
         return yaml.compose(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise RulesError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
+        why = " ".join(str(getattr(err, "problem", None) or err).split())   # one line, whatever yaml says
+        raise RulesError(f"{path}{line}: not valid YAML ({why})") from None

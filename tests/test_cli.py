@@ -43,7 +43,7 @@ def test_inspect_json_is_the_full_graph(capsys):
     (["inspect", "examples/mlp.py"], "write path/to/model.py:NAME"),
     (["inspect", os.path.join(MODELS, "import_error.py:Net")], "No module named 'no_such_module_strategist'"),
     (["inspect", BROKEN + ":Nope"], "'Nope' not found in"),
-    (["inspect", BROKEN + ":NOT_CALLABLE"], "is a int, not a Cell class or factory function"),
+    (["inspect", BROKEN + ":NOT_CALLABLE"], "is an integer, not a Cell class or factory function"),
     (["inspect", BROKEN + ":not_a_cell"], "returned str, not a mindspore.nn.Cell"),
     (["inspect", BROKEN + ":raises"], "RuntimeError: boom in factory"),
     (["inspect", BROKEN + ":NeedsArg"], "check --kwargs"),

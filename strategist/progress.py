@@ -1,0 +1,244 @@
+"""What the user sees while long work runs: progress bars on stderr, Ctrl-C, and a closed stdout.
+
+Progress (:func:`task`, :func:`bar`) is drawn with ``tqdm`` on **stderr only, and only when stderr is
+a terminal** -- never in ``--format json`` stdout, never in a pipe or a log file. The hooks are cheap
+no-ops otherwise, so library code calls them unconditionally::
+
+    with progress.task("extracting the graph"):           # a spinner line for one long step
+        graph = extract(...)
+    for name in progress.bar(candidates, "minimality checks"):   # a bar over a loop
+        ...
+
+:func:`run_guarded` runs the CLI: Ctrl-C at any moment -- during MindSpore's import, inside its C++
+compile, during propagation or the report -- prints ``strategist: interrupted`` and exits 130, after
+removing this run's private temporary directory; a closed (``| head``) or full (``> /dev/full``)
+stdout ends quietly with a non-zero code.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+
+_ENABLED: bool | None = None      # None: decide from stderr (a TTY) on first use
+_RUN_TMP: str | None = None
+_LEAVING = threading.Lock()
+
+
+def enabled() -> bool:
+    """Progress is drawn only when stderr is a terminal (``STRATEGIST_PROGRESS=0/1`` overrides)."""
+    if _ENABLED is not None:
+        return _ENABLED
+    env = os.environ.get("STRATEGIST_PROGRESS")
+    if env in ("0", "1"):
+        return env == "1"
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def set_enabled(on: bool | None) -> None:
+    """Force progress on/off (``None``: back to "when stderr is a terminal")."""
+    global _ENABLED
+    _ENABLED = on
+
+
+def bar(iterable, desc: str, total: int | None = None):
+    """``iterable`` with a progress bar on stderr when it is a terminal, else ``iterable`` itself."""
+    mark(desc)
+    if not enabled():
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, total=total, file=sys.stderr, leave=False, dynamic_ncols=True,
+                unit="", mininterval=0.2)
+
+
+def mark(desc: str) -> None:
+    """Test hook: with ``STRATEGIST_PHASE_FILE`` set, each step's name is appended there as it starts
+    (the interrupt test sends Ctrl-C at a chosen step). Nothing is written otherwise."""
+    path = os.environ.get("STRATEGIST_PHASE_FILE")
+    if path:
+        with contextlib.suppress(OSError), open(path, "a") as f:
+            f.write(desc + "\n")
+
+
+@contextlib.contextmanager
+def task(desc: str):
+    """A one-line spinner with elapsed seconds on stderr (terminal only) while a long step runs."""
+    mark(desc)
+    if not enabled():
+        yield
+        return
+    from tqdm import tqdm
+    stop = threading.Event()
+    t = tqdm(total=None, desc=desc, file=sys.stderr, leave=False, bar_format="{desc} {elapsed}",
+             mininterval=0.5)
+
+    def tick():
+        while not stop.wait(0.5):
+            with contextlib.suppress(Exception):
+                t.refresh()
+    th = threading.Thread(target=tick, daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join(1)
+        with contextlib.suppress(Exception):
+            t.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Ctrl-C and stdout
+
+
+def _interrupted() -> None:
+    """Leave now: one line, this run's temporary files removed, exit 130. ``os._exit`` skips
+    MindSpore's C++ destructors (which abort when torn down mid-import or mid-compile)."""
+    if not _LEAVING.acquire(blocking=False):   # the other thread (handler or watcher) is already leaving
+        threading.Event().wait()
+    with contextlib.suppress(OSError):
+        os.write(2, (b"\r\x1b[K" if enabled() else b"") + b"strategist: interrupted\n")
+    if _RUN_TMP:
+        shutil.rmtree(_RUN_TMP, ignore_errors=True)
+    os._exit(130)
+
+
+def _on_sigint(signum, frame):
+    _interrupted()
+
+
+def _watch(rfd: int) -> None:
+    """The C-level signal handler writes the signal number to ``rfd`` at once, even while the main
+    thread is deep in MindSpore's C++ (where Python handlers wait); this thread acts on it."""
+    while True:
+        try:
+            data = os.read(rfd, 64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            with contextlib.suppress(OSError):
+                os.close(rfd)
+            return
+        if signal.SIGINT in data:
+            _interrupted()
+
+
+def _rearm() -> None:
+    """MindSpore's import and compile may install their own SIGINT handling; take it back."""
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(signal.SIGINT) is not _on_sigint:
+            signal.signal(signal.SIGINT, _on_sigint)
+
+
+def rearm_interrupts() -> None:
+    """Call after a step that may have replaced the SIGINT handler (importing MindSpore, compiling)."""
+    if _RUN_TMP is not None:
+        _rearm()
+
+
+def _stdout_failed(err: OSError) -> int:
+    """Closed pipe: quiet, 141 like a shell's SIGPIPE. Full disk: one line, 1."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    if err.errno == errno.EPIPE:
+        return 141
+    with contextlib.suppress(OSError):
+        os.write(2, f"strategist: error: cannot write the output: {err.strerror}\n".encode())
+    return 1
+
+
+class _ClosedStdout:
+    """``sys.stdout`` when the process has none: a write is a broken pipe (quiet, non-zero)."""
+
+    encoding = "utf-8"
+
+    def write(self, text):
+        raise BrokenPipeError(errno.EPIPE, "stdout is closed")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+def run_guarded(fn, *args) -> int:
+    """Run ``fn(*args)`` (the CLI body) under strategist's Ctrl-C and stdout handling; its exit code."""
+    global _RUN_TMP
+    in_main = threading.current_thread() is threading.main_thread()
+    saved_handler = signal.getsignal(signal.SIGINT) if in_main else None
+    saved_tmp = tempfile.tempdir
+    saved_wakeup = None
+    rfd = wfd = None
+    if sys.stdout is None:              # started with stdout closed (>&-): writing to it fails quietly
+        sys.stdout = _ClosedStdout()
+    if in_main:
+        # every temporary file of this run (MindSpore's dumps, verify's scratch) goes under one private
+        # directory, removed on any exit, interrupted or not
+        _RUN_TMP = tempfile.mkdtemp(prefix="strategist-run-")
+        tempfile.tempdir = _RUN_TMP
+        signal.signal(signal.SIGINT, _on_sigint)
+        with contextlib.suppress(OSError, ValueError):
+            rfd, wfd = os.pipe()
+            os.set_blocking(wfd, False)
+            saved_wakeup = signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
+            threading.Thread(target=_watch, args=(rfd,), daemon=True, name="strategist-sigint").start()
+    try:
+        code = fn(*args)
+        sys.stdout.flush()
+        return code
+    except SystemExit:                 # argparse's --help and usage errors
+        try:
+            sys.stdout.flush()
+        except OSError as err:
+            return _stdout_failed(err)
+        raise
+    except KeyboardInterrupt:
+        _interrupted()
+    except BrokenPipeError as err:
+        return _stdout_failed(err)
+    except OSError as err:
+        if err.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT) or (err.errno in (errno.EBADF, errno.EIO)
+                                                                      and _is_stdout_error()):
+            return _stdout_failed(err)
+        with contextlib.suppress(OSError):
+            os.write(2, f"strategist: error: {err.strerror or err}: {err.filename or ''}\n".encode())
+        return 2
+    finally:
+        if in_main:
+            with contextlib.suppress(ValueError, OSError):
+                signal.set_wakeup_fd(saved_wakeup if saved_wakeup is not None else -1)
+            for fd in (wfd,):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signal.SIGINT, saved_handler)
+            tempfile.tempdir = saved_tmp
+            if _RUN_TMP:
+                shutil.rmtree(_RUN_TMP, ignore_errors=True)
+            _RUN_TMP = None
+
+
+def _is_stdout_error() -> bool:
+    try:
+        sys.stdout.flush()
+        return False
+    except OSError:
+        return True
+    except ValueError:
+        return True
