@@ -425,7 +425,10 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
     if proposed and _same_plan(plan, baseline):
         dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed]
         keep, groups = [], {}
-    for key in sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index)):
+    from . import progress
+    for key in progress.bar(sorted(groups, key=lambda k: (priority[groups[k][0].rule],
+                                                          graph.op(groups[k][0].op).topo_index)),
+                            "minimality checks"):
         members = groups[key]
         trial = [c for c in keep if c not in members]
         q = run(trial, price=False) if trial else baseline
