@@ -155,6 +155,8 @@ def large_section(layers=80):
             continue
         skip = False
         lines.append(line)
+    if "layout:" not in open(src).read():
+        lines = open(src).readlines()      # the file already uses the tuple form MindSpore accepts
     fd, anchors = tempfile.mkstemp(suffix=".yaml", prefix="faithfulness-anchors-")
     with os.fdopen(fd, "w") as f:
         f.writelines(lines)
