@@ -641,12 +641,8 @@ class _Engine:
             self.waiting.pop(nb, None)
             self.visited_edges[nb] = []
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0]))
-        else:
-            picked = self.choose_forward(nb, slot, src, spec)
-            if picked is None:
-                return
-            s, key, rejected = picked
-            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0], rejected))
+        elif not self._take(nb, self.choose_forward(nb, slot, src, spec), root, cur, depth, "forward"):
+            return
         self.visited.add(nb)
         queue.append((nb, depth + 1))
 
@@ -678,14 +674,18 @@ class _Engine:
             if s is None:
                 return
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "backward", 0.0))
-        else:
-            picked = self.choose_backward(nb, j, src, spec)
-            if picked is None:
-                return
-            s, key, rejected = picked
-            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "backward", key[0], rejected))
+        elif not self._take(nb, self.choose_backward(nb, j, src, spec), root, cur, depth, "backward"):
+            return
         self.visited.add(nb)
         queue.append((nb, depth + 1))
+
+    def _take(self, nb, picked, root, cur, depth, direction) -> bool:
+        """Set ``nb`` to the option chosen against ``cur`` (False: no option fits that edge)."""
+        if picked is None:
+            return False
+        s, key, rejected = picked
+        self.set_choice(nb, s, Provenance(root, cur, depth + 1, direction, key[0], rejected))
+        return True
 
     def _exact(self, name: str, idx: int, layout: Layout, side: str) -> Sharding | None:
         """Leaving a Reshape: the first option whose input (output) ``idx`` has exactly the Reshape's
