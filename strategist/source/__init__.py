@@ -1,0 +1,159 @@
+"""Advice into source: shard diffs to review, ``--apply`` in place, or MindSpore's strategy file.
+
+>>> from strategist.source import source_changes           # doctest: +SKIP
+>>> ch = source_changes(advice, prune=False)                # doctest: +SKIP
+>>> print(ch.diff()); ch.apply()                            # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .apply import ApplyError, check, digest, write_atomic
+from .diff import root_of, unified
+from .edit import SourceEditError, edit_source
+from .locate import locate, site_of
+from .strategy_file import strategy_file, write_strategy_file
+
+__all__ = ["source_changes", "SourceChanges", "FileChange", "ApplyError", "SourceEditError",
+           "strategy_file", "write_strategy_file"]
+
+
+@dataclass
+class FileChange:
+    path: str
+    root: str
+    old: str
+    new: str
+    old_hash: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    def diff(self) -> str:
+        return unified(self.path, self.old, self.new, self.root)
+
+
+@dataclass
+class SourceChanges:
+    files: list[FileChange]
+    summary: list[str]            # review lines: per class, each anchor's operator, rule and cost saved
+    disagreements: list[str]
+    unresolved: list[str]
+
+    def diff(self) -> str:
+        return "".join(f.diff() for f in self.files)
+
+    @property
+    def changed(self) -> list[FileChange]:
+        return [f for f in self.files if f.changed]
+
+    def apply(self) -> list[str]:
+        """Write every changed file in place (all checked before any is written). Returns one message per
+        file; an :class:`ApplyError` names the first file refused, with nothing written."""
+        todo = self.changed
+        for f in todo:
+            check(f.path, f.old_hash, f.new)
+        out = []
+        for f in todo:
+            backup = write_atomic(f.path, f.new, f.old)
+            out.append(f"wrote {f.path} (backup {os.path.basename(backup)})")
+        return out
+
+
+def _analysed_text(path: str) -> str | None:
+    """The file's text as the analysis read it (graph extraction reads class sources through linecache)."""
+    import linecache
+    entry = linecache.cache.get(path)
+    if not entry or len(entry) != 4 or entry[1] is None:
+        return None
+    return "".join(entry[2])
+
+
+def _is_mindformers(path: str) -> bool:
+    return "mindformers" in os.path.abspath(path).split(os.sep)
+
+
+def source_changes(advice, *, prune: bool = False, target: str | None = None) -> SourceChanges:
+    """The edits that write ``advice`` into the model's sources (nothing is written here).
+
+    ``target``: for MindFormers classes, the method the strategies go into (``"sharding_propagation"``,
+    the default, or ``"shard"``); plain model files get them where the primitive is configured today."""
+    loc = locate(advice, prune=prune)
+    g = advice.graph
+    recorded: dict[str, dict] = {}
+    for op in g:
+        s = site_of(op)
+        if s is not None and op.in_strategy is not None:
+            recorded.setdefault(s.file, {}).setdefault((s.line, s.instance), op.in_strategy)
+    files = sorted({p.file for p in loc.placements} | {s.file for s in loc.prune})
+    changes = []
+    for path in files:
+        with open(path, encoding="utf-8", newline="") as fh:
+            old = fh.read()
+        seen = _analysed_text(path)
+        if seen is not None and seen != old.replace("\r\n", "\n").replace("\r", "\n"):
+            raise ApplyError(f"{path} changed since the analysis; run advise again (nothing was written)")
+        tgt = (target or "sharding_propagation") if _is_mindformers(path) else None
+        pls = sorted((p for p in loc.placements if p.file == path), key=lambda p: (p.line, p.via, p.instance))
+        new, notes = edit_source(old, pls, [s for s in loc.prune if s.file == path], advice.mesh, target=tgt,
+                                 recorded=recorded.get(path, {}), path=path)
+        changes.append(FileChange(path, root_of(path), old, new, digest(old), notes))
+    summary = []
+    for p in sorted(loc.placements, key=lambda p: (p.file, p.line, p.via)):
+        for name in p.ops:
+            c = next((c for c in advice.chosen if c.op == name), None)
+            if c is None:
+                continue
+            saved = c.needed or "(declared)"
+            summary.append(f"{g.op(name).cell_class} [{os.path.basename(p.file)}:{p.line}] {name}: rule {c.rule} "
+                           f"({c.template}); {saved}")
+    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved)
+
+
+def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,
+                   prune: bool = False, target: str | None = None, emit_strategy_file: str | None = None,
+                   out=None, err=None) -> bool:
+    """``strategist advise``'s source options. Review lines go to ``err``, the diff (``diff``) to ``out``.
+    Returns True when it printed the diff (the CLI then leaves out the report)."""
+    import sys
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if emit_strategy_file:
+        missing = write_strategy_file(advice, emit_strategy_file)
+        err.write(f"strategist: wrote {emit_strategy_file} (MindSpore operator-strategy file, every operator of "
+                  f"the advised plan)\n")
+        for m in missing:
+            err.write(f"strategist: not in the strategy file: {m}\n")
+    if not (diff or diff_out or apply or prune):
+        return False
+    ch = source_changes(advice, prune=prune, target=target)
+    if not advice.chosen:
+        err.write("strategist: the advice configures no operator: no shard() to write\n")
+    for line in ch.summary:
+        err.write(f"strategist: {line}\n")
+    for line in ch.disagreements:
+        err.write(f"strategist: instances disagree: {line}\n")
+    for line in ch.unresolved:
+        err.write(f"strategist: not written: {line}\n")
+    for f in ch.files:
+        for note in f.notes:
+            if "removed the redundant" in note:
+                err.write(f"strategist: --prune: {note} ({os.path.basename(f.path)})\n")
+    text = ch.diff()
+    if diff_out:
+        with open(diff_out, "w", encoding="utf-8") as f:
+            f.write(text)
+        err.write(f"strategist: wrote {diff_out} ({len(ch.changed)} file(s) changed; apply with git apply or "
+                  f"patch -p1 in each file's repository root)\n")
+    if apply:
+        if not ch.changed:
+            err.write("strategist: nothing to change: the sources already carry the advice\n")
+        for msg in ch.apply():
+            err.write(f"strategist: {msg}\n")
+    if diff:
+        out.write(text)
+        return True
+    return False

@@ -1,0 +1,477 @@
+"""libcst edits of one source file: write, replace or remove ``shard()`` strategies, nothing else.
+
+Every change goes through libcst, so formatting and comments outside the edited statements survive
+byte for byte. The edits are idempotent: run on their own output they change nothing.
+"""
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from ..errors import StrategistError
+from .locate import AXIS_VARS, Placement, Site
+
+LAYOUT_VAR = "strategist_layout"
+
+
+class SourceEditError(StrategistError):
+    """A file cannot be edited as advised."""
+
+
+# --------------------------------------------------------------------------------------
+# small matchers
+
+
+def _is_self_attr(node, name: str | None = None) -> bool:
+    return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+            and (name is None or node.attr.value == name))
+
+
+def _dotted(node) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    return None
+
+
+def _shard_call_of(stmt, target: str) -> cst.Call | None:
+    """``self.<target>.shard(...)`` as a whole statement (``target`` may be dotted: ``fc2.matmul``)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
+        return None
+    call = stmt.body[0].value
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "shard" \
+            and _dotted(call.func.value) == f"self.{target}":
+        return call
+    return None
+
+
+def _assign_to(stmt, attr: str) -> cst.Assign | None:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    a = stmt.body[0]
+    if isinstance(a, cst.Assign) and any(_is_self_attr(t.target, attr) for t in a.targets):
+        return a
+    return None
+
+
+def _chained_shard(value) -> cst.Call | None:
+    """``ops.X(...).shard(...)``: the outer shard call of an assignment's value."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "shard" \
+            and isinstance(value.func.value, cst.Call):
+        return value
+    return None
+
+
+def _args(expr: str) -> list[cst.Arg]:
+    return [cst.Arg(cst.parse_expression(expr))]
+
+
+# --------------------------------------------------------------------------------------
+# rendering
+
+
+def render(placement: Placement, mesh, scope: dict[str, int]) -> tuple[str, bool]:
+    """The shard() argument text and whether it needs the Layout declaration.
+
+    ``scope``: the class's parallel-config variables visible at the edit, with their known values."""
+    st = placement.strategy
+    if not st.tuple_ok:
+        if st.layout is None:
+            raise SourceEditError(f"{st.op}: neither the tuple nor the Layout form expresses the advised layout")
+        return st.layout.replace("layout(", f"{LAYOUT_VAR}("), True
+    size = dict(zip(mesh.names, mesh.shape))
+    by_axis = {}
+    for var, value in sorted(scope.items()):
+        axis = AXIS_VARS.get(var)
+        if axis is not None and size.get(axis) == value and axis not in by_axis:
+            by_axis[axis] = var
+    rows = []
+    for i, row in enumerate(st.strategy):
+        cells = []
+        for j, v in enumerate(row):
+            axes = st.axes[i][j] if i < len(st.axes) and j < len(st.axes[i]) else ()
+            if v != 1 and axes and all(a in by_axis for a in axes) and _prod(size[a] for a in axes) == v:
+                cells.append(" * ".join(by_axis[a] for a in axes))
+            else:
+                cells.append(str(v))
+        rows.append("(" + ", ".join(cells) + ("," if len(cells) == 1 else "") + ")")
+    return "(" + ", ".join(rows) + ("," if len(rows) == 1 else "") + ")", False
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def layout_decl(mesh) -> str:
+    return f"{LAYOUT_VAR} = Layout({tuple(mesh.shape)}, {tuple(mesh.names)})"
+
+
+# --------------------------------------------------------------------------------------
+# the transformation
+
+
+class _Plan:
+    """What to do in one class body."""
+
+    def __init__(self):
+        self.set_args: dict[int, str] = {}          # id of a shard Call node -> new argument text
+        self.chain: dict[int, str] = {}             # id of an Assign node -> wrap its value in .shard(args)
+        self.unchain: set[int] = set()              # id of an Assign node -> drop its chained .shard()
+        self.insert_after: dict[int, list[str]] = {}  # id of a statement -> statements to insert after it
+        self.insert_before: dict[int, list[str]] = {}
+        self.remove: set[int] = set()               # ids of statements to delete
+        self.append_method: dict[str, list[str]] = {}  # (class id, method) handled by caller
+        self.needs_layout_import = False
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, plan: _Plan, new_methods: dict[int, list[str]]):
+        self.p = plan
+        self.new_methods = new_methods
+
+    def leave_Call(self, original, updated):
+        item = self.p.set_args.get(id(original))
+        if item is None:
+            return updated
+        text, values, strategy = item
+        first = next((a for a in updated.args if a.keyword is None or a.keyword.value == "in_strategy"), None)
+        if first is not None and len(updated.args) == 1:
+            old = cst.Module([]).code_for_node(first.value)
+            if "".join(old.split()) == "".join(text.split()) or \
+                    (strategy is not None and _evaluate(first.value, values) == strategy):
+                return updated          # already the advised strategy (perhaps in the user's own words)
+        return updated.with_changes(args=_args(text))
+
+    def leave_Assign(self, original, updated):
+        text = self.p.chain.get(id(original))
+        if text is not None:
+            return updated.with_changes(value=cst.Call(
+                func=cst.Attribute(value=updated.value, attr=cst.Name("shard")), args=_args(text)))
+        if id(original) in self.p.unchain:
+            inner = _chained_shard(updated.value)
+            if inner is not None:
+                return updated.with_changes(value=inner.func.value)
+        return updated
+
+    def _fix_body(self, original_body, updated_body):
+        out = []
+        for o, u in zip(original_body, updated_body):
+            for s in self.p.insert_before.get(id(o), []):
+                out.append(cst.parse_statement(s))
+            if id(o) not in self.p.remove:
+                out.append(u)
+            for s in self.p.insert_after.get(id(o), []):
+                out.append(cst.parse_statement(s))
+        return out
+
+    def leave_IndentedBlock(self, original, updated):
+        body = self._fix_body(original.body, updated.body)
+        if not body:
+            body = [cst.SimpleStatementLine([cst.Pass()])]
+        return updated.with_changes(body=body)
+
+    def leave_ClassDef(self, original, updated):
+        extra = self.new_methods.get(id(original))
+        if not extra:
+            return updated
+        body = list(updated.body.body)
+        for m in extra:
+            body.append(cst.parse_statement(m))
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+
+def _method_scope(fn: cst.FunctionDef, before=None) -> set[str]:
+    names = {p.name.value for p in fn.params.params + fn.params.kwonly_params + fn.params.posonly_params}
+    for stmt in fn.body.body:
+        if stmt is before:
+            break
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for s in stmt.body:
+                if isinstance(s, cst.Assign):
+                    for t in s.targets:
+                        if isinstance(t.target, cst.Name):
+                            names.add(t.target.value)
+                        elif isinstance(t.target, cst.Tuple):
+                            names.update(e.value.value for e in t.target.elements if isinstance(e.value, cst.Name))
+    return names
+
+
+def _infer_values(klass: cst.ClassDef, strategies: dict[str, tuple]) -> dict[str, int]:
+    """Values of the class's bare-name variables from its existing shard() tuples and the strategies the
+    graph recorded for them (``((dp, 1), (tp, 1))`` recorded as ``((2, 1), (4, 1))``: dp=2, tp=4)."""
+    values: dict[str, int] = {}
+
+    def walk(node, value):
+        if isinstance(node, cst.Name) and isinstance(value, int):
+            values.setdefault(node.value, value)
+        elif isinstance(node, (cst.Tuple, cst.List)) and isinstance(value, (tuple, list)) \
+                and len(node.elements) == len(value):
+            for e, v in zip(node.elements, value):
+                walk(e.value, v)
+
+    for node in _walk(klass):
+        if isinstance(node, cst.Assign) and _chained_shard(node.value) is not None and node.value.args:
+            for t in node.targets:
+                if _is_self_attr(t.target) and strategies.get(t.target.attr.value) is not None:
+                    walk(node.value.args[0].value, strategies[t.target.attr.value])
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "shard" \
+                and node.args:
+            base = node.func.value
+            inst = base.attr.value if _is_self_attr(base) else None
+            if inst in strategies and strategies[inst] is not None:
+                walk(node.args[0].value, strategies[inst])
+    return values
+
+
+def _config_values(fn: cst.FunctionDef, mesh) -> dict[str, int]:
+    """MindFormers: ``dp = config.data_parallel_size ...`` at the top of a method is the run's mesh axis."""
+    size = dict(zip(mesh.names, mesh.shape))
+    out = {}
+    for stmt in fn.body.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+            a = stmt.body[0]
+            reads_config = any(isinstance(n, cst.Name) and n.value == "config" for n in _walk(a.value))
+            for t in a.targets:
+                if isinstance(t.target, cst.Name) and reads_config and t.target.value in AXIS_VARS:
+                    out[t.target.value] = size.get(AXIS_VARS[t.target.value], 1)
+    return out
+
+
+def _evaluate(node, values: dict[str, int]):
+    """The value of a shard() tuple written with integers, names of known value and ``*``; None otherwise."""
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.Name):
+        return values.get(node.value)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        a, b = _evaluate(node.left, values), _evaluate(node.right, values)
+        return None if a is None or b is None else a * b
+    if isinstance(node, (cst.Tuple, cst.List)):
+        out = tuple(_evaluate(e.value, values) for e in node.elements)
+        return None if any(x is None for x in out) else out
+    return None
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(n.children)))
+
+
+def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh, *,
+                target: str | None = None, recorded: dict[tuple[int, str], tuple] | None = None,
+                path: str = "<source>") -> tuple[str, list[str]]:
+    """``code`` with every placement written (and every pruned shard() removed); notes on what was done.
+
+    ``target``: ``"sharding_propagation"`` or ``"shard"``: write into that method of the class (created if
+    missing) instead of where the primitive is created. ``recorded``: (creation line, instance) -> the
+    strategy the graph recorded for the model's own shard() of that primitive, to learn the values of
+    the class's parallel-config variables."""
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError as err:
+        raise SourceEditError(f"{path} does not parse: {err.message} (line {err.raw_line})") from None
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    pos = wrapper.resolve(PositionProvider)
+    parents = wrapper.resolve(ParentNodeProvider)
+    classes = [n for n in _walk(module) if isinstance(n, cst.ClassDef)]
+
+    def class_at(line) -> cst.ClassDef | None:
+        best = None
+        for c in classes:
+            r = pos[c]
+            if r.start.line <= line <= r.end.line and (best is None or pos[best].start.line < r.start.line):
+                best = c
+        return best
+
+    plan = _Plan()
+    new_methods: dict[int, list[str]] = {}
+    notes: list[str] = []
+    recorded = recorded or {}
+
+    def top_stmt(node, fn):
+        """The statement of ``fn``'s body containing ``node``."""
+        while node is not None and parents.get(node) is not fn.body:
+            node = parents.get(node)
+        return node
+
+    def enclosing_fn(node):
+        while node is not None and not isinstance(node, cst.FunctionDef):
+            node = parents.get(node)
+        return node
+
+    def scope_values(klass, fn, before):
+        rec = {inst: s for (ln, inst), s in recorded.items() if pos[klass].start.line <= ln <= pos[klass].end.line}
+        values = _infer_values(klass, rec)
+        if target and fn is not None:
+            values.update(_config_values(fn, mesh))
+        visible = _method_scope(fn, before) if fn is not None else set()
+        return {k: v for k, v in values.items() if k in visible}
+
+    def add_insert(table, stmt, lines):
+        cur = table.setdefault(id(stmt), [])
+        for ln in lines:
+            if ln not in cur:
+                cur.append(ln)
+
+    def has_stmt(body, text):
+        want = cst.parse_statement(text)
+        return any(s.deep_equals(want) for s in body)
+
+    for pl in placements:
+        klass = class_at(pl.line)
+        if klass is None:
+            raise SourceEditError(f"{path}:{pl.line}: no class around the line that creates "
+                                  f"self.{pl.via or pl.instance}")
+        kname = klass.name.value
+        if pl.via:
+            # configure one instance from its owner, right after the owner creates it
+            first = pl.via.split(".")[0]
+            stmt = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
+                         and pos[n].start.line == pl.line and _assign_to(n, first)), None)
+            if stmt is None:
+                raise SourceEditError(f"{path}:{pl.line}: expected self.{first} = ... in class {kname}")
+            fn = enclosing_fn(stmt)
+            sc = scope_values(klass, fn, stmt)
+            text, lay = render(pl, mesh, sc)
+            target_name = f"{pl.via}.{pl.instance}"
+            body = parents[stmt].body
+            existing = [s for s in body if _shard_call_of(s, target_name) is not None]
+            if existing:
+                for s in existing:
+                    plan.set_args[id(_shard_call_of(s, target_name))] = (text, sc, None if lay else pl.strategy.strategy)
+            else:
+                lines = ([layout_decl(mesh)] if lay and not has_stmt(body, layout_decl(mesh)) else []) + \
+                        [f"self.{target_name}.shard({text})"]
+                add_insert(plan.insert_after, stmt, lines)
+            plan.needs_layout_import |= lay
+            notes.append(f"{kname}: self.{target_name}.shard({text})")
+            continue
+        # class-level: where the class configures this primitive today
+        calls = [n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
+                 and _shard_call_of(n, pl.instance) is not None]
+        if target:   # MindFormers: only the target method's own calls count
+            calls = [n for n in calls if getattr(enclosing_fn(n), "name", None) is not None
+                     and enclosing_fn(n).name.value == target]
+        assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
+                       and pos[n].start.line == pl.line and _assign_to(n, pl.instance)), None)
+        if target and not calls:
+            fn = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == target), None)
+            text, lay = render(pl, mesh, scope_values(klass, fn, None) if fn is not None else {})
+            lines = ([layout_decl(mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
+            if fn is None:
+                sig = "(self, config)" if target == "sharding_propagation" else "(self, config=None)"
+                meth = f"def {target}{sig}:\n" + "".join(f"    {ln}\n" for ln in lines)
+                cur = new_methods.setdefault(id(klass), [])
+                cur.append(meth) if not cur else None
+                if cur and cur[0] != meth:  # several instances into one new method: merge their lines
+                    head, *rest = cur[0].splitlines(keepends=True)
+                    for ln in lines:
+                        if f"    {ln}\n" not in rest:
+                            rest.append(f"    {ln}\n")
+                    cur[0] = head + "".join(rest)
+            else:
+                last = fn.body.body[-1]
+                lines = [ln for ln in lines if not has_stmt(fn.body.body, ln)]
+                if lines:
+                    add_insert(plan.insert_after, last, lines)
+                if len(fn.body.body) == 1 and _is_pass(last) and lines:
+                    plan.remove.add(id(last))
+            plan.needs_layout_import |= lay
+            notes.append(f"{kname}.{target}: self.{pl.instance}.shard({text})")
+            continue
+        if calls:
+            fn = enclosing_fn(calls[-1])
+            direct = [c for c in calls if parents.get(c) is (fn.body if fn else None)]
+            anchor_stmt = direct[0] if direct else top_stmt(calls[-1], fn)
+            sc = scope_values(klass, fn, anchor_stmt)
+            text, lay = render(pl, mesh, sc)
+            body = fn.body.body
+            if direct:
+                for c in direct:
+                    plan.set_args[id(_shard_call_of(c, pl.instance))] = (text, sc, None if lay else pl.strategy.strategy)
+                if lay and not has_stmt(body, layout_decl(mesh)):
+                    add_insert(plan.insert_before, direct[0], [layout_decl(mesh)])
+                where = "its shard() call"
+            else:
+                # only conditional shard() calls: the advised one runs after them, whatever branch ran
+                lines = ([layout_decl(mesh)] if lay and not has_stmt(body, layout_decl(mesh)) else []) + \
+                        [f"self.{pl.instance}.shard({text})"]
+                lines = [ln for ln in lines if not has_stmt(body, ln)]
+                if lines:
+                    add_insert(plan.insert_after, anchor_stmt, lines)
+                where = "after its conditional shard() calls"
+            plan.needs_layout_import |= lay
+            notes.append(f"{kname}: self.{pl.instance}.shard({text}) ({where})")
+            continue
+        if assign is None:
+            raise SourceEditError(f"{path}:{pl.line}: expected self.{pl.instance} = ... in class {kname}")
+        fn = enclosing_fn(assign)
+        sc = scope_values(klass, fn, assign)
+        text, lay = render(pl, mesh, sc)
+        a = assign.body[0]
+        chained = _chained_shard(a.value)
+        if lay:
+            if chained is not None:
+                plan.unchain.add(id(a))
+            body = parents[assign].body
+            lines = [ln for ln in (layout_decl(mesh), f"self.{pl.instance}.shard({text})") if not has_stmt(body, ln)]
+            if lines:
+                add_insert(plan.insert_after, assign, lines)
+        elif chained is not None:
+            plan.set_args[id(chained)] = (text, sc, None if lay else pl.strategy.strategy)
+        elif isinstance(a.value, cst.Call):
+            plan.chain[id(a)] = text
+        else:
+            add_insert(plan.insert_after, assign, [f"self.{pl.instance}.shard({text})"])
+        plan.needs_layout_import |= lay
+        notes.append(f"{kname}: self.{pl.instance} = ....shard({text})")
+    for site in prune:
+        klass = class_at(site.line)
+        if klass is None:
+            continue
+        assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
+                       and pos[n].start.line == site.line and _assign_to(n, site.instance)), None)
+        if assign is not None and _chained_shard(assign.body[0].value) is not None:
+            plan.unchain.add(id(assign.body[0]))
+        for n in _walk(klass):
+            if isinstance(n, cst.SimpleStatementLine) and _shard_call_of(n, site.instance) is not None:
+                plan.remove.add(id(n))
+        notes.append(f"{klass.name.value}: removed the redundant shard() of self.{site.instance}")
+    new = module.visit(_Rewriter(plan, new_methods))
+    if plan.needs_layout_import and not _imports_layout(new):
+        new = _add_layout_import(new)
+    return new.code, notes
+
+
+def _is_pass(stmt) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Pass)
+
+
+def _imports_layout(module: cst.Module) -> bool:
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for s in stmt.body:
+                if isinstance(s, cst.ImportFrom) and not isinstance(s.names, cst.ImportStar) and any(
+                        (a.asname.name.value if a.asname else _dotted(a.name)) == "Layout" for a in s.names):
+                    return True
+    return False
+
+
+def _add_layout_import(module: cst.Module) -> cst.Module:
+    """``from mindspore import Layout`` after the module's last top-level import."""
+    body = list(module.body)
+    last = -1
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom))
+                                                             for s in stmt.body):
+            last = i
+    body.insert(last + 1, cst.parse_statement("from mindspore import Layout\n"))
+    return module.with_changes(body=body)

@@ -1,0 +1,223 @@
+"""Where each advised anchor goes in the model's source.
+
+For every chosen anchor the operator's primitive was created by ``self.<instance> = ...`` in some Cell
+class (``Op.source`` gives ``file:line``, found along the class's MRO). The strategy goes there when
+every instance of that class that runs this primitive gets the same advised strategy; when they
+disagree (a ``Linear`` used column- and row-parallel, or anchored in one place only) each instance is
+configured from its owner instead, right after the owner creates it
+(``self.linear_fc2.matmul.shard(...)``), and the disagreement is reported.
+
+Strategies are rendered with the class's own parallel-config variables (``dp``, ``tp``, ``cp``, ``ep``
+and their MindFormers spellings) when the values of those variables are known, literals otherwise,
+and in ``Layout`` form where the tuple form is not equivalent (:func:`strategist.report._tuple_equivalent`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..report import _tuple_equivalent, layout_text, strategy_text
+
+# a class's parallel-config variable name -> the mesh axis it stands for
+AXIS_VARS = {"dp": "dp", "data_parallel": "dp", "data_parallel_size": "dp",
+             "tp": "tp", "mp": "tp", "model_parallel": "tp", "tensor_model_parallel_size": "tp",
+             "cp": "cp", "context_parallel": "cp", "context_parallel_size": "cp",
+             "ep": "ep", "expert_parallel": "ep", "expert_model_parallel_size": "ep"}
+
+
+@dataclass
+class Strategy:
+    """One advised strategy, as the shard() call needs it."""
+
+    op: str
+    strategy: tuple                      # the tuple form
+    tuple_ok: bool                       # tuple form puts the same data on the same devices
+    layout: str | None                   # ``(layout("dp", "None"), ...)`` over the mesh's axis names
+    axes: tuple                          # per input, per dim: the mesh axis names splitting it
+    rule: str = ""
+    needed: str = ""
+    why: str = ""
+
+    @property
+    def key(self):
+        return (self.strategy, self.tuple_ok, self.layout)
+
+
+@dataclass
+class Site:
+    """Where one primitive is created: ``self.<instance> = ...`` at ``file:line``."""
+
+    file: str
+    line: int
+    instance: str
+    cell_class: str                      # the class of the Cell owning the operator at run time
+
+
+@dataclass
+class Placement:
+    """One edit to make: a strategy for ``instance`` written in class ``klass`` of ``file``.
+
+    ``via`` is empty for the class that creates the primitive, or the attribute chain from an owner
+    class down to the Cell owning the primitive (``linear_fc2``) when instances disagree."""
+
+    file: str
+    klass: str | None                    # class name, or None: the class defined around ``line``
+    line: int                            # the creation line (class-level) or the owner's line (via)
+    instance: str
+    strategy: Strategy
+    ops: list[str] = field(default_factory=list)
+    via: str = ""
+
+
+@dataclass
+class Location:
+    placements: list[Placement]
+    disagreements: list[str]             # human-readable, one per class whose instances disagree
+    unresolved: list[str]                # anchors that cannot be written into source, with the reason
+    prune: list[Site]                    # the model's own shard() calls the advice makes redundant
+
+
+def strategy_of(advice, name: str) -> Strategy:
+    """The advised strategy of anchor ``name`` in every form the source may need."""
+    ch = advice.plan.choices[name]
+    mesh = advice.mesh
+    anchor = advice.anchors[name]
+    axes = tuple(lay.axes() for lay in anchor.layouts) if anchor.layouts is not None else ()
+    c = next((c for c in advice.chosen if c.op == name), None)
+    return Strategy(name, tuple(tuple(s) for s in ch.strategy), _tuple_equivalent(ch, mesh),
+                    layout_text(ch.inputs, mesh), axes, c.rule if c else "", c.needed if c else "",
+                    c.why if c else "")
+
+
+def site_of(op) -> Site | None:
+    if not op.source:
+        return None
+    file, _, line = op.source.rpartition(":")
+    if not file or not line.isdigit() or not os.path.isfile(file):
+        return None
+    return Site(os.path.abspath(file), int(line), op.instance_name, op.cell_class)
+
+
+def locate(advice, prune: bool = False) -> Location:
+    """Placements for every chosen anchor of ``advice`` (and the redundant shard() calls with ``prune``)."""
+    g = advice.graph
+    anchored = {c.op: strategy_of(advice, c.op) for c in advice.chosen}
+    # every operator created at the same source site as an anchor: the class's other instances
+    by_site: dict[tuple, list] = {}
+    for op in g:
+        s = site_of(op)
+        if s is not None:
+            by_site.setdefault((s.file, s.line, s.instance), []).append(op)
+    placements: list[Placement] = []
+    disagreements: list[str] = []
+    unresolved: list[str] = []
+    done: set[tuple] = set()
+    for c in advice.chosen:
+        op = g.op(c.op)
+        s = site_of(op)
+        if s is None:
+            unresolved.append(f"{c.op}: no source line for its primitive (created outside a Cell's __init__?)")
+            continue
+        key = (s.file, s.line, s.instance)
+        if key in done:
+            continue
+        done.add(key)
+        users = by_site[key]
+        wanted = {u.name: anchored.get(u.name) for u in users}
+        kinds = {None if v is None else v.key for v in wanted.values()}
+        if len(kinds) == 1:
+            placements.append(Placement(s.file, None, s.line, s.instance, anchored[c.op], [u.name for u in users]))
+            continue
+        # instances disagree: configure each anchored one from its owner
+        parts = [f"{u.cell_path or '(root)'}: " + (strategy_text(wanted[u.name].strategy)
+                                                   if wanted[u.name] else "not anchored") for u in users]
+        desc = ", ".join(parts[:8]) + (f", and {len(parts) - 8} more" if len(parts) > 8 else "")
+        disagreements.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}) is used by "
+                             f"{len(users)} instances that disagree — {desc}; each anchored instance is "
+                             f"configured where its owner creates it")
+        per_owner: dict[tuple, list] = {}
+        for u in users:
+            st = wanted[u.name]
+            if st is None:
+                continue
+            parts = u.cell_path.split(".") if u.cell_path else []
+            k = len(parts)
+            while k > 0 and parts[k - 1].isdigit():
+                k -= 1
+            if k == 0:
+                unresolved.append(f"{u.name}: its Cell has no named owner attribute to configure it from")
+                continue
+            owner_path = ".".join(parts[:k - 1])
+            attr_chain = ".".join(parts[k - 1:])
+            if any(p.isdigit() for p in parts[k - 1:]):
+                unresolved.append(f"{u.name}: owned through a CellList index ({u.cell_path}); configure by hand")
+                continue
+            owner_site = _owner_site(g, owner_path, parts[k - 1])
+            if owner_site is None:
+                unresolved.append(f"{u.name}: cannot find where {owner_path or '(root)'} creates "
+                                  f"self.{parts[k - 1]}")
+                continue
+            per_owner.setdefault(owner_site + (attr_chain,), []).append((u.name, st))
+        for (file, line, chain), items in sorted(per_owner.items()):
+            strats = {st.key for _, st in items}
+            if len(strats) > 1:
+                unresolved.append(f"{chain}.{s.instance}: instances created at the same line {_short(file)}:{line} "
+                                  f"(repeated layers) get different strategies: " +
+                                  "; ".join(f"{n} {strategy_text(st.strategy)}" for n, st in items))
+                continue
+            placements.append(Placement(file, None, line, s.instance, items[0][1], [n for n, _ in items], via=chain))
+    pruned: list[Site] = []
+    if prune:
+        status_of = {name: status for name, status, _ in advice.existing}
+        for name, status, _ in advice.existing:
+            if status == "redundant":
+                s = site_of(g.op(name))
+                # only when every instance created there is redundant (the class may be shared)
+                if s is not None and all(status_of.get(u.name) == "redundant" for u in by_site[(s.file, s.line, s.instance)]
+                                         if u.configured) and s not in pruned and all((s.file, s.line, s.instance) != (p.file, p.line, p.instance)
+                                         for p in placements if not p.via):
+                    pruned.append(s)
+    return Location(placements, disagreements, unresolved, pruned)
+
+
+def _owner_site(g, owner_path: str, attr: str) -> tuple[str, int] | None:
+    """``(file, line)`` of ``self.<attr> = ...`` in the Cell at ``owner_path``: found from any operator
+    the owner itself creates (same class, so same source file), else from the model file."""
+    import ast
+    klass = g.cells.get(owner_path)
+    files = []
+    for op in g:
+        if op.cell_class == klass and op.source:
+            files.append(op.source.rpartition(":")[0])
+    model_file = (g.model or "").rpartition(":")[0]
+    if model_file:
+        files.append(model_file)
+    for op in g:
+        if op.source:
+            files.append(op.source.rpartition(":")[0])
+    seen = set()
+    for f in files:
+        f = os.path.abspath(f)
+        if f in seen or not os.path.isfile(f):
+            continue
+        seen.add(f)
+        try:
+            tree = ast.parse(open(f, encoding="utf-8").read())
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == klass:
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.Assign) and any(
+                            isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                            and t.value.id == "self" for t in sub.targets):
+                        return (f, sub.lineno)
+    return None
+
+
+def _short(path: str) -> str:
+    try:
+        r = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if r.startswith("..") else r

@@ -1,0 +1,328 @@
+"""strategist.source: shard diffs, --apply, the operator-strategy file (issue 12).
+
+Each test copies model files into a temp git repository, runs ``strategist advise`` there and checks
+the patch applies (``git apply --check``), that --apply writes exactly the advised strategies (the
+re-imported primitives' ``in_strategy``), that it is idempotent, and that it refuses a file changed
+since the analysis or a read-only file without writing anything."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+USER = os.path.join(ROOT, "tests", "fixtures", "user_model", "user_model.py")
+MLP = ["mlp.py:MegatronMLP", "--input", "x:float16[8192,4096]", "--kwargs", "hidden=4096", "ffn=16384",
+       "--mesh", "dp=2,tp=4"]
+USER_ARGS = ["user_model.py:Block", "--kwargs", "hidden=4096", "ffn=16384", "--mesh", "dp=2,tp=4"]
+
+
+def _repo(tmp_path, *files):
+    d = tmp_path / "repo"
+    d.mkdir()
+    for f in files:
+        shutil.copy(f, d)
+    subprocess.run(["git", "init", "-q", "."], cwd=d, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=d, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], cwd=d, check=True)
+    return d
+
+
+def _cli(cwd, *args):
+    r = subprocess.run([sys.executable, "-m", "strategist", "advise", *args], cwd=cwd, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    return r
+
+
+def _import(path, name):
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.pop(0)
+        sys.modules.pop("common", None)
+
+
+def _advice(model, cwd, **kw):
+    from strategist.api import advise_model
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return advise_model(model, "dp=2,tp=4", **kw)
+    finally:
+        os.chdir(old)
+
+
+def _unchanged_outside_hunks(old: str, new: str, max_changed: int):
+    import difflib
+    sm = difflib.SequenceMatcher(a=old.splitlines(True), b=new.splitlines(True), autojunk=False)
+    changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in sm.get_opcodes() if tag != "equal")
+    assert 0 < changed <= max_changed
+
+
+@pytest.mark.slow
+def test_mlp_diff_apply_reimport_idempotent(tmp_path):
+    repo = _repo(tmp_path, os.path.join(EXAMPLES, "mlp.py"), os.path.join(EXAMPLES, "common.py"))
+    before = {f: (repo / f).read_text() for f in ("mlp.py", "common.py")}
+    r = _cli(repo, *MLP, "--diff-out", str(tmp_path / "a.patch"))
+    assert r.returncode == 0, r.stderr
+    assert {f: (repo / f).read_text() for f in before} == before          # no --apply: nothing written
+    patch = (tmp_path / "a.patch").read_text()
+    assert patch.startswith("diff --git a/mlp.py b/mlp.py\n")             # paths relative to the repo root
+    # Linear is shared by fc1 (not anchored) and fc2 (row-parallel): configured from the owner, and said so
+    assert "+        self.linear_fc2.matmul.shard(((2, 4), (4, 1)))\n" in patch
+    assert "instances disagree" in r.stderr and "linear_fc1: not anchored" in r.stderr
+    assert "linear_fc2.matmul: rule 1 weight (matmul_row)" in r.stderr
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "a.patch")], cwd=repo, check=True)
+    r = _cli(repo, *MLP, "--apply")
+    assert r.returncode == 0, r.stderr
+    assert (repo / "mlp.py.strategist-backup").read_text() == before["mlp.py"]
+    assert (repo / "common.py").read_text() == before["common.py"]
+    _unchanged_outside_hunks(before["mlp.py"], (repo / "mlp.py").read_text(), 1)
+    mod = _import(str(repo / "mlp.py"), "mlp_applied")
+    from mindspore.nn.utils import no_init_parameters
+    with no_init_parameters():
+        net = mod.MegatronMLP(hidden=4096, ffn=16384)
+    assert net.linear_fc2.matmul.in_strategy == ((2, 4), (4, 1))
+    assert getattr(net.linear_fc1.matmul, "in_strategy", None) is None
+    # the advice on the patched model: same anchor, and the model's own call is "kept"
+    after = (repo / "mlp.py").read_text()
+    r = _cli(repo, *MLP, "--apply")
+    assert r.returncode == 0, r.stderr
+    assert "nothing to change" in r.stderr
+    assert (repo / "mlp.py").read_text() == after
+
+
+@pytest.mark.slow
+def test_user_model_variables_formatting_refusals(tmp_path):
+    from strategist.source import ApplyError, source_changes
+    repo = _repo(tmp_path, USER)
+    before = (repo / "user_model.py").read_text()
+    r = _cli(repo, *USER_ARGS, "--diff")
+    assert r.returncode == 0, r.stderr
+    # the class's own dp/tp (values learnt from its existing shard()), the comment on the line kept
+    assert "-        self.mm2 = ops.MatMul().shard(((dp, 1), (1, tp)))   # someone's guess\n" in r.stdout
+    assert "+        self.mm2 = ops.MatMul().shard(((dp, tp), (tp, 1)))   # someone's guess\n" in r.stdout
+    (tmp_path / "p.patch").write_text(r.stdout)
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "p.patch")], cwd=repo, check=True)
+    assert "-        self.act.shard" not in r.stdout                        # kept without --prune
+    # deterministic
+    assert _cli(repo, *USER_ARGS, "--diff").stdout == r.stdout
+    p = _cli(repo, *USER_ARGS, "--diff", "--prune")
+    assert "-        self.act.shard(((dp, tp),))        # what propagation gives anyway\n" in p.stdout
+    assert "--prune: Block: removed the redundant shard() of self.act" in p.stderr
+    # the CLI refuses a read-only file in one line, exit 2, nothing written
+    os.chmod(repo / "user_model.py", stat.S_IRUSR)
+    ro = _cli(repo, *USER_ARGS, "--apply")
+    assert ro.returncode == 2 and "user_model.py is not writable" in ro.stderr.strip().splitlines()[-1]
+    os.chmod(repo / "user_model.py", 0o644)
+    assert (repo / "user_model.py").read_text() == before
+    advice = _advice("user_model.py:Block", repo, kwargs=["hidden=4096", "ffn=16384"])
+    # edited between the analysis and the edit: refused
+    (repo / "user_model.py").write_text(before.replace("# the usual suspects", "# edited"))
+    with pytest.raises(ApplyError, match="user_model.py changed since the analysis"):
+        source_changes(advice)
+    (repo / "user_model.py").write_text(before)
+    ch = source_changes(advice)
+    assert [os.path.basename(f.path) for f in ch.changed] == ["user_model.py"]
+    # read-only: refused by name, nothing written
+    path = repo / "user_model.py"
+    os.chmod(path, stat.S_IRUSR | stat.S_IRGRP)
+    with pytest.raises(ApplyError, match="user_model.py is not writable.*--diff-out"):
+        ch.apply()
+    assert path.read_text() == before and not (repo / "user_model.py.strategist-backup").exists()
+    os.chmod(path, 0o644)
+    # changed since the analysis: refused
+    path.write_text(before + "# edited meanwhile\n")
+    with pytest.raises(ApplyError, match="changed since the analysis"):
+        ch.apply()
+    assert path.read_text().endswith("# edited meanwhile\n")
+    path.write_text(before)
+    ch.apply()
+    new = path.read_text()
+    _unchanged_outside_hunks(before, new, 1)
+    mod = _import(str(path), "user_model_applied")
+    from mindspore.nn.utils import no_init_parameters
+    with no_init_parameters():
+        net = mod.Block(hidden=4096, ffn=16384)
+    assert net.mm2.in_strategy == ((2, 4), (4, 1))
+    assert source_changes(_advice("user_model.py:Block", repo, kwargs=["hidden=4096", "ffn=16384"])).changed == []
+
+
+def test_apply_refuses_unparsable_result(tmp_path):
+    from strategist.source import ApplyError
+    from strategist.source.apply import check, digest
+    f = tmp_path / "m.py"
+    f.write_text("x = 1\n")
+    with pytest.raises(ApplyError, match="m.py would not parse after the edit"):
+        check(str(f), digest("x = 1\n"), "x = (\n")
+    assert f.read_text() == "x = 1\n"
+
+
+def test_edit_source_unit():
+    """Pure libcst edits, no MindSpore: chain a strategy, replace one, Layout form with its import,
+    prune, idempotence, comments kept."""
+    from mindspore import nn  # noqa: F401  (Mesh import chain)
+    from strategist.mesh import Mesh
+    from strategist.source.edit import edit_source
+    from strategist.source.locate import Placement, Site, Strategy
+    code = ("import x  # keep\n\n\nclass A:  # c\n    def __init__(self, dp, tp):\n"
+            "        self.a = ops.MatMul( )   # a\n        self.b = ops.Add().shard(((dp, 1), (dp,)))\n"
+            "        self.c = ops.Mul()\n        if tp:\n            self.c.shard(((1,),))\n")
+    mesh = Mesh.parse("dp=2,tp=4")
+    s_a = Strategy("a", ((2, 1), (1, 4)), True, None, ((("dp",), ()), ((), ("tp",))))
+    s_c = Strategy("c", ((2,),), False, '(layout(("dp", "tp")),)', ((("dp", "tp"),),))
+    pls = [Placement("f", None, 6, "a", s_a), Placement("f", None, 8, "c", s_c)]
+    new, notes = edit_source(code, pls, [Site("f", 7, "b", "A")], mesh, recorded={(7, "b"): ((2, 1), (2,))})
+    assert "        self.a = ops.MatMul( ).shard(((dp, 1), (1, 4)))   # a\n" in new   # tp unknown: literal
+    assert "        self.b = ops.Add()\n" in new                                     # pruned
+    assert "from mindspore import Layout\n" in new and 'strategist_layout(("dp", "tp"))' in new
+    assert new.startswith("import x  # keep\n") and "class A:  # c\n" in new
+    # line numbers moved by one (the import): re-place and check nothing changes
+    pls2 = [Placement("f", None, 7, "a", s_a), Placement("f", None, 9, "c", s_c)]
+    again, _ = edit_source(new, pls2, [], mesh, recorded={(7, "a"): ((2, 1), (1, 4))})
+    assert again == new
+
+
+def test_diff_paths_and_root(tmp_path):
+    from strategist.source.diff import root_of, unified
+    pkg = tmp_path / "proj" / "pkg" / "sub"
+    pkg.mkdir(parents=True)
+    (tmp_path / "proj" / "pkg" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    f = pkg / "m.py"
+    f.write_text("a = 1\n")
+    assert root_of(str(f)) == str(tmp_path / "proj")
+    d = unified(str(f), "a = 1\n", "a = 2\n")
+    assert d.splitlines()[:3] == ["diff --git a/pkg/sub/m.py b/pkg/sub/m.py", "--- a/pkg/sub/m.py", "+++ b/pkg/sub/m.py"]
+    r = subprocess.run(["patch", "-p1", "--dry-run"], input=d, cwd=tmp_path / "proj", capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_strategy_file_loads_in_mindspore(tmp_path):
+    """--emit-strategy-file writes what MindSpore's SAVE mode writes (same operator keys, same fields), and
+    MindSpore, loading it (set_op_strategy_config LOAD, in verify's child), compiles exactly the advised plan."""
+    from strategist.verify.runner import mindspore_plan
+    repo = _repo(tmp_path, os.path.join(EXAMPLES, "mlp.py"), os.path.join(EXAMPLES, "common.py"))
+    out = tmp_path / "strategies.json"
+    r = _cli(repo, *MLP, "--emit-strategy-file", str(out), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    plan = {o["name"]: o["strategy"] for o in json.loads(r.stdout)["plan"]["ops"]}
+    doc = json.loads(out.read_text())
+    items = doc["parallel_strategy_item"]
+    assert items["Default/linear_fc2-Linear/MatMul-op0"] == {"stage": 0, "parallel_strategy": [[2, 4], [4, 1]]}
+    assert _cli(repo, *MLP, "--emit-strategy-file", str(tmp_path / "b.json")).returncode == 0
+    assert (tmp_path / "b.json").read_text() == out.read_text()           # deterministic
+    model = str(repo / "mlp.py") + ":MegatronMLP"
+    inputs, kwargs = ["x:float16[8192,4096]"], ["hidden=4096", "ffn=16384"]
+    saved = tmp_path / "saved.json"
+    mindspore_plan(model, "dp=2,tp=4", inputs=inputs, kwargs=kwargs, strategy_file=str(saved),
+                   strategy_file_mode="SAVE")
+    ms_doc = json.loads(saved.read_text())
+    assert set(ms_doc["parallel_strategy_item"]) == set(items)
+    assert all(set(v) == set(ms_doc["parallel_strategy_item"][k]) for k, v in items.items())
+    ms = mindspore_plan(model, "dp=2,tp=4", inputs=inputs, kwargs=kwargs, strategy_file=str(out))
+    got = {o.path: [list(s) for s in o.in_strategy] for o in ms.ops}
+    assert got == {k: plan[k] for k in got} and len(got) == 5
+
+
+@pytest.mark.slow
+def test_llama_repeated_layers_several_files(tmp_path):
+    """LLaMA-70B-shaped, 2 layers, dp=8 tp=8: one Linear class behind q/k/v/o/w1/w2/w3/lm_head, anchored only at
+    wo, w2 and lm_head: each is configured at its owner (one edit per owner line, shared by the repeated layers),
+    the embedding where its Gather is created; the patch spans two files and applies."""
+    repo = _repo(tmp_path, *[os.path.join(EXAMPLES, f) for f in os.listdir(EXAMPLES) if f.endswith(".py")])
+    args = ["llama.py:llama2_70b", "--kwargs", "layers=2", "batch=8", "--mesh", "dp=8,tp=8",
+            "--dataset-strategy", "full_batch"]
+    r = _cli(repo, *args, "--diff", "--diff-out", str(tmp_path / "l.patch"), "--apply")
+    assert r.returncode == 0, r.stderr[-2000:]
+    patch = (tmp_path / "l.patch").read_text()
+    assert [ln[len("diff --git a/"):].split(" ")[0] for ln in patch.splitlines() if ln.startswith("diff --git")] == \
+        ["attention.py", "llama.py"]
+    assert patch.count("+        self.wo.matmul.shard(((8, 8), (8, 1)))\n") == 1
+    assert patch.count("+        self.w2.matmul.shard(((8, 8), (8, 1)))\n") == 1
+    assert "model.layers.0.attention.wq: not anchored" in r.stderr
+    subprocess.run(["git", "apply", "--check", "-R", str(tmp_path / "l.patch")], cwd=repo, check=True)  # applied
+    mod = _import(str(repo / "llama.py"), "llama_applied")
+    from mindspore.nn.utils import no_init_parameters
+    sys.path.insert(0, str(repo))
+    try:
+        with no_init_parameters():
+            net = mod.llama2_70b(layers=2, batch=8)
+    finally:
+        sys.path.remove(str(repo))
+        for m in ("common", "attention"):
+            sys.modules.pop(m, None)
+    assert net.lm_head.matmul.in_strategy == ((8, 1), (8, 1))
+    assert net.model.tok_embeddings.gather.in_strategy == ((8, 1), (8, 1))
+    for layer in net.model.layers:
+        assert layer.attention.wo.matmul.in_strategy == ((8, 8), (8, 1))
+        assert layer.feed_forward.w2.matmul.in_strategy == ((8, 8), (8, 1))
+        assert getattr(layer.attention.wq.matmul, "in_strategy", None) is None
+
+
+MF_ARGS = ["mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--layers", "1", "--seq", "4096", "--batch", "8",
+           "--mesh", "dp=2,tp=4"]
+MF_SET = dict(hidden_size=4096, intermediate_size=16384, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+              vocab_size=32000)   # big enough that the advice configures something (hidden 256: "configure nothing")
+MF_ARGS += [a for k, v in MF_SET.items() for a in ("--set", f"{k}={v}")]
+
+
+@pytest.mark.slow
+def test_mindformers_qwen3_copy(tmp_path):
+    """The installed MindFormers package copied into a git repo (first on PYTHONPATH): diff, git apply --check,
+    --apply, and MindFormers rebuilt under auto_parallel + sharding_propagation at the mesh now sets exactly the
+    advised strategies on those primitives (read back by strategist.mindformers.expert_strategies)."""
+    import importlib.util
+    src = list(importlib.util.find_spec("mindformers").submodule_search_locations)[0]   # not imported here
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(src, repo / "mindformers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.join(os.path.dirname(src), "configs"), repo / "configs",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "init", "-q", "."], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], cwd=repo, check=True)
+    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{ROOT}"}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "strategist", "advise", *MF_ARGS, *args], cwd=tmp_path,
+                              capture_output=True, text=True, env=env, timeout=600)
+
+    r = cli("--diff-out", str(tmp_path / "mf.patch"), "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in json.loads(r.stdout)["anchors"]}
+    assert advised
+    patch = (tmp_path / "mf.patch").read_text()
+    assert "diff --git a/mindformers/parallel_core/training_graph/tensor_parallel/layers.py" in patch
+    # the classes' own config variables in their sharding_propagation()
+    assert "+        self.matmul.shard(((dp, 1), (tp, 1)))\n" in patch
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "mf.patch")], cwd=repo, check=True)
+    r = cli("--apply")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert subprocess.run(["git", "diff", "--quiet"], cwd=repo).returncode == 1
+    r = cli("--apply")
+    assert r.returncode == 0 and "nothing to change" in r.stderr, r.stderr[-2000:]
+    code = ("import json, sys\nfrom strategist.mindformers import expert_strategies\n"
+            f"ex = expert_strategies({MF_ARGS[0]!r}, 'dp=2,tp=4', 'propagation', layers=1, seq=4096, batch=8, "
+            f"overrides={MF_SET!r})\n"
+            "print(json.dumps({k: [list(s) for s in a.strategy] if a.strategy is not None else None "
+            "for k, a in ex.items()}))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for op, st in advised.items():
+        assert op in got and got[op] is not None and tuple(tuple(s) for s in got[op]) == st, (op, got.get(op), st)
