@@ -101,10 +101,17 @@ def _clean_loc(loc: tuple, lines: _Lines) -> tuple:
     return tuple(out)
 
 
+def shown_key(x) -> str:
+    """A YAML key as an error message shows it: a key with a newline or a control character is quoted,
+    so the message stays on one line."""
+    name = str(x)
+    return name if name and name.isprintable() else repr(name)
+
+
 def _keyname(loc: tuple) -> str:
     s = ""
     for x in loc:
-        s += f"[{x}]" if isinstance(x, int) else (("." if s else "") + str(x))
+        s += f"[{x}]" if isinstance(x, int) else (("." if s else "") + shown_key(x))
     return s
 
 
@@ -349,10 +356,10 @@ def validate_anchor(value, path: str, lines: _Lines, loc: tuple):
     unknown = [k for k in value if k not in AnchorSpec.model_fields]
     if unknown:
         raise RulesError(f"{path} line {lines.get(loc + (unknown[0],), _line_of(lines, loc))}: unknown key(s) "
-                         f"{', '.join(map(str, unknown))}{did_you_mean(unknown[0], AnchorSpec.model_fields)[:-1]}; "
+                         f"{', '.join(map(shown_key, unknown))}{did_you_mean(unknown[0], AnchorSpec.model_fields)[:-1]}; "
                          f"use in_strategy, out_strategy, layout, out_layout)"
                          if did_you_mean(unknown[0], AnchorSpec.model_fields).startswith(" (did") else
-                         f"{where}: unknown key(s) {', '.join(map(str, unknown))} "
+                         f"{where}: unknown key(s) {', '.join(map(shown_key, unknown))} "
                          f"(use in_strategy, out_strategy, layout, out_layout)")
     try:
         spec = AnchorSpec.model_validate(value)

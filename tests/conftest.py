@@ -9,6 +9,16 @@ MODELS = os.path.join(ROOT, "tests", "models")
 os.environ.setdefault("GLOG_v", "3")
 collect_ignore_glob = ["models/*", "collectives.py"]
 
+# CI draws the same Hypothesis examples every run (a red CI means a change broke something, not a new
+# random draw); locally every run explores new ones, and a failure prints its reproducer.
+try:
+    from hypothesis import settings as _hsettings
+    _hsettings.register_profile("ci", derandomize=True, print_blob=True)
+    if os.environ.get("CI"):
+        _hsettings.load_profile("ci")
+except ImportError:  # pragma: no cover
+    pass
+
 
 @functools.lru_cache(maxsize=None)
 def _graph(target: str, kwargs: tuple = (), inputs: tuple = ()):
