@@ -689,7 +689,14 @@ class _Engine:
 
     def _exact(self, name: str, idx: int, layout: Layout, side: str) -> Sharding | None:
         """Leaving a Reshape: the first option whose input (output) ``idx`` has exactly the Reshape's
-        layout (``GetStrategyFromSWCBy{Input,Output}Layout``); None (the op stays undecided) if none."""
+        layout (``GetStrategyFromSWCBy{Input,Output}Layout``); None (the op stays undecided) if none.
+        Memoised like the other choices: repeated layers leave their Reshapes the same way."""
+        mk = ("x", self.key(name), idx, layout, side, self.n, self.fully_use_devices, layout in self.layout_sources)
+        if mk not in _CHOICES:
+            _CHOICES[mk] = self._exact_uncached(name, idx, layout, side)
+        return _CHOICES[mk]
+
+    def _exact_uncached(self, name: str, idx: int, layout: Layout, side: str) -> Sharding | None:
         k = self.in_index(name, idx) if side == "in" else idx
         if k is None:
             return None
