@@ -53,6 +53,7 @@ def main() -> None:
     for i in range(args.repeat):
         # Fresh Cells each round: MindSpore caches compiled phases per Cell.
         c1 = build()
+        c1.set_train(True)          # the same training forward extract() compiles (Dropout and all)
         with _standalone_compile(c1):
             t0 = time.perf_counter()
             executor.compile(c1, _as_tensor(spec), phase=f"export.bench_bare{i}")
