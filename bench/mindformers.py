@@ -8,7 +8,8 @@ in its own process so its peak RSS is its own.
 
     .venv/bin/python bench/mindformers.py [--case qwen3-2] [--mesh dp=2,tp=4] [--json]
 
-The advise/compare columns of issue 11 come later (``compare_hook``).
+and the compare columns (``strategist.compare``): advise time, anchors of (a) advice / (b) the experts'
+sharding_propagation() / (c) their full shard(), agreement of (a) with (c), step-estimate ratio (a)/(c).
 """
 import argparse
 import json
@@ -40,8 +41,18 @@ def peak_rss_mb() -> float:
 
 
 def compare_hook(graph, info, mesh, experts):
-    """Issue 11 item 4 (advise vs the experts, step-estimate ratio): filled in by the lead."""
-    return None
+    """Issue 11 item 4: (a) advice, (b) the experts' propagation anchors, (c) their full shard(), compared."""
+    from strategist.compare import compare_model
+    cmp = compare_model(info.ref, mesh, graph=graph, experts=experts, layers=info.layers, batch=info.batch)
+    a, b, c = cmp["a"], cmp["b"], cmp["c"]
+    ratio = cmp.step_ratio()
+    return {"advise_s": round(a.seconds, 2), "compare_s": round(a.seconds + b.seconds + c.seconds, 2),
+            "anchors_a": a.anchors, "anchors_b": b.anchors, "anchors_c": c.anchors,
+            "agreement_a": round(a.agreement, 4) if a.agreement is not None else None,
+            "agreement_b": round(b.agreement, 4) if b.agreement is not None else None,
+            "step_ratio": round(ratio, 3) if ratio is not None else None,
+            "step_ms": {k: round(cmp[k].totals["step_seconds"] * 1e3, 3) for k in "abc" if cmp[k].totals},
+            "rss_mb": round(peak_rss_mb())}
 
 
 def run_case(name: str, meshes) -> dict:
@@ -68,8 +79,12 @@ def run_case(name: str, meshes) -> dict:
             res[mode] = {"anchors": len(ex), "seconds": round(time.perf_counter() - t0, 2),
                          "matmul": by_type.get("MatMul", 0), "flash_attention": by_type.get("FlashAttentionScore", 0),
                          "embedding": by_type.get("Embedding", 0), "notes": len(ex.notes),
-                         "mindformers_bugs": sum(n.startswith("MindFormers bug") for n in ex.notes),
-                         "compare": compare_hook(graph, info, mesh, ex)}
+                         "mindformers_bugs": sum(n.startswith("MindFormers bug") for n in ex.notes)}
+            res[mode]["_experts"] = ex
+        t0 = time.perf_counter()
+        res["compare"] = compare_hook(graph, info, mesh, {k: res[k].pop("_experts") for k in ("semi_auto", "propagation")})
+        res["compare"]["seconds_with_experts"] = round(time.perf_counter() - t0 + res["semi_auto"]["seconds"]
+                                                       + res["propagation"]["seconds"], 2)
         row["meshes"][m] = res
     row["peak_rss_mb"] = round(peak_rss_mb())
     return row
@@ -100,20 +115,24 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     print(f"{'case':<12} {'ops':>5} {'params':>8} {'extract':>8} {'peak RSS':>9}  "
-          f"{'mesh':<10} {'semi_auto anchors (mm/fa/emb)':>30} {'propagation anchors (mm/fa/emb)':>32}")
+          f"{'mesh':<10} {'anchors a/b/c (c: mm/fa/emb)':>30} {'experts':>8} {'advise':>7} {'agree a|b':>13} "
+          f"{'ratio a/c':>9} {'compare':>8}")
     for r in rows:
         first = True
         for m, res in r["meshes"].items():
-            sa, pr = res["semi_auto"], res["propagation"]
+            sa, pr, cp = res["semi_auto"], res["propagation"], res.get("compare") or {}
             head = (f"{r['case']:<12} {r['ops']:>5} {r['params_b']:>7.2f}B {r['extract_s']:>7.1f}s "
                     f"{r['peak_rss_mb']:>7}MB") if first else " " * 45
-            print(f"{head}  {m:<10} {sa['anchors']:>14} ({sa['matmul']}/{sa['flash_attention']}/{sa['embedding']})"
-                  f" {sa['seconds']:>5.1f}s {pr['anchors']:>16} ({pr['matmul']}/{pr['flash_attention']}/"
-                  f"{pr['embedding']}) {pr['seconds']:>5.1f}s")
+            anchors = f"{cp.get('anchors_a')}/{pr['anchors']}/{sa['anchors']} ({sa['matmul']}/{sa['flash_attention']}/{sa['embedding']})"
+            agree = f"{100 * (cp.get('agreement_a') or 0):.1f}|{100 * (cp.get('agreement_b') or 0):.1f}%"
+            print(f"{head}  {m:<10} {anchors:>30} {sa['seconds'] + pr['seconds']:>7.1f}s {cp.get('advise_s', 0):>6.1f}s "
+                  f"{agree:>13} {cp.get('step_ratio') or 0:>9.3f} {cp.get('seconds_with_experts', 0):>7.1f}s")
             first = False
-    print("extract = YAML -> tp=1 build (weights never allocated) -> graph; anchors = experts' strategies "
-          "mapped onto the graph (MatMul / FlashAttentionScore / Embedding); propagation-mode "
-          "FlashAttention/MoELayer configure nothing (MindFormers bug, see notes).")
+    print("extract = YAML -> tp=1 build (weights never allocated) -> graph; anchors: (a) advice, (b) the experts' "
+          "sharding_propagation(), (c) their full shard() (MatMul / FlashAttentionScore / Embedding); experts = "
+          "both MindFormers builds; agree = operators whose layouts equal (c)'s; ratio = step estimate (a)/(c); "
+          "compare = experts + three propagations + advise (extraction excluded). Targets: agree a >= 98 %, "
+          "ratio <= 1.00, anchors a <= b, 64-layer compare <= 60 s.")
 
 
 if __name__ == "__main__":

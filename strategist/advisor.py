@@ -334,6 +334,8 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 name = "norm" if rank >= 3 else "norm_2d"
                 if rank >= 3 and _sequence_first(graph) and "norm_sequence_first" in t:
                     name = "norm_sequence_first"      # MindFormers' [S, B, H]: batch by dp, sequence by cp
+                    if rank >= 4 and "norm_heads_sequence_first" in t:
+                        name = "norm_heads_sequence_first"     # q/k norms on [S, B, N, D]: heads by tp
                 choice = ("4 fused", name, t.get(name, {}), "fused norm: tokens by dp (and cp), hidden unsplit")
             else:
                 choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")

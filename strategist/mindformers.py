@@ -72,6 +72,7 @@ class MfInfo:
     build_seconds: float = 0.0
     extract_seconds: float = 0.0
     stripped: int = 0              # trivial tp=1 strategies (primitives' shard() at tp=1) kept out of the graph
+    extracted_layers: int = 0      # layers compiled; the rest copies the last one (replicate_layers)
 
 
 class Experts(dict):
@@ -634,8 +635,12 @@ def _strip_trivial(graph: OpGraph) -> int:
 
 
 def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = None, batch: int | None = None,
-                     overrides: dict | None = None) -> tuple[OpGraph, MfInfo]:
+                     overrides: dict | None = None, replicate: bool | None = None) -> tuple[OpGraph, MfInfo]:
     """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
+
+    ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
+    disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on for
+    models without MoE (checked op for op against a full extraction), off for MoE configs.
 
     >>> g, info = load_mindformers("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", layers=2)  # doctest: +SKIP
     """
@@ -645,6 +650,13 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     t0 = time.perf_counter()
     with mindformers_world(mode="stand_alone", device_num=1, notes=notes):
         cfg = _load_yaml(path, layers, seq, batch, overrides or {})
+        total = int(cfg.model.model_config.get("num_hidden_layers") or 0)
+        if replicate is None:
+            mcfg = cfg.model.model_config
+            replicate = not any(mcfg.get(k) for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
+        ext = 2 if replicate and total > 2 else total
+        if ext != total:
+            cfg = _load_yaml(path, ext, seq, batch, overrides or {})
         conf_cls, train_cls, model_type, arch = _train_class(cfg)
         b = batch or _default_batch(cfg)
         net = _build(cfg)
@@ -656,6 +668,11 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         graph = extract(net, ids, None, None, None, labels, model=ref)
         for op in graph:
             op.attrs.pop(_UID, None)
+        if ext != total:
+            base = graph
+            graph = replicate_layers(base, total)
+            graph.mf_extracted_layers = ext
+            graph.mf_base_graph = base          # the compiled layers (compare advises on them)
         t2 = time.perf_counter()
         for _, msg in _LOG:         # MindFormers' own warnings while building, once each
             line = "MindFormers: " + msg.splitlines()[0][:300]
@@ -664,7 +681,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     mc = cfg.model.model_config
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,
-        layers=int(mc.get("num_hidden_layers") or 0), seq=int(mc.get("seq_length") or 0), batch=b,
+        layers=total, seq=int(mc.get("seq_length") or 0), batch=b, extracted_layers=ext,
         model_config=_plain(mc), parallel_config=_plain(cfg.get("parallel_config") or {}),
         inputs=specs, notes=notes, build_seconds=t1 - t0, extract_seconds=t2 - t1)
     info.stripped = removed + _strip_trivial(graph)
@@ -781,9 +798,12 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
                              f"(ep splits the data-parallel devices, it adds none)")
     out = Experts(mode, mesh)
     path = resolve_config(ref)
+    # a replicated graph (load_mindformers): read the experts at the extracted layer count, copy the last layer's
+    ext = getattr(graph, "mf_extracted_layers", None)
+    total = max((_layer_of(op.cell_path) or 0 for op in graph), default=0) + 1
     t0 = time.perf_counter()
     with mindformers_world(mode=mode, device_num=n, notes=out.notes):
-        cfg = _load_yaml(path, layers, seq, batch, overrides or {})
+        cfg = _load_yaml(path, ext or layers, seq, batch, overrides or {})
         net = _build(cfg, **sizes)
         cells = list(net.cells_and_names())
         found = []
@@ -808,6 +828,13 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
             continue
         for op in ops:
             _add(graph, out, op, st, where, n)
+    if ext and total > ext:
+        copied = replicate_anchors(dict(out), graph, ext, total)
+        out.clear()
+        out.update(copied)
+        t = ext - 1
+        out.unmapped += [_shift(w, t, t, k - t) for k in range(ext, total) for w in list(out.unmapped)
+                         if _layer_of(w) == t]
     return out
 
 
@@ -984,3 +1011,112 @@ def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
             natural = (flat.tensor_map[0], ())
             out_l = (o,) if o is not None and o.tensor_map != natural else None
             _add(graph, out, op, st, where, n, ins, out_l)
+
+
+# --------------------------------------------------------------------------------------
+# repeated layers: extract a few, replicate the last one (MindFormers compiles every layer separately)
+
+_LAYER = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")
+_SCOPE = re.compile(r"(?<=/layers-CellList/)(\d+)(?=-)")
+
+
+def _layer_of(name: str) -> int | None:
+    m = _LAYER.search(name or "")
+    return int(m.group(1)) if m else None
+
+
+def _shift(text: str, lo: int, hi: int, d: int) -> str:
+    """Layer indices in [lo, hi] move by ``d`` in ``decoder.layers.N`` paths."""
+    if not text or not d:
+        return text
+    return _LAYER.sub(lambda m: f"decoder.layers.{int(m.group(1)) + d}" if lo <= int(m.group(1)) <= hi
+                      else m.group(0), text)
+
+
+def _shift_scope(text: str, lo: int, hi: int, d: int) -> str:
+    if not text or not d:
+        return text
+    return _SCOPE.sub(lambda m: str(int(m.group(1)) + d) if lo <= int(m.group(1)) <= hi else m.group(0), text)
+
+
+def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
+    """``graph`` with its decoder grown to ``layers`` layers by copying its last layer.
+
+    Layer k (k >= the extracted count L) is the last layer t = L-1 renamed (``decoder.layers.t`` ->
+    ``decoder.layers.k`` in op names, cell paths, scopes and parameters); its inputs from layer t-1 come
+    from layer k-1; what followed the decoder reads layer ``layers-1``. MindFormers' layers are identical
+    modules, so this is the graph a ``layers``-layer extraction gives (tests: op for op at 4 layers)."""
+    import dataclasses
+    from .graph import Input, Param
+    ops = graph.ops
+    idx = [_layer_of(op.cell_path) for op in ops]
+    present = sorted({i for i in idx if i is not None})
+    if not present or layers <= present[-1] + 1:
+        return graph
+    t = present[-1]
+    block = [i for i, j in enumerate(idx) if j == t]
+    if block != list(range(block[0], block[-1] + 1)):
+        raise ModelLoadError(f"layer {t} of the extracted graph is not contiguous: cannot replicate it")
+    last = layers - 1
+
+    def ref_in(x: Input, lo, hi, d) -> Input:
+        if x.kind == "op":
+            return dataclasses.replace(x, ref=_shift(x.ref, lo, hi, d))
+        if x.kind == "param":
+            return dataclasses.replace(x, ref=_shift(x.ref, lo, hi, d))
+        return x
+
+    def copy_op(op, lo, hi, d, inputs_only=False):
+        new_inputs = tuple(ref_in(x, lo, hi, d) for x in op.inputs)
+        if inputs_only:
+            return dataclasses.replace(op, inputs=new_inputs, attrs=dict(op.attrs))
+        return dataclasses.replace(op, name=_shift(op.name, lo, hi, d), cell_path=_shift(op.cell_path, lo, hi, d),
+                                   full_name=_shift_scope(op.full_name, lo, hi, d), inputs=new_inputs,
+                                   attrs=dict(op.attrs))
+    new_ops = ops[:block[-1] + 1]
+    for k in range(t + 1, layers):
+        d = k - t
+        new_ops += [copy_op(ops[i], t - 1, t, d) for i in block]
+    new_ops += [copy_op(op, t, t, last - t, inputs_only=True) for op in ops[block[-1] + 1:]]
+    for i, op in enumerate(new_ops):
+        op.topo_index = i
+    params: dict = {}
+    tparams = [n for n in graph.params if _layer_of(n) == t]
+    for name, p in graph.params.items():
+        params[name] = p
+        if tparams and name == tparams[-1]:
+            for k in range(t + 1, layers):
+                for n in tparams:
+                    q = graph.params[n]
+                    nn = _shift(n, t, t, k - t)
+                    params[nn] = Param(nn, q.spec, q.requires_grad)
+    cells: dict = {}
+    tcells = [c for c in graph.cells if _layer_of(c) == t]
+    for c, cls in graph.cells.items():
+        cells[c] = cls
+        if tcells and c == tcells[-1]:
+            for k in range(t + 1, layers):
+                for c2 in tcells:
+                    cells[_shift(c2, t, t, k - t)] = graph.cells[c2]
+    outputs = [ref_in(x, t, t, last - t) for x in graph.outputs]
+    g = OpGraph(new_ops, dict(graph.inputs), params, outputs, cells, model=graph.model)
+    for attr, v in vars(graph).items():          # anything else extraction recorded
+        if attr not in vars(g):
+            setattr(g, attr, v)
+    return g
+
+
+def replicate_anchors(anchors: dict, graph: OpGraph, extracted_layers: int, layers: int) -> dict:
+    """Experts' anchors read at ``extracted_layers`` layers, the last layer's copied onto the replicated ones."""
+    import dataclasses
+    t = extracted_layers - 1
+    out = {}
+    for name, a in anchors.items():
+        out[name] = a
+    for name, a in anchors.items():
+        if _layer_of(name) == t:
+            for k in range(t + 1, layers):
+                nn = _shift(name, t, t, k - t)
+                if nn in graph:
+                    out[nn] = dataclasses.replace(a, op=nn)
+    return out

@@ -238,6 +238,9 @@ def run(req: dict) -> dict:
         from mindspore.parallel.algo_parameter_config import set_algo_parameters
         set_algo_parameters(**req.get("algo", {}))
         apply_anchors(cell, req.get("anchors") or [], req.get("mesh"))
+        if req.get("strategy_file"):
+            from mindspore.parallel import set_op_strategy_config
+            set_op_strategy_config(mode=req.get("strategy_file_mode", "LOAD"), path=req["strategy_file"])
         args = [_as_tensor(s) for s in per_device]
 
         fault = os.environ.get("STRATEGIST_VERIFY_FAULT")

@@ -116,7 +116,8 @@ def _dataset_request(dataset_strategy, mesh: Mesh):
 
 def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                    dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
-                   timeout=900, graph=None) -> MsPlan:
+                   timeout=900, graph=None, strategy_file: str | None = None,
+                   strategy_file_mode: str = "LOAD") -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
 
     ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
@@ -154,6 +155,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             "algo": {"fully_use_devices": bool(fully_use_devices),
                      "elementwise_op_strategy_follow": bool(elementwise_op_strategy_follow)},
         }
+        if strategy_file:   # MindSpore's operator-strategy file (strategist advise --emit-strategy-file)
+            request["strategy_file"] = os.path.abspath(strategy_file)
+            request["strategy_file_mode"] = strategy_file_mode      # "SAVE": MindSpore writes its own
         t0 = time.time()
         rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir), timeout)
         wall = time.time() - t0
@@ -244,7 +248,9 @@ def _run_child(work: str, request: dict, env: dict, timeout: float) -> tuple[int
         proc = subprocess.Popen([sys.executable, "-m", "strategist.verify.child", req_file, res_file],
                                 cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            rc = proc.wait(timeout=timeout)
+            from .. import progress
+            with progress.task("MindSpore's own sharding propagation (child process)"):
+                rc = proc.wait(timeout=timeout)
         except BaseException as err:           # timeout, Ctrl-C: never leave MindSpore running
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -1,0 +1,342 @@
+"""``strategist compare``: the advice beside the experts who wrote a MindFormers model (issue 11 item 4).
+
+Three plans of one graph on one mesh, side by side:
+
+(a) strategist's advice (:func:`strategist.advisor.advise`);
+(b) MindFormers' ``sharding_propagation()`` anchors, propagated by strategist -- and, with
+    ``verify=True``, by MindSpore itself in a child process (:mod:`strategist.verify`);
+(c) MindFormers' full ``shard()`` strategies (semi_auto), taken as the reference plan: every operator the
+    experts configured is anchored, strategist propagates the few they left alone.
+
+For each: the anchors, communication bytes and time, the step estimate, per-device memory
+(:func:`strategist.advisor.memory`), and the share of operators whose layouts equal (c)'s, with every
+disagreement listed with both strategies and what the operator costs under each.
+
+Dataset strategy. MindFormers feeds ``[B, S]`` token ids split ``(dp, 1)`` and replicated over tp; MindSpore's
+auto_parallel refuses a dataset strategy that leaves devices unused, and ``data_parallel`` splits the batch over
+*every* device, which none of the three plans does (the ids are reshaped to ``[B*S]`` and the Embedding refuses
+split indices, so that split stops at the first operator). The comparison therefore uses ``full_batch`` for all
+three: every device holds the whole micro-batch and the first operators take their slice locally, without
+communication -- the same bytes as MindFormers' ``(dp, 1)`` input, and the same for (a), (b) and (c), so the
+columns differ only in the operators' strategies. ``dataset_strategy=`` overrides it.
+
+>>> cmp = compare_model("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "dp=2,tp=4", layers=2)  # doctest: +SKIP
+>>> print(cmp.text())                                                                          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from .errors import StrategistError
+from .graph import OpGraph
+from .mesh import Mesh, load_hardware
+from .propagate import Plan, _same, propagate
+
+DEFAULT_DATASET = "full_batch"
+_LAYER_RE = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")
+COLUMNS = ("a", "b", "b_ms", "c")
+TITLES = {"a": "(a) strategist advice", "b": "(b) MindFormers sharding_propagation(), strategist",
+          "b_ms": "(b') MindFormers sharding_propagation(), MindSpore", "c": "(c) MindFormers shard() (reference)"}
+
+
+@dataclass
+class Disagreement:
+    op: str
+    type: str
+    strategy: tuple | None            # this column's
+    reference: tuple | None           # (c)'s
+    bytes: float                      # this column: the op's own communication + its incoming redistributions
+    seconds: float
+    ref_bytes: float                  # the same under (c)
+    ref_seconds: float
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "type": self.type, "strategy": _lists(self.strategy),
+                "reference": _lists(self.reference), "bytes": self.bytes, "seconds": self.seconds,
+                "reference_bytes": self.ref_bytes, "reference_seconds": self.ref_seconds}
+
+
+@dataclass
+class Column:
+    key: str
+    title: str
+    anchors: int | None = None
+    plan: Plan | None = None
+    totals: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    agreed: int = 0
+    total: int = 0
+    disagreements: list[Disagreement] = field(default_factory=list)
+    seconds: float = 0.0              # time to produce this column (advise / experts' build + propagation)
+    error: str | None = None          # the column could not be produced (one line)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreed / self.total if self.total else None
+
+    def to_dict(self, max_rows: int = 0) -> dict:
+        t = self.totals
+        dis = self.disagreements[:max_rows] if max_rows else self.disagreements
+        return {"key": self.key, "title": self.title, "anchors": self.anchors, "error": self.error,
+                "communication_bytes": t.get("total_bytes"), "communication_seconds": t.get("total_seconds"),
+                "step_seconds": t.get("step_seconds"), "compute_seconds": t.get("compute_seconds"),
+                "memory": self.memory, "agreed": self.agreed, "operators": self.total,
+                "agreement": self.agreement, "seconds": round(self.seconds, 3),
+                "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
+                "notes": self.notes}
+
+
+@dataclass
+class Comparison3:
+    model: str
+    mesh: Mesh
+    dataset_strategy: object
+    columns: dict[str, Column]
+    graph_ops: int = 0
+    extract_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    advice: object = None             # the Advice behind (a)
+
+    def __getitem__(self, key: str) -> Column:
+        return self.columns[key]
+
+    def step_ratio(self) -> float | None:
+        """Step estimate of (a) over (c)."""
+        a, c = self.columns["a"].totals.get("step_seconds"), self.columns["c"].totals.get("step_seconds")
+        return a / c if a is not None and c else None
+
+    def to_dict(self, max_rows: int = 0) -> dict:
+        return {"model": self.model, "mesh": str(self.mesh), "devices": self.mesh.size,
+                "dataset_strategy": self.dataset_strategy if isinstance(self.dataset_strategy, str)
+                else {k: list(v) for k, v in self.dataset_strategy.items()},
+                "operators": self.graph_ops, "extract_seconds": round(self.extract_seconds, 3),
+                "step_ratio_a_over_c": self.step_ratio(),
+                "columns": {k: c.to_dict(max_rows) for k, c in self.columns.items()}, "notes": self.notes}
+
+    def to_json(self, max_rows: int = 0) -> str:
+        return json.dumps(self.to_dict(max_rows), indent=1, sort_keys=False, default=str)
+
+    def text(self, max_rows: int = 20) -> str:
+        from .report import human_bytes, render_table, strategy_text
+        cols = [self.columns[k] for k in COLUMNS if k in self.columns]
+        out = [f"model: {self.model}   mesh: {self.mesh} ({self.mesh.size} devices)   operators: {self.graph_ops}   "
+               f"dataset: {self.dataset_strategy}", ""]
+
+        def cell(c: Column, f):
+            if c.error:
+                return "-"
+            try:
+                return f(c)
+            except (TypeError, KeyError):
+                return "-"
+        rows = [
+            ["anchors"] + [cell(c, lambda c: str(c.anchors)) for c in cols],
+            ["communication / step"] + [cell(c, lambda c: human_bytes(c.totals["total_bytes"])) for c in cols],
+            ["communication time"] + [cell(c, lambda c: f"{c.totals['total_seconds'] * 1e3:.3f} ms") for c in cols],
+            ["step estimate"] + [cell(c, lambda c: f"{c.totals['step_seconds'] * 1e3:.3f} ms") for c in cols],
+            ["memory / device"] + [cell(c, lambda c: human_bytes(c.memory["total"])) for c in cols],
+            ["agreement with (c)"] + [cell(c, lambda c: f"{c.agreed}/{c.total} ({100 * c.agreement:.1f} %)")
+                                      for c in cols],
+            ["time"] + [cell(c, lambda c: f"{c.seconds:.1f} s") for c in cols],
+        ]
+        out += render_table([""] + [c.title for c in cols], rows)
+        r = self.step_ratio()
+        if r is not None:
+            out.append(f"step estimate (a)/(c): {r:.3f}")
+        for c in cols:
+            if c.error:
+                out.append(f"{c.title}: not available: {c.error}")
+        for c in cols:
+            if c.key == "c" or c.error or not c.disagreements:
+                continue
+            out += ["", f"{c.title}: {len(c.disagreements)} operators differ from (c)"
+                    + (f" (first {max_rows})" if max_rows and len(c.disagreements) > max_rows else "")]
+            shown = c.disagreements[:max_rows] if max_rows else c.disagreements
+            out += render_table(["operator", "type", "strategy", "(c) strategy", "comm", "(c) comm"],
+                                [[d.op, d.type, strategy_text(d.strategy), strategy_text(d.reference),
+                                  human_bytes(d.bytes), human_bytes(d.ref_bytes)] for d in shown])
+        notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
+        if notes:
+            out += ["", "notes:"] + [f"  {n}" for n in notes]
+        return "\n".join(out) + "\n"
+
+
+def _lists(s):
+    return None if s is None else [list(x) for x in s]
+
+
+def _op_costs(plan: Plan) -> dict[str, tuple[float, float]]:
+    """Per operator: its own communication plus the redistributions into its inputs (bytes, seconds)."""
+    out: dict[str, list[float]] = {}
+    for e in plan.edges:
+        v = out.setdefault(e.dst, [0.0, 0.0])
+        v[0] += e.bytes
+        v[1] += e.seconds
+    for name, c in plan.op_costs.items():
+        v = out.setdefault(name, [0.0, 0.0])
+        v[0] += c.bytes
+        v[1] += c.seconds
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def same_choice(a, b) -> bool:
+    """Two operator choices place every input and output identically."""
+    if a.sharding is None or b.sharding is None:
+        return a.sharding is None and b.sharding is None
+    return len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs) and all(
+        _same(x, y) for x, y in zip(a.inputs + a.outputs, b.inputs + b.outputs))
+
+
+def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
+    """Fill ``col``'s agreement with ``ref`` over the operators that have a strategy (Reshape has none)."""
+    mine, theirs = _op_costs(plan), ref_costs if ref_costs is not None else _op_costs(ref)
+    col.agreed = col.total = 0
+    col.disagreements = []
+    for name, rc in ref.choices.items():
+        if rc.sharding is None:
+            continue
+        col.total += 1
+        ch = plan.choices[name]
+        if same_choice(ch, rc):
+            col.agreed += 1
+            continue
+        b, s = mine.get(name, (0.0, 0.0))
+        rb, rs = theirs.get(name, (0.0, 0.0))
+        col.disagreements.append(Disagreement(name, rc.op.type, ch.strategy, rc.strategy, b, s, rb, rs))
+
+
+def _fill(col: Column, plan: Plan) -> None:
+    from .advisor import memory
+    col.plan = plan
+    col.totals = plan.totals()
+    col.memory = memory(plan)
+
+
+def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, seq: int | None = None,
+                  batch: int | None = None, overrides: dict | None = None, graph: OpGraph | None = None,
+                  experts: dict | None = None, hardware: str | None = "atlas-800t-a2",
+                  dataset_strategy=DEFAULT_DATASET, verify: bool = False, verify_timeout: float = 600,
+                  rules=None, fast_advice: bool = True) -> Comparison3:
+    """(a) advice, (b) the experts' ``sharding_propagation()`` anchors propagated (and verified), (c) their
+    full ``shard()`` as the reference, for a MindFormers ``model`` on ``mesh``.
+
+    ``experts``: ``{"semi_auto": Experts, "propagation": Experts}`` when already read (the bench reuses
+    them); ``graph``: the tp=1 graph when already extracted. ``fast_advice``: on a replicated graph
+    (:func:`strategist.mindformers.replicate_layers`), advise on the compiled layers and copy the anchors.
+    """
+    from .advisor import advise, load_rules
+    from .mindformers import expert_strategies, is_mindformers_ref, load_mindformers
+    if not is_mindformers_ref(model):
+        raise StrategistError(f"compare needs a MindFormers model (mindformers:<config.yaml> or a YAML path), "
+                              f"not {model!r}: its experts' strategies are the yardstick")
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    hw = load_hardware(hardware) if hardware else None
+    opts = dict(layers=layers, seq=seq, batch=batch, overrides=overrides)
+    t0 = time.perf_counter()
+    if graph is None:
+        graph, _ = load_mindformers(model, **opts)
+    t_extract = time.perf_counter() - t0
+    experts = dict(experts or {})
+    cols = {k: Column(k, TITLES[k]) for k in COLUMNS}
+    cmp = Comparison3(model, mesh, dataset_strategy, cols, len(graph), t_extract)
+    if dataset_strategy == DEFAULT_DATASET:
+        cmp.notes.append("dataset full_batch for all three: MindFormers' own (dp, 1) input split leaves the tp "
+                         "devices unused, which auto_parallel refuses; slicing a whole batch costs no communication")
+
+    def run(anchors):
+        return propagate(graph, mesh, anchors, use_model_strategies=False, dataset_strategy=dataset_strategy,
+                         hardware=hw)
+
+    # (c) the reference
+    c = cols["c"]
+    t0 = time.perf_counter()
+    if "semi_auto" not in experts:
+        experts["semi_auto"] = expert_strategies(model, mesh, "semi_auto", graph=graph, **opts)
+    ex_c = experts["semi_auto"]
+    ref = run(dict(ex_c))
+    c.anchors = len(ex_c)
+    _fill(c, ref)
+    c.seconds = time.perf_counter() - t0
+    c.notes += [f"{len(ex_c.unmapped)} shard() calls map to no operator of the graph"] if getattr(ex_c, "unmapped", None) else []
+    ref_costs = _op_costs(ref)
+    agreement(ref, ref, c, ref_costs)
+    # (b) the experts' propagation anchors
+    b = cols["b"]
+    t0 = time.perf_counter()
+    if "propagation" not in experts:
+        experts["propagation"] = expert_strategies(model, mesh, "propagation", graph=graph, **opts)
+    ex_b = experts["propagation"]
+    b.anchors = len(ex_b)
+    b.notes += [n for n in getattr(ex_b, "notes", []) if n.startswith("MindFormers bug")]
+    try:
+        pb = run(dict(ex_b))
+        _fill(b, pb)
+        agreement(pb, ref, b, ref_costs)
+    except StrategistError as err:
+        b.error = str(err).splitlines()[0]
+    b.seconds = time.perf_counter() - t0
+    # (b') MindSpore's own propagation of the same anchors
+    bm = cols["b_ms"]
+    bm.anchors = len(ex_b)
+    if not verify:
+        bm.error = "not run (verify=True / --verify runs MindSpore's own propagation in a child process)"
+    else:
+        t0 = time.perf_counter()
+        try:
+            _verify_column(bm, model, mesh, graph, ex_b, ref, opts, dataset_strategy, verify_timeout)
+        except StrategistError as err:
+            bm.error = str(err).splitlines()[0]
+        bm.seconds = time.perf_counter() - t0
+    # (a) the advice
+    a = cols["a"]
+    t0 = time.perf_counter()
+    base = getattr(graph, "mf_base_graph", None) if fast_advice else None
+    adv = plan_a = None
+    if base is not None:
+        # a replicated graph: advise on the compiled layers, copy the last layer's anchors onto the copies
+        # (the advisor's anchors are per-layer patterns; the same anchors and plan as advising on the whole
+        # graph -- checked at 4 and 64 qwen3 layers), and keep the advice only if it beats configuring nothing
+        from .mindformers import replicate_anchors
+        adv = advise(base, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
+        total = max((int(m.group(1)) for op in graph for m in [_LAYER_RE.search(op.cell_path or "")] if m),
+                    default=0) + 1
+        anchors = replicate_anchors(adv.anchors, graph, graph.mf_extracted_layers, total)
+        plan_a = run(anchors) if anchors else run({})
+        if anchors and plan_a.totals()["step_seconds"] > run({}).totals()["step_seconds"] * (1 + 1e-9):
+            plan_a = None
+        else:
+            a.anchors = len(anchors)
+            a.notes.append(f"advised on the {graph.mf_extracted_layers} compiled layers, the last layer's anchors "
+                           f"copied onto the replicated ones")
+    if plan_a is None:
+        adv = advise(graph, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
+        plan_a = adv.plan
+        a.anchors = len(adv.chosen)
+    a.seconds = time.perf_counter() - t0
+    a.notes += adv.notes
+    _fill(a, plan_a)
+    agreement(plan_a, ref, a, ref_costs)
+    cmp.advice = adv
+    return cmp
+
+
+def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout) -> None:
+    """(b'): MindSpore propagates the experts' anchors itself; agreement per operator with (c)."""
+    import inspect
+    from .verify.compare import compare as vcompare
+    from .errors import VerifyError
+    from .verify.runner import _supported, mindspore_plan
+    if "mindformers" not in inspect.signature(mindspore_plan).parameters:
+        _supported(model)          # verify's own one-line refusal of MindFormers configs
+        raise VerifyError("verify's MindSpore child cannot build MindFormers models yet")
+    ms = mindspore_plan(model, mesh, graph=graph, dataset_strategy=dataset_strategy, timeout=timeout,
+                        mindformers={"mode": "propagation", **{k: v for k, v in opts.items() if v is not None}})
+    res = vcompare(ref, ms)
+    col.agreed, col.total = res.agreed, res.total
+    col.notes.append(f"MindSpore's plan paired with (c) operator by operator: {res.agreed}/{res.total} equal; "
+                     f"{len(res.only_ours)} only strategist, {len(res.only_theirs)} only MindSpore")
+    col.totals = {}

@@ -1,0 +1,142 @@
+"""``strategist compare`` (issue 11 item 4): (a) advice, (b) the experts' sharding_propagation() anchors,
+(c) their full shard() as the reference, on tiny MindFormers configs (2 layers, hidden 256)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from strategist.errors import StrategistError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+QWEN3 = "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml"
+QWEN3_MOE = "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"
+DENSE = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4, head_dim=64,
+             vocab_size=1024)
+MOE = dict(num_experts_per_tok=2, moe_intermediate_size=128, num_experts=4)
+_CACHE = {}
+
+
+def _cmp(ref, mesh, overrides):
+    from strategist.compare import compare_model
+    key = (ref, mesh)
+    if key not in _CACHE:
+        _CACHE[key] = compare_model(ref, mesh, layers=2, seq=128, batch=8, overrides=overrides)
+    return _CACHE[key]
+
+
+def test_compare_refuses_a_model_without_experts():
+    from strategist.compare import compare_model
+    with pytest.raises(StrategistError, match="needs a MindFormers model"):
+        compare_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")
+
+
+@pytest.mark.slow
+def test_qwen3_tiny_three_plans():
+    c = _cmp(QWEN3, "dp=2,tp=4", DENSE)
+    a, b, ref = c["a"], c["b"], c["c"]
+    # the experts' anchors as read from MindFormers' own code (see tests/test_mindformers.py)
+    assert ref.anchors == 95 and b.anchors == 40
+    # (c) is the reference: it agrees with itself on every operator with a strategy (Reshapes have none)
+    assert ref.agreed == ref.total == 151 and not ref.disagreements
+    # every operator either agrees or is listed, with both strategies
+    for col in (a, b):
+        assert col.agreed + len(col.disagreements) == col.total == 151
+        for d in col.disagreements:
+            assert col.plan.choices[d.op].strategy == d.strategy
+            assert ref.plan.choices[d.op].strategy == d.reference
+    # (b) propagates the experts' 40 anchors: the column MatMuls and their casts agree, the norms do not
+    assert b.agreed == 97
+    qkv = "model.decoder.layers.0.self_attention.linear_qkv.matmul"
+    assert qkv not in {d.op for d in b.disagreements}
+    # hand-worked cost: row-parallel linear_proj in (c), ((2, 4), (1, 4)) on [1024, 256] bf16: AllReduce over
+    # tp=4 of each device's [512, 256] partial output = 262144 B, ring: 2 * 3/4 * 262144 = 393216 B sent
+    proj = "model.decoder.layers.0.self_attention.linear_proj.matmul"
+    assert ref.plan.choices[proj].strategy == ((2, 4), (1, 4))
+    assert ref.plan.op_costs[proj].fwd_bytes == 393216
+    # columns carry the plans' own totals and memory
+    for col in (a, b, ref):
+        assert col.totals == col.plan.totals() and col.memory["total"] > 0
+    # (c)'s parameters are split (tp=4 on the linears): less parameter memory per device than (b)'s
+    assert ref.memory["parameters"] < b.memory["parameters"]
+    assert c.step_ratio() == pytest.approx(a.totals["step_seconds"] / ref.totals["step_seconds"])
+    # the tiny model: the advice is "configure nothing" (hidden 256: communication outweighs compute)
+    assert a.anchors == 0 and a.totals["step_seconds"] < ref.totals["step_seconds"]
+    assert c.dataset_strategy == "full_batch"
+    d = json.loads(c.to_json())
+    assert d["columns"]["c"]["agreement"] == 1.0 and d["columns"]["b"]["agreed"] == 97
+    assert d["columns"]["b_ms"]["error"].startswith("not run")
+    text = c.text()
+    assert "(c) MindFormers shard() (reference)" in text and "97/151 (64.2 %)" in text
+    assert "MindFormers bug: FlashAttention" in text
+
+
+@pytest.mark.slow
+def test_qwen3_moe_tiny_compare():
+    c = _cmp(QWEN3_MOE, "dp=2,tp=2", {**DENSE, **MOE})
+    a, b, ref = c["a"], c["b"], c["c"]
+    assert ref.agreed == ref.total > 200 and b.anchors < ref.anchors
+    assert 0 < b.agreed < ref.total
+    assert any("MoELayer" in n for n in b.notes)
+    for col in (a, b):
+        assert col.agreed + len(col.disagreements) == col.total
+
+
+@pytest.mark.slow
+def test_cli_compare_json_clean(tmp_path):
+    cmd = [PY, "-m", "strategist", "compare", QWEN3, "--layers", "2", "--seq", "128", "--batch", "8",
+           "--mesh", "dp=2,tp=4", "--format", "json", "--max-rows", "3"] + \
+          [a for k, v in DENSE.items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)          # nothing but the JSON on stdout
+    assert d["columns"]["c"]["anchors"] == 95 and d["columns"]["b"]["anchors"] == 40
+    assert len(d["columns"]["b"]["disagreements"]) == 3 and d["columns"]["b"]["disagreement_count"] == 54
+    assert os.listdir(tmp_path) == []   # no output/ directory in the user's cwd
+
+
+@pytest.mark.slow
+def test_replicated_layers_equal_a_full_extraction():
+    """4 layers compiled vs 2 compiled + the last copied twice: the same graph op for op, the same experts."""
+    from strategist.mindformers import expert_strategies, load_mindformers
+    opts = dict(layers=4, seq=128, batch=8, overrides=DENSE)
+    full, fi = load_mindformers(QWEN3, replicate=False, **opts)
+    rep, ri = load_mindformers(QWEN3, **opts)            # default for a model without MoE: replicate
+    assert (fi.extracted_layers, ri.extracted_layers, ri.layers) == (4, 2, 4)
+    assert len(full) == len(rep) == 309
+    assert full.ops == rep.ops                            # names, types, inputs, shapes, scopes, order
+    assert full.params == rep.params and full.cells == rep.cells and full.outputs == rep.outputs
+    assert sorted(full.nx.edges(data="in_slot")) == sorted(rep.nx.edges(data="in_slot"))
+    for mode in ("semi_auto", "propagation"):
+        a = expert_strategies(QWEN3, "dp=2,tp=4", mode, graph=full, **opts)
+        b = expert_strategies(QWEN3, "dp=2,tp=4", mode, graph=rep, **opts)
+        assert dict(a) == dict(b) and len(a) == {"semi_auto": 165, "propagation": 64}[mode]
+        assert sorted(a.unmapped) == sorted(b.unmapped)
+
+
+@pytest.mark.slow
+def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
+    """qwen3 at its shipped size, 4 layers (2 compiled + 2 copies): advising the compiled layers and copying
+    the anchors gives the advice and plan of advising all 4 layers."""
+    from strategist.compare import compare_model
+    from strategist.mindformers import expert_strategies, load_mindformers
+    g, info = load_mindformers(QWEN3, layers=4, batch=8)
+    assert info.extracted_layers == 2 and g.mf_base_graph is not None
+    ex = {m: expert_strategies(QWEN3, "dp=2,tp=4", m, graph=g, layers=4, batch=8) for m in ("semi_auto", "propagation")}
+    fast = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8)
+    full = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8, fast_advice=False)
+    assert fast["a"].anchors == full["a"].anchors == 29       # per layer: qkv, fc1 column; proj, fc2 row; FA; 2 norms -- + the head
+    assert dict(fast["a"].plan.anchors) == dict(full["a"].plan.anchors)
+    assert fast["a"].totals == full["a"].totals
+    assert fast["a"].agreed == full["a"].agreed
+    assert any("copied onto the replicated" in n for n in fast["a"].notes)
+
+
+def test_verify_column_reports_that_verify_cannot_build_mindformers_yet():
+    from strategist.compare import Column, _verify_column
+    from strategist.mesh import Mesh
+    with pytest.raises(StrategistError, match="MindFormers"):
+        _verify_column(Column("b_ms", ""), QWEN3, Mesh.parse("dp=2,tp=4"), None, {}, None, {}, "full_batch", 10)
