@@ -20,7 +20,7 @@ $(VENV)/.mindformers: $(VENV)/.installed
 	touch $@
 
 demo: $(VENV)/.mindformers
-	$(VENV)/bin/strategist advise examples/llama.py:llama2_70b --kwargs layers=2 batch=8 --mesh dp=8,tp=8
+	$(VENV)/bin/strategist advise examples/llama.py:llama2_70b --kwargs layers=2 batch=8 --mesh dp=8,tp=8 --dataset-strategy full_batch
 
 # `strategist verify` (and the tests that run MindSpore itself) builds stub CUDA libraries with a C compiler
 check-cc:

@@ -312,6 +312,7 @@ def _tuple_equivalent(ch, mesh) -> bool:
 
 def advice_dict(advice) -> dict:
     from .advisor import memory
+    from .propagate import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
     anchors = []
@@ -326,7 +327,9 @@ def advice_dict(advice) -> dict:
             "strategy": [list(s) for s in ch.strategy],
             "shard_tuple": f"self.{ch.op.instance_name}.shard({tup})",
             "tuple_equivalent": tuple_ok,
-            "shard_layout": f"self.{ch.op.instance_name}.shard({lay})" if lay else None,
+            # MindSpore 2.9 refuses a Layout on some operators (Gather): only the tuple is offered there
+            "shard_layout": f"self.{ch.op.instance_name}.shard({lay})" if lay and ch.op.type not in LAYOUT_REJECTED
+            else None,
         })
     configs = {}
     for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
@@ -387,7 +390,10 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
         out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
         if a["shard_layout"]:
             out.append(f"    {d['layout_declaration']};  {a['shard_layout']}")
-        if a["tuple_equivalent"]:
+        if not a["shard_layout"]:
+            out.append(f"    {a['shard_tuple']}" + ("" if a["tuple_equivalent"] else
+                                                   "  (MindSpore 2.9 accepts no Layout on this operator)"))
+        elif a["tuple_equivalent"]:
             out.append(f"    or, as a tuple: {a['shard_tuple']}")
         else:
             out.append(f"    (the tuple {a['shard_tuple'].split('.shard', 1)[1]} is not equivalent here: MindSpore would "
