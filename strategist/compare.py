@@ -287,7 +287,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     else:
         t0 = time.perf_counter()
         try:
-            _verify_column(bm, model, mesh, graph, ex_b, ref, opts, dataset_strategy, verify_timeout)
+            _verify_column(bm, model, mesh, graph, ex_b, ref, opts, dataset_strategy, verify_timeout,
+                           b_plan=b.plan)
         except StrategistError as err:
             bm.error = str(err).splitlines()[0]
         bm.seconds = time.perf_counter() - t0
@@ -324,19 +325,24 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     return cmp
 
 
-def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout) -> None:
-    """(b'): MindSpore propagates the experts' anchors itself; agreement per operator with (c)."""
-    import inspect
+def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout,
+                   b_plan: Plan | None = None) -> None:
+    """(b'): MindSpore propagates the experts' anchors itself -- verify's child builds MindFormers at ``mesh`` in
+    its sharding-propagation mode (the anchors are MindFormers' own ``sharding_propagation()`` calls) and
+    compiles; agreement per operator with (c), and in a note with (b) (strategist's propagation of the same)."""
     from .verify.compare import compare as vcompare
-    from .errors import VerifyError
-    from .verify.runner import _supported, mindspore_plan
-    if "mindformers" not in inspect.signature(mindspore_plan).parameters:
-        _supported(model)          # verify's own one-line refusal of MindFormers configs
-        raise VerifyError("verify's MindSpore child cannot build MindFormers models yet")
+    from .verify.runner import mindspore_plan
     ms = mindspore_plan(model, mesh, graph=graph, dataset_strategy=dataset_strategy, timeout=timeout,
                         mindformers={"mode": "propagation", **{k: v for k, v in opts.items() if v is not None}})
     res = vcompare(ref, ms)
     col.agreed, col.total = res.agreed, res.total
     col.notes.append(f"MindSpore's plan paired with (c) operator by operator: {res.agreed}/{res.total} equal; "
                      f"{len(res.only_ours)} only strategist, {len(res.only_theirs)} only MindSpore")
+    if b_plan is not None:
+        rb = vcompare(b_plan, ms)
+        col.notes.append(f"MindSpore's propagation vs strategist's (b), same anchors: {rb.agreed}/{rb.total} "
+                         f"operators equal; {len(rb.only_ours)} only strategist, {len(rb.only_theirs)} only MindSpore")
+    col.notes += [f"MindSpore ({ms.compile_seconds:.1f} s compile, {ms.process_seconds:.1f} s child): {n}"
+                  for n in ms.notes if not n.startswith("MindFormers bug: MoELayer")
+                  and not n.startswith("MindFormers bug: FlashAttention")]
     col.totals = {}

@@ -204,6 +204,7 @@ def _tuples(v):
 def run(req: dict) -> dict:
     result: dict = {"ok": False}
     t_start = time.time()
+    stack = None
     try:
         import mindspore as ms
         from mindspore import context
@@ -221,14 +222,21 @@ def run(req: dict) -> dict:
         target = {"stub": "GPU", "gpu": "GPU", "ascend": "Ascend"}[req["backend"]]
         ms.set_context(mode=ms.GRAPH_MODE, device_target=target)
         comm.init()
-        with _import_time_guard():
-            cell = build_cell(ModelRef.parse(req["model"]), parse_kwargs(req.get("kwargs")))
-        named = parse_inputs(req.get("inputs"))
-        if not named:
-            named = parse_inputs([f"{k}:{v}" for k, v in (getattr(cell, "example_inputs", None) or {}).items()])
-        specs = order_inputs(cell, named)
-        names = [p.name for p in inspect.signature(cell.construct).parameters.values()][:len(specs)]
         n = req["device_num"]
+        stack = contextlib.ExitStack()
+        stack.__enter__()
+        if req.get("mindformers") is not None:
+            # MindFormers builds (and anchors) its own model at the requested mesh in its world
+            cell, names, specs, slots = _build_mindformers(req, stack, result)
+        else:
+            with _import_time_guard():
+                cell = build_cell(ModelRef.parse(req["model"]), parse_kwargs(req.get("kwargs")))
+            named = parse_inputs(req.get("inputs"))
+            if not named:
+                named = parse_inputs([f"{k}:{v}" for k, v in (getattr(cell, "example_inputs", None) or {}).items()])
+            specs = order_inputs(cell, named)
+            names = [p.name for p in inspect.signature(cell.construct).parameters.values()][:len(specs)]
+            slots = None
         per_device, ds = compile_specs(names, specs, n, req["dataset_strategy"])
         result["compile_inputs"] = [f"{k}:{s}" for k, s in zip(names, per_device)]
 
@@ -242,6 +250,9 @@ def run(req: dict) -> dict:
             from mindspore.parallel import set_op_strategy_config
             set_op_strategy_config(mode=req.get("strategy_file_mode", "LOAD"), path=req["strategy_file"])
         args = [_as_tensor(s) for s in per_device]
+        if slots is not None:       # positional slots the model takes as None (MindFormers: masks, positions)
+            it = iter(args)
+            args = [next(it) if used else None for used in slots]
 
         fault = os.environ.get("STRATEGIST_VERIFY_FAULT")
         if fault:
@@ -250,11 +261,21 @@ def run(req: dict) -> dict:
         try:
             executor.compile(cell, *args, phase="train")
         except Exception as err:
-            result["error_kind"] = "rejected"
-            result["error"] = _first_line(err)
-            return result
+            late = glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_begin*.ir"), recursive=True)
+            if not (late and req.get("mindformers") is not None):
+                result["error_kind"] = "rejected"
+                result["error"] = _first_line(err)
+                result["detail"] = str(err)[:6000]
+                return result
+            # MindFormers: the strategies were settled (step_parallel_begin dumped) before a later pass failed
+            result.setdefault("notes", []).append(
+                f"MindSpore's compile failed after its sharding propagation (the plan is read from the "
+                f"step_parallel_begin dump): {_first_line(err)}")
         result["compile_seconds"] = round(time.time() - t0, 3)
-        shard = executor._get_shard_strategy(cell)
+        try:
+            shard = executor._get_shard_strategy(cell)
+        except Exception:
+            shard = {}
         irs = sorted(glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_begin*.ir"), recursive=True),
                      key=lambda p: (os.path.getmtime(p), p))
         if not irs:
@@ -279,8 +300,36 @@ def run(req: dict) -> dict:
             import traceback
             result["traceback"] = traceback.format_exc()[-3000:]
     finally:
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                stack.__exit__(None, None, None)
         result["child_seconds"] = round(time.time() - t_start, 3)
     return result
+
+
+def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
+    """A MindFormers training model built at the requested mesh, in MindFormers' ``propagation`` (or
+    ``semi_auto``) mode: its own ``sharding_propagation()`` (or ``shard()``) calls are the anchors. The build
+    runs in :func:`strategist.mindformers.mindformers_world` (simulated communication, logs in a temp dir,
+    the FlashAttention/MoELayer missing-method patch), which stays open through the compile."""
+    from .. import mindformers as mf
+    from ..mesh import Mesh
+    opts = req["mindformers"]
+    mesh = Mesh.parse(req["mf_mesh"])
+    sizes = mf.mesh_sizes(mesh)
+    path = mf.resolve_config(req["model"])
+    mf._import_mindformers()
+    notes: list[str] = []
+    stack.enter_context(mf.mindformers_world(mode=opts.get("mode", "propagation"), device_num=req["device_num"],
+                                             notes=notes))
+    cfg = mf._load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("batch"), opts.get("overrides") or {})
+    net = mf._build(cfg, **sizes)
+    net.set_train(True)
+    _unshard_bare_morphs(net, notes)
+    specs = mf._inputs(cfg, opts.get("batch") or mf._default_batch(cfg))
+    result["notes"] = notes
+    # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.mindformers extracts it
+    return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], [True, False, False, False, True]
 
 
 def _die_with_parent() -> None:
@@ -306,6 +355,64 @@ def main(argv: list[str]) -> int:
     os.replace(result_file + ".part", result_file)
     return 0
 
+
+def _passthrough(x):
+    return x
+
+
+def _unshard_bare_morphs(net, notes: list) -> None:
+    """MindFormers' propagation mode shards the operators inside its Morph bodies (e.g. a linear's
+    ``matmul``) but gives most Morphs no layout while marking them ``self_define_shard``: MindSpore's
+    SelfDefineShardInfo then refuses to search them ("it should not reach this function"). A Morph that does
+    keep a layout (the labels' reshape) makes MindSpore's front end take its input at the per-device shape
+    while the other inputs stay global (Mul [8, 128] x [4, 128]), and an unmarked Morph stays one opaque
+    operator. So each cell calls its Morph's body function directly: MindSpore sees the body's operators (and
+    the anchors MindFormers set on them) -- the graph strategist extracts, whose translation of the experts'
+    anchors skips the layout-only Morphs as well."""
+    from mindspore.ops.primitive import Primitive
+    bare, laid = [], []
+    for path, cell in net.cells_and_names():
+        prims = dict(getattr(cell, "_primitives", {}) or {})
+        prims.update({k: v for k, v in vars(cell).items() if isinstance(v, Primitive)})
+        for attr, prim in prims.items():
+            if not (isinstance(prim, Primitive) and prim.name == "Morph" and prim.attrs.get("self_define_shard")):
+                continue
+            where = f"{path}.{attr}" if path else attr
+            configured = any(prim.attrs.get(k) is not None for k in ("in_layout", "in_strategy"))
+            (laid if configured else bare).append(where)
+            # without the mark MindSpore keeps the Morph whole (one opaque operator, BatchParallel): the anchors
+            # on the operators of its body would never be seen -- the cell calls the body itself instead
+            fn = getattr(prim, "__morph_fn__", None)
+            if fn is not None:
+                (cell.__dict__.get("_primitives") or {}).pop(attr, None)
+                object.__setattr__(cell, attr, fn)
+                # the bodies are written per device (tp-sized slices, an explicit AllReduce when tp > 1);
+                # called on global shapes they must be their tp=1 selves -- as strategist extracts them
+                if hasattr(cell, "input_size_per_partition") and hasattr(cell, "input_size"):
+                    cell.input_size_per_partition = cell.input_size
+                if getattr(cell, "tp", 1) != 1:
+                    cell.tp = 1
+                # the compiled graph still reads the tp the cell was built with: its collectives become no-ops
+                for name, val in list((cell.__dict__.get("_primitives") or {}).items()):
+                    if val is not None and type(val).__module__.endswith("comm_ops"):
+                        cell._primitives.pop(name)
+                        object.__setattr__(cell, name, _passthrough)
+    emb = [p for p, c in net.cells_and_names() if getattr(c, "enable_embedding_tp", False)
+           and not hasattr(c, "vocab_start_index")]
+    for p, c in net.cells_and_names():
+        if p in emb:
+            c.enable_embedding_tp = False
+    if emb:
+        notes.append(f"MindFormers bug: {emb[0]} (VocabParallelEmbedding) in propagation mode keeps its "
+                     f"vocab-parallel body (explicit AllReduce) without vocab_start_index (set only by shard()): "
+                     f"AttributeError at compile; its plain body (reshape, embedding, reshape) is compiled instead")
+    if bare:
+        notes.append(f"MindFormers bug: {len(bare)} Morph(s) marked self_define_shard without a layout "
+                     f"(e.g. {bare[0]}), which MindSpore's sharding propagation refuses (SelfDefineShardInfo: "
+                     f"'it should not reach this function'); their bodies are called directly (ordinary operators)")
+    if laid:
+        notes.append(f"{len(laid)} layout-only Morph(s) ({', '.join(laid[:3])}): bodies called directly, their layouts "
+                     f"dropped (MindSpore would take their inputs at per-device shapes beside global ones)")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -64,6 +64,7 @@ class MsPlan:
     mindspore_version: str = ""
     compile_inputs: list[str] = field(default_factory=list)   # per-device shapes the child compiled with
     model: str = ""
+    notes: list[str] = field(default_factory=list)   # MindFormers builds: its bugs worked around, late failures
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,12 +118,19 @@ def _dataset_request(dataset_strategy, mesh: Mesh):
 def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                    dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
                    timeout=900, graph=None, strategy_file: str | None = None,
-                   strategy_file_mode: str = "LOAD") -> MsPlan:
+                   strategy_file_mode: str = "LOAD", mindformers: dict | None = None) -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
 
     ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
     per-device slices the dataset strategy implies. ``strategies`` is an anchors file (strategist op
     names and globs); resolving it needs strategist's graph (``graph``, else it is loaded here).
+
+    MindFormers configs (``mindformers:<yaml>`` or a ``.yaml`` path): the child builds the training model at
+    ``mesh`` (dp, tp, cp, ep) in MindFormers' own mode -- ``mindformers={"mode": "propagation"}`` (default:
+    its ``sharding_propagation()`` anchors under auto_parallel) or ``"semi_auto"`` (its full ``shard()``,
+    still compiled under auto_parallel + sharding_propagation) -- with ``layers``/``seq``/``batch``/
+    ``overrides`` as :func:`strategist.mindformers.load_mindformers` takes them (else from ``kwargs``, the
+    ``--layers/--seq/--batch/--set`` entries). ``strategies`` files are refused for these models.
 
     >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
@@ -131,10 +139,14 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     from . import stubs
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     given = model
-    _supported(model)
-    ref_path, sep, name = model.rpartition(":")
-    if sep and ref_path:
-        model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
+    mf = _mindformers_request(model, kwargs, strategies, mindformers)
+    if mf is not None:
+        if not model.startswith("mindformers:"):
+            model = os.path.abspath(model)                 # the child runs in its own directory
+    else:
+        ref_path, sep, name = model.rpartition(":")
+        if sep and ref_path:
+            model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
     anchors = []
     if strategies:
         if graph is None:
@@ -155,6 +167,10 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             "algo": {"fully_use_devices": bool(fully_use_devices),
                      "elementwise_op_strategy_follow": bool(elementwise_op_strategy_follow)},
         }
+        if mf is not None:
+            request["mindformers"] = mf
+            request["kwargs"] = []
+            request["mf_mesh"] = ",".join(f"{n}={s}" for n, s in mesh.axes)
         if strategy_file:   # MindSpore's operator-strategy file (strategist advise --emit-strategy-file)
             request["strategy_file"] = os.path.abspath(strategy_file)
             request["strategy_file_mode"] = strategy_file_mode      # "SAVE": MindSpore writes its own
@@ -188,17 +204,32 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         else:
             ops.append(MsOp.from_dict(d))
     return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,
-                  backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given)
+                  backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given,
+                  list(res.get("notes") or []))
+
+
+def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | None) -> dict | None:
+    """The child's MindFormers build options, or None for a ``path.py:NAME`` model."""
+    from ..mindformers import is_mindformers_ref, resolve_config, split_model_options
+    if not is_mindformers_ref(model):
+        if mindformers is not None:
+            raise VerifyError(f"mindformers= options given for {model}, which is not a MindFormers config")
+        return None
+    if strategies:
+        raise VerifyError(f"{model}: a MindFormers model carries its own strategies (MindFormers' "
+                          f"sharding_propagation() anchors); an anchors file cannot be applied to it")
+    resolve_config(model)            # a missing config is the user's error, before any child runs
+    opts = dict(split_model_options(kwargs)) if mindformers is None else dict(mindformers)
+    opts.setdefault("mode", "propagation")
+    if opts["mode"] not in ("propagation", "semi_auto"):
+        raise VerifyError(f"mindformers mode {opts['mode']!r}: propagation or semi_auto")
+    opts["overrides"] = dict(opts.get("overrides") or {})
+    return {k: opts.get(k) for k in ("mode", "layers", "seq", "batch", "overrides")}
 
 
 def _supported(model: str) -> None:
-    try:
-        from ..mindformers import is_mindformers_ref
-    except ImportError:
-        return
-    if is_mindformers_ref(model):
-        raise VerifyError(f"verify does not build MindFormers configs yet ({model}): verify a path.py:NAME model "
-                          f"(a Cell class or factory)")
+    """Kept for callers of the former refusal: every model kind is supported now."""
+    return None
 
 
 def _sweep_orphans() -> None:
@@ -292,15 +323,17 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
     ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
-    strategist's ``propagate`` where it accepts them.
+    strategist's ``propagate`` where it accepts them. MindFormers configs: both sides take the experts'
+    anchors of ``mindformers={"mode": "propagation"|"semi_auto"}`` (default propagation; the build options come
+    from ``kwargs``); strategist's side is :func:`strategist.mindformers.expert_strategies` on its tp=1 graph.
     """
     from ..anchors import load_anchors
     from ..loader import load_graph
     from ..propagate import propagate
     from ..errors import StrategistError
     from .compare import Comparison, compare
-    _supported(model)
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    mf = _mindformers_request(model, kwargs, strategies, settings.pop("mindformers", None))
     graph = graph if graph is not None else (plan.graph if plan is not None else load_graph(model, inputs, kwargs))
     known = {"fully_use_devices", "elementwise_op_strategy_follow"}
     unknown = set(settings) - known
@@ -312,13 +345,18 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         anchors = load_anchors(strategies, graph, mesh) if strategies else {}   # a bad file is the user's error
         accepted = inspect.signature(propagate).parameters
         extra = {k: v for k, v in settings.items() if k in accepted}
+        if mf is not None:      # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
+            from ..mindformers import expert_strategies
+            anchors = dict(expert_strategies(model, mesh, mf["mode"], graph=graph,
+                                             **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")}))
+            extra["use_model_strategies"] = False
         try:
             plan = propagate(graph, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
         except StrategistError as err:      # MindSpore may accept what strategist refuses: still ask it
             failed = str(err)
     ours_seconds = time.time() - t0
     ms = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
-                        dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, **settings)
+                        dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf, **settings)
     if failed is not None:
         result = Comparison([], [], list(ms.ops), None, ms.dataset, ms, model=ms.model,
                             mesh=",".join(f"{n}={s}" for n, s in mesh.axes), dataset_strategy=dataset_strategy,
