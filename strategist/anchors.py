@@ -87,14 +87,11 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
     twice, or two keys (globs) configuring one operator, is an error naming both lines. ``check``: try
     each anchor on its operator now, so a strategy the operator refuses names the file and line
     (``verify`` leaves it off: MindSpore is asked even about what strategist refuses)."""
-    from .schema import _Lines, to_python
-    root = compose_file(path, "anchors file")
-    if root is None:
+    from .schema import mapping_data
+    data, lines = mapping_data(compose_file(path, "anchors file"), path,
+                               "an anchors file maps operator names to strategies")
+    if data is None:
         return {}
-    if not isinstance(root, yaml.MappingNode):
-        raise RulesError(f"{path}: an anchors file maps operator names to strategies")
-    lines = _Lines()
-    data = to_python(root, path, lines)
     out: dict[str, Anchor] = {}
     origin: dict[str, tuple[int, str]] = {}
     for key, value in data.items():

@@ -248,15 +248,23 @@ class RulesSpec(_Strict):
     templates: Optional[dict[StrictStr, Template]] = None
 
 
+def mapping_data(root, path: str, not_a_mapping: str):
+    """A composed YAML document that must be a mapping -> (plain data, line numbers); (None, None) for an
+    empty file; RulesError ``PATH line 1: NOT_A_MAPPING`` for any other document."""
+    if root is None:
+        return None, None
+    if not isinstance(root, yaml.MappingNode):
+        raise RulesError(f"{path} line 1: {not_a_mapping}")
+    lines = _Lines()
+    return to_python(root, path, lines), lines
+
+
 def validate_rules(root, path: str, known_templates=None, known_categories=None) -> dict:
     """A composed rules YAML -> ``{"thresholds": {...}, "categories": {...}, "templates": {...}}`` with only
     the keys the file gives. ``known_templates``: names a template may have (a misspelt one is an error)."""
-    if root is None:
+    data, lines = mapping_data(root, path, "a rules file is a mapping with thresholds, categories, templates")
+    if data is None:
         return {}
-    if not isinstance(root, yaml.MappingNode):
-        raise RulesError(f"{path} line 1: a rules file is a mapping with thresholds, categories, templates")
-    lines = _Lines()
-    data = to_python(root, path, lines)
     for k in data:
         if k not in RulesSpec.model_fields:
             raise RulesError(f"{path} line {lines[(k,)]}: unknown section {_show(k)}"
