@@ -19,6 +19,8 @@ on a failed compile, which we point at a private temporary directory that is alw
 """
 from __future__ import annotations
 
+import dataclasses
+
 import ast
 import contextlib
 import inspect
@@ -106,9 +108,16 @@ class Input:
     index: int = 0
     spec: TensorSpec | None = None
     value: Any = None
+    #: MindSpore's cost graph has an edge for this input. An element of a tuple argument (Concat's,
+    #: AddN's) gets one only when it is a real operator's output itself; a graph input (a
+    #: TupleGetItem of the VirtualDataset there) or an output taken from a tuple (TupleGetItem) gets
+    #: none (``CreateEdgeAccrossMakeList``), so sharding propagation never crosses it.
+    edge: bool = True
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind}
+        if not self.edge:
+            d["edge"] = False
         if self.ref:
             d["ref"] = self.ref
         if self.kind == "op":
@@ -685,6 +694,13 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
 
     memo: dict[str, Any] = {}
 
+    def _packed(x, name: str):
+        """An element of a MakeTuple/MakeList: MindSpore links it only if it is a real op itself."""
+        direct = name in nodes and nodes[name].op_type not in PLUMBING
+        if isinstance(x, Input) and x.kind in ("op", "input") and not direct:
+            return dataclasses.replace(x, edge=False)
+        return x
+
     def resolve(name: str):
         if name in memo:
             return memo[name]
@@ -704,12 +720,14 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
             if n.op_type in ("Load", "Depend"):
                 r = resolve(ins[0])
             elif n.op_type in ("MakeTuple", "MakeList"):
-                r = tuple(resolve(i) for i in ins)
+                r = tuple(_packed(resolve(i), i) for i in ins)
             elif n.op_type in ("TupleGetItem", "ListGetItem"):
                 src, idx = resolve(ins[0]), consts.get(ins[1], 0)
                 spec = _spec_of(n.output_type)
                 if isinstance(src, tuple):
                     r = src[idx]
+                    if isinstance(r, Input) and not r.edge:
+                        r = dataclasses.replace(r, edge=True)
                 elif src is not None and src.kind == "op":
                     r = Input("op", src.ref, idx, spec if isinstance(spec, TensorSpec) else None)
                 else:

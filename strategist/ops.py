@@ -66,6 +66,12 @@ class FactorRule:
     #: the order MindSpore's GenerateStrategies loops over the factors (outermost first), where it
     #: is not the device-matrix order (FlashAttentionScore: heads, then sequence, then batch)
     enum: tuple = ()
+    #: per factor, the size MindSpore's candidate generation divides instead of the dimension sizes,
+    #: without limiting a configured strategy (Tile enumerates over its multiples)
+    cand_sizes: tuple[tuple[str, int], ...] = ()
+    #: a BatchParallelInfo subclass of MindSpore's own (not the fallback for an operator without an
+    #: OperatorInfo): no StandAlone fallback for a scalar output
+    batch_info: bool = False
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -323,20 +329,35 @@ def softmax_ce_rule(op: Op) -> FactorRule:
 
 
 def sparse_softmax_ce_rule(op: Op) -> FactorRule:
-    """SparseSoftmaxCrossEntropyWithLogits(logits[N,C], labels[N]) -> mean loss; N reduces."""
-    outs = [["n", "c"] if len(o) == 2 else ["n"] if len(o) == 1 else [] for o in _out_shapes(op)]
-    return _rule(op, ["n", "c"], [["n", "c"], ["n"]], outs, [0, 1], unsplittable=["c"])
+    """SparseSoftmaxCrossEntropyWithLogits(logits[N,C], labels[N]) -> mean loss; N reduces.
+
+    MindSpore's SparseSoftmaxCrossEntropyWithLogitsInfo is a BatchParallelInfo with every input's
+    split flag set: its one candidate splits dim 0 of logits and labels over all devices
+    (``((16, 1), (16,))`` on 16 devices, measured), also when the loss is a scalar."""
+    outs = [["n"] + [None] * (len(o) - 1) if o else [] for o in _out_shapes(op)]
+    r = _rule(op, ["n"], [["n", None], ["n"]], outs, [0, 1])
+    return FactorRule(**{**r.__dict__, "batch_parallel": True, "batch_info": True})
 
 
 def tile_rule(op: Op) -> FactorRule:
+    """Tile(x, multiples) as MindSpore 2.9's TileInfo: the strategy has one entry per output dimension
+    (the multiples). A dimension with multiple m > 1 may be split by a divisor of m: the output is
+    split, the input stays whole (each device tiles fewer copies). A dimension with m == 1 splits
+    input and output alike. Candidates are generated over the multiples themselves (tile_info.cc
+    ``GenerateOpStrategies`` passes ``full_multiples_`` as the shape), so they never split an m == 1
+    dimension; a configured strategy may (``CheckStrategy`` checks such dims against the input)."""
     shp = _shape(op, 0)
-    mult = _const(op, 1, (1,) * len(shp))
     out = _out_shapes(op)[0]
+    mult = tuple(_const(op, 1, (1,) * len(out)))
+    if len(mult) < len(out):
+        mult = (1,) * (len(out) - len(mult)) + mult
     factors = _letters(len(out))
     off = len(out) - len(shp)
-    ins = [factors[off + i] for i in range(len(shp))]
-    rep = [factors[off + i] for i, m in enumerate(mult[-len(shp):]) if m != 1] + factors[:off]
-    return _rule(op, factors, [ins], [factors], [0], unsplittable=rep)
+    ins = [factors[off + i] if mult[off + i] == 1 else None for i in range(len(shp))]
+    r = _rule(op, factors, [ins], [factors], [0])
+    check = tuple(m if m != 1 else (shp[i - off] if i >= off else 1) for i, m in enumerate(mult))
+    return FactorRule(**{**r.__dict__, "rows": (tuple(factors),), "row_shapes": (check,),
+                         "cand_sizes": tuple(zip(factors, mult))})
 
 
 def conv2d_rule(op: Op) -> FactorRule:
@@ -644,10 +665,18 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
     if rule.batch_parallel:     # BatchParallelInfo: one strategy, input 0's dim 0 over all devices
         first_in = rule.input_shapes[0] if rule.input_shapes else ()
         first_out = rule.output_shapes[0] if rule.output_shapes else ()
-        stand_alone = not first_in or not first_out or first_in[0] % device_num or first_out[0] % device_num
+        if rule.batch_info:
+            stand_alone = not first_in or first_in[0] % device_num
+        else:
+            stand_alone = not first_in or not first_out or first_in[0] % device_num or first_out[0] % device_num
         return [tuple(tuple(1 if stand_alone or not f else device_num for f in t) for t in rule.inputs)]
     free = [f for f in (rule.enum or rule.factors)
             if f not in rule.unsplittable and any(f in t for t in rule.strategy_rows)]
+    csizes = dict(rule.cand_sizes)
+
+    def cand_size(f):
+        return csizes[f] if f in csizes else rule.factor_size(f)
+
     odd, pow2 = device_num, 1
     while odd % 2 == 0:
         odd //= 2
@@ -661,7 +690,7 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
             return
         x = 1
         while x <= budget:
-            if budget % x == 0 and rule.factor_size(free[i]) % x == 0:
+            if budget % x == 0 and cand_size(free[i]) % x == 0:
                 cur[free[i]] = x
                 rec(i + 1, budget // x, cur)
             x *= 2
@@ -672,7 +701,7 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
         extra = []
         for c in out:
             for f in free:
-                if rule.factor_size(f) % (c.get(f, 1) * odd) == 0:
+                if cand_size(f) % (c.get(f, 1) * odd) == 0:
                     extra.append({**c, f: c.get(f, 1) * odd})
         out = extra + [{}]
     if not out:

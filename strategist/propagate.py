@@ -282,15 +282,20 @@ class _Engine:
         # adjacency in MindSpore's order: successors by consumer order, predecessors by input slot
         self.succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
         self.prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+        # every tensor that flows between two operators (priced), a superset of the search's edges
+        self.data_prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
         for op in graph:
             for slot, x in enumerate(op.inputs):
                 if x.kind == "op":
-                    self.prev[op.name].append((x.ref, x.index, slot))
-                    self.succ[x.ref].append((x.index, op.name, slot))
+                    e = (x.ref, x.index, slot)
                 elif x.kind == "input" and x.ref in self.dataset:
-                    idx = list(self.dataset).index(x.ref)
-                    self.prev[op.name].append((DATASET, idx, slot))
-                    self.succ[DATASET].append((idx, op.name, slot))
+                    e = (DATASET, list(self.dataset).index(x.ref), slot)
+                else:
+                    continue
+                self.data_prev[op.name].append(e)
+                if x.edge:
+                    self.prev[op.name].append(e)
+                    self.succ[e[0]].append((e[1], op.name, slot))
         self.created = creation_order(graph, forward=isinstance(dataset_strategy, dict))
         # MindSpore creates edges per consumer in creation order: a producer's successors follow it
         for n, lst in self.succ.items():
@@ -320,7 +325,8 @@ class _Engine:
             return f"VirtualDatasetInfo{k}{k}"
         k = self.created.get(name, 0)
         op = self.g.op(name)
-        prim = "BatchParallel" if self.rule(name).batch_parallel else op.type
+        r = self.rule(name)
+        prim = "BatchParallel" if r.batch_parallel and not r.batch_info else op.type
         return f"{prim}Info{k}{k}"
 
     def multi_input(self, name: str) -> bool:
@@ -977,7 +983,7 @@ def _price(eng: _Engine) -> Plan:
     edges: list[EdgeCost] = []
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
-        for src, j, slot in eng.prev[op.name]:
+        for src, j, slot in eng.data_prev[op.name]:
             a = eng.out_layout(src, j)
             b = eng.in_layout(op.name, slot)
             if a is None or b is None or a.shape != b.shape:
