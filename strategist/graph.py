@@ -675,18 +675,30 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
     real = [n for n in g.node if n.op_type not in PLUMBING]
     owner_of = {n.name: _owner_of(n, owners, _cell_path(n.scope)[0]) for n in real}
     enclosing = _enclosing_cells(real, nodes, owner_of)
+    explicit: dict[str, bool] = {}
     for n in real:
         path, klass = _cell_path(n.scope)
         owner = owner_of[n.name]
         if owner is not None:
             path, inst = owner
             klass = type(cell_objs[path]).__name__ if path in cell_objs else klass
+            explicit[n.name] = True
         else:
             if n.name in enclosing:
                 path = enclosing[n.name]
                 klass = type(cell_objs[path]).__name__ if path in cell_objs else klass
+            explicit[n.name] = bool(n.instance_name)
             inst = n.instance_name or _instance_from_cell(cell_objs.get(path), n.op_type) or _snake(n.op_type)
         where[n.name] = (path, klass or type(cell).__name__, inst)
+    # a primitive held by a Cell attribute owns the bare name; a functional or tensor-method operator
+    # of the same type (``x * 0.5`` is a Muls too) takes "#k" after it, so an anchor on the attribute
+    # configures the attribute's operator
+    claimed = {(where[n.name][0], where[n.name][2]) for n in real if explicit[n.name]}
+    for n in sorted(real, key=lambda n: not explicit[n.name]):
+        path, _, inst = where[n.name]
+        if not explicit[n.name] and (path, inst) in claimed and n.instance_name == "" and inst != _snake(n.op_type):
+            inst = _snake(n.op_type)
+            where[n.name] = (path, where[n.name][1], inst)
         base = f"{path}.{inst}" if path else inst
         k = seen.get(base, 0)
         seen[base] = k + 1

@@ -668,6 +668,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         graph = extract(net, ids, None, None, None, labels, model=ref)
         for op in graph:
             op.attrs.pop(_UID, None)
+        mark_local_rows(graph, int(cfg.model.model_config.get("seq_length") or 0), b)
         if ext != total:
             base = graph
             graph = replicate_layers(base, total)
@@ -962,6 +963,27 @@ def _fold_units(a: Anchor, ins) -> Anchor | None:
     rows += list(src[len(rows):])
     return Anchor(a.op, None if a.layouts is not None else tuple(rows),
                   tuple(rows) if a.layouts is not None else None, None, None, a.origin)
+
+
+def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
+    """Mark the Reshapes between sequence-first ``[S, B, ...]`` and ``[S*B, ...]`` rows (what the
+    Morph bodies of MindFormers' linears do to their input and output) as device-local: in the real
+    model each device reshapes its own ``[S/cp, B/dp, ...]`` slice, so a batch split stays a batch split
+    with no communication. On the inlined tp=1 graph the engine then carries the leading dims' device
+    axes into the rows and back (:func:`strategist.propagate.local_rows_layout`) instead of treating
+    the rows as one contiguous block. Returns how many Reshapes were marked."""
+    if seq <= 1 or batch <= 1:
+        return 0
+    n = 0
+    for op in graph:
+        if op.type != "Reshape" or not op.inputs or op.inputs[0].spec is None or not op.outputs \
+                or op.outputs[0] is None:
+            continue
+        a, b = tuple(op.inputs[0].spec.shape), tuple(op.outputs[0].shape)
+        if (a[:2] == (seq, batch) and b[:1] == (seq * batch,)) or (a[:1] == (seq * batch,) and b[:2] == (seq, batch)):
+            op.attrs["strategist_local_rows"] = (seq, batch)
+            n += 1
+    return n
 
 
 def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):

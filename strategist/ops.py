@@ -452,7 +452,7 @@ def unknown_rule(op: Op) -> FactorRule:
     return FactorRule(**{**batch_parallel_rule(op).__dict__, "known": False})
 
 
-UNARY = ("AShardIdentity ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
+UNARY = ("AShardIdentity TmpIdentity ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
          "Cast LogicalNot Sin Cos Softplus HSwish HSigmoid Elu LeakyReLU Ones Zeros OnesLike ZerosLike "
          "Identity Round Floor Ceil IsFinite SquareSumAll Dropout DropoutExt Sign").split()
 BINARY = ("Muls Add AddExt Sub SubExt Mul Div RealDiv DivMod FloorDiv Maximum Minimum Pow Equal NotEqual "
@@ -594,6 +594,9 @@ def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
                 raise StrategyError(f"{_where(op, i, d)}: axes {lay.axes()[d]} conflict with another input's "
                                     f"split of the same dimension factor {f!r}")
         strategy.append(tuple(row))
+    if rule.rows:       # MindSpore's strategy rows are not the input tensors' dims (OneHot, Tile)
+        strategy = [tuple(math.prod(dm[a] for a in axis.get(f, ())) if f else 1 for f in row)
+                    for row in rule.strategy_rows]
     splits = splits_of(op, rule, strategy)
     for f in rule.factors:
         axis.setdefault(f, ())

@@ -52,6 +52,7 @@ from .mesh import Hardware, Mesh
 from .ops import (FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial, partition_num,
                   reshape_layout, rule_for, shard, shard_layout, training_flops)
 from .redistribution import Redistribution, plan, refine_cost
+from .reshape_cost import reshape_swc_logged
 
 DATASET = "<dataset>"
 RESHAPES = frozenset({"Reshape"})
@@ -297,23 +298,57 @@ class _Engine:
                     self.prev[op.name].append(e)
                     self.succ[e[0]].append((e[1], op.name, slot))
         self.created = creation_order(graph, forward=isinstance(dataset_strategy, dict))
+        self.idents: dict[str, Op] = {}
+        self._tmp_identities()
         # MindSpore creates edges per consumer in creation order: a producer's successors follow it
         for n, lst in self.succ.items():
             lst.sort(key=lambda e: self.created.get(e[1], 1 << 30))
+
+    def _tmp_identities(self) -> None:
+        """MindSpore's ``AugmentCostGraph``: a Parameter read by two or more (operator, input) pairs gets a
+        TmpIdentity operator with an edge to each reader. Propagation crosses it: a reader decided
+        backward fixes the parameter's layout, which then reaches the other readers (and counts as
+        a visited input edge of a multi-input reader, so it need not wait for the queue to drain)."""
+        users: dict[str, list[tuple[str, int]]] = {}
+        for op in self.g:
+            for slot, x in enumerate(op.inputs):
+                if x.kind == "param" and x.spec is not None:
+                    users.setdefault(x.ref, []).append((op.name, slot))
+        k = len(self.created)
+        for param, us in users.items():
+            if len(set(us)) < 2:
+                continue
+            name = f"{param}<TmpIdentity>"
+            spec = us and self.g.op(us[0][0]).inputs[us[0][1]].spec
+            self.idents[name] = Op(name=name, type="TmpIdentity", cell_path="", cell_class="", instance_name=name,
+                                   full_name=name, inputs=(self.g.op(us[0][0]).inputs[us[0][1]],), outputs=(spec,))
+            self.succ[name] = []
+            self.created[name] = k
+            k += 1
+            for user, slot in us:
+                self.prev[user].append((name, 0, slot))
+                self.succ[name].append((0, user, slot))
+            self.succ[name].sort(key=lambda e: self.created.get(e[1], 1 << 30))
+        if DATASET in self.created:
+            self.created[DATASET] = max(self.created[DATASET], k)
+
+    def op(self, name: str) -> Op:
+        ident = self.idents.get(name)
+        return ident if ident is not None else self.g.op(name)
 
     # -- per-op helpers ---------------------------------------------------------------
     def rule(self, name: str) -> FactorRule:
         r = self.rules.get(name)
         if r is None:
-            r = self.rules[name] = _cached_rule(self.g.op(name), self.key(name))
+            r = self.rules[name] = _cached_rule(self.op(name), self.key(name))
             if not r.known:
-                self.warnings.append(f"no sharding rule for {name} ({self.g.op(name).type}): inputs gathered to replicated")
+                self.warnings.append(f"no sharding rule for {name} ({self.op(name).type}): inputs gathered to replicated")
         return r
 
     def candidates(self, name: str) -> list:
         c = self.cands.get(name)
         if c is None:
-            c = self.cands[name] = _cached_candidates(self.g.op(name), self.n, self.key(name),
+            c = self.cands[name] = _cached_candidates(self.op(name), self.n, self.key(name),
                                                       self.fully_use_devices)
         return c
 
@@ -324,7 +359,7 @@ class _Engine:
             k = self.created[DATASET]
             return f"VirtualDatasetInfo{k}{k}"
         k = self.created.get(name, 0)
-        op = self.g.op(name)
+        op = self.op(name)
         r = self.rule(name)
         prim = "BatchParallel" if r.batch_parallel and not r.batch_info else op.type
         return f"{prim}Info{k}{k}"
@@ -337,7 +372,7 @@ class _Engine:
     def key(self, name: str) -> tuple:
         k = self.keys.get(name)
         if k is None:
-            op = self.g.op(name)
+            op = self.op(name)
             hit = _KEYS.get(id(op))
             if hit is None or hit[0] is not op:
                 hit = _KEYS[id(op)] = (op, _op_key(op))
@@ -358,13 +393,17 @@ class _Engine:
                 self.slot_index[k] = slots.index(slot) if slot in slots else None
         return self.slot_index[k]
 
-    def out_layout(self, name: str, j: int) -> Layout | None:
+    def out_layout(self, name: str, j: int, priced: bool = False) -> Layout | None:
+        """Output ``j``'s layout as the search sees it: after the operator's own forward communication
+        (a MatMul with a split contraction has reduced its partial sums: MindSpore's output tensor
+        info has no partial axis); ``priced=True``: as strategist prices it (partial sums still to be
+        reduced on the edge, so that a ReduceScatter can serve a split consumer)."""
         if name == DATASET:
             return list(self.dataset.values())[j]
         ch = self.chosen.get(name)
         if ch is None or j >= len(ch.outputs):
             return None
-        return ch.outputs[j]
+        return ch.outputs[j] if priced else _full(ch.outputs[j])
 
     def in_layout(self, name: str, slot: int) -> Layout | None:
         ch = self.chosen.get(name)
@@ -409,7 +448,7 @@ class _Engine:
     def _own_forward_comm(self, name: str, s: Sharding) -> float:
         """MindSpore's communication_without_parameter: the refined forward comm of the operator
         itself (partial outputs reduced), minus 1 when the batch is split over every device."""
-        op = self.g.op(name)
+        op = self.op(name)
         c = 0.0
         for j, out in enumerate(s.outputs):
             if output_partial(s, j):
@@ -422,6 +461,7 @@ class _Engine:
     def _edge_key(self, src: Layout, dst: Layout, spec) -> tuple[float, float]:
         if src is None or dst is None or src.shape != dst.shape:
             return (0.0, 0.0)
+        src = _full(src)
         dtype = spec.dtype if spec is not None else ""
         hit = _EDGE_KEYS.get((id(src), id(dst), dtype))
         if hit is not None and hit[0] is src and hit[1] is dst:
@@ -448,7 +488,7 @@ class _Engine:
     def _options(self, name: str, fixed: Layout | None, k: int, side: str) -> list[Sharding]:
         """Generated candidates, plus the one following ``fixed`` on strategy tensor ``k``."""
         rule = self.rule(name)
-        op = self.g.op(name)
+        op = self.op(name)
         out = []
         for strat in self.candidates(name):
             try:
@@ -506,10 +546,10 @@ class _Engine:
         return self._pick(name, opts) if opts else None
 
     def set_choice(self, name: str, s: Sharding, prov: Provenance, configured=False):
-        self.chosen[name] = OpChoice(self.g.op(name), s, s.inputs, s.outputs, prov, configured)
+        self.chosen[name] = OpChoice(self.op(name), s, s.inputs, s.outputs, prov, configured)
 
     def set_reshape(self, name: str, in_l: Layout, out_l: Layout, prov: Provenance):
-        self.chosen[name] = OpChoice(self.g.op(name), None, (in_l,), (out_l,), prov)
+        self.chosen[name] = OpChoice(self.op(name), None, (in_l,), (out_l,), prov)
 
     def reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
         mk = ("ri", self.key(name), src)
@@ -523,9 +563,92 @@ class _Engine:
             _CHOICES[mk] = self._reshape_from_output(name, dst)
         return _CHOICES[mk]
 
+    # -- Reshape as MindSpore models it: strategies-with-cost over its neighbours' candidates --------
+    def _reshape_pre_layouts(self, name: str) -> list[Layout] | None:
+        """The input layouts of MindSpore's Reshape swc list (``ReshapeCostCompute``): the producer's
+        output layout under each of its candidates (a configured producer: its own strategy; the
+        dataset: its layout). None where the model does not apply (no producer with candidates, or
+        a Reshape producer)."""
+        prev = next((p for p in self.prev.get(name, ()) if p[2] == 0), None)
+        if prev is None:
+            return None
+        src, j, _ = prev
+        if src == DATASET:
+            return [self.out_layout(DATASET, j)]
+        if self.is_reshape(src):
+            return None
+        if src in self.anchors:
+            lay = self.out_layout(src, j)
+            return [lay] if lay is not None else None
+        op = self.op(src)
+        out = []
+        for strat in self.candidates(src):
+            try:
+                sh = _cached_shard(op, strat, self.n, self.key(src))
+            except StrategyError:
+                continue
+            if j < len(sh.outputs):
+                out.append(_full(sh.outputs[j]))
+        return out or None
+
+    def _reshape_next_layouts(self, name: str) -> list[Layout] | None:
+        """The output layouts of the swc list: every consumer's input layout under each of its candidates,
+        consumer by consumer (``FindReshapeNextNodeStraCosts``). None when a consumer is a Reshape or
+        there is no consumer with candidates (a graph output)."""
+        out = []
+        for _, dst, slot in self.succ.get(name, ()):
+            if self.is_reshape(dst):
+                return None
+            k = self.in_index(dst, slot)
+            if k is None:
+                continue
+            if dst in self.anchors:
+                lay = self.in_layout(dst, slot)
+                if lay is not None:
+                    out.append(lay)
+                continue
+            op = self.op(dst)
+            for strat in self.candidates(dst):
+                try:
+                    sh = _cached_shard(op, strat, self.n, self.key(dst))
+                except StrategyError:
+                    continue
+                if k < len(sh.inputs):
+                    out.append(sh.inputs[k])
+        return out or None
+
+    def reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
+        """MindSpore's choice of a Reshape's (input, output) layouts given the layout on one side
+        (``GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}``): among the swcs whose layout on
+        that side equals ``fixed``, the one without communication of the least computation, else the
+        one of least communication; ties go to the first in swc order (producer candidates outer,
+        consumer candidates inner). None: the model does not apply (strategist's own reshape rule)."""
+        if self.op(name).attrs.get("strategist_local_rows"):
+            return None
+        pre, nxt = self._reshape_pre_layouts(name), self._reshape_next_layouts(name)
+        if pre is None or nxt is None:
+            return None
+        mine = [p for p in pre if _same(p, fixed)] if side == "in" else [q for q in nxt if _same(q, fixed)]
+        if not mine:
+            return None
+        pairs = [(p, q) for p in mine for q in nxt] if side == "in" else [(p, q) for p in pre for q in mine]
+        best = None
+        tl = _type_len(self.op(name).inputs[0].spec)
+        for p, q in pairs:
+            comm, comp = _reshape_cost(p, q, tl)
+            key = (comm > 0, comp if comm == 0 else comm)
+            if best is None or key < best[0]:
+                best = (key, p, q)
+        return best[1], best[2]
+
     def _reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
-        op = self.g.op(name)
+        op = self.op(name)
         out_shape = tuple(op.outputs[0].shape)
+        if op.attrs.get("strategist_local_rows"):
+            for cand in _gather_variants(src):
+                out = local_rows_layout(cand, out_shape, tuple(op.attrs["strategist_local_rows"]))
+                if out is not None:
+                    return cand, out
         for cand in _gather_variants(src):
             out = reshape_layout(cand, out_shape)
             if out is not None:
@@ -533,8 +656,13 @@ class _Engine:
         raise AssertionError("replicated layouts always reshape")
 
     def _reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
-        op = self.g.op(name)
+        op = self.op(name)
         in_shape = tuple(op.inputs[0].spec.shape)
+        if op.attrs.get("strategist_local_rows"):
+            for cand in _gather_variants(dst):
+                inp = local_rows_layout(cand, in_shape, tuple(op.attrs["strategist_local_rows"]))
+                if inp is not None:
+                    return inp, cand
         for cand in _gather_variants(dst):
             inp = reshape_layout(cand, in_shape)
             if inp is not None:
@@ -544,7 +672,7 @@ class _Engine:
     # -- the search ---------------------------------------------------------------------
     def seed(self, anchor: Anchor) -> None:
         name = anchor.op
-        op = self.g.op(name)
+        op = self.op(name)
         if op.type in RESHAPES:
             raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
         if anchor.layouts is not None and op.type in LAYOUT_REJECTED:
@@ -566,7 +694,7 @@ class _Engine:
     def _tuple_hint(self, anchor: Anchor) -> str:
         from .ops import shard_layout
         try:
-            s = shard_layout(self.g.op(anchor.op), tuple(anchor.layouts), self.n, None, self.rule(anchor.op))
+            s = shard_layout(self.op(anchor.op), tuple(anchor.layouts), self.n, None, self.rule(anchor.op))
             return str([list(r) for r in s.strategy])
         except StrategyError:
             return "[[8, 1], [8, 1]]"
@@ -598,6 +726,8 @@ class _Engine:
             queue.append((op, 0))
 
     def _check(self, a: Layout | None, b: Layout | None, spec, edge: tuple[str, str]) -> None:
+        if edge[0] in self.idents or edge[1] in self.idents:
+            return
         if a is not None and b is not None and a.shape == b.shape:
             c = self._edge_key(a, b, spec)[0]
             if c > 0:
@@ -606,7 +736,7 @@ class _Engine:
     def _next(self, cur, nb, depth, j, slot, root, queue):
         """``BFSNextNode``: decide successor ``nb`` of ``cur`` over ``cur``'s output ``j``."""
         src = self.out_layout(cur, j)
-        spec = self.g.op(cur).outputs[j] if cur != DATASET else self.g.inputs[list(self.dataset)[j]]
+        spec = self.op(cur).outputs[j] if cur != DATASET else self.g.inputs[list(self.dataset)[j]]
         if src is None:
             return
         has = nb in self.visited or nb in self.anchors
@@ -623,11 +753,11 @@ class _Engine:
                 self.warnings.append(f"the edge {cur} -> {nb} has two Reshapes: propagation stops there "
                                      f"(MindSpore: please set the strategy for at least one)")
                 return
-            in_l, out_l = self.reshape_from_input(nb, src)
+            in_l, out_l = self.reshape_swc(nb, src, "in") or self.reshape_from_input(nb, src)
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "forward",
                                                          self._edge_key(src, in_l, spec)[0]))
         elif self.is_reshape(cur):
-            if self.g.op(nb).type in AFTER_RESHAPE_UNSET:
+            if self.op(nb).type in AFTER_RESHAPE_UNSET:
                 # BFSNextNodeIfCurrIsReshape: a Concat after a Reshape is marked visited without a
                 # strategy; it keeps its first candidate (the defaults pass)
                 self.visited.add(nb)
@@ -657,7 +787,7 @@ class _Engine:
         if nb == DATASET:
             return
         src = self.in_layout(cur, slot)
-        spec = self.g.op(nb).outputs[j] if j < len(self.g.op(nb).outputs) else None
+        spec = self.op(nb).outputs[j] if j < len(self.op(nb).outputs) else None
         if src is None:
             return
         if nb in self.visited or nb in self.anchors:
@@ -669,10 +799,10 @@ class _Engine:
                 self.warnings.append(f"the edge {nb} -> {cur} has two Reshapes: propagation stops there "
                                      f"(MindSpore: please set the strategy for at least one)")
                 return
-            if self.g.op(cur).type in AFTER_RESHAPE_UNSET:
+            if self.op(cur).type in AFTER_RESHAPE_UNSET:
                 self.visited.add(nb)        # BFSPrevNodeIfPrevIsReshape: visited, no layouts chosen
                 return
-            in_l, out_l = self.reshape_from_output(nb, src)
+            in_l, out_l = self.reshape_swc(nb, src, "out") or self.reshape_from_output(nb, src)
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "backward",
                                                          self._edge_key(out_l, src, spec)[0]))
         elif self.is_reshape(cur):
@@ -708,7 +838,7 @@ class _Engine:
             return None
         for o in self._options(name, layout, k, side):
             tensors = o.inputs if side == "in" else o.outputs
-            if k < len(tensors) and _same(tensors[k], layout):
+            if k < len(tensors) and _same(_full(tensors[k]), layout):
                 return o
         return None
 
@@ -716,7 +846,7 @@ class _Engine:
         """``OperatorInfo::GetStrategyByVisitedEdges``: the option with the least redistribution
         (communication, then computation) summed over the operator's visited input edges, then the
         least computation cost of its own; ties go to the first in candidate order."""
-        op = self.g.op(name)
+        op = self.op(name)
         edges = [(src, j, slot) for src, j, slot in self.visited_edges.get(name, ())
                  if self.out_layout(src, j) is not None and self.in_index(name, slot) is not None]
         fixed = edges[0] if edges else None
@@ -757,7 +887,7 @@ class _Engine:
             for (n, s), l in zip(us, layouts):
                 if _same(l, ref) or self.chosen[n].configured:
                     continue
-                opts = self.forward_options(n, self.in_index(n, s), ref, self.g.op(n).inputs[s].spec)
+                opts = self.forward_options(n, self.in_index(n, s), ref, self.op(n).inputs[s].spec)
                 best, key, rejected = self._pick(n, opts)
                 prov = self.chosen[n].provenance
                 self.set_choice(n, best, Provenance(prov.root, prov.parent, prov.depth, "parameter", key[0], rejected))
@@ -826,6 +956,98 @@ def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
             k += 1
     order[DATASET] = 1 << 40
     return order
+
+
+def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, int]) -> Layout | None:
+    """A device-local Reshape between sequence-first ``[S, B, ...]`` and ``[S*B, ...]`` (MindFormers' Morph
+    bodies; see :func:`strategist.mindformers.mark_local_rows`): merging, the rows take S's device axes
+    then B's; splitting, the rows' axes are dealt back innermost first (the last axis to B while the
+    split divides B, the rest to S). The other dims reshape as usual (:func:`reshape_layout`). None
+    if the tail cannot keep its data in place.
+
+    >>> x = Layout((8, 4, 16), (2, 4), ((), (0,), (1,)))       # [S, B, H], B by dp=2, H by tp=4
+    >>> str(local_rows_layout(x, (32, 16), (8, 4)))
+    '[32, 16]@[2, 4][d0,d1]'
+    >>> str(local_rows_layout(local_rows_layout(x, (32, 16), (8, 4)), (8, 4, 16), (8, 4)))
+    '[8, 4, 16]@[2, 4][-,d0,d1]'
+    """
+    seq, batch = rows
+    dm = src.dev_matrix
+    if src.shape[:2] == (seq, batch) and out_shape[:1] == (seq * batch,):
+        lead = tuple(src.dims[0]) + tuple(src.dims[1])
+        tail_src = Layout(src.shape[2:], dm, src.dims[2:]) if len(src.shape) > 2 else None
+        tail_shape = out_shape[1:]
+        new_lead: tuple = (lead,)
+    elif src.shape[:1] == (seq * batch,) and out_shape[:2] == (seq, batch):
+        axes = list(src.dims[0])
+        to_b: list[int] = []
+        while axes and batch % (math.prod(dm[a] for a in to_b) * dm[axes[-1]]) == 0:
+            to_b.insert(0, axes.pop())
+        if seq % math.prod(dm[a] for a in axes):
+            return None
+        tail_src = Layout(src.shape[1:], dm, src.dims[1:]) if len(src.shape) > 1 else None
+        tail_shape = out_shape[2:]
+        new_lead = (tuple(axes), tuple(to_b))
+    else:
+        return None
+    if tail_src is None or not tail_src.shape:
+        tail_dims: tuple = ()
+        if tail_shape and math.prod(tail_shape) != 1:
+            return None
+        tail_dims = tuple(() for _ in tail_shape)
+        return Layout(tuple(out_shape), dm, new_lead + tail_dims)
+    if tuple(tail_src.shape) == tuple(tail_shape):
+        tail = tail_src
+    else:
+        tail = reshape_layout(tail_src, tuple(tail_shape))
+        if tail is None:
+            return None
+        if tail.dev_matrix != dm:
+            return None
+    try:
+        return Layout(tuple(out_shape), dm, new_lead + tuple(tail.dims))
+    except StrategyError:
+        return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _full(layout: Layout) -> Layout:
+    """``layout`` with its partial sums reduced (one object per layout, so id-keyed caches keep hitting)."""
+    return layout if not layout.partial else Layout(layout.shape, layout.dev_matrix, layout.dims)
+
+
+@lru_cache(maxsize=1 << 16)
+def _reshape_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, float]:
+    """(communication_without_parameter_, computation_cost_) of a Reshape from ``src`` to ``dst``
+    (different shapes) as MindSpore's ReshapeInfo prices its strategies-with-cost, in bytes after its
+    data-parallel tie-break and practical-cost refinement (:mod:`strategist.reshape_cost`); a
+    gather-then-reshape estimate where that model does not apply."""
+    c = reshape_swc_logged(src, dst, type_len)
+    if c is not None:
+        return c[2], c[0]
+    from .ops import reshape_layout as _rl
+    from .redistribution import ms_elements
+    s = float(src.slice_numel)
+    for g in _gather_variants(src):
+        nat = _rl(g, dst.shape)
+        if nat is None:
+            continue
+        comm = comp = 0.0
+        if g != src:
+            e = ms_elements(src, g)
+            comm += e[0] if e else s * src.device_num
+            comp += e[2] if e else s
+        if not _same(nat, dst):
+            e = ms_elements(nat, dst) if nat.device_num == dst.device_num else None
+            if e is None:
+                r = plan(nat, dst)
+                comm += 0.0 if r.is_identity else s * dst.device_num
+                comp += s
+            else:
+                comm, comp = comm + e[0], comp + e[2]
+        comp += 2 * s
+        return comm * type_len, comp * type_len
+    return float("inf"), float("inf")
 
 
 def _same(a: Layout, b: Layout) -> bool:
@@ -925,6 +1147,8 @@ def clear_caches() -> None:
     _KEYS.clear()
     _EDGE_KEYS.clear()
     _cached_plan.cache_clear()
+    _full.cache_clear()
+    _reshape_cost.cache_clear()
 
 
 # --------------------------------------------------------------------------------------
@@ -984,7 +1208,7 @@ def _price(eng: _Engine) -> Plan:
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
         for src, j, slot in eng.data_prev[op.name]:
-            a = eng.out_layout(src, j)
+            a = eng.out_layout(src, j, priced=True)
             b = eng.in_layout(op.name, slot)
             if a is None or b is None or a.shape != b.shape:
                 continue
