@@ -442,6 +442,13 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
             q = run(trial) if trial else baseline
             changed, dt = _diff(plan, q)
             what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
+            saved = _state_bytes(q) - _state_bytes(plan)
+            if dt <= 0 and saved >= MEMORY_WORTH and not any(c.declared for c in members):
+                # it pays in memory: the weights, gradients and optimizer states it shards
+                for c in members:
+                    c.needed = (f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, "
+                                f"but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device")
+                continue
             if dt <= 0 and not any(c.declared for c in members):
                 # an anchor must pay for itself: the plan is no slower without it, so it goes
                 keep, plan = trial, q
@@ -501,6 +508,15 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 
 # --------------------------------------------------------------------------------------
 # memory
+
+#: an anchor that does not speed the step up is still kept when it shards at least this much weight,
+#: gradient and optimizer state per device (a vocabulary-parallel embedding table, a large head)
+MEMORY_WORTH = 2**30
+
+
+def _state_bytes(plan: Plan) -> float:
+    m = memory(plan)
+    return m["parameters"] + m["gradients"] + m["optimizer_states"]
 
 
 def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:

@@ -161,6 +161,23 @@ def test_compare_reports_a_disagreement_and_one_sided_ops(graph_of):
     assert not c.all_agree
 
 
+def test_cse_copies_in_mindspores_graph_agree_only_with_the_same_strategy(graph_of):
+    """``q = k = v = x.transpose(...)``: MindSpore's parallel graph keeps three Transposes where the stand-alone
+    compile keeps one. A MindSpore-only operator identical to a matched one (type, scope, shapes, strategy)
+    is a merged copy; with another strategy it stays a one-sided disagreement."""
+    plan = _docs_plan(graph_of)
+    d = json.loads(json.dumps(DOCS_FFN_MS))
+    relu = dict(d["ops"][3], name="Default/ReLU-op9")
+    d["ops"].append(relu)
+    c = compare(plan, MsPlan.from_dict(d))
+    assert [ours for _m, ours in c.merged] == ["relu"] and len(c.merged) == 1   # either copy may be the twin
+    assert not c.only_theirs and c.all_agree
+    assert "merged in strategist's stand-alone compile" in c.text() and c.to_dict()["merged_by_cse"][0]["copy_of"] == "relu"
+    d["ops"][-1]["in_strategy"] = [[1, 8]]
+    c = compare(plan, MsPlan.from_dict(d))
+    assert not c.merged and len(c.only_theirs) == 1 and not c.all_agree
+
+
 def test_matching_falls_back_to_names_when_shapes_differ(graph_of):
     plan = _docs_plan(graph_of)
     d = json.loads(json.dumps(DOCS_FFN_MS))

@@ -49,6 +49,11 @@ class Comparison:
     dataset_strategy: object = "data_parallel"
     strategist_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: MindSpore operators that are copies of one of ours which strategist's stand-alone compile merged
+    #: (common-subexpression elimination: ``q = k = v = x.transpose(...)`` three times in MindSpore's
+    #: parallel graph, once in the stand-alone one): (MindSpore's operator, our operator). They carry the
+    #: strategy of the operator they copy, so they agree.
+    merged: list = field(default_factory=list)
 
     @property
     def agreed(self) -> int:
@@ -82,6 +87,8 @@ class Comparison:
             "only_strategist": [{"op": n, "type": t, "strategist": _lists(s)} for n, t, s in self.only_ours],
             "only_mindspore": [{"name": o.name, "type": o.type, "path": o.path, "mindspore": _lists(o.in_strategy)}
                                for o in self.only_theirs],
+            "merged_by_cse": [{"name": o.name, "type": o.type, "copy_of": ours, "mindspore": _lists(o.in_strategy)}
+                              for o, ours in self.merged],
             "seconds": {"strategist_propagate": self.strategist_seconds,
                         "mindspore_compile": self.ms.compile_seconds, "mindspore_process": self.ms.process_seconds},
             "mindspore": {"version": self.ms.mindspore_version, "backend": self.ms.backend,
@@ -228,9 +235,20 @@ def compare(plan, ms: MsPlan) -> Comparison:
     rows.sort(key=lambda r: order[r.op])
     only_ours.sort(key=lambda x: order[x[0]])
     only_theirs = [m for m in ms.ops if id(m) not in used]
+    # CSE: a MindSpore-only operator identical (type, scope, shapes, strategy) to one we matched and agree on
+    twins = {}
+    by_name = {m.name: m for m in ms.ops}
+    for r in rows:
+        t = by_name.get(r.ms_name)
+        if t is not None and r.agree:
+            twins.setdefault((t.type, t.path, _their_shapes(t), _norm(t.in_strategy)), r.op)
+    merged = [(m, twins[k]) for m in only_theirs
+              if (k := (m.type, m.path, _their_shapes(m), _norm(m.in_strategy))) in twins]
+    only_theirs = [m for m in only_theirs if all(m is not x for x, _ in merged)]
     mesh = ",".join(f"{n}={s}" for n, s in plan.mesh.axes)
     return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
-                      model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy)
+                      model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy,
+                      merged=merged)
 
 
 # --------------------------------------------------------------------------------------
@@ -267,6 +285,9 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
     if c.only_theirs:
         out += ["", "only in MindSpore's report (matched to no strategist operator):"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}" for m in c.only_theirs]
+    if c.merged:
+        out += ["", "in MindSpore's graph twice, merged in strategist's stand-alone compile (CSE); same strategy:"]
+        out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}  = {ours}" for m, ours in c.merged]
     pct = 100.0 * c.agreed / c.total if c.total else 100.0
     out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
                 f"{len(c.only_theirs)} only MindSpore; dataset {'agrees' if c.dataset_agrees else 'differs'}"
