@@ -544,7 +544,8 @@ def splits_of(op: Op, rule: FactorRule, strategy) -> dict[str, int]:
     return splits
 
 
-def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule | None = None) -> Sharding:
+def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule | None = None,
+          repeat_left: bool = False) -> Sharding:
     """Layouts of every input and output of ``op`` under a MindSpore strategy tuple.
 
     Raises :class:`StrategyError` for a wrong rank, a split not dividing a dimension, inconsistent
@@ -558,9 +559,12 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
         raise StrategyError(f"{op.name} ({op.type}) strategy {tuple(map(tuple, strategy))} requires {used} "
                             f"devices, but the device number {device_num} is not divisible by {used}")
     repeat = device_num // used
+    shift = 1 if repeat > 1 and repeat_left else 0
     if repeat > 1:
-        dm.append(repeat)
-    axis = {f: (i,) if splits.get(f, 1) > 1 else () for i, f in enumerate(rule.factors)}
+        # MindSpore appends the repeated-calculation count on the right of the device matrix, or on the
+        # left where an operator sets repeated_num_in_dev_matrix_right(false) (a Cast feeding a MatMul's weight)
+        dm = [repeat] + dm if repeat_left else dm + [repeat]
+    axis = {f: (i + shift,) if splits.get(f, 1) > 1 else () for i, f in enumerate(rule.factors)}
     return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy)
 
 

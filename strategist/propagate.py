@@ -691,6 +691,43 @@ class _Engine:
         if anchor.layouts is not None:
             self.layout_sources.update(s.inputs + s.outputs)
 
+    def configure_casts(self) -> None:
+        """MindSpore's ``PreProcessPreCastForSP``: building the cost graph, a Cast feeding a configured
+        operator is configured too, with the Cast strategy of least redistribution to that operator's
+        input (so a weight is sliced before it is cast). It then seeds a search of its own."""
+        for name in sorted(self.anchors, key=lambda n: self.op(n).topo_index):
+            if self.anchors[name].origin == "cast":
+                continue
+            for src, j, slot in self.prev.get(name, ()):
+                if src == DATASET or src in self.idents or src in self.anchors or self.op(src).type != "Cast":
+                    continue
+                dst = self.in_layout(name, slot)
+                if dst is None:
+                    continue
+                spec = self.op(src).outputs[j] if self.op(src).outputs else None
+                if self.op(name).type == "MatMul" and slot == 1:
+                    # the Cast of a MatMul's weight repeats on the LEFT of its device matrix (MindSpore:
+                    # set_repeated_num_in_dev_matrix_right(false)), which lines its slices up with the weight's
+                    opts = []
+                    for strat in self.candidates(src):
+                        try:
+                            sh = shard(self.op(src), strat, self.n, None, self.rule(src), repeat_left=True)
+                        except StrategyError:
+                            continue
+                        if j < len(sh.outputs):
+                            opts.append((sh, self._edge_key(sh.outputs[j], dst, spec) + (0.0,)))
+                    picked = self._pick(src, opts) if opts else None
+                else:
+                    picked = self.choose_backward(src, j, dst, spec)
+                if picked is None:
+                    continue
+                s = picked[0]
+                self.anchors[src] = Anchor(src, s.strategy, origin="cast")
+                self.set_choice(src, s, Provenance(src, name, 0, "seed"), configured=True)
+
+    def user_anchors(self) -> dict[str, Anchor]:
+        return {k: a for k, a in self.anchors.items() if a.origin != "cast"}
+
     def _tuple_hint(self, anchor: Anchor) -> str:
         from .ops import shard_layout
         try:
@@ -1181,15 +1218,16 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
                             "(give anchors with --strategies, or a model input)")
     for a in all_anchors.values():
         eng.seed(a)
+    eng.configure_casts()
     # MindSpore's configured-operator map is ordered by topo_index, the OperatorInfo creation counter;
     # VirtualDataset's is TOTAL_OPS_MAX, so the dataset's BFS runs last
-    seeds = sorted(all_anchors, key=lambda n: eng.created[n]) + ([DATASET] if eng.dataset else [])
+    seeds = sorted(eng.anchors, key=lambda n: eng.created[n]) + ([DATASET] if eng.dataset else [])
     for i, root in enumerate(seeds):
         eng.bfs(root, seeds[i + 1:])
     eng.shared_parameters()
     eng.defaults()
     if not price:
-        return Plan(graph, mesh, hardware, eng.anchors, {op.name: eng.chosen[op.name] for op in graph}, [], {},
+        return Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
                     [], [], eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
     plan = _price(eng)
     plan.dataset_strategy = dataset_strategy
@@ -1314,5 +1352,5 @@ def _price(eng: _Engine) -> Plan:
             f = training_flops(op, eng.rule(op.name), s)
             if f:
                 flops[op.name] = f
-    return Plan(g, eng.mesh, hw, eng.anchors, {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
+    return Plan(g, eng.mesh, hw, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
                 conflicts, incons, eng.warnings, flops)

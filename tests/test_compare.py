@@ -47,8 +47,12 @@ def test_qwen3_tiny_three_plans():
         for d in col.disagreements:
             assert col.plan.choices[d.op].strategy == d.strategy
             assert ref.plan.choices[d.op].strategy == d.reference
-    # (b) propagates the experts' 40 anchors: the column MatMuls and their casts agree, the norms do not
-    assert b.agreed == 97
+    # (b) propagates the experts' 40 anchors. Three MindSpore behaviours make it reproduce (c): the Casts of the
+    # MatMuls' weights are configured after the MatMul (PreProcessPreCastForSP, repeat on the left), the
+    # Morph-local [S, B] <-> [S*B] reshapes keep the batch split, and the norms follow; only the embedding
+    # (vocabulary-parallel in (c), configured by nothing in propagation mode) differs
+    assert b.agreed == 150
+    assert [d.op for d in b.disagreements] == ["model.embedding.word_embeddings.embedding"]
     qkv = "model.decoder.layers.0.self_attention.linear_qkv.matmul"
     assert qkv not in {d.op for d in b.disagreements}
     # hand-worked cost: row-parallel linear_proj in (c), ((2, 4), (1, 4)) on [1024, 256] bf16: AllReduce over
@@ -66,10 +70,10 @@ def test_qwen3_tiny_three_plans():
     assert a.anchors == 0 and a.totals["step_seconds"] < ref.totals["step_seconds"]
     assert c.dataset_strategy == "full_batch"
     d = json.loads(c.to_json())
-    assert d["columns"]["c"]["agreement"] == 1.0 and d["columns"]["b"]["agreed"] == 97
+    assert d["columns"]["c"]["agreement"] == 1.0 and d["columns"]["b"]["agreed"] == 150
     assert d["columns"]["b_ms"]["error"].startswith("not run")
     text = c.text()
-    assert "(c) MindFormers shard() (reference)" in text and "97/151 (64.2 %)" in text
+    assert "(c) MindFormers shard() (reference)" in text and "150/151 (99.3 %)" in text
     assert "MindFormers bug: FlashAttention" in text
 
 
@@ -94,7 +98,7 @@ def test_cli_compare_json_clean(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)          # nothing but the JSON on stdout
     assert d["columns"]["c"]["anchors"] == 95 and d["columns"]["b"]["anchors"] == 40
-    assert len(d["columns"]["b"]["disagreements"]) == 3 and d["columns"]["b"]["disagreement_count"] == 54
+    assert len(d["columns"]["b"]["disagreements"]) == 1 and d["columns"]["b"]["disagreement_count"] == 1
     assert os.listdir(tmp_path) == []   # no output/ directory in the user's cwd
 
 
@@ -128,7 +132,8 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     ex = {m: expert_strategies(QWEN3, "dp=2,tp=4", m, graph=g, layers=4, batch=8) for m in ("semi_auto", "propagation")}
     fast = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8)
     full = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8, fast_advice=False)
-    assert fast["a"].anchors == full["a"].anchors == 29       # per layer: qkv, fc1 column; proj, fc2 row; FA; 2 norms -- + the head
+    # per layer: qkv, fc1 column; proj, fc2 row; the q norm -- + the head and the vocabulary-parallel embedding
+    assert fast["a"].anchors == full["a"].anchors == 22
     assert dict(fast["a"].plan.anchors) == dict(full["a"].plan.anchors)
     assert fast["a"].totals == full["a"].totals
     assert fast["a"].agreed == full["a"].agreed
@@ -164,6 +169,8 @@ def test_verify_column_b_prime_mindspore_propagates_the_experts_anchors(tmp_path
     assert bm.error is None and bm.total and bm.agreed
     note = next(n for n in bm.notes if n.startswith("MindSpore's propagation vs strategist's (b)"))
     agreed, total = (int(x) for x in note.split(": ")[1].split(" ")[0].split("/"))
-    assert total == 100 and agreed >= 78
+    # strategist's (b) keeps MindFormers' Morph bodies device-local ([S, B] <-> [S*B] rows keep the batch
+    # split); MindSpore's own propagation of the same anchors on the stand-alone graph pays those reshapes
+    assert total == 100 and agreed >= 70
     assert os.listdir(tmp_path) == [] and capfd.readouterr().out == ""
 

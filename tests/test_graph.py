@@ -333,3 +333,16 @@ def test_mindformers_moe_layers_own_their_operators():
     sorts = [op for op in g if op.type == "SortExt"]
     assert len(sorts) == 8 and all(op.cell_path.endswith(".mlp.experts") for op in sorts)
     assert all(op.cell_path.split(".")[0] == "model" for op in g)       # nothing at the root
+
+
+def test_tuple_elements_get_mindspore_edges_and_attributes_own_their_names(graph_of):
+    """MindSpore's CreateEdgeAccrossMakeList links an element of Concat's tuple only when it is a real
+    operator's output itself: the graph input (a TupleGetItem of the VirtualDataset there) and Split's
+    outputs (TupleGetItems) bring no cost-graph edge. And ``self.muls`` owns the name ``muls`` although a
+    tensor-method ``z * 0.5`` (also Muls) runs first."""
+    g = graph_of("tests/models/propagation.py:TupleEdges")
+    concat, concat2 = g.op("concat"), g.op("concat2")
+    assert [(x.kind, x.edge) for x in concat.inputs if x.spec is not None] == [("input", False), ("op", True)]
+    assert [(x.ref, x.edge) for x in concat2.inputs if x.spec is not None] == [("split", False), ("split", False)]
+    muls = g.op("muls")
+    assert muls.inputs[0].ref == "muls#1" and g.op("muls#1").inputs[0].ref == "concat2"

@@ -248,3 +248,28 @@ def test_conv2d_rule():
     assert output_partial(s) == (1,)
     with pytest.raises(StrategyError, match="cannot split this dimension"):
         shard(conv, ((1, 1, 8, 1), (1, 1, 1, 1)), 8)
+
+
+def test_tile_candidates_come_from_the_multiples():
+    """MindSpore 2.9.0's TileInfo (random net 4's log: "TileInfo44 ... Successfully generated the 4th strategy:
+    [[2, 2, 1]]"): the strategy has one entry per multiple; candidates divide the multiples, so a dimension
+    with multiple 1 is never split by the search; a tiled dimension splits the output and keeps the input
+    whole. A configured strategy may split a multiple-1 dimension (CheckStrategy checks it on the input)."""
+    tile = op("Tile", [T(32, 4, 12), (2, 2, 1)], [T(64, 8, 12)])
+    assert candidates(tile, 16) == [((1, 1, 1),), ((1, 2, 1),), ((2, 1, 1),), ((2, 2, 1),)]
+    s = shard(tile, ((2, 1, 1),), 16)
+    assert s.inputs[0].strategy == (1, 1, 1) and s.outputs[0].strategy == (2, 1, 1)
+    s = shard(tile, ((2, 2, 4),), 16)          # configured: the multiple-1 dim splits input and output
+    assert s.inputs[0].strategy == (1, 1, 4) and s.outputs[0].strategy == (2, 2, 4)
+    with pytest.raises(StrategyError):
+        shard(tile, ((4, 1, 1),), 16)           # 4 does not divide the multiple 2
+
+
+def test_sparse_softmax_cross_entropy_is_batch_parallel():
+    """SparseSoftmaxCrossEntropyWithLogitsInfo is a BatchParallelInfo with every input's split flag set:
+    one candidate, the batch over all devices (random nets 15/146: MindSpore ((16, 1), (16,)) / ((8, 1), (8,))),
+    a scalar loss notwithstanding; a batch the devices do not divide runs StandAlone."""
+    ce = op("SparseSoftmaxCrossEntropyWithLogits", [T(32, 10), T(32, dtype="int32")], [T()])
+    assert candidates(ce, 16) == [((16, 1), (16,))]
+    assert candidates(op("SparseSoftmaxCrossEntropyWithLogits", [T(12, 10), T(12, dtype="int32")], [T()]), 8) == \
+        [((1, 1), (1,))]

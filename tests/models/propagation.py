@@ -2,6 +2,7 @@
 import mindspore as ms
 from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import initializer
+from mindspore.ops.auto_generate import Muls
 
 
 class Unreached(nn.Cell):
@@ -89,3 +90,22 @@ class CellShard(nn.Cell):
 
     def construct(self, x):
         return self.gelu(self.inner(x))
+
+
+class TupleEdges(nn.Cell):
+    """concat((x, relu(x))) and a Muls attribute next to a tensor-method ``* 0.5`` (also a Muls)."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu = ops.ReLU()
+        self.concat = ops.Concat(1)
+        self.split = ops.Split(1, 2)
+        self.concat2 = ops.Concat(1)
+        self.muls = Muls()
+        self.example_inputs = {"x": "float32[16,8]"}
+
+    def construct(self, x):
+        y = self.concat((x, self.relu(x)))
+        a, b = self.split(y)
+        z = self.concat2((a, b))
+        return self.muls(z * 0.5, 2.0)
