@@ -594,16 +594,17 @@ class _Engine:
         if src in self.anchors:
             lay = self.out_layout(src, j)
             return [lay] if lay is not None else None
-        op = self.op(src)
-        out = []
-        for strat in self.candidates(src):
+        out = [_full(sh.outputs[j]) for sh in self.candidate_shardings(src) if j < len(sh.outputs)]
+        return out or None
+
+    def candidate_shardings(self, name: str):
+        """The operator's generated candidates as shardings, in candidate order (invalid ones skipped)."""
+        op = self.op(name)
+        for strat in self.candidates(name):
             try:
-                sh = _cached_shard(op, strat, self.n, self.key(src))
+                yield _cached_shard(op, strat, self.n, self.key(name))
             except StrategyError:
                 continue
-            if j < len(sh.outputs):
-                out.append(_full(sh.outputs[j]))
-        return out or None
 
     def _reshape_next_layouts(self, name: str) -> list[Layout] | None:
         """The output layouts of the swc list: every consumer's input layout under each of its candidates,
@@ -621,14 +622,7 @@ class _Engine:
                 if lay is not None:
                     out.append(lay)
                 continue
-            op = self.op(dst)
-            for strat in self.candidates(dst):
-                try:
-                    sh = _cached_shard(op, strat, self.n, self.key(dst))
-                except StrategyError:
-                    continue
-                if k < len(sh.inputs):
-                    out.append(sh.inputs[k])
+            out.extend(sh.inputs[k] for sh in self.candidate_shardings(dst) if k < len(sh.inputs))
         return out or None
 
     def reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:

@@ -302,6 +302,25 @@ def _starts(axes, sizes) -> list[int]:
     return out
 
 
+def cut_axis(x: int, p: int, q: int, e: int, sizes: dict, fresh: int, maps) -> tuple[bool | None, int]:
+    """Device axis ``x`` splits blocks from element stride ``p`` to ``e``; ``q`` is the next cut after ``p``.
+    A cut inside (q < e) subdivides the axis into two new axes of sizes q/p (outer) and e/q (inner), in
+    every tensor map of ``maps``: (True, next free id). No cut inside: (False, fresh). A cut that does not
+    divide the blocks (the layouts cannot be expanded to one shape): (None, fresh)."""
+    if q >= e:
+        return (None if q % e else False), fresh
+    if e % q:
+        return None, fresh
+    x1, x2 = fresh, fresh + 1
+    sizes[x1], sizes[x2] = q // p, e // q
+    for m in maps:
+        for dd in m:
+            if x in dd:
+                i = dd.index(x)
+                dd[i:i + 1] = [x1, x2]
+    return True, fresh + 2
+
+
 def _ms_expand(ua: Layout, ub: Layout):
     """MindSpore's expanded tensor maps: [(in axis, out axis)] per sub-dim (-1 = unsplit), axis sizes."""
     sizes = dict(enumerate(ua.dev_matrix))
@@ -323,21 +342,12 @@ def _ms_expand(ua: Layout, ub: Layout):
                 for x, p in zip(side[d], _starts(side[d], sizes)):
                     q = next((c for c in cuts if c > p), n)
                     e = p * sizes[x]
-                    if q < e:                       # another cut inside this axis' blocks: subdivide it
-                        if e % q:
-                            return None
-                        x1, x2 = fresh, fresh + 1
-                        fresh += 2
-                        sizes[x1], sizes[x2] = q // p, e // q
-                        for m in (A, B):
-                            for dd in m:
-                                if x in dd:
-                                    i = dd.index(x)
-                                    dd[i:i + 1] = [x1, x2]
+                    cut, fresh = cut_axis(x, p, q, e, sizes, fresh, (A, B))
+                    if cut is None:
+                        return None
+                    if cut:                         # another cut inside this axis' blocks: subdivided
                         changed = True
                         break
-                    if q % e:
-                        return None
                 if changed:
                     break
             if changed:

@@ -47,8 +47,7 @@ import math
 from functools import lru_cache
 
 from .layout import Layout, unify
-from .redistribution import (ALLGATHER_REDUCESCATTER_SCALE_FACTOR, COMMUNI_BIAS, COMMUNI_CONST,
-                             COMMUNI_THRESHOLD, RESHAPE_COST_FACTOR, _ms_infer)
+from .redistribution import ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, _ms_infer, cut_axis, refine_cost
 
 __all__ = ["reshape_swc_cost", "reshape_swc_logged"]
 
@@ -103,21 +102,12 @@ def _expand(ua: Layout, ub: Layout):
         changed = False
         for x, p, e in sa + sb:
             q = next((c for c in cuts if c > p), numel)
-            if q < e:
-                if e % q:
-                    return None
-                x1, x2 = fresh, fresh + 1
-                fresh += 2
-                sizes[x1], sizes[x2] = q // p, e // q
-                for m in (A, B):
-                    for dd in m:
-                        if x in dd:
-                            i = dd.index(x)
-                            dd[i:i + 1] = [x1, x2]
+            cut, fresh = cut_axis(x, p, q, e, sizes, fresh, (A, B))
+            if cut is None:
+                return None
+            if cut:
                 changed = True
                 break
-            if q % e:
-                return None
         if not changed:
             break
     amap = {s: x for x, s, _ in sa}
@@ -211,14 +201,6 @@ def reshape_swc_cost(src: Layout, dst: Layout) -> tuple[float, float] | None:
         return None
 
 
-def _refine(x: float) -> float:
-    if 0 < x <= COMMUNI_THRESHOLD:
-        return COMMUNI_CONST
-    if x > COMMUNI_THRESHOLD:
-        return x + COMMUNI_BIAS
-    return x
-
-
 def reshape_swc_logged(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, float, float] | None:
     """The triple MindSpore's INFO log prints for this strategy-with-cost, in BYTES:
     (computation_cost_, communication_cost_, communication_without_parameter_) after
@@ -231,5 +213,5 @@ def reshape_swc_logged(src: Layout, dst: Layout, type_len: int = 4) -> tuple[flo
     if src.shape and src.split(0) == src.device_num:
         comp = comp - 1.0 if comp > 1.0 else comp
         comm = comm - 1.0 if comm > 1.0 else comm
-    comm = _refine(comm)
+    comm = refine_cost(comm)
     return comp, comm, comm
