@@ -53,6 +53,7 @@ from .ops import (FactorRule, Sharding, _sharding, candidates, computation_cost,
                   reshape_layout, rule_for, shard, shard_layout, training_flops)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
+from .stdsort import std_sort
 
 DATASET = "<dataset>"
 RESHAPES = frozenset({"Reshape"})
@@ -60,6 +61,12 @@ RESHAPES = frozenset({"Reshape"})
 LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})
 #: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
+#: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
+MATMUL_COST_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
+#: operators MindSpore cannot initialise from a neighbour's layout ("SetCostUnderLayout failed"): no
+#: follow-the-neighbour candidate for them, and nothing to follow after them
+NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
+                            "ReduceMax", "ReduceMin", "ReduceProd", "ReduceAll", "ReduceAny", "SumExt", "MeanExt"})
 
 
 @dataclass(frozen=True)
@@ -276,6 +283,12 @@ class _Engine:
         self.visited: set[str] = set()
         self.waiting: dict[str, int] = {}                 # multi-input ops waiting for their inputs
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
+        self._follow_ok = False                           # the neighbour being left has a layout to follow
+        self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
+        # MindSpore's edge-cost cache: keyed by the two layouts' (device arrangement, tensor map) only, so
+        # the first cost computed for a pair serves every later edge with that pair, whatever its shape
+        self.ms_edge_cache: dict = {}
+        self._deps: dict | None = None                    # cache entries a memoised choice read
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
@@ -464,9 +477,16 @@ class _Engine:
         itself (partial outputs reduced), minus 1 when the batch is split over every device."""
         op = self.op(name)
         c = 0.0
-        for j, out in enumerate(s.outputs):
-            if output_partial(s, j):
-                c += out.slice_numel * _type_len(op.outputs[j] if j < len(op.outputs) else None)
+        if op.type in MATMUL_COST_TYPES and s.inputs:
+            # MatMulCost::GetForwardCommCost: output bytes when input 0's last STORED dimension is split,
+            # which with transpose_a is i, not the contracted k (measured: random nets 318, 331, 478, 486)
+            a = s.inputs[0]
+            if a.shape and a.split(len(a.shape) - 1) > 1 and s.outputs:
+                c += s.outputs[0].slice_numel * _type_len(op.outputs[0] if op.outputs else None)
+        else:
+            for j, out in enumerate(s.outputs):
+                if output_partial(s, j):
+                    c += out.slice_numel * _type_len(op.outputs[j] if j < len(op.outputs) else None)
         c = refine_cost(c)
         if s.strategy and s.strategy[0] and s.strategy[0][0] == self.n and c > 1.0:
             c -= 1.0
@@ -476,14 +496,24 @@ class _Engine:
         if src is None or dst is None or src.shape != dst.shape:
             return (0.0, 0.0)
         src = _full(src)
+        ck = (_norm_key(src), _norm_key(dst))
+        hit = self.ms_edge_cache.get(ck)
+        if hit is not None:
+            if self._deps is not None:
+                self._deps[ck] = hit
+            return hit
         dtype = spec.dtype if spec is not None else ""
         hit = _EDGE_KEYS.get((id(src), id(dst), dtype))
         if hit is not None and hit[0] is src and hit[1] is dst:
-            return hit[2]
-        r = _cached_plan(src, dst)
-        c = r.mindspore_cost(_type_len(spec), dtype)
-        out = (c.communication, c.computation)
-        _EDGE_KEYS[(id(src), id(dst), dtype)] = (src, dst, out)   # keeps both alive: ids stay unique
+            out = hit[2]
+        else:
+            r = _cached_plan(src, dst)
+            c = r.mindspore_cost(_type_len(spec), dtype)
+            out = (c.communication, c.computation)
+            _EDGE_KEYS[(id(src), id(dst), dtype)] = (src, dst, out)   # keeps both alive: ids stay unique
+        self.ms_edge_cache[ck] = out
+        if self._deps is not None:
+            self._deps[ck] = out
         return out
 
     def _pick(self, name: str, options: list[tuple[Sharding, tuple]]) -> tuple[Sharding, tuple, tuple | None]:
@@ -499,7 +529,7 @@ class _Engine:
         rejected = (second[0].strategy, second[1][0]) if second is not None else None
         return best[0], best[1], rejected
 
-    def _options(self, name: str, fixed: Layout | None, k: int, side: str) -> list[Sharding]:
+    def _options(self, name: str, fixed: Layout | None, k: int, side: str, follow_ok: bool = False) -> list[Sharding]:
         """Generated candidates, plus the one following ``fixed`` on strategy tensor ``k``."""
         rule = self.rule(name)
         op = self.op(name)
@@ -509,10 +539,21 @@ class _Engine:
                 out.append(_cached_shard(op, strat, self.n, self.key(name)))
             except StrategyError:
                 continue
-        if fixed is not None and not rule.batch_parallel and fixed in self.layout_sources:
-            # MindSpore's AddSwcUnder{Prev,Next}OpDevMatrix: only a Layout-configured neighbour has a
-            # device matrix to follow (with tuple strategies it logs "prev_op_dev_matrix is empty")
-            f = _follow(rule, fixed, k, side, self.n)
+        if fixed is not None and not rule.batch_parallel and (fixed in self.layout_sources or follow_ok):
+            # MindSpore's AddSwcUnder{Prev,Next}OpDevMatrixSingle: one more candidate on the neighbour's own
+            # device matrix and tensor map, after a Layout-configured neighbour and after any neighbour a
+            # tuple seed or a candidate initialised (not after a Reshape). Backward, MindSpore puts the
+            # consumer's input tensor map on this operator's INPUT.
+            f = None
+            if side == "out" and not (fixed in self.layout_sources):
+                x = op.inputs[0].spec if op.inputs else None
+                if x is not None and len(x.shape) == len(fixed.shape):
+                    try:
+                        f = _follow(rule, Layout(tuple(x.shape), fixed.dev_matrix, fixed.dims), 0, "in", self.n)
+                    except StrategyError:
+                        f = None
+            else:
+                f = _follow(rule, _full(fixed), k, side, self.n)
             if f is not None and not any(o.inputs == f.inputs and o.outputs == f.outputs for o in out):
                 out.append(f)
         return out
@@ -520,22 +561,40 @@ class _Engine:
     def choose_forward(self, name: str, slot: int, src: Layout, spec):
         """Memoised on (operator signature, slot, fixed layout, device count): repeated layers and
         repeated searches (the advisor's minimality checks) choose by lookup."""
-        mk = ("f", self.key(name), slot, src, self.n, self.fully_use_devices, src in self.layout_sources)
-        if mk not in _CHOICES:
-            _CHOICES[mk] = self._choose_forward(name, slot, src, spec)
-        return _CHOICES[mk]
+        mk = ("f", self.key(name), slot, src, self.n, self.fully_use_devices, src in self.layout_sources,
+              self._follow_ok)
+        return self._memo(mk, lambda: self._choose_forward(name, slot, src, spec))
 
     def choose_backward(self, name: str, j: int, dst: Layout, spec):
-        mk = ("b", self.key(name), j, dst, self.n, self.fully_use_devices, dst in self.layout_sources)
-        if mk not in _CHOICES:
-            _CHOICES[mk] = self._choose_backward(name, j, dst, spec)
-        return _CHOICES[mk]
+        mk = ("b", self.key(name), j, dst, self.n, self.fully_use_devices, dst in self.layout_sources,
+              self._follow_ok)
+        return self._memo(mk, lambda: self._choose_backward(name, j, dst, spec))
+
+    def _memo(self, mk, compute):
+        """A choice memoised across propagations (repeated layers, the advisor's many runs) together with
+        the edge-cost cache entries it read: reused only where this propagation's cache agrees with them
+        (MindSpore's cache is shape-blind, so a pair's cost depends on which edge priced it first)."""
+        hit = _CHOICES.get(mk)
+        if hit is not None:
+            result, deps = hit
+            cache = self.ms_edge_cache
+            if all(cache.get(ck, v) == v for ck, v in deps):
+                for ck, v in deps:
+                    cache.setdefault(ck, v)
+                return result
+        self._deps = {}
+        try:
+            result = compute()
+        finally:
+            deps, self._deps = self._deps, None
+        _CHOICES[mk] = (result, tuple(deps.items()))
+        return result
 
     def forward_options(self, name: str, k: int, src: Layout, spec) -> list[tuple[Sharding, tuple]]:
         """Every option of ``name`` with its key against ``src`` fixed on strategy input ``k``:
         (edge communication, edge computation, own forward communication)."""
         out = []
-        for s in self._options(name, src, k, "in"):
+        for s in self._options(name, src, k, "in", self._follow_ok):
             ek = self._edge_key(src, s.inputs[k], spec)
             out.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
         return out
@@ -543,7 +602,7 @@ class _Engine:
     def backward_options(self, name: str, j: int, dst: Layout, spec) -> list[tuple[Sharding, tuple]]:
         """Every option of ``name`` with its key against ``dst`` fixed on the consumer of output ``j``."""
         out = []
-        for s in self._options(name, dst, j, "out"):
+        for s in self._options(name, dst, j, "out", self._follow_ok and not self.multi_input(name)):
             if j < len(s.outputs):
                 ek = self._edge_key(s.outputs[j], dst, spec)
                 out.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))
@@ -625,29 +684,78 @@ class _Engine:
             out.extend(sh.inputs[k] for sh in self.candidate_shardings(dst) if k < len(sh.inputs))
         return out or None
 
+    def _reshape_own_swcs(self, name: str) -> list[tuple[Layout, Layout]]:
+        """The strategies-with-cost a Reshape has before ``ReshapeCostCompute`` appends the neighbour pairs
+        (its own ``GenerateStrategies``, which nothing clears): one per split of its input (the candidates
+        of an element-wise operator on that shape), each with a replicated output over the same device
+        matrix (measured: MindSpore's INFO log lists these 31 first for a [32, 4, 16] input on 16 devices)."""
+        key = ("own", self.key(name), self.n)
+        hit = _CHOICES.get(key)
+        if hit is None:
+            op = self.op(name)
+            x = op.inputs[0]
+            ident = Op(name=f"{name}<own>", type="Identity", cell_path="", cell_class="", instance_name="",
+                       full_name="", inputs=(x,), outputs=(x.spec,))
+            rule = rule_for(ident)
+            out_shape = tuple(op.outputs[0].shape)
+            hit = []
+            for strat in candidates(ident, self.n, rule, self.fully_use_devices):
+                try:
+                    sh = shard(ident, strat, self.n, None, rule)
+                except StrategyError:
+                    continue
+                lin = sh.inputs[0]
+                hit.append((lin, Layout(out_shape, lin.dev_matrix, tuple(() for _ in out_shape))))
+            _CHOICES[key] = hit
+        return hit
+
     def reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
         """MindSpore's choice of a Reshape's (input, output) layouts given the layout on one side
         (``GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}``): among the swcs whose layout on
         that side equals ``fixed``, the one without communication of the least computation, else the
-        one of least communication; ties go to the first in swc order (producer candidates outer,
-        consumer candidates inner). None: the model does not apply (strategist's own reshape rule)."""
+        one of least communication, ranked as MindSpore ranks them: libstdc++'s std::sort over the swcs in
+        their order (producer candidates outer, consumer candidates inner), which is not stable past 16
+        (:mod:`strategist.stdsort`). None: the model does not apply (strategist's own reshape rule)."""
         if self.op(name).attrs.get("strategist_local_rows"):
             return None
+        mk = ("swc", self.key(name), fixed, side, self.n, self.fully_use_devices, self._reshape_signature(name))
+        if mk not in _CHOICES:
+            _CHOICES[mk] = self._reshape_swc(name, fixed, side)
+        return _CHOICES[mk]
+
+    def _reshape_signature(self, name: str) -> tuple:
+        """What a Reshape's swc list depends on: its producer's and consumers' signatures, and the layouts
+        of those that are configured (repeated layers share their Reshapes' choices)."""
+        sig = []
+        for src, j, slot in self.prev.get(name, ()):
+            if slot == 0:
+                sig.append(("p", src if src == DATASET or self.is_reshape(src) else self.key(src), j,
+                            self.out_layout(src, j) if src in self.anchors or src == DATASET else None))
+        for _, dst, slot in self.succ.get(name, ()):
+            sig.append(("c", self.is_reshape(dst), self.key(dst), slot,
+                        self.in_layout(dst, slot) if dst in self.anchors else None))
+        return tuple(sig)
+
+    def _reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
         pre, nxt = self._reshape_pre_layouts(name), self._reshape_next_layouts(name)
         if pre is None or nxt is None:
             return None
-        mine = [p for p in pre if _same(p, fixed)] if side == "in" else [q for q in nxt if _same(q, fixed)]
-        if not mine:
-            return None
-        pairs = [(p, q) for p in mine for q in nxt] if side == "in" else [(p, q) for p in pre for q in mine]
-        best = None
         tl = _type_len(self.op(name).inputs[0].spec)
-        for p, q in pairs:
-            comm, comp = _reshape_cost(p, q, tl)
-            key = (comm > 0, comp if comm == 0 else comm)
-            if best is None or key < best[0]:
-                best = (key, p, q)
-        return best[1], best[2]
+        side_of = 0 if side == "in" else 1
+        match = [pq for pq in self._reshape_own_swcs(name) if _same(pq[side_of], fixed)]
+        if side == "in":          # the swcs whose input equals ``fixed``, in swc order (producer-major)
+            match += [(p, q) for p in pre if _same(p, fixed) for q in nxt]
+        else:
+            ok = [q for q in nxt if _same(q, fixed)]
+            match += [(p, q) for p in pre for q in ok]
+        if not match:
+            return None
+        costs = [_reshape_cost(p, q, tl) for p, q in match]       # (communication, computation)
+        zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
+        # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
+        ranked = std_sort(zero, key=lambda t: t[1]) if zero else \
+            std_sort([(i, c[0]) for i, c in enumerate(costs)], key=lambda t: t[1])
+        return match[ranked[0][0]]
 
     def _reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
         op = self.op(name)
@@ -811,6 +919,7 @@ class _Engine:
             if s is None:
                 return
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", 0.0))
+            self.no_before.add(nb)
         elif self.multi_input(nb):
             k = self.in_index(nb, slot)
             if k is None:
@@ -822,8 +931,12 @@ class _Engine:
             self.waiting.pop(nb, None)
             self.visited_edges[nb] = []
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0]))
-        elif not self._take(nb, self.choose_forward(nb, slot, src, spec), root, cur, depth, "forward"):
-            return
+        else:
+            self._follow_ok = self._has_before(cur) and self.op(nb).type not in NO_LAYOUT_INIT
+            picked = self.choose_forward(nb, slot, src, spec)
+            self._follow_ok = False
+            if not self._take(nb, picked, root, cur, depth, "forward"):
+                return
         self.visited.add(nb)
         queue.append((nb, depth + 1))
 
@@ -855,10 +968,25 @@ class _Engine:
             if s is None:
                 return
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "backward", 0.0))
-        elif not self._take(nb, self.choose_backward(nb, j, src, spec), root, cur, depth, "backward"):
-            return
+            self.no_before.add(nb)
+        else:
+            self._follow_ok = (self._has_before(cur) and not self.multi_input(nb)
+                               and self.op(nb).type not in NO_LAYOUT_INIT)
+            picked = self.choose_backward(nb, j, src, spec)
+            self._follow_ok = False
+            if not self._take(nb, picked, root, cur, depth, "backward"):
+                return
         self.visited.add(nb)
         queue.append((nb, depth + 1))
+
+    def _has_before(self, name: str) -> bool:
+        """MindSpore's operator carries a layout to follow (``outputs_tensor_map_before``): set for a tuple
+        seed (SetDefaultLayoutInfo) and for an operator chosen from its candidates (initialised under
+        layouts); not for the dataset, a Reshape, an operator set by strategy alone after a Reshape, or an
+        unconfigured operator MindSpore cannot initialise from a layout."""
+        if name == DATASET or self.is_reshape(name) or name in self.no_before or name in self.idents:
+            return False
+        return not (self.op(name).type in NO_LAYOUT_INIT and name not in self.anchors)
 
     def _take(self, nb, picked, root, cur, depth, direction) -> bool:
         """Set ``nb`` to the option chosen against ``cur`` (False: no option fits that edge)."""
@@ -1056,6 +1184,16 @@ def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, 
 
 
 @lru_cache(maxsize=1 << 16)
+def _norm_key(layout: Layout) -> tuple:
+    """MindSpore's edge-cost cache key of a layout: (device arrangement, tensor map) in the standard form
+    (size-1 device axes dropped); the tensor shape and type are not part of it."""
+    keep = [i for i, d in enumerate(layout.dev_matrix) if d != 1]
+    idx = {a: j for j, a in enumerate(keep)}
+    return (tuple(layout.dev_matrix[i] for i in keep),
+            tuple(tuple(idx[a] for a in d if a in idx) for d in layout.dims))
+
+
+@lru_cache(maxsize=1 << 16)
 def _full(layout: Layout) -> Layout:
     """``layout`` with its partial sums reduced (one object per layout, so id-keyed caches keep hitting)."""
     return layout if not layout.partial else Layout(layout.shape, layout.dev_matrix, layout.dims)
@@ -1193,6 +1331,7 @@ def clear_caches() -> None:
     _EDGE_KEYS.clear()
     _cached_plan.cache_clear()
     _full.cache_clear()
+    _norm_key.cache_clear()
     _reshape_cost.cache_clear()
 
 
