@@ -442,7 +442,7 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
             q = run(trial) if trial else baseline
             changed, dt = _diff(plan, q)
             what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
-            saved = _state_bytes(q) - _state_bytes(plan)
+            saved = _state_bytes(q) - _state_bytes(plan) if dt <= 0 else 0.0
             if dt <= 0 and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                 # it pays in memory: the weights, gradients and optimizer states it shards
                 for c in members:

@@ -289,6 +289,7 @@ class _Engine:
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
         self._deps: dict | None = None                    # cache entries a memoised choice read
+        self._sigs: dict[str, tuple] = {}                 # Reshape -> what its swc list depends on
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
@@ -718,7 +719,10 @@ class _Engine:
         (:mod:`strategist.stdsort`). None: the model does not apply (strategist's own reshape rule)."""
         if self.op(name).attrs.get("strategist_local_rows"):
             return None
-        mk = ("swc", self.key(name), fixed, side, self.n, self.fully_use_devices, self._reshape_signature(name))
+        sig = self._sigs.get(name)
+        if sig is None:
+            sig = self._sigs[name] = self._reshape_signature(name)
+        mk = ("swc", self.key(name), fixed, side, self.n, self.fully_use_devices, sig)
         if mk not in _CHOICES:
             _CHOICES[mk] = self._reshape_swc(name, fixed, side)
         return _CHOICES[mk]
