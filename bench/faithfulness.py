@@ -110,10 +110,9 @@ def run_cases(cases, live, tmp, classes, label):
 
 def mindformers_section(classes):
     print("\n== MindFormers training models (2 layers)")
-    try:
-        import mindformers  # noqa: F401
-    except Exception as err:
-        print(f"   skipped: MindFormers does not import ({type(err).__name__})")
+    import importlib.util
+    if importlib.util.find_spec("mindformers") is None:       # importing it here would log into ./output/
+        print("   skipped: MindFormers is not installed")
         return None
     out = {}
     for ref in MINDFORMERS:
