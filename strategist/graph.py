@@ -696,7 +696,7 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
     claimed = {(where[n.name][0], where[n.name][2]) for n in real if explicit[n.name]}
     for n in sorted(real, key=lambda n: not explicit[n.name]):
         path, _, inst = where[n.name]
-        if not explicit[n.name] and (path, inst) in claimed and n.instance_name == "" and inst != _snake(n.op_type):
+        if not explicit[n.name] and (path, inst) in claimed and inst != _snake(n.op_type):
             inst = _snake(n.op_type)
             where[n.name] = (path, where[n.name][1], inst)
         base = f"{path}.{inst}" if path else inst

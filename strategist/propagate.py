@@ -333,9 +333,9 @@ class _Engine:
             if len(set(us)) < 2:
                 continue
             name = f"{param}<TmpIdentity>"
-            spec = us and self.g.op(us[0][0]).inputs[us[0][1]].spec
+            x = self.g.op(us[0][0]).inputs[us[0][1]]
             self.idents[name] = Op(name=name, type="TmpIdentity", cell_path="", cell_class="", instance_name=name,
-                                   full_name=name, inputs=(self.g.op(us[0][0]).inputs[us[0][1]],), outputs=(spec,))
+                                   full_name=name, inputs=(x,), outputs=(x.spec,))
             self.succ[name] = []
             self.created[name] = k
             k += 1
@@ -1168,11 +1168,9 @@ def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, 
     else:
         return None
     if tail_src is None or not tail_src.shape:
-        tail_dims: tuple = ()
         if tail_shape and math.prod(tail_shape) != 1:
             return None
-        tail_dims = tuple(() for _ in tail_shape)
-        return Layout(tuple(out_shape), dm, new_lead + tail_dims)
+        return Layout(tuple(out_shape), dm, new_lead + tuple(() for _ in tail_shape))
     if tuple(tail_src.shape) == tuple(tail_shape):
         tail = tail_src
     else:
