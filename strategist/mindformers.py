@@ -986,6 +986,19 @@ def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
     return n
 
 
+def global_rows_graph(graph: OpGraph) -> OpGraph:
+    """``graph`` as MindSpore itself sees the inlined Morph bodies (verify's child compiles them as
+    global operators): a copy without :func:`mark_local_rows`' marks, so each ``[S, B] <-> [S*B]``
+    Reshape is an ordinary Reshape. ``graph`` itself when nothing is marked."""
+    if not any(op.attrs.get("strategist_local_rows") for op in graph):
+        return graph
+    import copy
+    g = copy.deepcopy(graph)
+    for op in g:
+        op.attrs.pop("strategist_local_rows", None)
+    return g
+
+
 def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
     """Translate a Morph's layout onto its inlined compute operator (MatMul / Embedding)."""
     lays = _to_layouts(st.get("in_layout"))

@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import time
+import types
 
 from ..errors import StrategistError
 
@@ -360,6 +361,16 @@ def _passthrough(x):
     return x
 
 
+def _plain_embedding_body(self, input_, weight):
+    """VocabParallelEmbedding's body without vocabulary or sequence parallelism (its tp=1 self). MindSpore
+    compiles it, so ``mint`` is a module global (set by :func:`_unshard_bare_morphs`), not an import here."""
+    bs, seq_len = input_.shape
+    _, hidden = weight.shape
+    input_ = self.reshape(input_, (bs * seq_len,))
+    output = mint.nn.functional.embedding(input_, weight)
+    return self.reshape(output, (bs, -1, hidden))
+
+
 def _unshard_bare_morphs(net, notes: list) -> None:
     """MindFormers' propagation mode shards the operators inside its Morph bodies (e.g. a linear's
     ``matmul``) but gives most Morphs no layout while marking them ``self_define_shard``: MindSpore's
@@ -402,6 +413,22 @@ def _unshard_bare_morphs(net, notes: list) -> None:
     for p, c in net.cells_and_names():
         if p in emb:
             c.enable_embedding_tp = False
+    # its sequence-parallel branch reduce-scatters over self.group, likewise set only by shard(): at tp=1
+    # (strategist's build) the branch is off, so the plain body is the same graph
+    # (setting ``sequence_parallel = False`` on the cell does not reach the compiled graph, so the cell's
+    # Morph slot gets a body of its own: reshape, embedding, reshape)
+    sp = [p for p, c in net.cells_and_names() if hasattr(c, "embedding_func") and getattr(c, "sequence_parallel", False)
+          and not hasattr(c, "group")]
+    if sp:
+        from mindspore import mint
+        globals()["mint"] = mint
+    for p, c in net.cells_and_names():
+        if p in sp:
+            object.__setattr__(c, "embedding_morph", types.MethodType(_plain_embedding_body, c))
+    if sp:
+        notes.append(f"MindFormers bug: {sp[0]} (VocabParallelEmbedding) in propagation mode with sequence "
+                     f"parallelism reduce-scatters over self.group, set only by shard(): AttributeError at "
+                     f"compile; its body without the sequence-parallel branch (strategist's tp=1 graph) is compiled")
     if emb:
         notes.append(f"MindFormers bug: {emb[0]} (VocabParallelEmbedding) in propagation mode keeps its "
                      f"vocab-parallel body (explicit AllReduce) without vocab_start_index (set only by shard()): "

@@ -345,13 +345,17 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         anchors = load_anchors(strategies, graph, mesh) if strategies else {}   # a bad file is the user's error
         accepted = inspect.signature(propagate).parameters
         extra = {k: v for k, v in settings.items() if k in accepted}
+        ours = graph
         if mf is not None:      # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
-            from ..mindformers import expert_strategies
+            from ..mindformers import expert_strategies, global_rows_graph
             anchors = dict(expert_strategies(model, mesh, mf["mode"], graph=graph,
                                              **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")}))
             extra["use_model_strategies"] = False
+            # the child compiles the Morph bodies inlined as global operators: their [S, B] <-> [S*B]
+            # Reshapes are ordinary Reshapes there, so strategist's side reads them so too
+            ours = global_rows_graph(graph)
         try:
-            plan = propagate(graph, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
+            plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
         except StrategistError as err:      # MindSpore may accept what strategist refuses: still ask it
             failed = str(err)
     ours_seconds = time.time() - t0
