@@ -332,11 +332,17 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             elif op.type in cats.get("norm", ()):
                 rank = len(op.inputs[0].spec.shape) if op.inputs and op.inputs[0].spec else 0
                 name = "norm" if rank >= 3 else "norm_2d"
+                why = "fused norm: tokens by dp (and cp), hidden unsplit"
                 if rank >= 3 and _sequence_first(graph) and "norm_sequence_first" in t:
                     name = "norm_sequence_first"      # MindFormers' [S, B, H]: batch by dp, sequence by cp
                     if rank >= 4 and "norm_heads_sequence_first" in t:
                         name = "norm_heads_sequence_first"     # q/k norms on [S, B, N, D]: heads by tp
-                choice = ("4 fused", name, t.get(name, {}), "fused norm: tokens by dp (and cp), hidden unsplit")
+                    elif getattr(graph, "sequence_parallel", False) and "norm_sequence_parallel" in t \
+                            and mesh.get("tp") > 1:
+                        # the config asks for sequence parallelism: S by cp and tp between the tp blocks
+                        name = "norm_sequence_parallel"
+                        why = "fused norm, sequence parallel (the config's use_seq_parallel): sequence by tp (and cp), batch by dp"
+                choice = ("4 fused", name, t.get(name, {}), why)
             else:
                 choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")
         elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) != "dp":

@@ -679,6 +679,10 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             line = "MindFormers: " + msg.splitlines()[0][:300]
             if line not in notes:
                 notes.append(line)
+    # the config's sequence parallelism (norms and residual adds split along S by tp): the advice follows it
+    for g in (graph, getattr(graph, "mf_base_graph", None)):
+        if g is not None:
+            g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
     mc = cfg.model.model_config
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,

@@ -63,6 +63,11 @@ LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 #: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
 MATMUL_COST_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
+# operators whose OperatorInfo prices with BatchParallelCost: no forward communication, whatever the split
+# (Conv2DInfo and its subclasses Conv2DBackpropInput/Conv2DTranspose/Conv3D, MaxPool3D, PadV3): a Conv2D
+# with its input channels split costs less computation and, for MindSpore, nothing more
+BATCH_PARALLEL_COST_TYPES = frozenset({"Conv2D", "Conv2DTranspose", "Conv2DBackpropInput", "Conv3D", "Convolution",
+                                       "MaxPool3D", "PadV3"})
 #: operators MindSpore cannot initialise from a neighbour's layout ("SetCostUnderLayout failed"): no
 #: follow-the-neighbour candidate for them, and nothing to follow after them
 NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
@@ -478,6 +483,8 @@ class _Engine:
         itself (partial outputs reduced), minus 1 when the batch is split over every device."""
         op = self.op(name)
         c = 0.0
+        if op.type in BATCH_PARALLEL_COST_TYPES:
+            return 0.0
         if op.type in MATMUL_COST_TYPES and s.inputs:
             # MatMulCost::GetForwardCommCost: output bytes when input 0's last STORED dimension is split,
             # which with transpose_a is i, not the contracted k (measured: random nets 318, 331, 478, 486)
