@@ -165,7 +165,40 @@ def elementwise(op: Op, slots: list[int] | None = None) -> FactorRule:
         off = len(out) - len(shp)
         ins.append([None if (n == 1 and out[off + i] != 1) else factors[off + i] for i, n in enumerate(shp)])
     outs = [factors if len(o) == len(out) else [None] * len(o) for o in _out_shapes(op)]
-    return _rule(op, factors, ins, outs, slots)
+    r = _rule(op, factors, ins, outs, slots)
+    fixed = _broadcast_unsearched(r)
+    return FactorRule(**{**r.__dict__, "cand_sizes": tuple((f, 1) for f in fixed)}) if fixed else r
+
+
+def _broadcast_unsearched(rule: FactorRule) -> list[str]:
+    """Factors MindSpore's candidate search never splits for two inputs of different ranks.
+
+    ``GenerateStrategiesForBroadcast{Right,Left}`` (operator_info.cc, behind
+    ``ArithmeticBase::GenerateOpStrategies``' ``GenerateStrategiesWithBroadcast``) enumerates the
+    splits of the LONGER input's shape, copies its trailing dims to the shorter input and resets to 1
+    only the shorter input's LEADING run of size-1 dims. So (a) a dim that is 1 in the longer input
+    is never split, and (b) a size-1 dim of the shorter input after its first non-1 dim keeps the
+    longer input's split: ``SetCostUnderStrategy`` then fails ("shape value 1 at dim index 1 cannot be
+    divisible by strategy value 2") and the candidate is dropped. Both leave that factor at 1 in
+    every generated candidate (random net 259: Minimum([8,8,2], w[8,1]) has no ((1,1,2),(1,1))).
+    Equal ranks (``...BroadcastBoth``: every size-1 dim reset) and a rank-0 input search freely.
+    Only candidate generation is limited; a configured strategy may still split these factors."""
+    if len(rule.inputs) != 2:
+        return []
+    sa, sb = rule.input_shapes
+    if len(sa) == len(sb) or not sa or not sb:
+        return []
+    sbig, ssmall = (sa, sb) if len(sa) > len(sb) else (sb, sa)
+    if len(sbig) != len(rule.factors):
+        return []
+    off = len(sbig) - len(ssmall)
+    lead = next((i for i, n in enumerate(ssmall) if n != 1), len(ssmall))   # leading run of 1s
+    fixed = []
+    for j, (n, f) in enumerate(zip(sbig, rule.factors)):
+        i = j - off
+        if n == 1 or (i >= lead and ssmall[i] == 1):
+            fixed.append(f)
+    return fixed
 
 
 def unary(op: Op) -> FactorRule:

@@ -83,6 +83,17 @@ def test_random_net_agrees_with_mindspore(case, tmp_path):
     check_against_mindspore(_materialised(case, tmp_path), answer)
 
 
+#: random nets past the fast sample that pinned a fix (each agrees with MindSpore since then)
+PINNED = [c for s in (190, 259) for c in netgen.random_cases(1, s)]   # broadcast candidates of unequal ranks
+
+
+@pytest.mark.parametrize("case", PINNED, ids=[c.id for c in PINNED])
+def test_pinned_random_net_agrees_with_mindspore(case, tmp_path):
+    answer = _cached(case)
+    comparison = netgen.compare_answer(netgen.strategist_plan(_materialised(case, tmp_path)), answer)
+    assert comparison.all_agree, netgen.summarize(comparison)
+
+
 # --- the harness itself ---------------------------------------------------------------------
 
 def test_generator_is_deterministic_and_covers_30_kinds():

@@ -112,6 +112,29 @@ def test_candidates_are_mindspore_29s_lists():
     assert candidates(add2, 8, fully_use_devices=True) == [((1, 8), (8,)), ((2, 4), (4,)), ((4, 2), (2,)), ((8, 1), (1,))]
 
 
+def test_broadcast_candidates_of_inputs_of_different_ranks():
+    """MindSpore 2.9.0 (GLOG_v=1 "Successfully generated the Nth strategy", 8 devices): for two inputs
+    of different ranks GenerateStrategiesForBroadcast{Right,Left} enumerates the longer input's shape
+    and resets only the shorter input's LEADING size-1 dims; a later size-1 dim keeps the split and the
+    candidate fails CheckStrategy (random nets 190, 259). So: a dim that is 1 in the longer input, or
+    a non-leading size-1 dim of the shorter one, is never split by the search."""
+    p = lambda *s: Input("param", "w", spec=T(*s))      # noqa: E731
+    sub = op("Sub", [T(8, 6, 8), p(6, 1)], [T(8, 6, 8)])              # [6, 1]: its trailing 1 keeps the split
+    assert candidates(sub, 8) == [((1, 1, 1), (1, 1)), ((1, 2, 1), (2, 1)), ((2, 1, 1), (1, 1)), ((2, 2, 1), (2, 1)),
+                                  ((4, 1, 1), (1, 1)), ((4, 2, 1), (2, 1)), ((8, 1, 1), (1, 1))]
+    mul = op("Mul", [p(1, 8), T(8, 6, 8)], [T(8, 6, 8)])              # [1, 8]: a leading 1 is reset, dim 1 splits
+    c = candidates(mul, 8)
+    assert len(c) == 16 and c[4] == ((1, 1), (1, 2, 1)) and c[-1] == ((1, 1), (8, 1, 1))
+    add = op("Add", [T(8, 1, 8), p(6, 8)], [T(8, 6, 8)])              # the longer input's 1 is never split
+    assert candidates(add, 8) == [((1, 1, 1), (1, 1)), ((1, 1, 2), (1, 2)), ((1, 1, 4), (1, 4)), ((1, 1, 8), (1, 8)),
+                                  ((2, 1, 1), (1, 1)), ((2, 1, 2), (1, 2)), ((2, 1, 4), (1, 4)), ((4, 1, 1), (1, 1)),
+                                  ((4, 1, 2), (1, 2)), ((8, 1, 1), (1, 1))]
+    mn = op("Minimum", [T(8, 8, 2), p(8, 1)], [T(8, 8, 2)])           # random net 259, 2 devices
+    assert candidates(mn, 2) == [((1, 1, 1), (1, 1)), ((1, 2, 1), (2, 1)), ((2, 1, 1), (1, 1))]
+    # a configured strategy may still split them (only the search is limited)
+    assert shard(sub, ((1, 1, 2), (1, 1)), 8).dev_matrix
+
+
 def test_candidates_for_non_power_of_two_devices():
     """MindSpore 2.9.0 on 24 = 8 * 3 devices (its log): every power-of-two candidate with one dim
     multiplied by 3 where the shape allows, and the all-ones strategy last."""
