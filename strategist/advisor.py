@@ -299,7 +299,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         p = prefs[name]
         if p == "dp":
             last_dp = name
-        elif p == "tp" and last_dp is not None and mesh.get("tp") > 1:
+        elif last_dp is not None and mesh.get("tp") > 1 and (p == "tp" or (p == "" and name == order[-1])):
+            # a last weight op that is not clearly data-parallel (a classifier head whose parameters
+            # about equal its activations) after a data-parallel body is a boundary candidate too:
+            # minimality drops the cut where it does not pay
             # the dp side sits at the cut in front of the tp op: the producer of its activation. Under
             # MindSpore's seed order the tp op's search runs first and would flood the whole body
             # backward; a configured op at the cut stops it there, and the dataset gives the body dp

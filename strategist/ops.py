@@ -790,7 +790,8 @@ def computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) -> 
         c = ins[0] + ((2 if "Mean" in t else 1) * outs[0] if reduced_split and outs else 0)
     elif t in ("Gather", "GatherV2") and len(ins) >= 2:
         c = (3 * ins[0] + 7 * ins[1]) if reduced_split else ins[0] + ins[1]
-    elif t in BINARY_SET or t in ("LayerNorm", "RmsNorm") or rule.batch_parallel:
+    elif t in BINARY_SET or t in ("LayerNorm", "RmsNorm") or rule.batch_parallel or t in BATCH_PARALLEL_COST:
+        # BatchParallelCost (Conv2DInfo and its subclasses too): every input's slice
         c = sum(ins)
     else:
         c = ins[0] if ins else 0
@@ -902,6 +903,10 @@ def _reshape_groups(a: tuple[int, ...], b: tuple[int, ...]):
 # --------------------------------------------------------------------------------------
 # computation
 
+# operators whose OperatorInfo prices with BatchParallelCost (Conv2DInfo and its subclasses, MaxPool3D, PadV3):
+# computation is the sum of every input's slice, forward communication nothing
+BATCH_PARALLEL_COST = frozenset({"Conv2D", "Conv2DTranspose", "Conv2DBackpropInput", "Conv3D", "Convolution",
+                                 "MaxPool3D", "PadV3"})
 COMPUTE_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Conv2D", "FlashAttentionScore"})
 
 

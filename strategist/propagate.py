@@ -49,7 +49,7 @@ from .errors import StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
-from .ops import (FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial, partition_num,
+from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial, partition_num,
                   reshape_layout, rule_for, shard, shard_layout, training_flops)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
@@ -63,11 +63,6 @@ LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 #: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
 MATMUL_COST_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
-# operators whose OperatorInfo prices with BatchParallelCost: no forward communication, whatever the split
-# (Conv2DInfo and its subclasses Conv2DBackpropInput/Conv2DTranspose/Conv3D, MaxPool3D, PadV3): a Conv2D
-# with its input channels split costs less computation and, for MindSpore, nothing more
-BATCH_PARALLEL_COST_TYPES = frozenset({"Conv2D", "Conv2DTranspose", "Conv2DBackpropInput", "Conv3D", "Convolution",
-                                       "MaxPool3D", "PadV3"})
 #: operators MindSpore cannot initialise from a neighbour's layout ("SetCostUnderLayout failed"): no
 #: follow-the-neighbour candidate for them, and nothing to follow after them
 NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
@@ -483,7 +478,9 @@ class _Engine:
         itself (partial outputs reduced), minus 1 when the batch is split over every device."""
         op = self.op(name)
         c = 0.0
-        if op.type in BATCH_PARALLEL_COST_TYPES:
+        if op.type in BATCH_PARALLEL_COST:
+            # BatchParallelCost (Conv2DInfo...): no forward communication whatever the split, so a Conv2D
+            # with its input channels split costs less computation and, for MindSpore, nothing more
             return 0.0
         if op.type in MATMUL_COST_TYPES and s.inputs:
             # MatMulCost::GetForwardCommCost: output bytes when input 0's last STORED dimension is split,

@@ -900,6 +900,11 @@ def example_cases() -> list[Case]:
             cases.append(Case(f"anchors.{fn}", _ex("llama.py:tiny"), "dp=8,tp=8", [],
                               ["hidden=64", "ffn=128", "heads=8", "kv_heads=8", "vocab=128", "batch=8", "seq=16"],
                               _ex(fn), "full_batch"))
+    # ResNet-50's classifier head alone (its anchors file is written for dp=2,tp=4)
+    for fn in sorted(os.listdir(EXAMPLES)):
+        if fn.endswith((".yaml", ".yml")) and fn.startswith("resnet50"):
+            cases.append(Case(f"anchors.{fn}", _ex("resnet50.py:ResNet50"), "dp=2,tp=4", [],
+                              ["depth=14", "width=16", "image=32", "batch=8"], _ex(fn)))
     return cases
 
 
