@@ -35,3 +35,8 @@ class RulesError(StrategistError):
 class VerifyError(StrategistError):
     """``strategist verify`` could not get MindSpore's own answer: MindSpore rejected the configuration,
     crashed, timed out, or the machine lacks what the CPU-only recipe needs (a C compiler)."""
+
+
+class PropagationError(StrategistError):
+    """MindSpore's own sharding propagation fails on this configuration (it raises during its search:
+    an edge no candidate pair can cost, a redistribution it cannot build), so strategist refuses it too."""

@@ -72,6 +72,10 @@ class FactorRule:
     #: a BatchParallelInfo subclass of MindSpore's own (not the fallback for an operator without an
     #: OperatorInfo): no StandAlone fallback for a scalar output
     batch_info: bool = False
+    #: (factor, factors): a split of ``factor`` that leaves devices over puts the repeated-calculation
+    #: count on the LEFT of the device matrix unless the ``factors`` use all devices or none (Gather's
+    #: table split on its gathered axis: ShardAxisImpl::SetAttribute, repeated_num_in_dev_matrix_right_)
+    repeat_left_on: tuple = ()
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -319,7 +323,10 @@ def gather_rule(op: Op) -> FactorRule:
     # GatherInfo's device matrix is [indices strategy..., param strategy...] (gather_info.cc NormalImpl);
     # its candidates loop over the param dims first
     r = _rule(op, fi + fp, [fp, fi], [out], [0, 1])
-    return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi)})
+    # a table split on ``axis`` (ShardAxisImpl, indices unsplit) with devices to spare repeats on the left
+    # unless the table uses every device: MindSpore's param slice groups are then neighbouring ranks
+    # ([[2, 1], [1, 1]] on 4 devices: ranks {0, 1} share a slice, not {0, 2})
+    return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi), "repeat_left_on": (fp[axis], tuple(fp))})
 
 
 def onehot_rule(op: Op) -> FactorRule:
@@ -592,6 +599,9 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
         raise StrategyError(f"{op.name} ({op.type}) strategy {tuple(map(tuple, strategy))} requires {used} "
                             f"devices, but the device number {device_num} is not divisible by {used}")
     repeat = device_num // used
+    if rule.repeat_left_on and repeat > 1 and splits.get(rule.repeat_left_on[0], 1) > 1:
+        table = math.prod(splits.get(f, 1) for f in rule.repeat_left_on[1])
+        repeat_left = repeat_left or table not in (1, device_num)
     shift = 1 if repeat > 1 and repeat_left else 0
     if repeat > 1:
         # MindSpore appends the repeated-calculation count on the right of the device matrix, or on the

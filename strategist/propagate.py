@@ -31,6 +31,10 @@ operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2
   layout of the parameter differs are re-chosen to match it (``ParamPropagation``); two configured
   users that disagree are an error ("Incorrect strategy configuration ...").
 * **Unreached** operators get their first generated candidate.
+* **MindSpore's own failures** are refused the same way (:class:`~strategist.errors.PropagationError`): a
+  shared parameter's reader with no strategy taking the parameter's layout unchanged ("Edge cost
+  initialization failed."), and a MatMul of one tensor with itself transposed whose follow-the-producers
+  candidate has an invalid output map ("tensor_redistribution init failed.").
 
 The search never looks at end-to-end time: like MindSpore it minimises one edge at a time. The
 :class:`Plan` then prices everything: every edge's redistribution forward and backward, each
@@ -45,7 +49,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .errors import StrategyError
+from .errors import PropagationError, StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
@@ -63,6 +67,10 @@ LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 #: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
 MATMUL_COST_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
+#: operators observed to keep a layout to follow when set from a generated candidate (their output layout is
+#: inferred from plain strategy layouts; an element-wise op's is not: a ReLU after the dataset leaves
+#: AddSwcUnderPrevOpDevMatrixMulti "prev_op_dev_matrix is empty")
+OWN_LAYOUT_INFER = frozenset({"Transpose", "MatMul", "BatchMatMul"})
 #: operators MindSpore cannot initialise from a neighbour's layout ("SetCostUnderLayout failed"): no
 #: follow-the-neighbour candidate for them, and nothing to follow after them
 NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
@@ -936,6 +944,7 @@ class _Engine:
                 self.waiting.setdefault(nb, depth)
                 return
             s, key = self.by_visited_edges(nb)
+            self._check_multi_follow(nb)
             self.waiting.pop(nb, None)
             self.visited_edges[nb] = []
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0]))
@@ -986,6 +995,87 @@ class _Engine:
                 return
         self.visited.add(nb)
         queue.append((nb, depth + 1))
+
+    def _ms_out_map(self, name: str, j: int) -> tuple:
+        """Output ``j``'s tensor map as MindSpore holds it: per dimension its device axes, size-1 axes
+        included (a dimension of an operator set from a generated candidate keeps its factor's axis even
+        unsplit); None where unknown or unmapped. strategist's layouts drop size-1 axes, so only a
+        generated candidate's unsplit dimensions can be recovered (from the rule's factor order)."""
+        ch = self.chosen[name]
+        out = ch.outputs[j]
+        s, rule = ch.sharding, self.rule(name)
+        regular = None
+        if s is not None and not rule.rows:
+            try:
+                regular = _cached_shard(self.op(name), s.strategy, self.n, self.key(name))
+            except StrategyError:
+                regular = None
+        # a generated candidate, repeat (if any) on the right: factor i sits on device axis i
+        if regular is not None and regular.dev_matrix == s.dev_matrix and regular.outputs == s.outputs \
+                and j < len(rule.outputs) and s.dev_matrix[:len(rule.factors)] == tuple(
+                    s.splits.get(f, 1) for f in rule.factors):
+            return tuple((rule.factors.index(f),) if f is not None else None for f in rule.outputs[j])
+        return tuple(d if d else None for d in out.dims)
+
+    def _check_multi_follow(self, name: str) -> None:
+        """MindSpore's ``AddSwcUnderPrevOpDevMatrixMulti``: when every input of a multi-input operator has
+        been reached forward, it adds one more candidate whose inputs keep the producers' own layouts.
+        For a MatMul/BatchMatMul the output tensor map then takes i from input a and j from input b; when
+        both sit on ONE device axis (``x @ x.T``: i and j are the same dimension of one tensor) that map is
+        invalid (map.cc "invalid map"), the candidate's output layout is left empty and it costs as a
+        scalar output. It has no redistribution, so it wins whenever it is strictly cheaper than the best
+        generated candidate (a split contraction: the output counts in the MatMul's computation cost);
+        the first edge priced out of it then fails (TensorRedistribution::Init: "from shape size must be
+        equal to to shape size", edge_costmodel.cc GetRedistributionCost: "Failure: tensor_redistribution
+        init failed.")."""
+        op = self.op(name)
+        rule = self.rule(name)
+        if op.type not in ("MatMul", "BatchMatMul") or len(rule.slots) != 2:
+            return
+        srcs: dict[int, tuple[str, int]] = {}
+        for src, j, slot in self.visited_edges.get(name, ()):
+            k = self.in_index(name, slot)
+            if k is None or src == DATASET or src not in self.chosen or not self._has_before(src) or not (
+                    src in self.anchors or self.op(src).type in OWN_LAYOUT_INFER):
+                return          # CheckPrevOpStatus: every producer must carry a layout to follow
+            srcs[k] = (src, j)
+        if set(srcs) != {0, 1}:
+            return
+        lays = [self.out_layout(*srcs[k]) for k in (0, 1)]
+        if lays[0] is None or lays[1] is None or lays[0].dev_matrix != lays[1].dev_matrix:
+            return
+        try:        # the strategy the producers' layouts imply must pass the operator's own check
+            follow = shard(op, (lays[0].strategy, lays[1].strategy), self.n, rule=rule)
+        except StrategyError:
+            return
+        maps = [self._ms_out_map(*srcs[k]) for k in (0, 1)]
+        out_map = []
+        for f in rule.outputs[0]:
+            k = 0 if f in rule.inputs[0] else 1
+            out_map.append(maps[k][rule.inputs[k].index(f)] if f is not None and f in rule.inputs[k] else None)
+        used = [a for m in out_map if m is not None for a in m]
+        if len(set(used)) == len(used):
+            return
+
+        def ms_cost(sh: Sharding, out_numel: int) -> float:
+            # MatMulCost::GetForwardComputationCost: both input slices, plus the output slice when input
+            # a's LAST stored dim is split (k, or i under transpose_a); BreakingTiesForPreferringDataParallel
+            c = sum(l.slice_numel * _type_len(op.inputs[sl].spec) for l, sl in zip(sh.inputs, rule.slots))
+            if sh.strategy[0] and sh.strategy[0][-1] > 1:
+                c += out_numel * (_type_len(op.outputs[0]) if op.outputs else 4)
+            if sh.strategy[0] and sh.strategy[0][0] == self.n and c > 1.0:
+                c -= 1.0
+            return float(c)
+
+        best, best_key = self.by_visited_edges(name)
+        mine = (0.0, 0.0, ms_cost(follow, 1))       # no redistribution; a "scalar" output
+        if _less(mine, (best_key[0], best_key[1], ms_cost(best, best.outputs[0].slice_numel))):
+            names = ", ".join(dict.fromkeys(s for s, _ in srcs.values()))
+            raise PropagationError(
+                f"tensor_redistribution init failed: {name} ({op.type}) follows the layout of {names}, which "
+                f"puts both output dims i and j on one device axis (invalid tensor map); MindSpore picks that "
+                f"candidate {[list(r) for r in follow.strategy]} and cannot build the redistribution after "
+                f"it (anchor {name} or its producer to another split)")
 
     def _has_before(self, name: str) -> bool:
         """MindSpore's operator carries a layout to follow (``outputs_tensor_map_before``): set for a tuple
@@ -1068,7 +1158,18 @@ class _Engine:
             for (n, s), l in zip(us, layouts):
                 if _same(l, ref) or self.chosen[n].configured:
                     continue
-                opts = self.forward_options(n, self.in_index(n, s), ref, self.op(n).inputs[s].spec)
+                k = self.in_index(n, s)
+                opts = self.forward_options(n, k, ref, self.op(n).inputs[s].spec)
+                # ParamPropagation crosses the TmpIdentity's identity edge: Edge::InitEdgeCost admits only
+                # the reader's candidates whose input layout equals the parameter's (TensorLayout::operator==);
+                # with none, MindSpore raises "Edge cost initialization failed."
+                opts = [(o, key) for o, key in opts if ms_layout_equal(_full(o.inputs[k]), _full(ref))]
+                if not opts:
+                    raise PropagationError(
+                        f"Edge cost initialization failed: the shared parameter {param} reaches {n} "
+                        f"({self.op(n).type}) over an identity edge with layout {_layout_text(ref)}, and no "
+                        f"strategy of {n} takes that layout unchanged (MindSpore's ParamPropagation); "
+                        f"anchor {n} to match the parameter's other readers")
                 best, key, rejected = self._pick(n, opts)
                 prov = self.chosen[n].provenance
                 self.set_choice(n, best, Provenance(prov.root, prov.parent, prov.depth, "parameter", key[0], rejected))
@@ -1237,6 +1338,39 @@ def _reshape_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, f
         comp += 2 * s
         return comm * type_len, comp * type_len
     return float("inf"), float("inf")
+
+
+def _rank0_group(layout: Layout, axes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The ranks along ``axes`` of ``layout``'s device matrix seen from rank 0 (``GetDevListByTensorMapValue``);
+    None for an unsplit dimension (MAP_NONE)."""
+    dm = layout.dev_matrix
+    axes = tuple(a for a in axes if dm[a] > 1)
+    if not axes:
+        return None
+    strides = [math.prod(dm[a + 1:]) for a in range(len(dm))]
+    ranks = [0]
+    for a in axes:          # outer axis most significant
+        ranks = [r + c * strides[a] for r in ranks for c in range(dm[a])]
+    return tuple(ranks)
+
+
+def ms_layout_equal(a: Layout, b: Layout) -> bool:
+    """MindSpore's ``TensorLayout::operator==`` (tensor_layout.cc): the same shape, and the same normalised
+    device arrangement and tensor map, or else, dimension by dimension, the same ranks along its device
+    axes as rank 0 sees them (an unsplit dimension matches only an unsplit one). Identity edges (a
+    TmpIdentity to a reader of its parameter) admit only candidate pairs equal in this sense."""
+    if a.shape != b.shape:
+        return False
+    if _norm_key(a) == _norm_key(b):
+        return True
+    for da, db in zip(a.dims, b.dims):
+        if _rank0_group(a, da) != _rank0_group(b, db):
+            return False
+    return True
+
+
+def _layout_text(layout: Layout) -> str:
+    return f"{list(layout.strategy)} over device matrix {list(layout.dev_matrix)}"
 
 
 def _same(a: Layout, b: Layout) -> bool:

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from strategist.errors import StrategyError
+from strategist.errors import PropagationError, StrategyError
 from strategist.mesh import Mesh, load_hardware
 from strategist.ops import shard
 from strategist.propagate import Anchor, creation_order, propagate
@@ -115,6 +115,31 @@ def test_shared_weight_user_follows_the_configured_one(graph_of):
     w1 = p.choices["mm1"].inputs[1]
     w2 = p.choices["mm2"].inputs[1]
     assert plan_redistribution(w1, w2).is_identity
+
+
+def test_self_gram_after_a_transpose_fails_as_mindspore_does(graph_of):
+    """MindSpore 2.9.0 (msoracle, 8 devices, data_parallel): ``mm(t, t)`` with transpose_b after a Transpose
+    raises "Failure: tensor_redistribution init failed." -- AddSwcUnderPrevOpDevMatrixMulti's candidate puts
+    i and j on one device axis ("invalid map"), wins as a scalar-output candidate, and the edge after it
+    cannot be built (random net 265). With transpose_a its strategy fails MatMul's check ("add 0 swcs")."""
+    target = os.path.join(MODELS, "propagation.py:SelfGram")
+    with pytest.raises(PropagationError, match=r"tensor_redistribution init failed: mm \(MatMul\) follows .*tr"):
+        propagate(graph_of(target), Mesh.parse("dp=8"), price=False)
+    p = propagate(graph_of(target, "transpose_a=True"), Mesh.parse("dp=8"), price=False)
+    assert strategies(p) == {"tr": ((8, 1),), "mm": ((1, 1), (1, 8)), "relu": ((1, 8),)}     # MindSpore's answer
+
+
+def test_tied_table_no_reader_strategy_matches_fails_as_mindspore_does(graph_of):
+    """MindSpore 2.9.0 (4 devices, full_batch): the table split (2, 1) by the MatMul anchor reaches the Gather
+    over the TmpIdentity's identity edge; no Gather candidate has that layout exactly (a table split on the
+    gathered axis with devices to spare repeats on the left: ranks {0, 1}, not {0, 2}), so ParamPropagation
+    raises "Edge cost initialization failed." (random net 397). Replicating the table is accepted."""
+    target = os.path.join(MODELS, "propagation.py:SharedTable")
+    with pytest.raises(PropagationError, match=r"Edge cost initialization failed: the shared parameter w .*gather"):
+        propagate(graph_of(target, "s=((1, 1), (2, 1))"), Mesh.parse("dp=4"), dataset_strategy=FB, price=False)
+    p = propagate(graph_of(target, "s=((2, 1), (1, 1))"), Mesh.parse("dp=4"), dataset_strategy=FB, price=False)
+    assert {k: v for k, v in strategies(p).items() if k in ("gather", "matmul")} == \
+        {"gather": ((1, 1), (2, 1)), "matmul": ((2, 1), (1, 1))}                             # MindSpore's answer
 
 
 def test_two_anchors_disagreeing_are_reported_with_both_names(graph_of):

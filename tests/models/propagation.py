@@ -109,3 +109,37 @@ class TupleEdges(nn.Cell):
         a, b = self.split(y)
         z = self.concat2((a, b))
         return self.muls(z * 0.5, 2.0)
+
+
+class SelfGram(nn.Cell):
+    """``t @ t.T`` (transpose_b) or ``t.T @ t`` (transpose_a) of one Transpose output: MindSpore's
+    follow-the-producers candidate maps the MatMul's i and j to one device axis (random net 265)."""
+
+    def __init__(self, transpose_a=False):
+        super().__init__()
+        self.tr = ops.Transpose()
+        self.mm = ops.MatMul(transpose_a=transpose_a, transpose_b=not transpose_a)
+        self.relu = ops.ReLU()
+        self.example_inputs = {"x": "float32[64,32]"}
+
+    def construct(self, x):
+        t = self.tr(x, (1, 0))
+        return self.relu(self.mm(t, t))
+
+
+class SharedTable(nn.Cell):
+    """An embedding table read by a Gather and by the output MatMul (tied weights, random net 397)."""
+
+    def __init__(self, s=None):
+        super().__init__()
+        self.w = Parameter(initializer("normal", (50, 16), ms.float32), name="w")
+        self.gather = ops.Gather()
+        self.reshape = ops.Reshape()
+        self.matmul = ops.MatMul(transpose_b=True)
+        if s:
+            self.matmul.shard(s)
+        self.example_inputs = {"idx": "int32[8,4]"}
+
+    def construct(self, idx):
+        h = self.reshape(self.gather(self.w, idx, 0), (32, 16))
+        return self.matmul(h, self.w)
