@@ -5,7 +5,8 @@ Sections:
   2. N random nets from tests/netgen.py (fixed seeds 0..N-1; default 500);
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
-  5. with --large: MindSpore's own search (verify) next to strategist's propagate on the 80-layer
+  5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
+  6. with --large: MindSpore's own search (verify) next to strategist's propagate on the 80-layer
      LLaMA-2-70B shape, 64 devices (dp=8, tp=8) -- MindSpore takes ~100 s and ~16 GB there.
 
 MindSpore's answers come from tests/fixtures/ms/ (``make fixtures``); a case without a cached answer is
@@ -139,6 +140,43 @@ def mindformers_section(classes):
     return out
 
 
+# the zoo at realistic sizes: strategist advise's plan, then verify on the anchors it prints
+ZOO_ADVICE = [("gpt_nn.py:GPT", ["hidden=4096", "heads=32", "seq=1024", "batch=8", "vocab=32768"]),
+              ("encoder.py:EncoderClassifier", []),
+              ("vit.py:ViT", ["hidden=1024", "heads=16", "image=224", "patch=16", "batch=32"]),
+              ("resnet50.py:ResNet50", ["batch=256", "classes=10000"])]
+
+
+def advice_section(mesh="dp=2,tp=4"):
+    """Issue 10: ``verify`` agrees with every plan ``advise`` prints -- each zoo model advised on ``mesh``,
+    the printed anchors written to a file and handed to MindSpore (a child each, ~20-40 s)."""
+    print(f"\n== the zoo's advice ({mesh}), verified: MindSpore propagates the anchors advise prints")
+    import tempfile
+    from strategist.api import advise_model
+    from strategist.report import advice_dict
+    from strategist.verify import verify_model
+    out = {}
+    for ref, kw in ZOO_ADVICE:
+        model = os.path.join(ROOT, "examples", ref)
+        t0 = time.perf_counter()
+        try:
+            adv = advise_model(model, mesh, kwargs=kw)
+            fd, path = tempfile.mkstemp(suffix=".yaml", prefix="advice-")
+            with os.fdopen(fd, "w") as f:
+                f.write(advice_dict(adv)["anchors_yaml"])
+            try:
+                cmp = verify_model(model, mesh, kwargs=kw, strategies=path)
+            finally:
+                os.remove(path)
+        except Exception as err:
+            print(f"   {ref}: failed ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
+            continue
+        print(f"   {ref}: {len(adv.chosen)} anchors; {cmp.agreed}/{cmp.total} operators agree "
+              f"({time.perf_counter() - t0:.0f} s)")
+        out[ref] = (cmp.agreed, cmp.total)
+    return out
+
+
 def large_section(layers=80):
     """MindSpore's own search next to strategist's propagate on the 80-layer 70B shape, 64 devices."""
     from strategist import load_graph
@@ -201,6 +239,7 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=80, help="with --large: decoder layers (80 is the 70B shape)")
     ap.add_argument("--no-examples", action="store_true")
     ap.add_argument("--no-mindformers", action="store_true")
+    ap.add_argument("--no-advice", action="store_true", help="skip verifying the zoo's advice (4 MindSpore runs)")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
     import shutil
@@ -219,6 +258,8 @@ def main(argv=None):
             report["random"] = dict(s, failing=fails)
         if not a.no_mindformers:
             report["mindformers"] = mindformers_section(classes)
+        if not a.no_advice:
+            report["advice"] = advice_section()
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             cases = len({c for c, _ in items})
