@@ -165,7 +165,20 @@ def elementwise(op: Op, slots: list[int] | None = None) -> FactorRule:
         off = len(out) - len(shp)
         ins.append([None if (n == 1 and out[off + i] != 1) else factors[off + i] for i, n in enumerate(shp)])
     outs = [factors if len(o) == len(out) else [None] * len(o) for o in _out_shapes(op)]
-    return _rule(op, factors, ins, outs, slots)
+    rule = _rule(op, factors, ins, outs, slots)
+    shapes = [_shape(op, s) for s in slots]
+    if len(shapes) == 2 and len(shapes[0]) != len(shapes[1]) and shapes[0] and shapes[1]:
+        # GenerateStrategiesForBroadcast{Right,Left} (operator_info.cc): the lower-rank input takes the
+        # trailing part of the other's strategy and resets only its LEADING size-1 dims to 1; a size-1
+        # dim after its first non-1 dim keeps the split, fails CheckStrategy and the candidate is dropped
+        # (random net 190: RealDiv(x[8,2,4,4], w[4,1]) never splits x's last dim in MindSpore's list)
+        small = shapes[0] if len(shapes[0]) < len(shapes[1]) else shapes[1]
+        off = len(out) - len(small)
+        lead = next((i for i, n in enumerate(small) if n != 1), len(small))
+        never = [factors[off + i] for i, n in enumerate(small) if i > lead and n == 1 and out[off + i] != 1]
+        if never:
+            rule = FactorRule(**{**rule.__dict__, "cand_sizes": tuple((f, 1) for f in never)})
+    return rule
 
 
 def unary(op: Op) -> FactorRule:
@@ -722,6 +735,69 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
             seen.add(s)
             uniq.append(s)
     return uniq
+
+
+def _independent_inputs(shapes, device_num: int, fully_use_devices: bool) -> list[tuple[tuple[int, ...], ...]]:
+    """MindSpore's ``GenerateStrategiesForIndependentInputs`` (operator_info.cc) over every dim of every
+    shape in ``shapes`` (all splittable), duplicates and order as MindSpore lists them."""
+    dims = [n for s in shapes for n in s]
+
+    def unflat(flat):
+        out, i = [], 0
+        for s in shapes:
+            out.append(tuple(flat[i:i + len(s)]))
+            i += len(s)
+        return tuple(out)
+
+    def base(dev):
+        res = []
+
+        def rec(i, n, cur):
+            if i == len(dims):
+                prod = math.prod(cur)
+                if (prod <= dev) if not fully_use_devices else (prod == 1 or prod == dev):
+                    res.append(unflat(cur))
+                return
+            x = 1
+            while x <= n:
+                if n % x == 0 and dims[i] % x == 0:
+                    rec(i + 1, n // x, cur + [x])
+                x *= 2
+        rec(0, dev, [])
+        return res
+
+    if device_num & (device_num - 1) == 0:
+        return base(device_num)
+    pow2 = device_num - (device_num & (device_num - 1))
+    q = device_num // pow2
+    out = []
+    for stra in base(pow2):
+        flat = [x for s in stra for x in s]
+        for k, n in enumerate(dims):
+            if n % (flat[k] * q) == 0:
+                out.append(unflat(flat[:k] + [flat[k] * q] + flat[k + 1:]))
+    out.append(unflat([1] * len(dims)))
+    return out
+
+
+def swc_strategies(op: Op, device_num: int, rule: FactorRule | None = None,
+                   fully_use_devices: bool = False) -> list[tuple[tuple[int, ...], ...]]:
+    """The operator's strategies-with-cost list as MindSpore builds it, duplicates included: the
+    distinct :func:`candidates`, except for an operator whose ``GenerateOpStrategies`` lists a strategy
+    more than once. BiasAdd enumerates two independent copies of x's shape and keeps the first
+    (``BiasAddInfo::GenerateOpStrategies``): [[1,1,1],[1]] 31 times over 16 devices (random net 10).
+    The copies matter only where MindSpore sorts the list with an unstable std::sort: a Reshape's
+    strategies-with-cost, built from its neighbours' lists."""
+    rule = rule or rule_for(op)
+    cands = candidates(op, device_num, rule, fully_use_devices)
+    if op.type != "BiasAdd" or rule.batch_parallel or len(rule.strategy_rows) != 2:
+        return cands
+    x = rule.input_shapes[0]
+    c = rule.strategy_rows[0].index(rule.strategy_rows[1][0]) if rule.strategy_rows[1] else None
+    if c is None:
+        return cands
+    out = [(s, (s[c],)) for s, _ in _independent_inputs([x, x], device_num, fully_use_devices)]
+    return out if set(out) == set(cands) else cands
 
 
 def partition_num(strategy) -> int:
