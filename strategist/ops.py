@@ -767,6 +767,69 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
     return uniq
 
 
+def _independent_inputs(shapes, device_num: int, fully_use_devices: bool) -> list[tuple[tuple[int, ...], ...]]:
+    """MindSpore's ``GenerateStrategiesForIndependentInputs`` (operator_info.cc) over every dim of every
+    shape in ``shapes`` (all splittable), duplicates and order as MindSpore lists them."""
+    dims = [n for s in shapes for n in s]
+
+    def unflat(flat):
+        out, i = [], 0
+        for s in shapes:
+            out.append(tuple(flat[i:i + len(s)]))
+            i += len(s)
+        return tuple(out)
+
+    def base(dev):
+        res = []
+
+        def rec(i, n, cur):
+            if i == len(dims):
+                prod = math.prod(cur)
+                if (prod <= dev) if not fully_use_devices else (prod == 1 or prod == dev):
+                    res.append(unflat(cur))
+                return
+            x = 1
+            while x <= n:
+                if n % x == 0 and dims[i] % x == 0:
+                    rec(i + 1, n // x, cur + [x])
+                x *= 2
+        rec(0, dev, [])
+        return res
+
+    if device_num & (device_num - 1) == 0:
+        return base(device_num)
+    pow2 = device_num - (device_num & (device_num - 1))
+    q = device_num // pow2
+    out = []
+    for stra in base(pow2):
+        flat = [x for s in stra for x in s]
+        for k, n in enumerate(dims):
+            if n % (flat[k] * q) == 0:
+                out.append(unflat(flat[:k] + [flat[k] * q] + flat[k + 1:]))
+    out.append(unflat([1] * len(dims)))
+    return out
+
+
+def swc_strategies(op: Op, device_num: int, rule: FactorRule | None = None,
+                   fully_use_devices: bool = False) -> list[tuple[tuple[int, ...], ...]]:
+    """The operator's strategies-with-cost list as MindSpore builds it, duplicates included: the
+    distinct :func:`candidates`, except for an operator whose ``GenerateOpStrategies`` lists a strategy
+    more than once. BiasAdd enumerates two independent copies of x's shape and keeps the first
+    (``BiasAddInfo::GenerateOpStrategies``): [[1,1,1],[1]] 31 times over 16 devices (random net 10).
+    The copies matter only where MindSpore sorts the list with an unstable std::sort: a Reshape's
+    strategies-with-cost, built from its neighbours' lists."""
+    rule = rule or rule_for(op)
+    cands = candidates(op, device_num, rule, fully_use_devices)
+    if op.type != "BiasAdd" or rule.batch_parallel or len(rule.strategy_rows) != 2:
+        return cands
+    x = rule.input_shapes[0]
+    c = rule.strategy_rows[0].index(rule.strategy_rows[1][0]) if rule.strategy_rows[1] else None
+    if c is None:
+        return cands
+    out = [(s, (s[c],)) for s, _ in _independent_inputs([x, x], device_num, fully_use_devices)]
+    return out if set(out) == set(cands) else cands
+
+
 def partition_num(strategy) -> int:
     """MindSpore's ``Strategy::PartitionNum``: product of every split of every input."""
     return math.prod(x for s in strategy for x in s)

@@ -53,8 +53,9 @@ from .errors import PropagationError, StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial, partition_num,
-                  reshape_layout, rule_for, shard, shard_layout, training_flops)
+from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost,
+                  output_partial, partition_num, reshape_layout, rule_for, shard, shard_layout, swc_strategies,
+                  training_flops)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .stdsort import std_sort
@@ -666,13 +667,27 @@ class _Engine:
         if src in self.anchors:
             lay = self.out_layout(src, j)
             return [lay] if lay is not None else None
-        out = [_full(sh.outputs[j]) for sh in self.candidate_shardings(src) if j < len(sh.outputs)]
+        out = [_full(sh.outputs[j]) for sh in self.swc_shardings(src) if j < len(sh.outputs)]
         return out or None
 
     def candidate_shardings(self, name: str):
         """The operator's generated candidates as shardings, in candidate order (invalid ones skipped)."""
         op = self.op(name)
         for strat in self.candidates(name):
+            try:
+                yield _cached_shard(op, strat, self.n, self.key(name))
+            except StrategyError:
+                continue
+
+    def swc_shardings(self, name: str):
+        """The operator's strategies-with-cost as MindSpore lists them (duplicates included, see
+        :func:`strategist.ops.swc_strategies`), as shardings; invalid ones skipped."""
+        op = self.op(name)
+        key = (self.key(name), self.n, self.fully_use_devices)
+        strats = _SWC_STRATS.get(key)
+        if strats is None:
+            strats = _SWC_STRATS[key] = swc_strategies(op, self.n, _cached_rule(op), self.fully_use_devices)
+        for strat in strats:
             try:
                 yield _cached_shard(op, strat, self.n, self.key(name))
             except StrategyError:
@@ -694,7 +709,7 @@ class _Engine:
                 if lay is not None:
                     out.append(lay)
                 continue
-            out.extend(sh.inputs[k] for sh in self.candidate_shardings(dst) if k < len(sh.inputs))
+            out.extend(sh.inputs[k] for sh in self.swc_shardings(dst) if k < len(sh.inputs))
         return out or None
 
     def _reshape_own_swcs(self, name: str) -> list[tuple[Layout, Layout]]:
@@ -758,11 +773,12 @@ class _Engine:
             return None
         tl = _type_len(self.op(name).inputs[0].spec)
         side_of = 0 if side == "in" else 1
-        match = [pq for pq in self._reshape_own_swcs(name) if _same(pq[side_of], fixed)]
+        # "equals" is TensorLayout::operator== (device arrangement, tensor map and shape), not equal data
+        match = [pq for pq in self._reshape_own_swcs(name) if _ms_eq(pq[side_of], fixed)]
         if side == "in":          # the swcs whose input equals ``fixed``, in swc order (producer-major)
-            match += [(p, q) for p in pre if _same(p, fixed) for q in nxt]
+            match += [(p, q) for p in pre if _ms_eq(p, fixed) for q in nxt]
         else:
-            ok = [q for q in nxt if _same(q, fixed)]
+            ok = [q for q in nxt if _ms_eq(q, fixed)]
             match += [(p, q) for p in pre for q in ok]
         if not match:
             return None
@@ -1109,7 +1125,7 @@ class _Engine:
             return None
         for o in self._options(name, layout, k, side):
             tensors = o.inputs if side == "in" else o.outputs
-            if k < len(tensors) and _same(_full(tensors[k]), layout):
+            if k < len(tensors) and _ms_eq(_full(tensors[k]), layout):
                 return o
         return None
 
@@ -1373,6 +1389,20 @@ def _layout_text(layout: Layout) -> str:
     return f"{list(layout.strategy)} over device matrix {list(layout.dev_matrix)}"
 
 
+def _ms_eq(a: Layout, b: Layout) -> bool:
+    """MindSpore's ``TensorLayout::operator==`` as 2.9 applies it where a Reshape meets its neighbours
+    (``ReshapeInfo::GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}``,
+    ``OperatorInfo::GetStrategyFromSWCBy{Input,Output}Layout``): the same tensor shape, device
+    arrangement and tensor map in the standard form (size-1 device axes dropped). Layouts that place
+    the same data over different arrangements differ: a replicated [32, 8] over [2, 2] (a MatMul
+    ((1, 1), (2, 1)) input, or a Reshape's own replicated output over its input's [2, 2, 1]) is not
+    the replicated [32, 8] over [4] of ((1, 1), (1, 1)) (random nets 325, 385; MindSpore's log
+    "ReshapeInfo33: Set SWC index: 8" then "MatMulInfo44: Set strategy [[1, 1], [2, 1]]").
+    (The rank-by-rank device-group comparison of the 2.9 sources is ``IsSameTensorLayout`` in
+    step_parallel_utils.cc, used for a tensor with several consumers, not here.)"""
+    return a.shape == b.shape and _norm_key(a) == _norm_key(b)
+
+
 def _same(a: Layout, b: Layout) -> bool:
     return a.shape == b.shape and (a == b or _cached_plan(a, b).is_identity)
 
@@ -1425,6 +1455,7 @@ def _op_key(op: Op):
 _RULES: dict = {}
 _SHARDS: dict = {}
 _CANDS: dict = {}
+_SWC_STRATS: dict = {}       # (operator signature, devices, fully_use_devices) -> swc_strategies
 _CHOICES: dict = {}     # memoised neighbour choices, reshape mappings and seed shardings
 _PRICES: dict = {}      # memoised edge and operator prices
 _KEYS: dict = {}        # id(op) -> (op, signature): the op is kept so the id cannot be reused
@@ -1465,6 +1496,7 @@ def clear_caches() -> None:
     _RULES.clear()
     _SHARDS.clear()
     _CANDS.clear()
+    _SWC_STRATS.clear()
     _CHOICES.clear()
     _PRICES.clear()
     _KEYS.clear()

@@ -180,3 +180,16 @@ def test_live_mindspore_matches_cache_and_strategist(case, tmp_path):
         assert strip(live) == strip(cached)
         assert _lists(live["msplan"]["dataset"]) == _lists(cached["msplan"]["dataset"])
     check_against_mindspore(case, live)
+
+
+@pytest.mark.parametrize("seed", [10, 190, 259, 325, 385])
+def test_nets_decided_at_a_reshape_agree_with_mindspore(seed, tmp_path):
+    """Random nets decided at or next to a Reshape (fixed together): MindSpore matches a Reshape's
+    strategies-with-cost to its neighbours by TensorLayout::operator== (device arrangement included:
+    325, 385), lists BiasAdd's strategies with repeats (its unstable std::sort then picks another
+    swc: 10), and never generates a broadcast candidate that splits the smaller input's inner
+    size-1 dim (190, 259)."""
+    case = netgen.random_cases(seed + 1)[seed]
+    answer = _cached(case)
+    comparison = netgen.compare_answer(netgen.strategist_plan(_materialised(case, tmp_path)), answer)
+    assert comparison.all_agree, netgen.summarize(comparison)

@@ -296,3 +296,30 @@ def test_sparse_softmax_cross_entropy_is_batch_parallel():
     assert candidates(ce, 16) == [((16, 1), (16,))]
     assert candidates(op("SparseSoftmaxCrossEntropyWithLogits", [T(12, 10), T(12, dtype="int32")], [T()]), 8) == \
         [((1, 1), (1,))]
+
+
+def test_broadcast_right_candidates_never_split_a_trailing_size1_dim_of_the_smaller_input():
+    """MindSpore 2.9 (GenerateStrategiesForBroadcastRight): RealDiv(x[8,2,4,4], w[4,1]) on 4 devices lists
+    9 strategies, none splitting x's last dim (w's inner size-1 dim would inherit the split and fail
+    CheckStrategy); a LEADING size-1 dim of the smaller input is reset and does not block (random net 190)."""
+    rd = op("RealDiv", [T(8, 2, 4, 4), Input("param", "w", spec=T(4, 1))], [T(8, 2, 4, 4)])
+    assert candidates(rd, 4) == [((1, 1, 1, 1), (1, 1)), ((1, 1, 2, 1), (2, 1)), ((1, 1, 4, 1), (4, 1)),
+                                 ((1, 2, 1, 1), (1, 1)), ((1, 2, 2, 1), (2, 1)), ((2, 1, 1, 1), (1, 1)),
+                                 ((2, 1, 2, 1), (2, 1)), ((2, 2, 1, 1), (1, 1)), ((4, 1, 1, 1), (1, 1))]
+    lead = op("Mul", [T(8, 4, 4), Input("param", "w", spec=T(1, 4))], [T(8, 4, 4)])
+    assert ((1, 2, 1), (1, 1)) in candidates(lead, 4)
+    # the strategy is still valid when configured
+    assert shard(rd, ((1, 1, 1, 2), (1, 1)), 4).inputs[0].strategy == (1, 1, 1, 2)
+
+
+def test_bias_add_swc_list_repeats_strategies_as_mindspore_does():
+    """BiasAddInfo::GenerateOpStrategies enumerates two independent copies of x's shape and keeps the
+    first: over 16 devices and x [32, 4, 16] MindSpore's INFO log lists 196 strategies, [[1,1,1],[1]] 31
+    times, [[1,1,2],[1]] 19 times, ... (random net 10); the distinct candidates are unchanged."""
+    from strategist.ops import swc_strategies
+    ba = op("BiasAdd", [T(32, 4, 16), Input("param", "b", spec=T(4))], [T(32, 4, 16)])
+    lst = swc_strategies(ba, 16)
+    assert len(lst) == 196
+    assert lst[:32] == [((1, 1, 1), (1,))] * 31 + [((1, 1, 2), (1,))]
+    assert lst.count(((1, 2, 2), (2,))) == 10 and lst[-1] == ((16, 1, 1), (1,))
+    assert list(dict.fromkeys(lst)) == candidates(ba, 16)
