@@ -361,7 +361,17 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
         pass
     with contextlib.suppress(Exception):
         executor.del_net_res(cell, set([phase]))
-    return _from_proto(proto, text, cell, model, owners=owners)
+    graph = _from_proto(proto, text, cell, model, owners=owners)
+    graph.deferred_cells = deferred_cells(cell)
+    return graph
+
+
+def deferred_cells(cell) -> tuple[str, ...]:
+    """Paths of the sub-Cells with a custom ``bprop``: MindSpore's parser flags their graphs
+    ``FUNC_GRAPH_FLAG_DEFER_INLINE``, so they stay separate func graphs (called, not inlined) until after
+    automatic differentiation -- through the parallel passes. The exported graph has them inlined; the
+    parallel pass's operator creation order does not (:func:`strategist.propagate.creation_order`)."""
+    return tuple(path for path, c in cell.cells_and_names() if path and callable(getattr(c, "bprop", None)))
 
 
 def _as_tensor(x):

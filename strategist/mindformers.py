@@ -666,6 +666,9 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         ids, labels = specs["input_ids"], specs["labels"]
         removed = _distinct_primitives(net)
         graph = extract(net, ids, None, None, None, labels, model=ref)
+        # compiled as a training network (kTraining): no VirtualOutput, so MindSpore creates its operators in
+        # TopoSort order (strategist.propagate.creation_order)
+        graph.training = True
         for op in graph:
             op.attrs.pop(_UID, None)
         mark_local_rows(graph, int(cfg.model.model_config.get("seq_length") or 0), b)
@@ -993,13 +996,57 @@ def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
 def global_rows_graph(graph: OpGraph) -> OpGraph:
     """``graph`` as MindSpore itself sees the inlined Morph bodies (verify's child compiles them as
     global operators): a copy without :func:`mark_local_rows`' marks, so each ``[S, B] <-> [S*B]``
-    Reshape is an ordinary Reshape. ``graph`` itself when nothing is marked."""
+    Reshape is an ordinary Reshape, and then with the Reshapes MindSpore's optimizer folds once the Morph
+    boundaries are gone (:func:`fold_reshapes`). ``graph`` itself when nothing is marked."""
     if not any(op.attrs.get("strategist_local_rows") for op in graph):
         return graph
-    import copy
     g = copy.deepcopy(graph)
     for op in g:
         op.attrs.pop("strategist_local_rows", None)
+    return fold_reshapes(g)
+
+
+def fold_reshapes(graph: OpGraph) -> OpGraph:
+    """MindSpore's ``ReshapeEliminater`` (frontend/optimizer/irpass/reshape_eliminate.h), run by the
+    optimizer before the parallel passes: ``Reshape(Reshape(x, s1), s2)`` becomes ``Reshape(x, s2)``
+    (TwoReshapeEliminater; the inner one goes when nothing else reads it) and a Reshape to its input's own
+    shape is dropped (ReshapeSameShapeEliminater). The exported stand-alone graph has none of these left,
+    except across a MindFormers Morph, whose body is its own graph there; verify's child inlines the bodies
+    and MindSpore folds them (qwen3: linear_qkv's ``[S*B, N] -> [S, B, N]`` and the ``[S, B, n, d]`` split
+    Reshape are one ``ReshapeInfo``, the q_layernorm round trip ``[S, B, n, d] -> [S, B, h] -> [S, B, n, d]``
+    is gone: Cast follows Cast). ``graph`` itself when there is nothing to fold."""
+    import dataclasses
+    ops = list(graph)
+    by_name: dict = {}
+    alias: dict = {}            # a dropped same-shape Reshape -> its input
+    changed = False
+
+    def sub(x):
+        return alias.get(x.ref, x) if x.kind == "op" and x.index == 0 else x
+
+    for op in ops:
+        ins = tuple(sub(x) for x in op.inputs)
+        if op.type == "Reshape" and ins and ins[0].kind == "op" and by_name[ins[0].ref].type == "Reshape":
+            ins = (by_name[ins[0].ref].inputs[0],) + ins[1:]
+        if ins != op.inputs:
+            op = dataclasses.replace(op, inputs=ins)
+            changed = True
+        if op.type == "Reshape" and ins and ins[0].spec is not None and op.outputs and op.outputs[0] is not None \
+                and tuple(ins[0].spec.shape) == tuple(op.outputs[0].shape):
+            alias[op.name] = ins[0]
+            changed = True
+            continue
+        by_name[op.name] = op
+    if not changed:
+        return graph
+    outputs = [sub(x) for x in graph.outputs]
+    read = {x.ref for op in by_name.values() for x in op.inputs if x.kind == "op"}
+    read |= {x.ref for x in outputs if x.kind == "op"}
+    kept = [op for op in by_name.values() if op.type != "Reshape" or op.name in read]
+    g = OpGraph(kept, dict(graph.inputs), dict(graph.params), outputs, dict(graph.cells), model=graph.model)
+    for attr, v in vars(graph).items():          # anything else extraction recorded
+        if attr not in vars(g):
+            setattr(g, attr, v)
     return g
 
 

@@ -76,6 +76,12 @@ class FactorRule:
     #: count on the LEFT of the device matrix unless the ``factors`` use all devices or none (Gather's
     #: table split on its gathered axis: ShardAxisImpl::SetAttribute, repeated_num_in_dev_matrix_right_)
     repeat_left_on: tuple = ()
+    #: candidate generation only (a configured strategy is not checked against these): factors every
+    #: generated strategy MindSpore keeps splits ...
+    must_split: frozenset = frozenset()
+    #: ... and factors whose split makes it keep only strategies using every device (GatherInfo's
+    #: CheckProductValidity on a split table axis); the others fail SetCostUnderStrategy and are dropped
+    split_uses_all: frozenset = frozenset()
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -764,6 +770,9 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
         if s not in seen:
             seen.add(s)
             uniq.append(s)
+    if rule.must_split or rule.split_uses_all:
+        kept = [s for s in uniq if _generated_ok(rule, s, device_num)]
+        uniq = kept or uniq
     return uniq
 
 
@@ -828,6 +837,19 @@ def swc_strategies(op: Op, device_num: int, rule: FactorRule | None = None,
         return cands
     out = [(s, (s[c],)) for s, _ in _independent_inputs([x, x], device_num, fully_use_devices)]
     return out if set(out) == set(cands) else cands
+
+
+def _generated_ok(rule: FactorRule, strategy, device_num: int) -> bool:
+    """``rule.must_split`` / ``rule.split_uses_all`` for one generated strategy."""
+    splits: dict[str, int] = {}
+    for row, t in zip(strategy, rule.strategy_rows):
+        for x, f in zip(row, t):
+            if f:
+                splits[f] = x
+    if any(splits.get(f, 1) == 1 for f in rule.must_split):
+        return False
+    used = math.prod(splits.values())
+    return used == device_num or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all)
 
 
 def partition_num(strategy) -> int:
