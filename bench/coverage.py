@@ -18,7 +18,10 @@ import re
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# bench/mindformers.py would shadow the mindformers package: keep this folder off sys.path
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, ROOT)
 
 INFOS = os.path.join(ROOT, "rules", "mindspore_operator_infos.yaml")
