@@ -146,6 +146,7 @@ class Choice:
     anchor: Anchor
     needed: str = ""     # why it survived minimality
     declared: bool = False   # from a user-declared --boundary: kept even when it does not pay
+    with_op: str = ""        # tested by minimality together with this operator's anchor (a companion)
 
 
 @dataclass
@@ -283,6 +284,27 @@ def _splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
     return bool(mp) and all(mesh.get(a) <= 1 for axes in mp for a in axes)
 
 
+def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh) -> Choice | None:
+    """The layout change right after a vocabulary-parallel Embedding (MindFormers: reshape to [B, S, H],
+    then a Transpose to sequence-first [S, B, H]), anchored batch by dp. MindSpore generates an Embedding
+    table split only over every device for 1-D ids, so the table's tp split exists only as an anchor; its
+    own search then decides the layouts after it, and without this companion it hands the decoder a
+    replicated batch. The pair is kept or dropped together."""
+    readers = [o for o in graph if any(x.kind == "op" and x.ref == op.name for x in o.inputs)]
+    while len(readers) == 1 and readers[0].type in ("Reshape", "Cast"):
+        nxt = readers[0].name
+        readers = [o for o in graph if any(x.kind == "op" and x.ref == nxt for x in o.inputs)]
+    if len(readers) != 1 or readers[0].type != "Transpose":
+        return None
+    t = readers[0]
+    s = template_sharding(t, _cached_rule(t), rules.templates.get("embedding_output_batch", {}), mesh)
+    if s is None:
+        return None
+    return Choice(t.name, "2 dimension", "embedding_output_batch",
+                  f"companion of the vocabulary-parallel {op.name}: the layout change after it, batch by dp",
+                  anchor_of(t.name, s, mesh, t.type), with_op=op.name)
+
+
 def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None) -> tuple[list[Choice], list[str]]:
     """Rules 1, 3 and 4: the proposed anchors (before rule 2 and minimality), and notes."""
     t = rules.templates
@@ -383,6 +405,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         declared = rule_name == "3 boundary" and any(
             op.cell_path == p or op.cell_path.startswith(p + ".") for p in (boundaries or {}))
         out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh, op.type), declared=declared))
+        if tname == "embedding_table_vocab_parallel":
+            comp = _embedding_companion(graph, op, rules, mesh)
+            if comp is not None:
+                out.append(comp)
     seq = max((op.inputs[0].spec.shape[1] for op in graph if op.type == "FlashAttentionScore"
                and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) >= 3), default=0)
     if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
@@ -423,12 +449,37 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
                f"{p.cost:.0f}): anchored to follow its input") if p.direction != "default" else \
             "dimension-changing op no anchor reaches: anchored to follow its input"
         proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh, op.type)))
+    # rule 2, consumer side: a dimension-changing operator whose output reaches a configured operator only
+    # through a redistribution MindSpore's search leaves there ("Inconsistency occurred at edge": two seeds'
+    # searches met) is anchored to hand that operator the layout it takes
+    anchored = {c.op for c in proposed}
+    for src, dst, _cost in plan.inconsistencies:
+        if src not in graph or dst not in anchored or src in anchored:
+            continue
+        op = graph.op(src)
+        if op.type not in rules.categories.get("dimension_changing", ()) or op.type in ("Reshape", "Flatten"):
+            continue
+        d = graph.op(dst)
+        slot = next((i for i, x in enumerate(d.inputs) if x.kind == "op" and x.ref == src), None)
+        drule = _cached_rule(d)
+        if slot is None or slot not in drule.slots:
+            continue
+        j = d.inputs[slot].index
+        lay = plan.choices[dst].inputs[drule.slots.index(slot)]
+        s = _follow(_cached_rule(op), lay, j, "out", mesh.size) if lay is not None else None
+        if s is None or s.dev_matrix != mesh.shape:
+            continue
+        anchored.add(src)
+        proposed.append(Choice(src, "2 dimension", "follow_output",
+                               f"dimension-changing op whose output reaches the configured {dst} only through a "
+                               f"redistribution: anchored to hand it the layout it takes",
+                               anchor_of(src, s, mesh, op.type)))
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
     plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}
     for c in proposed:
-        groups.setdefault(_group_key(c.op), []).append(c)
+        groups.setdefault(_group_key(c.with_op or c.op), []).append(c)
     priority = {"2 dimension": 0, "4 fused": 1, "1 weight": 2, "3 boundary": 3}
     keep = list(proposed)
     dropped: list[tuple[Choice, str]] = []

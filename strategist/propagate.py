@@ -1613,8 +1613,9 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
     eng.shared_parameters()
     eng.defaults()
     if not price:
+        incons = list({(t[0], t[1]): t for t in reversed(eng.inconsistent)}.values())[::-1]
         return Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
-                    [], [], eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
+                    [], incons, eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
     plan = _price(eng)
     plan.dataset_strategy = dataset_strategy
     return plan
