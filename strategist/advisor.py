@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .errors import RulesError
+from .errors import PropagationError, RulesError
 from .yamlio import compose_file
 from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
@@ -493,7 +493,14 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
                             "minimality checks"):
         members = groups[key]
         trial = [c for c in keep if c not in members]
-        q = run(trial, price=False) if trial else baseline
+        try:
+            q = run(trial, price=False) if trial else baseline
+        except PropagationError as err:
+            # without these anchors MindSpore's own search fails (e.g. a shared parameter's reader no
+            # candidate matches): they are needed
+            for c in members:
+                c.needed = f"without {'these anchors' if len(members) > 1 else 'it'} MindSpore's search fails: {err}"
+            continue
         if _same_plan(plan, q):
             keep = trial
             for c in members:
@@ -526,7 +533,12 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
             s = ch.sharding if ch.sharding.dev_matrix == mesh.shape else None
             semi_anchors[name] = anchor_of(name, s, mesh, ch.op.type) if s is not None else \
                 Anchor(name, ch.sharding.strategy, origin="semi")
-    semi = run(semi_anchors)
+    try:
+        semi = run(semi_anchors)
+    except PropagationError as err:     # MindSpore would refuse this configuration: compare with the advice
+        notes.append(f"configuring every operator as the advice's plan fails in MindSpore's search ({err}); "
+                     f"that column repeats the advice")
+        semi = final
     if final.totals()["step_seconds"] > baseline.totals()["step_seconds"] * (1 + 1e-9):
         notes.append("the anchored plan's step estimate exceeds plain propagation from the dataset's; "
                      "the advice is to configure nothing")
