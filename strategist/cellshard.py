@@ -9,7 +9,9 @@ from any ``shard()`` (measured on MindSpore 2.9.0: ``inner.shard(in_strategy=((2
 A stand-alone compile leaves no trace of either (``Cell.shard`` even returns early on one device),
 so :func:`recording` notes the calls while the model is built and :func:`insert_identities` adds the
 identity operators to the extracted graph. A function (not a Cell) passed to ``mindspore.shard`` is
-not located in the graph: it is reported, and its strategy is not used.
+wrapped in a Cell of its own (:class:`_ShardedFunction`, which only calls it) while the model is built,
+so its operators have a cell path and its arguments -- Parameters included, as MindSpore puts an
+``AShardIdentity`` on every argument of a sharded function -- take the identities.
 """
 from __future__ import annotations
 
@@ -24,6 +26,24 @@ from .graph import Input, Op, OpGraph
 class ShardCalls:
     cells: "weakref.WeakKeyDictionary" = dataclasses.field(default_factory=weakref.WeakKeyDictionary)
     functions: list = dataclasses.field(default_factory=list)     # names of sharded plain functions
+    wrappers: "weakref.WeakSet" = dataclasses.field(default_factory=weakref.WeakSet)   # their Cells
+
+
+def _sharded_function_cell():
+    from mindspore import nn
+
+    class _ShardedFunction(nn.Cell):
+        """A plain function given to ``mindspore.shard``, as a Cell that calls it: the function's operators
+        get this Cell's path, and its arguments enter it as a Cell's inputs do."""
+
+        def __init__(self, fn):
+            super().__init__(auto_prefix=False)
+            self.fn = fn
+
+        def construct(self, *args):
+            return self.fn(*args)
+
+    return _ShardedFunction
 
 
 @contextlib.contextmanager
@@ -43,9 +63,12 @@ def recording():
     def fn_shard(fn, in_strategy, out_strategy=None, parameter_plan=None):
         if isinstance(fn, nn.Cell):
             calls.cells[fn] = (in_strategy, out_strategy)
-        else:
-            calls.functions.append(getattr(fn, "__qualname__", repr(fn)))
-        return fn
+            return fn
+        calls.functions.append(getattr(fn, "__qualname__", repr(fn)))
+        cell = _sharded_function_cell()(fn)
+        calls.cells[cell] = (in_strategy, out_strategy)
+        calls.wrappers.add(cell)
+        return cell
 
     nn.Cell.shard = cell_shard
     for mod, attr, _ in saved:
@@ -60,12 +83,15 @@ def recording():
 
 def insert_identities(graph: OpGraph, root, calls: ShardCalls) -> tuple[OpGraph, list[str]]:
     """The graph with MindSpore's ``AShardIdentity`` anchors added, and notes for what was not located."""
-    notes = [f"mindspore.shard on the function {f} is not located in the graph: its strategy is not used"
-             for f in calls.functions]
-    paths = {}
+    paths, functions = {}, set()
     for path, cell in root.cells_and_names():
         if cell in calls.cells:
             paths[path] = calls.cells[cell]
+            if cell in calls.wrappers:
+                functions.add(path)
+    found = {id(c) for p, c in root.cells_and_names() if p in functions}
+    notes = [f"mindspore.shard on the function {getattr(w.fn, '__qualname__', repr(w.fn))} is not located in the "
+             f"graph (no Cell holds it): its strategy is not used" for w in calls.wrappers if id(w) not in found]
     if not paths:
         return graph, notes
     ops = list(graph)
@@ -79,7 +105,8 @@ def insert_identities(graph: OpGraph, root, calls: ShardCalls) -> tuple[OpGraph,
                 continue
             for x in op.inputs:
                 key = (x.kind, x.ref, x.index)
-                outside = x.kind == "input" or (x.kind == "op" and x.ref in graph and not inside(graph.op(x.ref)))
+                outside = x.kind == "input" or (x.kind == "op" and x.ref in graph and not inside(graph.op(x.ref))) \
+                    or (x.kind == "param" and path in functions)     # a sharded function's Parameter argument
                 if outside and key not in entering:
                     entering.append(key)
         rows = tuple(tuple(r) for r in (in_strategy or ()))
@@ -92,14 +119,19 @@ def insert_identities(graph: OpGraph, root, calls: ShardCalls) -> tuple[OpGraph,
             first = next(i for i, op in enumerate(ops) if inside(op) and any(
                 (x.kind, x.ref, x.index) == key for x in op.inputs))
             spec = next(x.spec for x in ops[first].inputs if (x.kind, x.ref, x.index) == key)
-            name = (f"{path}." if path else "") + "AShardIdentity" + (f"#{k}" if k else "")
+            # MindSpore creates the identities last argument first (AShardIdentity-op0 is the last one)
+            r = len(entering) - 1 - k
+            name = (f"{path}." if path else "") + "AShardIdentity" + (f"#{r}" if r else "")
             cls = ops[first].cell_class if ops[first].cell_path == path else type(root).__name__
             ident = Op(name, "AShardIdentity", path, cls, "AShardIdentity", "", (Input(key[0], key[1], key[2], spec),),
                        (spec,), {}, in_strategy=(row,), source=ops[first].source)
             new_ops.append((first, ident))
             renamed[key] = Input("op", name, 0, spec)
-        for first, ident in sorted(new_ops, key=lambda t: -t[0]):
-            ops.insert(first, ident)
+        # MindSpore inserts them together where the call begins, in argument order, numbering them from the
+        # last argument (AShardIdentity-op0 is the last argument's)
+        start = min(first for first, _ in new_ops)
+        for _, ident in reversed(new_ops):
+            ops.insert(start, ident)
         ops = [dataclasses.replace(op, inputs=tuple(renamed.get((x.kind, x.ref, x.index), x) if inside(op)
                                                     and op.type != "AShardIdentity" else x for x in op.inputs))
                if inside(op) else op for op in ops]

@@ -246,6 +246,22 @@ def test_cell_shard_is_an_anchor_as_in_mindspore(graph_of, functional):
         [((2, 4),), ((2, 4), (4, 1)), ((2, 1),), ((2, 1),)]
 
 
+def test_shard_on_a_plain_function_anchors_its_arguments_as_in_mindspore(graph_of):
+    """``mindspore.shard(fn, in_strategy=((8, 1), (4, 2), (1, 1)))`` called as ``f(exp(x), sin(y), w)``:
+    MindSpore 2.9.0 (verify, 8 devices, data_parallel) puts a configured AShardIdentity on every argument,
+    the Parameter included, in argument order (numbered from the last: op2, op1, op0), and propagates
+    Exp ((8,1)), Sin ((4,2)) backward from them, Add ((8,1),(8,1)), MatMulExt ((8,1),(1,1))."""
+    g = graph_of(os.path.join(MODELS, "propagation.py:ShardedFunction"))
+    idents = [op.name for op in g if op.type == "AShardIdentity"]
+    assert idents == ["f.AShardIdentity#2", "f.AShardIdentity#1", "f.AShardIdentity"]
+    assert [g.op(n).in_strategy for n in idents] == [((8, 1),), ((4, 2),), ((1, 1),)]
+    assert g.op("f.AShardIdentity").inputs[0].kind == "param"
+    p = propagate(g, Mesh.parse("dp=8"))
+    assert [p.strategy(n) for n in ("exp", "sin", "f.add", "f.mat_mul_ext", "f.re_lu", "muls")] == \
+        [((8, 1),), ((4, 2),), ((8, 1), (8, 1)), ((8, 1), (1, 1)), ((8, 1),), ((8, 1),)]
+    assert not any("not located" in n for n in getattr(g, "notes", []))
+
+
 def test_layout_anchor_on_gather_is_refused_as_mindspore_does(graph_of):
     """MindSpore 2.9.0 fails to compile a Layout strategy on Gather (vector::_M_range_check, via verify);
     the tuple form is the way, and the error says which tuple."""

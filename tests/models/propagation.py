@@ -143,3 +143,20 @@ class SharedTable(nn.Cell):
     def construct(self, idx):
         h = self.reshape(self.gather(self.w, idx, 0), (32, 16))
         return self.matmul(h, self.w)
+
+
+def _sharded_block(x, y, w):
+    return ops.relu(ops.matmul(x + y, w))
+
+
+class ShardedFunction(nn.Cell):
+    """``mindspore.shard`` on a plain function taking two activations and a Parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = Parameter(initializer("normal", (64, 64), ms.float32), name="w")
+        self.f = ms.shard(_sharded_block, in_strategy=((8, 1), (4, 2), (1, 1)))
+        self.example_inputs = {"x": "float32[64,64]", "y": "float32[64,64]"}
+
+    def construct(self, x, y):
+        return self.f(ops.exp(x), ops.sin(y), self.w) * 2.0
