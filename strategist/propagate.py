@@ -1065,6 +1065,19 @@ class _Engine:
         except StrategyError:
             return
         maps = [self._ms_out_map(*srcs[k]) for k in (0, 1)]
+        # MatMul::CheckInputLayout first: a's i and b's j may share a device axis only if it is the LAST axis
+        # of the arrangement (tensor-map value 0, which its duplicate check skips); any other shared axis
+        # fails the check ("axis ... has been shard for more than once and not sharding the reduce_dim") and
+        # the candidate is not added (random net 136: i and j on a size-1 middle axis, accepted by MindSpore)
+        fi = next((f for f in rule.outputs[0][-2:-1] if f in rule.inputs[0]), None)
+        fj = next((f for f in rule.outputs[0][-1:] if f in rule.inputs[1]), None)
+        if fi is not None and fj is not None:
+            ai = maps[0][rule.inputs[0].index(fi)] or ()
+            aj = maps[1][rule.inputs[1].index(fj)] or ()
+            dm0 = self.chosen[srcs[0][0]].sharding.dev_matrix if self.chosen[srcs[0][0]].sharding is not None \
+                else lays[0].dev_matrix
+            if any(a in aj and a != len(dm0) - 1 for a in ai):
+                return
         out_map = []
         for f in rule.outputs[0]:
             k = 0 if f in rule.inputs[0] else 1

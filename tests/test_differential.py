@@ -84,7 +84,9 @@ def test_random_net_agrees_with_mindspore(case, tmp_path):
 
 
 #: random nets past the fast sample that pinned a fix (each agrees with MindSpore since then)
-PINNED = [c for s in (190, 259) for c in netgen.random_cases(1, s)]   # broadcast candidates of unequal ranks
+# 190, 259: broadcast candidates of unequal ranks; 136: bmm(x, x.T) whose follow-the-producers candidate
+# MatMul::CheckInputLayout refuses (i and j on a middle axis), so MindSpore does not fail as on net 265
+PINNED = [c for s in (190, 259, 136) for c in netgen.random_cases(1, s)]
 
 
 @pytest.mark.parametrize("case", PINNED, ids=[c.id for c in PINNED])
