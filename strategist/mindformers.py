@@ -635,8 +635,12 @@ def _strip_trivial(graph: OpGraph) -> int:
 
 
 def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = None, batch: int | None = None,
-                     overrides: dict | None = None, replicate: bool | None = None) -> tuple[OpGraph, MfInfo]:
+                     overrides: dict | None = None, replicate: bool | None = None,
+                     experts_stand_in: bool = False) -> tuple[OpGraph, MfInfo]:
     """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
+
+    ``experts_stand_in``: the MoE experts' GroupedMatmuls compiled as MatMul stand-ins
+    (:mod:`strategist.mf_standin`; ``strategist verify`` only: MindSpore cannot propagate through GroupedMatmul).
 
     ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
     disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on for
@@ -665,7 +669,15 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         specs = _inputs(cfg, b)
         ids, labels = specs["input_ids"], specs["labels"]
         removed = _distinct_primitives(net)
-        graph = extract(net, ids, None, None, None, labels, model=ref)
+        undo = None
+        if experts_stand_in:
+            from .mf_standin import patch_experts
+            undo = patch_experts(notes)
+        try:
+            graph = extract(net, ids, None, None, None, labels, model=ref)
+        finally:
+            if undo is not None:
+                undo()
         # compiled as a training network (kTraining): no VirtualOutput, so MindSpore creates its operators in
         # TopoSort order (strategist.propagate.creation_order)
         graph.training = True

@@ -303,7 +303,9 @@ def strided_slice_rule(op: Op) -> FactorRule:
 
 
 def concat_rule(op: Op) -> FactorRule:
-    slots = _tensor_slots(op)
+    # ConcatInfo's strategy has a row per tuple element, constant tensors included (MindFormers' MoE padding
+    # ``concat((pad_tokens, tokens))``: MindSpore reports ((1, 1, 1), (1, 1, 1)) for [1, 128, H] and [1, T, H])
+    slots = [i for i, x in enumerate(op.inputs) if x.spec is not None and (x.kind != "const" or x.spec.shape)]
     out = _out_shapes(op)[0]
     axis = _const(op, len(op.inputs) - 1, op.attrs.get("axis", 0)) % len(out)
     factors = _letters(len(out))

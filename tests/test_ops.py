@@ -323,3 +323,13 @@ def test_bias_add_swc_list_repeats_strategies_as_mindspore_does():
     assert lst[:32] == [((1, 1, 1), (1,))] * 31 + [((1, 1, 2), (1,))]
     assert lst.count(((1, 2, 2), (2,))) == 10 and lst[-1] == ((16, 1, 1), (1,))
     assert list(dict.fromkeys(lst)) == candidates(ba, 16)
+
+
+def test_concat_strategy_has_a_row_for_a_constant_tensor_element():
+    # MindFormers' MoE padding concat((pad_tokens, tokens), axis=1): MindSpore 2.9 reports ConcatInfo's strategy
+    # ((1, 1, 1), (1, 1, 1)) for [1, 128, 2048] (a constant tensor) and [1, 32768, 2048] (strategist verify,
+    # qwen3_moe); the axis is a Python scalar, not a strategy input
+    pad = Input("const", spec=T(1, 128, 2048), value={"tensor": "float32[1,128,2048]"})
+    cat = op("Concat", [pad, T(1, 32768, 2048), 1], [T(1, 32896, 2048)])
+    assert rule_for(cat).slots == (0, 1)
+    assert shard(cat, ((1, 1, 4), (1, 1, 4)), 8).outputs[0].strategy == (1, 1, 4)

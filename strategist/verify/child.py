@@ -326,6 +326,9 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     cfg = mf._load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("batch"), opts.get("overrides") or {})
     net = mf._build(cfg, **sizes)
     net.set_train(True)
+    if opts.get("experts_stand_in"):       # as strategist's graph was extracted (verify_model)
+        from ..mf_standin import patch_experts
+        stack.callback(patch_experts(notes))
     _unshard_bare_morphs(net, notes)
     specs = mf._inputs(cfg, opts.get("batch") or mf._default_batch(cfg))
     result["notes"] = notes
@@ -408,6 +411,7 @@ def _unshard_bare_morphs(net, notes: list) -> None:
                     if val is not None and type(val).__module__.endswith("comm_ops"):
                         cell._primitives.pop(name)
                         object.__setattr__(cell, name, _passthrough)
+    _unshard_moe(net, notes)
     emb = [p for p, c in net.cells_and_names() if getattr(c, "enable_embedding_tp", False)
            and not hasattr(c, "vocab_start_index")]
     for p, c in net.cells_and_names():
@@ -440,6 +444,41 @@ def _unshard_bare_morphs(net, notes: list) -> None:
     if laid:
         notes.append(f"{len(laid)} layout-only Morph(s) ({', '.join(laid[:3])}): bodies called directly, their layouts "
                      f"dropped (MindSpore would take their inputs at per-device shapes beside global ones)")
+
+
+def _unshard_moe(net, notes: list) -> None:
+    """MindFormers' MoE bodies (the GroupedMatmul FFN's Morph: token dispatcher, experts) are written per
+    device: the dispatcher all-to-alls tokens over its expert-parallel group, which MindFormers creates in any
+    parallel mode (``get_ep_group_name`` is None only stand-alone) -- even for ep=1 -- and which MindSpore refuses
+    in an auto_parallel graph ("the graph can not contain communication op"). Called on global shapes the body
+    must be its stand-alone self, as strategist extracts it: no group, so MindFormers' ``AlltoAll``/``AlltoAllV``
+    wrappers (created when the body is parsed) pass their input through."""
+    moe = []
+    for path, cell in net.cells_and_names():
+        disp = vars(cell).get("token_dispatcher")
+        if disp is not None and getattr(disp, "ep_group", None) is not None:
+            disp.ep_group = None
+            moe.append(path)
+    # the router's auxiliary loss reshapes its tokens to (dp, -1, E) with dp = dp*tp*cp of the build (a global
+    # graph of its own at each mesh); strategist's tp=1 graph has dp = 1: the router is compiled at dp = tp = 1
+    routers = []
+    for path, cell in net.cells_and_names():
+        if hasattr(cell, "ones_dp") and getattr(cell, "dp", 1) != 1:
+            import numpy as np
+            from mindspore import Tensor
+            import mindspore as ms
+            for name in ("dp", "original_tp"):
+                object.__setattr__(cell, name, 1)
+            for name in ("ones_dp", "ones_sp"):
+                object.__setattr__(cell, name, Tensor(np.ones((1, 1, 1), dtype=np.float32), ms.float32))
+            routers.append(path)
+    if routers:
+        notes.append(f"MindFormers' MoE router ({routers[0]}, {len(routers)} in all) shapes its auxiliary loss by "
+                     f"the build's dp*tp*cp; compiled at dp = tp = 1, as strategist's graph")
+    if moe:
+        notes.append(f"MindFormers' MoE token dispatcher ({moe[0]}, {len(moe)} in all) all-to-alls over its "
+                     f"expert-parallel group in any parallel mode (a communication operator MindSpore refuses in an "
+                     f"auto_parallel graph); compiled without the group, as stand-alone (strategist's graph)")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

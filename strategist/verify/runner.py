@@ -224,7 +224,16 @@ def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | Non
     if opts["mode"] not in ("propagation", "semi_auto"):
         raise VerifyError(f"mindformers mode {opts['mode']!r}: propagation or semi_auto")
     opts["overrides"] = dict(opts.get("overrides") or {})
-    return {k: opts.get(k) for k in ("mode", "layers", "seq", "batch", "overrides")}
+    # experts_stand_in: the MoE GroupedMatmuls as MatMul stand-ins (strategist.mf_standin; set by verify_model)
+    return {k: opts.get(k) for k in ("mode", "layers", "seq", "batch", "overrides", "experts_stand_in")}
+
+
+def _load_mf(model: str, mf: dict):
+    """strategist's graph of a MindFormers model as verify's child compiles it: MindSpore 2.9 cannot propagate
+    through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides (:mod:`strategist.mf_standin`)."""
+    from ..mindformers import load_mindformers
+    return load_mindformers(model, **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")},
+                            experts_stand_in=True)[0]
 
 
 def _supported(model: str) -> None:
@@ -334,7 +343,13 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     from .compare import Comparison, compare
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     mf = _mindformers_request(model, kwargs, strategies, settings.pop("mindformers", None))
+    if mf is not None and graph is None and plan is None:
+        graph = _load_mf(model, mf)
     graph = graph if graph is not None else (plan.graph if plan is not None else load_graph(model, inputs, kwargs))
+    if mf is not None:
+        mf = dict(mf, experts_stand_in=True)
+    if mf is not None and any(op.type == "GroupedMatmul" for op in graph):
+        graph, plan = _load_mf(model, mf), None
     known = {"fully_use_devices", "elementwise_op_strategy_follow"}
     unknown = set(settings) - known
     if unknown:
