@@ -6,12 +6,20 @@
     .venv/bin/python bench/coverage.py --scan-wheel    # re-derive the OperatorInfo names from the installed wheel
 
 Prints, for MindSpore 2.9's OperatorInfo primitives (``rules/mindspore_operator_infos.yaml``), how many
-have a factor rule and the names left out with the reason; then for each model the operators without a
-rule (target 0) and the extraction time.
+have a factor rule and the names left out with the reason; then for each model: the operators without a
+rule (target 0), the operators whose cell path differs from the true one (target 0), the extraction time
+and the advise time (``advise`` on dp=2,tp=4).
+
+The true cell path of every operator comes from an independent reference (``strategist.celltrace``):
+the same compile with MindSpore's ``debug_level=DEBUG``, which parses every function call afresh so each
+node takes the scope of the Cell instance whose ``construct`` called it, without any of strategist's
+devices; the two graphs are aligned by operator type in order. ``--no-paths`` skips it (it costs ~5x a
+compile per model).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -68,29 +76,87 @@ def registry_report() -> tuple[int, int, list[str]]:
     return len(covered), len(prims), left
 
 
-def model_report(target: str, kwargs, inputs, mindformers: bool = False, overrides=None) -> dict:
-    from strategist.ops import RULES
+class _Reference:
+    """Wraps ``extract`` where the loaders call it: times it, and compiles the same Cell with the same
+    inputs a second time for the reference cell paths (inside MindFormers' simulated world too)."""
+
+    def __init__(self, paths: bool):
+        self.paths = paths
+        self.seconds = 0.0
+        self.ref = None
+
+    @contextlib.contextmanager
+    def installed(self):
+        import strategist.loader as loader
+        import strategist.mindformers as mf
+        from strategist import celltrace, graph
+        real = graph.extract
+
+        def extract(cell, *inputs, **kwargs):
+            t0 = time.perf_counter()
+            g = real(cell, *inputs, **kwargs)
+            self.seconds = time.perf_counter() - t0
+            if self.paths:
+                kw = {k: v for k, v in kwargs.items() if k != "model"}
+                self.ref = celltrace.reference_paths(cell, *inputs, **kw)
+            return g
+
+        saved = loader.extract, mf.extract
+        loader.extract = mf.extract = extract
+        try:
+            yield self
+        finally:
+            loader.extract, mf.extract = saved
+
+
+def _advise_seconds(g) -> float | str:
+    from strategist.advisor import advise, load_rules
+    from strategist.mesh import Mesh
     t0 = time.perf_counter()
     try:
-        if mindformers:
-            from strategist.mindformers import load_mindformers
-            g, _info = load_mindformers(target, layers=2, overrides=overrides or None)
-        else:
-            from strategist import load_graph
-            path, _, name = target.partition(":")
-            g = load_graph(os.path.join(ROOT, path) + ":" + name, inputs, kwargs)
+        advise(g, Mesh.parse("dp=2,tp=4"), rules=load_rules())
+    except Exception as err:
+        try:       # a batch that does not divide: the whole batch on every device
+            advise(g, Mesh.parse("dp=2,tp=4"), rules=load_rules(), dataset_strategy="full_batch")
+        except Exception:
+            return f"{type(err).__name__}"
+    return time.perf_counter() - t0
+
+
+def model_report(target: str, kwargs, inputs, mindformers: bool = False, overrides=None, paths: bool = True) -> dict:
+    from strategist.ops import RULES
+    from strategist.celltrace import compare
+    try:
+        with _Reference(paths).installed() as rec:
+            if mindformers:
+                from strategist.mindformers import load_mindformers
+                g, _info = load_mindformers(target, layers=2, overrides=overrides or None)
+            else:
+                from strategist import load_graph
+                path, _, name = target.partition(":")
+                g = load_graph(os.path.join(ROOT, path) + ":" + name, inputs, kwargs)
     except Exception as err:   # a model that does not build is reported, not fatal
         print(f"  {target:58s} ERROR {type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}")
         return {"target": target, "error": str(err)}
-    dt = time.perf_counter() - t0
+    dt = rec.seconds
+    adv = _advise_seconds(g)
     missing: dict[str, int] = {}
     for op in g.ops:
         if op.type not in RULES:
             missing[op.type] = missing.get(op.type, 0) + 1
     n = sum(missing.values())
     what = ", ".join(f"{k} x{v}" for k, v in sorted(missing.items())) if missing else ""
-    print(f"  {target:58s} {len(g.ops):5d} ops  without rule: {n:3d}  extract {dt:6.1f} s  {what}")
-    return {"target": target, "ops": len(g.ops), "missing": missing, "seconds": dt}
+    check = compare(g, rec.ref) if rec.ref is not None else None
+    wrong = f"{len(check.wrong):3d}" if check else "  -"
+    advs = f"{adv:5.1f} s" if isinstance(adv, float) else adv
+    print(f"  {target:58s} {len(g.ops):5d} ops  without rule: {n:3d}  wrong cell path: {wrong}  "
+          f"extract {dt:5.1f} s  advise {advs}  {what}")
+    if check and (check.wrong or check.unmatched or check.root_scope):
+        print(f"      cell paths: {check.summary()}")
+        for name, mine, true in check.wrong[:8]:
+            print(f"        {name}: {mine or '(root)'}, true {true or '(root)'}")
+    return {"target": target, "ops": len(g.ops), "missing": missing, "seconds": dt, "advise_seconds": adv,
+            "wrong_cell_path": len(check.wrong) if check else None}
 
 
 def scan_wheel() -> None:
@@ -130,6 +196,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-mindformers", action="store_true")
     p.add_argument("--only", default=None, help="only models whose target contains this text")
     p.add_argument("--scan-wheel", action="store_true")
+    p.add_argument("--no-paths", action="store_true", help="skip the reference cell paths (a 2nd, ~5x compile)")
     a = p.parse_args(argv)
     logging.disable(logging.WARNING)
     if a.scan_wheel:
@@ -138,10 +205,11 @@ def main(argv=None) -> int:
     registry_report()
     if a.registry:
         return 0
-    print("models (operators without a rule; target 0):")
+    print("models (operators without a rule, target 0; operators whose cell path differs from MindSpore's "
+          "DEBUG-parse reference, target 0):")
     for target, kw, ins in EXAMPLES + [z for z in ZOO if os.path.exists(os.path.join(ROOT, z[0].split(":")[0]))]:
         if not a.only or a.only in target:
-            model_report(target, kw, ins)
+            model_report(target, kw, ins, paths=not a.no_paths)
     if a.no_mindformers:
         return 0
     try:
@@ -153,7 +221,7 @@ def main(argv=None) -> int:
     for ref, over in MINDFORMERS:
         if a.only and a.only not in ref:
             continue
-        model_report(ref, [], [], mindformers=True, overrides=over)
+        model_report(ref, [], [], mindformers=True, overrides=over, paths=not a.no_paths)
     return 0
 
 

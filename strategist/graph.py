@@ -23,6 +23,7 @@ import dataclasses
 
 import ast
 import contextlib
+import glob
 import inspect
 import itertools
 import json
@@ -346,7 +347,8 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
-    with _standalone_compile(cell), _training(cell), _call_site_scopes(), _owned_primitives(cell) as owners:
+    with _standalone_compile(cell), _training(cell), _call_site_scopes(), _owned_primitives(cell) as owners, \
+            _call_stacks() as stacks:
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
         except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
@@ -361,7 +363,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
         pass
     with contextlib.suppress(Exception):
         executor.del_net_res(cell, set([phase]))
-    graph = _from_proto(proto, text, cell, model, owners=owners)
+    graph = _from_proto(proto, text, cell, model, owners=owners, calls=stacks.calls())
     graph.deferred_cells = deferred_cells(cell)
     return graph
 
@@ -490,6 +492,80 @@ def _call_site_scopes():
         parse.get_object_key = original
 
 
+class _Stacks:
+    """The validate-stage IR MindSpore dumped during one compile, read into ``{full name: call line}``."""
+
+    def __init__(self):
+        self.text: str | None = None
+
+    def calls(self) -> dict[str, str]:
+        return _call_lines(self.text) if self.text else {}
+
+
+@contextlib.contextmanager
+def _call_stacks():
+    """Have MindSpore dump the IR of its last export stage (``validate``) for this compile, with every node's
+    call stack through the inlined functions (the ``# In file`` lines of ``MS_DEV_DUMP_IR_FORMAT`` 2, the
+    default): ``save_graphs`` 1 for the compile, ``MS_DEV_DUMP_IR_PASSES=validate`` so that only that one
+    file is written, into :func:`_standalone_compile`'s private directory (read here, removed with it).
+    The ANF proto and MindIR carry no debug info, and ``dump_func_graph`` prints subgraph locations only."""
+    from mindspore._c_expression import MSContext, ms_ctx_param
+    ctx = MSContext.get_instance()
+    out = _Stacks()
+    saved = ctx.get_param(ms_ctx_param.save_graphs)
+    saved_env = os.environ.get("MS_DEV_DUMP_IR_PASSES")
+    where = os.environ.get("MS_DEV_SAVE_GRAPHS_PATH")
+    on = bool(where) and not saved and saved_env is None
+    if on:
+        os.environ["MS_DEV_DUMP_IR_PASSES"] = "_validate"
+        ctx.set_param(ms_ctx_param.save_graphs, 1)
+    try:
+        yield out
+    finally:
+        if on:
+            ctx.set_param(ms_ctx_param.save_graphs, saved)
+            os.environ.pop("MS_DEV_DUMP_IR_PASSES", None)
+            files = sorted(glob.glob(os.path.join(where, "**", "*_validate*.ir"), recursive=True),
+                           key=os.path.getmtime)
+            if files:
+                with open(files[-1], encoding="utf-8", errors="replace") as f:
+                    out.text = f.read()
+            for f in files:
+                with contextlib.suppress(OSError):
+                    os.remove(f)
+
+
+_IR_FULLNAME = "# Fullname with scope: ("
+_IR_IN_FILE = re.compile(r"# In file (.+?):(\d+)(~\d+)?(?:, [\d~]+)?/")
+_MS_DIR = None
+
+
+def _call_lines(text: str) -> dict[str, str]:
+    """Node full name -> ``file:line`` of the innermost frame of its call stack in the user's code (outside
+    MindSpore's package), single lines only (a ``def`` spans lines: ``216~219``)."""
+    global _MS_DIR
+    if _MS_DIR is None:
+        import mindspore
+        _MS_DIR = os.path.dirname(os.path.abspath(mindspore.__file__)) + os.sep
+    out: dict[str, str] = {}
+    name = None
+    for line in text.splitlines():
+        s = line.lstrip()
+        if not s.startswith("#"):
+            if s.startswith("%") or s.startswith("}"):
+                name = None
+            continue
+        if s.startswith(_IR_FULLNAME):
+            name = s[len(_IR_FULLNAME):].rstrip(")")
+            continue
+        if name is None or not s.startswith("# In file "):
+            continue
+        m = _IR_IN_FILE.match(s)
+        if m and not m.group(3) and not m.group(1).startswith(_MS_DIR):
+            out[name] = f"{m.group(1)}:{m.group(2)}"
+    return out
+
+
 #: Private primitive attribute naming each Cell-held primitive for the duration of one compile.
 _OWNER_ATTR = "strategist_owner"
 
@@ -501,17 +577,25 @@ def _owned_primitives(cell):
     MindSpore merges primitives with identical arguments (two ``ops.Sub()`` come out under one
     instance name, the last attribute's) and drops the instance name of Layout-sharded ones; a
     distinct attribute value keeps them apart and says which Cell attribute each node came from.
-    Yields ``{tag: [(cell path, attribute name), ...]}`` (one entry unless Cells share the object).
+    Yields ``{tag: [(cell path, attribute name), ...]}``: equal primitives of different Cells share a tag
+    (so MindSpore's CSE still merges them), and the node's scope says which Cell's it is.
     """
     from mindspore.ops.primitive import Primitive
     owners: dict[int, list[tuple[str, str]]] = {}
     tagged: dict[int, tuple[Any, int]] = {}
+    tags: dict[tuple, int] = {}
     for path, sub in cell.cells_and_names():
+        rank: dict[str, int] = {}
         for attr, prim in _prims(sub).items():
             if not isinstance(prim, Primitive):
                 continue
             if id(prim) not in tagged:
-                tag = len(tagged)
+                # equal primitives of different Cells share a tag: a distinct attribute would keep MindSpore's
+                # CSE from merging their identical calls (the q/k/v Denses' input Reshapes of one tensor:
+                # 3 Reshapes instead of MindSpore's 1); the k-th equal primitive of one Cell gets the k-th tag
+                sig = _signature(prim)
+                k = rank[sig] = rank.get(sig, -1) + 1
+                tag = tags.setdefault((sig, k), len(tags))
                 tagged[id(prim)] = (prim, tag)
                 with contextlib.suppress(Exception):
                     prim.add_prim_attr(_OWNER_ATTR, tag)
@@ -522,6 +606,15 @@ def _owned_primitives(cell):
         for prim, _ in tagged.values():
             with contextlib.suppress(Exception):
                 prim.del_prim_attr(_OWNER_ATTR)
+
+
+def _signature(prim) -> str:
+    """What MindSpore's CSE compares of two primitives: type, name and attributes."""
+    try:
+        attrs = sorted((k, repr(v)) for k, v in (prim.attrs or {}).items() if k != _OWNER_ATTR)
+    except Exception:
+        attrs = [("id", str(id(prim)))]
+    return f"{type(prim).__module__}.{type(prim).__qualname__}:{prim.name}:{attrs}"
 
 
 def _first_line(err: BaseException) -> str:
@@ -652,9 +745,11 @@ def _tuple_shapes_from_text(text: str | None) -> list[tuple[str, list[tuple[int,
 
 
 def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str = "wire",
-                owners: dict[int, list[tuple[str, str]]] | None = None) -> OpGraph:
+                owners: dict[int, list[tuple[str, str]]] | None = None,
+                calls: dict[str, str] | None = None) -> OpGraph:
     """``parser``: ``"wire"`` (strategist.protowire, fast) or ``"protobuf"`` (MindSpore's generated class;
-    the tests check both give the same graph). ``owners``: the tags of :func:`_owned_primitives`."""
+    the tests check both give the same graph). ``owners``: the tags of :func:`_owned_primitives`;
+    ``calls``: node full name -> ``file:line`` of its call in the user's code (:func:`_call_stacks`)."""
     from mindspore.train import anf_ir_pb2
 
     if parser == "wire":
@@ -684,6 +779,9 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
     seen: dict[str, int] = {}
     real = [n for n in g.node if n.op_type not in PLUMBING]
     owner_of = {n.name: _owner_of(n, owners, _cell_path(n.scope)[0]) for n in real}
+    folded = {n.name for n in real if _folded_into_caller(n, owners)}
+    for name in folded:
+        owner_of[name] = None
     enclosing = _enclosing_cells(real, nodes, owner_of)
     explicit: dict[str, bool] = {}
     for n in real:
@@ -697,8 +795,8 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
             if n.name in enclosing:
                 path = enclosing[n.name]
                 klass = type(cell_objs[path]).__name__ if path in cell_objs else klass
-            explicit[n.name] = bool(n.instance_name)
-            inst = n.instance_name or _instance_from_cell(cell_objs.get(path), n.op_type) or _snake(n.op_type)
+            explicit[n.name] = bool(n.instance_name) and n.name not in folded
+            inst = _snake(n.op_type) if n.name in folded else n.instance_name or _instance_from_cell(cell_objs.get(path), n.op_type) or _snake(n.op_type)
         where[n.name] = (path, klass or type(cell).__name__, inst)
     # a primitive held by a Cell attribute owns the bare name; a functional or tensor-method operator
     # of the same type (``x * 0.5`` is a Muls too) takes "#k" after it, so an anchor on the attribute
@@ -800,7 +898,9 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
             in_strategy=attrs.get("in_strategy"), out_strategy=attrs.get("out_strategy"),
             in_layout=_layouts(attrs["in_layout"]) if "in_layout" in attrs else None,
             out_layout=_layouts(attrs["out_layout"]) if "out_layout" in attrs else None,
-            source=_source_of(cell_objs.get(path), inst), topo_index=idx,
+            source=(_source_of(cell_objs.get(path), inst) if explicit[n.name] or not calls
+                    else calls.get(n.full_name) or _source_of(cell_objs.get(path), inst)),
+            topo_index=idx,
         )
         ops.append(op)
     # fill tuple-output shapes seen only through TupleGetItem
@@ -901,10 +1001,28 @@ def _common_cell(paths: list[str]) -> str:
     return ".".join(common)
 
 
+def _folded_into_caller(node, owners) -> bool:
+    """True for a node carrying a Cell-held primitive in another Cell's scope: MindSpore's optimizer merged
+    the owner's call into the caller's. ``TwoReshapeEliminater`` (frontend/optimizer/irpass/reshape_eliminate.h)
+    turns ``Reshape(Reshape(x, s1), s2)`` into one Reshape with the *inner* node's primitive and the *outer*
+    node's scope: ``nn.Dense``'s output reshape (``self.reshape``, the Dense's) followed by the attention's
+    head split (``x.reshape(B, S, h, d)``, the attention's) becomes one Reshape of the attention, of the
+    attention's output shape. It is credited to the Cell whose scope MindSpore gives it, as a functional
+    operator there. The root scope ``Default`` is no evidence (nodes a later pass creates have it too)."""
+    if not owners or node.scope in ("Default", ""):
+        return False
+    tag = next((a.value.int_val for a in node.attribute if a.name == _OWNER_ATTR), None)
+    if tag is None or tag not in owners:
+        return False
+    path = _cell_path(node.scope)[0]
+    return all(p != path for p, _ in owners[tag])
+
+
 def _owner_of(node, owners, scope_path: str) -> tuple[str, str] | None:
     """(cell path, attribute name) of the Cell attribute holding ``node``'s primitive, from its tag.
 
-    A primitive object held by several Cells is credited to the one its IR scope names, if any.
+    A tag held by several Cells (one shared primitive object, or equal primitives) is credited to the one its
+    IR scope names.
     """
     if not owners:
         return None
@@ -912,7 +1030,10 @@ def _owner_of(node, owners, scope_path: str) -> tuple[str, str] | None:
     found = owners.get(tag) if tag is not None else None
     if not found:
         return None
-    return next((o for o in found if o[0] == scope_path), found[0])
+    mine = next((o for o in found if o[0] == scope_path), None)
+    if mine is None and len({p for p, _ in found}) > 1:
+        return None             # equal primitives of several Cells share the tag: the scope must say which
+    return mine or found[0]
 
 
 def _prims(obj) -> dict:

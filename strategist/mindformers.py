@@ -605,15 +605,17 @@ _UID = "strategist_uid"
 
 
 def _distinct_primitives(net) -> int:
-    """MindSpore gives primitives with identical arguments and strategies one IR instance name (the
-    last attribute's); at tp=1 every strategy is trivial, so e.g. FlashAttention's four Transposes
-    would all be named ``fa_out_transpose``. A private attribute per primitive keeps them apart."""
-    k = removed = 0
+    """Strip the tp=1 build's trivial strategies from every primitive; returns how many had one.
+
+    (Primitives with identical arguments are told apart by ``graph._owned_primitives`` during the compile;
+    a distinct attribute per primitive object kept here would stop MindSpore's CSE from merging equal
+    primitives' identical calls, as it does in the real compile.)"""
+    removed = 0
+    seen: set[int] = set()
     for _, cell in net.cells_and_names():
         for prim in _prims_of(cell).values():
-            if _UID not in prim.attrs:
-                prim.add_prim_attr(_UID, k)
-                k += 1
+            if id(prim) not in seen:
+                seen.add(id(prim))
                 removed += any(a in prim.attrs for a in ("in_strategy", "in_layout"))
             # the tp=1 build's strategies are trivial (and a tuple input's layouts are nested tuples
             # graph.extract does not read): the graph is taken without them

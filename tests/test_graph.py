@@ -255,6 +255,81 @@ def test_repeated_blocks_get_their_own_operators():
     assert not any("strategist_owner" in op.attrs for op in g)
 
 
+def test_functional_operators_carry_their_call_line():
+    """A functional or tensor-method operator's source is the line of the call in the model's code (from the
+    call stack MindSpore records for every inlined node), the same for every block; a Cell-held primitive
+    keeps the line that creates it (where its shard() goes)."""
+    from strategist.graph import extract
+    g = extract(_blocks_net(2), TensorSpec((4, 16), "float32"))
+    here = os.path.abspath(__file__)
+
+    def at(pattern):
+        return f"{here}:{_line_of(here, pattern)}"
+    for k in "01":
+        assert g.op(f"blocks.{k}.re_lu").source == at(r"y = ops.relu\(self.dense\(x\)\)")
+        assert g.op(f"blocks.{k}.muls").source == at(r"y = y \* 0.5")
+        assert g.op(f"blocks.{k}.transpose").source == g.op(f"blocks.{k}.transpose#1").source == \
+            at(r"y = y.transpose\(1, 0\).transpose")
+        assert g.op(f"blocks.{k}.sub1").source == at(r"self.sub1 = ops.Sub\(\)")
+        assert g.op(f"blocks.{k}.sub2").source == at(r"self.sub2 = ops.Sub\(\)")
+    # the nn layer's own primitives: where nn.Dense creates them, inside MindSpore
+    assert g.op("blocks.0.dense.matmul").source.endswith(".py:" + g.op("blocks.1.dense.matmul").source.split(":")[-1])
+    assert "mindspore" in g.op("blocks.0.dense.matmul").source
+
+
+def _qkv_net(h=32, heads=4):
+    """Three ``nn.Dense`` reading one [B, S, H] tensor (each reshapes it to 2-D: three equal Reshapes of one
+    input), then the caller splits each output into heads (a second Reshape right after the Dense's own)."""
+    from mindspore import nn, ops
+
+    class Attn(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Dense(h, h)
+            self.k = nn.Dense(h, h)
+            self.v = nn.Dense(h, h)
+
+        def construct(self, x):
+            b, s, _ = x.shape
+            q = self.q(x).reshape(b, s, heads, h // heads)
+            k = self.k(x).reshape(b, s, heads, h // heads)
+            v = self.v(x).reshape(b, s, heads, h // heads)
+            return ops.add(ops.add(q, k), v)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.CellList([Attn() for _ in range(2)])
+
+        def construct(self, x):
+            for layer in self.layers:
+                x = layer(x).reshape(x.shape)
+            return x
+
+    return Net()
+
+
+def test_equal_primitives_still_merge_and_folded_reshapes_belong_to_the_caller():
+    """Tagging every primitive apart (to name each node's owner) used to stop MindSpore's CSE: the three
+    Denses' equal input Reshapes of one tensor stayed 3 where MindSpore compiles 1. And MindSpore folds the
+    Dense's output Reshape into the caller's head split (``TwoReshapeEliminater``: the inner primitive, the
+    outer scope): that Reshape is the caller's. Checked against the reference (MindSpore's DEBUG parse)."""
+    from strategist.celltrace import compare, reference_paths
+    from strategist.graph import extract
+    net, x = _qkv_net(), TensorSpec((2, 8, 32), "float32")
+    g = extract(net, x)
+    layers = _per_layer(g, "layers.")
+    assert layers["0"] == layers["1"]
+    reshapes = sorted(r for r in layers["0"] if r.endswith(":Reshape"))
+    # one input Reshape (q's, CSE), three head splits in Attn (folded with each Dense's output Reshape)
+    assert reshapes == ["q.reshape:Reshape", "reshape#1:Reshape", "reshape#2:Reshape", "reshape:Reshape"]
+    here = os.path.abspath(__file__)
+    assert {g.op(f"layers.1.{r}").source for r in ("reshape", "reshape#1", "reshape#2")} == \
+        {f"{here}:{_line_of(here, re.escape(w + ' = self.' + w + '(x).reshape'))}" for w in "qkv"}   # the call lines
+    check = compare(g, reference_paths(net, x))
+    assert (check.wrong, check.unmatched, check.ref_unmatched, check.matched) == ([], [], 0, len(g))
+
+
 def test_transformer_encoder_layers_are_identical():
     """``nn.TransformerEncoder`` deep-copies its layer and calls functional multi-head attention:
     before the fix, layer 0 got 82 operators and layer 1 got 10 (two Splits were at the root)."""
@@ -327,9 +402,14 @@ def test_mindformers_moe_layers_own_their_operators():
                                        "num_experts": 4})
     layers = {k: collections.Counter(v) for k, v in _per_layer(g, "model.decoder.layers.").items()}
     # MindSpore itself folds layer 1's two consecutive reshapes (linear_qkv's output reshape and the
-    # attention's reshape_concat) into one and keeps layer 0's apart: the one real difference
-    assert layers["0"] - layers["1"] == collections.Counter({"self_attention.reshape_concat:Reshape": 1})
-    assert not layers["1"] - layers["0"]
+    # attention's reshape_concat) into one Reshape in the attention's scope, keeps layer 0's apart, and
+    # computes the rotary embedding's cos/sin (and its mscale Muls) once, in layer 0 (CSE: equal primitives on
+    # one tensor): the real differences
+    assert layers["0"] - layers["1"] == collections.Counter({
+        "self_attention.reshape_concat:Reshape": 1, "self_attention.linear_qkv.reshape#1:Reshape": 1,
+        "self_attention.apply_rotary_pos_emb.cos:Cos": 1, "self_attention.apply_rotary_pos_emb.sin:Sin": 1,
+        "self_attention.apply_rotary_pos_emb.mul_mscale:Muls": 1})
+    assert layers["1"] - layers["0"] == collections.Counter({"self_attention.reshape:Reshape": 1})
     sorts = [op for op in g if op.type == "SortExt"]
     assert len(sorts) == 8 and all(op.cell_path.endswith(".mlp.experts") for op in sorts)
     assert all(op.cell_path.split(".")[0] == "model" for op in g)       # nothing at the root
