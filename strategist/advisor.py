@@ -31,7 +31,7 @@ from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
 from .mesh import Hardware, Mesh
 from .ops import FactorRule, Sharding, _sharding
-from .propagate import Anchor, Plan, _cached_rule, _follow, propagate
+from .propagate import Anchor, Plan, _cached_rule, _follow, price_plan, propagate
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
 DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
@@ -395,10 +395,21 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
     """Choose a minimal set of anchors for ``graph`` on ``mesh`` and price the result."""
     rules = rules or load_rules()
 
+    searched: dict = {}        # anchor set -> its unpriced plan: a plan checked by layouts, then priced, is searched once
+
     def run(anchors, price=True):
-        return propagate(graph, mesh, {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors,
-                         use_model_strategies=False, dataset_strategy=dataset_strategy, hardware=hardware,
-                         price=price)
+        anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
+        # the search does not depend on the anchors' order; the plan lists them in the order given
+        key = frozenset((name, id(a)) for name, a in anchors.items())
+        hit = searched.get(key)
+        if hit is None or any(hit.anchors.get(n) is not a for n, a in anchors.items()):
+            hit = searched[key] = propagate(graph, mesh, anchors, use_model_strategies=False,
+                                            dataset_strategy=dataset_strategy, hardware=hardware, price=False)
+        if not price:
+            return hit
+        plan = price_plan(hit)
+        plan.anchors = {n: plan.anchors[n] for n in anchors}
+        return plan
 
     proposed, notes = propose(graph, mesh, rules, boundaries)
     plan = run(proposed, price=False)          # rule 2 reads provenance only

@@ -43,6 +43,7 @@ MindSpore's cost units and in bytes and seconds on a hardware profile.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -274,6 +275,84 @@ def _type_len(spec) -> int:
     return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
 
 
+#: per graph (the most recent few): its adjacency, creation order and TmpIdentity operators, read-only
+_STRUCTURES: dict = {}
+
+
+def _reshape_names(graph: OpGraph) -> frozenset:
+    hit = _STRUCTURES.get(("reshapes", id(graph)))
+    if hit is None or hit[0] is not graph:
+        hit = _STRUCTURES[("reshapes", id(graph))] = (graph, frozenset(op.name for op in graph if op.type in RESHAPES))
+    return hit[1]
+
+
+def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
+    """``(succ, prev, data_prev, created, idents)`` of ``graph``: adjacency in MindSpore's order (successors by
+    consumer creation order, predecessors by input slot), every tensor flowing between two operators
+    (``data_prev``, priced: a superset of the search's edges), the creation order and the TmpIdentity
+    operators (:func:`_tmp_identities`). Shared by every engine over ``graph``: never mutated."""
+    key = (id(graph), dataset, forward)
+    hit = _STRUCTURES.get(key)
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
+    prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+    data_prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+    for op in graph:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "op":
+                e = (x.ref, x.index, slot)
+            elif x.kind == "input" and x.ref in dataset:
+                e = (DATASET, dataset.index(x.ref), slot)
+            else:
+                continue
+            data_prev[op.name].append(e)
+            if x.edge:
+                prev[op.name].append(e)
+                succ[e[0]].append((e[1], op.name, slot))
+    created = creation_order(graph, forward=forward)
+    idents = _tmp_identities(graph, succ, prev, created)
+    # MindSpore creates edges per consumer in creation order: a producer's successors follow it
+    for n, lst in succ.items():
+        lst.sort(key=lambda e: created.get(e[1], 1 << 30))
+    if len(_STRUCTURES) >= 8:
+        _STRUCTURES.clear()
+    out = (succ, prev, data_prev, created, idents)
+    _STRUCTURES[key] = (graph, out)
+    return out
+
+
+def _tmp_identities(graph: OpGraph, succ, prev, created) -> dict[str, Op]:
+    """MindSpore's ``AugmentCostGraph``: a Parameter read by two or more (operator, input) pairs gets a
+    TmpIdentity operator with an edge to each reader. Propagation crosses it: a reader decided
+    backward fixes the parameter's layout, which then reaches the other readers (and counts as
+    a visited input edge of a multi-input reader, so it need not wait for the queue to drain)."""
+    users: dict[str, list[tuple[str, int]]] = {}
+    for op in graph:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "param" and x.spec is not None:
+                users.setdefault(x.ref, []).append((op.name, slot))
+    idents: dict[str, Op] = {}
+    k = len(created)
+    for param, us in users.items():
+        if len(set(us)) < 2:
+            continue
+        name = f"{param}<TmpIdentity>"
+        x = graph.op(us[0][0]).inputs[us[0][1]]
+        idents[name] = Op(name=name, type="TmpIdentity", cell_path="", cell_class="", instance_name=name,
+                          full_name=name, inputs=(x,), outputs=(x.spec,))
+        succ[name] = []
+        created[name] = k
+        k += 1
+        for user, slot in us:
+            prev[user].append((name, 0, slot))
+            succ[name].append((0, user, slot))
+        succ[name].sort(key=lambda e: created.get(e[1], 1 << 30))
+    if DATASET in created:
+        created[DATASET] = max(created[DATASET], k)
+    return idents
+
+
 class _Engine:
     def __init__(self, graph: OpGraph, mesh: Mesh, anchors: dict[str, Anchor], dataset_strategy, hardware,
                  fully_use_devices: bool = False):
@@ -286,11 +365,12 @@ class _Engine:
         self.rules: dict[str, FactorRule] = {}
         self.keys: dict[str, tuple] = {}
         self.slot_index: dict[tuple[str, int], int | None] = {}
-        self.reshapes = frozenset(op.name for op in graph if op.type in RESHAPES)
+        self.reshapes = _reshape_names(graph)
         self.cands: dict[str, list] = {}
         self.chosen: dict[str, OpChoice] = {}
         self.visited: set[str] = set()
         self.waiting: dict[str, int] = {}                 # multi-input ops waiting for their inputs
+        self._waiting_heap: list[tuple[int, str]] = []    # the same by creation order (stale entries skipped)
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
         self._follow_ok = False                           # the neighbour being left has a layout to follow
         self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
@@ -298,62 +378,16 @@ class _Engine:
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
         self._deps: dict | None = None                    # cache entries a memoised choice read
+        self._memo_local: dict = {}                       # memoised choices already checked against that cache
         self._sigs: dict[str, tuple] = {}                 # Reshape -> what its swc list depends on
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
         self.dataset = self._dataset_layouts(dataset_strategy)
-        # adjacency in MindSpore's order: successors by consumer order, predecessors by input slot
-        self.succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
-        self.prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
-        # every tensor that flows between two operators (priced), a superset of the search's edges
-        self.data_prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
-        for op in graph:
-            for slot, x in enumerate(op.inputs):
-                if x.kind == "op":
-                    e = (x.ref, x.index, slot)
-                elif x.kind == "input" and x.ref in self.dataset:
-                    e = (DATASET, list(self.dataset).index(x.ref), slot)
-                else:
-                    continue
-                self.data_prev[op.name].append(e)
-                if x.edge:
-                    self.prev[op.name].append(e)
-                    self.succ[e[0]].append((e[1], op.name, slot))
-        self.created = creation_order(graph, forward=isinstance(dataset_strategy, dict))
-        self.idents: dict[str, Op] = {}
-        self._tmp_identities()
-        # MindSpore creates edges per consumer in creation order: a producer's successors follow it
-        for n, lst in self.succ.items():
-            lst.sort(key=lambda e: self.created.get(e[1], 1 << 30))
-
-    def _tmp_identities(self) -> None:
-        """MindSpore's ``AugmentCostGraph``: a Parameter read by two or more (operator, input) pairs gets a
-        TmpIdentity operator with an edge to each reader. Propagation crosses it: a reader decided
-        backward fixes the parameter's layout, which then reaches the other readers (and counts as
-        a visited input edge of a multi-input reader, so it need not wait for the queue to drain)."""
-        users: dict[str, list[tuple[str, int]]] = {}
-        for op in self.g:
-            for slot, x in enumerate(op.inputs):
-                if x.kind == "param" and x.spec is not None:
-                    users.setdefault(x.ref, []).append((op.name, slot))
-        k = len(self.created)
-        for param, us in users.items():
-            if len(set(us)) < 2:
-                continue
-            name = f"{param}<TmpIdentity>"
-            x = self.g.op(us[0][0]).inputs[us[0][1]]
-            self.idents[name] = Op(name=name, type="TmpIdentity", cell_path="", cell_class="", instance_name=name,
-                                   full_name=name, inputs=(x,), outputs=(x.spec,))
-            self.succ[name] = []
-            self.created[name] = k
-            k += 1
-            for user, slot in us:
-                self.prev[user].append((name, 0, slot))
-                self.succ[name].append((0, user, slot))
-            self.succ[name].sort(key=lambda e: self.created.get(e[1], 1 << 30))
-        if DATASET in self.created:
-            self.created[DATASET] = max(self.created[DATASET], k)
+        # the graph's adjacency, creation order and TmpIdentity operators: the same for every propagation
+        # over this graph (the advisor runs about twenty), so built once
+        st = _structure(graph, tuple(self.dataset), isinstance(dataset_strategy, dict))
+        self.succ, self.prev, self.data_prev, self.created, self.idents = st
 
     def edge_spec(self, src: str, j: int, default=None):
         """The tensor an edge out of ``src``'s output ``j`` prices: its own, but for an up-casting Cast the
@@ -588,6 +622,11 @@ class _Engine:
         """A choice memoised across propagations (repeated layers, the advisor's many runs) together with
         the edge-cost cache entries it read: reused only where this propagation's cache agrees with them
         (MindSpore's cache is shape-blind, so a pair's cost depends on which edge priced it first)."""
+        # this propagation's own memo first: its cache only grows and never changes an entry, so a choice
+        # checked (or computed) against it once stays right for the rest of the propagation
+        mine = self._memo_local.get(mk, self)
+        if mine is not self:
+            return mine
         hit = _CHOICES.get(mk)
         if hit is not None:
             result, deps = hit
@@ -595,6 +634,7 @@ class _Engine:
             if all(cache.get(ck, v) == v for ck, v in deps):
                 for ck, v in deps:
                     cache.setdefault(ck, v)
+                self._memo_local[mk] = result
                 return result
         self._deps = {}
         try:
@@ -602,6 +642,7 @@ class _Engine:
         finally:
             deps, self._deps = self._deps, None
         _CHOICES[mk] = (result, tuple(deps.items()))
+        self._memo_local[mk] = result
         return result
 
     def forward_options(self, name: str, k: int, src: Layout, spec) -> list[tuple[Sharding, tuple]]:
@@ -901,7 +942,10 @@ class _Engine:
                     self._prev(cur, nb, depth, j, slot, root, queue)
             if not self.waiting:
                 return
-            op = min(self.waiting, key=lambda n: self.created.get(n, 1 << 30))
+            heap = self._waiting_heap
+            while heap[0][1] not in self.waiting:
+                heapq.heappop(heap)
+            op = heap[0][1]             # the first waiting operator in creation order
             if op in self.visited or any(self.created[op] > self.created[s] for s in later_seeds[:1]):
                 return
             s, key = self.by_visited_edges(op)
@@ -957,7 +1001,9 @@ class _Engine:
             if k is None:
                 return
             if len(self.visited_edges.get(nb, ())) < len(self.rule(nb).slots):
-                self.waiting.setdefault(nb, depth)
+                if nb not in self.waiting:
+                    self.waiting[nb] = depth
+                    heapq.heappush(self._waiting_heap, (self.created.get(nb, 1 << 30), nb))
                 return
             s, key = self.by_visited_edges(nb)
             self._check_multi_follow(nb)
@@ -1390,6 +1436,20 @@ def _full(layout: Layout) -> Layout:
 
 
 @lru_cache(maxsize=1 << 16)
+def _with_partial(layout: Layout, partial: tuple[int, ...]) -> Layout:
+    """``layout`` holding partial sums over the device axes ``partial`` (one object per pair)."""
+    return Layout(layout.shape, layout.dev_matrix, layout.dims, partial)
+
+
+@lru_cache(maxsize=1 << 16)
+def _grad_layout(grad_partial: tuple[int, ...], layout: Layout) -> Layout:
+    """A consumer's gradient of its input ``layout``: partial over the axes of ``grad_partial`` that do not
+    split the input."""
+    gp = tuple(x for x in grad_partial if all(x not in d for d in layout.dims))
+    return _with_partial(layout, tuple(sorted(gp)))
+
+
+@lru_cache(maxsize=1 << 16)
 def _reshape_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, float]:
     """(communication_without_parameter_, computation_cost_) of a Reshape from ``src`` to ``dst``
     (different shapes) as MindSpore's ReshapeInfo prices its strategies-with-cost, in bytes after its
@@ -1513,10 +1573,22 @@ def _follow(rule: FactorRule, fixed: Layout, k: int, side: str, n: int) -> Shard
         return None
 
 
+class _Sig(tuple):
+    """An operator signature: a tuple that hashes once (it is part of nearly every memo key)."""
+
+    def __new__(cls, items):
+        self = super().__new__(cls, items)
+        self._h = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._h
+
+
 def _op_key(op: Op):
-    return (op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
-                            repr(x.value) if x.kind == "const" else None) for x in op.inputs),
-            tuple(map(str, op.outputs)), repr(sorted(op.attrs.items())))
+    return _Sig((op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
+                                 repr(x.value) if x.kind == "const" else None) for x in op.inputs),
+                 tuple(map(str, op.outputs)), repr(sorted(op.attrs.items()))))
 
 
 _RULES: dict = {}
@@ -1572,6 +1644,8 @@ def clear_caches() -> None:
     _full.cache_clear()
     _norm_key.cache_clear()
     _reshape_cost.cache_clear()
+    _with_partial.cache_clear()
+    _grad_layout.cache_clear()
 
 
 # --------------------------------------------------------------------------------------
@@ -1613,11 +1687,23 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
     eng.shared_parameters()
     eng.defaults()
     if not price:
-        return Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
+        plan = Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
                     [], [], eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
+        plan._engine = eng          # for price_plan: the search's state, to price it later without searching again
+        return plan
     plan = _price(eng)
     plan.dataset_strategy = dataset_strategy
     return plan
+
+
+def price_plan(plan: Plan) -> Plan:
+    """The priced plan of an unpriced one (``propagate(..., price=False)``): the same as propagating again
+    with ``price=True`` (the search is deterministic; pricing reads its result only), without the search."""
+    if plan.priced:
+        return plan
+    out = _price(plan._engine)
+    out.dataset_strategy = plan.dataset_strategy
+    return out
 
 
 def _price(eng: _Engine) -> Plan:
@@ -1648,9 +1734,7 @@ def _price(eng: _Engine) -> Plan:
             if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
                 k = eng.in_index(op.name, slot)
-                gp = tuple(x for x in ch.sharding.grad_partial[k] if all(x not in d for d in b.dims))
-                grads.setdefault((src, j), []).append((len(edges), Layout(b.shape, b.dev_matrix, b.dims,
-                                                                          tuple(sorted(gp)))))
+                grads.setdefault((src, j), []).append((len(edges), _grad_layout(ch.sharding.grad_partial[k], b)))
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, None, dtype, ms.communication, ms.computation,
                                   pf.bytes_sent, pf.seconds, 0.0, 0.0))
     # backward: the gradients of one tensor's consumers are summed where their layouts agree, so
@@ -1694,7 +1778,7 @@ def _price(eng: _Engine) -> Plan:
             if not pa or j >= len(op.outputs) or op.outputs[j] is None:
                 continue
             tl = _type_len(op.outputs[j])
-            r = plan(Layout(out.shape, out.dev_matrix, out.dims, tuple(sorted(pa))), out)
+            r = _cached_plan(_with_partial(out, tuple(sorted(pa))), out)
             p = r.physical(tl, hw)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
@@ -1710,7 +1794,7 @@ def _price(eng: _Engine) -> Plan:
             gp = tuple(a for a in s.grad_partial[k] if all(a not in d for d in lay.dims))
             if not gp:
                 continue
-            r = plan(Layout(lay.shape, lay.dev_matrix, lay.dims, tuple(sorted(gp))), lay)
+            r = _cached_plan(_with_partial(lay, tuple(sorted(gp))), lay)
             p = r.physical(_type_len(x.spec), hw)
             c.grad_bytes += p.bytes_sent
             c.grad_seconds += p.seconds
