@@ -289,10 +289,11 @@ def _reshape_names(graph: OpGraph) -> frozenset:
 
 
 def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
-    """``(succ, prev, data_prev, created, idents)`` of ``graph``: adjacency in MindSpore's order (successors by
-    consumer creation order, predecessors by input slot), every tensor flowing between two operators
-    (``data_prev``, priced: a superset of the search's edges), the creation order and the TmpIdentity
-    operators (:func:`_tmp_identities`). Shared by every engine over ``graph``: never mutated."""
+    """``(succ, prev, data_prev, created, idents, ops, edge_specs)`` of ``graph``: adjacency in MindSpore's order
+    (successors by consumer creation order, predecessors by input slot), every tensor flowing between two
+    operators (``data_prev``, priced: a superset of the search's edges), the creation order, the TmpIdentity
+    operators (:func:`_tmp_identities`), every operator by name, and a memo of :meth:`_Engine.edge_spec`.
+    Shared by every engine over ``graph``: never mutated (but for that memo, a function of the graph)."""
     key = (id(graph), dataset, forward)
     hit = _STRUCTURES.get(key)
     if hit is not None and hit[0] is graph:
@@ -319,7 +320,9 @@ def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
         lst.sort(key=lambda e: created.get(e[1], 1 << 30))
     if len(_STRUCTURES) >= 8:
         _STRUCTURES.clear()
-    out = (succ, prev, data_prev, created, idents)
+    ops = {op.name: op for op in graph}
+    ops.update(idents)
+    out = (succ, prev, data_prev, created, idents, ops, {})
     _STRUCTURES[key] = (graph, out)
     return out
 
@@ -389,13 +392,24 @@ class _Engine:
         # the graph's adjacency, creation order and TmpIdentity operators: the same for every propagation
         # over this graph (the advisor runs about twenty), so built once
         st = _structure(graph, tuple(self.dataset), isinstance(dataset_strategy, dict))
-        self.succ, self.prev, self.data_prev, self.created, self.idents = st
+        self.succ, self.prev, self.data_prev, self.created, self.idents, ops, self._edge_specs = st
+        self.op = ops.__getitem__         # name -> Op, TmpIdentities included (the method, as a dict lookup)
 
     def edge_spec(self, src: str, j: int, default=None):
         """The tensor an edge out of ``src``'s output ``j`` prices: its own, but for an up-casting Cast the
         Cast's input: MindSpore prices the redistribution after a float16 -> float32 Cast at 2 bytes per
         element (measured on the Megatron anchors' loss: every candidate's edge cost is half of float32's),
         and after a float32 -> float16 Cast at 2 as well (random net 374)."""
+        if default is not None:
+            return self._edge_spec(src, j, default)
+        k = (src, j)
+        try:
+            return self._edge_specs[k]        # a function of the graph: shared by its propagations
+        except KeyError:
+            out = self._edge_specs[k] = self._edge_spec(src, j, None)
+            return out
+
+    def _edge_spec(self, src: str, j: int, default):
         if src == DATASET:
             return self.g.inputs[list(self.dataset)[j]]
         op = self.op(src)
@@ -404,10 +418,6 @@ class _Engine:
                 and _type_len(op.inputs[0].spec) < _type_len(out):
             return op.inputs[0].spec
         return out
-
-    def op(self, name: str) -> Op:
-        ident = self.idents.get(name)
-        return ident if ident is not None else self.g.op(name)
 
     # -- per-op helpers ---------------------------------------------------------------
     def rule(self, name: str) -> FactorRule:
