@@ -56,7 +56,7 @@ from .errors import PropagationError, StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost,
+from .ops import (BATCH_PARALLEL_COST, COMPUTE_TYPES, FactorRule, Sharding, _sharding, candidates, computation_cost,
                   output_partial, partition_num, reshape_layout, rule_for, shard, shard_layout, swc_strategies,
                   training_flops)
 from .redistribution import Redistribution, plan, refine_cost
@@ -1743,14 +1743,27 @@ def price_plan(plan: Plan) -> Plan:
     return out
 
 
-def _price(eng: _Engine) -> Plan:
-    g, hw = eng.g, eng.hw
-    # gradients flow back only into tensors that depend on a trainable Parameter
+def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]]:
+    """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), and per
+    input whether it is a trainable Parameter. A function of the graph, kept with its structure."""
+    hit = _STRUCTURES.get(("grad", id(g)))
+    if hit is not None and hit[0] is g:
+        return hit[1]
     needs_grad: dict[str, bool] = {}
+    grads_on: dict[str, tuple[bool, ...]] = {}
     for op in g:
         needs_grad[op.name] = any(
             (x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad))
             or (x.kind == "op" and needs_grad.get(x.ref, False)) for x in op.inputs)
+        grads_on[op.name] = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
+                                  for x in op.inputs)
+    _STRUCTURES[("grad", id(g))] = (g, (needs_grad, grads_on))
+    return needs_grad, grads_on
+
+
+def _price(eng: _Engine) -> Plan:
+    g, hw = eng.g, eng.hw
+    needs_grad, grads_on_of = _grad_flow(g)
     edges: list[EdgeCost] = []
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
@@ -1798,8 +1811,7 @@ def _price(eng: _Engine) -> Plan:
         s = ch.sharding
         if s is None:
             continue
-        grads_on = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
-                         for x in op.inputs)
+        grads_on = grads_on_of[op.name]
         pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw))
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
@@ -1855,7 +1867,7 @@ def _price(eng: _Engine) -> Plan:
     flops = {}
     for op in g:
         s = eng.chosen[op.name].sharding
-        if s is not None:
+        if s is not None and op.type in COMPUTE_TYPES:       # the others count no FLOPs
             f = training_flops(op, eng.rule(op.name), s)
             if f:
                 flops[op.name] = f
