@@ -8,9 +8,15 @@ each, and the 80/10 time ratio. Targets: 80 layers in <= 2 s of propagation; 80/
 import argparse
 import os
 import resource
+import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# this checkout's strategist, not the one installed in .venv (an editable install of another tree), and
+# bench/mindformers.py off sys.path (it would shadow the mindformers package)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, ROOT)
 os.environ.setdefault("GLOG_v", "4")
 
 ANCHORS = os.path.join(ROOT, "examples", "llama_megatron_dp8_tp8.yaml")

@@ -6,8 +6,13 @@ MindSpore's cost and the physical cost on the Atlas 800T A2 profile.
 """
 import argparse
 import math
+import os
 import random
+import sys
 import time
+
+# this checkout's strategist, not the one installed in .venv (an editable install of another tree)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from strategist.layout import Layout
 from strategist.mesh import load_hardware

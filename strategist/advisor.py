@@ -31,7 +31,7 @@ from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
 from .mesh import Hardware, Mesh
 from .ops import FactorRule, Sharding, _sharding
-from .propagate import Anchor, Plan, _cached_rule, _follow, propagate
+from .propagate import Anchor, Plan, _cached_rule, _follow, no_cyclic_gc, price_plan, propagate
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
 DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
@@ -419,12 +419,28 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
 def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries: dict[str, str] | None = None,
            hardware: Hardware | None = None, dataset_strategy="data_parallel") -> Advice:
     """Choose a minimal set of anchors for ``graph`` on ``mesh`` and price the result."""
+    with no_cyclic_gc():        # some twenty propagations: see no_cyclic_gc
+        return _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy)
+
+
+def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advice:
     rules = rules or load_rules()
 
+    searched: dict = {}        # anchor set -> its unpriced plan: a plan checked by layouts, then priced, is searched once
+
     def run(anchors, price=True):
-        return propagate(graph, mesh, {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors,
-                         use_model_strategies=False, dataset_strategy=dataset_strategy, hardware=hardware,
-                         price=price)
+        anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
+        # the search does not depend on the anchors' order; the plan lists them in the order given
+        key = frozenset((name, id(a)) for name, a in anchors.items())
+        hit = searched.get(key)
+        if hit is None or any(hit.anchors.get(n) is not a for n, a in anchors.items()):
+            hit = searched[key] = propagate(graph, mesh, anchors, use_model_strategies=False,
+                                            dataset_strategy=dataset_strategy, hardware=hardware, price=False)
+        if not price:
+            return hit
+        plan = price_plan(hit)
+        plan.anchors = {n: plan.anchors[n] for n in anchors}
+        return plan
 
     proposed, notes = propose(graph, mesh, rules, boundaries)
     plan = run(proposed, price=False)          # rule 2 reads provenance only
@@ -492,7 +508,8 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
                                                           graph.op(groups[k][0].op).topo_index)),
                             "minimality checks"):
         members = groups[key]
-        trial = [c for c in keep if c not in members]
+        gone = {id(c) for c in members}        # (Choice equality compares every field: slow, and same op = same group)
+        trial = [c for c in keep if id(c) not in gone]
         try:
             q = run(trial, price=False) if trial else baseline
         except PropagationError as err:

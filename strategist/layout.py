@@ -46,6 +46,19 @@ class Layout:
             split = math.prod(self.dev_matrix[a] for a in d)
             if n % split:
                 raise StrategyError(f"dimension {i} of size {n} cannot be split {split} ways")
+        # layouts key most of propagation's caches: hash once (the value the dataclass' own __hash__ gives)
+        object.__setattr__(self, "_hash", hash((self.shape, self.dev_matrix, self.dims, self.partial)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._hash == other._hash and self.shape == other.shape and self.dev_matrix == other.dev_matrix \
+            and self.dims == other.dims and self.partial == other.partial
 
     @property
     def device_num(self) -> int:

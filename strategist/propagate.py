@@ -43,6 +43,9 @@ MindSpore's cost units and in bytes and seconds on a hardware profile.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -53,7 +56,7 @@ from .errors import PropagationError, StrategyError
 from .graph import DTYPE_BYTES, Op, OpGraph, ShardLayout
 from .layout import Layout, squeeze
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost,
+from .ops import (BATCH_PARALLEL_COST, COMPUTE_TYPES, FactorRule, Sharding, _sharding, candidates, computation_cost,
                   output_partial, partition_num, reshape_layout, rule_for, shard, shard_layout, swc_strategies,
                   training_flops)
 from .redistribution import Redistribution, plan, refine_cost
@@ -274,6 +277,87 @@ def _type_len(spec) -> int:
     return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
 
 
+#: per graph (the most recent few): its adjacency, creation order and TmpIdentity operators, read-only
+_STRUCTURES: dict = {}
+
+
+def _reshape_names(graph: OpGraph) -> frozenset:
+    hit = _STRUCTURES.get(("reshapes", id(graph)))
+    if hit is None or hit[0] is not graph:
+        hit = _STRUCTURES[("reshapes", id(graph))] = (graph, frozenset(op.name for op in graph if op.type in RESHAPES))
+    return hit[1]
+
+
+def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
+    """``(succ, prev, data_prev, created, idents, ops, edge_specs)`` of ``graph``: adjacency in MindSpore's order
+    (successors by consumer creation order, predecessors by input slot), every tensor flowing between two
+    operators (``data_prev``, priced: a superset of the search's edges), the creation order, the TmpIdentity
+    operators (:func:`_tmp_identities`), every operator by name, and a memo of :meth:`_Engine.edge_spec`.
+    Shared by every engine over ``graph``: never mutated (but for that memo, a function of the graph)."""
+    key = (id(graph), dataset, forward)
+    hit = _STRUCTURES.get(key)
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
+    prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+    data_prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+    for op in graph:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "op":
+                e = (x.ref, x.index, slot)
+            elif x.kind == "input" and x.ref in dataset:
+                e = (DATASET, dataset.index(x.ref), slot)
+            else:
+                continue
+            data_prev[op.name].append(e)
+            if x.edge:
+                prev[op.name].append(e)
+                succ[e[0]].append((e[1], op.name, slot))
+    created = creation_order(graph, forward=forward)
+    idents = _tmp_identities(graph, succ, prev, created)
+    # MindSpore creates edges per consumer in creation order: a producer's successors follow it
+    for n, lst in succ.items():
+        lst.sort(key=lambda e: created.get(e[1], 1 << 30))
+    if len(_STRUCTURES) >= 8:
+        _STRUCTURES.clear()
+    ops = {op.name: op for op in graph}
+    ops.update(idents)
+    out = (succ, prev, data_prev, created, idents, ops, {})
+    _STRUCTURES[key] = (graph, out)
+    return out
+
+
+def _tmp_identities(graph: OpGraph, succ, prev, created) -> dict[str, Op]:
+    """MindSpore's ``AugmentCostGraph``: a Parameter read by two or more (operator, input) pairs gets a
+    TmpIdentity operator with an edge to each reader. Propagation crosses it: a reader decided
+    backward fixes the parameter's layout, which then reaches the other readers (and counts as
+    a visited input edge of a multi-input reader, so it need not wait for the queue to drain)."""
+    users: dict[str, list[tuple[str, int]]] = {}
+    for op in graph:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "param" and x.spec is not None:
+                users.setdefault(x.ref, []).append((op.name, slot))
+    idents: dict[str, Op] = {}
+    k = len(created)
+    for param, us in users.items():
+        if len(set(us)) < 2:
+            continue
+        name = f"{param}<TmpIdentity>"
+        x = graph.op(us[0][0]).inputs[us[0][1]]
+        idents[name] = Op(name=name, type="TmpIdentity", cell_path="", cell_class="", instance_name=name,
+                          full_name=name, inputs=(x,), outputs=(x.spec,))
+        succ[name] = []
+        created[name] = k
+        k += 1
+        for user, slot in us:
+            prev[user].append((name, 0, slot))
+            succ[name].append((0, user, slot))
+        succ[name].sort(key=lambda e: created.get(e[1], 1 << 30))
+    if DATASET in created:
+        created[DATASET] = max(created[DATASET], k)
+    return idents
+
+
 class _Engine:
     def __init__(self, graph: OpGraph, mesh: Mesh, anchors: dict[str, Anchor], dataset_strategy, hardware,
                  fully_use_devices: bool = False):
@@ -286,11 +370,12 @@ class _Engine:
         self.rules: dict[str, FactorRule] = {}
         self.keys: dict[str, tuple] = {}
         self.slot_index: dict[tuple[str, int], int | None] = {}
-        self.reshapes = frozenset(op.name for op in graph if op.type in RESHAPES)
+        self.reshapes = _reshape_names(graph)
         self.cands: dict[str, list] = {}
         self.chosen: dict[str, OpChoice] = {}
         self.visited: set[str] = set()
         self.waiting: dict[str, int] = {}                 # multi-input ops waiting for their inputs
+        self._waiting_heap: list[tuple[int, str]] = []    # the same by creation order (stale entries skipped)
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
         self._follow_ok = False                           # the neighbour being left has a layout to follow
         self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
@@ -298,68 +383,33 @@ class _Engine:
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
         self._deps: dict | None = None                    # cache entries a memoised choice read
+        self._memo_local: dict = {}                       # memoised choices already checked against that cache
         self._sigs: dict[str, tuple] = {}                 # Reshape -> what its swc list depends on
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
         self.dataset = self._dataset_layouts(dataset_strategy)
-        # adjacency in MindSpore's order: successors by consumer order, predecessors by input slot
-        self.succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
-        self.prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
-        # every tensor that flows between two operators (priced), a superset of the search's edges
-        self.data_prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
-        for op in graph:
-            for slot, x in enumerate(op.inputs):
-                if x.kind == "op":
-                    e = (x.ref, x.index, slot)
-                elif x.kind == "input" and x.ref in self.dataset:
-                    e = (DATASET, list(self.dataset).index(x.ref), slot)
-                else:
-                    continue
-                self.data_prev[op.name].append(e)
-                if x.edge:
-                    self.prev[op.name].append(e)
-                    self.succ[e[0]].append((e[1], op.name, slot))
-        self.created = creation_order(graph, forward=isinstance(dataset_strategy, dict))
-        self.idents: dict[str, Op] = {}
-        self._tmp_identities()
-        # MindSpore creates edges per consumer in creation order: a producer's successors follow it
-        for n, lst in self.succ.items():
-            lst.sort(key=lambda e: self.created.get(e[1], 1 << 30))
-
-    def _tmp_identities(self) -> None:
-        """MindSpore's ``AugmentCostGraph``: a Parameter read by two or more (operator, input) pairs gets a
-        TmpIdentity operator with an edge to each reader. Propagation crosses it: a reader decided
-        backward fixes the parameter's layout, which then reaches the other readers (and counts as
-        a visited input edge of a multi-input reader, so it need not wait for the queue to drain)."""
-        users: dict[str, list[tuple[str, int]]] = {}
-        for op in self.g:
-            for slot, x in enumerate(op.inputs):
-                if x.kind == "param" and x.spec is not None:
-                    users.setdefault(x.ref, []).append((op.name, slot))
-        k = len(self.created)
-        for param, us in users.items():
-            if len(set(us)) < 2:
-                continue
-            name = f"{param}<TmpIdentity>"
-            x = self.g.op(us[0][0]).inputs[us[0][1]]
-            self.idents[name] = Op(name=name, type="TmpIdentity", cell_path="", cell_class="", instance_name=name,
-                                   full_name=name, inputs=(x,), outputs=(x.spec,))
-            self.succ[name] = []
-            self.created[name] = k
-            k += 1
-            for user, slot in us:
-                self.prev[user].append((name, 0, slot))
-                self.succ[name].append((0, user, slot))
-            self.succ[name].sort(key=lambda e: self.created.get(e[1], 1 << 30))
-        if DATASET in self.created:
-            self.created[DATASET] = max(self.created[DATASET], k)
+        # the graph's adjacency, creation order and TmpIdentity operators: the same for every propagation
+        # over this graph (the advisor runs about twenty), so built once
+        st = _structure(graph, tuple(self.dataset), isinstance(dataset_strategy, dict))
+        self.succ, self.prev, self.data_prev, self.created, self.idents, ops, self._edge_specs = st
+        self.op = ops.__getitem__         # name -> Op, TmpIdentities included (the method, as a dict lookup)
 
     def edge_spec(self, src: str, j: int, default=None):
         """The tensor an edge out of ``src``'s output ``j`` prices: its own, but for an up-casting Cast the
         Cast's input: MindSpore prices the redistribution after a float16 -> float32 Cast at 2 bytes per
         element (measured on the Megatron anchors' loss: every candidate's edge cost is half of float32's),
         and after a float32 -> float16 Cast at 2 as well (random net 374)."""
+        if default is not None:
+            return self._edge_spec(src, j, default)
+        k = (src, j)
+        try:
+            return self._edge_specs[k]        # a function of the graph: shared by its propagations
+        except KeyError:
+            out = self._edge_specs[k] = self._edge_spec(src, j, None)
+            return out
+
+    def _edge_spec(self, src: str, j: int, default):
         if src == DATASET:
             return self.g.inputs[list(self.dataset)[j]]
         op = self.op(src)
@@ -368,10 +418,6 @@ class _Engine:
                 and _type_len(op.inputs[0].spec) < _type_len(out):
             return op.inputs[0].spec
         return out
-
-    def op(self, name: str) -> Op:
-        ident = self.idents.get(name)
-        return ident if ident is not None else self.g.op(name)
 
     # -- per-op helpers ---------------------------------------------------------------
     def rule(self, name: str) -> FactorRule:
@@ -588,6 +634,11 @@ class _Engine:
         """A choice memoised across propagations (repeated layers, the advisor's many runs) together with
         the edge-cost cache entries it read: reused only where this propagation's cache agrees with them
         (MindSpore's cache is shape-blind, so a pair's cost depends on which edge priced it first)."""
+        # this propagation's own memo first: its cache only grows and never changes an entry, so a choice
+        # checked (or computed) against it once stays right for the rest of the propagation
+        mine = self._memo_local.get(mk, self)
+        if mine is not self:
+            return mine
         hit = _CHOICES.get(mk)
         if hit is not None:
             result, deps = hit
@@ -595,6 +646,7 @@ class _Engine:
             if all(cache.get(ck, v) == v for ck, v in deps):
                 for ck, v in deps:
                     cache.setdefault(ck, v)
+                self._memo_local[mk] = result
                 return result
         self._deps = {}
         try:
@@ -602,6 +654,7 @@ class _Engine:
         finally:
             deps, self._deps = self._deps, None
         _CHOICES[mk] = (result, tuple(deps.items()))
+        self._memo_local[mk] = result
         return result
 
     def forward_options(self, name: str, k: int, src: Layout, spec) -> list[tuple[Sharding, tuple]]:
@@ -901,7 +954,10 @@ class _Engine:
                     self._prev(cur, nb, depth, j, slot, root, queue)
             if not self.waiting:
                 return
-            op = min(self.waiting, key=lambda n: self.created.get(n, 1 << 30))
+            heap = self._waiting_heap
+            while heap[0][1] not in self.waiting:
+                heapq.heappop(heap)
+            op = heap[0][1]             # the first waiting operator in creation order
             if op in self.visited or any(self.created[op] > self.created[s] for s in later_seeds[:1]):
                 return
             s, key = self.by_visited_edges(op)
@@ -957,7 +1013,9 @@ class _Engine:
             if k is None:
                 return
             if len(self.visited_edges.get(nb, ())) < len(self.rule(nb).slots):
-                self.waiting.setdefault(nb, depth)
+                if nb not in self.waiting:
+                    self.waiting[nb] = depth
+                    heapq.heappush(self._waiting_heap, (self.created.get(nb, 1 << 30), nb))
                 return
             s, key = self.by_visited_edges(nb)
             self._check_multi_follow(nb)
@@ -1403,6 +1461,20 @@ def _full(layout: Layout) -> Layout:
 
 
 @lru_cache(maxsize=1 << 16)
+def _with_partial(layout: Layout, partial: tuple[int, ...]) -> Layout:
+    """``layout`` holding partial sums over the device axes ``partial`` (one object per pair)."""
+    return Layout(layout.shape, layout.dev_matrix, layout.dims, partial)
+
+
+@lru_cache(maxsize=1 << 16)
+def _grad_layout(grad_partial: tuple[int, ...], layout: Layout) -> Layout:
+    """A consumer's gradient of its input ``layout``: partial over the axes of ``grad_partial`` that do not
+    split the input."""
+    gp = tuple(x for x in grad_partial if all(x not in d for d in layout.dims))
+    return _with_partial(layout, tuple(sorted(gp)))
+
+
+@lru_cache(maxsize=1 << 16)
 def _reshape_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, float]:
     """(communication_without_parameter_, computation_cost_) of a Reshape from ``src`` to ``dst``
     (different shapes) as MindSpore's ReshapeInfo prices its strategies-with-cost, in bytes after its
@@ -1526,10 +1598,22 @@ def _follow(rule: FactorRule, fixed: Layout, k: int, side: str, n: int) -> Shard
         return None
 
 
+class _Sig(tuple):
+    """An operator signature: a tuple that hashes once (it is part of nearly every memo key)."""
+
+    def __new__(cls, items):
+        self = super().__new__(cls, items)
+        self._h = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._h
+
+
 def _op_key(op: Op):
-    return (op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
-                            repr(x.value) if x.kind == "const" else None) for x in op.inputs),
-            tuple(map(str, op.outputs)), repr(sorted(op.attrs.items())))
+    return _Sig((op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
+                                 repr(x.value) if x.kind == "const" else None) for x in op.inputs),
+                 tuple(map(str, op.outputs)), repr(sorted(op.attrs.items()))))
 
 
 _RULES: dict = {}
@@ -1585,9 +1669,29 @@ def clear_caches() -> None:
     _full.cache_clear()
     _norm_key.cache_clear()
     _reshape_cost.cache_clear()
+    _with_partial.cache_clear()
+    _grad_layout.cache_clear()
 
 
 # --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def no_cyclic_gc():
+    """Pause Python's cyclic garbage collector (reference counting still frees everything acyclic).
+
+    Propagation allocates hundreds of thousands of small tuples, layouts and choices, nearly all
+    acyclic; each allocation burst triggers a collection that walks every tracked object, MindSpore's
+    and the graph's included: a third of ``advise``'s time on the 80-layer LLaMA shape went there (more
+    after a MindSpore compile in the same process), for about two thousand cyclic objects collected."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
@@ -1603,6 +1707,12 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
 
     >>> plan = propagate(graph, Mesh.parse("dp=2,tp=4"), {"fc1.matmul": ((2, 1), (1, 4))})  # doctest: +SKIP
     """
+    with no_cyclic_gc():
+        return _propagate(graph, mesh, anchors, use_model_strategies, dataset_strategy, hardware, price,
+                          fully_use_devices)
+
+
+def _propagate(graph, mesh, anchors, use_model_strategies, dataset_strategy, hardware, price, fully_use_devices):
     all_anchors: dict[str, Anchor] = dict(model_anchors(graph)) if use_model_strategies else {}
     for name, a in (anchors or {}).items():
         if name not in graph:
@@ -1626,22 +1736,52 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
     eng.shared_parameters()
     eng.defaults()
     if not price:
-        incons = list({(t[0], t[1]): t for t in reversed(eng.inconsistent)}.values())[::-1]
-        return Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
+        seen, incons = set(), []
+        for t in eng.inconsistent:        # as _price lists them: the advisor's rule 2 reads them unpriced
+            if (t[0], t[1]) not in seen:
+                seen.add((t[0], t[1]))
+                incons.append(t)
+        plan = Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
                     [], incons, eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
+        plan._engine = eng          # for price_plan: the search's state, to price it later without searching again
+        return plan
     plan = _price(eng)
     plan.dataset_strategy = dataset_strategy
     return plan
 
 
-def _price(eng: _Engine) -> Plan:
-    g, hw = eng.g, eng.hw
-    # gradients flow back only into tensors that depend on a trainable Parameter
+def price_plan(plan: Plan) -> Plan:
+    """The priced plan of an unpriced one (``propagate(..., price=False)``): the same as propagating again
+    with ``price=True`` (the search is deterministic; pricing reads its result only), without the search."""
+    if plan.priced:
+        return plan
+    with no_cyclic_gc():
+        out = _price(plan._engine)
+    out.dataset_strategy = plan.dataset_strategy
+    return out
+
+
+def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]]:
+    """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), and per
+    input whether it is a trainable Parameter. A function of the graph, kept with its structure."""
+    hit = _STRUCTURES.get(("grad", id(g)))
+    if hit is not None and hit[0] is g:
+        return hit[1]
     needs_grad: dict[str, bool] = {}
+    grads_on: dict[str, tuple[bool, ...]] = {}
     for op in g:
         needs_grad[op.name] = any(
             (x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad))
             or (x.kind == "op" and needs_grad.get(x.ref, False)) for x in op.inputs)
+        grads_on[op.name] = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
+                                  for x in op.inputs)
+    _STRUCTURES[("grad", id(g))] = (g, (needs_grad, grads_on))
+    return needs_grad, grads_on
+
+
+def _price(eng: _Engine) -> Plan:
+    g, hw = eng.g, eng.hw
+    needs_grad, grads_on_of = _grad_flow(g)
     edges: list[EdgeCost] = []
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
@@ -1662,9 +1802,7 @@ def _price(eng: _Engine) -> Plan:
             if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
                 k = eng.in_index(op.name, slot)
-                gp = tuple(x for x in ch.sharding.grad_partial[k] if all(x not in d for d in b.dims))
-                grads.setdefault((src, j), []).append((len(edges), Layout(b.shape, b.dev_matrix, b.dims,
-                                                                          tuple(sorted(gp)))))
+                grads.setdefault((src, j), []).append((len(edges), _grad_layout(ch.sharding.grad_partial[k], b)))
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, None, dtype, ms.communication, ms.computation,
                                   pf.bytes_sent, pf.seconds, 0.0, 0.0))
     # backward: the gradients of one tensor's consumers are summed where their layouts agree, so
@@ -1691,8 +1829,7 @@ def _price(eng: _Engine) -> Plan:
         s = ch.sharding
         if s is None:
             continue
-        grads_on = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
-                         for x in op.inputs)
+        grads_on = grads_on_of[op.name]
         pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw))
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
@@ -1708,7 +1845,7 @@ def _price(eng: _Engine) -> Plan:
             if not pa or j >= len(op.outputs) or op.outputs[j] is None:
                 continue
             tl = _type_len(op.outputs[j])
-            r = plan(Layout(out.shape, out.dev_matrix, out.dims, tuple(sorted(pa))), out)
+            r = _cached_plan(_with_partial(out, tuple(sorted(pa))), out)
             p = r.physical(tl, hw)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
@@ -1724,7 +1861,7 @@ def _price(eng: _Engine) -> Plan:
             gp = tuple(a for a in s.grad_partial[k] if all(a not in d for d in lay.dims))
             if not gp:
                 continue
-            r = plan(Layout(lay.shape, lay.dev_matrix, lay.dims, tuple(sorted(gp))), lay)
+            r = _cached_plan(_with_partial(lay, tuple(sorted(gp))), lay)
             p = r.physical(_type_len(x.spec), hw)
             c.grad_bytes += p.bytes_sent
             c.grad_seconds += p.seconds
@@ -1748,7 +1885,7 @@ def _price(eng: _Engine) -> Plan:
     flops = {}
     for op in g:
         s = eng.chosen[op.name].sharding
-        if s is not None:
+        if s is not None and op.type in COMPUTE_TYPES:       # the others count no FLOPs
             f = training_flops(op, eng.rule(op.name), s)
             if f:
                 flops[op.name] = f

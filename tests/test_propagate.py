@@ -273,3 +273,59 @@ def test_layout_anchor_on_gather_is_refused_as_mindspore_does(graph_of):
         propagate(g, mesh, {"model.tok_embeddings.gather": Anchor("model.tok_embeddings.gather", None, lay)})
     p = propagate(g, mesh, {"model.tok_embeddings.gather": ((4, 1), (2, 1))})
     assert p.strategy("model.tok_embeddings.gather") == ((4, 1), (2, 1))
+
+
+# --- speed without changing a result ------------------------------------------------------
+
+@pytest.mark.parametrize("target, kwargs, anchors", [
+    (ST + "DocsFFN", (), {}),
+    ("examples/llama.py:tiny", (), {"model.layers.*.attention.wq.matmul": ((2, 1), (1, 4)),
+                                    "model.layers.*.feed_forward.w2.matmul": ((2, 4), (4, 1))}),
+])
+def test_pricing_an_unpriced_plan_is_propagating_priced(graph_of, target, kwargs, anchors):
+    """The advisor searches each anchor set once and prices the unpriced plan when it needs its cost."""
+    import fnmatch
+    from strategist.propagate import price_plan
+    g = graph_of(target, *kwargs)
+    expanded = {op.name: s for pat, s in anchors.items() for op in g if fnmatch.fnmatchcase(op.name, pat)}
+    unpriced = propagate(g, MESH, expanded, hardware=HW, dataset_strategy=FB, price=False)
+    later = price_plan(unpriced)
+    now = propagate(g, MESH, expanded, hardware=HW, dataset_strategy=FB)
+    assert later.priced and later.totals() == now.totals() and later.flops == now.flops
+    assert json.dumps(plan_dict(later), sort_keys=True) == json.dumps(plan_dict(now), sort_keys=True)
+    assert list(later.anchors) == list(now.anchors)
+
+
+def test_propagation_pauses_the_cyclic_gc_and_restores_it():
+    import gc
+    from strategist.propagate import no_cyclic_gc
+    assert gc.isenabled()
+    with no_cyclic_gc():
+        assert not gc.isenabled()
+        with no_cyclic_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()          # the inner pause does not end the outer one
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with no_cyclic_gc():
+            pass
+        assert not gc.isenabled()          # left as the caller had it
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError), no_cyclic_gc():
+        raise ValueError
+    assert gc.isenabled()
+
+
+def test_layouts_hash_once_as_their_fields_do():
+    import pickle
+    from strategist.layout import Layout
+    a = Layout((8, 4), (2, 4), ((0,), (1,)))
+    b = Layout((8, 4), (2, 4), ((0,), (1,)))
+    assert a == b and a is not b and hash(a) == hash(b) == hash(((8, 4), (2, 4), ((0,), (1,)), ()))
+    assert a != Layout((8, 4), (2, 4), ((1,), (0,))) and a != Layout((8, 4), (2, 2, 2), ((0,), (1,)))
+    c = Layout((8, 4), (2, 4), ((0,), ()))
+    assert c != Layout((8, 4), (2, 4), ((0,), ()), (1,))
+    assert a != ((8, 4), (2, 4), ((0,), (1,)), ()) and len({a, b}) == 1
+    assert pickle.loads(pickle.dumps(a)) == a and hash(pickle.loads(pickle.dumps(a))) == hash(a)
