@@ -174,8 +174,9 @@ class Op:
     out_strategy: tuple | None = None
     in_layout: tuple[ShardLayout, ...] | None = None
     out_layout: tuple[ShardLayout, ...] | None = None
-    source: str | None = None   # "path/to/model.py:42": where the primitive is created
+    source: str | None = None   # "path/to/model.py:42": where the primitive is created (or, not held, called)
     topo_index: int = 0
+    held: bool = True           # the primitive is a Cell attribute (``self.<instance_name>``), not a functional call
 
     @property
     def params(self) -> dict[int, str]:
@@ -900,7 +901,7 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
             out_layout=_layouts(attrs["out_layout"]) if "out_layout" in attrs else None,
             source=(_source_of(cell_objs.get(path), inst) if explicit[n.name] or not calls
                     else calls.get(n.full_name) or _source_of(cell_objs.get(path), inst)),
-            topo_index=idx,
+            topo_index=idx, held=bool(explicit[n.name]),
         )
         ops.append(op)
     # fill tuple-output shapes seen only through TupleGetItem

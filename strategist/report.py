@@ -325,11 +325,13 @@ def advice_dict(advice) -> dict:
             "op": c.op, "type": ch.op.type, "rule": c.rule, "template": c.template, "why": c.why,
             "needed": c.needed, "source": ch.op.source, "cell_class": ch.op.cell_class,
             "strategy": [list(s) for s in ch.strategy],
-            "shard_tuple": f"self.{ch.op.instance_name}.shard({tup})",
+            # a functional or tensor-method call has no attribute to call shard() on: no shard() line
+            "held": ch.op.held,
+            "shard_tuple": f"self.{ch.op.instance_name}.shard({tup})" if ch.op.held else None,
             "tuple_equivalent": tuple_ok,
             # MindSpore 2.9 refuses a Layout on some operators (Gather): only the tuple is offered there
             "shard_layout": f"self.{ch.op.instance_name}.shard({lay})" if lay and ch.op.type not in LAYOUT_REJECTED
-            else None,
+            and ch.op.held else None,
         })
     configs = {}
     for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
@@ -388,7 +390,11 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     for a in d["anchors"]:
         out.append(f"{'- ' if markdown else ''}{a['op']} ({a['type']}, rule {a['rule']}: {a['why']})")
         out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
-        if a["shard_layout"]:
+        if not a["held"]:
+            out.append(f"    a functional or tensor-method call, not a primitive its Cell holds: no shard() line to "
+                       f"write; strategy {strategy_text(tuple(tuple(x) for x in a['strategy']))} (hold the primitive "
+                       f"as an attribute to configure it, or use the anchors file)")
+        elif a["shard_layout"]:
             out.append(f"    {d['layout_declaration']};  {a['shard_layout']}")
         if not a["shard_layout"]:
             out.append(f"    {a['shard_tuple']}" + ("" if a["tuple_equivalent"] else

@@ -118,6 +118,12 @@ def locate(advice, prune: bool = False) -> Location:
         if s is None:
             unresolved.append(f"{c.op}: no source line for its primitive (created outside a Cell's __init__?)")
             continue
+        if not op.held:
+            # a functional or tensor-method call: its Cell holds no primitive attribute to call shard() on
+            unresolved.append(f"{c.op}: a functional call at {_short(s.file)}:{s.line}, not a primitive its Cell "
+                              f"holds; configure it by hand (e.g. hold the primitive as an attribute, or shard "
+                              f"the calling Cell) with {strategy_text(anchored[c.op].strategy)}")
+            continue
         key = (s.file, s.line, s.instance)
         if key in done:
             continue
