@@ -1159,8 +1159,14 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
         raise ModelLoadError(f"layer {t} of the extracted graph is not contiguous: cannot replicate it")
     last = layers - 1
 
+    names = {op.name for op in ops}
+
     def ref_in(x: Input, lo, hi, d) -> Input:
         if x.kind == "op":
+            if lo == t - 1 and lo >= 0 and _shift(x.ref, lo, lo, 1) not in names and _shift(x.ref, lo, lo, 1) != x.ref:
+                # an operator of layer t-1 that layer t has no counterpart of: computed once and shared by the
+                # layers after it (MindSpore's CSE keeps one rotary cos/sin, in the first layer), not per layer
+                return x
             return dataclasses.replace(x, ref=_shift(x.ref, lo, hi, d))
         if x.kind == "param":
             return dataclasses.replace(x, ref=_shift(x.ref, lo, hi, d))

@@ -113,14 +113,14 @@ def test_replicated_layers_equal_a_full_extraction():
     full, fi = load_mindformers(QWEN3, replicate=False, **opts)
     rep, ri = load_mindformers(QWEN3, **opts)            # default for a model without MoE: replicate
     assert (fi.extracted_layers, ri.extracted_layers, ri.layers) == (4, 2, 4)
-    assert len(full) == len(rep) == 309
+    assert len(full) == len(rep) == 295             # MindSpore's CSE: one rotary cos/sin for every layer
     assert full.ops == rep.ops                            # names, types, inputs, shapes, scopes, order
     assert full.params == rep.params and full.cells == rep.cells and full.outputs == rep.outputs
     assert sorted(full.nx.edges(data="in_slot")) == sorted(rep.nx.edges(data="in_slot"))
     for mode in ("semi_auto", "propagation"):
         a = expert_strategies(QWEN3, "dp=2,tp=4", mode, graph=full, **opts)
         b = expert_strategies(QWEN3, "dp=2,tp=4", mode, graph=rep, **opts)
-        assert dict(a) == dict(b) and len(a) == {"semi_auto": 165, "propagation": 64}[mode]
+        assert dict(a) == dict(b) and len(a) == {"semi_auto": 156, "propagation": 64}[mode]
         assert sorted(a.unmapped) == sorted(b.unmapped)
 
 
@@ -139,7 +139,11 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     # where two searches meet before FlashAttention, its bnsd Transpose (rule 2, consumer side) -- + the head,
     # the vocabulary-parallel embedding and its companion Transpose
     assert fast["a"].anchors == full["a"].anchors == 20
-    assert fast["a"].agreed == fast["a"].total
+    # the labels' mask (NotEqual, shared by the loss and the mask since MindSpore's CSE merges them) stays
+    # replicated where the experts split it by dp: 3 operators, 112 KiB
+    assert [d.op for d in fast["a"].disagreements] == [
+        "model.preprocess_labels_and_masks.not_equal", "model.preprocess_labels_and_masks.cast#1",
+        "model.preprocess_labels_and_masks.mul"]
     assert dict(fast["a"].plan.anchors) == dict(full["a"].plan.anchors)
     assert fast["a"].totals == full["a"].totals
     assert fast["a"].agreed == full["a"].agreed
