@@ -66,7 +66,7 @@ from .stdsort import std_sort
 DATASET = "<dataset>"
 RESHAPES = frozenset({"Reshape"})
 #: operators whose Layout-form strategy MindSpore 2.9 refuses (measured: vector::_M_range_check)
-LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})
+LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})      # completed below with NO_LAYOUT_INIT
 #: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 #: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
@@ -79,6 +79,9 @@ OWN_LAYOUT_INFER = frozenset({"Transpose", "MatMul", "BatchMatMul"})
 #: follow-the-neighbour candidate for them, and nothing to follow after them
 NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
                             "ReduceMax", "ReduceMin", "ReduceProd", "ReduceAll", "ReduceAny", "SumExt", "MeanExt"})
+#: ... and a Layout anchor on them fails the same way (measured: ResNet-50's pool, a ReduceMean configured with
+#: a Layout: "operator ReduceMeanInfo33 SetCostUnderLayout failed"): only the tuple form is offered
+LAYOUT_REJECTED = LAYOUT_REJECTED | NO_LAYOUT_INIT
 
 
 @dataclass(frozen=True)
@@ -877,8 +880,9 @@ class _Engine:
         if op.type in RESHAPES:
             raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
         if anchor.layouts is not None and op.type in LAYOUT_REJECTED:
+            why = "vector::_M_range_check" if op.type in ("Gather", "GatherV2") else "SetCostUnderLayout failed"
             raise StrategyError(f"{name}: MindSpore 2.9 rejects a Layout strategy on {op.type} (its compile fails "
-                                f"with vector::_M_range_check); give the tuple form, e.g. {self._tuple_hint(anchor)}")
+                                f"with {why}); give the tuple form, e.g. {self._tuple_hint(anchor)}")
         rule = self.rule(name)
         mk = ("seed", self.key(name), anchor.strategy, anchor.layouts, anchor.out_strategy, anchor.out_layouts, self.n)
         s = _CHOICES.get(mk)
