@@ -290,10 +290,9 @@ def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh) -> Ch
     table split only over every device for 1-D ids, so the table's tp split exists only as an anchor; its
     own search then decides the layouts after it, and without this companion it hands the decoder a
     replicated batch. The pair is kept or dropped together."""
-    readers = [o for o in graph if any(x.kind == "op" and x.ref == op.name for x in o.inputs)]
+    readers = [graph.op(n) for n in graph.nx.successors(op.name)]
     while len(readers) == 1 and readers[0].type in ("Reshape", "Cast"):
-        nxt = readers[0].name
-        readers = [o for o in graph if any(x.kind == "op" and x.ref == nxt for x in o.inputs)]
+        readers = [graph.op(n) for n in graph.nx.successors(readers[0].name)]
     if len(readers) != 1 or readers[0].type != "Transpose":
         return None
     t = readers[0]

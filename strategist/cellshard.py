@@ -25,7 +25,6 @@ from .graph import Input, Op, OpGraph
 @dataclasses.dataclass
 class ShardCalls:
     cells: "weakref.WeakKeyDictionary" = dataclasses.field(default_factory=weakref.WeakKeyDictionary)
-    functions: list = dataclasses.field(default_factory=list)     # names of sharded plain functions
     wrappers: "weakref.WeakSet" = dataclasses.field(default_factory=weakref.WeakSet)   # their Cells
 
 
@@ -64,7 +63,6 @@ def recording():
         if isinstance(fn, nn.Cell):
             calls.cells[fn] = (in_strategy, out_strategy)
             return fn
-        calls.functions.append(getattr(fn, "__qualname__", repr(fn)))
         cell = _sharded_function_cell()(fn)
         calls.cells[cell] = (in_strategy, out_strategy)
         calls.wrappers.add(cell)

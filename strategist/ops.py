@@ -731,39 +731,8 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
     free = [f for f in (rule.enum or rule.factors)
             if f not in rule.unsplittable and any(f in t for t in rule.strategy_rows)]
     csizes = dict(rule.cand_sizes)
-
-    def cand_size(f):
-        return csizes[f] if f in csizes else rule.factor_size(f)
-
-    odd, pow2 = device_num, 1
-    while odd % 2 == 0:
-        odd //= 2
-        pow2 *= 2
-    out: list[dict] = []
-
-    def rec(i, budget, cur):
-        if i == len(free):
-            if budget == 1 or not fully_use_devices:
-                out.append(dict(cur))
-            return
-        x = 1
-        while x <= budget:
-            if budget % x == 0 and cand_size(free[i]) % x == 0:
-                cur[free[i]] = x
-                rec(i + 1, budget // x, cur)
-            x *= 2
-        cur.pop(free[i], None)
-
-    rec(0, pow2, {})
-    if odd > 1:
-        extra = []
-        for c in out:
-            for f in free:
-                if cand_size(f) % (c.get(f, 1) * odd) == 0:
-                    extra.append({**c, f: c.get(f, 1) * odd})
-        out = extra + [{}]
-    if not out:
-        out = [{}]
+    sizes = [csizes[f] if f in csizes else rule.factor_size(f) for f in free]
+    out = [dict(zip(free, c)) for c in _enumerate_splits(sizes, device_num, fully_use_devices)] or [{}]
     strategies = []
     for c in out:
         strategies.append(tuple(tuple(c.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows))
@@ -778,6 +747,37 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
     return uniq
 
 
+def _enumerate_splits(sizes: list[int], device_num: int, fully_use_devices: bool,
+                      keep_unsplit: bool = False) -> list[list[int]]:
+    """MindSpore's enumeration of splits over ``sizes``, in its order and with its duplicates: each size takes
+    powers of two (1, 2, 4, ...) dividing it and the remaining power-of-two budget, the first size outermost;
+    with ``fully_use_devices`` only splits using the whole budget (and, with ``keep_unsplit``, the all-ones
+    one too, as ``GenerateStrategiesForIndependentInputs`` keeps it). For ``device_num = 2^p * q`` (q odd) the
+    power-of-two part is enumerated, one size at a time takes the factor ``q``, and all-ones is added."""
+    odd, pow2 = device_num, 1
+    while odd % 2 == 0:
+        odd //= 2
+        pow2 *= 2
+    out: list[list[int]] = []
+
+    def rec(i, budget, cur):
+        if i == len(sizes):
+            if not fully_use_devices or budget == 1 or (keep_unsplit and budget == pow2):
+                out.append(cur)
+            return
+        x = 1
+        while x <= budget:
+            if budget % x == 0 and sizes[i] % x == 0:
+                rec(i + 1, budget // x, cur + [x])
+            x *= 2
+
+    rec(0, pow2, [])
+    if odd > 1:
+        out = [c[:k] + [c[k] * odd] + c[k + 1:] for c in out for k, n in enumerate(sizes) if n % (c[k] * odd) == 0]
+        out.append([1] * len(sizes))
+    return out
+
+
 def _independent_inputs(shapes, device_num: int, fully_use_devices: bool) -> list[tuple[tuple[int, ...], ...]]:
     """MindSpore's ``GenerateStrategiesForIndependentInputs`` (operator_info.cc) over every dim of every
     shape in ``shapes`` (all splittable), duplicates and order as MindSpore lists them."""
@@ -790,35 +790,7 @@ def _independent_inputs(shapes, device_num: int, fully_use_devices: bool) -> lis
             i += len(s)
         return tuple(out)
 
-    def base(dev):
-        res = []
-
-        def rec(i, n, cur):
-            if i == len(dims):
-                prod = math.prod(cur)
-                if (prod <= dev) if not fully_use_devices else (prod == 1 or prod == dev):
-                    res.append(unflat(cur))
-                return
-            x = 1
-            while x <= n:
-                if n % x == 0 and dims[i] % x == 0:
-                    rec(i + 1, n // x, cur + [x])
-                x *= 2
-        rec(0, dev, [])
-        return res
-
-    if device_num & (device_num - 1) == 0:
-        return base(device_num)
-    pow2 = device_num - (device_num & (device_num - 1))
-    q = device_num // pow2
-    out = []
-    for stra in base(pow2):
-        flat = [x for s in stra for x in s]
-        for k, n in enumerate(dims):
-            if n % (flat[k] * q) == 0:
-                out.append(unflat(flat[:k] + [flat[k] * q] + flat[k + 1:]))
-    out.append(unflat([1] * len(dims)))
-    return out
+    return [unflat(c) for c in _enumerate_splits(dims, device_num, fully_use_devices, keep_unsplit=True)]
 
 
 def swc_strategies(op: Op, device_num: int, rule: FactorRule | None = None,

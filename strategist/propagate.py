@@ -65,8 +65,6 @@ from .stdsort import std_sort
 
 DATASET = "<dataset>"
 RESHAPES = frozenset({"Reshape"})
-#: operators whose Layout-form strategy MindSpore 2.9 refuses (measured: vector::_M_range_check)
-LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"})      # completed below with NO_LAYOUT_INIT
 #: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 #: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
@@ -79,9 +77,10 @@ OWN_LAYOUT_INFER = frozenset({"Transpose", "MatMul", "BatchMatMul"})
 #: follow-the-neighbour candidate for them, and nothing to follow after them
 NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
                             "ReduceMax", "ReduceMin", "ReduceProd", "ReduceAll", "ReduceAny", "SumExt", "MeanExt"})
-#: ... and a Layout anchor on them fails the same way (measured: ResNet-50's pool, a ReduceMean configured with
-#: a Layout: "operator ReduceMeanInfo33 SetCostUnderLayout failed"): only the tuple form is offered
-LAYOUT_REJECTED = LAYOUT_REJECTED | NO_LAYOUT_INIT
+#: operators whose Layout-form strategy MindSpore 2.9 refuses: Gather (vector::_M_range_check), and those it
+#: cannot initialise from a layout at all (measured: ResNet-50's pool, a ReduceMean configured with a Layout:
+#: "operator ReduceMeanInfo33 SetCostUnderLayout failed"); only the tuple form is offered
+LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"}) | NO_LAYOUT_INIT
 
 
 @dataclass(frozen=True)
@@ -970,6 +969,13 @@ class _Engine:
             del self.waiting[op]
             queue.append((op, 0))
 
+    def inconsistencies(self) -> list[tuple[str, str, float]]:
+        """The edges where searches met with a redistribution, once each (the first record kept)."""
+        seen: dict[tuple[str, str], tuple[str, str, float]] = {}
+        for t in self.inconsistent:
+            seen.setdefault((t[0], t[1]), t)
+        return list(seen.values())
+
     def _check(self, a: Layout | None, b: Layout | None, spec, edge: tuple[str, str]) -> None:
         if edge[0] in self.idents or edge[1] in self.idents:
             return
@@ -1740,13 +1746,9 @@ def _propagate(graph, mesh, anchors, use_model_strategies, dataset_strategy, har
     eng.shared_parameters()
     eng.defaults()
     if not price:
-        seen, incons = set(), []
-        for t in eng.inconsistent:        # as _price lists them: the advisor's rule 2 reads them unpriced
-            if (t[0], t[1]) not in seen:
-                seen.add((t[0], t[1]))
-                incons.append(t)
+        # the inconsistencies too: the advisor's rule 2 reads them unpriced
         plan = Plan(graph, mesh, hardware, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in graph}, [], {},
-                    [], incons, eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
+                    [], eng.inconsistencies(), eng.warnings, {}, priced=False, dataset_strategy=dataset_strategy)
         plan._engine = eng          # for price_plan: the search's state, to price it later without searching again
         return plan
     plan = _price(eng)
@@ -1881,11 +1883,7 @@ def _price(eng: _Engine) -> Plan:
         ra, rb = eng.chosen[e.src].provenance.root if e.src in eng.chosen else DATASET, eng.chosen[e.dst].provenance.root
         if ra and rb and ra != rb and (ra in eng.anchors or ra == DATASET) and rb in eng.anchors:
             conflicts.append(Conflict(e.src, e.dst, (ra, rb), e.ms_communication, e.seconds))
-    seen, incons = set(), []
-    for t in eng.inconsistent:
-        if (t[0], t[1]) not in seen:
-            seen.add((t[0], t[1]))
-            incons.append(t)
+    incons = eng.inconsistencies()
     flops = {}
     for op in g:
         s = eng.chosen[op.name].sharding
