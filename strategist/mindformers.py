@@ -870,23 +870,28 @@ def _by_params(graph, readers, cell, op_type):
     return res
 
 
+def _origin(out: Experts) -> str:
+    from .propagate import SEMI_AUTO
+    return SEMI_AUTO if out.mode == "semi_auto" else "mindformers"
+
+
 def _add(graph, out: Experts, op, st, where, n, in_layouts=None, out_layouts=None):
     """Record ``op``'s expert strategy, adapted to the tp=1 graph where it must be (each adaptation exact)."""
     if op.type == "Cast":
         return      # MindSpore ignores Cast strategies
     if in_layouts is not None:
         anchor = Anchor(op.name, None, tuple(in_layouts), None, tuple(out_layouts) if out_layouts else None,
-                        origin="mindformers")
+                        origin=_origin(out))
     elif st.get("in_layout") is not None:
         lays = _to_layouts(st["in_layout"])
         if lays is None:
             out.notes.append(f"{where}: layouts for tuple inputs on {op.name} ({op.type}); skipped")
             return
-        anchor = Anchor(op.name, None, lays, None, _to_layouts(st.get("out_layout")), origin="mindformers")
+        anchor = Anchor(op.name, None, lays, None, _to_layouts(st.get("out_layout")), origin=_origin(out))
     else:
         rows = tuple(tuple(r) for r in st["in_strategy"])
         outs = tuple(tuple(r) for r in st["out_strategy"]) if st.get("out_strategy") else None
-        anchor = Anchor(op.name, rows, None, outs, None, origin="mindformers")
+        anchor = Anchor(op.name, rows, None, outs, None, origin=_origin(out))
     first = None
     for cand, how in _variants(op, anchor):
         try:

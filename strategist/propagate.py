@@ -81,6 +81,9 @@ NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWi
 #: cannot initialise from a layout at all (measured: ResNet-50's pool, a ReduceMean configured with a Layout:
 #: "operator ReduceMeanInfo33 SetCostUnderLayout failed"); only the tuple form is offered
 LAYOUT_REJECTED = frozenset({"Gather", "GatherV2"}) | NO_LAYOUT_INIT
+#: the origin of an anchor set in semi_auto_parallel mode, where every operator is configured and MindSpore
+#: takes a Layout on the operators above (their refusal is the propagation's SetCostUnderLayout)
+SEMI_AUTO = "mindformers semi_auto"
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,9 @@ class Anchor:
     layouts: tuple[ShardLayout, ...] | None = None
     out_strategy: tuple | None = None
     out_layouts: tuple[ShardLayout, ...] | None = None
-    origin: str = "user"          # "user" (anchors file / advisor) or "model" (shard() in the source)
+    origin: str = "user"          # "user" (anchors file / advisor), "model" (shard() in the source),
+    #                               "mindformers" (a MindFormers sharding_propagation() anchor) or
+    #                               SEMI_AUTO (a MindFormers shard() read in semi_auto_parallel mode)
 
     def describe(self) -> str:
         if self.layouts is not None:
@@ -878,7 +883,7 @@ class _Engine:
         op = self.op(name)
         if op.type in RESHAPES:
             raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
-        if anchor.layouts is not None and op.type in LAYOUT_REJECTED:
+        if anchor.layouts is not None and op.type in LAYOUT_REJECTED and anchor.origin != SEMI_AUTO:
             why = "vector::_M_range_check" if op.type in ("Gather", "GatherV2") else "SetCostUnderLayout failed"
             raise StrategyError(f"{name}: MindSpore 2.9 rejects a Layout strategy on {op.type} (its compile fails "
                                 f"with {why}); give the tuple form, e.g. {self._tuple_hint(anchor)}")

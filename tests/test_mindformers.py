@@ -181,7 +181,8 @@ def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.ci_sample) if f == "deepseek3" else f
+                                    for f in FAMILIES])
 def test_family_graph_and_semi_auto_experts(family, tmp_path, monkeypatch):
     from strategist.mindformers import _import_mindformers
     from strategist.propagate import propagate
@@ -209,6 +210,10 @@ def test_family_graph_and_semi_auto_experts(family, tmp_path, monkeypatch):
     emb = _by_type(g, ex, "Embedding")
     assert emb and all(_splits(a) == ((1,), (2, 1)) for a in emb.values())
     assert any("ids' split dropped" in n for n in ex.notes)
+    # MLA's kv Tile is configured with a Layout, which semi_auto takes (only the propagation's
+    # SetCostUnderLayout refuses it): kept as written
+    if family == "deepseek3":
+        assert any(a.layouts is not None for a in _by_type(g, ex, "Tile").values())
     # the anchors are usable as they are
     plan = propagate(g, Mesh.parse("dp=2,tp=2"), dict(ex), use_model_strategies=False)
     assert plan.totals()["total_bytes"] > 0
