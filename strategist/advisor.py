@@ -31,7 +31,7 @@ from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
 from .mesh import Hardware, Mesh
 from .ops import FactorRule, Sharding, _sharding
-from .propagate import Anchor, Plan, _cached_rule, _follow, no_cyclic_gc, price_plan, propagate
+from .propagate import Anchor, Plan, _cached_rule, _follow, _same, no_cyclic_gc, price_plan, propagate
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
 DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
@@ -443,6 +443,39 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
 
     proposed, notes = propose(graph, mesh, rules, boundaries)
     plan = run(proposed, price=False)          # rule 2 reads provenance only
+    n_before = len(proposed)
+    # rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
+    # strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
+    # follows the largest such input; it would otherwise gather that tensor whole (MTP's loss on
+    # vocabulary-parallel logits)
+    anchored = {c.op for c in proposed}
+    for op in graph:
+        if op.name in anchored or op.type in ("Reshape", "Flatten", "Cast") \
+                or op.type in rules.categories.get("dimension_changing", ()) \
+                or plan.choices[op.name].provenance.direction != "default":
+            continue
+        rule = _cached_rule(op)
+        best = None
+        for slot, x in enumerate(op.inputs):
+            if x.kind != "op" or x.spec is None or slot not in rule.slots or x.ref not in plan.choices:
+                continue
+            src = plan.choices[x.ref]
+            if src.provenance.direction == "default" or x.index >= len(src.outputs):
+                continue
+            size = math.prod(x.spec.shape)
+            if best is None or size > best[0]:
+                best = (size, slot, src.outputs[x.index])
+        if best is None:
+            continue
+        s = _follow(rule, best[2], rule.slots.index(best[1]), "in", mesh.size)
+        if s is None or s.dev_matrix != mesh.shape:
+            continue
+        anchored.add(op.name)
+        proposed.append(Choice(op.name, "2 dimension", "follow_input",
+                               "operator no search reaches, on a tensor a search decided: anchored to follow its "
+                               "largest such input instead of gathering it", anchor_of(op.name, s, mesh, op.type)))
+    if len(proposed) > n_before:
+        plan = run(proposed, price=False)
     # rule 2: dimension-changing operators propagation reached with a redistribution, or not at all
     anchored = {c.op for c in proposed}
     for op in graph:
@@ -451,12 +484,16 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
             continue
         ch = plan.choices[op.name]
         p = ch.provenance
-        if p.direction not in ("default",) and p.cost == 0:
-            continue
         src = next((x for x in op.inputs if x.kind == "op"), None)
         if src is None:
             continue
         lay = plan.choices[src.ref].outputs[src.index] if src.index < len(plan.choices[src.ref].outputs) else None
+        # reached over its own edge with a redistribution, or over another edge (a backward search from a
+        # consumer) leaving a redistribution on its input: a reduction gathering what it could reduce locally
+        met = p.cost > 0 or (lay is not None and ch.inputs and ch.inputs[0] is not None
+                             and lay.shape == ch.inputs[0].shape and not _same(lay, ch.inputs[0]))
+        if p.direction not in ("default",) and not met:
+            continue
         s = _follow(_cached_rule(op), lay, 0, "in", mesh.size) if lay is not None else None
         if s is None or s.dev_matrix != mesh.shape:
             continue
