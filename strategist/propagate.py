@@ -1881,6 +1881,31 @@ def _price(eng: _Engine) -> Plan:
         _PRICES[pk] = (eng.key(op.name), s, hw, c if c.bytes else None)
         if c.bytes:
             op_costs[op.name] = c
+    # a Reshape whose output layout is not its input's data (MindSpore's ReshapeInfo picks the pair from its
+    # producer's and consumer's candidates): the redistribution inside it, into the input-shape layout of
+    # what it hands on, and the reverse for the gradient
+    for op in g:
+        if op.type not in RESHAPES:
+            continue
+        ch = eng.chosen[op.name]
+        if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
+            continue
+        a = ch.inputs[0]
+        inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
+        if a.shape != inp.shape or _same(a, inp):
+            continue
+        tl = _type_len(op.inputs[0].spec)
+        c = OpCost()
+        p = _cached_plan(a, inp).physical(tl, hw)
+        c.fwd_bytes, c.fwd_seconds, steps = p.bytes_sent, p.seconds, list(p.steps)
+        if needs_grad.get(op.name):
+            p = _cached_plan(inp, a).physical(tl, hw)
+            c.fwd_bytes += p.bytes_sent
+            c.fwd_seconds += p.seconds
+            steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+        c.steps = tuple(steps)
+        if c.bytes:
+            op_costs[op.name] = c
     conflicts = []
     for e in edges:
         if not e.forward.has_communication:
