@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .errors import PropagationError, RulesError
+from .errors import PropagationError, RulesError, StrategyError
 from .yamlio import compose_file
 from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
@@ -588,7 +588,7 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
                 Anchor(name, ch.sharding.strategy, origin="semi")
     try:
         semi = run(semi_anchors)
-    except PropagationError as err:     # MindSpore would refuse this configuration: compare with the advice
+    except (PropagationError, StrategyError) as err:   # MindSpore would refuse it: compare with the advice
         notes.append(f"configuring every operator as the advice's plan fails in MindSpore's search ({err}); "
                      f"that column repeats the advice")
         semi = final

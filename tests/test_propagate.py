@@ -329,3 +329,19 @@ def test_layouts_hash_once_as_their_fields_do():
     assert c != Layout((8, 4), (2, 4), ((0,), ()), (1,))
     assert a != ((8, 4), (2, 4), ((0,), (1,)), ()) and len({a, b}) == 1
     assert pickle.loads(pickle.dumps(a)) == a and hash(pickle.loads(pickle.dumps(a))) == hash(a)
+
+
+def test_a_reshape_that_gathers_inside_pays_for_it(graph_of):
+    """A Reshape whose output layout is not its input's data redistributes inside itself (MindSpore's
+    ReshapeInfo takes its input layout from the producer and its output layout from a consumer). dp=4: the
+    ReLU's rows split 4 ways, the ReduceSum's [512] 2 ways; the Reshape between them gathers pairs of
+    devices: each holds 2 of the 8 rows (2 x 64 fp32 = 512 B) and receives its partner's 512 B. No
+    gradient flows (no Parameter), so only the forward AllGather is paid, once."""
+    g = graph_of(os.path.join(MODELS, "propagation.py:ReshapeGather"))
+    p = propagate(g, Mesh.parse("dp=4"), {"relu": ((4, 1),), "mul": ((1,), (1,)), "sum": ((2,),)},
+                  hardware=HW, dataset_strategy=FB)
+    ch = p.choices["reshape"]
+    assert ch.inputs[0].split(0) == 4 and ch.outputs[0].split(0) == 2
+    c = p.op_costs["reshape"]
+    assert c.fwd_bytes == 512 and [s[0].split("(")[0] for s in c.steps] == ["AllGather"]
+    assert sum(e.fwd_bytes for e in p.edges if "reshape" in (e.src, e.dst) and e.dst != "mul") == 0

@@ -256,10 +256,12 @@ def test_llama_repeated_layers_several_files(tmp_path):
     assert patch.count("+        self.w2.matmul.shard(((8, 8), (8, 1)))\n") == 1
     assert "model.layers.0.attention.wq: not anchored" in r.stderr
     subprocess.run(["git", "apply", "--check", "-R", str(tmp_path / "l.patch")], cwd=repo, check=True)  # applied
-    mod = _import(str(repo / "llama.py"), "llama_applied")
+    for m in ("common", "attention"):       # an earlier test may have imported the unpatched examples
+        sys.modules.pop(m, None)
     from mindspore.nn.utils import no_init_parameters
     sys.path.insert(0, str(repo))
     try:
+        mod = _import(str(repo / "llama.py"), "llama_applied")
         with no_init_parameters():
             net = mod.llama2_70b(layers=2, batch=8)
     finally:
@@ -338,3 +340,25 @@ def test_mindformers_qwen3_copy(tmp_path):
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for op, st in advised.items():
         assert op in got and got[op] is not None and tuple(tuple(s) for s in got[op]) == st, (op, got.get(op), st)
+
+
+def test_mindformers_target_method_only_where_the_class_runs_it():
+    """MindFormers classes get their strategies in sharding_propagation(); a class that neither defines nor
+    calls it (MindFormers' CrossEntropyLoss configures in __init__, in every mode) gets the edit where it
+    configures the primitive, not a method nothing calls."""
+    from mindspore import nn  # noqa: F401  (Mesh import chain)
+    from strategist.mesh import Mesh
+    from strategist.source.edit import edit_source
+    from strategist.source.locate import Placement, Strategy
+    code = ("class Loss:\n    def __init__(self, config):\n        self.mul2 = Mul().shard(((1,), (1,)))\n\n\n"
+            "class Attn:\n    def __init__(self, config):\n        self.mul = Mul()\n"
+            "        if config.sp:\n            self.sharding_propagation(config)\n")
+    mesh = Mesh.parse("dp=2,tp=4")
+    s = Strategy("x", ((2,), (2,)), True, None, ((("dp",),), (("dp",),)))
+    new, _ = edit_source(code, [Placement("f", None, 3, "mul2", s), Placement("f", None, 8, "mul", s)], [], mesh,
+                         target="sharding_propagation")
+    assert "        self.mul2 = Mul().shard(((2,), (2,)))\n" in new
+    assert new.count("def sharding_propagation") == 1          # Attn's, which its __init__ calls
+    assert new.index("def sharding_propagation") > new.index("class Attn")
+    assert "            self.sharding_propagation(config)\n\n    def sharding_propagation(self, config):\n" \
+           "        self.mul.shard(((2,), (2,)))\n" in new

@@ -363,10 +363,16 @@ def test_llama_two_layers_megatron_anchors_match_everything(tmp_path):
 @pytest.mark.slow
 def test_layout_on_gather_mindspore_rejects(tmp_path):
     from strategist.verify import mindspore_plan
+    # the example's anchors with the embedding's Gather in Layout form (the example writes the tuple)
+    with open(os.path.join(EXAMPLES, "llama_megatron_dp8_tp8.yaml")) as f:
+        text = f.read().replace("model.tok_embeddings.gather: [[8, 1], [8, 1]]",
+                                "model.tok_embeddings.gather:\n  layout: [[tp, None], [dp, None]]")
+    assert "layout: [[tp, None]" in text
+    anchors = tmp_path / "anchors.yaml"
+    anchors.write_text(text)
     with pytest.raises(VerifyError, match="MindSpore rejected.*_M_range_check"):
         mindspore_plan(os.path.join(EXAMPLES, "llama.py") + ":llama2_70b", "dp=8,tp=8",
-                       kwargs=["layers=1", "batch=8"], dataset_strategy="full_batch",
-                       strategies=os.path.join(EXAMPLES, "llama_megatron_dp8_tp8.yaml"))
+                       kwargs=["layers=1", "batch=8"], dataset_strategy="full_batch", strategies=str(anchors))
 
 
 @pytest.mark.slow

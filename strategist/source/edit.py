@@ -181,7 +181,10 @@ class _Rewriter(cst.CSTTransformer):
             return updated
         body = list(updated.body.body)
         for m in extra:
-            body.append(cst.parse_statement(m))
+            meth = cst.parse_statement(m)
+            if body:        # a blank line between methods
+                meth = meth.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            body.append(meth)
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
 
@@ -265,6 +268,17 @@ def _walk(node):
         stack.extend(reversed(list(n.children)))
 
 
+def _uses_method(klass: cst.ClassDef, name: str) -> bool:
+    """Does the class define method ``name`` or call ``self.<name>(...)``?"""
+    for n in _walk(klass):
+        if isinstance(n, cst.FunctionDef) and n.name.value == name and n in klass.body.body:
+            return True
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == name \
+                and isinstance(n.func.value, cst.Name) and n.func.value.value == "self":
+            return True
+    return False
+
+
 def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh, *,
                 target: str | None = None, recorded: dict[tuple[int, str], tuple] | None = None,
                 path: str = "<source>") -> tuple[str, list[str]]:
@@ -307,10 +321,10 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             node = parents.get(node)
         return node
 
-    def scope_values(klass, fn, before):
+    def scope_values(klass, fn, before, tgt=None):
         rec = {inst: s for (ln, inst), s in recorded.items() if pos[klass].start.line <= ln <= pos[klass].end.line}
         values = _infer_values(klass, rec)
-        if target and fn is not None:
+        if tgt and fn is not None:
             values.update(_config_values(fn, mesh))
         visible = _method_scope(fn, before) if fn is not None else set()
         return {k: v for k, v in values.items() if k in visible}
@@ -339,7 +353,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             if stmt is None:
                 raise SourceEditError(f"{path}:{pl.line}: expected self.{first} = ... in class {kname}")
             fn = enclosing_fn(stmt)
-            sc = scope_values(klass, fn, stmt)
+            sc = scope_values(klass, fn, stmt, target)
             text, lay = render(pl, mesh, sc)
             target_name = f"{pl.via}.{pl.instance}"
             body = parents[stmt].body
@@ -354,21 +368,24 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             plan.needs_layout_import |= lay
             notes.append(f"{kname}: self.{target_name}.shard({text})")
             continue
-        # class-level: where the class configures this primitive today
+        # class-level: where the class configures this primitive today. A MindFormers class that neither
+        # defines nor calls the target method (CrossEntropyLoss configures in __init__ in every mode): a new
+        # method would never run, so the strategy goes where the class configures the primitive
+        tgt = target if target and _uses_method(klass, target) else None
         calls = [n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
                  and _shard_call_of(n, pl.instance) is not None]
-        if target:   # MindFormers: only the target method's own calls count
+        if tgt:   # MindFormers: only the target method's own calls count
             calls = [n for n in calls if getattr(enclosing_fn(n), "name", None) is not None
-                     and enclosing_fn(n).name.value == target]
+                     and enclosing_fn(n).name.value == tgt]
         assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
                        and pos[n].start.line == pl.line and _assign_to(n, pl.instance)), None)
-        if target and not calls:
-            fn = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == target), None)
-            text, lay = render(pl, mesh, scope_values(klass, fn, None) if fn is not None else {})
+        if tgt and not calls:
+            fn = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == tgt), None)
+            text, lay = render(pl, mesh, scope_values(klass, fn, None, tgt) if fn is not None else {})
             lines = ([layout_decl(mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
             if fn is None:
-                sig = "(self, config)" if target == "sharding_propagation" else "(self, config=None)"
-                meth = f"def {target}{sig}:\n" + "".join(f"    {ln}\n" for ln in lines)
+                sig = "(self, config)" if tgt == "sharding_propagation" else "(self, config=None)"
+                meth = f"def {tgt}{sig}:\n" + "".join(f"    {ln}\n" for ln in lines)
                 cur = new_methods.setdefault(id(klass), [])
                 cur.append(meth) if not cur else None
                 if cur and cur[0] != meth:  # several instances into one new method: merge their lines
@@ -385,13 +402,13 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                 if len(fn.body.body) == 1 and _is_pass(last) and lines:
                     plan.remove.add(id(last))
             plan.needs_layout_import |= lay
-            notes.append(f"{kname}.{target}: self.{pl.instance}.shard({text})")
+            notes.append(f"{kname}.{tgt}: self.{pl.instance}.shard({text})")
             continue
         if calls:
             fn = enclosing_fn(calls[-1])
             direct = [c for c in calls if parents.get(c) is (fn.body if fn else None)]
             anchor_stmt = direct[0] if direct else top_stmt(calls[-1], fn)
-            sc = scope_values(klass, fn, anchor_stmt)
+            sc = scope_values(klass, fn, anchor_stmt, tgt)
             text, lay = render(pl, mesh, sc)
             body = fn.body.body
             if direct:
@@ -414,7 +431,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
         if assign is None:
             raise SourceEditError(f"{path}:{pl.line}: expected self.{pl.instance} = ... in class {kname}")
         fn = enclosing_fn(assign)
-        sc = scope_values(klass, fn, assign)
+        sc = scope_values(klass, fn, assign, tgt)
         text, lay = render(pl, mesh, sc)
         a = assign.body[0]
         chained = _chained_shard(a.value)

@@ -160,3 +160,20 @@ class ShardedFunction(nn.Cell):
 
     def construct(self, x, y):
         return self.f(ops.exp(x), ops.sin(y), self.w) * 2.0
+
+
+class ReshapeGather(nn.Cell):
+    """A row-split ReLU, flattened by a Reshape, read by a replicated Mul: the rows are gathered once,
+    before, inside or after the Reshape."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu = ops.ReLU()
+        self.reshape = ops.Reshape()
+        self.mul = ops.Mul()
+        self.sum = ops.ReduceSum()
+        self.example_inputs = {"x": "float32[8,64]", "y": "float32[512]"}
+
+    def construct(self, x, y):
+        z = self.reshape(self.relu(x), (512,))
+        return self.mul(z, y), self.sum(z)
