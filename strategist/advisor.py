@@ -31,7 +31,9 @@ from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
 from .mesh import Hardware, Mesh
 from .ops import FactorRule, Sharding, _sharding
-from .propagate import Anchor, Plan, _cached_rule, _follow, _same, no_cyclic_gc, price_plan, propagate
+from .plan import Anchor, Plan
+from .propagate import price_plan, propagate
+from .search import _cached_rule, _follow, _same, no_cyclic_gc
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
 DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
@@ -124,7 +126,7 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh) -> S
 def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
     """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh (the tuple form for
     operators MindSpore refuses a Layout on, such as Gather)."""
-    from .propagate import LAYOUT_REJECTED
+    from .search import LAYOUT_REJECTED
     if op_type in LAYOUT_REJECTED:
         return Anchor(name, s.strategy, origin="advisor")
     n = len(mesh.shape)
@@ -608,7 +610,7 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
     No propagation per call (MindFormers models have hundreds): the advised plan already says what every
     operator gets without the model's calls, so each call's own sharding is just compared with it."""
     from .ops import shard, shard_layout
-    from .propagate import _same, model_anchors
+    from .plan import model_anchors
     out = []
     advised = {c.op for c in keep}
     for name, a in model_anchors(graph).items():

@@ -20,7 +20,7 @@ import yaml
 from .errors import RulesError
 from .graph import OpGraph, ShardLayout
 from .mesh import Mesh
-from .propagate import Anchor
+from .plan import Anchor
 from .yamlio import compose_file
 
 
@@ -68,7 +68,7 @@ def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
     from .errors import StrategyError
     from .ops import shard, shard_layout
-    from .propagate import RESHAPES, _cached_rule
+    from .search import RESHAPES, _cached_rule
     op = graph.op(anchor.op)
     try:
         if op.type in RESHAPES:

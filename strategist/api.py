@@ -5,7 +5,8 @@ from .anchors import load_anchors
 from .errors import StrategistError
 from .loader import load_graph
 from .mesh import Mesh, load_hardware
-from .propagate import Plan, propagate
+from .plan import Plan
+from .propagate import propagate
 
 
 def parse_dataset_strategy(text):

@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from .errors import StrategistError
 from .graph import OpGraph
 from .mesh import Mesh, load_hardware
-from .propagate import Plan, _same, propagate
+from .plan import Plan
+from .propagate import propagate
+from .search import _same
 
 DEFAULT_DATASET = "full_batch"
 _LAYER_RE = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")

@@ -39,7 +39,7 @@ from typing import Any
 from .errors import InputSpecError, ModelLoadError, StrategyError
 from .graph import OpGraph, ShardLayout, TensorSpec, extract
 from .mesh import Mesh
-from .propagate import Anchor
+from .plan import Anchor
 
 PREFIX = "mindformers:"
 
@@ -871,7 +871,7 @@ def _by_params(graph, readers, cell, op_type):
 
 
 def _origin(out: Experts) -> str:
-    from .propagate import SEMI_AUTO
+    from .plan import SEMI_AUTO
     return SEMI_AUTO if out.mode == "semi_auto" else "mindformers"
 
 

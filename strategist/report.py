@@ -236,7 +236,7 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
 
 def explain_text(plan, name: str) -> str:
     """An operator's provenance chain and its candidates, costed against the edge that decided it."""
-    from .propagate import DATASET
+    from .plan import DATASET
     ch = plan.choices[name]
     out = [f"{name} ({ch.op.type}) in {ch.op.cell_path or '(root)'} [{ch.op.cell_class}] at {rel(ch.op.source)}",
            f"strategy: {strategy_text(ch.strategy)}",
@@ -269,7 +269,7 @@ def candidate_costs(plan, name: str):
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
     best first, against the neighbour that decided it."""
     import functools
-    from .propagate import _better, _Engine
+    from .search import _better, _Engine
     ch = plan.choices[name]
     if ch.sharding is None:
         return []
@@ -312,7 +312,7 @@ def _tuple_equivalent(ch, mesh) -> bool:
 
 def advice_dict(advice) -> dict:
     from .advisor import memory
-    from .propagate import LAYOUT_REJECTED
+    from .search import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
     anchors = []

@@ -188,7 +188,7 @@ def _our_strategy(choice) -> tuple | None:
 
 
 def _our_dataset(plan) -> tuple | None:
-    from ..propagate import _Engine
+    from ..search import _Engine
     try:
         eng = _Engine(plan.graph, plan.mesh, {}, plan.dataset_strategy, None)
     except Exception:   # noqa: BLE001 - a dataset strategy strategist cannot lay out shows as "-"

@@ -1,0 +1,213 @@
+"""What a propagation produces: the anchors it starts from, every operator's choice with its provenance, and
+(once priced) every redistribution and each operator's own communication. Shared by the search
+(:mod:`strategist.search`), the pricing (:mod:`strategist.pricing`) and the reports."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .graph import Op, OpGraph, ShardLayout
+from .layout import Layout
+from .mesh import Hardware, Mesh
+from .ops import Sharding
+from .redistribution import Redistribution
+
+#: the dataset's name as a provenance root and an edge source (MindSpore's VirtualDataset)
+DATASET = "<dataset>"
+#: the origin of an anchor set in semi_auto_parallel mode, where every operator is configured and MindSpore
+#: takes a Layout on operators whose Layout its propagation refuses (their refusal is SetCostUnderLayout's)
+SEMI_AUTO = "mindformers semi_auto"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A configured operator: a strategy tuple or ``mindspore.Layout`` per input (and optionally output)."""
+
+    op: str
+    strategy: tuple | None = None
+    layouts: tuple[ShardLayout, ...] | None = None
+    out_strategy: tuple | None = None
+    out_layouts: tuple[ShardLayout, ...] | None = None
+    origin: str = "user"          # "user" (anchors file / advisor), "model" (shard() in the source),
+    #                               "mindformers" (a MindFormers sharding_propagation() anchor) or
+    #                               SEMI_AUTO (a MindFormers shard() read in semi_auto_parallel mode)
+
+    def describe(self) -> str:
+        if self.layouts is not None:
+            return "(" + ", ".join(f"layout({l})" for l in self.layouts) + ")"
+        return str(self.strategy)
+
+
+@dataclass
+class Provenance:
+    """Why an operator has its strategy."""
+
+    root: str                     # the seed: an anchor's op name, DATASET, or "" (unreached default)
+    parent: str | None            # the neighbour it was chosen against
+    depth: int
+    direction: str                # "seed" | "forward" | "backward" | "default" | "parameter"
+    cost: float = 0.0             # refined redistribution communication on the deciding edge
+    rejected: tuple | None = None  # best rejected alternative: (strategy, its refined communication)
+
+
+@dataclass
+class EdgeCost:
+    src: str
+    dst: str
+    out_index: int
+    in_slot: int
+    src_layout: Layout
+    dst_layout: Layout
+    forward: Redistribution
+    backward: Redistribution | None
+    dtype: str
+    ms_communication: float
+    ms_computation: float
+    fwd_bytes: float
+    fwd_seconds: float
+    bwd_bytes: float
+    bwd_seconds: float
+
+    @property
+    def bytes(self) -> float:
+        return self.fwd_bytes + self.bwd_bytes
+
+    @property
+    def seconds(self) -> float:
+        return self.fwd_seconds + self.bwd_seconds
+
+
+@dataclass
+class OpCost:
+    """An operator's own communication: partial sums it reduces (forward), gradient reduction of its
+    Parameters (backward)."""
+
+    fwd_bytes: float = 0.0
+    fwd_seconds: float = 0.0
+    grad_bytes: float = 0.0
+    grad_seconds: float = 0.0
+    steps: tuple = ()
+
+    @property
+    def bytes(self) -> float:
+        return self.fwd_bytes + self.grad_bytes
+
+    @property
+    def seconds(self) -> float:
+        return self.fwd_seconds + self.grad_seconds
+
+
+@dataclass
+class Conflict:
+    src: str
+    dst: str
+    anchors: tuple[str, str]
+    cost: float                   # refined MindSpore communication of the redistribution inserted
+    seconds: float
+
+
+@dataclass
+class OpChoice:
+    op: Op
+    sharding: Sharding | None                 # None for Reshape
+    inputs: tuple[Layout, ...]
+    outputs: tuple[Layout, ...]
+    provenance: Provenance
+    configured: bool = False
+
+    @property
+    def strategy(self) -> tuple | None:
+        return self.sharding.strategy if self.sharding is not None else None
+
+
+@dataclass
+class Plan:
+    """The result of :func:`strategist.propagate.propagate`: a strategy for every operator, every tensor's layout, every
+    redistribution, each operator's own communication, totals, provenance and conflicts."""
+
+    graph: OpGraph
+    mesh: Mesh
+    hardware: Hardware | None
+    anchors: dict[str, Anchor]
+    choices: dict[str, OpChoice]
+    edges: list[EdgeCost]
+    op_costs: dict[str, OpCost]
+    conflicts: list[Conflict]
+    inconsistencies: list[tuple[str, str, float]]
+    warnings: list[str] = field(default_factory=list)
+    flops: dict[str, float] = field(default_factory=dict)   # per device, training step, per op
+    priced: bool = True
+    dataset_strategy: Any = "data_parallel"
+
+    def strategy(self, name: str) -> tuple | None:
+        return self.choices[name].strategy
+
+    def layout(self, name: str, out_index: int = 0) -> Layout:
+        return self.choices[name].outputs[out_index]
+
+    def totals(self) -> dict[str, float]:
+        e_fwd_b = sum(e.fwd_bytes for e in self.edges)
+        e_bwd_b = sum(e.bwd_bytes for e in self.edges)
+        e_fwd_s = sum(e.fwd_seconds for e in self.edges)
+        e_bwd_s = sum(e.bwd_seconds for e in self.edges)
+        o_fwd_b = sum(c.fwd_bytes for c in self.op_costs.values())
+        o_fwd_s = sum(c.fwd_seconds for c in self.op_costs.values())
+        g_b = sum(c.grad_bytes for c in self.op_costs.values())
+        g_s = sum(c.grad_seconds for c in self.op_costs.values())
+        flops = sum(self.flops.values())
+        compute = self.hardware.compute_seconds(flops) if self.hardware else 0.0
+        return {
+            "compute_flops": flops, "compute_seconds": compute,
+            "step_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s + compute,
+            "redistribution_ms_cost": sum(e.ms_communication for e in self.edges),
+            "redistribution_bytes": e_fwd_b + e_bwd_b, "redistribution_seconds": e_fwd_s + e_bwd_s,
+            "forward_bytes": e_fwd_b + o_fwd_b, "forward_seconds": e_fwd_s + o_fwd_s,
+            "backward_bytes": e_bwd_b, "backward_seconds": e_bwd_s,
+            "operator_bytes": o_fwd_b, "operator_seconds": o_fwd_s,
+            "gradient_bytes": g_b, "gradient_seconds": g_s,
+            "total_bytes": e_fwd_b + e_bwd_b + o_fwd_b + g_b,
+            "total_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s,
+        }
+
+    def by_group(self, key) -> dict[str, dict[str, float]]:
+        """Communication bytes/seconds summed per ``key(op)`` (edges count at their consumer)."""
+        out: dict[str, dict[str, float]] = {}
+
+        def add(k, b, s):
+            d = out.setdefault(k, {"bytes": 0.0, "seconds": 0.0})
+            d["bytes"] += b
+            d["seconds"] += s
+        for e in self.edges:
+            add(key(self.graph.op(e.dst)), e.bytes, e.seconds)
+        for name, c in self.op_costs.items():
+            if c.bytes:
+                add(key(self.graph.op(name)), c.bytes, c.seconds)
+        return dict(sorted(out.items()))
+
+    def per_layer(self):
+        return self.by_group(lambda op: op.layer or "(outside layers)")
+
+    def per_cell(self):
+        return self.by_group(lambda op: op.cell_path or "(root)")
+
+    def chain(self, name: str) -> list[str]:
+        """Provenance path from the seed to ``name``."""
+        out, cur, seen = [], name, set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            out.append(cur)
+            cur = self.choices[cur].provenance.parent if cur in self.choices else None
+        return list(reversed(out))
+
+
+# --------------------------------------------------------------------------------------
+
+
+def model_anchors(graph: OpGraph) -> dict[str, Anchor]:
+    """The model's own ``shard()`` calls, as anchors (Cast's are ignored, as MindSpore does)."""
+    out = {}
+    for op in graph:
+        if not op.configured or op.type == "Cast":
+            continue
+        out[op.name] = Anchor(op.name, op.in_strategy, op.in_layout, op.out_strategy, op.out_layout, "model")
+    return out

@@ -1,0 +1,191 @@
+"""Pricing a searched plan: every edge's redistribution forward and backward (gradients of one tensor's
+consumers summed where their layouts agree), each operator's own communication (partial sums it reduces,
+gradient reduction of its Parameters, the redistribution inside a Reshape), FLOPs per device; in
+MindSpore's cost units and in bytes and seconds on a hardware profile. The search
+(:mod:`strategist.search`) never reads these: like MindSpore it minimises one edge at a time."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .graph import OpGraph
+from .layout import Layout, squeeze
+from .ops import COMPUTE_TYPES, output_partial, training_flops
+from .plan import DATASET, Conflict, EdgeCost, OpCost, Plan
+from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
+
+_PRICES: dict = {}      # memoised edge and operator prices
+
+
+@lru_cache(maxsize=1 << 16)
+def _with_partial(layout: Layout, partial: tuple[int, ...]) -> Layout:
+    """``layout`` holding partial sums over the device axes ``partial`` (one object per pair)."""
+    return Layout(layout.shape, layout.dev_matrix, layout.dims, partial)
+
+
+@lru_cache(maxsize=1 << 16)
+def _grad_layout(grad_partial: tuple[int, ...], layout: Layout) -> Layout:
+    """A consumer's gradient of its input ``layout``: partial over the axes of ``grad_partial`` that do not
+    split the input."""
+    gp = tuple(x for x in grad_partial if all(x not in d for d in layout.dims))
+    return _with_partial(layout, tuple(sorted(gp)))
+
+
+def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]]:
+    """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), and per
+    input whether it is a trainable Parameter. A function of the graph, kept with its structure."""
+    hit = _STRUCTURES.get(("grad", id(g)))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    needs_grad: dict[str, bool] = {}
+    grads_on: dict[str, tuple[bool, ...]] = {}
+    for op in g:
+        needs_grad[op.name] = any(
+            (x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad))
+            or (x.kind == "op" and needs_grad.get(x.ref, False)) for x in op.inputs)
+        grads_on[op.name] = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
+                                  for x in op.inputs)
+    _STRUCTURES[("grad", id(g))] = (g, (needs_grad, grads_on))
+    return needs_grad, grads_on
+
+
+def price(eng: _Engine) -> Plan:
+    """The priced :class:`~strategist.plan.Plan` of a finished search."""
+    g, hw = eng.g, eng.hw
+    needs_grad, grads_on_of = _grad_flow(g)
+    edges: list[EdgeCost] = []
+    grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
+    for op in g:
+        for src, j, slot in eng.data_prev[op.name]:
+            a = eng.out_layout(src, j, priced=True)
+            b = eng.in_layout(op.name, slot)
+            if a is None or b is None or a.shape != b.shape:
+                continue
+            spec = op.inputs[slot].spec
+            tl, dtype = _type_len(spec), spec.dtype if spec else ""
+            pk = ("e", id(a), id(b), dtype, id(hw))
+            hit = _PRICES.get(pk)
+            if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:
+                r = _cached_plan(a, b)
+                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw))
+            fwd, ms, pf = hit[3:]
+            ch = eng.chosen[op.name]
+            if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
+                    and spec.dtype.startswith(("float", "bfloat")):
+                k = eng.in_index(op.name, slot)
+                grads.setdefault((src, j), []).append((len(edges), _grad_layout(ch.sharding.grad_partial[k], b)))
+            edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, None, dtype, ms.communication, ms.computation,
+                                  pf.bytes_sent, pf.seconds, 0.0, 0.0))
+    # backward: the gradients of one tensor's consumers are summed where their layouts agree, so
+    # each distinct gradient layout is redistributed once (into the producer's output layout)
+    for items in grads.values():
+        done: dict[Layout, int] = {}
+        for idx, gl in items:
+            key = squeeze(gl)          # equal placements over different device matrices sum too
+            if key in done:
+                continue
+            done[key] = idx
+            e = edges[idx]
+            pk = ("g", gl, e.src_layout, _type_len(g.op(e.dst).inputs[e.in_slot].spec), hw)
+            if pk not in _PRICES:
+                r = _cached_plan(gl, e.src_layout)
+                _PRICES[pk] = (r, r.physical(pk[3], hw))
+            bwd, pb = _PRICES[pk]
+            if bwd.is_identity:
+                continue
+            e.backward, e.bwd_bytes, e.bwd_seconds = bwd, pb.bytes_sent, pb.seconds
+    op_costs: dict[str, OpCost] = {}
+    for op in g:
+        ch = eng.chosen[op.name]
+        s = ch.sharding
+        if s is None:
+            continue
+        grads_on = grads_on_of[op.name]
+        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw))
+        hit = _PRICES.get(pk)
+        if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
+            _PRICES.pop(pk)
+        if pk in _PRICES:
+            if _PRICES[pk][3] is not None:
+                op_costs[op.name] = _PRICES[pk][3]
+            continue
+        c = OpCost()
+        steps = []
+        for j, out in enumerate(s.outputs):
+            pa = output_partial(s, j)
+            if not pa or j >= len(op.outputs) or op.outputs[j] is None:
+                continue
+            tl = _type_len(op.outputs[j])
+            r = _cached_plan(_with_partial(out, tuple(sorted(pa))), out)
+            p = r.physical(tl, hw)
+            c.fwd_bytes += p.bytes_sent
+            c.fwd_seconds += p.seconds
+            steps.extend(p.steps)
+        for k, slot in enumerate(eng.rule(op.name).slots):
+            x = op.inputs[slot]
+            if x.kind != "param" or k >= len(s.inputs):
+                continue
+            p_obj = g.params.get(x.ref)
+            if p_obj is not None and not p_obj.requires_grad:
+                continue
+            lay = s.inputs[k]
+            gp = tuple(a for a in s.grad_partial[k] if all(a not in d for d in lay.dims))
+            if not gp:
+                continue
+            r = _cached_plan(_with_partial(lay, tuple(sorted(gp))), lay)
+            p = r.physical(_type_len(x.spec), hw)
+            c.grad_bytes += p.bytes_sent
+            c.grad_seconds += p.seconds
+            steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+        c.steps = tuple(steps)
+        _PRICES[pk] = (eng.key(op.name), s, hw, c if c.bytes else None)
+        if c.bytes:
+            op_costs[op.name] = c
+    # a Reshape whose output layout is not its input's data (MindSpore's ReshapeInfo picks the pair from its
+    # producer's and consumer's candidates): the redistribution inside it, into the input-shape layout of
+    # what it hands on, and the reverse for the gradient
+    for op in g:
+        if op.type not in RESHAPES:
+            continue
+        ch = eng.chosen[op.name]
+        if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
+            continue
+        a = ch.inputs[0]
+        inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
+        if a.shape != inp.shape or _same(a, inp):
+            continue
+        tl = _type_len(op.inputs[0].spec)
+        c = OpCost()
+        p = _cached_plan(a, inp).physical(tl, hw)
+        c.fwd_bytes, c.fwd_seconds, steps = p.bytes_sent, p.seconds, list(p.steps)
+        if needs_grad.get(op.name):
+            p = _cached_plan(inp, a).physical(tl, hw)
+            c.fwd_bytes += p.bytes_sent
+            c.fwd_seconds += p.seconds
+            steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+        c.steps = tuple(steps)
+        if c.bytes:
+            op_costs[op.name] = c
+    conflicts = []
+    for e in edges:
+        if not e.forward.has_communication:
+            continue
+        ra, rb = eng.chosen[e.src].provenance.root if e.src in eng.chosen else DATASET, eng.chosen[e.dst].provenance.root
+        if ra and rb and ra != rb and (ra in eng.anchors or ra == DATASET) and rb in eng.anchors:
+            conflicts.append(Conflict(e.src, e.dst, (ra, rb), e.ms_communication, e.seconds))
+    incons = eng.inconsistencies()
+    flops = {}
+    for op in g:
+        s = eng.chosen[op.name].sharding
+        if s is not None and op.type in COMPUTE_TYPES:       # the others count no FLOPs
+            f = training_flops(op, eng.rule(op.name), s)
+            if f:
+                flops[op.name] = f
+    return Plan(g, eng.mesh, hw, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
+                conflicts, incons, eng.warnings, flops)
+
+
+def clear_caches() -> None:
+    """Forget cached prices (for cold timings)."""
+    _PRICES.clear()
+    _with_partial.cache_clear()
+    _grad_layout.cache_clear()
