@@ -169,6 +169,10 @@ class Advice:
         return {c.op: c.anchor for c in self.chosen}
 
 
+#: weight operators a Megatron column/row or data-parallel template applies to
+WEIGHT_MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
+
+
 def _weight_slot(op: Op) -> int | None:
     p = op.params
     return next(iter(p)) if p else None
@@ -369,8 +373,27 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                         name = "norm_sequence_parallel"
                         why = "fused norm, sequence parallel (the config's use_seq_parallel): sequence by tp (and cp), batch by dp"
                 choice = ("4 fused", name, t.get(name, {}), why)
+            elif op.type == "GroupedMatmul":
+                choice = ("4 fused", "grouped_matmul", t.get("grouped_matmul", {}),
+                          "MoE experts' GroupedMatmul: tokens over every device (MindSpore never splits its expert "
+                          "dimension), each device computing only its own tokens")
             else:
                 choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")
+        elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) == "dp" \
+                and op.type in WEIGHT_MATMULS and mesh.get("tp") > 1:
+            slot = next(iter(_weight_params(graph, op)))
+            wshape = op.inputs[slot].spec.shape
+            vocab = max(wshape) if len(wshape) == 2 else 0
+            if vocab >= rules.thresholds.get("large_vocab", 16384) and op.name in roles:
+                # a language-model head: its logits dwarf its weight, but a replicated vocabulary would
+                # gather them whole for the loss; vocabulary-parallel keeps them split
+                choice = ("1 weight", "matmul_column", t.get("matmul_column", {}),
+                          f"language-model head ({vocab} vocabulary rows): vocabulary by tp, the logits stay split")
+            else:
+                # activations outweigh the weight: data parallel over every device. Left to propagation
+                # (a full-batch dataset seeds nothing), the tp devices would repeat each other's work
+                choice = ("1 weight", "matmul_data_parallel", t.get("matmul_data_parallel", {}),
+                          "activations outweigh the weight: data parallel over every device")
         elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) != "dp":
             slot = next(iter(_weight_params(graph, op)))
             if op.type == "Embedding" and slot == 1:
@@ -542,45 +565,54 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
         dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed]
         keep, groups = [], {}
     from . import progress
-    for key in progress.bar(sorted(groups, key=lambda k: (priority[groups[k][0].rule],
-                                                          graph.op(groups[k][0].op).topo_index)),
-                            "minimality checks"):
-        members = groups[key]
-        gone = {id(c) for c in members}        # (Choice equality compares every field: slow, and same op = same group)
-        trial = [c for c in keep if id(c) not in gone]
-        try:
-            q = run(trial, price=False) if trial else baseline
-        except PropagationError as err:
-            # without these anchors MindSpore's own search fails (e.g. a shared parameter's reader no
-            # candidate matches): they are needed
-            for c in members:
-                c.needed = f"without {'these anchors' if len(members) > 1 else 'it'} MindSpore's search fails: {err}"
-            continue
-        if _same_plan(plan, q):
-            keep = trial
-            for c in members:
-                dropped.append((c, "propagation gives the same layouts and cost without it"))
-        else:
-            q = run(trial) if trial else baseline
-            changed, dt = _diff(plan, q)
-            what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
-            saved = _state_bytes(q) - _state_bytes(plan) if dt <= 0 else 0.0
-            if dt <= 0 and saved >= MEMORY_WORTH and not any(c.declared for c in members):
-                # it pays in memory: the weights, gradients and optimizer states it shards
+    order = sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index))
+    gone_keys: set[str] = set()
+    # greedy, in priority order; a group kept early may stop being needed once a later one goes, so the kept
+    # groups are checked again until a pass drops nothing (at most three passes)
+    for pass_no in range(3):
+        dropped_before = len(gone_keys)
+        todo = [k for k in order if k not in gone_keys]
+        for key in progress.bar(todo, "minimality checks" if pass_no == 0 else "minimality checks (again)"):
+            members = groups[key]
+            gone = {id(c) for c in members}        # (Choice equality compares every field: slow, and same op = same group)
+            trial = [c for c in keep if id(c) not in gone]
+            try:
+                q = run(trial, price=False) if trial else baseline
+            except PropagationError as err:
+                # without these anchors MindSpore's own search fails (e.g. a shared parameter's reader no
+                # candidate matches): they are needed
                 for c in members:
-                    c.needed = (f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, "
-                                f"but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device")
+                    c.needed = f"without {'these anchors' if len(members) > 1 else 'it'} MindSpore's search fails: {err}"
                 continue
-            if dt <= 0 and not any(c.declared for c in members):
-                # an anchor must pay for itself: the plan is no slower without it, so it goes
-                keep, plan = trial, q
+            if _same_plan(plan, q):
+                keep = trial
+                gone_keys.add(key)
                 for c in members:
-                    dropped.append((c, f"does not pay for itself: {what}, {changed} operators change layout and "
-                                       f"the step estimate changes by {dt * 1e3:+.3f} ms"))
-                continue
-            for c in members:
-                c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + (
-                    " (kept: declared by --boundary, though the plan is faster without it)" if dt <= 0 else "")
+                    dropped.append((c, "propagation gives the same layouts and cost without it"))
+            else:
+                q = run(trial) if trial else baseline
+                changed, dt = _diff(plan, q)
+                what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
+                saved = _state_bytes(q) - _state_bytes(plan) if dt <= 0 else 0.0
+                if dt <= 0 and saved >= MEMORY_WORTH and not any(c.declared for c in members):
+                    # it pays in memory: the weights, gradients and optimizer states it shards
+                    for c in members:
+                        c.needed = (f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, "
+                                    f"but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device")
+                    continue
+                if dt <= 0 and not any(c.declared for c in members):
+                    # an anchor must pay for itself: the plan is no slower without it, so it goes
+                    keep, plan = trial, q
+                    gone_keys.add(key)
+                    for c in members:
+                        dropped.append((c, f"does not pay for itself: {what}, {changed} operators change layout and "
+                                           f"the step estimate changes by {dt * 1e3:+.3f} ms"))
+                    continue
+                for c in members:
+                    c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + (
+                        " (kept: declared by --boundary, though the plan is faster without it)" if dt <= 0 else "")
+        if len(gone_keys) == dropped_before or not keep:
+            break
     final = run(keep) if keep else baseline
     semi_anchors = {}
     for name, ch in final.choices.items():
