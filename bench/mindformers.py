@@ -1,7 +1,7 @@
 """MindFormers benchmark: the shipped training configs at full size, few layers (issue 11).
 
 For qwen3 (2 and 64 layers) and deepseek3 (2 layers, one dense + one MoE layer) at dp=2,tp=4 and
-dp=8,tp=8, prints: extraction time (config -> tp=1 build -> graph), peak RSS, operator count, and the
+dp=8,tp=8, and qwen3_moe (2 layers) at dp=2,tp=4 and dp=2,ep=2,tp=2, prints: extraction time (config -> tp=1 build -> graph), peak RSS, operator count, and the
 experts' anchors read from MindFormers' own code in each mode -- semi_auto (every ``shard()``) and
 propagation (the ``sharding_propagation()`` anchors) -- with the time of those builds. Each case runs
 in its own process so its peak RSS is its own.
@@ -31,8 +31,11 @@ CASES = {
     "qwen3-64": ("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", 64, {}),
     # first_k_dense_replace=1: of the 2 layers, the second is MoE (the config's default keeps 3 dense)
     "deepseek3-2": ("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", 2, {"first_k_dense_replace": 1}),
+    # 128 experts, hidden 2048: a MoE whose linears are small against their activations; with an ep axis
+    "qwen3_moe-2": ("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", 2, {}),
 }
 MESHES = ("dp=2,tp=4", "dp=8,tp=8")
+CASE_MESHES = {"qwen3_moe-2": ("dp=2,tp=4", "dp=2,ep=2,tp=2")}
 BATCH = 8       # global batch of the graph: divisible by every mesh's dp
 
 
@@ -104,8 +107,9 @@ def main() -> None:
         return
     rows = []
     for c in cases:
+        ms = meshes if args.mesh else CASE_MESHES.get(c, meshes)
         cmd = [sys.executable, os.path.abspath(__file__), "--inline", "--case", c] + \
-              [a for m in meshes for a in ("--mesh", m)]
+              [a for m in ms for a in ("--mesh", m)]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if r.returncode != 0:
             print(f"{c}: failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
