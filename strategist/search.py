@@ -1489,6 +1489,21 @@ def no_cyclic_gc():
         gc.enable()
 
 
+def _sibling_calls(graph: OpGraph) -> dict[str, tuple[str, ...]]:
+    """Operator -> the other calls of the same Cell-held primitive (same Cell, attribute and type), Casts and
+    Reshapes left out (MindSpore ignores or refuses their strategies). Kept with the graph's structure."""
+    hit = _STRUCTURES.get(("siblings", id(graph)))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    groups: dict[tuple, list[str]] = {}
+    for op in graph:
+        if op.held and op.type not in RESHAPES and op.type != "Cast":
+            groups.setdefault((op.cell_path, op.instance_name, op.type), []).append(op.name)
+    out = {n: tuple(m for m in names if m != n) for names in groups.values() if len(names) > 1 for n in names}
+    _STRUCTURES[("siblings", id(graph))] = (graph, out)
+    return out
+
+
 def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
            dataset_strategy="data_parallel", hardware: Hardware | None = None,
            fully_use_devices: bool = False) -> "_Engine":
@@ -1501,8 +1516,29 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
             raise StrategyError(f"anchor {name!r} names no operator of the model"
                                 + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect --json)"))
         all_anchors[name] = a if isinstance(a, Anchor) else Anchor(name, tuple(tuple(x) for x in a))
+    explicit = set(anchors or ())
+    siblings = _sibling_calls(graph)
     eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware, fully_use_devices)
     eng.warnings.extend(getattr(graph, "notes", []))
+    # a strategy lives on the primitive: configuring a Cell-held primitive configures every call of it
+    # (``self.transpose.shard(...)`` reaches q's, k's and v's transposes alike), as in MindSpore
+    for name in sorted(explicit, key=lambda n: graph.op(n).topo_index):
+        a = all_anchors[name]
+        for sib in siblings.get(name, ()):
+            if sib in explicit or sib in all_anchors and all_anchors[sib].origin != "model":
+                continue
+            cand = Anchor(sib, a.strategy, a.layouts, a.out_strategy, a.out_layouts, a.origin)
+            try:
+                op = graph.op(sib)
+                if a.layouts is not None:
+                    shard_layout(op, tuple(a.layouts), mesh.size, a.out_layouts, _cached_rule(op))
+                else:
+                    shard(op, a.strategy, mesh.size, a.out_strategy, _cached_rule(op))
+            except StrategyError as err:
+                eng.warnings.append(f"{name}'s primitive is called again as {sib}, which cannot take its strategy "
+                                    f"({err}); MindSpore would refuse the configuration")
+                continue
+            all_anchors[sib] = cand
     if not all_anchors and not eng.dataset:
         raise StrategyError("There is no operator that is configured sharding strategy. "
                             "(give anchors with --strategies, or a model input)")

@@ -214,3 +214,33 @@ def test_qwen3_moe_advice_beats_the_experts_with_ep():
     # compute within 3 % of the experts' (it was 1.9x): one operator still repeats work over tp, layer 0's
     # linear_qkv with rows by dp*ep and its weight whole, which minimality prefers by 1.8 ms of compute
     assert a.totals["compute_seconds"] <= ref.totals["compute_seconds"] * 1.03
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_verify_an_anchors_file_on_a_mindformers_model(tmp_path):
+    """verify --strategies on a MindFormers config: the child clears every strategy MindFormers set and
+    configures the file's operators; strategist propagates the same file on its tp=1 graph. The attention's
+    one bnsd Transpose primitive transposes q, k and v: configured once, all three calls take it on both
+    sides. The one operator left is the rotary table's Outer, of which MindSpore keeps per-layer copies that
+    the stand-alone compile merges."""
+    anchors = tmp_path / "a.yaml"
+    anchors.write_text(
+        "model.decoder.layers.*.self_attention.linear_qkv.matmul:\n  layout: [[dp, None], [tp, None]]\n"
+        "model.decoder.layers.*.self_attention.linear_proj.matmul:\n  layout: [[dp, tp], [None, tp]]\n"
+        "model.decoder.layers.*.self_attention.core_attention.bnsd_transpose:\n  layout: [[None, dp, tp, None]]\n"
+        "model.output_layer.matmul: [[2, 1], [4, 1]]\n")
+    cmd = [PY, "-m", "strategist", "verify", QWEN3, "--layers", "2", "--seq", "128", "--batch", "8",
+           "--mesh", "dp=2,tp=4", "--dataset-strategy", "full_batch", "--strategies", str(anchors), "--format", "json"] + \
+          [a for k, v in DENSE.items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["total"] == 96 and d["agreed"] == 95 and not d["only_strategist"]
+    assert [o["op"] for o in d["operators"] if not o["agree"]] == ["model.rotary_pos_emb.outer"]
+    by = {o["op"]: o for o in d["operators"]}
+    for k in ("", "#1", "#2"):
+        t = by["model.decoder.layers.0.self_attention.core_attention.bnsd_transpose" + k]
+        assert t["mindspore_configured"] and t["strategist"] == t["mindspore"] == [[1, 2, 4, 1]]
+    assert os.listdir(tmp_path) == ["a.yaml"]

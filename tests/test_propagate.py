@@ -345,3 +345,15 @@ def test_a_reshape_that_gathers_inside_pays_for_it(graph_of):
     c = p.op_costs["reshape"]
     assert c.fwd_bytes == 512 and [s[0].split("(")[0] for s in c.steps] == ["AllGather"]
     assert sum(e.fwd_bytes for e in p.edges if "reshape" in (e.src, e.dst) and e.dst != "mul") == 0
+
+
+def test_an_anchor_configures_every_call_of_its_primitive(graph_of):
+    """A strategy lives on the primitive: anchoring ``transpose`` (``self.transpose.shard(...)``) configures
+    its second call ``transpose#1`` too, as MindSpore does; an explicit anchor on the second call wins."""
+    g = graph_of(os.path.join(MODELS, "propagation.py:TwoCalls"))
+    assert {op.name for op in g if op.type == "Transpose"} == {"transpose", "transpose#1"}
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), {"transpose": ((1, 2, 4),)}, dataset_strategy=FB)
+    assert p.strategy("transpose#1") == ((1, 2, 4),) and p.choices["transpose#1"].provenance.direction == "seed"
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), {"transpose": ((1, 2, 4),), "transpose#1": ((2, 1, 4),)},
+                  dataset_strategy=FB)
+    assert p.strategy("transpose#1") == ((2, 1, 4),)

@@ -321,19 +321,50 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     path = mf.resolve_config(req["model"])
     mf._import_mindformers()
     notes: list[str] = []
-    stack.enter_context(mf.mindformers_world(mode=opts.get("mode", "propagation"), device_num=req["device_num"],
-                                             notes=notes))
+    mode = opts.get("mode", "propagation")
+    stack.enter_context(mf.mindformers_world(mode="propagation" if mode == "anchors" else mode,
+                                             device_num=req["device_num"], notes=notes))
     cfg = mf._load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("batch"), opts.get("overrides") or {})
     net = mf._build(cfg, **sizes)
     net.set_train(True)
     if opts.get("experts_stand_in"):       # as strategist's graph was extracted (verify_model)
         from ..mf_standin import patch_experts
         stack.callback(patch_experts(notes))
+    if mode == "anchors":
+        _clear_strategies(net, notes)
     _unshard_bare_morphs(net, notes)
     specs = mf._inputs(cfg, opts.get("batch") or mf._default_batch(cfg))
     result["notes"] = notes
     # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.mindformers extracts it
     return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], [True, False, False, False, True]
+
+
+def _clear_strategies(net, notes: list) -> None:
+    """Forget every strategy MindFormers' build set on the model's primitives (its sharding_propagation()
+    anchors, and the Morphs' layouts): an anchors file configures the model instead."""
+    from mindspore.ops.primitive import Primitive
+    cleared = 0
+    for _, cell in net.cells_and_names():
+        prims = list((getattr(cell, "_primitives", None) or {}).values()) + \
+            [v for v in vars(cell).values() if isinstance(v, Primitive)]
+        for prim in {id(p): p for p in prims if isinstance(p, Primitive)}.values():
+            if prim.attrs.get("self_define_shard"):
+                continue    # MindFormers' per-device bodies (Morphs: see _unshard_bare_morphs), not anchors
+            had = False
+            for attr in ("in_strategy", "out_strategy", "in_layout", "out_layout"):
+                if attr in prim.attrs:
+                    prim.del_prim_attr(attr)
+                    had = True
+            cleared += had
+    # the loss's "force redistribution" adds (logits + 0, labels + 0) exist only in parallel modes: strategist's
+    # stand-alone graph has none, and unconfigured they are identities, so the child drops them too
+    forced = 0
+    for _, cell in net.cells_and_names():
+        if getattr(cell, "enable_force_redistribute", False):
+            cell.enable_force_redistribute = False
+            forced += 1
+    notes.append(f"MindFormers' own strategies cleared on {cleared} primitives; the anchors file configures the model"
+                 + (f"; the loss's force-redistribution adds (x + 0) dropped in {forced} Cells" if forced else ""))
 
 
 def _die_with_parent() -> None:

@@ -130,7 +130,8 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     its ``sharding_propagation()`` anchors under auto_parallel) or ``"semi_auto"`` (its full ``shard()``,
     still compiled under auto_parallel + sharding_propagation) -- with ``layers``/``seq``/``batch``/
     ``overrides`` as :func:`strategist.mindformers.load_mindformers` takes them (else from ``kwargs``, the
-    ``--layers/--seq/--batch/--set`` entries). ``strategies`` files are refused for these models.
+    ``--layers/--seq/--batch/--set`` entries). With a ``strategies`` file (mode ``"anchors"``) the child clears
+    every strategy MindFormers set and configures the file's operators instead.
 
     >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
@@ -215,14 +216,18 @@ def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | Non
         if mindformers is not None:
             raise VerifyError(f"mindformers= options given for {model}, which is not a MindFormers config")
         return None
-    if strategies:
-        raise VerifyError(f"{model}: a MindFormers model carries its own strategies (MindFormers' "
-                          f"sharding_propagation() anchors); an anchors file cannot be applied to it")
     resolve_config(model)            # a missing config is the user's error, before any child runs
     opts = dict(split_model_options(kwargs)) if mindformers is None else dict(mindformers)
-    opts.setdefault("mode", "propagation")
-    if opts["mode"] not in ("propagation", "semi_auto"):
-        raise VerifyError(f"mindformers mode {opts['mode']!r}: propagation or semi_auto")
+    # an anchors file replaces MindFormers' own strategies: the child builds in propagation mode, clears every
+    # strategy MindFormers set, and configures the file's operators instead
+    opts.setdefault("mode", "anchors" if strategies else "propagation")
+    if opts["mode"] not in ("propagation", "semi_auto", "anchors"):
+        raise VerifyError(f"mindformers mode {opts['mode']!r}: propagation, semi_auto or anchors")
+    if (opts["mode"] == "anchors") != bool(strategies):
+        raise VerifyError(f"{model}: MindFormers mode {opts['mode']!r} "
+                          + ("takes an anchors file (--strategies)" if not strategies else
+                             "configures the model with MindFormers' own strategies; an anchors file replaces "
+                             "them (mode 'anchors')"))
     opts["overrides"] = dict(opts.get("overrides") or {})
     # experts_stand_in: the MoE GroupedMatmuls as MatMul stand-ins (strategist.mf_standin; set by verify_model)
     return {k: opts.get(k) for k in ("mode", "layers", "seq", "batch", "overrides", "experts_stand_in")}
@@ -361,7 +366,12 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         accepted = inspect.signature(propagate).parameters
         extra = {k: v for k, v in settings.items() if k in accepted}
         ours = graph
-        if mf is not None:      # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
+        if mf is not None and mf["mode"] == "anchors":
+            # the file's anchors on both sides; MindFormers' own strategies are cleared in the child
+            from ..mindformers import global_rows_graph
+            extra["use_model_strategies"] = False
+            ours = global_rows_graph(graph)
+        elif mf is not None:    # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
             from ..mindformers import expert_strategies, global_rows_graph
             anchors = dict(expert_strategies(model, mesh, mf["mode"], graph=graph,
                                              **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")}))

@@ -177,3 +177,16 @@ class ReshapeGather(nn.Cell):
     def construct(self, x, y):
         z = self.reshape(self.relu(x), (512,))
         return self.mul(z, y), self.sum(z)
+
+
+class TwoCalls(nn.Cell):
+    """One Transpose primitive called on two tensors (as MindFormers' attention transposes q, k and v)."""
+
+    def __init__(self):
+        super().__init__()
+        self.transpose = ops.Transpose()
+        self.add = ops.Add()
+        self.example_inputs = {"x": "float32[8,16,32]", "y": "float32[8,16,32]"}
+
+    def construct(self, x, y):
+        return self.add(self.transpose(x, (1, 0, 2)), self.transpose(y, (1, 0, 2)))
