@@ -651,31 +651,24 @@ class _Engine:
         return match[ranked[0][0]]
 
     def _reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
-        op = self.op(name)
-        out_shape = tuple(op.outputs[0].shape)
-        if op.attrs.get("strategist_local_rows"):
-            for cand in _gather_variants(src):
-                out = local_rows_layout(cand, out_shape, tuple(op.attrs["strategist_local_rows"]))
-                if out is not None:
-                    return cand, out
-        for cand in _gather_variants(src):
-            out = reshape_layout(cand, out_shape)
-            if out is not None:
-                return cand, out
-        raise AssertionError("replicated layouts always reshape")
+        """(input layout, output layout) of Reshape ``name`` following its producer's ``src``."""
+        return self._reshape_through(name, src, forward=True)
 
     def _reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
+        """(input layout, output layout) of Reshape ``name`` following its consumer's ``dst``."""
+        return self._reshape_through(name, dst, forward=False)
+
+    def _reshape_through(self, name: str, fixed: Layout, forward: bool) -> tuple[Layout, Layout]:
+        """``fixed`` (or, where it does not map, ever more of it gathered) mapped through the Reshape: device-
+        local rows first on MindFormers' Morph reshapes, then an ordinary reshape of the data."""
         op = self.op(name)
-        in_shape = tuple(op.inputs[0].spec.shape)
-        if op.attrs.get("strategist_local_rows"):
-            for cand in _gather_variants(dst):
-                inp = local_rows_layout(cand, in_shape, tuple(op.attrs["strategist_local_rows"]))
-                if inp is not None:
-                    return inp, cand
-        for cand in _gather_variants(dst):
-            inp = reshape_layout(cand, in_shape)
-            if inp is not None:
-                return inp, cand
+        other = tuple(op.outputs[0].shape) if forward else tuple(op.inputs[0].spec.shape)
+        rows = op.attrs.get("strategist_local_rows")
+        for local in ((True, False) if rows else (False,)):
+            for cand in _gather_variants(fixed):
+                mapped = local_rows_layout(cand, other, tuple(rows)) if local else reshape_layout(cand, other)
+                if mapped is not None:
+                    return (cand, mapped) if forward else (mapped, cand)
         raise AssertionError("replicated layouts always reshape")
 
     # -- the search ---------------------------------------------------------------------
