@@ -180,6 +180,55 @@ def advice_section(mesh="dp=2,tp=4"):
     return out
 
 
+def mindformers_advice_section(mesh="dp=2,tp=4"):
+    """The advice on each MindFormers model, verified: advise, write the anchors a shard() can carry (an anchor
+    on a functional call cannot be configured by name in MindSpore: left out, and counted), verify them (the
+    child clears MindFormers' own strategies and configures the file's operators). 2 layers, full_batch."""
+    print(f"\n== MindFormers models' advice ({mesh}, 2 layers), verified: MindSpore propagates the advised anchors")
+    import fnmatch
+    import importlib.util
+    import tempfile
+    if importlib.util.find_spec("mindformers") is None:
+        print("   skipped: MindFormers is not installed")
+        return None
+    from strategist.advisor import advise
+    from strategist.mesh import Mesh, load_hardware
+    from strategist.mindformers import load_mindformers, split_model_options
+    from strategist.report import advice_dict
+    from strategist.verify import verify_model
+    out = {}
+    for ref, extra in MINDFORMERS:
+        t0 = time.perf_counter()
+        kwargs = ["layers=2", "batch=8", *extra]
+        try:
+            opts = split_model_options(kwargs)
+            g, _ = load_mindformers(ref, **opts)
+            adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+            d = advice_dict(adv)
+            unheld = [a["op"] for a in d["anchors"] if not a["held"]]
+            keep, skip = [], False
+            for ln in d["anchors_yaml"].splitlines():
+                if ln and not ln.startswith((" ", "#")):
+                    skip = any(fnmatch.fnmatchcase(u, ln.split(":")[0]) for u in unheld)
+                if not skip:
+                    keep.append(ln)
+            fd, path = tempfile.mkstemp(suffix=".yaml", prefix="mf-advice-")
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(keep) + "\n")
+            try:
+                cmp = verify_model(ref, mesh, kwargs=kwargs, strategies=path, dataset_strategy="full_batch")
+            finally:
+                os.remove(path)
+        except Exception as err:
+            print(f"   {ref}: failed ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
+            out[ref] = "failed"
+            continue
+        print(f"   {ref}: {len(adv.chosen)} anchors ({len(unheld)} on functional calls left out); "
+              f"{cmp.agreed}/{cmp.total} operators agree ({time.perf_counter() - t0:.0f} s)")
+        out[ref] = (cmp.agreed, cmp.total)
+    return out
+
+
 def large_section(layers=80):
     """MindSpore's own search next to strategist's propagate on the 80-layer 70B shape, 64 devices."""
     from strategist import load_graph
@@ -263,6 +312,8 @@ def main(argv=None):
             report["mindformers"] = mindformers_section(classes)
         if not a.no_advice:
             report["advice"] = advice_section()
+            if not a.no_mindformers:
+                report["mindformers_advice"] = mindformers_advice_section()
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             cases = len({c for c, _ in items})
