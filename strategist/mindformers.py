@@ -685,7 +685,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         graph.training = True
         for op in graph:
             op.attrs.pop(_UID, None)
-        mark_local_rows(graph, int(cfg.model.model_config.get("seq_length") or 0), b)
+        # the sequence the inputs carry (a config without model_config.seq_length takes _inputs' default)
+        mark_local_rows(graph, int(ids.shape[1]), b)
         if ext != total:
             base = graph
             graph = replicate_layers(base, total)
@@ -703,7 +704,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     mc = cfg.model.model_config
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,
-        layers=total, seq=int(mc.get("seq_length") or 0), batch=b, extracted_layers=ext,
+        layers=total, seq=int(ids.shape[1]), batch=b, extracted_layers=ext,
         model_config=_plain(mc), parallel_config=_plain(cfg.get("parallel_config") or {}),
         inputs=specs, notes=notes, build_seconds=t1 - t0, extract_seconds=t2 - t1)
     info.stripped = removed + _strip_trivial(graph)

@@ -708,20 +708,25 @@ class _Engine:
                 if dst is None:
                     continue
                 spec = self.op(src).outputs[j] if self.op(src).outputs else None
-                if self.op(name).type == "MatMul" and slot == 1:
-                    # the Cast of a MatMul's weight repeats on the LEFT of its device matrix (MindSpore:
-                    # set_repeated_num_in_dev_matrix_right(false)), which lines its slices up with the weight's
-                    opts = []
-                    for strat in self.candidates(src):
-                        try:
-                            sh = shard(self.op(src), strat, self.n, None, self.rule(src), repeat_left=True)
-                        except StrategyError:
-                            continue
-                        if j < len(sh.outputs):
-                            opts.append((sh, self._edge_key(sh.outputs[j], dst, spec) + (0.0,)))
-                    picked = self._pick(src, opts) if opts else None
-                else:
-                    picked = self.choose_backward(src, j, dst, spec)
+                # the Cast's GENERATED candidates only (GetPrevOpSwcByNextOpStrategyWithMiniComm over its
+                # strategy costs): no candidate following the consumer's device matrix is added here, that is
+                # BFSPrevNode's AddSwcUnderNextOpDevMatrixSingle (measured: qwen3_moe's final_layernorm Cast
+                # before the Layout-configured RmsNorm (dp on B, tp on S) is (1,2,1) in MindSpore, not the
+                # zero-cost follow of the layout)
+                # the Cast of a MatMul's weight repeats on the LEFT of its device matrix (MindSpore:
+                # set_repeated_num_in_dev_matrix_right(false)), which lines its slices up with the weight's
+                left = self.op(name).type == "MatMul" and slot == 1
+                opts = []
+                for strat in self.candidates(src):
+                    try:
+                        sh = (shard(self.op(src), strat, self.n, None, self.rule(src), repeat_left=True) if left
+                              else _cached_shard(self.op(src), strat, self.n, self.key(src)))
+                    except StrategyError:
+                        continue
+                    if j < len(sh.outputs):
+                        own = 0.0 if left else self._own_forward_comm(src, sh)
+                        opts.append((sh, self._edge_key(sh.outputs[j], dst, spec) + (own,)))
+                picked = self._pick(src, opts) if opts else None
                 if picked is None:
                     continue
                 s = picked[0]

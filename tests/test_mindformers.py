@@ -302,3 +302,21 @@ def test_deepseek3_mtp_loss_is_not_gathered():
     # nothing gathers the logits on their way into the loss
     into = [e for e in adv.plan.edges if e.dst.startswith(loss) and e.src_layout.shape == (32768, 129280)]
     assert into and all(e.fwd_bytes == 0 for e in into)
+
+
+@pytest.mark.slow
+def test_sequence_without_model_config_seq_length_marks_local_rows():
+    """qwen3_moe's YAML gives no model_config.seq_length (only the dataset's): the model and its inputs take
+    4096, and the Morph bodies' [S*B] <-> [S, B] Reshapes are marked device-local on that sequence, so verify's
+    global view folds them as MindSpore does (linear_qkv's output Reshape and reshape_concat are ONE Reshape
+    there; left apart, two Reshapes in a row stopped the propagation and layer 0's attention prologue split B
+    by dp where MindSpore splits S)."""
+    from strategist.mindformers import global_rows_graph, load_mindformers
+    over = {**DENSE, **MOE, "num_experts": 4}
+    g, info = load_mindformers("mindformers:" + FAMILIES["qwen3_moe"][0], layers=1, batch=8, overrides=over)
+    assert info.seq == 4096 and info.inputs["input_ids"].shape == (8, 4096)
+    assert any(op.attrs.get("strategist_local_rows") == (4096, 8) for op in g)
+    folded = global_rows_graph(g)
+    split = next(op for op in folded if op.name.endswith("self_attention.split_qkv"))
+    src = folded.op(split.inputs[0].ref)
+    assert src.type == "Reshape" and folded.op(src.inputs[0].ref).type == "MatMul"

@@ -275,6 +275,19 @@ def test_layout_anchor_on_gather_is_refused_as_mindspore_does(graph_of):
     assert p.strategy("model.tok_embeddings.gather") == ((4, 1), (2, 1))
 
 
+def test_cast_before_a_layout_anchor_takes_a_generated_candidate(graph_of):
+    """MindSpore's PreProcessPreCastForSP configures a Cast feeding a configured operator with the least-cost of
+    the Cast's GENERATED strategies (GetPrevOpSwcByNextOpStrategyWithMiniComm): no candidate following the
+    consumer's device matrix is added there. Before GeLU configured with Layout (dp=2, tp=4)("tp", "dp", "None")
+    (qwen3_moe's final_layernorm) the Cast is (1, 2, 1) and the ReLU before it, decided backward, too (MindSpore
+    2.9.0 via verify: relu ((1,2,1))); the zero-cost follow of the layout gave ((4,2,1))."""
+    g = graph_of(os.path.join(MODELS, "layouts.py:CastBeforeLayout"))
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    assert p.strategy("cast") == ((1, 2, 1),)
+    assert p.strategy("relu") == ((1, 2, 1),)
+    assert p.strategy("gelu") == ((4, 2, 1),)
+
+
 # --- speed without changing a result ------------------------------------------------------
 
 @pytest.mark.parametrize("target, kwargs, anchors", [

@@ -285,6 +285,19 @@ def test_docs_ffn_anchored_as_documented(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.verify_live
+def test_cast_before_a_layout_anchor_live():
+    """MindSpore configures the Cast before a Layout-configured GeLU from the Cast's generated strategies (not a
+    follow of the layout): the ReLU before it, decided backward, is ((1,2,1)), strategist's answer too."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "tests", "models", "layouts.py") + ":CastBeforeLayout", "dp=2,tp=4",
+                     dataset_strategy="full_batch")
+    theirs = {r.op: r.theirs for r in c.rows}
+    assert theirs["relu"] == ((1, 2, 1),) and theirs["gelu"] == ((4, 2, 1),)
+    assert c.all_agree
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
 def test_cli_verify_megatron_mlp_json():
     """Pure data parallelism on 8 devices: MindSpore gives every MatMul ((8, 1), (1, 1)); exit 0 when all agree."""
     r = subprocess.run([sys.executable, "-m", "strategist", "verify", "examples/mlp.py:MegatronMLP", "--mesh",

@@ -195,6 +195,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             raise VerifyError(_one_line(f"MindSpore rejected the configuration ({where}, dataset strategy "
                                         f"{_ds_text(dataset_strategy)}): {res.get('error', 'no message')}", 600))
     finally:
+        keep = os.environ.get("STRATEGIST_VERIFY_KEEP")     # a directory: a copy of the child's log, IR, request
+        if keep:                                            # (debugging: GLOG_v=1 for MindSpore's INFO log)
+            shutil.copytree(work, keep, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     ops, dataset, output = [], None, None
     for d in res["ops"]:

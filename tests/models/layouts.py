@@ -18,3 +18,19 @@ class LayoutNet(nn.Cell):
 
     def construct(self, x):
         return self.relu(self.mm(x, self.w))
+
+
+class CastBeforeLayout(nn.Cell):
+    """A Cast feeding a Layout-configured operator (MindFormers' final_layernorm: B over dp, S over tp on a
+    sequence-first [S, B, H]); the ReLU before the Cast is decided backward from the Cast."""
+
+    def __init__(self):
+        super().__init__()
+        lay = Layout((2, 4), ("dp", "tp"))
+        self.relu = ops.ReLU()
+        self.cast = ops.Cast()
+        self.gelu = ops.GeLU().shard((lay("tp", "dp", "None"),))
+        self.example_inputs = {"x": "float32[64,8,32]"}
+
+    def construct(self, x):
+        return self.gelu(self.cast(self.relu(x), ms.float16))
