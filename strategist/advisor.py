@@ -290,6 +290,16 @@ def _splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
     return bool(mp) and all(mesh.get(a) <= 1 for axes in mp for a in axes)
 
 
+def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh) -> Anchor:
+    """A row-parallel MatMul anchor (``[S*B, K] x [K, N]``, K by tp) whose output is reduce-scattered over
+    its rows: sequence-first rows take S's axes (cp, tp) then B's (dp, ep), outer first, as a device-local
+    reshape back to ``[S, B, N]`` hands them to the sequence-parallel norms."""
+    n = len(mesh.shape)
+    rows = tuple(n - 1 - mesh.index(a) for a in ("cp", "tp", "dp", "ep") if a in mesh.names and mesh.get(a) > 1)
+    out = ShardLayout(mesh.shape, mesh.names, (rows, ()))
+    return Anchor(anchor.op, anchor.strategy, anchor.layouts, out_layouts=(out,), origin=anchor.origin)
+
+
 def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh) -> Choice | None:
     """The layout change right after a vocabulary-parallel Embedding (MindFormers: reshape to [B, S, H],
     then a Transpose to sequence-first [S, B, H]), anchored batch by dp. MindSpore generates an Embedding
@@ -319,6 +329,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     notes: list[str] = []
     out: list[Choice] = []
     order = [op.name for op in graph if op.name in prefs]
+    # the config asks for sequence parallelism (MindFormers' use_seq_parallel) on sequence-first rows
+    sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
+        and any(op.attrs.get("strategist_local_rows") for op in graph)
+    sp_head = ""
     # rule 3: where the preference flips dp -> tp
     boundary_ops: dict[str, str] = {}
     last_dp = None
@@ -428,7 +442,19 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             continue
         declared = rule_name == "3 boundary" and any(
             op.cell_path == p or op.cell_path.startswith(p + ".") for p in (boundaries or {}))
-        out.append(Choice(op.name, rule_name, tname, why, anchor_of(op.name, s, mesh, op.type), declared=declared))
+        anchor = anchor_of(op.name, s, mesh, op.type)
+        if tname == "matmul_row" and sp:
+            # sequence parallelism: the row-parallel output reduce-scattered over the sequence (Megatron-SP),
+            # its rows [S*B] split by S's axes (cp, tp), then B's (dp, ep), as the norms after it take them
+            anchor = _reduce_scatter_rows(anchor, mesh)
+            tname, why = "matmul_row_sequence_parallel", why + "; output reduce-scattered over the sequence (sequence parallel)"
+        choice_ = Choice(op.name, rule_name, tname, why, anchor, declared=declared)
+        if tname in ("norm_sequence_parallel", "matmul_row_sequence_parallel"):
+            # one package: a sequence-parallel norm pays only where every row-parallel output is
+            # reduce-scattered to it and every column-parallel input gathered from it
+            sp_head = sp_head or op.name
+            choice_.with_op = sp_head
+        out.append(choice_)
         if tname == "embedding_table_vocab_parallel":
             comp = _embedding_companion(graph, op, rules, mesh)
             if comp is not None:
@@ -671,6 +697,7 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
 #: gradient and optimizer state per device (a vocabulary-parallel embedding table, a large head)
 MEMORY_WORTH = 2**30
+
 
 
 def _state_bytes(plan: Plan) -> float:

@@ -93,9 +93,14 @@ class Hardware:
     peak_flops: float = 0.0      # dense fp16/bf16 FLOP/s per device (0: computation not priced)
     mfu: float = 0.5             # fraction of peak a large MatMul reaches
     memory_bytes: float = 0.0
+    hbm_bandwidth: float = 0.0   # device-memory bytes/s a memory-bound kernel sustains (0: not priced)
 
     def compute_seconds(self, flops: float) -> float:
         return flops / (self.peak_flops * self.mfu) if self.peak_flops else 0.0
+
+    def memory_seconds(self, nbytes: float) -> float:
+        """Time of memory-bound work (element-wise operators, norms, casts) moving ``nbytes``."""
+        return nbytes / self.hbm_bandwidth if self.hbm_bandwidth else 0.0
 
     def is_intra_node(self, dev_matrix: tuple[int, ...], axis: int) -> bool:
         """True when every group along ``axis`` of ``dev_matrix`` lies inside one node."""
@@ -142,7 +147,7 @@ def load_hardware(name_or_path: str) -> Hardware:
     links = {k: Link(getattr(d, k).bandwidth_GBps * 1e9, getattr(d, k).latency_us / 1e6)
              for k in ("intra_node", "inter_node")}
     return Hardware(d.name or os.path.basename(path), d.devices_per_node, links["intra_node"], links["inter_node"],
-                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9)
+                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9, d.hbm_GBps * d.hbm_efficiency * 1e9)
 
 
 def mesh_fit_warning(graph, mesh: Mesh) -> str | None:

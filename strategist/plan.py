@@ -138,6 +138,7 @@ class Plan:
     flops: dict[str, float] = field(default_factory=dict)   # per device, training step, per op
     priced: bool = True
     dataset_strategy: Any = "data_parallel"
+    traffic: dict[str, float] = field(default_factory=dict)  # memory-bound operators' device-memory bytes per step
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy
@@ -156,9 +157,12 @@ class Plan:
         g_s = sum(c.grad_seconds for c in self.op_costs.values())
         flops = sum(self.flops.values())
         compute = self.hardware.compute_seconds(flops) if self.hardware else 0.0
+        traffic = sum(self.traffic.values())
+        mem_s = self.hardware.memory_seconds(traffic) if self.hardware else 0.0
         return {
             "compute_flops": flops, "compute_seconds": compute,
-            "step_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s + compute,
+            "memory_bound_bytes": traffic, "memory_bound_seconds": mem_s,
+            "step_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s + compute + mem_s,
             "redistribution_ms_cost": sum(e.ms_communication for e in self.edges),
             "redistribution_bytes": e_fwd_b + e_bwd_b, "redistribution_seconds": e_fwd_s + e_bwd_s,
             "forward_bytes": e_fwd_b + o_fwd_b, "forward_seconds": e_fwd_s + o_fwd_s,

@@ -11,7 +11,7 @@ from .graph import OpGraph
 from .layout import Layout, squeeze
 from .ops import COMPUTE_TYPES, output_partial, training_flops
 from .plan import DATASET, Conflict, EdgeCost, OpCost, Plan
-from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
+from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
 
 _PRICES: dict = {}      # memoised edge and operator prices
 
@@ -150,6 +150,13 @@ def price(eng: _Engine) -> Plan:
         if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
             continue
         a = ch.inputs[0]
+        rows = op.attrs.get("strategist_local_rows")
+        if rows is not None:
+            # a device-local Morph reshape: free when its output is its input's own rows (dealing the rows'
+            # axes back is ambiguous -- (S by tp, B by dp) and (B by tp x dp) merge to the same rows)
+            fwd = local_rows_layout(a, tuple(ch.outputs[0].shape), tuple(rows))
+            if fwd is not None and _same(fwd, ch.outputs[0]):
+                continue
         inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
         if a.shape != inp.shape or _same(a, inp):
             continue
@@ -173,15 +180,55 @@ def price(eng: _Engine) -> Plan:
         if ra and rb and ra != rb and (ra in eng.anchors or ra == DATASET) and rb in eng.anchors:
             conflicts.append(Conflict(e.src, e.dst, (ra, rb), e.ms_communication, e.seconds))
     incons = eng.inconsistencies()
-    flops = {}
+    flops, traffic = {}, {}
     for op in g:
         s = eng.chosen[op.name].sharding
-        if s is not None and op.type in COMPUTE_TYPES:       # the others count no FLOPs
+        if s is None:
+            continue
+        if op.type in COMPUTE_TYPES:
             f = training_flops(op, eng.rule(op.name), s)
             if f:
                 flops[op.name] = f
+        else:
+            t = memory_traffic(op, eng.rule(op.name), s, needs_grad.get(op.name, False))
+            if t:
+                traffic[op.name] = t
     return Plan(g, eng.mesh, hw, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
-                conflicts, incons, eng.warnings, flops)
+                conflicts, incons, eng.warnings, flops, traffic=traffic)
+
+
+#: operators that read only the rows they return from their table (its slice is not streamed whole)
+_LOOKUPS = frozenset({"Gather", "GatherV2", "Embedding", "EmbeddingLookup", "SparseGatherV2"})
+
+
+def memory_traffic(op, rule, s, needs_grad: bool) -> float:
+    """Device-memory bytes one device moves for memory-bound ``op`` (element-wise operators, norms, casts,
+    transposes, routing) in a training step under ``s``: every input slice read and every output slice
+    written, three times over when a gradient flows back through it (the backward reads the saved inputs
+    and the output's gradient and writes the inputs' gradients), once otherwise. Replicated work is
+    charged in full on each device, as its FLOPs are for MatMuls.
+
+    >>> from strategist.graph import Input, Op, TensorSpec
+    >>> from strategist.ops import rule_for, shard
+    >>> x = TensorSpec((8, 1024), "float32")
+    >>> op = Op("relu", "ReLU", "", "", "relu", "", (Input("input", "x", spec=x),), (x,))
+    >>> r = rule_for(op)
+    >>> memory_traffic(op, r, shard(op, ((1, 1),), 8, None, r), True)      # 32 KiB in, 32 KiB out, x3
+    196608.0
+    >>> memory_traffic(op, r, shard(op, ((8, 1),), 8, None, r), True)
+    24576.0
+    """
+    total = 0.0
+    for k, slot in enumerate(rule.slots):
+        x = op.inputs[slot]
+        if x.spec is None or k >= len(s.inputs) or (x.kind == "param" and op.type in _LOOKUPS):
+            continue
+        total += s.inputs[k].slice_numel * x.spec.nbytes / max(x.spec.numel, 1)
+    for j, lay in enumerate(s.outputs):
+        spec = op.outputs[j] if j < len(op.outputs) else None
+        if spec is not None:
+            total += lay.slice_numel * spec.nbytes / max(spec.numel, 1)
+    return total * (3.0 if needs_grad else 1.0)
 
 
 def clear_caches() -> None:

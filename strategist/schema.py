@@ -202,10 +202,12 @@ class HardwareSpec(_Strict):
     peak_tflops: Annotated[NonNegFinite, Field(le=1e7)] = 0.0
     mfu: Annotated[PositiveFinite, Field(le=1)] = 0.5
     memory_GB: Annotated[NonNegFinite, Field(le=1e9)] = 0.0
+    hbm_GBps: Annotated[NonNegFinite, Field(le=1e7)] = 0.0        # device-memory bandwidth (peak)
+    hbm_efficiency: Annotated[PositiveFinite, Field(le=1)] = 0.8  # fraction an element-wise kernel sustains
 
 
 HARDWARE_FIX = ("a profile needs devices_per_node, intra_node and inter_node {bandwidth_GBps, latency_us}, "
-                "optional peak_tflops, mfu in (0, 1], memory_GB")
+                "optional peak_tflops, mfu in (0, 1], memory_GB, hbm_GBps, hbm_efficiency in (0, 1]")
 
 
 def validate_hardware(root, path: str) -> HardwareSpec:

@@ -191,6 +191,7 @@ class _Engine:
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
         self._deps: dict | None = None                    # cache entries a memoised choice read
+        self._seq_axes: dict = {}
         self._memo_local: dict = {}                       # memoised choices already checked against that cache
         self._sigs: dict[str, tuple] = {}                 # Reshape -> what its swc list depends on
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
@@ -500,13 +501,13 @@ class _Engine:
         self.chosen[name] = OpChoice(self.op(name), None, (in_l,), (out_l,), prov)
 
     def reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
-        mk = ("ri", self.key(name), src)
+        mk = ("ri", self.key(name), src, self.mesh.names)      # names: local rows deal S's axes by name
         if mk not in _CHOICES:
             _CHOICES[mk] = self._reshape_from_input(name, src)
         return _CHOICES[mk]
 
     def reshape_from_output(self, name: str, dst: Layout) -> tuple[Layout, Layout]:
-        mk = ("ro", self.key(name), dst)
+        mk = ("ro", self.key(name), dst, self.mesh.names)
         if mk not in _CHOICES:
             _CHOICES[mk] = self._reshape_from_output(name, dst)
         return _CHOICES[mk]
@@ -598,6 +599,26 @@ class _Engine:
             _CHOICES[key] = hit
         return hit
 
+    def seq_axes(self, dev_matrix: tuple[int, ...]) -> frozenset | None:
+        """The axes of ``dev_matrix`` that are the mesh's ``cp`` and ``tp`` (MindFormers splits the sequence
+        of its ``[S, B, H]`` tensors by them, never the batch): by position where ``dev_matrix`` is the
+        mesh's shape, else matching its axes of size > 1 to the mesh's in order. None where they do not
+        match (a mesh without those names: the rows' axes go to B while they divide it)."""
+        hit = self._seq_axes.get(dev_matrix, 0)
+        if hit == 0:
+            names, shape = self.mesh.names, self.mesh.shape
+            hit = None
+            if tuple(dev_matrix) == tuple(shape):
+                hit = frozenset(i for i, n in enumerate(names) if n in ("cp", "tp"))
+            else:
+                mine = [i for i, d in enumerate(dev_matrix) if d > 1]
+                theirs = [i for i, d in enumerate(shape) if d > 1]
+                if [dev_matrix[i] for i in mine] == [shape[i] for i in theirs]:
+                    hit = frozenset(i for i, j in zip(mine, theirs) if names[j] in ("cp", "tp"))
+            hit = hit or None
+            self._seq_axes[dev_matrix] = hit
+        return hit
+
     def reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
         """MindSpore's choice of a Reshape's (input, output) layouts given the layout on one side
         (``GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}``): among the swcs whose layout on
@@ -666,7 +687,8 @@ class _Engine:
         rows = op.attrs.get("strategist_local_rows")
         for local in ((True, False) if rows else (False,)):
             for cand in _gather_variants(fixed):
-                mapped = local_rows_layout(cand, other, tuple(rows)) if local else reshape_layout(cand, other)
+                mapped = local_rows_layout(cand, other, tuple(rows), self.seq_axes(cand.dev_matrix)) if local \
+                    else reshape_layout(cand, other)
                 if mapped is not None:
                     return (cand, mapped) if forward else (mapped, cand)
         raise AssertionError("replicated layouts always reshape")
@@ -1208,18 +1230,26 @@ def topo_sort_order(graph: OpGraph) -> dict[str, int]:
     return order
 
 
-def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, int]) -> Layout | None:
+def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, int],
+                      seq_axes: frozenset | None = None) -> Layout | None:
     """A device-local Reshape between sequence-first ``[S, B, ...]`` and ``[S*B, ...]`` (MindFormers' Morph
     bodies; see :func:`strategist.mindformers.mark_local_rows`): merging, the rows take S's device axes
     then B's; splitting, the rows' axes are dealt back innermost first (the last axis to B while the
-    split divides B, the rest to S). The other dims reshape as usual (:func:`reshape_layout`). None
-    if the tail cannot keep its data in place.
+    split divides B, the rest to S). Merged rows do not say where S's axes ended, so ``seq_axes`` (the
+    device axes MindFormers splits the sequence by: cp, and tp under sequence parallelism) stop B's share
+    at the first of them. The other dims reshape as usual (:func:`reshape_layout`). None if the tail
+    cannot keep its data in place.
 
     >>> x = Layout((8, 4, 16), (2, 4), ((), (0,), (1,)))       # [S, B, H], B by dp=2, H by tp=4
     >>> str(local_rows_layout(x, (32, 16), (8, 4)))
     '[32, 16]@[2, 4][d0,d1]'
     >>> str(local_rows_layout(local_rows_layout(x, (32, 16), (8, 4)), (8, 4, 16), (8, 4)))
     '[8, 4, 16]@[2, 4][-,d0,d1]'
+    >>> sp = Layout((4, 8, 16), (2, 4), ((1,), (0,), ()))      # sequence parallel: S by tp, B by dp
+    >>> r = local_rows_layout(sp, (32, 16), (4, 8)); str(r)
+    '[32, 16]@[2, 4][d1xd0,-]'
+    >>> str(local_rows_layout(r, (4, 8, 16), (4, 8))), str(local_rows_layout(r, (4, 8, 16), (4, 8), frozenset({1})))
+    ('[4, 8, 16]@[2, 4][-,d1xd0,-]', '[4, 8, 16]@[2, 4][d1,d0,-]')
     """
     seq, batch = rows
     dm = src.dev_matrix
@@ -1231,7 +1261,8 @@ def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, 
     elif src.shape[:1] == (seq * batch,) and out_shape[:2] == (seq, batch):
         axes = list(src.dims[0])
         to_b: list[int] = []
-        while axes and batch % (math.prod(dm[a] for a in to_b) * dm[axes[-1]]) == 0:
+        while axes and batch % (math.prod(dm[a] for a in to_b) * dm[axes[-1]]) == 0 \
+                and not (seq_axes and axes[-1] in seq_axes):
             to_b.insert(0, axes.pop())
         if seq % math.prod(dm[a] for a in axes):
             return None

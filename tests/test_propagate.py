@@ -370,3 +370,25 @@ def test_an_anchor_configures_every_call_of_its_primitive(graph_of):
     p = propagate(g, Mesh.parse("dp=2,tp=4"), {"transpose": ((1, 2, 4),), "transpose#1": ((2, 1, 4),)},
                   dataset_strategy=FB)
     assert p.strategy("transpose#1") == ((2, 1, 4),)
+
+
+def test_step_estimate_charges_memory_bound_work():
+    """Element-wise work is priced by the bytes it moves through device memory (every input slice read, every
+    output slice written, x3 with a backward): a GeLU every device repeats on fc1's whole [8192, 4096] float16
+    output moves 8 times what one split 8 ways does, and the step estimate carries it."""
+    from strategist.loader import load_graph
+    g = load_graph("examples/mlp.py:MegatronMLP", inputs=["x:float16[8192,1024]"])
+    hw = load_hardware("atlas-800t-a2")
+    assert hw.hbm_bandwidth == 1600e9 * 0.8
+    gelu = next(op.name for op in g if op.type == "GeLU")
+    plans = [propagate(g, Mesh.parse("dp=2,tp=4"), {gelu: Anchor(gelu, s)}, use_model_strategies=False,
+                       dataset_strategy="full_batch", hardware=hw) for s in (((1, 1),), ((2, 4),))]
+    # hand-worked: 8192 * 4096 fp16 = 64 MiB read and 64 MiB written, forward and twice backward
+    assert plans[0].traffic[gelu] == 3 * 2 * 8192 * 4096 * 2 == 8 * plans[1].traffic[gelu]
+    for p in plans:
+        t = p.totals()
+        assert t["memory_bound_bytes"] == sum(p.traffic.values())
+        assert t["memory_bound_seconds"] == pytest.approx(t["memory_bound_bytes"] / hw.hbm_bandwidth)
+        assert t["step_seconds"] == pytest.approx(t["total_seconds"] + t["compute_seconds"] + t["memory_bound_seconds"])
+        # Reshapes are views and MatMuls are priced by their FLOPs: neither moves memory-bound bytes here
+        assert not any(p.choices[n].op.type in ("Reshape", "MatMul") for n in p.traffic)
