@@ -290,6 +290,32 @@ def _splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
     return bool(mp) and all(mesh.get(a) <= 1 for axes in mp for a in axes)
 
 
+def _attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[str]:
+    """The weight MatMuls around each FlashAttentionScore: the column-role ones whose output reaches it
+    before another weight MatMul or a norm (q/k/v, MLA's up-projections), and the row-role one its output
+    reaches first (the output projection)."""
+    succ = graph.nx.successors
+    pred = graph.nx.predecessors
+    out: set[str] = set()
+    for fa in (op.name for op in graph if op.type == "FlashAttentionScore"):
+        for walk, role in ((pred, "column"), (succ, "row")):
+            seen, todo = {fa}, list(walk(fa))
+            while todo:
+                n = todo.pop()
+                if n in seen or n not in graph:
+                    continue
+                seen.add(n)
+                op = graph.op(n)
+                if n in roles:
+                    if roles[n] == role:
+                        out.add(n)
+                    continue
+                if op.type in norms or op.type == "FlashAttentionScore":
+                    continue
+                todo.extend(walk(n))
+    return out
+
+
 def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh) -> Anchor:
     """A row-parallel MatMul anchor (``[S*B, K] x [K, N]``, K by tp) whose output is reduce-scattered over
     its rows: sequence-first rows take S's axes (cp, tp) then B's (dp, ep), outer first, as a device-local
@@ -333,6 +359,12 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
         and any(op.attrs.get("strategist_local_rows") for op in graph)
     sp_head = ""
+    # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
+    # (a wide MLP linear is not: its features are the intermediate size)
+    vocabularies = {op.inputs[s].spec.shape[0] for op in graph for s in _weight_params(graph, op)
+                    if op.type in ("Embedding", "Gather", "GatherV2") and op.inputs[s].spec is not None
+                    and len(op.inputs[s].spec.shape) == 2}
+    attention = _attention_projections(graph, roles, cats.get("norm", ()))
     # rule 3: where the preference flips dp -> tp
     boundary_ops: dict[str, str] = {}
     last_dp = None
@@ -395,10 +427,17 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")
         elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) == "dp" \
                 and op.type in WEIGHT_MATMULS and mesh.get("tp") > 1:
-            slot = next(iter(_weight_params(graph, op)))
-            wshape = op.inputs[slot].spec.shape
-            vocab = max(wshape) if len(wshape) == 2 else 0
-            if vocab >= rules.thresholds.get("large_vocab", 16384) and op.name in roles:
+            oshape = op.outputs[0].shape if op.outputs and op.outputs[0] is not None else ()
+            vocab = oshape[-1] if oshape else 0
+            if op.name in attention:
+                # an attention projection: Megatron's head-parallel pair whatever its weight's size, so that
+                # FlashAttention runs on each device's own heads
+                role = roles[op.name]
+                choice = ("1 weight", f"matmul_{role}", t.get(f"matmul_{role}", {}),
+                          "attention projection, Megatron " + ("column-parallel: heads by tp" if role == "column"
+                                                               else "row-parallel: heads contracted by tp"))
+            elif vocab >= rules.thresholds.get("large_vocab", 16384) and op.name in roles \
+                    and (not vocabularies or vocab in vocabularies):
                 # a language-model head: its logits dwarf its weight, but a replicated vocabulary would
                 # gather them whole for the loss; vocabulary-parallel keeps them split
                 choice = ("1 weight", "matmul_column", t.get("matmul_column", {}),

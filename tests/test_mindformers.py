@@ -367,3 +367,24 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows():
     fc1 = "model.decoder.layers.0.mlp.linear_fc1.reshape"
     assert fc1 not in ref_.plan.op_costs and fc1 not in a.plan.op_costs
     assert a.agreement >= 0.72 and c.step_ratio() <= 1.0 and a.anchors <= c["b"].anchors
+
+
+@pytest.mark.slow
+def test_telechat3_heads_and_attention_projections():
+    """telechat3 at full size (2 layers, batch 8), dp=2,tp=4: its linears' activations outweigh their weights,
+    so they prefer data parallelism. A language-model head is a MatMul producing the embedding table's row count
+    of features: the wide MLP fc2 (its weight's largest dim >= 16384) was taken for one and split by columns.
+    The attention projections stay Megatron's head-parallel pair (column q/k/v, row output), so FlashAttention
+    runs on each device's own heads; the advice is then faster than the experts' plan by the step model."""
+    from strategist.compare import compare_model
+    ref = "mindformers:telechat3/pretrain_telechat3_36b.yaml"
+    c = compare_model(ref, "dp=2,tp=4", layers=2, batch=8)
+    chosen = {ch.op: ch for ch in c.advice.chosen + [d for d, _ in c.advice.dropped]}
+    for i in range(2):
+        fc2 = chosen.get(f"model.decoder.layers.{i}.mlp.linear_fc2.matmul")
+        assert fc2 is None or fc2.template != "matmul_column"
+        assert chosen[f"model.decoder.layers.{i}.self_attention.linear_qkv.matmul"].template == "matmul_column"
+        assert chosen[f"model.decoder.layers.{i}.self_attention.linear_proj.matmul"].template.startswith("matmul_row")
+    head = chosen["model.output_layer.matmul"]
+    assert head.template == "matmul_column" and "language-model head" in head.why
+    assert c.step_ratio() < 1.0
