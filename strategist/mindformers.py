@@ -835,6 +835,10 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
                 st = _strategy_of(prim)
                 if st is not None:
                     found.append((cpath, cell, attr, prim, st))
+        # MindFormers shares some primitive objects between builds (TopKRouter's gating activation is one
+        # object for every router of every model): a strategy left on it would reach the next build, where
+        # the mode calls no shard() (a propagation build read the router's semi_auto strategy). Leave none.
+        _distinct_primitives(net)
     out.build_seconds = time.perf_counter() - t0
     readers = _param_reader(graph)
     by_key: dict[tuple[str, str], list] = {}
