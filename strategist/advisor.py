@@ -361,9 +361,9 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     sp_head = ""
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
     # (a wide MLP linear is not: its features are the intermediate size)
-    vocabularies = {op.inputs[s].spec.shape[0] for op in graph for s in _weight_params(graph, op)
-                    if op.type in ("Embedding", "Gather", "GatherV2") and op.inputs[s].spec is not None
-                    and len(op.inputs[s].spec.shape) == 2}
+    vocabularies = {op.inputs[s].spec.shape[0] for op in graph if op.type in ("Embedding", "Gather", "GatherV2")
+                    for s in _weight_params(graph, op)
+                    if op.inputs[s].spec is not None and len(op.inputs[s].spec.shape) == 2}
     attention = _attention_projections(graph, roles, cats.get("norm", ()))
     # rule 3: where the preference flips dp -> tp
     boundary_ops: dict[str, str] = {}
@@ -736,7 +736,6 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
 #: gradient and optimizer state per device (a vocabulary-parallel embedding table, a large head)
 MEMORY_WORTH = 2**30
-
 
 
 def _state_bytes(plan: Plan) -> float:

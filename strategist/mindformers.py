@@ -604,25 +604,26 @@ def _default_batch(cfg) -> int:
 _UID = "strategist_uid"
 
 
-def _distinct_primitives(net) -> int:
-    """Strip the tp=1 build's trivial strategies from every primitive; returns how many had one.
+def _clear_strategies(net, keep_self_defined: bool = False) -> int:
+    """Delete every strategy attribute from ``net``'s primitives; returns how many primitives had one.
 
-    (Primitives with identical arguments are told apart by ``graph._owned_primitives`` during the compile;
-    a distinct attribute per primitive object kept here would stop MindSpore's CSE from merging equal
-    primitives' identical calls, as it does in the real compile.)"""
-    removed = 0
-    seen: set[int] = set()
+    Used on the tp=1 build (its strategies are trivial, never anchors; and a tuple input's layouts are nested
+    tuples graph.extract does not read), after reading the experts' strategies from a build (MindFormers shares
+    some primitive objects between builds, so a strategy left on one would reach the next), and by verify's
+    child before an anchors file configures the model (``keep_self_defined``: MindFormers' per-device Morph
+    bodies keep theirs). (Primitives with identical arguments are told apart by ``graph._owned_primitives``
+    during the compile; a distinct attribute per primitive object kept here would stop MindSpore's CSE from
+    merging equal primitives' identical calls, as it does in the real compile.)"""
+    cleared: set[int] = set()
     for _, cell in net.cells_and_names():
         for prim in _prims_of(cell).values():
-            if id(prim) not in seen:
-                seen.add(id(prim))
-                removed += any(a in prim.attrs for a in ("in_strategy", "in_layout"))
-            # the tp=1 build's strategies are trivial (and a tuple input's layouts are nested tuples
-            # graph.extract does not read): the graph is taken without them
+            if keep_self_defined and prim.attrs.get("self_define_shard"):
+                continue
             for a in ("in_strategy", "out_strategy", "in_layout", "out_layout"):
                 if a in prim.attrs:
                     prim.del_prim_attr(a)
-    return removed
+                    cleared.add(id(prim))
+    return len(cleared)
 
 
 def _strip_trivial(graph: OpGraph) -> int:
@@ -670,7 +671,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         t1 = time.perf_counter()
         specs = _inputs(cfg, b)
         ids, labels = specs["input_ids"], specs["labels"]
-        removed = _distinct_primitives(net)
+        removed = _clear_strategies(net)
         undo = None
         if experts_stand_in:
             from .mf_standin import patch_experts
@@ -838,7 +839,7 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
         # MindFormers shares some primitive objects between builds (TopKRouter's gating activation is one
         # object for every router of every model): a strategy left on it would reach the next build, where
         # the mode calls no shard() (a propagation build read the router's semi_auto strategy). Leave none.
-        _distinct_primitives(net)
+        _clear_strategies(net)
     out.build_seconds = time.perf_counter() - t0
     readers = _param_reader(graph)
     by_key: dict[tuple[str, str], list] = {}

@@ -11,7 +11,7 @@ from .graph import OpGraph
 from .layout import Layout, squeeze
 from .ops import COMPUTE_TYPES, output_partial, training_flops
 from .plan import DATASET, Conflict, EdgeCost, OpCost, Plan
-from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
+from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
 
 _PRICES: dict = {}      # memoised edge and operator prices
 
@@ -150,12 +150,12 @@ def price(eng: _Engine) -> Plan:
         if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
             continue
         a = ch.inputs[0]
-        rows = op.attrs.get("strategist_local_rows")
-        if rows is not None:
-            # a device-local Morph reshape: free when its output is its input's own rows (dealing the rows'
-            # axes back is ambiguous -- (S by tp, B by dp) and (B by tp x dp) merge to the same rows)
-            fwd = local_rows_layout(a, tuple(ch.outputs[0].shape), tuple(rows))
-            if fwd is not None and _same(fwd, ch.outputs[0]):
+        if op.attrs.get("strategist_local_rows"):
+            # a device-local Morph reshape is free when its output is its input's own rows: dealing rows back
+            # to [S, B] is ambiguous ((S by tp, B by dp) and (B by tp x dp) merge to the same rows), so the
+            # forward mapping, the search's own, is asked first
+            cand, mapped = eng.reshape_from_input(op.name, a)
+            if cand == a and _same(mapped, ch.outputs[0]):
                 continue
         inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
         if a.shape != inp.shape or _same(a, inp):

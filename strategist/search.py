@@ -604,20 +604,17 @@ class _Engine:
         of its ``[S, B, H]`` tensors by them, never the batch): by position where ``dev_matrix`` is the
         mesh's shape, else matching its axes of size > 1 to the mesh's in order. None where they do not
         match (a mesh without those names: the rows' axes go to B while they divide it)."""
-        hit = self._seq_axes.get(dev_matrix, 0)
-        if hit == 0:
+        if dev_matrix not in self._seq_axes:
             names, shape = self.mesh.names, self.mesh.shape
-            hit = None
             if tuple(dev_matrix) == tuple(shape):
-                hit = frozenset(i for i, n in enumerate(names) if n in ("cp", "tp"))
+                pairs = [(i, i) for i in range(len(shape))]
             else:
                 mine = [i for i, d in enumerate(dev_matrix) if d > 1]
                 theirs = [i for i, d in enumerate(shape) if d > 1]
-                if [dev_matrix[i] for i in mine] == [shape[i] for i in theirs]:
-                    hit = frozenset(i for i, j in zip(mine, theirs) if names[j] in ("cp", "tp"))
-            hit = hit or None
-            self._seq_axes[dev_matrix] = hit
-        return hit
+                same = [dev_matrix[i] for i in mine] == [shape[i] for i in theirs]
+                pairs = list(zip(mine, theirs)) if same else []
+            self._seq_axes[dev_matrix] = frozenset(i for i, j in pairs if names[j] in ("cp", "tp")) or None
+        return self._seq_axes[dev_matrix]
 
     def reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
         """MindSpore's choice of a Reshape's (input, output) layouts given the layout on one side

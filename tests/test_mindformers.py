@@ -132,6 +132,18 @@ def _load(family):
     return _GRAPHS[family]
 
 
+# deepseek3 at its shipped size, 2 layers: the first dense, the second MoE (its default keeps 3 dense), and MTP
+DEEPSEEK3_FULL = "mindformers:deepseek3/pretrain_deepseek3_671b.yaml"
+DEEPSEEK3_FULL_SET = {"first_k_dense_replace": 1}
+
+
+def _deepseek3_full():
+    from strategist.mindformers import load_mindformers
+    if "deepseek3-full" not in _GRAPHS:
+        _GRAPHS["deepseek3-full"] = load_mindformers(DEEPSEEK3_FULL, layers=2, batch=8, overrides=DEEPSEEK3_FULL_SET)
+    return _GRAPHS["deepseek3-full"][0]
+
+
 def _experts(family, mesh, mode):
     from strategist.mindformers import expert_strategies
     cfg, ov, seq, _ = FAMILIES[family]
@@ -302,9 +314,7 @@ def test_deepseek3_mtp_loss_is_not_gathered():
     it gathers the [32768, 129280] vocabulary-parallel logits. The advice anchors it to follow the logits,
     and the reductions its backward search then meets follow their inputs."""
     from strategist.advisor import advise
-    from strategist.mindformers import load_mindformers
-    g, _ = load_mindformers("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", layers=2, batch=8,
-                            overrides={"first_k_dense_replace": 1})
+    g = _deepseek3_full()
     adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
     loss = "model.mtp.compute_language_model_loss.cross_entropy."
     chosen = {c.op: c for c in adv.chosen}
@@ -347,12 +357,9 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows():
     reshape back to S by tp, B by dp (not B by tp*dp), and a reshape whose output is its input's own rows
     costs nothing (it was charged two AllGathers and a Split)."""
     from strategist.compare import compare_model
-    from strategist.mindformers import load_mindformers
-    ref = "mindformers:deepseek3/pretrain_deepseek3_671b.yaml"
-    ov = {"first_k_dense_replace": 1}
-    g, _ = load_mindformers(ref, layers=2, batch=8, overrides=ov)
+    g = _deepseek3_full()
     assert g.sequence_parallel
-    c = compare_model(ref, "dp=2,tp=4", graph=g, layers=2, batch=8, overrides=ov)
+    c = compare_model(DEEPSEEK3_FULL, "dp=2,tp=4", graph=g, layers=2, batch=8, overrides=DEEPSEEK3_FULL_SET)
     a, ref_ = c["a"], c["c"]
     adv = {ch.op: ch for ch in c.advice.chosen}
     rows = [n for n, ch in adv.items() if ch.template == "matmul_row_sequence_parallel"]

@@ -342,20 +342,8 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
 def _clear_strategies(net, notes: list) -> None:
     """Forget every strategy MindFormers' build set on the model's primitives (its sharding_propagation()
     anchors, and the Morphs' layouts): an anchors file configures the model instead."""
-    from mindspore.ops.primitive import Primitive
-    cleared = 0
-    for _, cell in net.cells_and_names():
-        prims = list((getattr(cell, "_primitives", None) or {}).values()) + \
-            [v for v in vars(cell).values() if isinstance(v, Primitive)]
-        for prim in {id(p): p for p in prims if isinstance(p, Primitive)}.values():
-            if prim.attrs.get("self_define_shard"):
-                continue    # MindFormers' per-device bodies (Morphs: see _unshard_bare_morphs), not anchors
-            had = False
-            for attr in ("in_strategy", "out_strategy", "in_layout", "out_layout"):
-                if attr in prim.attrs:
-                    prim.del_prim_attr(attr)
-                    had = True
-            cleared += had
+    from .. import mindformers as mf
+    cleared = mf._clear_strategies(net, keep_self_defined=True)
     # the loss's "force redistribution" adds (logits + 0, labels + 0) exist only in parallel modes: strategist's
     # stand-alone graph has none, and unconfigured they are identities, so the child drops them too
     forced = 0
