@@ -34,3 +34,15 @@ def graph_of():
             target = os.path.join(ROOT, target)
         return _graph(target, tuple(kwargs), tuple(inputs))
     return get
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_output_folder():
+    """Nothing strategist runs writes into the working directory: MindFormers logs into ./output/ unless
+    LOG_MF_PATH points elsewhere (strategist points it at a private temporary directory). The suite fails if
+    an output/ folder appears in the working directory or the project root while it runs."""
+    dirs = {os.getcwd(), ROOT}
+    before = {d for d in dirs if os.path.exists(os.path.join(d, "output"))}
+    yield
+    appeared = sorted(d for d in dirs - before if os.path.exists(os.path.join(d, "output")))
+    assert not appeared, f"an output/ folder appeared in {', '.join(appeared)} (MindFormers' log, LOG_MF_PATH unset)"
