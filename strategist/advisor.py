@@ -316,6 +316,20 @@ def _attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[
     return out
 
 
+def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
+    """A template splitting ``op``'s token factor over ``axes``: the factor of the largest dimension of its
+    activation inputs of rank >= 2 (an MoE router's [1, tokens, experts] scores, [1, tokens*k] indices)."""
+    best = None
+    for k, slot in enumerate(rule.slots):
+        x = op.inputs[slot] if slot < len(op.inputs) else None
+        if x is None or x.kind == "param" or x.spec is None or len(x.spec.shape) < 2 or k >= len(rule.strategy_rows):
+            continue
+        for f, size in zip(rule.strategy_rows[k], x.spec.shape):
+            if f and f not in rule.unsplittable and (best is None or size > best[0]):
+                best = (size, f)
+    return {best[1]: tuple(axes)} if best else None
+
+
 def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh) -> Anchor:
     """A row-parallel MatMul anchor (``[S*B, K] x [K, N]``, K by tp) whose output is reduce-scattered over
     its rows: sequence-first rows take S's axes (cp, tp) then B's (dp, ep), outer first, as a device-local
@@ -359,6 +373,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
         and any(op.attrs.get("strategist_local_rows") for op in graph)
     sp_head = ""
+    router_head: dict[str, str] = {}
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
     # (a wide MLP linear is not: its features are the intermediate size)
     vocabularies = {op.inputs[s].spec.shape[0] for op in graph if op.type in ("Embedding", "Gather", "GatherV2")
@@ -401,6 +416,14 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 tmpl = t.get(tname, {})
                 why = "parallelism boundary: parameters outweigh activations from here on (model parallel)"
             choice = ("3 boundary", tname, tmpl, why)
+        elif op.cell_class in cats.get("moe_router", ()) and op.type not in ("Reshape", "Flatten", "Cast") \
+                and not _weight_params(graph, op) and "moe_router" in t:
+            tmpl = _token_template(op, rule, t["moe_router"].get("tokens", ()))
+            if tmpl is not None:
+                choice = ("4 fused", "moe_router", tmpl,
+                          "MoE router: its tokens over every device (each device scores, picks and counts only "
+                          "its own tokens), as its gating input arrives; left to propagation it repeats the whole "
+                          "batch's routing on every device")
         elif op.type in cats.get("fused", ()):
             if op.type == "FlashAttentionScore":
                 choice = ("4 fused", "flash_attention", t.get("flash_attention", {}),
@@ -488,6 +511,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             anchor = _reduce_scatter_rows(anchor, mesh)
             tname, why = "matmul_row_sequence_parallel", why + "; output reduce-scattered over the sequence (sequence parallel)"
         choice_ = Choice(op.name, rule_name, tname, why, anchor, declared=declared)
+        if tname == "moe_router":
+            # one package per router: a split router pays only whole (each of its operators alone pays the
+            # gather or split at its edges and is dropped, leaving the whole batch's routing on every device)
+            choice_.with_op = router_head.setdefault(op.cell_path, op.name)
         if tname in ("norm_sequence_parallel", "matmul_row_sequence_parallel"):
             # one package: a sequence-parallel norm pays only where every row-parallel output is
             # reduce-scattered to it and every column-parallel input gathered from it
@@ -591,6 +618,41 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
                f"{p.cost:.0f}): anchored to follow its input") if p.direction != "default" else \
             "dimension-changing op no anchor reaches: anchored to follow its input"
         proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh, op.type)))
+    # rule 2, fused consumers: a fused operator (FlashAttention) whose input arrives through a redistribution
+    # from a layout-only Transpose after a joining operator (MLA's K = Concat(k_nope, tiled k_pe), then the
+    # BNSD Transpose) is handed that layout by both: the Transpose alone only moves the redistribution
+    # in front of itself. One package, kept only if it pays
+    anchored = {c.op for c in proposed}
+    for c in list(proposed):
+        d = graph.op(c.op)
+        if d.type not in rules.categories.get("fused", ()) or d.type in rules.categories.get("norm", ()):
+            continue
+        drule = _cached_rule(d)
+        for k, slot in enumerate(drule.slots):
+            x = d.inputs[slot] if slot < len(d.inputs) else None
+            if x is None or x.kind != "op" or x.ref in anchored or graph.op(x.ref).type != "Transpose":
+                continue
+            lay = plan.choices[c.op].inputs[k]
+            t = graph.op(x.ref)
+            src = plan.choices[t.name].outputs[x.index] if x.index < len(plan.choices[t.name].outputs) else None
+            if lay is None or src is None or _same(src, lay):
+                continue
+            st = _follow(_cached_rule(t), lay, x.index, "out", mesh.size)
+            j = next((y for y in t.inputs if y.kind == "op"), None)
+            if st is None or st.dev_matrix != mesh.shape or j is None or j.ref in anchored:
+                continue
+            u = graph.op(j.ref)
+            if u.type in ("Reshape", "Flatten", "Cast") or len([y for y in u.inputs if y.kind == "op"]) < 2:
+                continue
+            su = _follow(_cached_rule(u), st.inputs[0], j.index, "out", mesh.size)
+            if su is None or su.dev_matrix != mesh.shape:
+                continue
+            why = (f"joins the inputs of the fused {c.op}, which took them through a redistribution: "
+                   f"anchored with the Transpose after it to hand it the layout it takes")
+            for op_, sh in ((t, st), (u, su)):
+                anchored.add(op_.name)
+                proposed.append(Choice(op_.name, "2 dimension", "follow_output", why,
+                                       anchor_of(op_.name, sh, mesh, op_.type), with_op=t.name))
     # rule 2, consumer side: a dimension-changing operator whose output reaches a configured operator only
     # through a redistribution MindSpore's search leaves there ("Inconsistency occurred at edge": two seeds'
     # searches met) is anchored to hand that operator the layout it takes
@@ -678,6 +740,23 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
                         " (kept: declared by --boundary, though the plan is faster without it)" if dt <= 0 else "")
         if len(gone_keys) == dropped_before or not keep:
             break
+    # a package kept whole may hold members propagation reproduces anyway: each such member (one pattern
+    # across repeated layers) goes when the plan is the same without it
+    members_of: dict[str, list[Choice]] = {}
+    for c in keep:
+        if c.with_op and len(groups.get(_group_key(c.with_op), ())) > 1:
+            members_of.setdefault(_group_key(c.op), []).append(c)
+    for key in sorted(members_of, key=lambda k: graph.op(members_of[k][0].op).topo_index):
+        gone = {id(c) for c in members_of[key]}
+        trial = [c for c in keep if id(c) not in gone]
+        try:
+            q = run(trial, price=False)
+        except PropagationError:
+            continue
+        if _same_plan(plan, q):
+            keep = trial
+            for c in members_of[key]:
+                dropped.append((c, "propagation gives the same layouts and cost without it (its package is kept)"))
     final = run(keep) if keep else baseline
     semi_anchors = {}
     for name, ch in final.choices.items():

@@ -109,10 +109,18 @@ class Collective:
         return 2 * (n - 1) / n * s             # AllReduce = ReduceScatter + AllGather
 
     def steps(self) -> int:
-        """Latency terms of the ring/pairwise algorithm."""
-        if self.kind == "Split":
+        """Latency terms: on a power-of-two group, recursive halving-doubling (HCCL's RHD, as NCCL's trees
+        for small messages): log2(n) rounds, twice for an AllReduce, at the ring's bandwidth term; otherwise
+        the ring's n - 1 (twice for an AllReduce). AllToAll is pairwise: n - 1.
+
+        >>> Collective("AllReduce", 0, 0, -1, 64, (1,), (64,)).steps(), Collective("AllGather", 0, 0, -1, 6, (1,), (6,)).steps()
+        (12, 5)
+        """
+        n = self.n
+        if self.kind == "Split" or n <= 1:
             return 0
-        return 2 * (self.n - 1) if self.kind == "AllReduce" else self.n - 1
+        rounds = n.bit_length() - 1 if n & (n - 1) == 0 and self.kind != "AllToAll" else n - 1
+        return 2 * rounds if self.kind == "AllReduce" else rounds
 
 
 def refine_cost(x: float) -> float:

@@ -158,8 +158,13 @@ def test_time_uses_intra_or_inter_node_links():
     src = L((1024, 1024), (2, 8), ((), ()), partial=(0,))
     t_inter = plan(src, L((1024, 1024), (2, 8), ((), ()))).physical(2, hw)
     s = 1024 * 1024 * 2
-    assert t_intra.seconds == pytest.approx(2 * 7 * 10e-6 + 2 * 7 / 8 * s / 56e9)
+    # AllReduce over 8 (a power of two): 2 x log2(8) halving-doubling rounds, the ring's bandwidth term
+    assert t_intra.seconds == pytest.approx(2 * 3 * 10e-6 + 2 * 7 / 8 * s / 56e9)
     assert t_inter.seconds == pytest.approx(2 * 1 * 20e-6 + 2 * 1 / 2 * s / 25e9)
+    # over 6 (not a power of two): the ring's 2 x (n - 1) rounds
+    src = L((1024, 1020), (6,), ((), ()), partial=(0,))
+    t6 = plan(src, L((1024, 1020), (6,), ((), ()))).physical(2, hw)
+    assert t6.seconds == pytest.approx(2 * 5 * 10e-6 + 2 * 5 / 6 * 1024 * 1020 * 2 / 56e9)
 
 
 # --- randomised: every plan is exact on the simulator ---------------------------------------------
