@@ -146,7 +146,7 @@ def mindformers_section(classes):
 # the zoo at realistic sizes: strategist advise's plan, then verify on the anchors it prints
 ZOO_ADVICE = [("gpt_nn.py:GPT", ["hidden=4096", "heads=32", "seq=1024", "batch=8", "vocab=32768"]),
               ("encoder.py:EncoderClassifier", []),
-              ("vit.py:ViT", ["hidden=1024", "heads=16", "image=224", "patch=16", "batch=32"]),
+              ("vit.py:ViT", ["hidden=1024", "heads=16", "image=224", "patch=16", "batch=16"]),
               ("resnet50.py:ResNet50", ["batch=256", "classes=10000"])]
 
 

@@ -307,13 +307,38 @@ def _attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[
                 seen.add(n)
                 op = graph.op(n)
                 if n in roles:
-                    if roles[n] == role:
+                    if roles[n] == role and not (role == "column" and _feeds_latent(graph, n, roles, norms)):
                         out.add(n)
                     continue
                 if op.type in norms or op.type == "FlashAttentionScore":
                     continue
                 todo.extend(walk(n))
     return out
+
+
+def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str], norms) -> bool:
+    """True when some path out of weight MatMul ``name`` reaches another weight MatMul or a norm of a
+    rank-3 activation before a FlashAttentionScore: a down-projection into a latent (MLA's
+    ``linear_kv_down_proj``, whose rotary slice alone reaches the attention), not a head projection
+    (a per-head q/k norm on ``[S, B, N, D]`` does not count)."""
+    seen, todo = {name}, list(graph.nx.successors(name))
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in graph:
+            continue
+        seen.add(n)
+        op = graph.op(n)
+        if op.type == "FlashAttentionScore":
+            continue
+        if n in roles:
+            return True
+        if op.type in norms:
+            x = op.inputs[0].spec if op.inputs else None
+            if x is not None and len(x.shape) <= 3:
+                return True
+            continue
+        todo.extend(graph.nx.successors(n))
+    return False
 
 
 def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
@@ -340,7 +365,7 @@ def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh) -> Anchor:
     return Anchor(anchor.op, anchor.strategy, anchor.layouts, out_layouts=(out,), origin=anchor.origin)
 
 
-def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh) -> Choice | None:
+def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: bool = False) -> Choice | None:
     """The layout change right after a vocabulary-parallel Embedding (MindFormers: reshape to [B, S, H],
     then a Transpose to sequence-first [S, B, H]), anchored batch by dp. MindSpore generates an Embedding
     table split only over every device for 1-D ids, so the table's tp split exists only as an anchor; its
@@ -352,11 +377,16 @@ def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh) -> Ch
     if len(readers) != 1 or readers[0].type != "Transpose":
         return None
     t = readers[0]
-    s = template_sharding(t, _cached_rule(t), rules.templates.get("embedding_output_batch", {}), mesh)
+    # sequence parallelism: the embedding's partial sums are reduce-scattered over the sequence (by cp and
+    # tp), the residual stream's layout between the tensor-parallel blocks
+    tname = "embedding_output_sequence_parallel" if sp and "embedding_output_sequence_parallel" in rules.templates \
+        else "embedding_output_batch"
+    s = template_sharding(t, _cached_rule(t), rules.templates.get(tname, {}), mesh)
     if s is None:
         return None
-    return Choice(t.name, "2 dimension", "embedding_output_batch",
-                  f"companion of the vocabulary-parallel {op.name}: the layout change after it, batch by dp",
+    return Choice(t.name, "2 dimension", tname,
+                  f"companion of the vocabulary-parallel {op.name}: the layout change after it, batch by dp"
+                  + (", sequence by tp (sequence parallel)" if tname != "embedding_output_batch" else ""),
                   anchor_of(t.name, s, mesh, t.type), with_op=op.name)
 
 
@@ -468,7 +498,13 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             else:
                 # activations outweigh the weight: data parallel over every device. Left to propagation
                 # (a full-batch dataset seeds nothing), the tp devices would repeat each other's work
-                choice = ("1 weight", "matmul_data_parallel", t.get("matmul_data_parallel", {}),
+                tname = "matmul_data_parallel"
+                src = graph.op(op.inputs[0].ref) if op.inputs and op.inputs[0].kind == "op" else None
+                if src is not None and src.attrs.get("strategist_local_rows") \
+                        and "matmul_data_parallel_sequence_first" in t:
+                    # rows merged from [S, B, H]: S's axes outer, as the reshape back to [S, B, N] deals them
+                    tname = "matmul_data_parallel_sequence_first"
+                choice = ("1 weight", tname, t.get(tname, {}),
                           "activations outweigh the weight: data parallel over every device")
         elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) != "dp":
             slot = next(iter(_weight_params(graph, op)))
@@ -522,7 +558,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             choice_.with_op = sp_head
         out.append(choice_)
         if tname == "embedding_table_vocab_parallel":
-            comp = _embedding_companion(graph, op, rules, mesh)
+            comp = _embedding_companion(graph, op, rules, mesh, sp)
             if comp is not None:
                 out.append(comp)
     seq = max((op.inputs[0].spec.shape[1] for op in graph if op.type == "FlashAttentionScore"
@@ -530,6 +566,39 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
         notes.append(f"long sequence ({seq}): a cp axis (--mesh ...,cp=N) would split it (rule 3)")
     return out, notes
+
+
+def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules, mesh: Mesh) -> list[Choice]:
+    """Rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
+    strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
+    follows the largest such input; it would otherwise gather that tensor whole (MTP's loss on
+    vocabulary-parallel logits)."""
+    out = []
+    for op in graph:
+        if op.name in anchored or op.type in ("Reshape", "Flatten", "Cast") \
+                or op.type in rules.categories.get("dimension_changing", ()) \
+                or plan.choices[op.name].provenance.direction != "default":
+            continue
+        rule = _cached_rule(op)
+        best = None
+        for slot, x in enumerate(op.inputs):
+            if x.kind != "op" or x.spec is None or slot not in rule.slots or x.ref not in plan.choices:
+                continue
+            src = plan.choices[x.ref]
+            if src.provenance.direction == "default" or x.index >= len(src.outputs):
+                continue
+            size = math.prod(x.spec.shape)
+            if best is None or size > best[0]:
+                best = (size, slot, src.outputs[x.index])
+        if best is None:
+            continue
+        s = _follow(rule, best[2], rule.slots.index(best[1]), "in", mesh.size)
+        if s is None or s.dev_matrix != mesh.shape:
+            continue
+        out.append(Choice(op.name, "2 dimension", "follow_input",
+                          "operator no search reaches, on a tensor a search decided: anchored to follow its "
+                          "largest such input instead of gathering it", anchor_of(op.name, s, mesh, op.type)))
+    return out
 
 
 def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries: dict[str, str] | None = None,
@@ -561,36 +630,8 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
     proposed, notes = propose(graph, mesh, rules, boundaries)
     plan = run(proposed, price=False)          # rule 2 reads provenance only
     n_before = len(proposed)
-    # rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
-    # strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
-    # follows the largest such input; it would otherwise gather that tensor whole (MTP's loss on
-    # vocabulary-parallel logits)
-    anchored = {c.op for c in proposed}
-    for op in graph:
-        if op.name in anchored or op.type in ("Reshape", "Flatten", "Cast") \
-                or op.type in rules.categories.get("dimension_changing", ()) \
-                or plan.choices[op.name].provenance.direction != "default":
-            continue
-        rule = _cached_rule(op)
-        best = None
-        for slot, x in enumerate(op.inputs):
-            if x.kind != "op" or x.spec is None or slot not in rule.slots or x.ref not in plan.choices:
-                continue
-            src = plan.choices[x.ref]
-            if src.provenance.direction == "default" or x.index >= len(src.outputs):
-                continue
-            size = math.prod(x.spec.shape)
-            if best is None or size > best[0]:
-                best = (size, slot, src.outputs[x.index])
-        if best is None:
-            continue
-        s = _follow(rule, best[2], rule.slots.index(best[1]), "in", mesh.size)
-        if s is None or s.dev_matrix != mesh.shape:
-            continue
-        anchored.add(op.name)
-        proposed.append(Choice(op.name, "2 dimension", "follow_input",
-                               "operator no search reaches, on a tensor a search decided: anchored to follow its "
-                               "largest such input instead of gathering it", anchor_of(op.name, s, mesh, op.type)))
+    # rule 2, unreached consumers (see _unreached_followers)
+    proposed += _unreached_followers(graph, plan, {c.op for c in proposed}, rules, mesh)
     if len(proposed) > n_before:
         plan = run(proposed, price=False)
     # rule 2: dimension-changing operators propagation reached with a redistribution, or not at all
@@ -618,10 +659,10 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
                f"{p.cost:.0f}): anchored to follow its input") if p.direction != "default" else \
             "dimension-changing op no anchor reaches: anchored to follow its input"
         proposed.append(Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh, op.type)))
-    # rule 2, fused consumers: a fused operator (FlashAttention) whose input arrives through a redistribution
-    # from a layout-only Transpose after a joining operator (MLA's K = Concat(k_nope, tiled k_pe), then the
-    # BNSD Transpose) is handed that layout by both: the Transpose alone only moves the redistribution
-    # in front of itself. One package, kept only if it pays
+    # rule 2, fused consumers: a fused operator (FlashAttention) whose input comes from a layout-only
+    # Transpose after a joining operator (MLA's K = Concat(k_nope, tiled k_pe), then the BNSD Transpose) is
+    # handed its layout by both: where two searches meet there, the Transpose alone only moves the
+    # redistribution in front of itself. One package per pattern (every layer), kept only if it pays
     anchored = {c.op for c in proposed}
     for c in list(proposed):
         d = graph.op(c.op)
@@ -635,7 +676,7 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
             lay = plan.choices[c.op].inputs[k]
             t = graph.op(x.ref)
             src = plan.choices[t.name].outputs[x.index] if x.index < len(plan.choices[t.name].outputs) else None
-            if lay is None or src is None or _same(src, lay):
+            if lay is None or src is None:
                 continue
             st = _follow(_cached_rule(t), lay, x.index, "out", mesh.size)
             j = next((y for y in t.inputs if y.kind == "op"), None)
@@ -678,6 +719,34 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
                                f"dimension-changing op whose output reaches the configured {dst} only through a "
                                f"redistribution: anchored to hand it the layout it takes",
                                anchor_of(src, s, mesh, op.type)))
+    # ... and a Transpose (a pure layout change) whose every consumer takes its output through the same
+    # redistribution (the MoE combine's Transpose back to sequence-first, reached whole from the token
+    # permutation, before a sequence-parallel residual add) hands them that layout instead
+    for op in graph:
+        if op.type != "Transpose" or op.name in anchored or not op.outputs:
+            continue
+        out = plan.choices[op.name].outputs[0] if plan.choices[op.name].outputs else None
+        takes = set()
+        for e in graph.out_edges(op.name):
+            d = graph.op(e.dst)
+            drule = _cached_rule(d)
+            if e.in_slot not in drule.slots or d.type in ("Reshape", "Flatten"):
+                takes = None
+                break
+            lay = plan.choices[e.dst].inputs[drule.slots.index(e.in_slot)]
+            takes.add(lay)
+        if not takes or len(takes) != 1 or out is None:
+            continue
+        lay = next(iter(takes))
+        if lay is None or _same(out, lay):
+            continue
+        s = _follow(_cached_rule(op), lay, 0, "out", mesh.size)
+        if s is None or s.dev_matrix != mesh.shape:
+            continue
+        anchored.add(op.name)
+        proposed.append(Choice(op.name, "2 dimension", "follow_output",
+                               "layout-only Transpose whose every consumer redistributes its output the same way: "
+                               "anchored to hand them the layout they take", anchor_of(op.name, s, mesh, op.type)))
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
     plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
