@@ -215,6 +215,29 @@ def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
     return roles
 
 
+def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
+    """The weight MatMuls of Megatron column -> row pairs: each row-role MatMul and every column-role one whose
+    output reaches it before a norm (a lone projection into a norm or the head is not in a pair)."""
+    weight_mm = {"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"}
+    norms = rules.categories.get("norm", frozenset())
+    carry: dict[str, frozenset] = {}
+    out: set[str] = set()
+    for op in graph:
+        incoming = frozenset().union(*(carry.get(x.ref, frozenset()) for x in op.inputs if x.kind == "op"))
+        if op.type in weight_mm and _weight_params(graph, op):
+            if incoming:
+                out.add(op.name)
+                out.update(incoming)
+                carry[op.name] = frozenset()
+            else:
+                carry[op.name] = frozenset({op.name})
+        elif op.type in norms:
+            carry[op.name] = frozenset()
+        else:
+            carry[op.name] = incoming
+    return out
+
+
 def _activation_bytes(op: Op) -> int:
     ins = [x.spec.nbytes for x in op.inputs if x.kind in ("op", "input") and x.spec is not None]
     outs = [o.nbytes for o in op.outputs if o is not None]
@@ -390,12 +413,18 @@ def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: b
                   anchor_of(t.name, s, mesh, t.type), with_op=op.name)
 
 
-def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None) -> tuple[list[Choice], list[str]]:
-    """Rules 1, 3 and 4: the proposed anchors (before rule 2 and minimality), and notes."""
+def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None,
+            megatron: bool = False) -> tuple[list[Choice], list[str]]:
+    """Rules 1, 3 and 4: the proposed anchors (before rule 2 and minimality), and notes. ``megatron``: the
+    linears of column/row pairs (:func:`_megatron_pairs`) that prefer data parallelism are proposed as
+    Megatron's pair instead (the advisor tries both, see :func:`advise`)."""
     t = rules.templates
     cats = rules.categories
     roles = _roles(graph, rules)
     prefs = _preferences(graph, rules, boundaries or {})
+    if megatron:
+        for n in _flippable(graph, rules, prefs, boundaries):
+            prefs[n] = ""
     notes: list[str] = []
     out: list[Choice] = []
     order = [op.name for op in graph if op.name in prefs]
@@ -556,6 +585,20 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             # reduce-scattered to it and every column-parallel input gathered from it
             sp_head = sp_head or op.name
             choice_.with_op = sp_head
+            if tname == "norm_sequence_parallel":
+                # the residual stream between the tensor-parallel blocks is sequence parallel too: the residual
+                # add feeding this norm (through Casts) takes its layout; left to propagation it keeps whole
+                # sequences and every norm would re-split them
+                res = _cut_before(graph, op.name)
+                r = graph.op(res) if res is not None else None
+                if r is not None and r.type in ("Add", "AddExt") and r.outputs and r.outputs[0] is not None \
+                        and tuple(r.outputs[0].shape) == tuple(op.inputs[0].spec.shape):
+                    rs = template_sharding(r, _cached_rule(r), tmpl, mesh)
+                    if rs is not None:
+                        out.append(Choice(r.name, "4 fused", "residual_sequence_parallel",
+                                          f"residual add into the sequence-parallel {op.name}: the residual stream "
+                                          f"is sequence parallel between the tensor-parallel blocks",
+                                          anchor_of(r.name, rs, mesh, r.type), with_op=sp_head))
         out.append(choice_)
         if tname == "embedding_table_vocab_parallel":
             comp = _embedding_companion(graph, op, rules, mesh, sp)
@@ -601,6 +644,14 @@ def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules
     return out
 
 
+def _flippable(graph: OpGraph, rules: Rules, prefs: dict[str, str], boundaries) -> list[str]:
+    """Linears of Megatron pairs that prefer data parallelism, outside any declared --boundary."""
+    declared = lambda n: any(graph.op(n).cell_path == p or graph.op(n).cell_path.startswith(p + ".")
+                             for p in (boundaries or {}))
+    return [n for n in sorted(_megatron_pairs(graph, rules), key=lambda n: graph.op(n).topo_index)
+            if prefs.get(n) == "dp" and not declared(n)]
+
+
 def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries: dict[str, str] | None = None,
            hardware: Hardware | None = None, dataset_strategy="data_parallel") -> Advice:
     """Choose a minimal set of anchors for ``graph`` on ``mesh`` and price the result."""
@@ -610,8 +661,26 @@ def advise(graph: OpGraph, mesh: Mesh, *, rules: Rules | None = None, boundaries
 
 def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advice:
     rules = rules or load_rules()
-
     searched: dict = {}        # anchor set -> its unpriced plan: a plan checked by layouts, then priced, is searched once
+    first = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched)
+    flip = _flippable(graph, rules, _preferences(graph, rules, boundaries or {}), boundaries) \
+        if mesh.get("tp") > 1 else []
+    if not flip:
+        return first
+    # the linears of column/row pairs whose activations outweigh their weights: data parallel (no activation
+    # collective, but every weight whole on every device) or Megatron's pair (an activation collective per
+    # pair, the weights split): the step model decides, not the bytes ratio alone
+    alt = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=True)
+    ta, tb = first.plan.totals()["step_seconds"], alt.plan.totals()["step_seconds"]
+    best = alt if tb < ta * (1 - 1e-9) else first
+    best.notes.append(f"{len(flip)} linears of column/row pairs have activations outweighing their weights: "
+                      f"{'Megatron column/row' if best is alt else 'data parallel'} (step {min(ta, tb) * 1e3:.3f} ms) "
+                      f"beats {'data parallel' if best is alt else 'Megatron column/row'} "
+                      f"(step {max(ta, tb) * 1e3:.3f} ms) for them")
+    return best
+
+
+def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> Advice:
 
     def run(anchors, price=True):
         anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
@@ -627,7 +696,7 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
         plan.anchors = {n: plan.anchors[n] for n in anchors}
         return plan
 
-    proposed, notes = propose(graph, mesh, rules, boundaries)
+    proposed, notes = propose(graph, mesh, rules, boundaries, megatron=megatron)
     plan = run(proposed, price=False)          # rule 2 reads provenance only
     n_before = len(proposed)
     # rule 2, unreached consumers (see _unreached_followers)
@@ -826,6 +895,15 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
             keep = trial
             for c in members_of[key]:
                 dropped.append((c, "propagation gives the same layouts and cost without it (its package is kept)"))
+        elif all(c.template == "residual_sequence_parallel" for c in members_of[key]):
+            # the residual adds of a sequence-parallel package must pay for themselves, as a pattern
+            q = run(trial)
+            changed, dt = _diff(plan, q)
+            if dt < 0:
+                keep, plan = trial, q
+                for c in members_of[key]:
+                    dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
+                                       f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
     final = run(keep) if keep else baseline
     semi_anchors = {}
     for name, ch in final.choices.items():
