@@ -149,6 +149,7 @@ class Choice:
     needed: str = ""     # why it survived minimality
     declared: bool = False   # from a user-declared --boundary: kept even when it does not pay
     with_op: str = ""        # tested by minimality together with this operator's anchor (a companion)
+    fallback: "Choice | None" = None   # what replaces it when its package is dropped (sequence parallel -> plain)
 
 
 @dataclass
@@ -168,6 +169,9 @@ class Advice:
     def anchors(self) -> dict[str, Anchor]:
         return {c.op: c.anchor for c in self.chosen}
 
+
+#: the sequence-parallel package's templates (kept as the config asks, see propose)
+SP_TEMPLATES = frozenset({"norm_sequence_parallel", "matmul_row_sequence_parallel", "residual_sequence_parallel"})
 
 #: weight operators a Megatron column/row or data-parallel template applies to
 WEIGHT_MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
@@ -222,11 +226,12 @@ def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
     norms = rules.categories.get("norm", frozenset())
     carry: dict[str, frozenset] = {}
     out: set[str] = set()
+    rows: set[str] = set()
     for op in graph:
         incoming = frozenset().union(*(carry.get(x.ref, frozenset()) for x in op.inputs if x.kind == "op"))
         if op.type in weight_mm and _weight_params(graph, op):
             if incoming:
-                out.add(op.name)
+                rows.add(op.name)
                 out.update(incoming)
                 carry[op.name] = frozenset()
             else:
@@ -235,7 +240,49 @@ def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
             carry[op.name] = frozenset()
         else:
             carry[op.name] = incoming
+    # a down-projection into a latent (MLA's kv_down, whose rotary slice alone reaches the attention and the
+    # output projection after it) is no column of a pair
+    cols = {n for n in out if not _feeds_latent_norm(graph, n, norms)}
+    # a row whose only column partners were latent down-projections is in no pair
+    return cols | {r for r in rows if any(c in cols for c in _column_partners(graph, r, weight_mm))}
+
+
+def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
+    """The weight MatMuls reached walking back from ``row``'s activation input (stopping at each)."""
+    out, seen = set(), {row}
+    todo = [x.ref for x in graph.op(row).inputs if x.kind == "op"]
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in graph:
+            continue
+        seen.add(n)
+        op = graph.op(n)
+        if op.type in weight_mm and _weight_params(graph, op):
+            out.add(n)
+            continue
+        todo.extend(x.ref for x in op.inputs if x.kind == "op")
     return out
+
+
+def _feeds_latent_norm(graph: OpGraph, name: str, norms) -> bool:
+    """True when some path out of ``name`` reaches a norm of a rank-3 activation before a weight operator or a
+    FlashAttentionScore (MLA's ``linear_kv_down_proj`` into ``kv_layernorm``)."""
+    seen, todo = {name}, list(graph.nx.successors(name))
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in graph:
+            continue
+        seen.add(n)
+        op = graph.op(n)
+        if op.type == "FlashAttentionScore" or (op.type in WEIGHT_MATMULS and _weight_params(graph, op)):
+            continue
+        if op.type in norms:
+            x = op.inputs[0].spec if op.inputs else None
+            if x is not None and len(x.shape) <= 3:
+                return True
+            continue
+        todo.extend(graph.nx.successors(n))
+    return False
 
 
 def _activation_bytes(op: Op) -> int:
@@ -576,15 +623,28 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             anchor = _reduce_scatter_rows(anchor, mesh)
             tname, why = "matmul_row_sequence_parallel", why + "; output reduce-scattered over the sequence (sequence parallel)"
         choice_ = Choice(op.name, rule_name, tname, why, anchor, declared=declared)
+        if tname == "matmul_row_sequence_parallel":
+            # without sequence parallelism: the plain row-parallel pair (its output all-reduced)
+            choice_.fallback = Choice(op.name, rule_name, "matmul_row", why.split("; output reduce-scattered")[0],
+                                      anchor_of(op.name, s, mesh, op.type))
+        elif tname == "norm_sequence_parallel" and "norm_sequence_first" in t:
+            fs = template_sharding(op, rule, t["norm_sequence_first"], mesh)
+            if fs is not None:
+                choice_.fallback = Choice(op.name, rule_name, "norm_sequence_first", "fused norm: tokens by dp "
+                                          "(and cp), hidden unsplit (sequence parallelism does not pay here)",
+                                          anchor_of(op.name, fs, mesh, op.type))
         if tname == "moe_router":
             # one package per router: a split router pays only whole (each of its operators alone pays the
             # gather or split at its edges and is dropped, leaving the whole batch's routing on every device)
             choice_.with_op = router_head.setdefault(op.cell_path, op.name)
         if tname in ("norm_sequence_parallel", "matmul_row_sequence_parallel"):
             # one package: a sequence-parallel norm pays only where every row-parallel output is
-            # reduce-scattered to it and every column-parallel input gathered from it
+            # reduce-scattered to it and every column-parallel input gathered from it. The config asks for it
+            # (use_seq_parallel, for activation memory the step model does not weigh): kept like a declared
+            # boundary, with what it costs or saves in the notes
             sp_head = sp_head or op.name
             choice_.with_op = sp_head
+            choice_.declared = True
             if tname == "norm_sequence_parallel":
                 # the residual stream between the tensor-parallel blocks is sequence parallel too: the residual
                 # add feeding this norm (through Casts) takes its layout; left to propagation it keeps whole
@@ -598,7 +658,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                         out.append(Choice(r.name, "4 fused", "residual_sequence_parallel",
                                           f"residual add into the sequence-parallel {op.name}: the residual stream "
                                           f"is sequence parallel between the tensor-parallel blocks",
-                                          anchor_of(r.name, rs, mesh, r.type), with_op=sp_head))
+                                          anchor_of(r.name, rs, mesh, r.type), with_op=sp_head, declared=True))
         out.append(choice_)
         if tname == "embedding_table_vocab_parallel":
             comp = _embedding_companion(graph, op, rules, mesh, sp)
@@ -832,6 +892,14 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     from . import progress
     order = sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index))
     gone_keys: set[str] = set()
+
+    def adopt(fallbacks):
+        # the fallbacks now kept are checked by the next pass, one pattern per group
+        for f in fallbacks:
+            k = "fallback:" + _group_key(f.op)
+            if k not in groups:
+                order.append(k)
+            groups.setdefault(k, []).append(f)
     # greedy, in priority order; a group kept early may stop being needed once a later one goes, so the kept
     # groups are checked again until a pass drops nothing (at most three passes)
     for pass_no in range(3):
@@ -840,7 +908,9 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         for key in progress.bar(todo, "minimality checks" if pass_no == 0 else "minimality checks (again)"):
             members = groups[key]
             gone = {id(c) for c in members}        # (Choice equality compares every field: slow, and same op = same group)
-            trial = [c for c in keep if id(c) not in gone]
+            # a sequence-parallel package dropped leaves its norms and row linears their plain layouts
+            fallbacks = [c.fallback for c in members if c.fallback is not None]
+            trial = sorted([c for c in keep if id(c) not in gone] + fallbacks, key=lambda c: graph.op(c.op).topo_index)
             try:
                 q = run(trial, price=False) if trial else baseline
             except PropagationError as err:
@@ -854,6 +924,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 gone_keys.add(key)
                 for c in members:
                     dropped.append((c, "propagation gives the same layouts and cost without it"))
+                adopt(fallbacks)
             else:
                 q = run(trial) if trial else baseline
                 changed, dt = _diff(plan, q)
@@ -870,12 +941,17 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                     keep, plan = trial, q
                     gone_keys.add(key)
                     for c in members:
-                        dropped.append((c, f"does not pay for itself: {what}, {changed} operators change layout and "
+                        dropped.append((c, f"does not pay for itself: {what}" + (
+                            f" (its {len(fallbacks)} norms and row linears without sequence parallelism)"
+                            if fallbacks else "") + f", {changed} operators change layout and "
                                            f"the step estimate changes by {dt * 1e3:+.3f} ms"))
+                    adopt(fallbacks)
                     continue
                 for c in members:
-                    c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + (
-                        " (kept: declared by --boundary, though the plan is faster without it)" if dt <= 0 else "")
+                    c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + ((
+                        " (kept: the config asks for sequence parallelism, use_seq_parallel, though the plan is "
+                        "faster without it)" if c.template in SP_TEMPLATES else
+                        " (kept: declared by --boundary, though the plan is faster without it)") if dt <= 0 else "")
         if len(gone_keys) == dropped_before or not keep:
             break
     # a package kept whole may hold members propagation reproduces anyway: each such member (one pattern
@@ -905,6 +981,19 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
     final = run(keep) if keep else baseline
+    if any(c.fallback is not None for c in keep):
+        # what the config's sequence parallelism costs or saves: the same anchors with plain norms and rows
+        plain = sorted([c.fallback or c for c in keep if c.template != "residual_sequence_parallel"],
+                       key=lambda c: graph.op(c.op).topo_index)
+        try:
+            q = run(plain)
+            ts, tp_ = final.totals()["step_seconds"], q.totals()["step_seconds"]
+            ma, mb = memory(final)["activations"], memory(q)["activations"]
+            notes.append(f"sequence parallelism (the config's use_seq_parallel): step {ts * 1e3:.3f} ms, activations "
+                         f"{ma / 2**30:.2f} GiB per device; without it {tp_ * 1e3:.3f} ms ({(tp_ - ts) * 1e3:+.3f} ms), "
+                         f"{mb / 2**30:.2f} GiB ({(mb - ma) / 2**30:+.2f} GiB)")
+        except (PropagationError, StrategyError):
+            pass
     semi_anchors = {}
     for name, ch in final.choices.items():
         if ch.sharding is not None and ch.op.type not in ("Cast",):

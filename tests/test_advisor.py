@@ -294,3 +294,14 @@ def test_encoder_and_vit_get_megatron_mlps(graph_of):
         assert f"blocks.{i}.attn.qkv.matmul" not in {c.op for c in a.chosen}
     assert p.strategy("patch_embed.conv2d")[0] == (2, 1, 1, 1)
     assert p.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]
+
+
+def test_megatron_pairs(graph_of):
+    """The linears the advisor also tries as Megatron's pair: each row MatMul and the column MatMuls feeding it
+    before a norm. Llama: q/k/v -> o through the attention, w1/w3 -> w2 through SwiGLU; the vocabulary head
+    feeds no row, so it is in no pair."""
+    from strategist.advisor import _megatron_pairs
+    g = graph_of(LLAMA, "layers=1", "batch=8")
+    pairs = {n.split(".", 3)[-1] for n in _megatron_pairs(g, load_rules())}      # model.layers.0.<name>
+    assert pairs == {"attention.wq.matmul", "attention.wk.matmul", "attention.wv.matmul", "attention.wo.matmul",
+                     "feed_forward.w1.matmul", "feed_forward.w3.matmul", "feed_forward.w2.matmul"}, pairs
