@@ -42,10 +42,13 @@ class Layout:
             raise StrategyError(f"layout uses a device axis twice: {self.dims} partial {self.partial}")
         if any(not 0 <= a < len(self.dev_matrix) for a in used):
             raise StrategyError(f"layout axis out of range for device matrix {self.dev_matrix}")
+        numel = 1
         for i, (n, d) in enumerate(zip(self.shape, self.dims)):
             split = math.prod(self.dev_matrix[a] for a in d)
             if n % split:
                 raise StrategyError(f"dimension {i} of size {n} cannot be split {split} ways")
+            numel *= n // split
+        object.__setattr__(self, "_numel", numel)     # slice_numel: read millions of times by the search
         # layouts key most of propagation's caches: hash once (the value the dataclass' own __hash__ gives)
         object.__setattr__(self, "_hash", hash((self.shape, self.dev_matrix, self.dims, self.partial)))
 
@@ -78,7 +81,7 @@ class Layout:
 
     @property
     def slice_numel(self) -> int:
-        return math.prod(self.slice_shape)
+        return self._numel
 
     @property
     def used_devices(self) -> int:

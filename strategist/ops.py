@@ -845,6 +845,15 @@ def computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) -> 
     device), with ``BreakingTiesForPreferringDataParallel`` (minus 1 when input 0's dimension 0 is split
     over every device). Sharding propagation uses it to break ties between candidates of an operator
     decided from several visited edges."""
+    hit = s.__dict__.get("_ccost")           # a Sharding belongs to one operator: its cost is computed once
+    if hit is not None and hit[0] == device_num:
+        return hit[1]
+    c = _computation_cost(op, rule, s, device_num)
+    object.__setattr__(s, "_ccost", (device_num, c))
+    return c
+
+
+def _computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) -> float:
     def nbytes(layout, spec):
         return layout.slice_numel * (_type_bytes(spec))
     ins = [nbytes(l, op.inputs[slot].spec) for l, slot in zip(s.inputs, rule.slots)]

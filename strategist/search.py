@@ -735,22 +735,26 @@ class _Engine:
                 # the Cast of a MatMul's weight repeats on the LEFT of its device matrix (MindSpore:
                 # set_repeated_num_in_dev_matrix_right(false)), which lines its slices up with the weight's
                 left = self.op(name).type == "MatMul" and slot == 1
-                opts = []
-                for strat in self.candidates(src):
-                    try:
-                        sh = (shard(self.op(src), strat, self.n, None, self.rule(src), repeat_left=True) if left
-                              else _cached_shard(self.op(src), strat, self.n, self.key(src)))
-                    except StrategyError:
-                        continue
-                    if j < len(sh.outputs):
-                        own = 0.0 if left else self._own_forward_comm(src, sh)
-                        opts.append((sh, self._edge_key(sh.outputs[j], dst, spec) + (own,)))
-                picked = self._pick(src, opts) if opts else None
-                if picked is None:
+                # memoised across propagations like the searches' own choices (the advisor runs hundreds)
+                mk = ("c", self.key(src), j, dst, self.n, left, self.fully_use_devices)
+                s = self._memo(mk, lambda: self._cast_choice(src, j, dst, spec, left))
+                if s is None:
                     continue
-                s = picked[0]
                 self.anchors[src] = Anchor(src, s.strategy, origin="cast")
                 self.set_choice(src, s, Provenance(src, name, 0, "seed"), configured=True)
+
+    def _cast_choice(self, src: str, j: int, dst: Layout, spec, left: bool) -> Sharding | None:
+        opts = []
+        for strat in self.candidates(src):
+            try:
+                sh = (shard(self.op(src), strat, self.n, None, self.rule(src), repeat_left=True) if left
+                      else _cached_shard(self.op(src), strat, self.n, self.key(src)))
+            except StrategyError:
+                continue
+            if j < len(sh.outputs):
+                own = 0.0 if left else self._own_forward_comm(src, sh)
+                opts.append((sh, self._edge_key(sh.outputs[j], dst, spec) + (own,)))
+        return self._pick(src, opts)[0] if opts else None
 
     def user_anchors(self) -> dict[str, Anchor]:
         return {k: a for k, a in self.anchors.items() if a.origin != "cast"}
@@ -1040,6 +1044,14 @@ class _Engine:
         op = self.op(name)
         edges = [(src, j, slot) for src, j, slot in self.visited_edges.get(name, ())
                  if self.out_layout(src, j) is not None and self.in_index(name, slot) is not None]
+        # memoised across propagations on what decides it: each visited edge's layout, input and priced tensor
+        sig = tuple((self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec))
+                    for src, j, slot in edges)
+        mk = ("v", self.key(name), sig, self.n, self.fully_use_devices,
+              bool(edges) and sig[0][0] in self.layout_sources)
+        return self._memo(mk, lambda: self._by_visited_edges(name, op, edges))
+
+    def _by_visited_edges(self, name, op, edges) -> tuple[Sharding, tuple]:
         fixed = edges[0] if edges else None
         opts = self._options(name, self.out_layout(fixed[0], fixed[1]) if fixed else None,
                              self.in_index(name, fixed[2]) if fixed else 0, "in")
