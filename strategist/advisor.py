@@ -33,7 +33,7 @@ from .mesh import Hardware, Mesh
 from .ops import FactorRule, Sharding, _sharding
 from .plan import Anchor, Plan
 from .propagate import price_plan, propagate
-from .search import _cached_rule, _follow, _same, no_cyclic_gc
+from .search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
 DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
@@ -172,6 +172,11 @@ class Advice:
 
 #: the sequence-parallel package's templates (kept as the config asks, see propose)
 SP_TEMPLATES = frozenset({"norm_sequence_parallel", "matmul_row_sequence_parallel", "residual_sequence_parallel"})
+
+#: router operators the MoE router package leaves to propagation: views and casts, and OneHot, whose configured
+#: strategy MindSpore 2.9 refuses on the router's [1, tokens] indices (measured: OneHotExt (1, 8, 1), (), ()
+#: "SetCostUnderStrategy failed" where propagation itself sets that strategy)
+ROUTER_UNANCHORED = frozenset({"Reshape", "Flatten", "Cast", "OneHot", "OneHotExt"})
 
 #: weight operators a Megatron column/row or data-parallel template applies to
 WEIGHT_MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
@@ -522,7 +527,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 tmpl = t.get(tname, {})
                 why = "parallelism boundary: parameters outweigh activations from here on (model parallel)"
             choice = ("3 boundary", tname, tmpl, why)
-        elif op.cell_class in cats.get("moe_router", ()) and op.type not in ("Reshape", "Flatten", "Cast") \
+        elif op.cell_class in cats.get("moe_router", ()) and op.type not in ROUTER_UNANCHORED \
                 and not _weight_params(graph, op) and "moe_router" in t:
             tmpl = _token_template(op, rule, t["moe_router"].get("tokens", ()))
             if tmpl is not None:
@@ -675,10 +680,16 @@ def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules
     """Rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
     strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
     follows the largest such input; it would otherwise gather that tensor whole (MTP's loss on
-    vocabulary-parallel logits)."""
+    vocabulary-parallel logits).
+
+    Its search would go on into the consumers no search reached either (through Reshapes), splitting them
+    too: a loss's token mask split by the batch hands its split to the masked sum, which then all-reduces
+    scalars. So the follower is first proposed with those consumers pinned where they are (replicated), one
+    package kept only if it pays; dropped, the follower alone is tried (its fallback)."""
     out = []
+    pinned: set[str] = set()
     for op in graph:
-        if op.name in anchored or op.type in ("Reshape", "Flatten", "Cast") \
+        if op.name in anchored or op.name in pinned or op.type in ("Reshape", "Flatten", "Cast") \
                 or op.type in rules.categories.get("dimension_changing", ()) \
                 or plan.choices[op.name].provenance.direction != "default":
             continue
@@ -695,13 +706,43 @@ def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules
                 best = (size, slot, src.outputs[x.index])
         if best is None:
             continue
-        s = _follow(rule, best[2], rule.slots.index(best[1]), "in", mesh.size)
-        if s is None or s.dev_matrix != mesh.shape:
+        # a layout over the mesh with size-1 axes inserted (a Cast's of a (dp, 1) split) is the same placement
+        s = next((s for lay in (best[2], squeeze(best[2]))
+                  for s in [_follow(rule, lay, rule.slots.index(best[1]), "in", mesh.size)]
+                  if s is not None and s.dev_matrix == mesh.shape), None)
+        if s is None:
             continue
-        out.append(Choice(op.name, "2 dimension", "follow_input",
-                          "operator no search reaches, on a tensor a search decided: anchored to follow its "
-                          "largest such input instead of gathering it", anchor_of(op.name, s, mesh, op.type)))
+        why = ("operator no search reaches, on a tensor a search decided: anchored to follow its largest such "
+               "input instead of gathering it")
+        follower = Choice(op.name, "2 dimension", "follow_input", why, anchor_of(op.name, s, mesh, op.type))
+        pins = [Choice(n, "2 dimension", "keep_unreached",
+                       f"consumer of {op.name} no search reaches: pinned where it is "
+                       f"({plan.choices[n].sharding.strategy}), so that following its input changes only {op.name}",
+                       Anchor(n, plan.choices[n].sharding.strategy, origin="advisor"), with_op=op.name)
+                for n in _unreached_consumers(graph, plan, op.name, anchored | pinned)]
+        if pins:
+            pinned.update(c.op for c in pins)
+            follower = Choice(op.name, "2 dimension", "follow_input", why, follower.anchor,
+                              fallback=Choice(op.name, "2 dimension", "follow_input", why, follower.anchor))
+        out += [follower] + pins
     return out
+
+
+def _unreached_consumers(graph: OpGraph, plan: Plan, name: str, skip: set) -> list[str]:
+    """The consumers of ``name``'s outputs (through Reshapes) that no search reached: default, configured."""
+    out, todo, seen = [], [name], {name}
+    while todo:
+        for e in graph.out_edges(todo.pop()):
+            if e.dst in seen or e.dst in skip:
+                continue
+            seen.add(e.dst)
+            d = graph.op(e.dst)
+            ch = plan.choices.get(e.dst)
+            if d.type in ("Reshape", "Flatten"):
+                todo.append(e.dst)
+            elif ch is not None and ch.provenance.direction == "default" and ch.sharding is not None:
+                out.append(e.dst)
+    return sorted(out, key=lambda n: graph.op(n).topo_index)
 
 
 def _flippable(graph: OpGraph, rules: Rules, prefs: dict[str, str], boundaries) -> list[str]:
@@ -819,7 +860,24 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 continue
             why = (f"joins the inputs of the fused {c.op}, which took them through a redistribution: "
                    f"anchored with the Transpose after it to hand it the layout it takes")
-            for op_, sh in ((t, st), (u, su)):
+            members = [(t, st, why), (u, su, why)]
+            # an input of the join MindSpore cannot set from a neighbour's layout (Tile: MLA's k_pe broadcast
+            # over the heads) keeps a generated candidate, whose split rarely matches what the join takes
+            # there (a heads split over every device, then an all-to-all into the join): hand it that layout
+            urule = _cached_rule(u)
+            for slot, y in enumerate(u.inputs):
+                if y.kind != "op" or y.ref in anchored or slot not in urule.slots \
+                        or graph.op(y.ref).type not in NO_LAYOUT_INIT:
+                    continue
+                want = su.inputs[urule.slots.index(slot)]
+                sy = _follow(_cached_rule(graph.op(y.ref)), want, y.index, "out", mesh.size) \
+                    if want is not None else None
+                if sy is not None and sy.dev_matrix == mesh.shape:
+                    members.append((graph.op(y.ref), sy,
+                                    f"{graph.op(y.ref).type} into {u.name}, which joins the inputs of the fused "
+                                    f"{c.op}: MindSpore cannot set it from a neighbour's layout, so it is anchored "
+                                    f"to hand the join the layout it takes"))
+            for op_, sh, why in members:
                 anchored.add(op_.name)
                 proposed.append(Choice(op_.name, "2 dimension", "follow_output", why,
                                        anchor_of(op_.name, sh, mesh, op_.type), with_op=t.name))
@@ -943,7 +1001,9 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                     for c in members:
                         dropped.append((c, f"does not pay for itself: {what}" + (
                             f" (its {len(fallbacks)} norms and row linears without sequence parallelism)"
-                            if fallbacks else "") + f", {changed} operators change layout and "
+                            if any(c.template in SP_TEMPLATES for c in members) and fallbacks else
+                            f" (then tried without its package)" if fallbacks else "") +
+                            f", {changed} operators change layout and "
                                            f"the step estimate changes by {dt * 1e3:+.3f} ms"))
                     adopt(fallbacks)
                     continue
@@ -981,7 +1041,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
     final = run(keep) if keep else baseline
-    if any(c.fallback is not None for c in keep):
+    if any(c.fallback is not None and c.template in SP_TEMPLATES for c in keep):
         # what the config's sequence parallelism costs or saves: the same anchors with plain norms and rows
         plain = sorted([c.fallback or c for c in keep if c.template != "residual_sequence_parallel"],
                        key=lambda c: graph.op(c.op).topo_index)

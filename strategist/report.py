@@ -1,6 +1,8 @@
 """Text renderings of graphs and plans (console tables). Pure functions of their inputs."""
 from __future__ import annotations
 
+import fnmatch
+
 import os
 
 from .graph import OpGraph
@@ -345,19 +347,35 @@ def advice_dict(advice) -> dict:
     from .advisor import _group_key
     for a in anchors:
         groups.setdefault(_group_key(a["op"]), []).append(a["op"])
+    # a glob's * crosses dots: model.layers.*.add matches each layer's rotary ...apply_rotary_emb.add too.
+    # A pattern is written only where it matches its members and nothing else; otherwise each member is
+    groups = {k: v for key, members in groups.items()
+              for k, v in ([(key, members)] if key == members[0] or
+                           {op.name for op in advice.graph if fnmatch.fnmatchcase(op.name, key)} == set(members)
+                           else [(m, [m]) for m in members])}
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
     for key, members in groups.items():
         a = next(x for x in anchors if x["op"] == members[0])
         ch = advice.plan.choices[members[0]]
-        if ch.inputs[0].dev_matrix == mesh.shape and advice.plan.anchors[members[0]].layouts is not None:
+        anchor = advice.plan.anchors[members[0]]
+
+        def rows(layouts):
             dims = []
-            for l in ch.inputs:
+            for l in layouts:
                 row = []
                 for d in l.dims:
                     row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else
                                "[" + ", ".join(mesh.names[x] for x in d) + "]")
                 dims.append("[" + ", ".join(row) + "]")
-            yaml_lines.append(f"{key}:\n  layout: [{', '.join(dims)}]")
+            return f"[{', '.join(dims)}]"
+        if ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
+            yaml_lines.append(f"{key}:\n  layout: {rows(ch.inputs)}")
+            if anchor.out_layouts is not None:
+                # the output layout it was configured with (a sequence-parallel row linear's reduce-scatter)
+                yaml_lines.append(f"  out_layout: {rows(ch.outputs)}")
+        elif anchor.out_strategy is not None:
+            yaml_lines.append(f"{key}:\n  in_strategy: {[list(s) for s in a['strategy']]}\n"
+                              f"  out_strategy: {[list(s) for s in anchor.out_strategy]}")
         else:
             yaml_lines.append(f"{key}: {[list(s) for s in a['strategy']]}")
     return {
