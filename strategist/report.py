@@ -312,6 +312,31 @@ def _tuple_equivalent(ch, mesh) -> bool:
     return all(squeeze(a) == squeeze(b) or a.same_as(b) for a, b in zip(s.inputs, ch.inputs))
 
 
+def anchor_file_keys(ops: list[str], names: list[str]) -> dict[str, list[str]]:
+    """The anchors file's keys for the anchored ``ops``: one glob per pattern across repeated layers
+    (``model.layers.*.wo.matmul``) where it matches those operators and no other of ``names``, else each
+    operator by name (a glob's ``*`` crosses dots: ``model.layers.*.add`` also matches every layer's
+    ``...apply_rotary_emb.add``, which MindSpore would then be asked to configure too).
+
+    >>> names = ["m.layers.0.add", "m.layers.0.rope.add", "m.layers.1.add", "m.layers.1.rope.add"]
+    >>> anchor_file_keys(["m.layers.0.add", "m.layers.1.add"], names)
+    {'m.layers.0.add': ['m.layers.0.add'], 'm.layers.1.add': ['m.layers.1.add']}
+    >>> anchor_file_keys(["m.layers.0.rope.add", "m.layers.1.rope.add"], names)
+    {'m.layers.*.rope.add': ['m.layers.0.rope.add', 'm.layers.1.rope.add']}
+    """
+    from .advisor import _group_key
+    groups: dict[str, list[str]] = {}
+    for n in ops:
+        groups.setdefault(_group_key(n), []).append(n)
+    out: dict[str, list[str]] = {}
+    for key, members in groups.items():
+        if key == members[0] or {n for n in names if fnmatch.fnmatchcase(n, key)} == set(members):
+            out[key] = members
+        else:
+            out.update((m, [m]) for m in members)
+    return out
+
+
 def advice_dict(advice) -> dict:
     from .advisor import memory
     from .search import LAYOUT_REJECTED
@@ -343,16 +368,7 @@ def advice_dict(advice) -> dict:
                           "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
                           "step_seconds": t["step_seconds"], "mindspore_cost": t["redistribution_ms_cost"],
                           "conflicts": len(p.conflicts), "memory": memory(p)}
-    groups: dict[str, list[str]] = {}
-    from .advisor import _group_key
-    for a in anchors:
-        groups.setdefault(_group_key(a["op"]), []).append(a["op"])
-    # a glob's * crosses dots: model.layers.*.add matches each layer's rotary ...apply_rotary_emb.add too.
-    # A pattern is written only where it matches its members and nothing else; otherwise each member is
-    groups = {k: v for key, members in groups.items()
-              for k, v in ([(key, members)] if key == members[0] or
-                           {op.name for op in advice.graph if fnmatch.fnmatchcase(op.name, key)} == set(members)
-                           else [(m, [m]) for m in members])}
+    groups = anchor_file_keys([a["op"] for a in anchors], [op.name for op in advice.graph])
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
     for key, members in groups.items():
         a = next(x for x in anchors if x["op"] == members[0])

@@ -348,7 +348,7 @@ def test_sequence_without_model_config_seq_length_marks_local_rows():
 
 @pytest.mark.slow
 @pytest.mark.ci_sample
-def test_deepseek3_sequence_parallel_advice_and_local_rows():
+def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     """deepseek3's config enables sequence parallelism. Full size, 2 layers (one dense, one MoE, and MTP),
     dp=2,tp=4. The advice is Megatron-SP as the experts lay it out: every norm and residual add on [S, B, H]
     with S by tp and B by dp, the row-parallel linears' outputs reduce-scattered over the rows (S's axes then
@@ -393,12 +393,37 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows():
     # MLA's K: Concat(k_nope, tiled k_pe) then the BNSD Transpose into FlashAttention, handed the attention's
     # layout (batch by dp, heads by tp) in every layer; left to the searches, layer 0's K was gathered whole
     # over heads by 8 and re-split (1.5 GiB a step)
-    for n in ("model.decoder.layers.0.self_attention.pe_concat#1", "model.decoder.layers.1.self_attention.pe_concat#1"):
-        assert n in adv and a.plan.strategy(n) == ((1, 2, 4, 1), (1, 2, 4, 1)) == ref_.plan.strategy(n)
+    # The Tile broadcasting single-head k_pe over the heads into that Concat cannot be set from a neighbour's
+    # layout (MindSpore generates candidates over its multiples only: heads by all 8 devices, then an all-to-all
+    # into the Concat, 768 MiB in layer 0): it is handed the Concat's layout too, in tuple form
+    for n in ("model.decoder.layers.0.self_attention", "model.decoder.layers.1.self_attention",
+              "model.mtp.layers.0.transformer_layer.self_attention"):
+        assert n + ".tile_kv" in every and every[n + ".tile_kv"].with_op == n + ".core_attention.bnsd_transpose#1"
+        assert a.plan.strategy(n + ".pe_concat#1") == ((1, 2, 4, 1), (1, 2, 4, 1)) == ref_.plan.strategy(n + ".pe_concat#1")
+        assert a.plan.strategy(n + ".tile_kv") == ((1, 2, 4, 1),)
+        assert a.plan.op_costs.get(n + ".pe_concat#1") is None      # no redistribution into the join
+    assert adv["model.decoder.layers.0.self_attention.tile_kv"].anchor.layouts is None
     # MLA's down-projections feed latent norms: data parallel (rows by S's axes, then B's), not head-parallel
     for n in ("linear_q_down_proj", "linear_kv_down_proj"):
         assert every[f"model.decoder.layers.0.self_attention.{n}.matmul"].template == "matmul_data_parallel_sequence_first"
-    assert a.agreement >= 0.90 and c.step_ratio() <= 0.95 and a.anchors <= c["b"].anchors
+    # the labels' mask is split by dp behind the masked Mul (an unreached follower with the sums pinned), which
+    # the experts keep whole: 5 operators fewer agree than before that rule, for a faster step
+    assert a.agreement >= 0.88 and c.step_ratio() <= 0.945 and a.anchors <= c["b"].anchors
+    # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
+    # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
+    from strategist.anchors import load_anchors
+    from strategist.propagate import propagate
+    from strategist.report import advice_dict
+    text = advice_dict(c.advice)["anchors_yaml"]
+    assert "model.decoder.layers.*.self_attention.linear_proj.matmul:\n  layout: [[dp, tp], [None, tp]]\n" \
+           "  out_layout: [[[tp, dp], None]]" in text
+    f = tmp_path / "advice.yaml"
+    f.write_text(text)
+    loaded = load_anchors(str(f), g, c.mesh)
+    assert sorted(loaded) == sorted(adv)
+    again = propagate(g, c.mesh, loaded, use_model_strategies=False, dataset_strategy="full_batch", price=False)
+    assert all(again.choices[n].inputs == ch.inputs and again.choices[n].outputs == ch.outputs
+               for n, ch in a.plan.choices.items())
 
 
 @pytest.mark.slow
