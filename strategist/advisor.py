@@ -173,11 +173,6 @@ class Advice:
 #: the sequence-parallel package's templates (kept as the config asks, see propose)
 SP_TEMPLATES = frozenset({"norm_sequence_parallel", "matmul_row_sequence_parallel", "residual_sequence_parallel"})
 
-#: router operators the MoE router package leaves to propagation: views and casts, and OneHot, whose configured
-#: strategy MindSpore 2.9 refuses on the router's [1, tokens] indices (measured: OneHotExt (1, 8, 1), (), ()
-#: "SetCostUnderStrategy failed" where propagation itself sets that strategy)
-ROUTER_UNANCHORED = frozenset({"Reshape", "Flatten", "Cast", "OneHot", "OneHotExt"})
-
 #: weight operators a Megatron column/row or data-parallel template applies to
 WEIGHT_MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
 
@@ -527,7 +522,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 tmpl = t.get(tname, {})
                 why = "parallelism boundary: parameters outweigh activations from here on (model parallel)"
             choice = ("3 boundary", tname, tmpl, why)
-        elif op.cell_class in cats.get("moe_router", ()) and op.type not in ROUTER_UNANCHORED \
+        elif op.cell_class in cats.get("moe_router", ()) and op.type not in ("Reshape", "Flatten", "Cast") \
                 and not _weight_params(graph, op) and "moe_router" in t:
             tmpl = _token_template(op, rule, t["moe_router"].get("tokens", ()))
             if tmpl is not None:

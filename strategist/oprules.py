@@ -367,12 +367,16 @@ def onehot_rule(op: Op) -> FactorRule:
     """OneHot(indices, depth, on, off) / OneHotExt(tensor, num_classes, on, off): MindSpore reads
     the first strategy row against the OUTPUT (indices' dims + depth), and depth may be split
     (checked: ``((2, 4), (), ())``); on/off (0-d tensors) take ``()``; depth is a Python int, not a
-    strategy input. The row is the rule's ``rows`` (:attr:`FactorRule.strategy_rows`)."""
+    strategy input. The row is the rule's ``rows`` (:attr:`FactorRule.strategy_rows`). Indices of rank > 1
+    split their first dimension only ("When input dimension is > 1, axis must be -1, and strategy must be
+    data parallel", OneHotInfo::CheckStrategy; measured: ``((1, 8, 1), (), ())`` on ``[1, 262144]`` indices
+    refused, ``((8, 1, 1), (), ())`` on ``[8, 32768]`` taken)."""
     i = _shape(op, 0)
     fi = _letters(len(i), "i")
     slots = [0] + [s for s in _tslots(op)[1:]]
     outs = [fi + ["c"] if len(o) == len(fi) + 1 else [None] * len(o) for o in _out_shapes(op)]
-    r = _rule(op, fi + ["c"], [fi] + [[None] * len(_shape(op, s)) for s in slots[1:]], outs, slots)
+    r = _rule(op, fi + ["c"], [fi] + [[None] * len(_shape(op, s)) for s in slots[1:]], outs, slots,
+              unsplittable=fi[1:] + ["c"] if len(i) > 1 else [])
     return FactorRule(**{**r.__dict__, "rows": (tuple(fi + ["c"]),) + r.inputs[1:],
                          "row_shapes": (r.output_shapes[0],) + r.input_shapes[1:]})
 

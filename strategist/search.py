@@ -78,10 +78,13 @@ NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWi
 #: operators whose Layout-form strategy MindSpore 2.9 refuses: Gather (vector::_M_range_check), and those it
 #: cannot initialise from a layout at all (measured: ResNet-50's pool, a ReduceMean configured with a Layout:
 #: "operator ReduceMeanInfo33 SetCostUnderLayout failed"); only the tuple form is offered
-#: TopkExt measured the same way: a Layout on the MoE router's top-k fails its compile ("TopkExtInfo
-#: SetCostUnderLayout failed"), its tuple form (1, 8, 1) compiles; OneHot's strategy rows are over its output,
-#: not its inputs, so no Layout of the inputs can state it
-LAYOUT_REJECTED = frozenset({"Gather", "GatherV2", "TopK", "TopkExt", "OneHot", "OneHotExt"}) | NO_LAYOUT_INIT
+#: and those whose OperatorInfo keeps the base CheckInputLayout ("Current op ... does not support config layout"),
+#: or fails reading one, each measured on MindSpore 2.9 with a configured Layout beside a tuple that compiles:
+#: TopK/TopkExt, OneHot/OneHotExt, Select, Concat, SoftmaxCrossEntropyWithLogits, TrilExt (batch-parallel),
+#: MaskedFill ("size of input_tensor_layout is 3 rather than 2"), MaxDim, SortExt
+LAYOUT_REJECTED = frozenset({"Gather", "GatherV2", "TopK", "TopkExt", "OneHot", "OneHotExt", "Select", "Concat",
+                             "SoftmaxCrossEntropyWithLogits", "TrilExt", "MaskedFill", "MaxDim",
+                             "SortExt"}) | NO_LAYOUT_INIT
 
 
 def _type_len(spec) -> int:
