@@ -81,10 +81,10 @@ NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWi
 #: and those whose OperatorInfo keeps the base CheckInputLayout ("Current op ... does not support config layout"),
 #: or fails reading one, each measured on MindSpore 2.9 with a configured Layout beside a tuple that compiles:
 #: TopK/TopkExt, OneHot/OneHotExt, Select, Concat, SoftmaxCrossEntropyWithLogits, TrilExt (batch-parallel),
-#: MaskedFill ("size of input_tensor_layout is 3 rather than 2"), MaxDim, SortExt
+#: MaskedFill ("size of input_tensor_layout is 3 rather than 2"), MaxDim, SortExt, GatherD (the MoE router's gate gather)
 LAYOUT_REJECTED = frozenset({"Gather", "GatherV2", "TopK", "TopkExt", "OneHot", "OneHotExt", "Select", "Concat",
                              "SoftmaxCrossEntropyWithLogits", "TrilExt", "MaskedFill", "MaxDim",
-                             "SortExt"}) | NO_LAYOUT_INIT
+                             "SortExt", "GatherD"}) | NO_LAYOUT_INIT
 
 
 def _type_len(spec) -> int:

@@ -143,13 +143,16 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     full = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8, fast_advice=False)
     # per layer: qkv column; proj, fc2 row; the q norm (fc1's column split propagates from its neighbours);
     # where two searches meet before FlashAttention, its bnsd Transpose (rule 2, consumer side) -- + the head,
-    # the vocabulary-parallel embedding and its companion Transpose
-    assert fast["a"].anchors == full["a"].anchors == 20
-    # the labels' mask (NotEqual, shared by the loss and the mask since MindSpore's CSE merges them) stays
-    # replicated where the experts split it by dp: 3 operators, 112 KiB
-    assert [d.op for d in fast["a"].disagreements] == [
-        "model.preprocess_labels_and_masks.not_equal", "model.preprocess_labels_and_masks.cast#1",
-        "model.preprocess_labels_and_masks.mul"]
+    # the vocabulary-parallel embedding and its companion Transpose, and the labels' mask: its Mul, which no
+    # search reaches, follows the causal mask's dp split, with the loss's mul2 and sum2#1 pinned replicated
+    assert fast["a"].anchors == full["a"].anchors == 23
+    mask = {ch.op: ch for ch in fast.advice.chosen if "labels_and_masks" in ch.op or ch.op.startswith("model.loss.")}
+    assert {n: ch.template for n, ch in mask.items()} == {
+        "model.preprocess_labels_and_masks.mul": "follow_input", "model.loss.mul2": "keep_unreached",
+        "model.loss.sum2#1": "keep_unreached"}
+    # so the advice is the experts' shard() plan, operator for operator (it left the mask whole before: 3
+    # operators, one 128 KiB gather either way)
+    assert fast["a"].disagreements == [] and fast["a"].agreed == fast["a"].total
     # the same plan; the copied advice may carry anchors the whole graph's advice finds redundant (layer 0's
     # bnsd Transposes, which the 2-layer advice needed): each configures what propagation gives it there anyway
     fa = dict(fast["a"].plan.anchors)
