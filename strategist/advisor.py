@@ -242,7 +242,7 @@ def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
             carry[op.name] = incoming
     # a down-projection into a latent (MLA's kv_down, whose rotary slice alone reaches the attention and the
     # output projection after it) is no column of a pair
-    cols = {n for n in out if not _feeds_latent_norm(graph, n, norms)}
+    cols = {n for n in out if not _feeds_latent(graph, n, None, norms)}
     # a row whose only column partners were latent down-projections is in no pair
     return cols | {r for r in rows if any(c in cols for c in _column_partners(graph, r, weight_mm))}
 
@@ -262,27 +262,6 @@ def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
             continue
         todo.extend(x.ref for x in op.inputs if x.kind == "op")
     return out
-
-
-def _feeds_latent_norm(graph: OpGraph, name: str, norms) -> bool:
-    """True when some path out of ``name`` reaches a norm of a rank-3 activation before a weight operator or a
-    FlashAttentionScore (MLA's ``linear_kv_down_proj`` into ``kv_layernorm``)."""
-    seen, todo = {name}, list(graph.nx.successors(name))
-    while todo:
-        n = todo.pop()
-        if n in seen or n not in graph:
-            continue
-        seen.add(n)
-        op = graph.op(n)
-        if op.type == "FlashAttentionScore" or (op.type in WEIGHT_MATMULS and _weight_params(graph, op)):
-            continue
-        if op.type in norms:
-            x = op.inputs[0].spec if op.inputs else None
-            if x is not None and len(x.shape) <= 3:
-                return True
-            continue
-        todo.extend(graph.nx.successors(n))
-    return False
 
 
 def _activation_bytes(op: Op) -> int:
@@ -386,11 +365,12 @@ def _attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[
     return out
 
 
-def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str], norms) -> bool:
-    """True when some path out of weight MatMul ``name`` reaches another weight MatMul or a norm of a
-    rank-3 activation before a FlashAttentionScore: a down-projection into a latent (MLA's
-    ``linear_kv_down_proj``, whose rotary slice alone reaches the attention), not a head projection
-    (a per-head q/k norm on ``[S, B, N, D]`` does not count)."""
+def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str] | None, norms) -> bool:
+    """True when some path out of weight MatMul ``name`` reaches a norm of a rank-3 activation (or, with
+    ``roles``, another weight MatMul of ``roles``) before a FlashAttentionScore: a down-projection into a
+    latent (MLA's ``linear_kv_down_proj`` into ``kv_layernorm``, its rotary slice alone reaching the
+    attention), not a head projection (a per-head q/k norm on ``[S, B, N, D]`` does not count). Without
+    ``roles`` a path ends at any weight MatMul."""
     seen, todo = {name}, list(graph.nx.successors(name))
     while todo:
         n = todo.pop()
@@ -400,8 +380,10 @@ def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str], norms) -> bo
         op = graph.op(n)
         if op.type == "FlashAttentionScore":
             continue
-        if n in roles:
+        if roles is not None and n in roles:
             return True
+        if roles is None and op.type in WEIGHT_MATMULS and _weight_params(graph, op):
+            continue
         if op.type in norms:
             x = op.inputs[0].spec if op.inputs else None
             if x is not None and len(x.shape) <= 3:
