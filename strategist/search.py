@@ -63,6 +63,9 @@ from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchor
 from .stdsort import std_sort
 
 RESHAPES = frozenset({"Reshape"})
+#: :meth:`_Engine.reshape_swc` when MindSpore's swc model applies but no swc has the neighbour's layout on that
+#: side: ``GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}`` return -1 and the BFS stops at the Reshape
+NO_SWC = ()
 #: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 #: MatMulCost::GetForwardCommCost: charged when input 0's LAST stored dim is split (transpose_a ignored)
@@ -628,7 +631,9 @@ class _Engine:
         that side equals ``fixed``, the one without communication of the least computation, else the
         one of least communication, ranked as MindSpore ranks them: libstdc++'s std::sort over the swcs in
         their order (producer candidates outer, consumer candidates inner), which is not stable past 16
-        (:mod:`strategist.stdsort`). None: the model does not apply (strategist's own reshape rule)."""
+        (:mod:`strategist.stdsort`). None: the model does not apply (strategist's own reshape rule).
+        :data:`NO_SWC`: it applies but no swc has ``fixed`` on that side (MindSpore: swc index -1, the BFS
+        stops at the Reshape without visiting it)."""
         if self.op(name).attrs.get("strategist_local_rows"):
             return None
         sig = self._sigs.get(name)
@@ -666,7 +671,7 @@ class _Engine:
             ok = [q for q in nxt if _ms_eq(q, fixed)]
             match += [(p, q) for p in pre for q in ok]
         if not match:
-            return None
+            return NO_SWC
         costs = [_reshape_cost(p, q, tl) for p, q in match]       # (communication, computation)
         zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
         # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
@@ -839,7 +844,15 @@ class _Engine:
                 self.warnings.append(f"the edge {cur} -> {nb} has two Reshapes: propagation stops there "
                                      f"(MindSpore: please set the strategy for at least one)")
                 return
-            in_l, out_l = self.reshape_swc(nb, src, "in") or self.reshape_from_input(nb, src)
+            swc = self.reshape_swc(nb, src, "in")
+            if swc == NO_SWC:
+                # BFSNextNodeIfNextIsReshape: no swc of the Reshape has this input layout (GetSWCIndexByInputLayout
+                # With{ZeroComm,MiniComm} both return -1): "No available strategy found at edge", the Reshape is
+                # left unvisited and propagation stops there (it may be reached later from its other side)
+                self.warnings.append(f"No available strategy found at edge: {cur} -> {nb} (propagation stops at "
+                                     f"the Reshape)")
+                return
+            in_l, out_l = swc or self.reshape_from_input(nb, src)
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "forward",
                                                          self._edge_key(src, in_l, spec)[0]))
         elif self.is_reshape(cur):
@@ -896,7 +909,13 @@ class _Engine:
             if self.op(cur).type in AFTER_RESHAPE_UNSET:
                 self.visited.add(nb)        # BFSPrevNodeIfPrevIsReshape: visited, no layouts chosen
                 return
-            in_l, out_l = self.reshape_swc(nb, src, "out") or self.reshape_from_output(nb, src)
+            swc = self.reshape_swc(nb, src, "out")
+            if swc == NO_SWC:
+                # BFSPrevNodeIfPrevIsReshape: likewise, no swc has this output layout
+                self.warnings.append(f"No available strategy found at edge: {nb} -> {cur} (propagation stops at "
+                                     f"the Reshape)")
+                return
+            in_l, out_l = swc or self.reshape_from_output(nb, src)
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "backward",
                                                          self._edge_key(out_l, src, spec)[0]))
         elif self.is_reshape(cur):
