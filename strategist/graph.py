@@ -596,7 +596,10 @@ def _owned_primitives(cell):
                 # 3 Reshapes instead of MindSpore's 1); the k-th equal primitive of one Cell gets the k-th tag
                 sig = _signature(prim)
                 k = rank[sig] = rank.get(sig, -1) + 1
-                tag = tags.setdefault((sig, k), len(tags))
+                # ... but a recomputed primitive's calls stay apart in MindSpore's parallel graph (MindFormers'
+                # linears' Reshape().recompute(True): MLA's q and kv down-projections reshape one tensor, and
+                # step_parallel_begin holds two Reshapes), so each Cell's keeps a tag of its own
+                tag = tags.setdefault((sig, k, path if _recomputed(prim) else None), len(tags))
                 tagged[id(prim)] = (prim, tag)
                 with contextlib.suppress(Exception):
                     prim.add_prim_attr(_OWNER_ATTR, tag)
@@ -607,6 +610,13 @@ def _owned_primitives(cell):
         for prim, _ in tagged.values():
             with contextlib.suppress(Exception):
                 prim.del_prim_attr(_OWNER_ATTR)
+
+
+def _recomputed(prim) -> bool:
+    try:
+        return bool((prim.attrs or {}).get("recompute"))
+    except Exception:
+        return False
 
 
 def _signature(prim) -> str:

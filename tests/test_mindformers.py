@@ -403,6 +403,12 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
         assert a.plan.strategy(n + ".tile_kv") == ((1, 2, 4, 1),)
         assert a.plan.op_costs.get(n + ".pe_concat#1") is None      # no redistribution into the join
     assert adv["model.decoder.layers.0.self_attention.tile_kv"].anchor.layouts is None
+    # each down-projection reshapes the norm's output with its own Reshape, as in MindSpore's parallel graph:
+    # MindFormers' linears hold Reshape().recompute(True), whose calls MindSpore does not merge there (the
+    # stand-alone compile did, and the q-side search then ran on into the kv down-projection)
+    for n in ("linear_q_down_proj", "linear_kv_down_proj"):
+        mm = g.op(f"model.decoder.layers.0.self_attention.{n}.matmul")
+        assert mm.inputs[0].ref == f"model.decoder.layers.0.self_attention.{n}.reshape"
     # MLA's down-projections feed latent norms: data parallel (rows by S's axes, then B's), not head-parallel
     for n in ("linear_q_down_proj", "linear_kv_down_proj"):
         assert every[f"model.decoder.layers.0.self_attention.{n}.matmul"].template == "matmul_data_parallel_sequence_first"
