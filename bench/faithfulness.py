@@ -156,7 +156,7 @@ def advice_section(mesh="dp=2,tp=4"):
     print(f"\n== the zoo's advice ({mesh}), verified: MindSpore propagates the anchors advise prints")
     import tempfile
     from strategist.api import advise_model
-    from strategist.report import advice_dict
+    from strategist.report import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     out = {}
     for ref, kw in ZOO_ADVICE:
@@ -185,7 +185,6 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
     on a functional call cannot be configured by name in MindSpore: left out, and counted), verify them (the
     child clears MindFormers' own strategies and configures the file's operators). 2 layers, full_batch."""
     print(f"\n== MindFormers models' advice ({mesh}, 2 layers), verified: MindSpore propagates the advised anchors")
-    import fnmatch
     import importlib.util
     import tempfile
     if importlib.util.find_spec("mindformers") is None:
@@ -194,7 +193,7 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
     from strategist.advisor import advise
     from strategist.mesh import Mesh, load_hardware
     from strategist.mindformers import load_mindformers, split_model_options
-    from strategist.report import advice_dict
+    from strategist.report import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     out = {}
     for ref, extra in MINDFORMERS:
@@ -206,28 +205,23 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
             adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
             d = advice_dict(adv)
             unheld = [a["op"] for a in d["anchors"] if not a["held"]]
-            keep, skip = [], False
-            for ln in d["anchors_yaml"].splitlines():
-                if ln and not ln.startswith((" ", "#")):
-                    skip = any(fnmatch.fnmatchcase(u, ln.split(":")[0]) for u in unheld)
-                if not skip:
-                    keep.append(ln)
+            text = configurable_anchors_yaml(d)
             label = ""
             for attempt in ("as advised", "out layouts left out"):
                 if attempt != "as advised":
                     # MindSpore refuses a sequence-parallel row linear's reduce-scatter out layout on the
                     # global-rows graph it compiles ((tp, dp): S's axis outside B's); the rest of the advice is
                     # still checked, both sides configured without the out layouts
-                    keep = [ln for ln in keep if not ln.startswith("  out_layout:")]
+                    text = configurable_anchors_yaml(d, out_layouts=False)
                     label = "; the row linears' out layouts left out: MindSpore refuses (tp, dp) rows there"
                 fd, path = tempfile.mkstemp(suffix=".yaml", prefix="mf-advice-")
                 with os.fdopen(fd, "w") as f:
-                    f.write("\n".join(keep) + "\n")
+                    f.write(text)
                 try:
                     cmp = verify_model(ref, mesh, kwargs=kwargs, strategies=path, dataset_strategy="full_batch")
                     break
                 except Exception as err:
-                    if attempt != "as advised" or not any(ln.startswith("  out_layout:") for ln in keep) \
+                    if attempt != "as advised" or "\n  out_layout:" not in text \
                             or "MatMulInfo" not in str(err):
                         raise
                 finally:

@@ -337,6 +337,21 @@ def anchor_file_keys(ops: list[str], names: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
+    """The anchors file of :func:`advice_dict` ``d`` less what MindSpore cannot configure by name: the anchors
+    on functional or tensor-method calls (no Cell attribute to call shard() on; a glob covering one goes), and,
+    with ``out_layouts=False``, the out layouts (MindSpore refuses a sequence-parallel row linear's on its
+    global-rows graph)."""
+    unheld = [a["op"] for a in d["anchors"] if not a["held"]]
+    keep, skip = [], False
+    for ln in d["anchors_yaml"].splitlines():
+        if ln and not ln.startswith((" ", "#")):
+            skip = any(fnmatch.fnmatchcase(u, ln.split(":")[0]) for u in unheld)
+        if not skip and (out_layouts or not ln.startswith("  out_layout:")):
+            keep.append(ln)
+    return "\n".join(keep) + "\n"
+
+
 def advice_dict(advice) -> dict:
     from .advisor import memory
     from .search import LAYOUT_REJECTED

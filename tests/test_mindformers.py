@@ -471,27 +471,18 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     search stops there ("No available strategy found at edge") and decides linear_qkv backward from the
     heads-split q norm, ((1, 2), (4, 2)); strategist used to go on through its own reshape rule and gave the
     MatMul ((1, 1), (2, 1)), and 11 operators after it followed."""
-    import fnmatch
     from strategist.advisor import advise
     from strategist.mesh import Mesh, load_hardware
     from strategist.mindformers import load_mindformers
-    from strategist.report import advice_dict
+    from strategist.report import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     ref = "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"
     g, _ = load_mindformers(ref, layers=2, batch=8)
     adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
-    d = advice_dict(adv)
     # the advice's own file (tuple forms where MindSpore refuses a Layout: TopkExt, GatherD, Concat, OneHot ...),
     # less the anchors on functional calls (no attribute to configure by name) and the out layouts
-    unheld = [a["op"] for a in d["anchors"] if not a["held"]]
-    keep, skip = [], False
-    for ln in d["anchors_yaml"].splitlines():
-        if ln and not ln.startswith((" ", "#")):
-            skip = any(fnmatch.fnmatchcase(u, ln.split(":")[0]) for u in unheld)
-        if not skip and not ln.startswith("  out_layout:"):
-            keep.append(ln)
     f = tmp_path / "advice.yaml"
-    f.write_text("\n".join(keep) + "\n")
+    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
     c = verify_model(ref, "dp=2,tp=4", kwargs=["layers=2", "batch=8"], strategies=str(f),
                      dataset_strategy="full_batch")
     rows = {r.op: r for r in c.rows}
