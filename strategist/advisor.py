@@ -699,8 +699,7 @@ def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules
                 for n in _unreached_consumers(graph, plan, op.name, anchored | pinned)]
         if pins:
             pinned.update(c.op for c in pins)
-            follower = Choice(op.name, "2 dimension", "follow_input", why, follower.anchor,
-                              fallback=Choice(op.name, "2 dimension", "follow_input", why, follower.anchor))
+            follower.fallback = Choice(op.name, "2 dimension", "follow_input", why, follower.anchor)
         out += [follower] + pins
     return out
 

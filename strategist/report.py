@@ -385,20 +385,20 @@ def advice_dict(advice) -> dict:
                           "conflicts": len(p.conflicts), "memory": memory(p)}
     groups = anchor_file_keys([a["op"] for a in anchors], [op.name for op in advice.graph])
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
+
+    def rows(layouts):
+        dims = []
+        for l in layouts:
+            row = []
+            for d in l.dims:
+                row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else
+                           "[" + ", ".join(mesh.names[x] for x in d) + "]")
+            dims.append("[" + ", ".join(row) + "]")
+        return f"[{', '.join(dims)}]"
     for key, members in groups.items():
         a = next(x for x in anchors if x["op"] == members[0])
         ch = advice.plan.choices[members[0]]
         anchor = advice.plan.anchors[members[0]]
-
-        def rows(layouts):
-            dims = []
-            for l in layouts:
-                row = []
-                for d in l.dims:
-                    row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else
-                               "[" + ", ".join(mesh.names[x] for x in d) + "]")
-                dims.append("[" + ", ".join(row) + "]")
-            return f"[{', '.join(dims)}]"
         if ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
             yaml_lines.append(f"{key}:\n  layout: {rows(ch.inputs)}")
             if anchor.out_layouts is not None:

@@ -701,6 +701,18 @@ class _Engine:
                     return (cand, mapped) if forward else (mapped, cand)
         raise AssertionError("replicated layouts always reshape")
 
+    def _reshape_reached(self, name: str, fixed: Layout, side: str, edge: str):
+        """Reshape ``name`` reached with ``fixed`` on its ``side`` ("in": from its producer, "out": from its
+        consumer): its (input, output) layouts, or None where MindSpore's search stops there --
+        BFSNextNodeIfNextIsReshape / BFSPrevNodeIfPrevIsReshape find no swc with that layout
+        (GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm} both return -1: "No available strategy found
+        at edge"), the Reshape stays unvisited and may be reached later from its other side."""
+        swc = self.reshape_swc(name, fixed, side)
+        if swc == NO_SWC:
+            self.warnings.append(f"No available strategy found at edge: {edge} (propagation stops at the Reshape)")
+            return None
+        return swc or (self.reshape_from_input if side == "in" else self.reshape_from_output)(name, fixed)
+
     # -- the search ---------------------------------------------------------------------
     def seed(self, anchor: Anchor) -> None:
         name = anchor.op
@@ -844,15 +856,10 @@ class _Engine:
                 self.warnings.append(f"the edge {cur} -> {nb} has two Reshapes: propagation stops there "
                                      f"(MindSpore: please set the strategy for at least one)")
                 return
-            swc = self.reshape_swc(nb, src, "in")
-            if swc == NO_SWC:
-                # BFSNextNodeIfNextIsReshape: no swc of the Reshape has this input layout (GetSWCIndexByInputLayout
-                # With{ZeroComm,MiniComm} both return -1): "No available strategy found at edge", the Reshape is
-                # left unvisited and propagation stops there (it may be reached later from its other side)
-                self.warnings.append(f"No available strategy found at edge: {cur} -> {nb} (propagation stops at "
-                                     f"the Reshape)")
+            pair = self._reshape_reached(nb, src, "in", f"{cur} -> {nb}")
+            if pair is None:
                 return
-            in_l, out_l = swc or self.reshape_from_input(nb, src)
+            in_l, out_l = pair
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "forward",
                                                          self._edge_key(src, in_l, spec)[0]))
         elif self.is_reshape(cur):
@@ -909,13 +916,10 @@ class _Engine:
             if self.op(cur).type in AFTER_RESHAPE_UNSET:
                 self.visited.add(nb)        # BFSPrevNodeIfPrevIsReshape: visited, no layouts chosen
                 return
-            swc = self.reshape_swc(nb, src, "out")
-            if swc == NO_SWC:
-                # BFSPrevNodeIfPrevIsReshape: likewise, no swc has this output layout
-                self.warnings.append(f"No available strategy found at edge: {nb} -> {cur} (propagation stops at "
-                                     f"the Reshape)")
+            pair = self._reshape_reached(nb, src, "out", f"{nb} -> {cur}")
+            if pair is None:
                 return
-            in_l, out_l = swc or self.reshape_from_output(nb, src)
+            in_l, out_l = pair
             self.set_reshape(nb, in_l, out_l, Provenance(root, cur, depth + 1, "backward",
                                                          self._edge_key(out_l, src, spec)[0]))
         elif self.is_reshape(cur):
