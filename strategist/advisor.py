@@ -150,6 +150,7 @@ class Choice:
     declared: bool = False   # from a user-declared --boundary: kept even when it does not pay
     with_op: str = ""        # tested by minimality together with this operator's anchor (a companion)
     fallback: "Choice | None" = None   # what replaces it when its package is dropped (sequence parallel -> plain)
+    alternative: "Choice | None" = None  # another layout for the same operator, taken where the step is faster
 
 
 @dataclass
@@ -407,6 +408,25 @@ def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
     return {best[1]: tuple(axes)} if best else None
 
 
+def _data_parallel_template(graph: OpGraph, op: Op, templates: dict) -> str:
+    """The data-parallel template of weight MatMul ``op``: rows merged from sequence-first ``[S, B, H]`` take
+    S's axes outer, as the reshape back to ``[S, B, N]`` deals them."""
+    src = graph.op(op.inputs[0].ref) if op.inputs and op.inputs[0].kind == "op" else None
+    if src is not None and src.attrs.get("strategist_local_rows") and "matmul_data_parallel_sequence_first" in templates:
+        return "matmul_data_parallel_sequence_first"
+    return "matmul_data_parallel"
+
+
+def _data_parallel_choice(graph: OpGraph, op: Op, rule: FactorRule, templates: dict, mesh: Mesh) -> "Choice | None":
+    """``op`` (a weight MatMul) data parallel over every device, as an alternative to its Megatron layout."""
+    tname = _data_parallel_template(graph, op, templates)
+    s = template_sharding(op, rule, templates.get(tname, {}), mesh)
+    if s is None:
+        return None
+    return Choice(op.name, "1 weight", tname, "weight and activations of comparable size: data parallel over every "
+                  "device is faster by the step model than the Megatron layout", anchor_of(op.name, s, mesh, op.type))
+
+
 def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh) -> Anchor:
     """A row-parallel MatMul anchor (``[S*B, K] x [K, N]``, K by tp) whose output is reduce-scattered over
     its rows: sequence-first rows take S's axes (cp, tp) then B's (dp, ep), outer first, as a device-local
@@ -556,12 +576,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             else:
                 # activations outweigh the weight: data parallel over every device. Left to propagation
                 # (a full-batch dataset seeds nothing), the tp devices would repeat each other's work
-                tname = "matmul_data_parallel"
-                src = graph.op(op.inputs[0].ref) if op.inputs and op.inputs[0].kind == "op" else None
-                if src is not None and src.attrs.get("strategist_local_rows") \
-                        and "matmul_data_parallel_sequence_first" in t:
-                    # rows merged from [S, B, H]: S's axes outer, as the reshape back to [S, B, N] deals them
-                    tname = "matmul_data_parallel_sequence_first"
+                tname = _data_parallel_template(graph, op, t)
                 choice = ("1 weight", tname, t.get(tname, {}),
                           "activations outweigh the weight: data parallel over every device")
         elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) != "dp":
@@ -605,6 +620,12 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             anchor = _reduce_scatter_rows(anchor, mesh)
             tname, why = "matmul_row_sequence_parallel", why + "; output reduce-scattered over the sequence (sequence parallel)"
         choice_ = Choice(op.name, rule_name, tname, why, anchor, declared=declared)
+        if tname in ("matmul_column", "matmul_row") and prefs.get(op.name) == "" and op.name not in attention \
+                and op.type in WEIGHT_MATMULS and not (op.outputs and op.outputs[0] is not None
+                                                       and op.outputs[0].shape[-1] in vocabularies):
+            # neither its weight nor its activations clearly outweigh the other: data parallel over every
+            # device is the alternative the step model weighs against the Megatron layout (MTP's eh_proj)
+            choice_.alternative = _data_parallel_choice(graph, op, rule, t, mesh)
         if tname == "matmul_row_sequence_parallel":
             # without sequence parallelism: the plain row-parallel pair (its output all-reduced)
             choice_.fallback = Choice(op.name, rule_name, "matmul_row", why.split("; output reduce-scattered")[0],
@@ -1016,6 +1037,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 for c in members_of[key]:
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
+    keep = _take_alternatives(graph, keep, dropped, run)
     final = run(keep) if keep else baseline
     if any(c.fallback is not None and c.template in SP_TEMPLATES for c in keep):
         # what the config's sequence parallelism costs or saves: the same anchors with plain norms and rows
@@ -1050,6 +1072,49 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         keep, final = [], baseline
     existing = _existing(graph, mesh, final, keep, hardware, dataset_strategy)
     return Advice(graph, mesh, rules, keep, dropped, final, baseline, semi, existing, notes)
+
+
+def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
+    """A kept anchor with another layout on offer (a weight MatMul whose weight and activations are of
+    comparable size: Megatron's layout or data parallel) takes it where the step estimate is faster, one
+    pattern (across repeated layers) at a time, unless that costs :data:`MEMORY_WORTH` more weight, gradient
+    and optimizer state per device. An alternative the plan then does not need goes, as in minimality."""
+    alts: dict[str, list[Choice]] = {}
+    for c in keep:
+        if c.alternative is not None and c.alternative.anchor is not None:
+            alts.setdefault(_group_key(c.op), []).append(c)
+    if not alts:
+        return keep
+    cur = run(keep)
+    for key in sorted(alts, key=lambda k: graph.op(alts[k][0].op).topo_index):
+        members = alts[key]
+        swap = {id(c): c.alternative for c in members}
+        trial = [swap.get(id(c), c) for c in keep]
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            continue
+        changed, dt = _diff(cur, q)
+        more = _state_bytes(q) - _state_bytes(cur)
+        if dt >= -1e-9 * cur.totals()["step_seconds"] or more >= MEMORY_WORTH:
+            continue
+        what = f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, " \
+               f"{more / 2**20:+.0f} MiB weight/gradient/optimizer state per device"
+        for c in members:
+            c.alternative.needed = f"instead of {c.template}: {what}"
+            dropped.append((c, f"replaced by {c.alternative.template}: {what}"))
+        keep, cur = trial, q
+        alt_ids = {id(c.alternative) for c in members}
+        rest = [c for c in keep if id(c) not in alt_ids]
+        try:
+            q = run(rest, price=False) if rest else None
+        except (PropagationError, StrategyError):
+            continue
+        if q is not None and _same_plan(cur, q):
+            keep = rest
+            for c in members:
+                dropped.append((c.alternative, "propagation gives the same layouts and cost without it"))
+    return keep
 
 
 def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple[str, str, str]]:
@@ -1095,11 +1160,15 @@ def _state_bytes(plan: Plan) -> float:
 
 
 def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
-    """Per-device bytes of parameters, gradients and optimizer states (Adam: two fp32 moments, no
-    optimizer sharding) under ``plan``, and an activation estimate (every operator output kept for
-    backward: an upper bound)."""
+    """Per-device bytes of parameters, gradients and optimizer states (Adam: two fp32 moments) under
+    ``plan``, and an activation estimate (every operator output kept for backward: an upper bound). With the
+    model's parallel optimizer (``graph.optimizer_sharding``, a MindFormers config's
+    ``enable_parallel_optimizer``) a replicated weight's slice is split further over its replicas, as
+    :class:`~strategist.graph.OptimizerSharding` says; its communication (the gradient's reduce-scatter and
+    the weight's all-gather) moves what the gradient's all-reduce would, so the step is priced as without."""
     g = plan.graph
-    seen: dict[str, int] = {}
+    zero = getattr(g, "optimizer_sharding", None)
+    seen: dict[str, tuple[int, ...]] = {}     # parameter -> its slice's shape
     for op in g:
         ch = plan.choices[op.name]
         if ch.sharding is None:
@@ -1108,14 +1177,19 @@ def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
         for k, slot in enumerate(rule.slots):
             x = op.inputs[slot]
             if x.kind == "param" and x.ref not in seen and k < len(ch.inputs):
-                seen[x.ref] = ch.inputs[k].slice_numel
+                seen[x.ref] = ch.inputs[k].slice_shape
     params = grads = opt = 0.0
     for name, p in g.params.items():
-        n = seen.get(name, p.spec.numel)
-        params += n * p.spec.nbytes / max(p.spec.numel, 1)
+        shape = seen.get(name, tuple(p.spec.shape))
+        n = math.prod(shape)
+        per = p.spec.nbytes / max(p.spec.numel, 1)
+        w = 1
+        if zero is not None and p.requires_grad and shape:
+            w = zero.ways(plan.mesh.size * n // max(p.spec.numel, 1), shape[0], n * per)
+        params += n * per / w
         if p.requires_grad:
-            grads += n * p.spec.nbytes / max(p.spec.numel, 1)
-            opt += n * optimizer_bytes_per_param
+            grads += n * per / (w if zero.shards_gradients else 1) if zero is not None else n * per
+            opt += n * optimizer_bytes_per_param / w
     act = 0.0
     for op in g:
         for j, lay in enumerate(plan.choices[op.name].outputs):

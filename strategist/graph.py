@@ -228,6 +228,44 @@ class Edge:
     spec: TensorSpec | None
 
 
+@dataclass(frozen=True)
+class OptimizerSharding:
+    """MindSpore's parallel optimizer (``enable_parallel_optimizer``, ``parallel_optimizer_config``): a
+    parameter whose slice is repeated on ``r`` devices is kept as ``r``-th slices (split along its first
+    dimension, which ``r`` must divide), ``shard_size`` of them at most (-1: all), when its slice is at least
+    ``threshold_kb`` KiB; ``level1`` shards weights and optimizer states, ``level2`` and ``level3`` the
+    gradients too.
+
+    >>> z = OptimizerSharding(threshold_kb=64)
+    >>> z.ways(replicas=8, first_dim=7168, slice_bytes=2**20), z.ways(8, 7168, 2**10), z.ways(8, 3, 2**20)
+    (8, 1, 1)
+    >>> OptimizerSharding(shard_size=4).ways(8, 7168, 2**20)
+    4
+    """
+    shard_size: int = -1
+    threshold_kb: float = 64.0
+    level: str = "level1"
+
+    @property
+    def shards_gradients(self) -> bool:
+        return self.level in ("level2", "level3")
+
+    def ways(self, replicas: int, first_dim: int, slice_bytes: float) -> int:
+        if replicas <= 1 or slice_bytes < self.threshold_kb * 1024:
+            return 1
+        k = replicas if self.shard_size is None or self.shard_size <= 0 else min(replicas, self.shard_size)
+        return k if k > 1 and first_dim % k == 0 else 1
+
+    @classmethod
+    def from_config(cls, parallel: dict) -> "OptimizerSharding | None":
+        """From a MindFormers config's ``parallel`` section (None when the parallel optimizer is off)."""
+        if not (parallel or {}).get("enable_parallel_optimizer"):
+            return None
+        c = parallel.get("parallel_optimizer_config") or {}
+        return cls(int(c.get("optimizer_weight_shard_size", -1) or -1),
+                   float(c.get("parallel_optimizer_threshold", 64)), str(c.get("optimizer_level", "level1")))
+
+
 class OpGraph:
     """Operators of one model and the tensors between them (a ``networkx.MultiDiGraph``).
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputSpecError, ModelLoadError, StrategyError
-from .graph import OpGraph, ShardLayout, TensorSpec, extract
+from .graph import OpGraph, OptimizerSharding, ShardLayout, TensorSpec, extract
 from .mesh import Mesh
 from .plan import Anchor
 
@@ -702,6 +702,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     for g in (graph, getattr(graph, "mf_base_graph", None)):
         if g is not None:
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
+            # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
+            g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
     mc = cfg.model.model_config
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,

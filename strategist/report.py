@@ -479,7 +479,8 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     m = d["configurations"]["advice"]["memory"]
     out.append(h("Memory under the advice (per device)"))
     table(["what", "bytes"], [("parameters", human_bytes(m["parameters"])), ("gradients", human_bytes(m["gradients"])),
-                              ("optimizer states (Adam, fp32, unsharded)", human_bytes(m["optimizer_states"])),
+                              ("optimizer states (Adam, fp32" + (", parallel optimizer" if getattr(advice.graph, "optimizer_sharding", None)
+                                                                 else ", unsharded") + ")", human_bytes(m["optimizer_states"])),
                               ("activations (upper bound: every output kept)", human_bytes(m["activations"])),
                               ("total", human_bytes(m["total"]))])
     for n in d["notes"]:
