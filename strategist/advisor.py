@@ -151,6 +151,7 @@ class Choice:
     with_op: str = ""        # tested by minimality together with this operator's anchor (a companion)
     fallback: "Choice | None" = None   # what replaces it when its package is dropped (sequence parallel -> plain)
     alternative: "Choice | None" = None  # another layout for the same operator, taken where the step is faster
+    package: list = field(default_factory=list)   # an alternative's companions, taken with it
 
 
 @dataclass
@@ -263,6 +264,52 @@ def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
             continue
         todo.extend(x.ref for x in op.inputs if x.kind == "op")
     return out
+
+
+def _routing_ops(graph: OpGraph, router_classes) -> set[str]:
+    """The operators of MoE routers (cells of ``router_classes``) whose output reaches the tokens' dispatch: a
+    consumer outside the router with an output of rank >= 2 (the load-balancing statistics leave it as a scalar
+    loss term, or stay in it, accumulated into a parameter)."""
+    out: set[str] = set()
+    for op in reversed(graph.ops):
+        if op.cell_class not in router_classes:
+            continue
+        for e in graph.out_edges(op.name):
+            d = graph.op(e.dst)
+            if d.cell_path == op.cell_path or d.cell_class in router_classes:
+                if e.dst in out:
+                    out.add(op.name)
+                    break
+            elif any(o is not None and len(o.shape) >= 2 for o in d.outputs):
+                out.add(op.name)
+                break
+    return out
+
+
+def _pair_interior(graph: OpGraph, row: Op, rules: Rules, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
+    """The operators between row-role MatMul ``row`` and its column partners (Reshapes, Casts and Transposes
+    left to the search), each anchored by ``tmpl``: one package with ``with_op``."""
+    weight_mm = WEIGHT_MATMULS
+    out, seen = [], {row.name}
+    todo = [x.ref for x in row.inputs if x.kind == "op"]
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in graph:
+            continue
+        seen.add(n)
+        op = graph.op(n)
+        if op.type in weight_mm and _weight_params(graph, op):
+            continue
+        todo.extend(x.ref for x in op.inputs if x.kind == "op")
+        if op.type in ("Reshape", "Flatten", "Cast", "Transpose") or not op.outputs or op.outputs[0] is None \
+                or len(op.outputs[0].shape) < 3:
+            continue
+        s = template_sharding(op, _cached_rule(op), tmpl, mesh)
+        if s is not None:
+            out.append(Choice(n, "1 weight", "pair_interior_sequence_parallel",
+                              f"between the data-parallel {with_op} and its column partners: the sequence-parallel "
+                              f"layout, as the rows arrive", anchor_of(n, s, mesh, op.type), with_op=with_op))
+    return sorted(out, key=lambda c: graph.op(c.op).topo_index)
 
 
 def _activation_bytes(op: Op) -> int:
@@ -481,7 +528,8 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
         and any(op.attrs.get("strategist_local_rows") for op in graph)
     sp_head = ""
-    router_head: dict[str, str] = {}
+    router_head: dict[tuple, str] = {}
+    routing = _routing_ops(graph, cats.get("moe_router", ()))
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
     # (a wide MLP linear is not: its features are the intermediate size)
     vocabularies = {op.inputs[s].spec.shape[0] for op in graph if op.type in ("Embedding", "Gather", "GatherV2")
@@ -620,12 +668,20 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             anchor = _reduce_scatter_rows(anchor, mesh)
             tname, why = "matmul_row_sequence_parallel", why + "; output reduce-scattered over the sequence (sequence parallel)"
         choice_ = Choice(op.name, rule_name, tname, why, anchor, declared=declared)
-        if tname in ("matmul_column", "matmul_row") and prefs.get(op.name) == "" and op.name not in attention \
+        if tname in ("matmul_column", "matmul_row", "matmul_row_sequence_parallel") and prefs.get(op.name) == "" \
+                and op.name not in attention \
                 and op.type in WEIGHT_MATMULS and not (op.outputs and op.outputs[0] is not None
                                                        and op.outputs[0].shape[-1] in vocabularies):
             # neither its weight nor its activations clearly outweigh the other: data parallel over every
             # device is the alternative the step model weighs against the Megatron layout (MTP's eh_proj)
             choice_.alternative = _data_parallel_choice(graph, op, rule, t, mesh)
+        if tname == "matmul_row_sequence_parallel" and choice_.alternative is not None \
+                and "norm_sequence_parallel" in t:
+            # data parallel under sequence parallelism: the rows stay as the sequence-parallel norm split them
+            # (S by cp and tp, B by dp), and so do the element-wise operators between the pair's linears (the
+            # row linear's Reshape stops every search that would carry them the layout)
+            choice_.alternative.package = _pair_interior(graph, op, rules, mesh, t["norm_sequence_parallel"],
+                                                         choice_.alternative.op)
         if tname == "matmul_row_sequence_parallel":
             # without sequence parallelism: the plain row-parallel pair (its output all-reduced)
             choice_.fallback = Choice(op.name, rule_name, "matmul_row", why.split("; output reduce-scattered")[0],
@@ -639,7 +695,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if tname == "moe_router":
             # one package per router: a split router pays only whole (each of its operators alone pays the
             # gather or split at its edges and is dropped, leaving the whole batch's routing on every device)
-            choice_.with_op = router_head.setdefault(op.cell_path, op.name)
+            # ... and its load-balancing statistics (the aux loss: one-hot counts, means) another, dropped alone
+            # where they cannot follow the tokens' split (a OneHot splits only its first dimension)
+            part = "routing" if op.name in routing else "statistics"
+            choice_.with_op = router_head.setdefault((op.cell_path, part), op.name)
         if tname in ("norm_sequence_parallel", "matmul_row_sequence_parallel"):
             # one package: a sequence-parallel norm pays only where every row-parallel output is
             # reduce-scattered to it and every column-parallel input gathered from it. The config asks for it
@@ -1091,6 +1150,11 @@ def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -
         swap = {id(c): c.alternative for c in members}
         trial = [swap.get(id(c), c) for c in keep]
         try:
+            # an alternative comes with its package (a data-parallel row linear under sequence parallelism: the
+            # element-wise operators between it and its column partners on the sequence-parallel layout)
+            have = {c.op for c in trial}
+            followers = [f for c in members for f in c.alternative.package if f.op not in have]
+            trial = sorted(trial + followers, key=lambda c: graph.op(c.op).topo_index)
             q = run(trial)
         except (PropagationError, StrategyError):
             continue
@@ -1103,6 +1167,8 @@ def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -
         for c in members:
             c.alternative.needed = f"instead of {c.template}: {what}"
             dropped.append((c, f"replaced by {c.alternative.template}: {what}"))
+        for f in followers:
+            f.needed = f"with the alternative {f.with_op}: {what}"
         keep, cur = trial, q
         alt_ids = {id(c.alternative) for c in members}
         rest = [c for c in keep if id(c) not in alt_ids]

@@ -54,11 +54,13 @@ class Disagreement:
     seconds: float
     ref_bytes: float                  # the same under (c)
     ref_seconds: float
+    configured: bool = False          # the experts configured it in (c); else (c)'s is strategist's propagation
 
     def to_dict(self) -> dict:
         return {"op": self.op, "type": self.type, "strategy": _lists(self.strategy),
                 "reference": _lists(self.reference), "bytes": self.bytes, "seconds": self.seconds,
-                "reference_bytes": self.ref_bytes, "reference_seconds": self.ref_seconds}
+                "reference_bytes": self.ref_bytes, "reference_seconds": self.ref_seconds,
+                "configured_in_reference": self.configured}
 
 
 @dataclass
@@ -71,6 +73,8 @@ class Column:
     memory: dict = field(default_factory=dict)
     agreed: int = 0
     total: int = 0
+    configured_agreed: int = 0        # over the operators the experts configured in (c) (their shard() calls)
+    configured_total: int = 0
     disagreements: list[Disagreement] = field(default_factory=list)
     seconds: float = 0.0              # time to produce this column (advise / experts' build + propagation)
     error: str | None = None          # the column could not be produced (one line)
@@ -87,7 +91,10 @@ class Column:
                 "communication_bytes": t.get("total_bytes"), "communication_seconds": t.get("total_seconds"),
                 "step_seconds": t.get("step_seconds"), "compute_seconds": t.get("compute_seconds"),
                 "memory": self.memory, "agreed": self.agreed, "operators": self.total,
-                "agreement": self.agreement, "seconds": round(self.seconds, 3),
+                "agreement": self.agreement, "configured_agreed": self.configured_agreed,
+                "configured_operators": self.configured_total,
+                "configured_agreement": self.configured_agreed / self.configured_total
+                if self.configured_total else None, "seconds": round(self.seconds, 3),
                 "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
                 "notes": self.notes}
 
@@ -133,7 +140,7 @@ class Comparison3:
                 return "-"
             try:
                 return f(c)
-            except (TypeError, KeyError):
+            except (TypeError, KeyError, ZeroDivisionError):
                 return "-"
         rows = [
             ["anchors"] + [cell(c, lambda c: str(c.anchors)) for c in cols],
@@ -143,6 +150,9 @@ class Comparison3:
             ["memory / device"] + [cell(c, lambda c: human_bytes(c.memory["total"])) for c in cols],
             ["agreement with (c)"] + [cell(c, lambda c: f"{c.agreed}/{c.total} ({100 * c.agreement:.1f} %)")
                                       for c in cols],
+            ["on the experts' configured ops"] + [
+                cell(c, lambda c: f"{c.configured_agreed}/{c.configured_total} "
+                                  f"({100 * c.configured_agreed / c.configured_total:.1f} %)") for c in cols],
             ["time"] + [cell(c, lambda c: f"{c.seconds:.1f} s") for c in cols],
         ]
         out += render_table([""] + [c.title for c in cols], rows)
@@ -158,8 +168,9 @@ class Comparison3:
             out += ["", f"{c.title}: {len(c.disagreements)} operators differ from (c)"
                     + (f" (first {max_rows})" if max_rows and len(c.disagreements) > max_rows else "")]
             shown = c.disagreements[:max_rows] if max_rows else c.disagreements
-            out += render_table(["operator", "type", "strategy", "(c) strategy", "comm", "(c) comm"],
+            out += render_table(["operator", "type", "strategy", "(c) strategy", "(c) by", "comm", "(c) comm"],
                                 [[d.op, d.type, strategy_text(d.strategy), strategy_text(d.reference),
+                                  "experts" if d.configured else "propagation",
                                   human_bytes(d.bytes), human_bytes(d.ref_bytes)] for d in shown])
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
@@ -194,21 +205,25 @@ def same_choice(a, b) -> bool:
 
 
 def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
-    """Fill ``col``'s agreement with ``ref`` over the operators that have a strategy (Reshape has none)."""
+    """Fill ``col``'s agreement with ``ref`` over the operators that have a strategy (Reshape has none), and
+    over those of them ``ref`` anchors (the experts' own ``shard()`` calls; the rest of (c) is propagated)."""
     mine, theirs = _op_costs(plan), ref_costs if ref_costs is not None else _op_costs(ref)
-    col.agreed = col.total = 0
+    col.agreed = col.total = col.configured_agreed = col.configured_total = 0
     col.disagreements = []
     for name, rc in ref.choices.items():
         if rc.sharding is None:
             continue
+        configured = name in ref.anchors
         col.total += 1
+        col.configured_total += configured
         ch = plan.choices[name]
         if same_choice(ch, rc):
             col.agreed += 1
+            col.configured_agreed += configured
             continue
         b, s = mine.get(name, (0.0, 0.0))
         rb, rs = theirs.get(name, (0.0, 0.0))
-        col.disagreements.append(Disagreement(name, rc.op.type, ch.strategy, rc.strategy, b, s, rb, rs))
+        col.disagreements.append(Disagreement(name, rc.op.type, ch.strategy, rc.strategy, b, s, rb, rs, configured))
 
 
 def _fill(col: Column, plan: Plan) -> None:

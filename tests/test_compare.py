@@ -81,6 +81,13 @@ def test_qwen3_tiny_three_plans():
     d = json.loads(c.to_json())
     assert d["columns"]["c"]["agreement"] == 1.0 and d["columns"]["b"]["agreed"] == 141
     assert d["columns"]["b_ms"]["error"].startswith("not run")
+    # agreement over the operators the experts' shard() configured: (c)'s anchors, each disagreement marked
+    cb = d["columns"]["b"]
+    assert d["columns"]["c"]["configured_operators"] == cb["configured_operators"] == len(
+        [n for n in ref.plan.anchors if ref.plan.choices[n].sharding is not None]) == ref.configured_agreed
+    assert cb["configured_agreed"] + sum(x["configured_in_reference"] for x in cb["disagreements"]) == \
+        cb["configured_operators"]
+    assert all(x["configured_in_reference"] == (x["op"] in ref.plan.anchors) for x in cb["disagreements"])
     text = c.text()
     assert "(c) MindFormers shard() (reference)" in text and "141/145 (97.2 %)" in text
     assert "MindFormers bug: FlashAttention" in text
