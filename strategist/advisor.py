@@ -266,26 +266,6 @@ def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
     return out
 
 
-def _routing_ops(graph: OpGraph, router_classes) -> set[str]:
-    """The operators of MoE routers (cells of ``router_classes``) whose output reaches the tokens' dispatch: a
-    consumer outside the router with an output of rank >= 2 (the load-balancing statistics leave it as a scalar
-    loss term, or stay in it, accumulated into a parameter)."""
-    out: set[str] = set()
-    for op in reversed(graph.ops):
-        if op.cell_class not in router_classes:
-            continue
-        for e in graph.out_edges(op.name):
-            d = graph.op(e.dst)
-            if d.cell_path == op.cell_path or d.cell_class in router_classes:
-                if e.dst in out:
-                    out.add(op.name)
-                    break
-            elif any(o is not None and len(o.shape) >= 2 for o in d.outputs):
-                out.add(op.name)
-                break
-    return out
-
-
 def _pair_interior(graph: OpGraph, row: Op, rules: Rules, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
     """The operators between row-role MatMul ``row`` and its column partners (Reshapes, Casts and Transposes
     left to the search), each anchored by ``tmpl``: one package with ``with_op``."""
@@ -528,8 +508,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
         and any(op.attrs.get("strategist_local_rows") for op in graph)
     sp_head = ""
-    router_head: dict[tuple, str] = {}
-    routing = _routing_ops(graph, cats.get("moe_router", ()))
+    router_head: dict[str, str] = {}
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
     # (a wide MLP linear is not: its features are the intermediate size)
     vocabularies = {op.inputs[s].spec.shape[0] for op in graph if op.type in ("Embedding", "Gather", "GatherV2")
@@ -695,10 +674,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if tname == "moe_router":
             # one package per router: a split router pays only whole (each of its operators alone pays the
             # gather or split at its edges and is dropped, leaving the whole batch's routing on every device)
-            # ... and its load-balancing statistics (the aux loss: one-hot counts, means) another, dropped alone
-            # where they cannot follow the tokens' split (a OneHot splits only its first dimension)
-            part = "routing" if op.name in routing else "statistics"
-            choice_.with_op = router_head.setdefault((op.cell_path, part), op.name)
+            choice_.with_op = router_head.setdefault(op.cell_path, op.name)
         if tname in ("norm_sequence_parallel", "matmul_row_sequence_parallel"):
             # one package: a sequence-parallel norm pays only where every row-parallel output is
             # reduce-scattered to it and every column-parallel input gathered from it. The config asks for it

@@ -383,14 +383,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     every = {ch.op: ch for ch in c.advice.chosen + [d for d, _ in c.advice.dropped]}
     router = [n for n, ch in every.items() if ch.template == "moe_router"]
     assert "model.decoder.layers.1.mlp.router.gating_activation" in router
-    # two packages per router: its routing path (into the tokens' dispatch) and its load-balancing statistics
-    # (the aux loss), each kept or dropped on its own
-    heads = {every[n].with_op for n in router if ".decoder." in n}
-    r = "model.decoder.layers.1.mlp.router."
-    assert len(heads) == 2
-    assert every[r + "gating_activation"].with_op == every[r + "topk#1"].with_op == every[r + "gate_gather"].with_op
-    assert every[r + "reduce_mean_sp"].with_op == every[r + "mul_aux_2d"].with_op == every[r + "reduce_mean"].with_op
-    assert every[r + "gating_activation"].with_op != every[r + "reduce_mean_sp"].with_op
+    assert len({every[n].with_op for n in router if ".decoder." in n}) == 1
     gate = adv["model.decoder.layers.1.mlp.router.gating_activation"].anchor.layouts[0]
     assert [tuple(gate.alias_name[len(gate.device_matrix) - 1 - k] for k in d) for d in gate.tensor_map] == \
         [(), ("dp", "tp"), ()]
