@@ -249,9 +249,10 @@ def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
     return cols | {r for r in rows if any(c in cols for c in _column_partners(graph, r, weight_mm))}
 
 
-def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
-    """The weight MatMuls reached walking back from ``row``'s activation input (stopping at each)."""
-    out, seen = set(), {row}
+def _walk_back_to_weights(graph: OpGraph, row: str, weight_mm) -> tuple[set[str], list[str]]:
+    """Walking back from ``row``'s activation input, stopping at each weight MatMul: (the weight MatMuls
+    reached, the operators passed on the way)."""
+    out, passed, seen = set(), [], {row}
     todo = [x.ref for x in graph.op(row).inputs if x.kind == "op"]
     while todo:
         n = todo.pop()
@@ -262,25 +263,22 @@ def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
         if op.type in weight_mm and _weight_params(graph, op):
             out.add(n)
             continue
+        passed.append(n)
         todo.extend(x.ref for x in op.inputs if x.kind == "op")
-    return out
+    return out, passed
 
 
-def _pair_interior(graph: OpGraph, row: Op, rules: Rules, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
+def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
+    """The weight MatMuls reached walking back from ``row``'s activation input (stopping at each)."""
+    return _walk_back_to_weights(graph, row, weight_mm)[0]
+
+
+def _pair_interior(graph: OpGraph, row: Op, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
     """The operators between row-role MatMul ``row`` and its column partners (Reshapes, Casts and Transposes
     left to the search), each anchored by ``tmpl``: one package with ``with_op``."""
-    weight_mm = WEIGHT_MATMULS
-    out, seen = [], {row.name}
-    todo = [x.ref for x in row.inputs if x.kind == "op"]
-    while todo:
-        n = todo.pop()
-        if n in seen or n not in graph:
-            continue
-        seen.add(n)
+    out = []
+    for n in _walk_back_to_weights(graph, row.name, WEIGHT_MATMULS)[1]:
         op = graph.op(n)
-        if op.type in weight_mm and _weight_params(graph, op):
-            continue
-        todo.extend(x.ref for x in op.inputs if x.kind == "op")
         if op.type in ("Reshape", "Flatten", "Cast", "Transpose") or not op.outputs or op.outputs[0] is None \
                 or len(op.outputs[0].shape) < 3:
             continue
@@ -659,7 +657,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             # data parallel under sequence parallelism: the rows stay as the sequence-parallel norm split them
             # (S by cp and tp, B by dp), and so do the element-wise operators between the pair's linears (the
             # row linear's Reshape stops every search that would carry them the layout)
-            choice_.alternative.package = _pair_interior(graph, op, rules, mesh, t["norm_sequence_parallel"],
+            choice_.alternative.package = _pair_interior(graph, op, mesh, t["norm_sequence_parallel"],
                                                          choice_.alternative.op)
         if tname == "matmul_row_sequence_parallel":
             # without sequence parallelism: the plain row-parallel pair (its output all-reduced)
