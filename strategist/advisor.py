@@ -1017,15 +1017,18 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 q = run(trial) if trial else baseline
                 changed, dt = _diff(plan, q)
                 what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
-                saved = _state_bytes(q) - _state_bytes(plan) if dt <= 0 else 0.0
-                if dt <= 0 and saved >= MEMORY_WORTH and not any(c.declared for c in members):
+                # a saving within the step model's resolution is no reason for a line of configuration
+                worth = PAY_WORTH * plan.totals()["step_seconds"]
+                saved = _state_bytes(q) - _state_bytes(plan) if dt <= worth else 0.0
+                if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
                     for c in members:
                         c.needed = (f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, "
                                     f"but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device")
                     continue
-                if dt <= 0 and not any(c.declared for c in members):
-                    # an anchor must pay for itself: the plan is no slower without it, so it goes
+                if dt <= worth and not any(c.declared for c in members):
+                    # an anchor must pay for itself: the plan is no slower without it (or slower by less than
+                    # PAY_WORTH of the step), so it goes
                     keep, plan = trial, q
                     gone_keys.add(key)
                     for c in members:
@@ -1034,7 +1037,8 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                             if any(c.template in SP_TEMPLATES for c in members) and fallbacks else
                             f" (then tried without its package)" if fallbacks else "") +
                             f", {changed} operators change layout and "
-                                           f"the step estimate changes by {dt * 1e3:+.3f} ms"))
+                                           f"the step estimate changes by {dt * 1e3:+.3f} ms" +
+                                           (f" (less than {PAY_WORTH:.2%} of the step)" if dt > 0 else "")))
                     adopt(fallbacks)
                     continue
                 for c in members:
@@ -1192,6 +1196,9 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
 #: gradient and optimizer state per device (a vocabulary-parallel embedding table, a large head)
 MEMORY_WORTH = 2**30
+# an anchor (group) kept by minimality saves more than this share of the step estimate: below it, the saving is
+# within what the step model can tell apart (a 17 us scalar gather on a 600 ms step), not worth a shard() line
+PAY_WORTH = 1e-4
 
 
 def _state_bytes(plan: Plan) -> float:

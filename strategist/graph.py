@@ -616,8 +616,9 @@ def _owned_primitives(cell):
     MindSpore merges primitives with identical arguments (two ``ops.Sub()`` come out under one
     instance name, the last attribute's) and drops the instance name of Layout-sharded ones; a
     distinct attribute value keeps them apart and says which Cell attribute each node came from.
-    Yields ``{tag: [(cell path, attribute name), ...]}``: equal primitives of different Cells share a tag
-    (so MindSpore's CSE still merges them), and the node's scope says which Cell's it is.
+    Yields ``{tag: [(cell path, attribute name), ...]}``: one tag per primitive object, so the stand-alone
+    compile's CSE does not merge the equal calls of different Cells on one tensor, which MindSpore's parallel
+    graph keeps apart (opt_a runs ``auto_parallel`` before its ``cse``, pipeline/jit/ps/pass.cc GetOptPassesA).
     """
     from mindspore.ops.primitive import Primitive
     owners: dict[int, list[tuple[str, str]]] = {}
@@ -629,15 +630,20 @@ def _owned_primitives(cell):
             if not isinstance(prim, Primitive):
                 continue
             if id(prim) not in tagged:
-                # equal primitives of different Cells share a tag: a distinct attribute would keep MindSpore's
-                # CSE from merging their identical calls (the q/k/v Denses' input Reshapes of one tensor:
-                # 3 Reshapes instead of MindSpore's 1); the k-th equal primitive of one Cell gets the k-th tag
+                # every Cell's primitives keep tags of their own: MindSpore's step_parallel_begin graph has had
+                # no CSE yet, so equal calls of different Cells on one tensor stay apart there (MindFormers'
+                # telechat3 TransformerLayer and its input_layernorm each Cast the hidden states to float32: 2
+                # Casts, the residual's not the norm's pre-cast; each layer's rotary cos/sin). The stand-alone
+                # compile's CSE still merges equal calls of one primitive object (``q = k = v =
+                # x.transpose(...)``: verify counts those copies as merged)
                 sig = _signature(prim)
                 k = rank[sig] = rank.get(sig, -1) + 1
-                # ... but a recomputed primitive's calls stay apart in MindSpore's parallel graph (MindFormers'
-                # linears' Reshape().recompute(True): MLA's q and kv down-projections reshape one tensor, and
-                # step_parallel_begin holds two Reshapes), so each Cell's keeps a tag of its own
-                tag = tags.setdefault((sig, k, path if _recomputed(prim) else None), len(tags))
+                # ... but equal Reshapes of different Cells share a tag (the q/k/v Denses' input Reshapes of one
+                # tensor: one Reshape, as the cell paths of MindSpore's own parse have it), unless recomputed
+                # (MindFormers' linears' Reshape().recompute(True): MLA's q and kv down-projections reshape one
+                # tensor, and step_parallel_begin holds two Reshapes)
+                own = path if type(prim).__name__ != "Reshape" or _recomputed(prim) else None
+                tag = tags.setdefault((sig, k, own), len(tags))
                 tagged[id(prim)] = (prim, tag)
                 with contextlib.suppress(Exception):
                     prim.add_prim_attr(_OWNER_ATTR, tag)

@@ -1078,12 +1078,18 @@ class _Engine:
         # memoised across propagations on what decides it: each visited edge's layout, input and priced tensor
         sig = tuple((self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec))
                     for src, j, slot in edges)
+        all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
         mk = ("v", self.key(name), sig, self.n, self.fully_use_devices,
-              bool(edges) and sig[0][0] in self.layout_sources)
+              bool(edges) and sig[0][0] in self.layout_sources, all_in)
         return self._memo(mk, lambda: self._by_visited_edges(name, op, edges))
 
     def _by_visited_edges(self, name, op, edges) -> tuple[Sharding, tuple]:
-        fixed = edges[0] if edges else None
+        # the candidate following the producers' layout exists only once EVERY input was reached forward
+        # (CostGraph::AddSwcUnderPrevOpDevMatrix: a multi-input operator gets no single-edge follow candidate,
+        # only AddSwcUnderPrevOpDevMatrixMulti when AllInputsVisited); an operator decided from the waiting list
+        # with some inputs unreached (a Parameter, an input not reached yet) chooses among its generated ones
+        all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
+        fixed = edges[0] if edges and all_in else None
         opts = self._options(name, self.out_layout(fixed[0], fixed[1]) if fixed else None,
                              self.in_index(name, fixed[2]) if fixed else 0, "in")
         best = None

@@ -507,3 +507,33 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     # statistics it accumulates, reached through the parameter's TmpIdentity; MindSpore keeps it whole)
     assert sorted(r.op for r in c.rows if not r.agree) == [
         "model.decoder.layers.0.mlp.router.assignadd", "model.decoder.layers.1.mlp.router.assignadd"]
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_telechat3_advice_verified_by_mindspore(tmp_path):
+    """telechat3 (2 layers, dp=2,tp=4, full_batch; fp32_residual_connection): the TransformerLayer and its
+    input_layernorm each Cast the hidden states to float32. MindSpore's step_parallel_begin graph keeps both
+    Casts (no CSE before the parallel pass): the norm's is configured from the Layout-anchored RmsNorm, the
+    residual's follows the embedding, and the residual add after attention is decided from both inputs' layouts
+    among its generated strategies: (2, 1, 1), the row linear's rows. strategist's stand-alone compile used to
+    merge the two Casts, configure the merged one as the norm's pre-cast ((1, 2, 1)) and give the add, the
+    pre-MLP norm and layer 1's add (1, 2, 1) (88/92). Left: the rotary table's Outer (a graph-copy difference)."""
+    from strategist.advisor import advise
+    from strategist.mesh import Mesh, load_hardware
+    from strategist.mindformers import load_mindformers
+    from strategist.report import advice_dict, configurable_anchors_yaml
+    from strategist.verify import verify_model
+    ref = "mindformers:telechat3/pretrain_telechat3_36b.yaml"
+    g, _ = load_mindformers(ref, layers=2, batch=8)
+    casts = [op.name for op in g if op.type == "Cast" and op.inputs[0].ref == "model.embedding.cast"]
+    assert casts == ["model.decoder.layers.0.cast", "model.decoder.layers.0.input_layernorm.cast"]
+    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    f = tmp_path / "advice.yaml"
+    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
+    c = verify_model(ref, "dp=2,tp=4", kwargs=["layers=2", "batch=8"], strategies=str(f),
+                     dataset_strategy="full_batch")
+    rows = {r.op: r for r in c.rows}
+    for name in ("model.decoder.layers.0.add", "model.decoder.layers.1.add"):
+        assert rows[name].agree and rows[name].theirs == ((2, 1, 1), (2, 1, 1))
+    assert [r.op for r in c.rows if not r.agree] == ["model.rotary_pos_emb.outer"]

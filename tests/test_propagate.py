@@ -288,6 +288,25 @@ def test_cast_before_a_layout_anchor_takes_a_generated_candidate(graph_of):
     assert p.strategy("gelu") == ((4, 2, 1),)
 
 
+@pytest.mark.parametrize("residual_first, add", [("True", (2, 1, 1)), ("False", (1, 2, 1))])
+def test_residual_cast_copies_and_a_waiting_add(graph_of, residual_first, add):
+    """telechat3's residual (tests/models/layouts.py:ResidualCastCopies): the layer and its norm each Cast the
+    ReLU's output to float32. MindSpore's parallel graph keeps the two Casts (no CSE before step_parallel_begin):
+    the norm's is configured from the Layout-anchored GeLU (PreProcessPreCastForSP), the residual's follows the
+    ReLU's layout. With the residual first the row MatMul's search decides the Add first (rows over dp, from its
+    Reshape and Cast); second, the ReLU's search reaches the Add over the residual Cast only, the Add waits and
+    is decided from that one visited edge among its GENERATED strategies: a multi-input operator gets no
+    candidate following a single producer (CostGraph::AddSwcUnderPrevOpDevMatrix; the Multi follow needs every
+    input visited), so not the ReLU's (tp, dp) layout ((4, 2, 1) on its device matrix) but (1, 2, 1).
+    MindSpore 2.9.0 via verify: add ((2,1,1),(2,1,1)) / ((1,2,1),(1,2,1))."""
+    g = graph_of(os.path.join(MODELS, "layouts.py:ResidualCastCopies"), f"residual_first={residual_first}")
+    casts = sorted(op.name for op in g if op.type == "Cast" and op.inputs[0].ref == "relu")
+    assert len(casts) == 2 and casts[-1] == "norm.cast"
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    assert p.strategy("add") == (add, add)
+    assert p.strategy("norm.cast") == ((1, 2, 1),) and p.strategy("relu") == ((4, 2, 1),)
+
+
 # --- speed without changing a result ------------------------------------------------------
 
 @pytest.mark.parametrize("target, kwargs, anchors", [

@@ -298,6 +298,19 @@ def test_cast_before_a_layout_anchor_live():
 
 @pytest.mark.slow
 @pytest.mark.verify_live
+@pytest.mark.parametrize("residual_first, add", [("True", (2, 1, 1)), ("False", (1, 2, 1))])
+def test_residual_cast_copies_live(residual_first, add):
+    """MindSpore keeps the layer's and the norm's equal Casts of one tensor apart, and decides a waiting Add
+    from its visited edge among its generated strategies (test_propagate's residual-cast test, recorded here)."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "tests", "models", "layouts.py") + ":ResidualCastCopies", "dp=2,tp=4",
+                     kwargs=[f"residual_first={residual_first}"], dataset_strategy="full_batch")
+    assert {r.op: r.theirs for r in c.rows}["add"] == (add, add)
+    assert c.all_agree
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
 def test_cli_verify_megatron_mlp_json():
     """Pure data parallelism on 8 devices: MindSpore gives every MatMul ((8, 1), (1, 1)); exit 0 when all agree."""
     r = subprocess.run([sys.executable, "-m", "strategist", "verify", "examples/mlp.py:MegatronMLP", "--mesh",

@@ -34,3 +34,44 @@ class CastBeforeLayout(nn.Cell):
 
     def construct(self, x):
         return self.gelu(self.cast(self.relu(x), ms.float16))
+
+
+class _CastNorm(nn.Cell):
+    """MindFormers' FusedRMSNorm: Cast to float32, then the Layout-configured norm (here a GeLU)."""
+
+    def __init__(self, lay):
+        super().__init__()
+        self.cast = ops.Cast()
+        self.gelu = ops.GeLU().shard((lay("tp", "dp", "None"),))
+
+    def construct(self, x):
+        return self.cast(self.gelu(self.cast(x, ms.float32)), ms.float16)
+
+
+class ResidualCastCopies(nn.Cell):
+    """MindFormers' TransformerLayer with fp32_residual_connection (telechat3): the norm and the residual each
+    Cast the same hidden states to float32, in two Cells; a row-parallel MatMul's output, reshaped back to
+    [S, B, H], is added to the residual. MindSpore's parallel graph keeps both Casts (no CSE before
+    step_parallel_begin): the residual's Cast follows the ReLU, the norm's is configured from the GeLU."""
+
+    def __init__(self, residual_first=True):
+        super().__init__()
+        lay = Layout((2, 4), ("dp", "tp"))
+        self.residual_first = residual_first
+        self.relu = ops.ReLU().shard((lay("tp", "dp", "None"),))
+        self.norm = _CastNorm(lay)
+        self.cast = ops.Cast()
+        self.w = Parameter(initializer("normal", (32, 32), ms.float16), name="w")
+        self.mm = ops.MatMul().shard(((2, 4), (4, 1)))
+        self.add = ops.Add()
+        self.example_inputs = {"x": "float16[64,8,32]"}
+
+    def construct(self, x):
+        h = self.relu(x)
+        y = self.norm(h)
+        residual = self.cast(h, ms.float32)
+        y = self.mm(y.reshape((-1, 32)), self.w).reshape((64, 8, 32))
+        y = self.cast(y, ms.float32)
+        if self.residual_first:
+            return self.add(residual, y)
+        return self.add(y, residual)
