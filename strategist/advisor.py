@@ -1018,7 +1018,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 changed, dt = _diff(plan, q)
                 what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
                 # a saving within the step model's resolution is no reason for a line of configuration
-                worth = PAY_WORTH * plan.totals()["step_seconds"]
+                worth = max(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
                 saved = _state_bytes(q) - _state_bytes(plan) if dt <= worth else 0.0
                 if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
@@ -1038,7 +1038,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                             f" (then tried without its package)" if fallbacks else "") +
                             f", {changed} operators change layout and "
                                            f"the step estimate changes by {dt * 1e3:+.3f} ms" +
-                                           (f" (less than {PAY_WORTH:.2%} of the step)" if dt > 0 else "")))
+                                           (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))
                     adopt(fallbacks)
                     continue
                 for c in members:
@@ -1196,9 +1196,12 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
 #: gradient and optimizer state per device (a vocabulary-parallel embedding table, a large head)
 MEMORY_WORTH = 2**30
-# an anchor (group) kept by minimality saves more than this share of the step estimate: below it, the saving is
-# within what the step model can tell apart (a 17 us scalar gather on a 600 ms step), not worth a shard() line
+# an anchor (group) kept by minimality saves more than this share of the step estimate, and more than PAY_FLOOR
+# seconds: below that the saving is within what the step model can tell apart (it prices no kernel launches and
+# no overlap; ten collective latency steps, a few launches), not worth a shard() line (the labels' mask split by
+# dp behind the loss: a 64 KiB gather, 17-65 us of a 136-600 ms step)
 PAY_WORTH = 1e-4
+PAY_FLOOR = 100e-6
 
 
 def _state_bytes(plan: Plan) -> float:

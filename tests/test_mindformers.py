@@ -423,9 +423,10 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     for n in ("linear_fc1.matmul", "split", "activation_func.silu", "mul", "linear_fc2.matmul"):
         assert a.plan.strategy(se + n) == ref_.plan.strategy(se + n), n
     assert a.plan.strategy(se + "linear_fc2.matmul") == ((8, 1), (1, 1))
-    # the labels' mask is split by dp behind the masked Mul (an unreached follower with the sums pinned), which
-    # the experts keep whole: 5 operators fewer agree than before that rule, for a faster step
-    assert a.agreement >= 0.90 and c.step_ratio() <= 0.935 and a.anchors <= c["b"].anchors
+    # the labels' mask is left whole, as the experts keep it: splitting it by dp behind the loss (an unreached
+    # follower with the sums pinned) saves 17 us of a 3.4 s step, below what the step model resolves
+    assert not any("labels_and_masks" in n or n.startswith("model.loss.") for n in adv)
+    assert a.agreement >= 0.91 and c.step_ratio() <= 0.94 and a.anchors <= c["b"].anchors
     # over the operators the experts' shard() configured (the rest of (c) is strategist's own propagation)
     assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None])
     assert a.configured_agreed / a.configured_total >= 0.93 and c["c"].configured_agreed == c["c"].configured_total
