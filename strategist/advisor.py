@@ -1018,7 +1018,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 changed, dt = _diff(plan, q)
                 what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
                 # a saving within the step model's resolution is no reason for a line of configuration
-                worth = max(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
+                worth = min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
                 saved = _state_bytes(q) - _state_bytes(plan) if dt <= worth else 0.0
                 if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
@@ -1028,7 +1028,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                     continue
                 if dt <= worth and not any(c.declared for c in members):
                     # an anchor must pay for itself: the plan is no slower without it (or slower by less than
-                    # PAY_WORTH of the step), so it goes
+                    # what the step model resolves: PAY_FLOOR, PAY_WORTH), so it goes
                     keep, plan = trial, q
                     gone_keys.add(key)
                     for c in members:
@@ -1196,11 +1196,12 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
 #: gradient and optimizer state per device (a vocabulary-parallel embedding table, a large head)
 MEMORY_WORTH = 2**30
-# an anchor (group) kept by minimality saves more than this share of the step estimate, and more than PAY_FLOOR
-# seconds: below that the saving is within what the step model can tell apart (it prices no kernel launches and
-# no overlap; ten collective latency steps, a few launches), not worth a shard() line (the labels' mask split by
-# dp behind the loss: a 64 KiB gather, 17-65 us of a 136-600 ms step)
-PAY_WORTH = 1e-4
+# an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
+# estimate: a smaller saving is within what the step model resolves on a large step (it prices no kernel launch
+# and no overlap; 100 us is ten collective latency steps, a few launches), not worth a shard() line: the labels'
+# mask split by dp behind the loss, a 64 KiB gather, saves 17-65 us of a 136-600 ms step. A small model's step
+# is its own scale (an encoder's 25 us of 1 ms pays)
+PAY_WORTH = 1e-3
 PAY_FLOOR = 100e-6
 
 

@@ -82,6 +82,14 @@ class FactorRule:
     #: ... and factors whose split makes it keep only strategies using every device (GatherInfo's
     #: CheckProductValidity on a split table axis); the others fail SetCostUnderStrategy and are dropped
     split_uses_all: frozenset = frozenset()
+    #: Gather's table split on its gathered axis (gather_info.cc ShardAxisImpl / ShardBatchAndAxis):
+    #: (axis factor, indices' factors, table rank, axis, indices' dim-0 size). Candidates: with the axis split,
+    #: a table of rank > 2 fails, and any other split (or ``axis != 0``) requires every device
+    #: (CheckSplitAxisStrategy; measured on gpt_nn's position table [16, 64]: ``((2, 1), (1,))`` taken with
+    #: 4 devices repeating, ``((2, 2), (1,))`` and ``((2, 1), (2,))`` refused). Layouts: axis 0 split with the
+    #: indices whole, the output's dim 0 is split by the axis' devices (``ShardAxisImpl::InferTensorMap``: its
+    #: forward is a ReduceScatter, unless dim 0 does not divide: AllReduce)
+    gather_axis: tuple = ()
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -334,7 +342,8 @@ def gather_rule(op: Op) -> FactorRule:
     # a table split on ``axis`` (ShardAxisImpl, indices unsplit) with devices to spare repeats on the left
     # unless the table uses every device: MindSpore's param slice groups are then neighbouring ranks
     # ([[2, 1], [1, 1]] on 4 devices: ranks {0, 1} share a slice, not {0, 2})
-    return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi), "repeat_left_on": (fp[axis], tuple(fp))})
+    return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi), "repeat_left_on": (fp[axis], tuple(fp)),
+                         "gather_axis": (fp[axis], tuple(fi), len(p), axis, i[0] if i else 0)})
 
 
 def onehot_rule(op: Op) -> FactorRule:
@@ -616,7 +625,14 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
         # left where an operator sets repeated_num_in_dev_matrix_right(false) (a Cast feeding a MatMul's weight)
         dm = [repeat] + dm if repeat_left else dm + [repeat]
     axis = {f: (i + shift,) if splits.get(f, 1) > 1 else () for i, f in enumerate(rule.factors)}
-    return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy)
+    scatter = None
+    if rule.gather_axis and out_strategy is None:
+        af, idx, _, gaxis, n0 = rule.gather_axis
+        k = splits.get(af, 1)
+        if gaxis == 0 and k > 1 and idx and all(splits.get(f, 1) == 1 for f in idx) and n0 % k == 0:
+            scatter = af
+    return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy,
+                     scatter)
 
 
 def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
@@ -670,7 +686,7 @@ def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
     return s
 
 
-def _sharding(rule, strategy, dm, splits, axis, repeat, out_strategy) -> Sharding:
+def _sharding(rule, strategy, dm, splits, axis, repeat, out_strategy, scatter=None) -> Sharding:
     def layout(shape, factors):
         return Layout(tuple(shape), dm, tuple(axis.get(f, ()) if f else () for f in factors))
 
@@ -688,6 +704,9 @@ def _sharding(rule, strategy, dm, splits, axis, repeat, out_strategy) -> Shardin
                 if want != have and left and want == have * dm[left[0]]:
                     dims[d] = dims[d] + (left.pop(0),)
             lay = Layout(lay.shape, dm, tuple(dims))
+        if scatter is not None and j == 0:
+            # Gather's ReduceScatter over the table's row split lands on the output's dim 0
+            lay = Layout(lay.shape, dm, (lay.dims[0] + axis[scatter],) + lay.dims[1:])
         outs.append(lay)
     out_factors = {f for t in rule.outputs for f in t if f}
     grad = []
@@ -701,6 +720,12 @@ def output_partial(s: Sharding, j: int = 0) -> tuple[int, ...]:
     """Axes over which output ``j`` still holds partial sums before the operator reduces them."""
     used = {a for d in s.outputs[j].dims for a in d}
     return tuple(a for a in s.partial_axes if a not in used)
+
+
+def output_scattered(s: Sharding, j: int = 0) -> tuple[int, ...]:
+    """Partial-sum axes the operator reduce-scatters onto output ``j``'s dims (Gather's table row split)."""
+    used = {a for d in s.outputs[j].dims for a in d}
+    return tuple(a for a in s.partial_axes if a in used)
 
 
 # --------------------------------------------------------------------------------------
@@ -741,7 +766,7 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
         if s not in seen:
             seen.add(s)
             uniq.append(s)
-    if rule.must_split or rule.split_uses_all:
+    if rule.must_split or rule.split_uses_all or rule.gather_axis:
         kept = [s for s in uniq if _generated_ok(rule, s, device_num)]
         uniq = kept or uniq
     return uniq
@@ -823,6 +848,12 @@ def _generated_ok(rule: FactorRule, strategy, device_num: int) -> bool:
     if any(splits.get(f, 1) == 1 for f in rule.must_split):
         return False
     used = math.prod(splits.values())
+    if rule.gather_axis and splits.get(rule.gather_axis[0], 1) > 1:
+        af, _, p_rank, gaxis, _ = rule.gather_axis
+        if p_rank > 2:
+            return False
+        if used != device_num and (gaxis != 0 or any(x > 1 for f, x in splits.items() if f != af)):
+            return False
     return used == device_num or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all)
 
 

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from .graph import OpGraph
 from .layout import Layout, squeeze
-from .ops import COMPUTE_TYPES, output_partial, training_flops
+from .ops import COMPUTE_TYPES, output_partial, output_scattered, training_flops
 from .plan import DATASET, Conflict, EdgeCost, OpCost, Plan
 from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
 
@@ -112,10 +112,14 @@ def price(eng: _Engine) -> Plan:
         steps = []
         for j, out in enumerate(s.outputs):
             pa = output_partial(s, j)
-            if not pa or j >= len(op.outputs) or op.outputs[j] is None:
+            sa = output_scattered(s, j)
+            if not (pa or sa) or j >= len(op.outputs) or op.outputs[j] is None:
                 continue
             tl = _type_len(op.outputs[j])
-            r = _cached_plan(_with_partial(out, tuple(sorted(pa))), out)
+            src = out
+            if sa:      # reduce-scattered onto the output's dims (Gather's table row split): from the whole slice
+                src = Layout(out.shape, out.dev_matrix, tuple(tuple(a for a in d if a not in sa) for d in out.dims))
+            r = _cached_plan(_with_partial(src, tuple(sorted(pa + sa))), out)
             p = r.physical(tl, hw)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
+import itertools
 import math
 from collections import deque
 from functools import lru_cache
@@ -56,7 +57,7 @@ from .graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial,
-                  partition_num, reshape_layout, rule_for, shard, shard_layout, swc_strategies)
+                  output_scattered, partition_num, reshape_layout, rule_for, shard, shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors
@@ -203,6 +204,7 @@ class _Engine:
         self._seq_axes: dict = {}
         self._memo_local: dict = {}                       # memoised choices already checked against that cache
         self._sigs: dict[str, tuple] = {}                 # Reshape -> what its swc list depends on
+        self._reshape_cache: tuple | None = None          # (fingerprint, MindSpore's Reshape cost cache)
         self.visited_edges: dict[str, list[tuple[str, int, int]]] = {}
         self.inconsistent: list[tuple[str, str, float]] = []
         self.warnings: list[str] = []
@@ -365,6 +367,10 @@ class _Engine:
             for j, out in enumerate(s.outputs):
                 if output_partial(s, j):
                     c += out.slice_numel * _type_len(op.outputs[j] if j < len(op.outputs) else None)
+                elif output_scattered(s, j):
+                    # GatherV2PCost::GetForwardCommCost: the slice before the ReduceScatter
+                    c += out.slice_numel * math.prod(s.dev_matrix[a] for a in output_scattered(s, j)) \
+                        * _type_len(op.outputs[j] if j < len(op.outputs) else None)
         c = refine_cost(c)
         if s.strategy and s.strategy[0] and s.strategy[0][0] == self.n and c > 1.0:
             c -= 1.0
@@ -535,11 +541,19 @@ class _Engine:
             return [self.out_layout(DATASET, j)]
         if self.is_reshape(src):
             return None
-        if src in self.anchors:
+        if self._swc_configured(src):
             lay = self.out_layout(src, j)
             return [lay] if lay is not None else None
         out = [_full(sh.outputs[j]) for sh in self.swc_shardings(src) if j < len(sh.outputs)]
         return out or None
+
+    def _swc_configured(self, name: str) -> bool:
+        """A neighbour whose strategies-with-cost are its configured strategy alone when MindSpore builds a
+        Reshape's swc list (``ReshapeCostCompute``): a user's anchor. A Cast configured by
+        ``PreProcessPreCastForSP`` is not one yet: that pass runs after every Reshape's list is built
+        (measured: deepseek3's ``q_layernorm`` Cast, its 20 candidates in the list of the Reshape before it)."""
+        a = self.anchors.get(name)
+        return a is not None and a.origin != "cast"
 
     def candidate_shardings(self, name: str):
         """The operator's generated candidates as shardings, in candidate order (invalid ones skipped)."""
@@ -575,7 +589,7 @@ class _Engine:
             k = self.in_index(dst, slot)
             if k is None:
                 continue
-            if dst in self.anchors:
+            if self._swc_configured(dst):
                 lay = self.in_layout(dst, slot)
                 if lay is not None:
                     out.append(lay)
@@ -639,7 +653,7 @@ class _Engine:
         sig = self._sigs.get(name)
         if sig is None:
             sig = self._sigs[name] = self._reshape_signature(name)
-        mk = ("swc", self.key(name), fixed, side, self.n, self.fully_use_devices, sig)
+        mk = ("swc", self.key(name), fixed, side, self.n, self.fully_use_devices, sig, self.reshape_costs()[0])
         if mk not in _CHOICES:
             _CHOICES[mk] = self._reshape_swc(name, fixed, side)
         return _CHOICES[mk]
@@ -651,10 +665,10 @@ class _Engine:
         for src, j, slot in self.prev.get(name, ()):
             if slot == 0:
                 sig.append(("p", src if src == DATASET or self.is_reshape(src) else self.key(src), j,
-                            self.out_layout(src, j) if src in self.anchors or src == DATASET else None))
+                            self.out_layout(src, j) if self._swc_configured(src) or src == DATASET else None))
         for _, dst, slot in self.succ.get(name, ()):
             sig.append(("c", self.is_reshape(dst), self.key(dst), slot,
-                        self.in_layout(dst, slot) if dst in self.anchors else None))
+                        self.in_layout(dst, slot) if self._swc_configured(dst) else None))
         return tuple(sig)
 
     def _reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
@@ -672,12 +686,51 @@ class _Engine:
             match += [(p, q) for p in pre for q in ok]
         if not match:
             return NO_SWC
-        costs = [_reshape_cost(p, q, tl) for p, q in match]       # (communication, computation)
+        cache = self.reshape_costs()[1]
+        # (communication, computation): the first cost MindSpore computed for the layout pair, whatever its shape
+        costs = [cache.get((_norm_key(p), _norm_key(q))) or _reshape_cost(p, q, tl) for p, q in match]
         zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
         # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
         ranked = std_sort(zero, key=lambda t: t[1]) if zero else \
             std_sort([(i, c[0]) for i, c in enumerate(costs)], key=lambda t: t[1])
         return match[ranked[0][0]]
+
+    def reshape_costs(self) -> tuple[int, dict]:
+        """MindSpore's Reshape cost cache (``ReshapeInfo::SetCostForReshape``, "Find the same cost in cache, skip
+        calculation"): keyed like the edge-cost cache by the (device arrangement, tensor map) of the input and
+        output layouts only, so the first Reshape that prices a layout pair fixes its cost for every later
+        Reshape, whatever their shapes (deepseek3's router: ``reshape#1`` [1, S, 8] -> [1, S, 8, 1] reads the
+        costs ``reshape`` [1, S, 256] -> [1, S, 8, 32] stored, 32 times its own, except for the pairs only it
+        has). The cache fills in MindSpore's order: every Reshape's own strategies as it is created
+        (``GenerateStrategies``), then, Reshape by Reshape in creation order, its (producer, consumer) pairs
+        (``ReshapeCostCompute`` -> ``GenerateStrategyCosts``). Returns (fingerprint, {key pair: (comm, comp)});
+        memoised on what it depends on: every Reshape's signature in order."""
+        if self._reshape_cache is None:
+            names = sorted((n for n in self.reshapes if n in self.created and n not in self.anchors
+                            and not self.op(n).attrs.get("strategist_local_rows")), key=self.created.__getitem__)
+            for n in names:
+                if n not in self._sigs:
+                    self._sigs[n] = self._reshape_signature(n)
+            mk = ("rcache", tuple((self.key(n), self._sigs[n]) for n in names), self.n, self.fully_use_devices)
+            hit = _CHOICES.get(mk)
+            if hit is None:
+                cache: dict = {}
+
+                def put(n, pairs):
+                    tl = _type_len(self.op(n).inputs[0].spec)
+                    for p, q in pairs:
+                        ck = (_norm_key(p), _norm_key(q))
+                        if ck not in cache:
+                            cache[ck] = _reshape_cost(p, q, tl)
+                for n in names:
+                    put(n, self._reshape_own_swcs(n))
+                for n in names:
+                    pre, nxt = self._reshape_pre_layouts(n), self._reshape_next_layouts(n)
+                    if pre is not None and nxt is not None:
+                        put(n, ((p, q) for p in pre for q in nxt))
+                hit = _CHOICES[mk] = (next(_FINGERPRINTS), cache)
+            self._reshape_cache = hit
+        return self._reshape_cache
 
     def _reshape_from_input(self, name: str, src: Layout) -> tuple[Layout, Layout]:
         """(input layout, output layout) of Reshape ``name`` following its producer's ``src``."""
@@ -1498,6 +1551,7 @@ _SHARDS: dict = {}
 _CANDS: dict = {}
 _SWC_STRATS: dict = {}       # (operator signature, devices, fully_use_devices) -> swc_strategies
 _CHOICES: dict = {}     # memoised neighbour choices, reshape mappings and seed shardings
+_FINGERPRINTS = itertools.count()   # tells Reshape cost caches apart in the choices' memo keys
 _KEYS: dict = {}        # id(op) -> (op, signature): the op is kept so the id cannot be reused
 _EDGE_KEYS: dict = {}   # (id(src), id(dst), dtype) -> (src, dst, (comm, comp)), likewise
 

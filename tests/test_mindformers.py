@@ -504,10 +504,9 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     for layer in (0, 1):
         qkv = rows[f"model.decoder.layers.{layer}.self_attention.linear_qkv.matmul"]
         assert qkv.agree and qkv.theirs == ((1, 2), (4, 2))
-    # what remains: the router's AssignAdd on its fi_accu parameter (strategist splits it with the tokens'
-    # statistics it accumulates, reached through the parameter's TmpIdentity; MindSpore keeps it whole)
-    assert sorted(r.op for r in c.rows if not r.agree) == [
-        "model.decoder.layers.0.mlp.router.assignadd", "model.decoder.layers.1.mlp.router.assignadd"]
+    # every operator agrees (the router's AssignAdd on its fi_accu parameter, split with the tokens' statistics
+    # it accumulates, differed while the stand-alone compile merged equal calls of different Cells)
+    assert [r.op for r in c.rows if not r.agree] == [] and c.total >= 170
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 
 from strategist.graph import Input, Op, TensorSpec
 from strategist.layout import Layout
-from strategist.ops import candidates, output_partial, shard
+from strategist.ops import candidates, output_partial, output_scattered, shard
 from strategist.redistribution import plan
 
 from collectives import run, scatter
@@ -32,8 +32,12 @@ def execute(op, local_fn, arrays, n, limit=None):
         # each device computes on its own shards
         local = [local_fn(*[sh[r] for sh in shards], s=s, r=r) for r in range(n)]
         out = s.outputs[0]
-        pa = output_partial(s)
-        lay = Layout(out.shape, out.dev_matrix, out.dims, tuple(sorted(pa)))
+        # what each device computes: the output unsplit on the axes the operator reduce-scatters onto it (Gather's
+        # table rows), partial over them and over its other partial axes
+        sc = set(output_scattered(s))
+        pa = set(output_partial(s)) | sc
+        dims = tuple(tuple(a for a in d if a not in sc) for d in out.dims)
+        lay = Layout(out.shape, out.dev_matrix, dims, tuple(sorted(pa)))
         got = run(plan(lay, out), local)
         want = scatter(local_fn(*arrays, s=None, r=None), out)
         for r in range(n):
@@ -70,7 +74,8 @@ def test_broadcast_add_and_reduce_and_transpose(n):
 @pytest.mark.parametrize("n", [4, 8])
 def test_gather_vocab_parallel(n):
     """A device holding rows [lo, hi) of the table looks up only those ids (zeros elsewhere): the
-    outputs are partial sums over the vocabulary axis, reduced by the planned AllReduce."""
+    outputs are partial sums over the vocabulary axis, reduced by the planned AllReduce (or, where the output
+    takes the split on its first dimension, GatherV2PCost's ReduceScatter)."""
     table = rng.standard_normal((32, 8))
     ids = rng.integers(0, 32, size=(4, 6)).astype(np.float64)
     op = make("Gather", [T(32, 8), T(4, 6)], T(4, 6, 8), (0,))

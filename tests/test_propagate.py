@@ -411,3 +411,19 @@ def test_step_estimate_charges_memory_bound_work():
         assert t["step_seconds"] == pytest.approx(t["total_seconds"] + t["compute_seconds"] + t["memory_bound_seconds"])
         # Reshapes are views and MatMuls are priced by their FLOPs: neither moves memory-bound bytes here
         assert not any(p.choices[n].op.type in ("Reshape", "MatMul") for n in p.traffic)
+
+
+def test_reshape_costs_are_cached_by_layouts_whatever_the_shape(graph_of):
+    """MindSpore caches a Reshape strategy-with-cost by the (device arrangement, tensor map) of its input and
+    output layouts only (ReshapeInfo::SetCostForReshape, "Find the same cost in cache, skip calculation"): the
+    first Reshape to price a layout pair fixes its cost for every later one. In ReshapeCostCache the big
+    [1, 64, 256] -> [1, 64, 8, 32] Reshape is created first; the small [1, 64, 8] -> [1, 64, 8, 1] one, reached
+    backward from a replicated ReLU, then finds its replicated pairs 32 times dearer than the pair from the
+    ReduceSum's reduced-axis split, priced afresh, and takes that: MindSpore 2.9.0 (verify, dp=2,tp=4,
+    full_batch) sum ((1, 1, 2, 1)); without the cache every zero-communication pair tied and the sum stayed
+    whole (deepseek3's router sum_ext and the experts' token permutation after it, 10 operators)."""
+    g = graph_of(os.path.join(MODELS, "propagation.py:ReshapeCostCache"))
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    assert p.strategy("sum") == ((1, 1, 2, 1),)
+    assert p.strategy("relu3") == ((1, 1, 1, 1),)
+    assert p.strategy("relu1") == ((1, 1, 1),) and p.strategy("relu2") == ((1, 1, 1, 1),)

@@ -419,3 +419,16 @@ def test_fully_use_devices_reaches_mindspore():
     from strategist.verify import mindspore_plan
     ms = mindspore_plan(DOCS_FFN, "dp=2,tp=4", fully_use_devices=True)
     assert {o.path: o.in_strategy for o in ms.ops}["add2"] == ((8, 1), (1,))
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_reshape_cost_cache_live():
+    """MindSpore's Reshape cost cache is shape-blind: the small Reshape reads the big one's costs and the ReduceSum
+    before it splits its reduced axis ((1, 1, 2, 1)); strategist's answer too."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "tests", "models", "propagation.py") + ":ReshapeCostCache", "dp=2,tp=4",
+                     dataset_strategy="full_batch")
+    theirs = {r.op: r.theirs for r in c.rows}
+    assert theirs["sum"] == ((1, 1, 2, 1),)
+    assert c.all_agree

@@ -190,3 +190,26 @@ class TwoCalls(nn.Cell):
 
     def construct(self, x, y):
         return self.add(self.transpose(x, (1, 0, 2)), self.transpose(y, (1, 0, 2)))
+
+
+class ReshapeCostCache(nn.Cell):
+    """MindSpore's Reshape cost cache (deepseek3's MoE router): the cost of a Reshape strategy-with-cost is cached
+    by the (device arrangement, tensor map) of its input and output layouts, whatever the shapes. ``big`` is
+    created first and prices ``[1, 64, 256] -> [1, 64, 8, 32]`` replicated-to-replicated; ``small``
+    (``[1, 64, 8] -> [1, 64, 8, 1]``) then reads that cost, 32 times its own, for its replicated pairs, while its
+    pair from the ReduceSum's reduced-axis split (output replicated over [2, 4]) is priced afresh. Reached
+    backward from the replicated ReLU, ``small`` takes the cheapest zero-communication pair: the ReduceSum splits
+    its reduced axis ((1, 1, 2, 1), MindSpore 2.9.0); without the cache all tie and it stays whole."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu1 = ops.ReLU()
+        self.relu2 = ops.ReLU()
+        self.sum = ops.ReduceSum(keep_dims=False)
+        self.relu3 = ops.ReLU().shard(((1, 1, 1, 1),))
+        self.example_inputs = {"x": "float32[1,64,256]", "y": "float32[1,64,4,8]"}
+
+    def construct(self, x, y):
+        big = self.relu2(ops.reshape(self.relu1(x), (1, 64, 8, 32)))
+        small = self.relu3(ops.reshape(self.sum(y, 2), (1, 64, 8, 1)))
+        return small, big
