@@ -688,7 +688,7 @@ class _Engine:
             return NO_SWC
         cache = self.reshape_costs()[1]
         # (communication, computation): the first cost MindSpore computed for the layout pair, whatever its shape
-        costs = [cache.get((_norm_key(p), _norm_key(q))) or _reshape_cost(p, q, tl) for p, q in match]
+        costs = [_reshape_cost(*cache.get((_norm_key(p), _norm_key(q)), (p, q, tl))) for p, q in match]
         zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
         # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
         ranked = std_sort(zero, key=lambda t: t[1]) if zero else \
@@ -703,7 +703,8 @@ class _Engine:
         costs ``reshape`` [1, S, 256] -> [1, S, 8, 32] stored, 32 times its own, except for the pairs only it
         has). The cache fills in MindSpore's order: every Reshape's own strategies as it is created
         (``GenerateStrategies``), then, Reshape by Reshape in creation order, its (producer, consumer) pairs
-        (``ReshapeCostCompute`` -> ``GenerateStrategyCosts``). Returns (fingerprint, {key pair: (comm, comp)});
+        (``ReshapeCostCompute`` -> ``GenerateStrategyCosts``). Returns (fingerprint, {key pair: the first
+        (input layout, output layout, type length) that priced it}, priced when read by ``_reshape_cost``);
         memoised on what it depends on: every Reshape's signature in order."""
         if self._reshape_cache is None:
             names = sorted((n for n in self.reshapes if n in self.created and n not in self.anchors
@@ -716,18 +717,30 @@ class _Engine:
             if hit is None:
                 cache: dict = {}
 
-                def put(n, pairs):
+                def put(n, pre, nxt):
                     tl = _type_len(self.op(n).inputs[0].spec)
-                    for p, q in pairs:
-                        ck = (_norm_key(p), _norm_key(q))
-                        if ck not in cache:
-                            cache[ck] = _reshape_cost(p, q, tl)
+                    nk = [(_norm_key(q), q) for q in nxt]
+                    for p in pre:
+                        kp = _norm_key(p)
+                        for kq, q in nk:
+                            if (kp, kq) not in cache:
+                                cache[(kp, kq)] = (p, q, tl)     # priced when read: the first claimant's
+                # a Reshape whose signature an earlier one had (a repeated layer's) prices the same pairs at the
+                # same costs: every one of them is in the cache already, first-come
+                done = set()
                 for n in names:
-                    put(n, self._reshape_own_swcs(n))
+                    if self.key(n) not in done:
+                        done.add(self.key(n))
+                        for p, q in self._reshape_own_swcs(n):
+                            put(n, (p,), (q,))
+                done = set()
                 for n in names:
+                    if (self.key(n), self._sigs[n]) in done:
+                        continue
+                    done.add((self.key(n), self._sigs[n]))
                     pre, nxt = self._reshape_pre_layouts(n), self._reshape_next_layouts(n)
                     if pre is not None and nxt is not None:
-                        put(n, ((p, q) for p in pre for q in nxt))
+                        put(n, pre, nxt)
                 hit = _CHOICES[mk] = (next(_FINGERPRINTS), cache)
             self._reshape_cache = hit
         return self._reshape_cache
