@@ -476,6 +476,21 @@ def test_telechat3_heads_and_attention_projections():
     assert c.step_ratio() < 1.0 and c["a"].agreement >= 0.93
 
 
+def _advice_verified(ref, tmp_path, mesh="dp=2,tp=4"):
+    """(graph, verify comparison): the advice on ``ref`` (2 layers, batch 8, full_batch), its own anchors file
+    (tuple forms where MindSpore refuses a Layout: TopkExt, GatherD, Concat, OneHot ...) less the anchors on
+    functional calls (no attribute to configure by name) and the out layouts, propagated by MindSpore itself."""
+    from strategist.advisor import advise
+    from strategist.mindformers import load_mindformers
+    from strategist.report import advice_dict, configurable_anchors_yaml
+    from strategist.verify import verify_model
+    g, _ = load_mindformers(ref, layers=2, batch=8)
+    adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    f = tmp_path / "advice.yaml"
+    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
+    return g, verify_model(ref, mesh, kwargs=["layers=2", "batch=8"], strategies=str(f), dataset_strategy="full_batch")
+
+
 @pytest.mark.slow
 @pytest.mark.verify_live
 def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
@@ -486,20 +501,7 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     search stops there ("No available strategy found at edge") and decides linear_qkv backward from the
     heads-split q norm, ((1, 2), (4, 2)); strategist used to go on through its own reshape rule and gave the
     MatMul ((1, 1), (2, 1)), and 11 operators after it followed."""
-    from strategist.advisor import advise
-    from strategist.mesh import Mesh, load_hardware
-    from strategist.mindformers import load_mindformers
-    from strategist.report import advice_dict, configurable_anchors_yaml
-    from strategist.verify import verify_model
-    ref = "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"
-    g, _ = load_mindformers(ref, layers=2, batch=8)
-    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
-    # the advice's own file (tuple forms where MindSpore refuses a Layout: TopkExt, GatherD, Concat, OneHot ...),
-    # less the anchors on functional calls (no attribute to configure by name) and the out layouts
-    f = tmp_path / "advice.yaml"
-    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
-    c = verify_model(ref, "dp=2,tp=4", kwargs=["layers=2", "batch=8"], strategies=str(f),
-                     dataset_strategy="full_batch")
+    _, c = _advice_verified("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", tmp_path)
     rows = {r.op: r for r in c.rows}
     for layer in (0, 1):
         qkv = rows[f"model.decoder.layers.{layer}.self_attention.linear_qkv.matmul"]
@@ -519,20 +521,9 @@ def test_telechat3_advice_verified_by_mindspore(tmp_path):
     among its generated strategies: (2, 1, 1), the row linear's rows. strategist's stand-alone compile used to
     merge the two Casts, configure the merged one as the norm's pre-cast ((1, 2, 1)) and give the add, the
     pre-MLP norm and layer 1's add (1, 2, 1) (88/92). Left: the rotary table's Outer (a graph-copy difference)."""
-    from strategist.advisor import advise
-    from strategist.mesh import Mesh, load_hardware
-    from strategist.mindformers import load_mindformers
-    from strategist.report import advice_dict, configurable_anchors_yaml
-    from strategist.verify import verify_model
-    ref = "mindformers:telechat3/pretrain_telechat3_36b.yaml"
-    g, _ = load_mindformers(ref, layers=2, batch=8)
+    g, c = _advice_verified("mindformers:telechat3/pretrain_telechat3_36b.yaml", tmp_path)
     casts = [op.name for op in g if op.type == "Cast" and op.inputs[0].ref == "model.embedding.cast"]
     assert casts == ["model.decoder.layers.0.cast", "model.decoder.layers.0.input_layernorm.cast"]
-    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
-    f = tmp_path / "advice.yaml"
-    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
-    c = verify_model(ref, "dp=2,tp=4", kwargs=["layers=2", "batch=8"], strategies=str(f),
-                     dataset_strategy="full_batch")
     rows = {r.op: r for r in c.rows}
     for name in ("model.decoder.layers.0.add", "model.decoder.layers.1.add"):
         assert rows[name].agree and rows[name].theirs == ((2, 1, 1), (2, 1, 1))
