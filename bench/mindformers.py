@@ -54,7 +54,7 @@ def compare_hook(graph, info, mesh, experts):
             "agreement_a": round(a.agreement, 4) if a.agreement is not None else None,
             "agreement_b": round(b.agreement, 4) if b.agreement is not None else None,
             # over the operators the experts configured in (c) (the rest of (c) is strategist's own propagation)
-            "configured_agreement_a": round(a.configured_agreed / a.configured_total, 4) if a.configured_total else None,
+            "configured_agreement_a": round(a.configured_agreement, 4) if a.configured_agreement is not None else None,
             "step_ratio": round(ratio, 3) if ratio is not None else None,
             "step_ms": {k: round(cmp[k].totals["step_seconds"] * 1e3, 3) for k in "abc" if cmp[k].totals},
             "rss_mb": round(peak_rss_mb())}

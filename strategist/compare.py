@@ -84,6 +84,11 @@ class Column:
     def agreement(self) -> float | None:
         return self.agreed / self.total if self.total else None
 
+    @property
+    def configured_agreement(self) -> float | None:
+        """Agreement over the operators the experts configured in (c)."""
+        return self.configured_agreed / self.configured_total if self.configured_total else None
+
     def to_dict(self, max_rows: int = 0) -> dict:
         t = self.totals
         dis = self.disagreements[:max_rows] if max_rows else self.disagreements
@@ -93,8 +98,7 @@ class Column:
                 "memory": self.memory, "agreed": self.agreed, "operators": self.total,
                 "agreement": self.agreement, "configured_agreed": self.configured_agreed,
                 "configured_operators": self.configured_total,
-                "configured_agreement": self.configured_agreed / self.configured_total
-                if self.configured_total else None, "seconds": round(self.seconds, 3),
+                "configured_agreement": self.configured_agreement, "seconds": round(self.seconds, 3),
                 "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
                 "notes": self.notes}
 
@@ -140,7 +144,7 @@ class Comparison3:
                 return "-"
             try:
                 return f(c)
-            except (TypeError, KeyError, ZeroDivisionError):
+            except (TypeError, KeyError):
                 return "-"
         rows = [
             ["anchors"] + [cell(c, lambda c: str(c.anchors)) for c in cols],
@@ -152,7 +156,7 @@ class Comparison3:
                                       for c in cols],
             ["on the experts' configured ops"] + [
                 cell(c, lambda c: f"{c.configured_agreed}/{c.configured_total} "
-                                  f"({100 * c.configured_agreed / c.configured_total:.1f} %)") for c in cols],
+                                  f"({100 * c.configured_agreement:.1f} %)") for c in cols],
             ["time"] + [cell(c, lambda c: f"{c.seconds:.1f} s") for c in cols],
         ]
         out += render_table([""] + [c.title for c in cols], rows)

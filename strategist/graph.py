@@ -616,9 +616,10 @@ def _owned_primitives(cell):
     MindSpore merges primitives with identical arguments (two ``ops.Sub()`` come out under one
     instance name, the last attribute's) and drops the instance name of Layout-sharded ones; a
     distinct attribute value keeps them apart and says which Cell attribute each node came from.
-    Yields ``{tag: [(cell path, attribute name), ...]}``: one tag per primitive object, so the stand-alone
-    compile's CSE does not merge the equal calls of different Cells on one tensor, which MindSpore's parallel
-    graph keeps apart (opt_a runs ``auto_parallel`` before its ``cse``, pipeline/jit/ps/pass.cc GetOptPassesA).
+    Yields ``{tag: [(cell path, attribute name), ...]}``: each Cell's primitives get tags of their own (Reshapes
+    excepted, unless recomputed), so the stand-alone compile's CSE does not merge the equal calls of different
+    Cells on one tensor, which MindSpore's parallel graph keeps apart (opt_a runs ``auto_parallel`` before its
+    ``cse``, pipeline/jit/ps/pass.cc GetOptPassesA).
     """
     from mindspore.ops.primitive import Primitive
     owners: dict[int, list[tuple[str, str]]] = {}

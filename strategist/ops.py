@@ -29,13 +29,23 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Callable
+from functools import lru_cache
+from typing import Callable, NamedTuple
 
 from .errors import StrategyError
 from .graph import Op, ShardLayout
 from .layout import Layout
 
 log = logging.getLogger("strategist")
+
+
+class GatherAxis(NamedTuple):
+    """Gather's table split on its gathered axis (see ``FactorRule.gather_axis``)."""
+    factor: str                   # the table's factor on the gathered axis
+    index_factors: tuple          # the indices' factors
+    table_rank: int
+    axis: int
+    index_rows: int               # the indices' dim-0 size
 
 
 @dataclass(frozen=True)
@@ -83,13 +93,13 @@ class FactorRule:
     #: CheckProductValidity on a split table axis); the others fail SetCostUnderStrategy and are dropped
     split_uses_all: frozenset = frozenset()
     #: Gather's table split on its gathered axis (gather_info.cc ShardAxisImpl / ShardBatchAndAxis):
-    #: (axis factor, indices' factors, table rank, axis, indices' dim-0 size). Candidates: with the axis split,
+    #: a :class:`GatherAxis`. Candidates: with the axis split,
     #: a table of rank > 2 fails, and any other split (or ``axis != 0``) requires every device
     #: (CheckSplitAxisStrategy; measured on gpt_nn's position table [16, 64]: ``((2, 1), (1,))`` taken with
     #: 4 devices repeating, ``((2, 2), (1,))`` and ``((2, 1), (2,))`` refused). Layouts: axis 0 split with the
     #: indices whole, the output's dim 0 is split by the axis' devices (``ShardAxisImpl::InferTensorMap``: its
     #: forward is a ReduceScatter, unless dim 0 does not divide: AllReduce)
-    gather_axis: tuple = ()
+    gather_axis: "GatherAxis | tuple" = ()
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -343,7 +353,7 @@ def gather_rule(op: Op) -> FactorRule:
     # unless the table uses every device: MindSpore's param slice groups are then neighbouring ranks
     # ([[2, 1], [1, 1]] on 4 devices: ranks {0, 1} share a slice, not {0, 2})
     return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi), "repeat_left_on": (fp[axis], tuple(fp)),
-                         "gather_axis": (fp[axis], tuple(fi), len(p), axis, i[0] if i else 0)})
+                         "gather_axis": GatherAxis(fp[axis], tuple(fi), len(p), axis, i[0] if i else 0)})
 
 
 def onehot_rule(op: Op) -> FactorRule:
@@ -626,11 +636,12 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
         dm = [repeat] + dm if repeat_left else dm + [repeat]
     axis = {f: (i + shift,) if splits.get(f, 1) > 1 else () for i, f in enumerate(rule.factors)}
     scatter = None
-    if rule.gather_axis and out_strategy is None:
-        af, idx, _, gaxis, n0 = rule.gather_axis
-        k = splits.get(af, 1)
-        if gaxis == 0 and k > 1 and idx and all(splits.get(f, 1) == 1 for f in idx) and n0 % k == 0:
-            scatter = af
+    g = rule.gather_axis
+    if g and out_strategy is None:
+        k = splits.get(g.factor, 1)
+        if g.axis == 0 and k > 1 and g.index_factors and all(splits.get(f, 1) == 1 for f in g.index_factors) \
+                and g.index_rows % k == 0:
+            scatter = g.factor
     return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy,
                      scatter)
 
@@ -726,6 +737,19 @@ def output_scattered(s: Sharding, j: int = 0) -> tuple[int, ...]:
     """Partial-sum axes the operator reduce-scatters onto output ``j``'s dims (Gather's table row split)."""
     used = {a for d in s.outputs[j].dims for a in d}
     return tuple(a for a in s.partial_axes if a in used)
+
+
+def pre_reduce_layout(s: Sharding, j: int = 0) -> Layout:
+    """What each device computes of output ``j`` before the operator's own reduction: unsplit on the axes it
+    reduce-scatters onto the output (Gather's table rows) and partial over them and its other partial axes; the
+    planned redistribution from here to ``s.outputs[j]`` is that reduction (AllReduce or ReduceScatter)."""
+    return _pre_reduce(s.outputs[j], output_scattered(s, j), tuple(sorted(output_partial(s, j))))
+
+
+@lru_cache(maxsize=1 << 16)
+def _pre_reduce(out: Layout, scattered: tuple[int, ...], partial: tuple[int, ...]) -> Layout:
+    dims = tuple(tuple(a for a in d if a not in scattered) for d in out.dims) if scattered else out.dims
+    return Layout(out.shape, out.dev_matrix, dims, tuple(sorted(partial + scattered)))
 
 
 # --------------------------------------------------------------------------------------
@@ -848,11 +872,11 @@ def _generated_ok(rule: FactorRule, strategy, device_num: int) -> bool:
     if any(splits.get(f, 1) == 1 for f in rule.must_split):
         return False
     used = math.prod(splits.values())
-    if rule.gather_axis and splits.get(rule.gather_axis[0], 1) > 1:
-        af, _, p_rank, gaxis, _ = rule.gather_axis
-        if p_rank > 2:
+    g = rule.gather_axis
+    if g and splits.get(g.factor, 1) > 1:
+        if g.table_rank > 2:
             return False
-        if used != device_num and (gaxis != 0 or any(x > 1 for f, x in splits.items() if f != af)):
+        if used != device_num and (g.axis != 0 or any(x > 1 for f, x in splits.items() if f != g.factor)):
             return False
     return used == device_num or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all)
 

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from .graph import OpGraph
 from .layout import Layout, squeeze
-from .ops import COMPUTE_TYPES, output_partial, output_scattered, training_flops
+from .ops import COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, training_flops
 from .plan import DATASET, Conflict, EdgeCost, OpCost, Plan
 from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
 
@@ -111,15 +111,11 @@ def price(eng: _Engine) -> Plan:
         c = OpCost()
         steps = []
         for j, out in enumerate(s.outputs):
-            pa = output_partial(s, j)
-            sa = output_scattered(s, j)
-            if not (pa or sa) or j >= len(op.outputs) or op.outputs[j] is None:
+            if not (output_partial(s, j) or output_scattered(s, j)) or j >= len(op.outputs) or op.outputs[j] is None:
                 continue
             tl = _type_len(op.outputs[j])
-            src = out
-            if sa:      # reduce-scattered onto the output's dims (Gather's table row split): from the whole slice
-                src = Layout(out.shape, out.dev_matrix, tuple(tuple(a for a in d if a not in sa) for d in out.dims))
-            r = _cached_plan(_with_partial(src, tuple(sorted(pa + sa))), out)
+            # its own AllReduce, or ReduceScatter onto the output's dims (Gather's table row split)
+            r = _cached_plan(pre_reduce_layout(s, j), out)
             p = r.physical(tl, hw)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
@@ -240,3 +236,4 @@ def clear_caches() -> None:
     _PRICES.clear()
     _with_partial.cache_clear()
     _grad_layout.cache_clear()
+    _pre_reduce.cache_clear()

@@ -57,7 +57,7 @@ from .graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial,
-                  output_scattered, partition_num, reshape_layout, rule_for, shard, shard_layout, swc_strategies)
+                  output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard, shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors
@@ -369,8 +369,7 @@ class _Engine:
                     c += out.slice_numel * _type_len(op.outputs[j] if j < len(op.outputs) else None)
                 elif output_scattered(s, j):
                     # GatherV2PCost::GetForwardCommCost: the slice before the ReduceScatter
-                    c += out.slice_numel * math.prod(s.dev_matrix[a] for a in output_scattered(s, j)) \
-                        * _type_len(op.outputs[j] if j < len(op.outputs) else None)
+                    c += pre_reduce_layout(s, j).slice_numel * _type_len(op.outputs[j] if j < len(op.outputs) else None)
         c = refine_cost(c)
         if s.strategy and s.strategy[0] and s.strategy[0][0] == self.n and c > 1.0:
             c -= 1.0
@@ -1147,14 +1146,13 @@ class _Engine:
         all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
         mk = ("v", self.key(name), sig, self.n, self.fully_use_devices,
               bool(edges) and sig[0][0] in self.layout_sources, all_in)
-        return self._memo(mk, lambda: self._by_visited_edges(name, op, edges))
+        return self._memo(mk, lambda: self._by_visited_edges(name, op, edges, all_in))
 
-    def _by_visited_edges(self, name, op, edges) -> tuple[Sharding, tuple]:
+    def _by_visited_edges(self, name, op, edges, all_in: bool) -> tuple[Sharding, tuple]:
         # the candidate following the producers' layout exists only once EVERY input was reached forward
         # (CostGraph::AddSwcUnderPrevOpDevMatrix: a multi-input operator gets no single-edge follow candidate,
         # only AddSwcUnderPrevOpDevMatrixMulti when AllInputsVisited); an operator decided from the waiting list
         # with some inputs unreached (a Parameter, an input not reached yet) chooses among its generated ones
-        all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
         fixed = edges[0] if edges and all_in else None
         opts = self._options(name, self.out_layout(fixed[0], fixed[1]) if fixed else None,
                              self.in_index(name, fixed[2]) if fixed else 0, "in")

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from strategist.graph import Input, Op, TensorSpec
-from strategist.layout import Layout
-from strategist.ops import candidates, output_partial, output_scattered, shard
+from strategist.ops import candidates, pre_reduce_layout, shard
 from strategist.redistribution import plan
 
 from collectives import run, scatter
@@ -32,13 +31,8 @@ def execute(op, local_fn, arrays, n, limit=None):
         # each device computes on its own shards
         local = [local_fn(*[sh[r] for sh in shards], s=s, r=r) for r in range(n)]
         out = s.outputs[0]
-        # what each device computes: the output unsplit on the axes the operator reduce-scatters onto it (Gather's
-        # table rows), partial over them and over its other partial axes
-        sc = set(output_scattered(s))
-        pa = set(output_partial(s)) | sc
-        dims = tuple(tuple(a for a in d if a not in sc) for d in out.dims)
-        lay = Layout(out.shape, out.dev_matrix, dims, tuple(sorted(pa)))
-        got = run(plan(lay, out), local)
+        # what each device computes: partial, and whole on the axes a ReduceScatter lands on (Gather's table rows)
+        got = run(plan(pre_reduce_layout(s), out), local)
         want = scatter(local_fn(*arrays, s=None, r=None), out)
         for r in range(n):
             np.testing.assert_allclose(got[r], want[r], rtol=1e-9, atol=1e-9, err_msg=f"{op.type} {strat} device {r}")
