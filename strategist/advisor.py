@@ -575,6 +575,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                         name = "norm_sequence_parallel"
                         why = "fused norm, sequence parallel (the config's use_seq_parallel): sequence by tp (and cp), batch by dp"
                 choice = ("4 fused", name, t.get(name, {}), why)
+            elif op.type == "MorphFFN":
+                choice = ("4 fused", "moe_ffn", t.get("moe_ffn", {}),
+                          "MoE dispatcher + experts (MindFormers' Morph): each device permutes and computes its own "
+                          "tokens; left to propagation they arrive in whatever layout the router had")
             elif op.type == "GroupedMatmul":
                 choice = ("4 fused", "grouped_matmul", t.get("grouped_matmul", {}),
                           "MoE experts' GroupedMatmul: tokens over every device (MindSpore never splits its expert "
@@ -669,6 +673,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 choice_.fallback = Choice(op.name, rule_name, "norm_sequence_first", "fused norm: tokens by dp "
                                           "(and cp), hidden unsplit (sequence parallelism does not pay here)",
                                           anchor_of(op.name, fs, mesh, op.type))
+        if tname == "moe_ffn":
+            # MindFormers' code fixes this Morph's layout (FFNGroupedGEMM.shard: tokens over dp_cp, every device of
+            # the MoE layout): a plan whose propagation gives it another one is not the model that runs
+            choice_.declared = True
         if tname == "moe_router":
             # one package per router: a split router pays only whole (each of its operators alone pays the
             # gather or split at its edges and is dropped, leaving the whole batch's routing on every device)
@@ -1045,6 +1053,8 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                     c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + ((
                         " (kept: the config asks for sequence parallelism, use_seq_parallel, though the plan is "
                         "faster without it)" if c.template in SP_TEMPLATES else
+                        " (kept: MindFormers' FFNGroupedGEMM runs its Morph on this layout whatever the plan, though "
+                        "the plan is faster without it)" if c.template == "moe_ffn" else
                         " (kept: declared by --boundary, though the plan is faster without it)") if dt <= 0 else "")
         if len(gone_keys) == dropped_before or not keep:
             break

@@ -102,22 +102,22 @@ class Hardware:
         """Time of memory-bound work (element-wise operators, norms, casts) moving ``nbytes``."""
         return nbytes / self.hbm_bandwidth if self.hbm_bandwidth else 0.0
 
-    def is_intra_node(self, dev_matrix: tuple[int, ...], axis: int) -> bool:
-        """True when every group along ``axis`` of ``dev_matrix`` lies inside one node."""
-        return _intra(dev_matrix, axis, self.devices_per_node)
+    def is_intra_node(self, dev_matrix: tuple[int, ...], axis: int, size: int | None = None) -> bool:
+        """True when every group along ``axis`` of ``dev_matrix`` lies inside one node (``size``: a group over
+        ``axis`` and the axes before it, of that many ranks)."""
+        return _intra(dev_matrix, axis, self.devices_per_node, size or dev_matrix[axis])
 
     def collective_seconds(self, op, nbytes: float) -> float:
         """Alpha-beta time of one :class:`~strategist.redistribution.Collective` sending ``nbytes``
         per device: ``steps * latency + bytes / bandwidth`` on the slowest link its group crosses."""
-        link = self.intra if self.is_intra_node(op.dev_matrix, op.axis) else self.inter
+        link = self.intra if self.is_intra_node(op.dev_matrix, op.axis, op.n) else self.inter
         return op.steps() * link.latency + nbytes / link.bandwidth
 
 
 @lru_cache(maxsize=1024)
-def _intra(dev_matrix: tuple[int, ...], axis: int, per_node: int) -> bool:
+def _intra(dev_matrix: tuple[int, ...], axis: int, per_node: int, size: int) -> bool:
     n = math.prod(dev_matrix)
     stride = math.prod(dev_matrix[axis + 1:])
-    size = dev_matrix[axis]
     for base in range(n):
         if (base // stride) % size:
             continue

@@ -693,6 +693,13 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             graph = replicate_layers(base, total)
             graph.mf_extracted_layers = ext
             graph.mf_base_graph = base          # the compiled layers (compare advises on them)
+        if not experts_stand_in:
+            # the MoE FFN Morph runs per device on its own tokens: one operator, not a global permutation
+            from .mf_morph import collapse_moe_ffn
+            base = getattr(graph, "mf_base_graph", None)
+            graph = collapse_moe_ffn(graph)
+            if base is not None:
+                graph.mf_base_graph = collapse_moe_ffn(base)
         t2 = time.perf_counter()
         for _, msg in _LOG:         # MindFormers' own warnings while building, once each
             line = "MindFormers: " + msg.splitlines()[0][:300]
@@ -999,6 +1006,9 @@ def _fold_units(a: Anchor, ins) -> Anchor | None:
                   tuple(rows) if a.layouts is not None else None, None, None, a.origin)
 
 
+_MOE_LAYERS = ("MoELayer",)
+
+
 def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
     """Mark the Reshapes between sequence-first ``[S, B, ...]`` and ``[S*B, ...]`` rows (what the
     Morph bodies of MindFormers' linears do to their input and output) as device-local: in the real
@@ -1016,6 +1026,11 @@ def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
         a, b = tuple(op.inputs[0].spec.shape), tuple(op.outputs[0].shape)
         if (a[:2] == (seq, batch) and b[:1] == (seq * batch,)) or (a[:1] == (seq * batch,) and b[:2] == (seq, batch)):
             op.attrs["strategist_local_rows"] = (seq, batch)
+            n += 1
+        elif op.cell_class in _MOE_LAYERS and a[2:] == b[2:] and (
+                (a[:2] == (batch, seq) and b[:2] == (1, seq * batch)) or (a[:2] == (1, seq * batch) and b[:2] == (batch, seq))):
+            # the MoE layer's local_reshape_permute / unpermute Morphs: batch-first [B, S, h] <-> tokens [1, B*S, h]
+            op.attrs["strategist_local_rows"] = (batch, seq, "batch_first")
             n += 1
     return n
 
@@ -1084,6 +1099,25 @@ def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
     n = out.mesh.size
     if lays is None:
         out.notes.append(f"{where}: Morph with a tuple strategy; not translated")
+        return
+    ffn = graph.op(f"{cpath}.morphed_forward") if f"{cpath}.morphed_forward" in graph else None
+    if ffn is not None and ffn.type == "MorphFFN" and len(lays) >= 4:
+        # the MoE dispatcher + experts (strategist.mf_morph): tokens over the tokens' axes; the expert weights
+        # whole (the operator's rule: their ep split is the Morph's own all-to-all, not a layout strategist prices)
+        tok = tuple(a for t in lays[0].tensor_map for a in t)
+        dm = lays[0].device_matrix
+        exp = [a for a in (lays[3].tensor_map[0] if lays[3].tensor_map else ()) if dm[len(dm) - 1 - a] > 1]
+        if exp:
+            out.notes.append(f"{where}: the experts' split by ep is not carried onto {ffn.name} (its rule keeps the "
+                             f"expert weights whole)")
+        dims = ffn.attrs.get("strategist_token_dims", ())
+        ins = []
+        for k, x in enumerate(ffn.inputs):
+            tm = [()] * len(x.spec.shape)
+            if dims[k] is not None:
+                tm[dims[k]] = tok
+            ins.append(ShardLayout(dm, lays[0].alias_name, tuple(tm)))
+        _add(graph, out, ffn, st, where, n, tuple(ins), None)
         return
     weight = getattr(cell, "weight", None)
     wname = getattr(weight, "name", None)

@@ -522,6 +522,24 @@ def grouped_matmul_rule(op: Op) -> FactorRule:
     return _rule(op, [f for f in fx if f != "k"] + ["k", "n"], ins, outs, slots)
 
 
+def morph_ffn_rule(op: Op) -> FactorRule:
+    """strategist's own ``MorphFFN`` (:mod:`strategist.mf_morph`: MindFormers' MoE dispatcher + experts Morph
+    as one device-local operator): one token factor ``n`` on every activation's token dimension and the
+    output's. The expert weights are whole, as MindSpore's GroupedMatmulInfo never splits their expert
+    dimension: an expert factor priced as a partial output would let propagation take the dp axis for
+    experts (an ep the mesh does not have) to save their gradients' AllReduce."""
+    slots = _tslots(op)
+    dims = op.attrs.get("strategist_token_dims", ())
+    ins = []
+    for k, s in enumerate(slots):
+        row = [None] * len(_shape(op, s))
+        if k < len(dims) and dims[k] is not None:
+            row[dims[k]] = "n"
+        ins.append(row)
+    outs = [[None] * (len(o) - 2) + ["n", None] for o in _out_shapes(op)]
+    return _rule(op, ["n"], ins, outs, slots)
+
+
 def tensor_dot_rule(op: Op) -> FactorRule:
     """TensorDot(a, b, axes) with integer axes n: the last n dims of a contract with the first n of b."""
     a, b = _shape(op, 0), _shape(op, 1)
@@ -870,7 +888,7 @@ NEW: dict[str, Callable[[Op], FactorRule]] = {
     "LayerNormV3": layer_norm_v3_rule, "BatchNorm": batch_norm_rule, "GroupNorm": group_norm_rule,
     "Conv2DTranspose": conv2d_transpose_rule, "Conv2DBackpropInput": conv2d_transpose_rule,
     "MaxPool": pool_rule, "AvgPool": pool_rule,
-    "Dense": dense_rule, "GroupedMatmul": grouped_matmul_rule, "TensorDot": tensor_dot_rule,
+    "Dense": dense_rule, "GroupedMatmul": grouped_matmul_rule, "MorphFFN": morph_ffn_rule, "TensorDot": tensor_dot_rule,
     "KLDivLoss": kldiv_rule,
     "TensorMove": identity_rule, "Identity": identity_rule, "AShardIdentity": identity_rule,
     **{t: fft_rule for t in ("FFT IFFT FFT2 IFFT2 FFTN IFFTN RFFT IRFFT RFFT2 IRFFT2 RFFTN IRFFTN HFFT IHFFT "

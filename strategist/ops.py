@@ -1040,7 +1040,8 @@ def _reshape_groups(a: tuple[int, ...], b: tuple[int, ...]):
 # computation is the sum of every input's slice, forward communication nothing
 BATCH_PARALLEL_COST = frozenset({"Conv2D", "Conv2DTranspose", "Conv2DBackpropInput", "Conv3D", "Convolution",
                                  "MaxPool3D", "PadV3"})
-COMPUTE_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Conv2D", "FlashAttentionScore"})
+COMPUTE_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Conv2D", "FlashAttentionScore",
+                           "MorphFFN"})
 
 
 def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
@@ -1061,6 +1062,10 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         kh, kw = rule.input_shapes[1][2], rule.input_shapes[1][3]
         n, _, h, w = rule.output_shapes[0]
         fwd = 2.0 * n * o * h * w * c * kh * kw / split(["n", "o", "c"])
+    elif op.type == "MorphFFN":
+        # MindFormers' MoE dispatcher + experts (strategist.mf_morph): its GroupedMatmuls' FLOPs, each device
+        # computing its own tokens
+        fwd = op.attrs.get("strategist_flops", 0.0) / split(["n"])
     elif op.type == "FlashAttentionScore":
         q = math.prod(rule.input_shapes[0])
         kf = rule.inputs[1]

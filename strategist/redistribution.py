@@ -241,15 +241,26 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
     def emit(kind, axis, dim, concat=-1):
         ops.append(Collective(kind, axis, dim, concat, dm[axis], slice_shape(), dm))
 
+    reduce: list[int] = []
     for a in sorted(src.partial):
         d = next((d for d in range(len(state))
                   if _is_prefix(state[d], tgt[d]) and len(state[d]) < len(tgt[d])
                   and tgt[d][len(state[d])] == a), None)
         if d is None:
-            emit("AllReduce", a, -1)
+            reduce.append(a)
         else:
             emit("ReduceScatter", a, d)
             state[d].append(a)
+    # partial sums over adjacent device axes reduce in ONE AllReduce over their product group (MindSpore's
+    # gradient AllReduce over every device sharing a parameter), not one per axis
+    runs: list[list[int]] = []
+    for a in reduce:
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    for run in runs:
+        ops.append(Collective("AllReduce", run[-1], -1, -1, math.prod(dm[a] for a in run), slice_shape(), dm))
 
     while True:
         used = {a for d in state for a in d}

