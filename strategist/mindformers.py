@@ -681,6 +681,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         finally:
             if undo is not None:
                 undo()
+        # MindSpore's parallel pass runs before its CSE: each rotary application computes its own cos/sin table
+        graph = unmerge_rotary_tables(graph)
         # compiled as a training network (kTraining): no VirtualOutput, so MindSpore creates its operators in
         # TopoSort order (strategist.propagate.creation_order)
         graph.training = True
@@ -1033,6 +1035,87 @@ def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
             op.attrs["strategist_local_rows"] = (batch, seq, "batch_first")
             n += 1
     return n
+
+
+#: The rotary table operators of MindFormers' ``ApplyRotaryPosEmb.construct``: ``cos(mul_mscale(freqs, m))`` and
+#: ``sin(mul_mscale(freqs, m))`` (each cast to ``rotary_dtype`` where that differs), computed afresh at every call.
+_ROTARY_CELLS = ("ApplyRotaryPosEmb",)
+_ROTARY_TABLE_OPS = ("Muls", "Cos", "Sin")
+
+
+def unmerge_rotary_tables(graph: OpGraph) -> OpGraph:
+    """Give every reader of an ``ApplyRotaryPosEmb`` cos/sin table its own chain of table operators, as MindSpore's
+    parallel pass sees them.
+
+    ``ApplyRotaryPosEmb.construct`` calls ``self.mul_mscale(freqs, m_scale)`` twice (once for ``cos``, once for
+    ``sin``) and the attention calls the Cell twice (q and k) on the same ``freqs``: 4 Muls, 2 Cos, 2 Sin per
+    layer. opt_a runs ``auto_parallel`` before its ``cse`` (pipeline/jit/ps/pass.cc GetOptPassesA), so the
+    step_parallel_begin graph holds all of them (verify's child, GLOG_v=1: MulsInfo32 CosInfo33 MulInfo34 ...
+    MulsInfo38 SinInfo39 MulInfo40 ... MulsInfo48 CosInfo49 ... MulsInfo54 SinInfo55 for layer 0), while the
+    stand-alone export compile strategist reads runs the CSE: one Muls, one Cos, one Sin per layer. The copies
+    matter: the rotary table's Reshape (``RotaryEmbedding``'s ``[S, 128] -> [S, 1, 1, 128]``) builds its swc list
+    over every consumer's candidates (``ReshapeInfo::GenerateStrategyCosts``: 10 own + 8 Muls x 10 = 90 entries
+    on qwen3 at 2 layers), and its libstdc++ ``std::sort`` over the 48 tied zero-communication entries lands on
+    index 64 (output ``(2, 1, 1, 1)`` over ``[2, 4]``), where 2 Muls x 10 + 10 land on ``(8, 1, 1, 1)``.
+    Each reader (the ``mul`` taking cos or sin) gets a private copy of the chain back to the first operator
+    outside it, in reading order; the first copy keeps the operator's name, later ones take ``#k``."""
+    import dataclasses
+    ops = list(graph)
+    by_name = {op.name: op for op in ops}
+    merged: set = set()
+    for op in ops:         # the table chain: the Cell's Muls/Cos/Sin, and Casts of them
+        if op.cell_class not in _ROTARY_CELLS:
+            continue
+        feeds = [x.ref for x in op.inputs if x.kind == "op"]
+        if op.type in _ROTARY_TABLE_OPS or (op.type == "Cast" and feeds and all(f in merged for f in feeds)):
+            merged.add(op.name)
+    readers: dict = {}
+    for op in ops:
+        for x in op.inputs:
+            if x.kind == "op" and x.ref in merged:
+                readers.setdefault(x.ref, set()).add(op.name)
+    if not any(len(r) > 1 for r in readers.values()) or \
+            any(x.kind == "op" and x.ref in merged for x in graph.outputs):
+        return graph
+    names = {op.name for op in ops if op.name not in merged}
+    used: dict = {}
+
+    def fresh(name: str) -> str:
+        base = name.split("#")[0]
+        k = used.get(base, 0)
+        while True:
+            cand = base if k == 0 else f"{base}#{k}"
+            k += 1
+            if cand not in names:
+                used[base] = k
+                names.add(cand)
+                return cand
+
+    out: list = []
+
+    def private(name: str) -> str:
+        """A new copy of merged operator ``name`` and of the merged chain it reads; its name."""
+        src = by_name[name]
+        ins = tuple(dataclasses.replace(x, ref=private(x.ref)) if x.kind == "op" and x.ref in merged else x
+                    for x in src.inputs)
+        new = dataclasses.replace(src, name=fresh(src.name), inputs=ins, attrs=dict(src.attrs))
+        out.append(new)
+        return new.name
+
+    for op in ops:
+        if op.name in merged:
+            continue
+        if any(x.kind == "op" and x.ref in merged for x in op.inputs):
+            op = dataclasses.replace(op, inputs=tuple(
+                dataclasses.replace(x, ref=private(x.ref)) if x.kind == "op" and x.ref in merged else x
+                for x in op.inputs))
+        out.append(op)
+    g = OpGraph(out, dict(graph.inputs), dict(graph.params), list(graph.outputs), dict(graph.cells),
+                model=graph.model)
+    for attr, v in vars(graph).items():          # anything else extraction recorded
+        if attr not in vars(g):
+            setattr(g, attr, v)
+    return g
 
 
 def global_rows_graph(graph: OpGraph) -> OpGraph:
