@@ -341,14 +341,20 @@ def gather_rule(op: Op) -> FactorRule:
     """Gather(params, indices, axis): out = indices.shape + params.shape without ``axis``.
     The gathered ``axis`` of params is a reduction factor (vocab-parallel embedding: each device
     looks up its own rows, zeros elsewhere, and the output is summed)."""
-    p, i = _shape(op, 0), _shape(op, 1)
-    axis = _const(op, 2, 0) % len(p)
+    return gather_like_rule(op, 0, 1, _const(op, 2, 0))
+
+
+def gather_like_rule(op: Op, p_slot: int, i_slot: int, axis) -> FactorRule:
+    """Gather's rule over the table in ``p_slot`` and the indices in ``i_slot`` (MindSpore's GatherInfo and
+    its subclasses, IndexSelectInfo among them: strategy (table, indices))."""
+    p, i = _shape(op, p_slot), _shape(op, i_slot)
+    axis = int(axis or 0) % len(p)
     fp = _letters(len(p), "p")
     fi = _letters(len(i), "i")
     out = fp[:axis] + fi + fp[axis + 1:]
     # GatherInfo's device matrix is [indices strategy..., param strategy...] (gather_info.cc NormalImpl);
     # its candidates loop over the param dims first
-    r = _rule(op, fi + fp, [fp, fi], [out], [0, 1])
+    r = _rule(op, fi + fp, [fp, fi], [out], [p_slot, i_slot])
     # a table split on ``axis`` (ShardAxisImpl, indices unsplit) with devices to spare repeats on the left
     # unless the table uses every device: MindSpore's param slice groups are then neighbouring ranks
     # ([[2, 1], [1, 1]] on 4 devices: ranks {0, 1} share a slice, not {0, 2})
@@ -921,7 +927,7 @@ def _computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) ->
         c = outs[0] if outs else 0
     elif t.startswith("Reduce") or t in ("SumExt", "MeanExt"):
         c = ins[0] + ((2 if "Mean" in t else 1) * outs[0] if reduced_split and outs else 0)
-    elif t in ("Gather", "GatherV2") and len(ins) >= 2:
+    elif t in ("Gather", "GatherV2", "IndexSelect") and len(ins) >= 2:     # GatherCost (IndexSelectInfo too)
         c = (3 * ins[0] + 7 * ins[1]) if reduced_split else ins[0] + ins[1]
     elif t in BINARY_SET or t in ("LayerNorm", "RmsNorm") or rule.batch_parallel or t in BATCH_PARALLEL_COST:
         # BatchParallelCost (Conv2DInfo and its subclasses too): every input's slice

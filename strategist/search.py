@@ -79,6 +79,11 @@ OWN_LAYOUT_INFER = frozenset({"Transpose", "MatMul", "BatchMatMul"})
 #: follow-the-neighbour candidate for them, and nothing to follow after them
 NO_LAYOUT_INIT = frozenset({"Tile", "StridedSlice", "ArgMaxWithValue", "ArgMinWithValue", "ReduceSum", "ReduceMean",
                             "ReduceMax", "ReduceMin", "ReduceProd", "ReduceAll", "ReduceAny", "SumExt", "MeanExt"})
+#: MindSpore's GatherInfo and its subclasses (IndexSelectInfo, SparseGatherV2Info): set from a generated candidate
+#: they keep no layout to follow (measured, an IndexSelect and a Gather chosen backward from a ReLU anchored (2, 2):
+#: "AddSwcUnderNextOpDevMatrixSingle] Layout propagation next_op_inputs_tensor_map_before is empty", and the ReLU
+#: before them takes a generated candidate, (1, 1), not their input's (1, 2))
+GATHER_INFO = frozenset({"Gather", "GatherV2", "IndexSelect", "SparseGatherV2"})
 #: operators whose Layout-form strategy MindSpore 2.9 refuses: Gather (vector::_M_range_check), and those it
 #: cannot initialise from a layout at all (measured: ResNet-50's pool, a ReduceMean configured with a Layout:
 #: "operator ReduceMeanInfo33 SetCostUnderLayout failed"); only the tuple form is offered
@@ -1101,10 +1106,11 @@ class _Engine:
         """MindSpore's operator carries a layout to follow (``outputs_tensor_map_before``): set for a tuple
         seed (SetDefaultLayoutInfo) and for an operator chosen from its candidates (initialised under
         layouts); not for the dataset, a Reshape, an operator set by strategy alone after a Reshape, or an
-        unconfigured operator MindSpore cannot initialise from a layout."""
+        unconfigured operator MindSpore cannot initialise from a layout or a Gather's (:data:`GATHER_INFO`)."""
         if name == DATASET or self.is_reshape(name) or name in self.no_before or name in self.idents:
             return False
-        return not (self.op(name).type in NO_LAYOUT_INIT and name not in self.anchors)
+        t = self.op(name).type
+        return not ((t in NO_LAYOUT_INIT or t in GATHER_INFO) and name not in self.anchors)
 
     def _take(self, nb, picked, root, cur, depth, direction) -> bool:
         """Set ``nb`` to the option chosen against ``cur`` (False: no option fits that edge)."""

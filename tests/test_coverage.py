@@ -11,8 +11,7 @@ import yaml
 
 from strategist.errors import StrategyError
 from strategist.graph import Input, Op, TensorSpec
-from strategist.layout import Layout
-from strategist.ops import RULES, candidates, output_partial, rule_for, shard
+from strategist.ops import RULES, candidates, pre_reduce_layout, rule_for, shard
 from strategist.redistribution import plan
 from strategist import oprules
 
@@ -45,7 +44,8 @@ def execute(op, local_fn, arrays, n, outputs=(0,)):
             lj = [x[j] if isinstance(x, tuple) else x for x in local]
             fj = full[j] if isinstance(full, tuple) else full
             out = s.outputs[j]
-            lay = Layout(out.shape, out.dev_matrix, out.dims, tuple(sorted(output_partial(s, j))))
+            # partial sums, and whole on the axes a ReduceScatter lands on (a Gather's table rows)
+            lay = pre_reduce_layout(s, j)
             got = run(plan(lay, out), lj)
             want = scatter(fj, out)
             for r in range(n):

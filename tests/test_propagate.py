@@ -427,3 +427,42 @@ def test_reshape_costs_are_cached_by_layouts_whatever_the_shape(graph_of):
     assert p.strategy("sum") == ((1, 1, 2, 1),)
     assert p.strategy("relu3") == ((1, 1, 1, 1),)
     assert p.strategy("relu1") == ((1, 1, 1),) and p.strategy("relu2") == ((1, 1, 1, 1),)
+
+
+#: MindSpore 2.9.0's answers for IndexSelectRows (verify, dp=2,tp=4, full_batch)
+INDEX_SELECT_MS = {
+    "s1=((2,1),)": {"relu1": ((2, 1),), "isel": ((2, 4), (1,)), "relu2": ((2, 4),), "sigmoid": ((2, 4),)},
+    "s1=((4,1),)": {"relu1": ((4, 1),), "isel": ((4, 2), (1,)), "relu2": ((4, 2),), "sigmoid": ((4, 2),)},
+    "s2=((2,2),)": {"relu1": ((1, 1),), "isel": ((1, 2), (2,)), "relu2": ((2, 2),), "sigmoid": ((2, 2),)},
+    "s2=((2,4),)": {"relu1": ((1, 1),), "isel": ((1, 4), (2,)), "relu2": ((2, 4),), "sigmoid": ((2, 4),)},
+}
+
+
+@pytest.mark.parametrize("kw", sorted(INDEX_SELECT_MS))
+def test_index_select_is_a_gather(graph_of, kw):
+    """MindSpore's IndexSelectInfo is a GatherInfo (gather_info.h): Gather's candidates and device matrix
+    [index, x...], and, chosen from a candidate, no layout for a neighbour to follow. strategist had a rule of its
+    own (device matrix [x..., index], every split allowed): on deepseek3 the MoE stand-in's IndexSelect then
+    offered the Reshape before it 20 consumer layouts where MindSpore has 18, some on other device orders, and those
+    pairs entered MindSpore's shape-blind Reshape cost cache first; the MTP layer's shared-experts fc2 Reshape read
+    them (not the output head's Reshape costs, and not its own), and its MatMul and the MLP's add took another
+    split (((1, 1), (2, 1)) for MindSpore's ((1, 2), (2, 2)))."""
+    g = graph_of(os.path.join(MODELS, "propagation.py:IndexSelectRows"), kw)
+    p = propagate(g, MESH, dataset_strategy=FB)
+    assert {n: p.strategy(n) for n in INDEX_SELECT_MS[kw]} == INDEX_SELECT_MS[kw]
+
+
+def test_index_select_candidates_are_gathers(graph_of):
+    """The 18 strategies MindSpore 2.9.0 lists for IndexSelect(x[64, 16], 0, idx[32]) on 8 devices (GLOG_v=1,
+    "Successfully generated the ... strategy"), in its order: ((2, 1), (2,)) and ((2, 2), (1,)) fail
+    SetCostUnderStrategy (the split axis beside another split on 4 of the 8 devices). deepseek3's
+    x[32768, 7168], idx[262144] lists the same 18."""
+    from strategist.ops import candidates, rule_for
+    g = graph_of(os.path.join(MODELS, "propagation.py:IndexSelectRows"))
+    op = g.op("isel")
+    ms = [((1, 1), (1,)), ((1, 1), (2,)), ((1, 1), (4,)), ((1, 1), (8,)), ((1, 2), (1,)), ((1, 2), (2,)),
+          ((1, 2), (4,)), ((1, 4), (1,)), ((1, 4), (2,)), ((1, 8), (1,)), ((2, 1), (1,)), ((2, 1), (4,)),
+          ((2, 2), (2,)), ((2, 4), (1,)), ((4, 1), (1,)), ((4, 1), (2,)), ((4, 2), (1,)), ((8, 1), (1,))]
+    assert candidates(op, 8, rule_for(op)) == ms
+    # the device matrix is [idx, x rows, x columns] (MindSpore's log: "the dev matrix shape is {2, 1, 1}")
+    assert shard(op, ((1, 1), (2,)), 8).inputs[1].dev_matrix[0] == 2

@@ -432,3 +432,15 @@ def test_reshape_cost_cache_live():
     theirs = {r.op: r.theirs for r in c.rows}
     assert theirs["sum"] == ((1, 1, 2, 1),)
     assert c.all_agree
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+@pytest.mark.parametrize("kw", ["s1=((2,1),)", "s2=((2,2),)"])
+def test_index_select_is_a_gather_live(kw):
+    """MindSpore's IndexSelectInfo is a GatherInfo: Gather's candidates and device matrix, and no layout to follow
+    after one set from a candidate (test_propagate.INDEX_SELECT_MS records these answers)."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "tests", "models", "propagation.py") + ":IndexSelectRows", "dp=2,tp=4",
+                     kwargs=[kw], dataset_strategy="full_batch")
+    assert c.all_agree, [(r.op, r.ours, r.theirs) for r in c.disagreements()]

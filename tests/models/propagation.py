@@ -2,7 +2,7 @@
 import mindspore as ms
 from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import initializer
-from mindspore.ops.auto_generate import Muls
+from mindspore.ops.auto_generate import IndexSelect, Muls
 
 
 class Unreached(nn.Cell):
@@ -213,3 +213,28 @@ class ReshapeCostCache(nn.Cell):
         big = self.relu2(ops.reshape(self.relu1(x), (1, 64, 8, 32)))
         small = self.relu3(ops.reshape(self.sum(y, 2), (1, 64, 8, 1)))
         return small, big
+
+
+class IndexSelectRows(nn.Cell):
+    """IndexSelect(x, 0, idx) between ReLUs, a Sigmoid beside the second (deepseek3's MoE token permutation, the
+    experts' stand-in). MindSpore's IndexSelectInfo is a GatherInfo: Gather's candidates (18 on 8 devices: a split
+    ``axis`` beside any other split must use every device), device matrix [idx, x...], ReduceScatter of a split
+    ``axis``; and, set from a candidate, no layout for its neighbours to follow. MindSpore 2.9.0 (verify, dp=2,tp=4,
+    full_batch): ``s1=((2, 1),)``: isel ((2, 4), (1,)), relu2 and sigmoid (2, 4); ``s2=((2, 2),)``: isel
+    ((1, 2), (2,)), relu1 (1, 1) (a generated candidate: nothing to follow), sigmoid (2, 2)."""
+
+    def __init__(self, s1=None, s2=None):
+        super().__init__()
+        self.relu1 = ops.ReLU()
+        self.isel = IndexSelect()
+        self.relu2 = ops.ReLU()
+        self.sigmoid = ops.Sigmoid()
+        if s1:
+            self.relu1.shard(s1)
+        if s2:
+            self.relu2.shard(s2)
+        self.example_inputs = {"x": "float32[64,16]", "idx": "int32[32]"}
+
+    def construct(self, x, idx):
+        y = self.isel(self.relu1(x), 0, idx)
+        return self.relu2(y), self.sigmoid(y)
