@@ -257,7 +257,8 @@ def test_verify_an_anchors_file_on_a_mindformers_model(tmp_path):
                        env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode in (0, 1), r.stderr[-2000:]
     d = json.loads(r.stdout)
-    assert d["total"] == 100 and d["agreed"] == 99 and not d["only_strategist"]
+    # 110: the rotary tables' per-call Muls/Cos/Sin copies MindSpore's parallel graph keeps (unmerge_rotary_tables)
+    assert d["total"] == 110 and d["agreed"] == 109 and not d["only_strategist"]
     assert [o["op"] for o in d["operators"] if not o["agree"]] == ["model.rotary_pos_emb.outer"]
     by = {o["op"]: o for o in d["operators"]}
     for k in ("", "#1", "#2"):
