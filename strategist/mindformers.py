@@ -1110,6 +1110,8 @@ def unmerge_rotary_tables(graph: OpGraph) -> OpGraph:
                 dataclasses.replace(x, ref=private(x.ref)) if x.kind == "op" and x.ref in merged else x
                 for x in op.inputs))
         out.append(op)
+    # positions again (the copies took their source's): as replicate_layers numbers a replicated graph
+    out = [op if op.topo_index == i else dataclasses.replace(op, topo_index=i) for i, op in enumerate(out)]
     g = OpGraph(out, dict(graph.inputs), dict(graph.params), list(graph.outputs), dict(graph.cells),
                 model=graph.model)
     for attr, v in vars(graph).items():          # anything else extraction recorded

@@ -30,13 +30,13 @@ MLA = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, vocab_
 # family -> (config, overrides, seq, op-count range); MLA configs use mask compression, which needs seq > 2048
 FAMILIES = {
     "qwen3": ("qwen3/pretrain_qwen3_32b_4k.yaml", DENSE, 128, (150, 220)),
-    "qwen3_moe": ("qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", {**DENSE, **MOE, "num_experts": 4}, 128, (240, 330)),
+    "qwen3_moe": ("qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", {**DENSE, **MOE, "num_experts": 4}, 128, (200, 300)),
     "telechat3": ("telechat3/pretrain_telechat3_36b.yaml", DENSE, 128, (140, 210)),
     "deepseek3": ("deepseek3/pretrain_deepseek3_671b.yaml",
                   {**MLA, **MOE, "n_routed_experts": 4, "n_group": 2, "topk_group": 1}, 4096, (450, 620)),
     "telechat3_moe": ("telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml",
                       {**MLA, **MOE, "n_routed_experts": 4, "moe_shared_expert_intermediate_size": 128}, 4096,
-                      (450, 620)),
+                      (400, 620)),
 }
 BATCH = 8
 
