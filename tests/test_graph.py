@@ -397,9 +397,10 @@ def test_mindformers_moe_layers_own_their_operators():
     from strategist.mindformers import load_mindformers
     dense = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4,
                  head_dim=64, vocab_size=1024)
+    # the inlined body, as verify compiles it (advise and compare see it as one MorphFFN operator)
     g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, seq=128, batch=8,
                             overrides={**dense, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
-                                       "num_experts": 4})
+                                       "num_experts": 4}, experts_stand_in=True)
     layers = {k: collections.Counter(v) for k, v in _per_layer(g, "model.decoder.layers.").items()}
     # MindSpore itself folds layer 1's two consecutive reshapes (linear_qkv's output reshape and the
     # attention's reshape_concat) into one Reshape in the attention's scope and keeps layer 0's apart: the real
