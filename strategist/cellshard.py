@@ -134,11 +134,7 @@ def insert_identities(graph: OpGraph, root, calls: ShardCalls) -> tuple[OpGraph,
                                                     and op.type != "AShardIdentity" else x for x in op.inputs))
                if inside(op) else op for op in ops]
     ops = [dataclasses.replace(op, topo_index=i) for i, op in enumerate(ops)]
-    out = OpGraph(ops, graph.inputs, graph.params, graph.outputs, graph.cells, graph.model)
-    for attr, v in vars(graph).items():          # anything else extraction recorded (deferred_cells, training)
-        if attr not in vars(out):
-            setattr(out, attr, v)
-    return out, notes
+    return graph.derived(ops), notes
 
 
 def apply(graph: OpGraph, root, calls: ShardCalls) -> OpGraph:

@@ -290,6 +290,18 @@ class OpGraph:
                 if x.kind == "op":
                     self.nx.add_edge(x.ref, op.name, out_index=x.index, in_slot=slot, spec=x.spec)
 
+    def derived(self, ops: list[Op], outputs: list[Input] | None = None, params: dict[str, Param] | None = None,
+                cells: dict[str, str] | None = None) -> "OpGraph":
+        """A graph of ``ops`` (and ``outputs``, ``params``, ``cells`` where given) otherwise this one's: its inputs,
+        model and everything else extraction recorded on it (``training``, ``sequence_parallel`` ...)."""
+        g = OpGraph(ops, dict(self.inputs), dict(self.params) if params is None else params,
+                    list(self.outputs) if outputs is None else outputs,
+                    dict(self.cells) if cells is None else cells, model=self.model)
+        for attr, v in vars(self).items():
+            if attr not in vars(g):
+                setattr(g, attr, v)
+        return g
+
     def __len__(self) -> int:
         return len(self._ops)
 

@@ -1112,12 +1112,7 @@ def unmerge_rotary_tables(graph: OpGraph) -> OpGraph:
         out.append(op)
     # positions again (the copies took their source's): as replicate_layers numbers a replicated graph
     out = [op if op.topo_index == i else dataclasses.replace(op, topo_index=i) for i, op in enumerate(out)]
-    g = OpGraph(out, dict(graph.inputs), dict(graph.params), list(graph.outputs), dict(graph.cells),
-                model=graph.model)
-    for attr, v in vars(graph).items():          # anything else extraction recorded
-        if attr not in vars(g):
-            setattr(g, attr, v)
-    return g
+    return graph.derived(out)
 
 
 def global_rows_graph(graph: OpGraph) -> OpGraph:
@@ -1170,11 +1165,7 @@ def fold_reshapes(graph: OpGraph) -> OpGraph:
     read = {x.ref for op in by_name.values() for x in op.inputs if x.kind == "op"}
     read |= {x.ref for x in outputs if x.kind == "op"}
     kept = [op for op in by_name.values() if op.type != "Reshape" or op.name in read]
-    g = OpGraph(kept, dict(graph.inputs), dict(graph.params), outputs, dict(graph.cells), model=graph.model)
-    for attr, v in vars(graph).items():          # anything else extraction recorded
-        if attr not in vars(g):
-            setattr(g, attr, v)
-    return g
+    return graph.derived(kept, outputs)
 
 
 def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
@@ -1337,11 +1328,7 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
                 for c2 in tcells:
                     cells[_shift(c2, t, t, k - t)] = graph.cells[c2]
     outputs = [ref_in(x, t, t, last - t) for x in graph.outputs]
-    g = OpGraph(new_ops, dict(graph.inputs), params, outputs, cells, model=graph.model)
-    for attr, v in vars(graph).items():          # anything else extraction recorded
-        if attr not in vars(g):
-            setattr(g, attr, v)
-    return g
+    return graph.derived(new_ops, outputs, params, cells)
 
 
 def replicate_anchors(anchors: dict, graph: OpGraph, extracted_layers: int, layers: int) -> dict:
