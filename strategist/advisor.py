@@ -1111,12 +1111,27 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         notes.append(f"configuring every operator as the advice's plan fails in MindSpore's search ({err}); "
                      f"that column repeats the advice")
         semi = final
-    if final.totals()["step_seconds"] > baseline.totals()["step_seconds"] * (1 + 1e-9):
-        notes.append("the anchored plan's step estimate exceeds plain propagation from the dataset's; "
-                     "the advice is to configure nothing")
+    # the layouts the model's own code fixes (MindFormers' MoE FFN Morph) stay whatever else goes: a plan without
+    # them is not the model that runs. Configuring nothing is the floor where propagation lands them there anyway
+    fixed = [c for c in keep if c.template == "moe_ffn"]
+    lands = all(baseline.choices[c.op].strategy == final.choices[c.op].strategy for c in fixed)
+    slower = final.totals()["step_seconds"] > baseline.totals()["step_seconds"] * (1 + 1e-9)
+    floor, floor_keep = baseline, []
+    if slower and not lands:
+        floor, floor_keep = (run(fixed), fixed) if len(fixed) < len(keep) else (final, keep)
+    if final.totals()["step_seconds"] > floor.totals()["step_seconds"] * (1 + 1e-9):
+        notes.append("the anchored plan's step estimate exceeds plain propagation from the dataset's; the advice is "
+                     + ("the layouts the model's code fixes alone (its MoE FFN Morphs)" if floor_keep else
+                        "to configure nothing"))
         for c in keep:
-            dropped.append((c, "costlier than configuring nothing"))
-        keep, final = [], baseline
+            if c not in floor_keep:
+                dropped.append((c, "costlier than configuring nothing" if not floor_keep else
+                                "costlier than the model's fixed layouts alone"))
+        keep, final = floor_keep, floor
+    elif slower:
+        dt = final.totals()["step_seconds"] - baseline.totals()["step_seconds"]
+        notes.append(f"configuring nothing would be {dt * 1e3:.3f} ms faster by the step model, but it leaves the MoE "
+                     f"FFN Morphs on layouts MindFormers' code does not run (FFNGroupedGEMM.shard fixes theirs)")
     existing = _existing(graph, mesh, final, keep, hardware, dataset_strategy)
     return Advice(graph, mesh, rules, keep, dropped, final, baseline, semi, existing, notes)
 

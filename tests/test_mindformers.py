@@ -283,6 +283,23 @@ def test_moe_ffn_morph_is_one_device_local_operator():
 
 
 @pytest.mark.slow
+def test_moe_ffn_layout_kept_when_configuring_nothing():
+    """qwen3_moe at its shipped width, dp=2,tp=4, the dataset split by dp: propagation from the dataset alone is the
+    fastest plan by the step model (352.4 ms against the anchors' 357.3 ms), and it lands each MoE FFN Morph on the
+    layout MindFormers' FFNGroupedGEMM fixes (tokens over every device), so configuring nothing is the advice. (Were
+    the Morphs elsewhere, the advice would keep their anchors: a plan without that layout is not the model that
+    runs.)"""
+    from strategist.advisor import advise
+    from strategist.mindformers import load_mindformers
+    g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, batch=8)
+    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"))
+    assert adv.chosen == [] and any("configure nothing" in n for n in adv.notes)
+    for i in range(2):
+        assert adv.plan.strategy(f"model.decoder.layers.{i}.mlp.experts.morphed_forward")[0] == (1, 8, 1)
+    assert any(c.template == "moe_ffn" and why == "costlier than configuring nothing" for c, why in adv.dropped)
+
+
+@pytest.mark.slow
 def test_mesh_with_ep_and_sequence_parallel():
     # telechat3 enables use_seq_parallel: the row-parallel MatMul's output is reduce-scattered over
     # (cp, tp, dp) rows -- an out_layout the tp=1 MatMul carries
