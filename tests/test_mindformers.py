@@ -572,7 +572,9 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     # today's advice: the MoE FFN Morph's anchor has no operator in MindSpore's inlined graph and is left out
     g, c = _advice_verified(ref, tmp_path)
     assert any(op.type == "MorphFFN" for op in g) and "morphed_forward" not in (tmp_path / "advice.yaml").read_text()
-    assert c.agreed >= c.total - 6 and c.total >= 170
+    # what differs: the rotary table's Outer and the routers' AssignAdd on their statistics parameter (created
+    # through the side-effect chain in MindSpore), 3 of 180
+    assert sorted(r.type for r in c.rows if not r.agree) == ["AssignAdd", "AssignAdd", "Outer"] and c.total >= 180
 
 
 @pytest.mark.slow
