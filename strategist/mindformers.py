@@ -637,6 +637,25 @@ def _strip_trivial(graph: OpGraph) -> int:
     return n
 
 
+def mf_lazy_inline_cells(net) -> tuple[str, ...]:
+    """Paths of ``net``'s sub-Cells whose ``__init__`` carries MindFormers' ``get_lazy_inline`` (``GPTModel``,
+    ``LlamaForCausalLM``...), unless their config sets ``disable_lazy_inline``: built in a parallel mode they are
+    MindSpore ``@lazy_inline`` Cells, reused func graphs through the parallel passes, whose Parameters get no
+    TmpIdentity (:func:`strategist.search.shared_param_users`); ``load_mindformers`` builds stand-alone, where
+    ``get_lazy_inline`` skips the decorator. (MindFormers' trainer also sets
+    ``disable_lazy_inline`` when ``gradient_accumulation_steps == 1`` and ``pipeline_stage == 1``; verify's child,
+    like ``load_mindformers``, builds the network without the trainer.)"""
+    from mindformers.version_control import get_lazy_inline
+    code = get_lazy_inline(lambda self: None).__code__
+    out = []
+    for path, c in net.cells_and_names():
+        if not path or getattr(getattr(c, "config", None), "disable_lazy_inline", False):
+            continue
+        if any(getattr(k.__dict__.get("__init__"), "__code__", None) is code for k in type(c).__mro__):
+            out.append(path)
+    return tuple(out)
+
+
 def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = None, batch: int | None = None,
                      overrides: dict | None = None, replicate: bool | None = None,
                      experts_stand_in: bool = False) -> tuple[OpGraph, MfInfo]:
@@ -681,6 +700,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         finally:
             if undo is not None:
                 undo()
+        # built stand-alone, MindFormers skipped @lazy_inline; a parallel build keeps it (verify's child: CR_ graphs)
+        graph.lazy_inline_cells = mf_lazy_inline_cells(net)
         # MindSpore's parallel pass runs before its CSE: each rotary application computes its own cos/sin table
         graph = unmerge_rotary_tables(graph)
         # compiled as a training network (kTraining): no VirtualOutput, so MindSpore creates its operators in

@@ -150,16 +150,31 @@ def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     return out
 
 
+def shared_param_users(graph: OpGraph) -> dict[str, list[tuple[str, int]]]:
+    """Each Parameter's readers ``(operator, input slot)`` as MindSpore's ``FindParameterUsers`` sees them
+    (parameter_manager.cc): readers inside a ``@lazy_inline`` Cell (``graph.lazy_inline_cells``) are left out --
+    the parallel passes see that Cell as a reused func graph whose weights are graph parameters without a default
+    value, which ``FindParameterUsers`` skips (no TmpIdentity, no shared-parameter check). MindFormers' ``GPTModel``
+    is one (:func:`strategist.mindformers.mf_lazy_inline_cells`): the qwen3_moe router's ``fi_accu``, read by
+    ``add_accu`` and ``assignadd``, gets no TmpIdentity there."""
+    lazy = tuple(getattr(graph, "lazy_inline_cells", ()) or ())
+    users: dict[str, list[tuple[str, int]]] = {}
+    for op in graph:
+        if lazy and any(op.cell_path == c or op.cell_path.startswith(c + ".") for c in lazy):
+            continue
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "param":
+                users.setdefault(x.ref, []).append((op.name, slot))
+    return users
+
+
 def _tmp_identities(graph: OpGraph, succ, prev, created) -> dict[str, Op]:
     """MindSpore's ``AugmentCostGraph``: a Parameter read by two or more (operator, input) pairs gets a
     TmpIdentity operator with an edge to each reader. Propagation crosses it: a reader decided
     backward fixes the parameter's layout, which then reaches the other readers (and counts as
     a visited input edge of a multi-input reader, so it need not wait for the queue to drain)."""
-    users: dict[str, list[tuple[str, int]]] = {}
-    for op in graph:
-        for slot, x in enumerate(op.inputs):
-            if x.kind == "param" and x.spec is not None:
-                users.setdefault(x.ref, []).append((op.name, slot))
+    users = {p: [(n, k) for n, k in us if graph.op(n).inputs[k].spec is not None]
+             for p, us in shared_param_users(graph).items()}
     idents: dict[str, Op] = {}
     k = len(created)
     for param, us in users.items():
@@ -1175,12 +1190,7 @@ class _Engine:
         return best
 
     def shared_parameters(self) -> None:
-        users: dict[str, list[tuple[str, int]]] = {}
-        for op in self.g:
-            for slot, x in enumerate(op.inputs):
-                if x.kind == "param":
-                    users.setdefault(x.ref, []).append((op.name, slot))
-        for param, us in users.items():
+        for param, us in shared_param_users(self.g).items():
             us = [(n, s) for n, s in us if n in self.chosen and self.in_layout(n, s) is not None]
             if len(us) < 2:
                 continue

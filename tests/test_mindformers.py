@@ -572,9 +572,11 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     # today's advice: the MoE FFN Morph's anchor has no operator in MindSpore's inlined graph and is left out
     g, c = _advice_verified(ref, tmp_path)
     assert any(op.type == "MorphFFN" for op in g) and "morphed_forward" not in (tmp_path / "advice.yaml").read_text()
-    # what differs: the rotary table's Outer and the routers' AssignAdd on their statistics parameter (created
-    # through the side-effect chain in MindSpore), 3 of 180
-    assert sorted(r.type for r in c.rows if not r.agree) == ["AssignAdd", "AssignAdd", "Outer"] and c.total >= 180
+    # what differs: the rotary table's Outer, 1 of 180. (The routers' AssignAdd on fi_accu differed, strategist
+    # ((8,), (8,)), MindSpore ((1,), (1,)): GPTModel is lazy-inline, so fi_accu, read by add_accu and the AssignAdd,
+    # gets no TmpIdentity in MindSpore and the AssignAdd stays unreached behind a stuck waiting list;
+    # strategist.search.shared_param_users.)
+    assert [r.type for r in c.rows if not r.agree] == ["Outer"] and c.total >= 180
 
 
 @pytest.mark.slow

@@ -238,3 +238,45 @@ class IndexSelectRows(nn.Cell):
     def construct(self, x, idx):
         y = self.isel(self.relu1(x), 0, idx)
         return self.relu2(y), self.sigmoid(y)
+
+
+class _AccumBlock(nn.Cell):
+    """``y = add(acc, x)`` and ``assignadd(acc, relu(b))``: the Parameter ``acc`` read by two operators (the qwen3_moe
+    router's ``fi_accu``: ``add_accu`` and ``assignadd``); ``relu(b)`` is reachable through the AssignAdd only."""
+
+    def __init__(self, s=None):
+        super().__init__()
+        self.acc = Parameter(initializer("zeros", (64,), ms.float32), name="acc", requires_grad=False)
+        self.b = Parameter(initializer("normal", (64,), ms.float32), name="b")
+        self.add = ops.Add()
+        self.assignadd = ops.AssignAdd()
+        self.relu = ops.ReLU()
+        if s:
+            self.add.shard(s)
+
+    def construct(self, x):
+        self.assignadd(self.acc, self.relu(self.b))
+        return self.add(self.acc, x)
+
+
+class _LazyAccumBlock(_AccumBlock):
+    @ms.lazy_inline
+    def __init__(self, s=None):
+        super().__init__(s)
+
+
+class LazyAccum(nn.Cell):
+    """:class:`_AccumBlock` inside a ``@lazy_inline`` Cell (``lazy=True``, MindFormers' ``GPTModel``) or a plain one.
+    Plain: ``acc`` gets a TmpIdentity; from the anchored Add it reaches the AssignAdd, decided from the waiting list
+    with that layout, and ReLU backward from it. Lazy: the parallel passes see the block as a reused func graph whose
+    weights are graph parameters without a default value; ``FindParameterUsers`` skips them, so no TmpIdentity, the
+    AssignAdd and the ReLU are never reached and keep their first candidates. MindSpore 2.9.0 (verify, dp=2,tp=4,
+    full_batch, ``s=((8,), (8,))``): see test_propagate.LAZY_ACCUM_MS."""
+
+    def __init__(self, lazy=True, s=None):
+        super().__init__()
+        self.block = (_LazyAccumBlock if lazy else _AccumBlock)(s)
+        self.example_inputs = {"x": "float32[64]"}
+
+    def construct(self, x):
+        return self.block(x)
