@@ -129,9 +129,7 @@ def collapse_moe_ffn(graph: OpGraph) -> OpGraph:
         ins = tuple(rewire.get((x.ref, x.index), x) if x.kind == "op" else x for x in op.inputs)
         kept.append(op if ins == op.inputs else dataclasses.replace(op, inputs=ins))
     outputs = [rewire.get((x.ref, x.index), x) if x.kind == "op" else x for x in graph.outputs]
-    g = graph.derived(kept, outputs)
-    g.morph_bodies = {op.name: op.attrs["strategist_body"] for op in replace.values()}
-    return g
+    return graph.derived(kept, outputs)
 
 
 def _reads_param(graph: OpGraph, op: Op | None) -> bool:
