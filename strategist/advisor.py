@@ -1120,9 +1120,10 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     if slower and not lands:
         floor, floor_keep = (run(fixed), fixed) if len(fixed) < len(keep) else (final, keep)
     if final.totals()["step_seconds"] > floor.totals()["step_seconds"] * (1 + 1e-9):
-        notes.append("the anchored plan's step estimate exceeds plain propagation from the dataset's; the advice is "
-                     + ("the layouts the model's code fixes alone (its MoE FFN Morphs)" if floor_keep else
-                        "to configure nothing"))
+        notes.append("the anchored plan's step estimate exceeds the layouts the model's code fixes alone (its MoE FFN "
+                     "Morphs) with propagation from the dataset's; the advice is those alone" if floor_keep else
+                     "the anchored plan's step estimate exceeds plain propagation from the dataset's; "
+                     "the advice is to configure nothing")
         for c in keep:
             if c not in floor_keep:
                 dropped.append((c, "costlier than configuring nothing" if not floor_keep else

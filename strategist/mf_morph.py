@@ -34,6 +34,11 @@ MORPH_FFN = "MorphFFN"
 FFN_CLASSES = ("FFNGroupedGEMM",)
 
 
+def ffn_name(cell: str) -> str:
+    """The collapsed operator's name in ``cell`` (the Cell's ``morphed_forward`` attribute)."""
+    return f"{cell}.morphed_forward" if cell else "morphed_forward"
+
+
 def _body(ops: list[Op], cell: str) -> list[Op] | None:
     """The operators of ``cell``'s Morph body, in graph order: the cell's own operators minus the weights'
     Casts (``construct`` casts the Parameters before the Morph) and minus the Reshapes entering the body
@@ -61,11 +66,6 @@ def collapse_moe_ffn(graph: OpGraph) -> OpGraph:
     cells = sorted({op.cell_path for op in ops if op.cell_class in FFN_CLASSES and op.type == "GroupedMatmul"})
     if not cells:
         return graph
-    readers: dict[str, list[tuple[Op, int]]] = {}
-    for op in ops:
-        for slot, x in enumerate(op.inputs):
-            if x.kind == "op":
-                readers.setdefault(x.ref, []).append((op, slot))
     replace: dict[str, Op] = {}         # last body op -> the collapsed op
     drop: set[str] = set()
     rewire: dict[tuple[str, int], Input] = {}
@@ -81,11 +81,9 @@ def collapse_moe_ffn(graph: OpGraph) -> OpGraph:
                 if x.kind in ("op", "param", "input") and x.ref not in names and (x.kind, x.ref, x.index) not in seen:
                     seen.add((x.kind, x.ref, x.index))
                     entering.append(Input(x.kind, x.ref, x.index, x.spec, None, True))
-        leaving = sorted({(op.name, x.index) for op in body
-                          for r, _ in readers.get(op.name, []) if r.name not in names
-                          for x in [next(i for i in r.inputs if i.kind == "op" and i.ref == op.name)]})
-        leaving += [(x.ref, x.index) for x in graph.outputs if x.kind == "op" and x.ref in names]
-        leaving = sorted(set(leaving))
+        leaving = {(op.name, j) for op in body
+                   for _, dst, j in graph.nx.out_edges(op.name, data="out_index") if dst not in names}
+        leaving = sorted(leaving | {(x.ref, x.index) for x in graph.outputs if x.kind == "op" and x.ref in names})
         if len(leaving) != 1:
             continue
         exit_name, exit_index = leaving[0]
@@ -107,7 +105,7 @@ def collapse_moe_ffn(graph: OpGraph) -> OpGraph:
             x, w = g.inputs[0].spec.shape, g.inputs[1].spec.shape
             flops += 2.0 * math.prod(x) * w[-1]
         first = body[0]
-        new = Op(name=f"{cell}.morphed_forward" if cell else "morphed_forward", type=MORPH_FFN, cell_path=cell,
+        new = Op(name=ffn_name(cell), type=MORPH_FFN, cell_path=cell,
                  cell_class=first.cell_class, instance_name="morphed_forward", full_name=first.full_name,
                  inputs=tuple(entering), outputs=(out,),
                  attrs={"strategist_body": tuple(op.name for op in body), "strategist_flops": flops,

@@ -1114,12 +1114,15 @@ def unmerge_rotary_tables(graph: OpGraph) -> OpGraph:
 
     out: list = []
 
+    def own(inputs) -> tuple:
+        """``inputs`` with each merged operator read replaced by a private copy of its chain."""
+        return tuple(dataclasses.replace(x, ref=private(x.ref)) if x.kind == "op" and x.ref in merged else x
+                     for x in inputs)
+
     def private(name: str) -> str:
         """A new copy of merged operator ``name`` and of the merged chain it reads; its name."""
         src = by_name[name]
-        ins = tuple(dataclasses.replace(x, ref=private(x.ref)) if x.kind == "op" and x.ref in merged else x
-                    for x in src.inputs)
-        new = dataclasses.replace(src, name=fresh(src.name), inputs=ins, attrs=dict(src.attrs))
+        new = dataclasses.replace(src, name=fresh(src.name), inputs=own(src.inputs), attrs=dict(src.attrs))
         out.append(new)
         return new.name
 
@@ -1127,9 +1130,7 @@ def unmerge_rotary_tables(graph: OpGraph) -> OpGraph:
         if op.name in merged:
             continue
         if any(x.kind == "op" and x.ref in merged for x in op.inputs):
-            op = dataclasses.replace(op, inputs=tuple(
-                dataclasses.replace(x, ref=private(x.ref)) if x.kind == "op" and x.ref in merged else x
-                for x in op.inputs))
+            op = dataclasses.replace(op, inputs=own(op.inputs))
         out.append(op)
     # positions again (the copies took their source's): as replicate_layers numbers a replicated graph
     out = [op if op.topo_index == i else dataclasses.replace(op, topo_index=i) for i, op in enumerate(out)]
@@ -1197,8 +1198,9 @@ def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
     if lays is None:
         out.notes.append(f"{where}: Morph with a tuple strategy; not translated")
         return
-    ffn = graph.op(f"{cpath}.morphed_forward") if f"{cpath}.morphed_forward" in graph else None
-    if ffn is not None and ffn.type == "MorphFFN" and len(lays) >= 4:
+    from .mf_morph import MORPH_FFN, ffn_name
+    ffn = graph.op(ffn_name(cpath)) if ffn_name(cpath) in graph else None
+    if ffn is not None and ffn.type == MORPH_FFN and len(lays) >= 4:
         # the MoE dispatcher + experts (strategist.mf_morph): tokens over the tokens' axes; the expert weights
         # whole (the operator's rule: their ep split is the Morph's own all-to-all, not a layout strategist prices)
         tok = tuple(a for t in lays[0].tensor_map for a in t)

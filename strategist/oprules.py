@@ -30,7 +30,7 @@ from .graph import Op
 RULES: dict = {}
 
 from .ops import (FactorRule, _axes, _const, _letters, _out_shapes, _rule, _shape,  # noqa: E402
-                  batch_parallel_rule, elementwise, norm_rule, reduce_rule, unary, unknown_rule)
+                  batch_parallel_rule, elementwise, gather_like_rule, norm_rule, reduce_rule, unary, unknown_rule)
 
 # --------------------------------------------------------------------------------------
 # helpers
@@ -221,7 +221,6 @@ def index_select_rule(op: Op) -> FactorRule:
     split ``axis`` (measured, deepseek3's MoE stand-in: x [32768, 7168] on axis 0 over 8 devices lists 18
     strategies, ``((2, 1), (2,))`` and ``((2, 2), (1,))`` fail SetCostUnderStrategy: a split axis beside any other
     split must use every device)."""
-    from .ops import gather_like_rule
     return gather_like_rule(op, 0, 2, _int(_const(op, 1, 0), 0))
 
 

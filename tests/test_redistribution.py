@@ -106,6 +106,22 @@ def test_partial_sums_reduce_scatter_or_allreduce():
     check(src, L((8, 16), (2, 4), ((0,), ())), p)
 
 
+def test_partial_sums_over_adjacent_axes_reduce_in_one_allreduce():
+    """A gradient partial over every device (a replicated weight, tokens split by dp and tp) is ONE AllReduce over
+    the product group, as MindSpore's parameter-gradient AllReduce: 2*(8-1)/8 of the slice sent, not 2*(2-1)/2 +
+    2*(4-1)/4 (one per axis). Non-adjacent axes stay one AllReduce each. The group's link: a group over two
+    adjacent axes lies in one node only when all its ranks do (8 per node: ranks 0..7 yes, a 16-rank group no)."""
+    src = L((8, 16), (2, 4), ((), ()), partial=(0, 1))
+    p = plan(src, L((8, 16), (2, 4), ((), ())))
+    assert [(o.kind, o.n, o.group(0)) for o in p.ops] == [("AllReduce", 8, tuple(range(8)))]
+    assert p.physical(4, load_hardware("atlas-800t-a2")).bytes_sent == 2 * 7 / 8 * 8 * 16 * 4
+    check(src, L((8, 16), (2, 4), ((), ())), p)
+    src = L((8, 16), (2, 2, 2), ((), ()), partial=(0, 2))
+    assert [(o.kind, o.n) for o in plan(src, L((8, 16), (2, 2, 2), ((), ()))).ops] == [("AllReduce", 2)] * 2
+    hw = load_hardware("atlas-800t-a2")
+    assert hw.is_intra_node((2, 4), 1, 8) and not hw.is_intra_node((2, 8), 1, 16) and hw.is_intra_node((2, 8), 1)
+
+
 def test_multi_axis_dims_and_unrefinable_matrices():
     # Layout(("dp","cp"), "None") -> ("cp", "tp")-style moves over a [2,2,2] matrix
     src, dst = L((16, 8), (2, 2, 2), ((0, 1), (2,))), L((16, 8), (2, 2, 2), ((1,), (2, 0)))
