@@ -36,6 +36,7 @@ from .mesh import Mesh, load_hardware
 from .plan import Plan
 from .propagate import propagate
 from .search import _same
+from .semi_auto import semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"
 _LAYER_RE = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")
@@ -278,7 +279,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     if "semi_auto" not in experts:
         experts["semi_auto"] = expert_strategies(model, mesh, "semi_auto", graph=graph, **opts)
     ex_c = experts["semi_auto"]
-    ref = run(dict(ex_c))
+    ref = semi_auto_plan(graph, mesh, dict(ex_c), dataset_strategy=dataset_strategy, hardware=hw)
     c.anchors = len(ex_c)
     _fill(c, ref)
     c.seconds = time.perf_counter() - t0

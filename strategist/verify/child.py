@@ -241,8 +241,12 @@ def run(req: dict) -> dict:
         per_device, ds = compile_specs(names, specs, n, req["dataset_strategy"])
         result["compile_inputs"] = [f"{k}:{s}" for k, s in zip(names, per_device)]
 
-        context.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation",
-                                          device_num=n, global_rank=0, dataset_strategy=ds)
+        if req.get("parallel_mode") == "semi_auto_parallel":
+            context.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n, global_rank=0,
+                                              dataset_strategy=ds)
+        else:
+            context.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation",
+                                              device_num=n, global_rank=0, dataset_strategy=ds)
         auto_parallel_context()._context_handle.set_hccl_test_avaible(True)
         from mindspore.parallel.algo_parameter_config import set_algo_parameters
         set_algo_parameters(**req.get("algo", {}))
@@ -277,10 +281,11 @@ def run(req: dict) -> dict:
             shard = executor._get_shard_strategy(cell)
         except Exception:
             shard = {}
-        irs = sorted(glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_begin*.ir"), recursive=True),
+        dump = "step_parallel_end" if req.get("parallel_mode") == "semi_auto_parallel" else "step_parallel_begin"
+        irs = sorted(glob.glob(os.path.join(req["ir_dir"], "**", f"{dump}*.ir"), recursive=True),
                      key=lambda p: (os.path.getmtime(p), p))
         if not irs:
-            raise RuntimeError("MindSpore wrote no step_parallel_begin IR dump (MS_DEV_SAVE_GRAPHS ignored?)")
+            raise RuntimeError(f"MindSpore wrote no {dump} IR dump (MS_DEV_SAVE_GRAPHS ignored?)")
         from .ir import parse_ir
         with open(irs[-1], errors="replace") as f:
             nodes = parse_ir(f.read())

@@ -118,7 +118,8 @@ def _dataset_request(dataset_strategy, mesh: Mesh):
 def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                    dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
                    timeout=900, graph=None, strategy_file: str | None = None,
-                   strategy_file_mode: str = "LOAD", mindformers: dict | None = None) -> MsPlan:
+                   strategy_file_mode: str = "LOAD", mindformers: dict | None = None,
+                   parallel_mode: str = "auto_parallel") -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
 
     ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
@@ -168,6 +169,8 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             "algo": {"fully_use_devices": bool(fully_use_devices),
                      "elementwise_op_strategy_follow": bool(elementwise_op_strategy_follow)},
         }
+        if parallel_mode != "auto_parallel":
+            request["parallel_mode"] = parallel_mode
         if mf is not None:
             request["mindformers"] = mf
             request["kwargs"] = []
@@ -176,7 +179,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             request["strategy_file"] = os.path.abspath(strategy_file)
             request["strategy_file_mode"] = strategy_file_mode      # "SAVE": MindSpore writes its own
         t0 = time.time()
-        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir), timeout)
+        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir, _ir_pass(parallel_mode)), timeout)
         wall = time.time() - t0
         where = f"{os.path.basename(given)} on {mesh.size} devices"
         if rc is None:
@@ -264,7 +267,14 @@ def _sweep_orphans() -> None:
             pass
 
 
-def _child_env(backend: str, stub_paths, device_num: int, ir_dir: str) -> dict:
+def _ir_pass(parallel_mode: str) -> str:
+    """The IR dump the child reads: under auto_parallel the propagation has set every strategy by
+    ``step_parallel_begin``; under semi_auto_parallel the batch strategies of the unconfigured operators
+    are generated inside step_parallel, so only ``step_parallel_end`` shows them (``gen_strategy``)."""
+    return "step_parallel_end" if parallel_mode == "semi_auto_parallel" else "step_parallel_begin"
+
+
+def _child_env(backend: str, stub_paths, device_num: int, ir_dir: str, ir_pass: str = "step_parallel_begin") -> dict:
     """The child's environment: MindSpore's dry run on ``device_num`` devices, the IR dump into ``ir_dir``."""
     env = dict(os.environ)
     if stub_paths is not None:
@@ -274,7 +284,7 @@ def _child_env(backend: str, stub_paths, device_num: int, ir_dir: str) -> dict:
     env.update({
         "MS_SIMULATION_LEVEL": "0",            # dry run: front end only, dummy collectives
         "RANK_SIZE": str(device_num), "RANK_ID": "0",
-        "MS_DEV_SAVE_GRAPHS": "1", "MS_DEV_DUMP_IR_PASSES": "step_parallel_begin",
+        "MS_DEV_SAVE_GRAPHS": "1", "MS_DEV_DUMP_IR_PASSES": ir_pass,
         "MS_DEV_SAVE_GRAPHS_PATH": ir_dir, "MS_OM_PATH": ir_dir,
         "GLOG_v": env.get("GLOG_v", "3"),
         "STRATEGIST_VERIFY_PARENT": str(os.getpid()),
