@@ -5,8 +5,10 @@ Three plans of one graph on one mesh, side by side:
 (a) strategist's advice (:func:`strategist.advisor.advise`);
 (b) MindFormers' ``sharding_propagation()`` anchors, propagated by strategist -- and, with
     ``verify=True``, by MindSpore itself in a child process (:mod:`strategist.verify`);
-(c) MindFormers' full ``shard()`` strategies (semi_auto), taken as the reference plan: every operator the
-    experts configured is anchored, strategist propagates the few they left alone.
+(c) MindFormers' full ``shard()`` strategies, taken as the reference plan, as MindFormers runs them: in
+    ``semi_auto_parallel`` (its configs' ``parallel_mode: 1``). Every operator the experts configured keeps its
+    strategy; every other one takes MindSpore's batch strategy, and an unconfigured Cast passes its input's
+    layout on (:mod:`strategist.semi_auto`). Nothing is propagated.
 
 For each: the anchors, communication bytes and time, the step estimate, per-device memory
 (:func:`strategist.advisor.memory`), and the share of operators whose layouts equal (c)'s, with every

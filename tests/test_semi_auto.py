@@ -1,0 +1,66 @@
+"""MindSpore's semi_auto_parallel, as ``strategist compare``'s reference (c) runs it (strategist.semi_auto).
+
+MindFormers trains in semi_auto_parallel: an operator no ``shard()`` configures takes its OperatorInfo's batch
+strategy, and an unconfigured Cast has no OperatorInfo at all. The expectations below are worked from
+MindSpore's ops_info sources (``ReComputeBatchSplitFlagList``, ``GenerateBatchStrategies``,
+``GenerateBatchStrategiesWithCheck``, ``IsParallelCareNode``); the live test asks MindSpore 2.9.0 itself.
+"""
+import os
+
+import pytest
+
+from strategist.loader import load_graph
+from strategist.mesh import Mesh
+from strategist.plan import model_anchors
+from strategist.semi_auto import semi_auto_plan
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NETS = os.path.join(HERE, "models", "semi_auto.py")
+FLAGS = (f"{NETS}:SplitFlags", ["x:float32[12,16]", "ids:int32[12]"], "dp=8")
+CAST = (f"{NETS}:CastFollows", ["x:float32[64,64]"], "dp=8")
+
+
+def _plan(model, inputs, mesh):
+    g = load_graph(model, inputs, None)
+    return semi_auto_plan(g, Mesh.parse(mesh), model_anchors(g), dataset_strategy="full_batch")
+
+
+def test_unconfigured_operators_take_their_batch_strategy():
+    p = _plan(*FLAGS)
+    s = {n: c.strategy for n, c in p.choices.items()}
+    assert s["mm0"] == ((1, 8), (8, 1)) and set(p.anchors) == {"mm0"}          # the one shard()
+    # every split lowered to ONE value, gcd(8 devices, 12 rows) = 4 (GenerateBatchStrategiesWithCheck)
+    # Add: ArithmeticBase splits an input whose dim 0, right-aligned, is not 1 -- not the [1, 16] row
+    assert s["add"] == ((4, 1), (1, 1))
+    # MatMul: input 0's rows only, never the weight
+    assert s["mm1"] == ((4, 1), (1, 1))
+    # Gather: the indices, never the table
+    assert s["gather"] == ((1, 1), (4,))
+    assert s["add2"] == ((4, 1), (4, 1))
+    # Concat on axis 0 and a StridedSlice that does not fetch all of dim 0: nothing split
+    assert s["concat"] == ((1, 1), (1, 1)) and s["slice"] == ((1, 1),)
+
+
+def test_an_unconfigured_cast_passes_its_input_layout_on():
+    p = _plan(*CAST)
+    s = {n: c.strategy for n, c in p.choices.items()}
+    # ReLU and Square: the default batch strategy (input 0's dim 0 over all 8 devices)
+    assert s["relu"] == s["sq"] == ((8, 1),)
+    # the Cast keeps the Mul's layout: no redistribution into it, the ReLU's after it
+    assert p.choices["cast"].outputs[0] == p.choices["mul"].outputs[0]
+    into = {(e.src, e.dst): e for e in p.edges}
+    assert into[("mul", "cast")].forward.ops == ()
+    assert into[("cast", "relu")].forward.ops != ()
+    assert "cast" not in p.anchors
+
+
+@pytest.mark.verify_live
+@pytest.mark.parametrize("case", [FLAGS, CAST], ids=["split-flags", "cast-follows"])
+def test_semi_auto_plan_is_mindspores_own(case):
+    """MindSpore 2.9.0 compiled in semi_auto_parallel (strategies read from its step_parallel_end dump)."""
+    from strategist.verify import compare, mindspore_plan
+    model, inputs, mesh = case
+    ms = mindspore_plan(model, mesh, inputs=inputs, dataset_strategy="full_batch", parallel_mode="semi_auto_parallel")
+    c = compare(_plan(model, inputs, mesh), ms)
+    # (the Cast has no OperatorInfo in MindSpore: no row to compare)
+    assert c.total >= 4 and c.agreed == c.total, c.text()
