@@ -6,7 +6,10 @@ Sections:
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
   5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
-  6. with --large: MindSpore's own search (verify) next to strategist's propagate on the 80-layer
+  6. semi_auto_parallel (compare's reference (c), strategist.semi_auto): the batch strategies MindSpore's
+     semi_auto gives the operators no shard() configures, and the Casts that pass layouts on, on the examples
+     x meshes and --semi-auto-n random nets, each against a live MindSpore semi_auto compile;
+  7. with --large: MindSpore's own search (verify) next to strategist's propagate on the 80-layer
      LLaMA-2-70B shape, 64 devices (dp=8, tp=8) -- MindSpore takes ~100 s and ~16 GB there.
 
 MindSpore's answers come from tests/fixtures/ms/ (``make fixtures``); a case without a cached answer is
@@ -290,6 +293,46 @@ def large_section(layers=80):
           f"({t_ms / max(t_prop, 1e-9):.0f}x than verify); {cmp.agreed}/{cmp.total} operators agree")
 
 
+def semi_auto_section(cases, label):
+    """strategist.semi_auto's plan next to MindSpore compiled in semi_auto_parallel (live: one child a case)."""
+    from strategist.anchors import load_anchors
+    from strategist.errors import StrategistError
+    from strategist.loader import load_graph
+    from strategist.mesh import Mesh
+    from strategist.plan import model_anchors
+    from strategist.semi_auto import semi_auto_plan
+    from strategist.verify import compare, mindspore_plan
+    stats = collections.Counter()
+    worst = []
+    t0 = time.time()
+    for case in cases:
+        case.materialise()
+        try:
+            ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
+                                strategies=case.strategies, dataset_strategy=case.dataset_strategy,
+                                parallel_mode="semi_auto_parallel")
+        except StrategistError as err:
+            stats["mindspore_rejects"] += 1
+            worst.append((case.id, "MindSpore rejects: " + str(err).splitlines()[0][-120:]))
+            continue
+        mesh = Mesh.parse(case.mesh)
+        g = load_graph(case.model, case.inputs or None, case.kwargs or None)
+        anchors = {**model_anchors(g), **(load_anchors(case.strategies, g, mesh) if case.strategies else {})}
+        c = compare(semi_auto_plan(g, mesh, anchors, dataset_strategy=case.dataset_strategy), ms)
+        stats["cases"] += 1
+        stats["agreed"] += c.agreed
+        stats["operators"] += c.total
+        stats["cases_all_agree"] += c.agreed == c.total
+        for r in c.disagreements():
+            worst.append((case.id, f"{r.op} ({r.type}): strategist {r.ours}, MindSpore {r.theirs}"))
+    print(f"\n== semi_auto_parallel, {label}: {stats['agreed']}/{stats['operators']} operators agree, "
+          f"{stats['cases_all_agree']}/{stats['cases']} cases entirely; MindSpore rejects "
+          f"{stats['mindspore_rejects']} ({time.time() - t0:.0f} s)")
+    for cid, what in worst[:12]:
+        print(f"   {cid}: {what}")
+    return dict(stats, examples=worst[:12])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=500, help="random nets (seeds 0..N-1)")
@@ -299,6 +342,9 @@ def main(argv=None):
     ap.add_argument("--no-examples", action="store_true")
     ap.add_argument("--no-mindformers", action="store_true")
     ap.add_argument("--no-advice", action="store_true", help="skip verifying the zoo's advice (4 MindSpore runs)")
+    ap.add_argument("--semi-auto-n", type=int, default=100,
+                    help="random nets for the semi_auto_parallel section (live MindSpore, ~3 s each; 0: examples only)")
+    ap.add_argument("--no-semi-auto", action="store_true", help="skip the semi_auto_parallel section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
     import shutil
@@ -321,6 +367,11 @@ def main(argv=None):
             report["advice"] = advice_section()
             if not a.no_mindformers:
                 report["mindformers_advice"] = mindformers_advice_section()
+        if not a.no_semi_auto:
+            report["semi_auto"] = {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
+            if a.semi_auto_n:
+                report["semi_auto"]["random"] = semi_auto_section(
+                    netgen.random_cases(a.semi_auto_n), f"{a.semi_auto_n} random nets (seeds 0..{a.semi_auto_n - 1})")
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             cases = len({c for c, _ in items})

@@ -109,10 +109,13 @@ def batch_strategy(op, rule, n: int) -> tuple:
     else:
         split, at = _split_rows(op, rule, n)
     g = n
-    checked = not rule.rows
-    if checked:
+    ins = rule.input_shapes
+    # the check reads the operator's INPUT shapes, and gives up when a row's length is not its input's rank
+    # (OneHot's row is the output's; Tile's the multiples': there an unchecked n may fail the operator's Init,
+    # as MindSpore's own does)
+    if all(i < len(ins) and len(ins[i]) == len(shapes[i]) for i in split):
         for i in split:
-            g = math.gcd(g, shapes[i][at.get(i, 0)])
+            g = math.gcd(g, ins[i][at.get(i, 0)])
     out = []
     for i, shp in enumerate(shapes):
         row = [1] * len(shp)
