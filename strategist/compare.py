@@ -284,6 +284,11 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     ref = semi_auto_plan(graph, mesh, dict(ex_c), dataset_strategy=dataset_strategy, hardware=hw)
     c.anchors = len(ex_c)
     _fill(c, ref)
+    batch = sum(1 for n, ch in ref.choices.items()
+                if ch.sharding is not None and n not in ref.anchors and ch.op.type != "Cast")
+    casts = sum(1 for ch in ref.choices.values() if ch.op.type == "Cast")
+    c.notes.append(f"as MindFormers runs it, in semi_auto_parallel: {batch} operators no shard() configures take "
+                   f"MindSpore's batch strategy; {casts} Casts pass their input's layout on")
     c.seconds = time.perf_counter() - t0
     c.notes += [f"{len(ex_c.unmapped)} shard() calls map to no operator of the graph"] if getattr(ex_c, "unmapped", None) else []
     ref_costs = _op_costs(ref)

@@ -62,6 +62,10 @@ def test_qwen3_tiny_three_plans():
     assert ref.plan.choices[labels[0]].strategy == ((8, 1), ()) and labels[0] not in ref.plan.anchors
     assert ref.plan.choices[labels[4]].strategy == ((8, 1), (8, 1))
     assert b.plan.choices[labels[0]].strategy == ((1, 1), ())
+    note = next(n for n in ref.notes if "semi_auto_parallel" in n)
+    batch = [n for n, ch in ref.plan.choices.items()
+             if ch.sharding is not None and n not in ref.plan.anchors and ch.op.type != "Cast"]
+    assert set(labels) - {n for n in labels if ".cast" in n} <= set(batch) and f"{len(batch)} operators" in note
     assert b.plan.choices["model.loss.mul2"].strategy == ((1,), (1,)) and "model.loss.mul2" in b.plan.anchors
     qkv = "model.decoder.layers.0.self_attention.linear_qkv.matmul"
     assert qkv not in {d.op for d in b.disagreements}
