@@ -60,6 +60,14 @@ def _axis_arg(op: Op, slot: int, attr: str | None = None, default=None):
     return default if v is None else v
 
 
+def masked_fill_rule(op: Op) -> FactorRule:
+    """MaskedFill(x, mask, value): MindSpore 2.9's MaskedFillInfo drops a 0-d tensor ``value`` from its inputs
+    (``GetAttrs`` pops the third shape), so its strategies have two rows (measured: deepseek3's router
+    MaskedFill, propagated, reports ``((1, 8, 1), (1, 8, 1))``); a configured third row ``()`` is accepted and
+    kept (:func:`strategist.ops.splits_of`)."""
+    return elementwise(op, _tslots(op)[:2])
+
+
 def tensor_elementwise(op: Op) -> FactorRule:
     """Broadcasting element-wise over the tensor inputs only (``AddExt(x, y, alpha)``,
     ``MaskedFill(x, mask, value)``, ``Lerp(start, end, weight)``, the ``Inplace*`` ops ...)."""
@@ -864,6 +872,7 @@ NEW: dict[str, Callable[[Op], FactorRule]] = {
     **{t: unary for t in UNARY},
     **{t: elementwise for t in BINARY},
     **{t: tensor_elementwise for t in TENSOR_BINARY},
+    "MaskedFill": masked_fill_rule,
     **{t: scalar_arith for t in SCALAR_ARITH},
     **{t: assign_rule for t in ("Assign", "AssignAdd", "AssignSub")},
     "PReLU": prelu_rule, "DropoutDoMask": dropout_do_mask_rule,

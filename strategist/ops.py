@@ -467,13 +467,16 @@ def flash_attention_rule(op: Op) -> FactorRule:
     elif layout in ("BSND", "TND"):
         kv_heads = k[-2]
     slots, ins = [0, 1, 2], [fq, fk, fk]
+    # a constant mask tensor is a strategy input too (deepseek3's compressed [2048, 2048] causal mask: MindSpore
+    # reports its row ``(1, 1)``); a compressed mask (sparse_mode 2, 3, 4) is never split
+    compressed = _const(op, 17, 0) in (2, 3, 4)
     for s in (3, 4, 5, 6):
-        shp = _shape(op, s) if s < len(op.inputs) and op.inputs[s].kind != "const" else None
+        shp = _shape(op, s) if s < len(op.inputs) and op.inputs[s].spec is not None else None
         if shp is None:
             continue
         slots.append(s)
         if s == 6 and len(shp) == 2:
-            ins.append(["s", None] if layout != "TND" else [None, None])
+            ins.append(["s", None] if layout != "TND" and not compressed else [None, None])
         elif len(shp) == 4:   # [B, N or 1, S1, S2]
             ins.append(["b", "n" if shp[1] == heads else None, "s", None])
         else:
@@ -589,6 +592,8 @@ def _where(op: Op, i: int, d: int | None = None) -> str:
 def splits_of(op: Op, rule: FactorRule, strategy) -> dict[str, int]:
     """Factor -> split for a strategy tuple; raises StrategyError naming the op and dimension."""
     strategy = tuple(tuple(s) for s in strategy)
+    if op.type == "MaskedFill" and len(strategy) == len(rule.strategy_rows) + 1 and not strategy[-1]:
+        strategy = strategy[:-1]        # the 0-d value's row, which MaskedFillInfo's CheckStrategy pops too
     if len(strategy) != len(rule.strategy_rows):
         raise StrategyError(f"{op.name} ({op.type}) strategy {strategy} has {len(strategy)} inputs, "
                             f"the operator takes {len(rule.strategy_rows)} (shapes {list(rule.strategy_shapes)})")
