@@ -106,6 +106,35 @@ def test_parse_ir_reads_strategies_shapes_and_configuration():
     assert by["matmul2"]["scope"] == "Default/head-Dense"
 
 
+# step_parallel_end of tests/models/semi_auto.py's CastFollows in semi_auto_parallel on 8 devices, trimmed: the
+# unconfigured ReLU's batch strategy (gen_strategy), the Cast without one, a redistribution op; and a Layout-
+# configured MatMul, which the end dump records by its primitive's in_layout alone
+SEMI_AUTO_END_IR = """\
+  %6(y) = PrimFunc_Mul(%3, %5) {instance name: mul} primitive_attrs: {in_strategy: ((2, 4), (2, 4))} {in_strategy: ((2, 4), (2, 4))}
+      : (<null>, <null>) -> (<Tensor[Float32], (64, 64)>)
+      # Scope: (Default)
+  %7(y) = PrimFunc_Cast(%6, I64(42)) {instance name: cast} primitive_attrs: {output_names: [output], input_names: [x, dst_type]}
+      : (<Tensor[Float32], (64, 64)>, <Int64, NoShape>) -> (<Tensor[Float16], (64, 64)>)
+      # Scope: (Default)
+  %18(CNode_20) = PrimFunc_StridedSlice(%17, (I64(0), I64(0)), (I64(8), I64(64)), (I64(1), I64(1)), I64(0), I64(0), I64(0), I64(0), I64(0)) {instance name: redistribution_op_6614310911506831424StridedSlice_} primitive_attrs: {keep_value_node_input: Bool(1)} cnode_primal_attrs: {forward_comm_node_unique_id: "586"}
+      : (<null>) -> (<null>)
+      # Scope: (Default)
+  %19(y) = PrimFunc_ReLU(%18) {instance name: relu} primitive_attrs: {gen_strategy: ((8, 1))} {in_strategy: ((8, 1))}
+      : (<null>) -> (<Tensor[Float16], (64, 64)>)
+      # Scope: (Default)
+  %159(x) = PrimFunc_MatMul(%157, %158, Bool(0), Bool(1)) {instance name: matmul} primitive_attrs: {in_layout: ({'device_matrix': (2, 4), 'tensor_map': (1, -1), 'interleaved_parallel': false, 'alias_name': (dp, tp)}, {'device_matrix': (2, 4), 'tensor_map': (0, -1), 'interleaved_parallel': false, 'alias_name': (dp, tp)})} cnode_primal_attrs: {origin_output_shape: (8, 1000)}
+      : (<Tensor[Float32], (8, 512)>, <Tensor[Float32], (1000, 512)>) -> (<Tensor[Float32], (8, 1000)>)
+      # Scope: (Default/fc-Dense)
+"""
+
+
+def test_parse_ir_reads_semi_auto_batch_strategies_from_the_end_dump():
+    nodes = parse_ir(SEMI_AUTO_END_IR)
+    # the Cast has no OperatorInfo in semi_auto and the redistribution ops none either: neither is reported
+    assert [(n["instance"], n["in_strategy"], n["configured"]) for n in nodes] == [
+        ("mul", ((2, 4), (2, 4)), True), ("relu", ((8, 1),), False), ("matmul", ((2, 1), (4, 1)), True)]
+
+
 def test_names_attach_across_scopes_the_ir_credits_to_layer_0():
     from strategist.verify.child import _attach_names
     l0, l1 = "Default/layers-CellList/0-Blk", "Default/layers-CellList/1-Blk"

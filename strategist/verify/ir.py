@@ -14,6 +14,7 @@ functions, so the matching can be tested on recorded dumps without MindSpore.
 """
 from __future__ import annotations
 
+import math
 import re
 
 _NODE = re.compile(r"^\s+%\d+\([^)]*\) = ([\w.]+)\(")
@@ -117,6 +118,30 @@ def _shapes(sig: str | None) -> tuple[list | None, list | None]:
     return tensors(ins), tensors(outs)
 
 
+def _strategy_of_layouts(text: str | None) -> tuple | None:
+    """The strategy tuple a configured ``in_layout`` amounts to: per tensor dimension, the product of the device
+    matrix axes its tensor map names (counted from the right; -1 none). ``step_parallel_end`` records a Layout-
+    configured operator by its primitive's ``in_layout`` alone.
+
+    >>> _strategy_of_layouts("({'device_matrix': (2, 4), 'tensor_map': (1, -1), 'interleaved_parallel': false}, "
+    ...                      "{'device_matrix': (2, 4), 'tensor_map': ((1, 0), -1), 'interleaved_parallel': false})")
+    ((2, 1), (8, 1))
+    """
+    if not text:
+        return None
+    rows = []
+    for m in re.finditer(r"'device_matrix': (\([^)]*\)), 'tensor_map': ", text):
+        dm = parse_tuple(m.group(1))
+        i = m.end()
+        tm = parse_tuple(text[i:closing(text, i)])
+        row = []
+        for d in tm:
+            axes = d if isinstance(d, tuple) else (d,)
+            row.append(math.prod(dm[len(dm) - 1 - a] for a in axes if a >= 0))
+        rows.append(tuple(row))
+    return tuple(rows) or None
+
+
 def parse_ir(text: str) -> list[dict]:
     """The operators with parallel info, in graph order, each a dict: ``type``, ``instance``, ``scope``,
     ``in_strategy``, ``out_strategy``, ``in_layout``/``out_layout`` (MindSpore's text), ``configured``
@@ -149,15 +174,18 @@ def parse_ir(text: str) -> list[dict]:
             prim_attrs = _block_after(line[:k], "primitive_attrs: {")
             ins, outs = _shapes(sig)
             in_s, out_s = field(pinfo, "in_strategy"), field(pinfo, "out_strategy")
+            in_l = field(pinfo, "in_layout")
+            in_strategy = parse_tuple(in_s) if in_s else _strategy_of_layouts(in_l)
             nodes.append({
                 "type": op[len("PrimFunc_"):] if op.startswith("PrimFunc_") else op,
                 "instance": inst.group(1) if inst else None,
                 "scope": scope,
-                "in_strategy": parse_tuple(in_s) if in_s else None,
+                "in_strategy": in_strategy,
                 "out_strategy": parse_tuple(out_s) if out_s else None,
                 "in_layout": field(pinfo, "in_layout"),
                 "out_layout": field(pinfo, "out_layout"),
-                "configured": bool(prim_attrs and re.search(r"(?:^|[\s,])(?:in_strategy|in_layout): ", prim_attrs)),
+                "configured": bool(prim_attrs and re.search(r"(?:^|[\s,])(?:in_strategy|in_layout): ", prim_attrs))
+                              or line[:k].endswith("primitive_attrs:"),   # the end dump's in_layout block
                 "input_shapes": ins,
                 "output_shapes": outs,
             })
