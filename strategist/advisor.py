@@ -328,6 +328,48 @@ def _layouts_differ(ca, cb) -> bool:
     return sq(ca.inputs) != sq(cb.inputs) or sq(ca.outputs) != sq(cb.outputs)
 
 
+def _anchor_sharding(graph: OpGraph, mesh: Mesh, a: Anchor) -> Sharding | None:
+    """The layouts ``a`` gives its operator (None where it cannot: the search would refuse it too)."""
+    from .ops import shard, shard_layout
+    op = graph.op(a.op)
+    try:
+        if a.layouts is not None:
+            return shard_layout(op, tuple(a.layouts), mesh.size, a.out_layouts, _cached_rule(op))
+        return shard(op, a.strategy, mesh.size, a.out_strategy, _cached_rule(op))
+    except StrategyError:
+        return None
+
+
+def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> list:
+    """An anchor dropped because propagation reproduced it can be needed again once a group checked after it
+    went: the search that reached its operator may have started at an anchor dropped later (measured: qwen3_moe's
+    layer-1 q_layernorm, reached from the layer's qkv linear until that linear's anchor went, then left
+    unreached and replicated, 8.4 ms). Each such anchor whose operator the plan now lays out otherwise is tried
+    back, in graph order, and kept where the step is faster by more than the step model resolves."""
+    plan = run(keep) if keep else run({})
+    kept = {c.op for c in keep}
+    for c, why in list(dropped):
+        if not why.startswith("propagation gives the same layouts") or c.op in kept:
+            continue
+        sh = _anchor_sharding(graph, mesh, c.anchor)
+        if sh is None or not _layouts_differ(sh, plan.choices[c.op]):
+            continue
+        trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            continue
+        changed, dt = _diff(plan, q)
+        worth = min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
+        if dt < -worth:
+            keep, plan = trial, q
+            kept.add(c.op)
+            dropped.remove((c, why))
+            c.needed = (f"reinstated after the anchors checked later went: without it {changed} operators change "
+                        f"layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+    return keep
+
+
 def _same_plan(a: Plan, b: Plan) -> bool:
     """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
     the layouts, so this only guards the pricing itself)."""
@@ -1084,6 +1126,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 for c in members_of[key]:
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
+    keep = _reinstate(graph, mesh, keep, dropped, run)
     keep = _take_alternatives(graph, keep, dropped, run)
     final = run(keep) if keep else baseline
     if any(c.fallback is not None and c.template in SP_TEMPLATES for c in keep):
