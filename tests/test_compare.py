@@ -280,3 +280,23 @@ def test_verify_an_anchors_file_on_a_mindformers_model(tmp_path):
         t = by["model.decoder.layers.0.self_attention.core_attention.bnsd_transpose" + k]
         assert t["mindspore_configured"] and t["strategist"] == t["mindspore"] == [[1, 2, 4, 1]]
     assert os.listdir(tmp_path) == ["a.yaml"]
+
+
+@pytest.mark.slow
+def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it():
+    """qwen3_moe at its shipped size, 2 layers, dp=2,tp=4. Minimality drops layer 1's q_layernorm anchor first
+    (propagation from the layer's qkv linear reproduces it), then the qkv linear's own anchor (it does not pay).
+    Without either, no search reaches that norm: it ran replicated, and the gradient of its [4096, 8, 32, 128]
+    input gathered, 8.4 ms. The advisor tries such anchors back and keeps the ones that pay."""
+    from strategist.compare import compare_model
+    c = compare_model(QWEN3_MOE, "dp=2,tp=4", layers=2, batch=8)
+    a, ref = c["a"], c["c"]
+    q1 = "model.decoder.layers.1.self_attention.q_layernorm.norm"
+    back = {ch.op: ch for ch in c.advice.chosen}
+    assert q1 in back and back[q1].needed.startswith("reinstated")
+    assert not any(ch.op == q1 for ch, _ in c.advice.dropped)
+    for i in range(2):
+        n = f"model.decoder.layers.{i}.self_attention.q_layernorm.norm"
+        assert a.plan.strategy(n) == ref.plan.strategy(n) == ((1, 2, 4, 1), (1,))
+    # what is left above the experts' step is the sequence-parallel norms' input Casts (see the deepseek3 test)
+    assert c.step_ratio() < 1.01 and a.anchors <= c["b"].anchors
