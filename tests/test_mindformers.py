@@ -285,11 +285,10 @@ def test_moe_ffn_morph_is_one_device_local_operator():
 @pytest.mark.slow
 def test_moe_ffn_layout_kept_when_configuring_nothing():
     """qwen3_moe at its shipped width, dp=2,tp=4, the dataset split by dp. Without the advisor's reinstating step,
-    propagation from the dataset alone is the
-    fastest plan by the step model (352.4 ms against the anchors' 357.3 ms), and it lands each MoE FFN Morph on the
-    layout MindFormers' FFNGroupedGEMM fixes (tokens over every device), so configuring nothing is the advice. (Were
-    the Morphs elsewhere, the advice would keep their anchors: a plan without that layout is not the model that
-    runs.)"""
+    propagation from the dataset alone is the fastest plan by the step model (352.4 ms against the anchors'
+    357.3 ms), and it lands each MoE FFN Morph on the layout MindFormers' FFNGroupedGEMM fixes (tokens over every
+    device), so configuring nothing is the advice. (Were the Morphs elsewhere, the advice would keep their anchors:
+    a plan without that layout is not the model that runs.)"""
     from strategist import advisor
     from strategist.advisor import advise
     from strategist.mindformers import load_mindformers
