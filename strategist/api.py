@@ -33,8 +33,11 @@ def parse_dataset_strategy(text):
 
 def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                hardware: str | None = "atlas-800t-a2", use_model_strategies: bool = True,
-               dataset_strategy="data_parallel", graph=None) -> Plan:
+               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False) -> Plan:
     """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
+
+    ``semi_auto``: no propagation -- the plan MindSpore's ``semi_auto_parallel`` runs with these anchors (every other
+    operator takes its batch strategy, an unconfigured Cast passes its input's layout on: :mod:`strategist.semi_auto`).
 
     >>> plan = plan_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")     # doctest: +SKIP
     >>> plan.totals()["total_bytes"]                                      # doctest: +SKIP
@@ -43,8 +46,14 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     hw = load_hardware(hardware) if hardware else None
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
-    plan = propagate(graph, mesh, anchors, use_model_strategies=use_model_strategies,
-                     dataset_strategy=dataset_strategy, hardware=hw)
+    if semi_auto:
+        from .plan import model_anchors
+        from .semi_auto import semi_auto_plan
+        anchors = {**(model_anchors(graph) if use_model_strategies else {}), **anchors}
+        plan = semi_auto_plan(graph, mesh, anchors, dataset_strategy=dataset_strategy, hardware=hw)
+    else:
+        plan = propagate(graph, mesh, anchors, use_model_strategies=use_model_strategies,
+                         dataset_strategy=dataset_strategy, hardware=hw)
     _warn_mesh_fit(graph, mesh, plan.warnings)
     return plan
 

@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("propagate", help="propagate strategies from the anchors and report the redistribution cost")
     plan_args(sp)
+    sp.add_argument("--semi-auto", action="store_true",
+                    help="no propagation: the plan MindSpore's semi_auto_parallel runs with these strategies (every other "
+                         "operator takes its batch strategy; an unconfigured Cast passes its input's layout on)")
     sp.add_argument("--format", default="table", choices=["table", "json", "md"])
     sp.add_argument("--max-rows", type=int, default=60, help="operator rows in the table (0 = all)")
     sp = sub.add_parser("advise", help="choose the operators to configure, propagate, and report the cost "
@@ -91,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--fully-use-devices", action="store_true", help="MindSpore's algo parameter (default off)")
     sp.add_argument("--elementwise-op-strategy-follow", action="store_true",
                     help="MindSpore's algo parameter (default off)")
+    sp.add_argument("--semi-auto", action="store_true",
+                    help="compare in semi_auto_parallel instead: strategist's semi_auto plan beside MindSpore compiled so")
     sp.add_argument("--timeout", type=float, default=900, help="seconds MindSpore may take (default 900)")
     sp.add_argument("--format", default="table", choices=["table", "json"])
     sp.add_argument("--max-rows", type=int, default=0, help="operator rows in the table, disagreements first (0 = all)")
@@ -162,7 +167,8 @@ def _main(argv: list[str] | None = None) -> int:
             plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
-                              dataset_strategy=parse_dataset_strategy(args.dataset_strategy))
+                              dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
+                              semi_auto=getattr(args, "semi_auto", False))
             if args.command == "explain":
                 sys.stdout.write(explain_text(plan, find_op(plan, args.op)))
             elif args.format == "json":
@@ -175,7 +181,8 @@ def _main(argv: list[str] | None = None) -> int:
                                   strategies=args.strategies, timeout=args.timeout,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                                   fully_use_devices=args.fully_use_devices,
-                                  elementwise_op_strategy_follow=args.elementwise_op_strategy_follow)
+                                  elementwise_op_strategy_follow=args.elementwise_op_strategy_follow,
+                                  semi_auto=args.semi_auto)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
             return 0 if result.all_agree else 1
         elif args.command == "compare":

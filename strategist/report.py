@@ -128,6 +128,8 @@ def _who(ch) -> str:
         return "anchor"
     if p.direction == "default":
         return "default (unreached)"
+    if p.direction.startswith("semi_auto"):        # strategist.semi_auto: no search decided it
+        return p.direction
     root = p.root or "-"
     return f"{p.direction} from {root}"
 

@@ -29,7 +29,7 @@ from .errors import StrategyError
 from .graph import OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .plan import DATASET, Anchor, Plan
+from .plan import DATASET, Anchor, Plan, Provenance
 from .oprules import BINARY, TENSOR_BINARY
 from .propagate import propagate
 
@@ -193,4 +193,11 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any], *, datas
     from .propagate import price_plan
     out = price_plan(plan)
     out.anchors = {k: v for k, v in out.anchors.items() if k in configured}
+    # provenance as semi_auto has it: nothing is propagated
+    for name, a in fixed.items():
+        if name not in configured and name in out.choices:
+            out.choices[name].provenance = Provenance(name, None, 0, BATCH)
+    for name, a in follow.items():
+        x = graph.op(name).inputs[0]
+        out.choices[name].provenance = Provenance(x.ref if x.kind == "op" else DATASET, x.ref or None, 0, FOLLOW)
     return out

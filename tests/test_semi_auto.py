@@ -64,3 +64,26 @@ def test_semi_auto_plan_is_mindspores_own(case):
     c = compare(_plan(model, inputs, mesh), ms)
     # (the Cast has no OperatorInfo in MindSpore: no row to compare)
     assert c.total >= 4 and c.agreed == c.total, c.text()
+
+
+def test_cli_propagate_semi_auto(tmp_path):
+    """``strategist propagate --semi-auto``: the plan semi_auto_parallel runs, each operator saying why."""
+    import subprocess
+    import sys
+    model, inputs, mesh = CAST
+    cmd = [sys.executable, "-m", "strategist", "propagate", model, "--mesh", mesh, "--dataset-strategy", "full_batch",
+           "--semi-auto"] + [a for i in inputs for a in ("--input", i)]
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE)}
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines()          # the Operators table's rows
+            if len(ln.split()) > 1 and (ln.split()[0], ln.split()[1]) in (("cast", "Cast"), ("relu", "ReLU"), ("neg", "Neg"))}
+    assert "semi_auto cast follows its input" in rows["cast"] and "((2, 4),)" in rows["cast"]
+    assert "semi_auto batch parallel" in rows["relu"] and "((8, 1),)" in rows["relu"]
+    assert rows["neg"].rstrip().endswith("anchor")
+    # MindFormers models cannot be verified so: one line naming why, no traceback
+    r = subprocess.run([sys.executable, "-m", "strategist", "verify", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml",
+                        "--mesh", "dp=2,tp=4", "--semi-auto"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300, env=env)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "--semi-auto verifies path.py:NAME models" in r.stderr

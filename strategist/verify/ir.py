@@ -167,6 +167,8 @@ def parse_ir(text: str) -> list[dict]:
         k = line.rfind(" {in_strategy: ")
         if k < 0:
             k = line.rfind(" {in_layout: ")
+        if k >= 0 and m.group(1) in ("MakeTuple", "MakeList"):
+            k = -1        # the end dump's strategy on Concat's tuple argument: an input, not an operator
         if k >= 0:
             pinfo = line[k + 2:closing(line, k + 1) - 1]
             op = m.group(1)

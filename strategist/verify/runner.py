@@ -346,7 +346,7 @@ def _crash_message(rc: int, where: str, log_file: str) -> str:
 
 
 def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None, dataset_strategy="data_parallel",
-                 graph=None, plan=None, timeout=900, **settings):
+                 graph=None, plan=None, timeout=900, semi_auto: bool = False, **settings):
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
     ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
@@ -361,6 +361,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     from .compare import Comparison, compare
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     mf = _mindformers_request(model, kwargs, strategies, settings.pop("mindformers", None))
+    if semi_auto and mf is not None:
+        raise VerifyError(f"--semi-auto verifies path.py:NAME models: MindFormers' {os.path.basename(model)} compiles "
+                          f"its Morph bodies' collectives inline in verify's child, which semi_auto_parallel refuses")
     if mf is not None and graph is None and plan is None:
         graph = _load_mf(model, mf)
     graph = graph if graph is not None else (plan.graph if plan is not None else load_graph(model, inputs, kwargs))
@@ -393,12 +396,18 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             # Reshapes are ordinary Reshapes there, so strategist's side reads them so too
             ours = global_rows_graph(graph)
         try:
-            plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
+            if semi_auto:
+                from ..plan import model_anchors
+                from ..semi_auto import semi_auto_plan
+                plan = semi_auto_plan(ours, mesh, {**model_anchors(ours), **anchors}, dataset_strategy=dataset_strategy)
+            else:
+                plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
         except StrategistError as err:      # MindSpore may accept what strategist refuses: still ask it
             failed = str(err)
     ours_seconds = time.time() - t0
     ms = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
-                        dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf, **settings)
+                        dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
+                        parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel", **settings)
     if failed is not None:
         result = Comparison([], [], list(ms.ops), None, ms.dataset, ms, model=ms.model,
                             mesh=",".join(f"{n}={s}" for n, s in mesh.axes), dataset_strategy=dataset_strategy,
