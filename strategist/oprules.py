@@ -258,8 +258,12 @@ def embedding_lookup_rule(op: Op) -> FactorRule:
 
 
 def outer_rule(op: Op) -> FactorRule:
-    """Outer(x[M], y[N]) -> [M, N]: both split freely (checked: ``((2,), (4,))``)."""
-    return _rule(op, ["m", "n"], [["m"], ["n"]], [["m", "n"]], [0, 1])
+    """Outer(x[M], y[N]) -> [M, N]: a configured strategy splits both freely (checked: ``((2,), (4,))``), but
+    MindSpore generates only equal splits: OuterInfo is an ArithmeticBase, whose broadcast generation aligns the
+    two 1-D inputs as one dimension, while its device matrix is ``[m, n]``. On 8 devices: ``((1,), (1,))`` and
+    ``((2,), (2,))``; ``((4,), (4,))`` needs 16 devices (measured: qwen3_moe's rotary table, MindSpore's INFO log)."""
+    r = _rule(op, ["m", "n"], [["m"], ["n"]], [["m", "n"]], [0, 1])
+    return FactorRule(**{**r.__dict__, "tied": ("m", "n")})
 
 
 def split_axis_rule(op: Op) -> FactorRule:

@@ -100,6 +100,9 @@ class FactorRule:
     #: indices whole, the output's dim 0 is split by the axis' devices (``ShardAxisImpl::InferTensorMap``: its
     #: forward is a ReduceScatter, unless dim 0 does not divide: AllReduce)
     gather_axis: "GatherAxis | tuple" = ()
+    #: candidate generation only: factors MindSpore's generator splits equally (Outer's two 1-D inputs, which
+    #: ArithmeticBase's broadcast generation aligns as one dimension), each still a device-matrix axis of its own
+    tied: tuple = ()
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -792,7 +795,16 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
             if f not in rule.unsplittable and any(f in t for t in rule.strategy_rows)]
     csizes = dict(rule.cand_sizes)
     sizes = [csizes[f] if f in csizes else rule.factor_size(f) for f in free]
+    tied = [f for f in rule.tied if f in free]
+    if len(tied) > 1:       # one enumerated split for the group (gcd of their sizes), then each member takes it
+        lead = tied[0]
+        sizes[free.index(lead)] = math.gcd(*(sizes[free.index(f)] for f in tied))
+        keep = [i for i, f in enumerate(free) if f not in tied[1:]]
+        free, sizes = [free[i] for i in keep], [sizes[i] for i in keep]
     out = [dict(zip(free, c)) for c in _enumerate_splits(sizes, device_num, fully_use_devices)] or [{}]
+    if len(tied) > 1:       # each member is an axis of the device matrix: their product must fit the devices
+        out = [dict(c, **{f: c.get(tied[0], 1) for f in tied[1:]}) for c in out]
+        out = [c for c in out if device_num % math.prod(c.values()) == 0] or [{}]
     strategies = []
     for c in out:
         strategies.append(tuple(tuple(c.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows))

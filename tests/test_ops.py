@@ -333,3 +333,17 @@ def test_concat_strategy_has_a_row_for_a_constant_tensor_element():
     cat = op("Concat", [pad, T(1, 32768, 2048), 1], [T(1, 32896, 2048)])
     assert rule_for(cat).slots == (0, 1)
     assert shard(cat, ((1, 1, 4), (1, 1, 4)), 8).outputs[0].strategy == (1, 1, 4)
+
+
+def test_outer_generates_equal_splits_but_takes_any():
+    """Outer(x[4096], y[64]): MindSpore's generator (ArithmeticBase's broadcast, the two 1-D inputs as one
+    dimension) offers only equal splits, while OuterInfo's device matrix is [m, n]: on 8 devices (1)/(1) and
+    (2)/(2) -- (4)/(4) would need 16 (measured: MindSpore's INFO log, qwen3_moe's rotary table). A configured
+    ((2,), (4,)) is still taken."""
+    x, y = TensorSpec((4096,), "float32"), TensorSpec((64,), "float32")
+    op = Op("outer", "Outer", "", "", "outer", "", (Input("op", "a", spec=x), Input("op", "b", spec=y)),
+            (TensorSpec((4096, 64), "float32"),))
+    assert candidates(op, 8) == [((1,), (1,)), ((2,), (2,))]
+    assert candidates(op, 64)[-1] == ((8,), (8,))
+    s = shard(op, ((2,), (4,)), 8)
+    assert s.outputs[0].dims and tuple(len(d) for d in s.outputs[0].dims) == (1, 1)
