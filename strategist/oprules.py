@@ -876,7 +876,6 @@ NEW: dict[str, Callable[[Op], FactorRule]] = {
     **{t: unary for t in UNARY},
     **{t: elementwise for t in BINARY},
     **{t: tensor_elementwise for t in TENSOR_BINARY},
-    "MaskedFill": masked_fill_rule,
     **{t: scalar_arith for t in SCALAR_ARITH},
     **{t: assign_rule for t in ("Assign", "AssignAdd", "AssignSub")},
     "PReLU": prelu_rule, "DropoutDoMask": dropout_do_mask_rule,
@@ -929,6 +928,8 @@ NEW: dict[str, Callable[[Op], FactorRule]] = {
 
 #: rules of ``ops.py`` this module replaces, and why (MindSpore 2.9 checked with msoracle)
 OVERRIDES: dict[str, tuple[Callable[[Op], FactorRule], str]] = {
+    "MaskedFill": (masked_fill_rule, "a 0-d tensor value is no strategy input: MaskedFillInfo::GetAttrs pops it "
+                                     "(measured: deepseek3's router MaskedFill, propagated, ((1, 8, 1), (1, 8, 1)))"),
     "BiasAdd": (bias_add_rule, "data_format is not a strategy input; the bias follows the channel dim "
                                "(dim 1 of NCHW), not the last dim"),
     "StridedSlice": (strided_slice_rule, "new_axis/shrink_axis masks are legal (checked); the rule maps dims "

@@ -347,3 +347,17 @@ def test_outer_generates_equal_splits_but_takes_any():
     assert candidates(op, 64)[-1] == ((8,), (8,))
     s = shard(op, ((2,), (4,)), 8)
     assert s.outputs[0].dims and tuple(len(d) for d in s.outputs[0].dims) == (1, 1)
+
+
+def test_masked_fill_value_is_no_strategy_input():
+    """MaskedFill(x, mask, value) with a 0-d tensor value: MindSpore 2.9's MaskedFillInfo pops the value's shape,
+    so its generated strategies have two rows (measured: deepseek3's router, ((1, 8, 1), (1, 8, 1))); a configured
+    third row () is accepted (its CheckStrategy pops it too) and kept as configured."""
+    x, m = TensorSpec((1, 64, 16), "float32"), TensorSpec((1, 64, 16), "bool")
+    op = Op("mf", "MaskedFill", "", "", "mf", "", (Input("op", "x", spec=x), Input("op", "m", spec=m),
+                                                 Input("const", "", spec=TensorSpec((), "float32"), value=0.0)),
+            (x,))
+    assert rule_for(op).slots == (0, 1)
+    assert all(len(s) == 2 for s in candidates(op, 8)) and ((1, 8, 1), (1, 8, 1)) in candidates(op, 8)
+    s = shard(op, ((1, 8, 1), (1, 8, 1), ()), 8)
+    assert s.strategy == ((1, 8, 1), (1, 8, 1), ()) and s.inputs == shard(op, ((1, 8, 1), (1, 8, 1)), 8).inputs
