@@ -57,13 +57,16 @@ class Disagreement:
     seconds: float
     ref_bytes: float                  # the same under (c)
     ref_seconds: float
-    configured: bool = False          # the experts configured it in (c); else (c)'s is strategist's propagation
+    configured: bool = False          # the experts configured it in (c)
+    #: who decided (c)'s strategy: "experts" (a shard()), "batch strategy" (semi_auto's default for an operator
+    #: no shard() configures) or "passes its input on" (an unconfigured Cast)
+    reference_by: str = ""
 
     def to_dict(self) -> dict:
         return {"op": self.op, "type": self.type, "strategy": _lists(self.strategy),
                 "reference": _lists(self.reference), "bytes": self.bytes, "seconds": self.seconds,
                 "reference_bytes": self.ref_bytes, "reference_seconds": self.ref_seconds,
-                "configured_in_reference": self.configured}
+                "configured_in_reference": self.configured, "reference_by": self.reference_by}
 
 
 @dataclass
@@ -177,7 +180,7 @@ class Comparison3:
             shown = c.disagreements[:max_rows] if max_rows else c.disagreements
             out += render_table(["operator", "type", "strategy", "(c) strategy", "(c) by", "comm", "(c) comm"],
                                 [[d.op, d.type, strategy_text(d.strategy), strategy_text(d.reference),
-                                  "experts" if d.configured else "propagation",
+                                  d.reference_by or ("experts" if d.configured else "propagation"),
                                   human_bytes(d.bytes), human_bytes(d.ref_bytes)] for d in shown])
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
@@ -230,7 +233,15 @@ def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
             continue
         b, s = mine.get(name, (0.0, 0.0))
         rb, rs = theirs.get(name, (0.0, 0.0))
-        col.disagreements.append(Disagreement(name, rc.op.type, ch.strategy, rc.strategy, b, s, rb, rs, configured))
+        col.disagreements.append(Disagreement(name, rc.op.type, ch.strategy, rc.strategy, b, s, rb, rs, configured,
+                                              _decided_by(rc, configured)))
+
+
+def _decided_by(choice, configured: bool) -> str:
+    from .semi_auto import BATCH, FOLLOW
+    if configured:
+        return "experts"
+    return {BATCH: "batch strategy", FOLLOW: "passes its input on"}.get(choice.provenance.direction, "propagation")
 
 
 def _fill(col: Column, plan: Plan) -> None:

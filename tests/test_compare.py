@@ -62,6 +62,9 @@ def test_qwen3_tiny_three_plans():
     assert ref.plan.choices[labels[0]].strategy == ((8, 1), ()) and labels[0] not in ref.plan.anchors
     assert ref.plan.choices[labels[4]].strategy == ((8, 1), (8, 1))
     assert b.plan.choices[labels[0]].strategy == ((1, 1), ())
+    by = {d.op: d.reference_by for d in b.disagreements}
+    assert by[labels[0]] == "batch strategy" and by[labels[1]] == "passes its input on"
+    assert by["model.embedding.word_embeddings.embedding"] == "experts"
     note = next(n for n in ref.notes if "semi_auto_parallel" in n)
     batch = [n for n, ch in ref.plan.choices.items()
              if ch.sharding is not None and n not in ref.plan.anchors and ch.op.type != "Cast"]
