@@ -33,8 +33,8 @@ from .plan import DATASET, Anchor, Plan, Provenance
 from .oprules import BINARY, TENSOR_BINARY
 from .propagate import propagate
 
-#: operators MindSpore's semi_auto never gives a batch strategy: no strategy at all (Reshape), or the layout
-#: passes through (an unconfigured Cast)
+#: operators MindSpore's semi_auto never gives a batch strategy: Reshape has no strategy at all (its layouts are
+#: its neighbours'); an unconfigured Cast, handled apart, passes its input's layout on
 NO_STRATEGY = frozenset({"Reshape"})
 
 #: the origin of a batch strategy MindSpore's semi_auto gives an unconfigured operator
@@ -139,8 +139,8 @@ def _arriving(plan: Plan, op) -> Layout | None:
         if ch is not None and x.index < len(ch.outputs):
             return ch.outputs[x.index]
         return None
-    ch = plan.choices.get(op.name)
-    return ch.inputs[0] if ch is not None and ch.inputs else None
+    eng = getattr(plan, "_engine", None)       # a graph input: the layout the dataset strategy gives it
+    return eng.dataset.get(x.ref) if eng is not None and x.kind == "input" else None
 
 
 def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tuple[dict[str, Any], list[str], set]:
