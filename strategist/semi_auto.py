@@ -29,6 +29,7 @@ from .errors import StrategyError
 from .graph import OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
+from .ops import shard
 from .plan import DATASET, Anchor, Plan, Provenance
 from .oprules import BINARY, TENSOR_BINARY
 from .propagate import propagate
@@ -166,7 +167,14 @@ def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tu
         rule = _cached_rule(op)
         if not rule.strategy_rows:
             continue
-        out[op.name] = Anchor(op.name, batch_strategy(op, rule, mesh.size), origin=BATCH)
+        strategy = batch_strategy(op, rule, mesh.size)
+        try:
+            shard(op, strategy, mesh.size, None, rule)
+        except StrategyError as err:       # MindSpore's Init refuses its own batch strategy there too
+            raise StrategyError(f"semi_auto_parallel gives {op.name} ({op.type}), which no shard() configures, the "
+                                f"batch strategy {strategy}, which it cannot run ({err}); MindSpore fails there too: "
+                                f"configure {op.name} with shard()") from None
+        out[op.name] = Anchor(op.name, strategy, origin=BATCH)
     return out, casts, configured
 
 

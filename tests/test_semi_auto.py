@@ -87,3 +87,25 @@ def test_cli_propagate_semi_auto(tmp_path):
                        timeout=300, env=env)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "--semi-auto verifies path.py:NAME models" in r.stderr
+
+
+TILE = (os.path.join(HERE, "models", "semi_auto_tile.py") + ":TileUp", ["x:float32[16,32]"], "dp=8")
+
+
+def test_a_batch_strategy_the_operator_cannot_run_is_refused_in_one_line():
+    """Tile(x[16, 32], (2, 1, 1)): its batch strategy is over the multiples, (8, 1, 1), and GenerateBatchStrategies-
+    WithCheck leaves it unchecked (the row is not the input's rank), so the split of 8 meets a multiple of 2: MindSpore
+    fails the Tile's Init ("operator Tile init failed"), and strategist refuses it, naming the operator and the fix."""
+    from strategist.errors import StrategyError
+    with pytest.raises(StrategyError, match=r"gives tile \(Tile\), which no shard\(\) configures, the batch strategy "
+                                            r"\(\(8, 1, 1\),\).*configure tile with shard\(\)"):
+        _plan(*TILE)
+
+
+@pytest.mark.verify_live
+def test_mindspore_refuses_that_batch_strategy_too():
+    from strategist.errors import VerifyError
+    from strategist.verify import mindspore_plan
+    model, inputs, mesh = TILE
+    with pytest.raises(VerifyError, match="operator Tile init failed"):
+        mindspore_plan(model, mesh, inputs=inputs, dataset_strategy="full_batch", parallel_mode="semi_auto_parallel")
