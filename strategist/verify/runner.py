@@ -134,6 +134,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     ``--layers/--seq/--batch/--set`` entries). With a ``strategies`` file (mode ``"anchors"``) the child clears
     every strategy MindFormers set and configures the file's operators instead.
 
+    ``parallel_mode="semi_auto_parallel"``: no propagation -- MindSpore's semi_auto compile, its strategies (the batch
+    strategies it generates for unconfigured operators among them) read from the ``step_parallel_end`` dump.
+
     >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
     [('flatten', ((8, 1, 1, 1),))]
@@ -353,6 +356,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     strategist's ``propagate`` where it accepts them. MindFormers configs: both sides take the experts'
     anchors of ``mindformers={"mode": "propagation"|"semi_auto"}`` (default propagation; the build options come
     from ``kwargs``); strategist's side is :func:`strategist.mindformers.expert_strategies` on its tp=1 graph.
+
+    ``semi_auto``: both sides in semi_auto_parallel instead -- strategist's :func:`strategist.semi_auto.semi_auto_plan`
+    beside MindSpore compiled so (``path.py:NAME`` models only).
     """
     from ..anchors import load_anchors
     from ..loader import load_graph
