@@ -1,7 +1,8 @@
 """MindFormers benchmark: the shipped training configs at full size, few layers (issue 11).
 
 For qwen3 (2 and 64 layers) and deepseek3 (2 layers, one dense + one MoE layer) at dp=2,tp=4 and
-dp=8,tp=8, and qwen3_moe (2 layers) at dp=2,tp=4 and dp=2,ep=2,tp=2, prints: extraction time (config -> tp=1 build -> graph), peak RSS, operator count, and the
+dp=8,tp=8, qwen3_moe (2 layers) at dp=2,tp=4 and dp=2,ep=2,tp=2, and telechat3 and telechat3_moe (2 layers) at
+dp=2,tp=4, prints: extraction time (config -> tp=1 build -> graph), peak RSS, operator count, and the
 experts' anchors read from MindFormers' own code in each mode -- semi_auto (every ``shard()``) and
 propagation (the ``sharding_propagation()`` anchors) -- with the time of those builds. Each case runs
 in its own process so its peak RSS is its own.
@@ -33,9 +34,13 @@ CASES = {
     "deepseek3-2": ("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", 2, {"first_k_dense_replace": 1}),
     # 128 experts, hidden 2048: a MoE whose linears are small against their activations; with an ep axis
     "qwen3_moe-2": ("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", 2, {}),
+    # the other two training families 1.9.0 ships (fp32 residual connection; telechat3_moe: 105B-A4B)
+    "telechat3-2": ("mindformers:telechat3/pretrain_telechat3_36b.yaml", 2, {}),
+    "telechat3_moe-2": ("mindformers:telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml", 2, {}),
 }
 MESHES = ("dp=2,tp=4", "dp=8,tp=8")
-CASE_MESHES = {"qwen3_moe-2": ("dp=2,tp=4", "dp=2,ep=2,tp=2")}
+CASE_MESHES = {"qwen3_moe-2": ("dp=2,tp=4", "dp=2,ep=2,tp=2"), "telechat3-2": ("dp=2,tp=4",),
+               "telechat3_moe-2": ("dp=2,tp=4",)}
 BATCH = 8       # global batch of the graph: divisible by every mesh's dp
 
 
