@@ -299,7 +299,6 @@ def semi_auto_section(cases, label):
     from strategist.errors import StrategistError
     from strategist.loader import load_graph
     from strategist.mesh import Mesh
-    from strategist.plan import model_anchors
     from strategist.semi_auto import semi_auto_plan
     from strategist.verify import compare, mindspore_plan
     stats = collections.Counter()
@@ -317,7 +316,7 @@ def semi_auto_section(cases, label):
             continue
         mesh = Mesh.parse(case.mesh)
         g = load_graph(case.model, case.inputs or None, case.kwargs or None)
-        anchors = {**model_anchors(g), **(load_anchors(case.strategies, g, mesh) if case.strategies else {})}
+        anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
         c = compare(semi_auto_plan(g, mesh, anchors, dataset_strategy=case.dataset_strategy), ms)
         stats["cases"] += 1
         stats["agreed"] += c.agreed

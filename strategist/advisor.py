@@ -30,7 +30,7 @@ from .yamlio import compose_file
 from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
 from .mesh import Hardware, Mesh
-from .ops import FactorRule, Sharding, _sharding
+from .ops import FactorRule, Sharding, _sharding, shard_anchor
 from .plan import Anchor, Plan
 from .propagate import price_plan, propagate
 from .search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
@@ -328,18 +328,6 @@ def _layouts_differ(ca, cb) -> bool:
     return sq(ca.inputs) != sq(cb.inputs) or sq(ca.outputs) != sq(cb.outputs)
 
 
-def _anchor_sharding(graph: OpGraph, mesh: Mesh, a: Anchor) -> Sharding | None:
-    """The layouts ``a`` gives its operator (None where it cannot: the search would refuse it too)."""
-    from .ops import shard, shard_layout
-    op = graph.op(a.op)
-    try:
-        if a.layouts is not None:
-            return shard_layout(op, tuple(a.layouts), mesh.size, a.out_layouts, _cached_rule(op))
-        return shard(op, a.strategy, mesh.size, a.out_strategy, _cached_rule(op))
-    except StrategyError:
-        return None
-
-
 def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> list:
     """An anchor dropped because propagation reproduced it can be needed again once a group checked after it
     went: the search that reached its operator may have started at an anchor dropped later (measured: qwen3_moe's
@@ -351,8 +339,11 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
     for c, why in list(dropped):
         if not why.startswith("propagation gives the same layouts") or c.op in kept:
             continue
-        sh = _anchor_sharding(graph, mesh, c.anchor)
-        if sh is None or not _layouts_differ(sh, plan.choices[c.op]):
+        try:
+            sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, _cached_rule(graph.op(c.op)))
+        except StrategyError:          # the search would refuse it too
+            continue
+        if not _layouts_differ(sh, plan.choices[c.op]):
             continue
         trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
         try:
@@ -1235,7 +1226,6 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 
     No propagation per call (MindFormers models have hundreds): the advised plan already says what every
     operator gets without the model's calls, so each call's own sharding is just compared with it."""
-    from .ops import shard, shard_layout
     from .plan import model_anchors
     out = []
     advised = {c.op for c in keep}
@@ -1243,8 +1233,7 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
         ch = plan.choices[name]
         try:
             op = graph.op(name)
-            mine = (shard_layout(op, tuple(a.layouts), mesh.size, a.out_layouts) if a.layouts is not None
-                    else shard(op, a.strategy, mesh.size, a.out_strategy))
+            mine = shard_anchor(op, a, mesh.size)
         except Exception as err:  # an invalid strategy in the model
             out.append((name, "contradicted", f"invalid on this mesh: {err}"))
             continue

@@ -47,13 +47,12 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
     if semi_auto:
-        from .plan import model_anchors
         from .semi_auto import semi_auto_plan
-        anchors = {**(model_anchors(graph) if use_model_strategies else {}), **anchors}
-        plan = semi_auto_plan(graph, mesh, anchors, dataset_strategy=dataset_strategy, hardware=hw)
+        run = semi_auto_plan
     else:
-        plan = propagate(graph, mesh, anchors, use_model_strategies=use_model_strategies,
-                         dataset_strategy=dataset_strategy, hardware=hw)
+        run = propagate
+    plan = run(graph, mesh, anchors, use_model_strategies=use_model_strategies, dataset_strategy=dataset_strategy,
+               hardware=hw)
     _warn_mesh_fit(graph, mesh, plan.warnings)
     return plan
 

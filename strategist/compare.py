@@ -292,7 +292,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     if "semi_auto" not in experts:
         experts["semi_auto"] = expert_strategies(model, mesh, "semi_auto", graph=graph, **opts)
     ex_c = experts["semi_auto"]
-    ref = semi_auto_plan(graph, mesh, dict(ex_c), dataset_strategy=dataset_strategy, hardware=hw)
+    ref = semi_auto_plan(graph, mesh, dict(ex_c), use_model_strategies=False, dataset_strategy=dataset_strategy,
+                         hardware=hw)
     c.anchors = len(ex_c)
     _fill(c, ref)
     batch = sum(1 for n, ch in ref.choices.items()

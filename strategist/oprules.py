@@ -64,8 +64,8 @@ def masked_fill_rule(op: Op) -> FactorRule:
     """MaskedFill(x, mask, value): MindSpore 2.9's MaskedFillInfo drops a 0-d tensor ``value`` from its inputs
     (``GetAttrs`` pops the third shape), so its strategies have two rows (measured: deepseek3's router
     MaskedFill, propagated, reports ``((1, 8, 1), (1, 8, 1))``); a configured third row ``()`` is accepted and
-    kept (:func:`strategist.ops.splits_of`)."""
-    return elementwise(op, _tslots(op)[:2])
+    kept (``FactorRule.dropped_rows``)."""
+    return FactorRule(**{**elementwise(op, _tslots(op)[:2]).__dict__, "dropped_rows": 1})
 
 
 def tensor_elementwise(op: Op) -> FactorRule:

@@ -103,6 +103,9 @@ class FactorRule:
     #: candidate generation only: factors MindSpore's generator splits equally (Outer's two 1-D inputs, which
     #: ArithmeticBase's broadcast generation aligns as one dimension), each still a device-matrix axis of its own
     tied: tuple = ()
+    #: rank-0 strategy rows a configured strategy may add after its inputs', which MindSpore's CheckStrategy pops
+    #: (MaskedFill's 0-d ``value``): accepted and kept, but not an input of the rule
+    dropped_rows: int = 0
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -595,8 +598,9 @@ def _where(op: Op, i: int, d: int | None = None) -> str:
 def splits_of(op: Op, rule: FactorRule, strategy) -> dict[str, int]:
     """Factor -> split for a strategy tuple; raises StrategyError naming the op and dimension."""
     strategy = tuple(tuple(s) for s in strategy)
-    if op.type == "MaskedFill" and len(strategy) == len(rule.strategy_rows) + 1 and not strategy[-1]:
-        strategy = strategy[:-1]        # the 0-d value's row, which MaskedFillInfo's CheckStrategy pops too
+    n = len(rule.strategy_rows)
+    if rule.dropped_rows and len(strategy) == n + rule.dropped_rows and not any(strategy[n:]):
+        strategy = strategy[:n]
     if len(strategy) != len(rule.strategy_rows):
         raise StrategyError(f"{op.name} ({op.type}) strategy {strategy} has {len(strategy)} inputs, "
                             f"the operator takes {len(rule.strategy_rows)} (shapes {list(rule.strategy_shapes)})")
@@ -658,6 +662,14 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
             scatter = g.factor
     return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy,
                      scatter)
+
+
+def shard_anchor(op: Op, anchor, device_num: int, rule: FactorRule | None = None) -> Sharding:
+    """The sharding an anchor (:class:`strategist.plan.Anchor`: a strategy tuple or ``Layout`` rows, with their
+    output forms) gives ``op``: :func:`shard_layout` or :func:`shard`."""
+    if anchor.layouts is not None:
+        return shard_layout(op, tuple(anchor.layouts), device_num, anchor.out_layouts, rule)
+    return shard(op, anchor.strategy, device_num, anchor.out_strategy, rule)
 
 
 def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,

@@ -57,7 +57,8 @@ from .graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial,
-                  output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard, shard_layout, swc_strategies)
+                  output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor,
+                  shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors
@@ -814,11 +815,7 @@ class _Engine:
         mk = ("seed", self.key(name), anchor.strategy, anchor.layouts, anchor.out_strategy, anchor.out_layouts, self.n)
         s = _CHOICES.get(mk)
         if s is None:
-            if anchor.layouts is not None:
-                s = shard_layout(op, tuple(anchor.layouts), self.n, anchor.out_layouts, rule)
-            else:
-                s = shard(op, anchor.strategy, self.n, anchor.out_strategy, rule)
-            _CHOICES[mk] = s
+            s = _CHOICES[mk] = shard_anchor(op, anchor, self.n, rule)
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
         if anchor.layouts is not None:
             self.layout_sources.update(s.inputs + s.outputs)
@@ -870,7 +867,6 @@ class _Engine:
         return {k: a for k, a in self.anchors.items() if a.origin != "cast"}
 
     def _tuple_hint(self, anchor: Anchor) -> str:
-        from .ops import shard_layout
         try:
             s = shard_layout(self.op(anchor.op), tuple(anchor.layouts), self.n, None, self.rule(anchor.op))
             return str([list(r) for r in s.strategy])
@@ -1718,10 +1714,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
             cand = Anchor(sib, a.strategy, a.layouts, a.out_strategy, a.out_layouts, a.origin)
             try:
                 op = graph.op(sib)
-                if a.layouts is not None:
-                    shard_layout(op, tuple(a.layouts), mesh.size, a.out_layouts, _cached_rule(op))
-                else:
-                    shard(op, a.strategy, mesh.size, a.out_strategy, _cached_rule(op))
+                shard_anchor(op, a, mesh.size, _cached_rule(op))
             except StrategyError as err:
                 eng.warnings.append(f"{name}'s primitive is called again as {sib}, which cannot take its strategy "
                                     f"({err}); MindSpore would refuse the configuration")

@@ -30,7 +30,7 @@ from .graph import OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import shard
-from .plan import DATASET, Anchor, Plan, Provenance
+from .plan import DATASET, Anchor, Plan, Provenance, model_anchors
 from .oprules import BINARY, TENSOR_BINARY
 from .propagate import propagate
 
@@ -87,8 +87,8 @@ def _split_rows(op, rule, n: int) -> tuple[list[int], dict[int, int]]:
     if t in ("Split", "SplitWithSize", "SplitTensor"):
         x = ins[0] if ins else ()
         return ([0] if len(x) > 1 and all(o[0] == x[0] for o in outs) else []), {}
-    if t in ("CumSum", "CumsumExt", "CumProd", "Cummax", "Cummin"):
-        x, o = rule.inputs[0], rule.outputs[0] if rule.outputs else ()
+    if t in ("CumSum", "CumsumExt", "CumProd", "Cummax", "Cummin"):   # split unless accumulating along dim 0
+        x = rule.inputs[0]
         return ([0] if x and x[0] is not None else []), {}
     if t in ("OneHot", "OneHotExt"):   # its one row is the output's; split only when the indices divide
         return ([0] if shapes and shapes[0] and shapes[0][0] % n == 0 else []), {}
@@ -178,10 +178,14 @@ def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tu
     return out, casts, configured
 
 
-def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any], *, dataset_strategy="data_parallel",
-                   hardware: Hardware | None = None, max_rounds: int = 6) -> Plan:
-    """The plan MindSpore's semi_auto_parallel runs for ``graph`` with ``anchors`` configured (see the module)."""
-    fixed, casts, configured = semi_auto_anchors(graph, mesh, anchors)
+def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
+                   dataset_strategy="data_parallel", hardware: Hardware | None = None, max_rounds: int = 6) -> Plan:
+    """The plan MindSpore's semi_auto_parallel runs for ``graph`` with ``anchors`` configured (see the module). As in
+    :func:`strategist.propagate.propagate`, the model's own ``shard()`` calls count too unless
+    ``use_model_strategies`` is False, and ``anchors`` override them."""
+    if use_model_strategies:
+        anchors = {**model_anchors(graph), **(anchors or {})}
+    fixed, casts, configured = semi_auto_anchors(graph, mesh, anchors or {})
     follow: dict[str, Anchor] = {}
     plan = None
     for _ in range(max_rounds):
@@ -202,10 +206,10 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any], *, datas
     out = price_plan(plan)
     out.anchors = {k: v for k, v in out.anchors.items() if k in configured}
     # provenance as semi_auto has it: nothing is propagated
-    for name, a in fixed.items():
+    for name in fixed:
         if name not in configured and name in out.choices:
             out.choices[name].provenance = Provenance(name, None, 0, BATCH)
-    for name, a in follow.items():
+    for name in follow:
         x = graph.op(name).inputs[0]
         out.choices[name].provenance = Provenance(x.ref if x.kind == "op" else DATASET, x.ref or None, 0, FOLLOW)
     return out

@@ -11,7 +11,6 @@ import pytest
 
 from strategist.loader import load_graph
 from strategist.mesh import Mesh
-from strategist.plan import model_anchors
 from strategist.semi_auto import semi_auto_plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,7 +21,7 @@ CAST = (f"{NETS}:CastFollows", ["x:float32[64,64]"], "dp=8")
 
 def _plan(model, inputs, mesh):
     g = load_graph(model, inputs, None)
-    return semi_auto_plan(g, Mesh.parse(mesh), model_anchors(g), dataset_strategy="full_batch")
+    return semi_auto_plan(g, Mesh.parse(mesh), dataset_strategy="full_batch")     # the nets' own shard() calls
 
 
 def test_unconfigured_operators_take_their_batch_strategy():

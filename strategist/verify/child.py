@@ -241,12 +241,9 @@ def run(req: dict) -> dict:
         per_device, ds = compile_specs(names, specs, n, req["dataset_strategy"])
         result["compile_inputs"] = [f"{k}:{s}" for k, s in zip(names, per_device)]
 
-        if req.get("parallel_mode") == "semi_auto_parallel":
-            context.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n, global_rank=0,
-                                              dataset_strategy=ds)
-        else:
-            context.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation",
-                                              device_num=n, global_rank=0, dataset_strategy=ds)
+        mode = ({"parallel_mode": "semi_auto_parallel"} if req.get("parallel_mode") == "semi_auto_parallel" else
+                {"parallel_mode": "auto_parallel", "search_mode": "sharding_propagation"})
+        context.set_auto_parallel_context(**mode, device_num=n, global_rank=0, dataset_strategy=ds)
         auto_parallel_context()._context_handle.set_hccl_test_avaible(True)
         from mindspore.parallel.algo_parameter_config import set_algo_parameters
         set_algo_parameters(**req.get("algo", {}))
@@ -262,26 +259,26 @@ def run(req: dict) -> dict:
         fault = os.environ.get("STRATEGIST_VERIFY_FAULT")
         if fault:
             os.kill(os.getpid(), getattr(signal, fault))
+        dump = req.get("ir_pass", "step_parallel_begin")     # runner._ir_pass: the pass MindSpore dumps
         t0 = time.time()
         try:
             executor.compile(cell, *args, phase="train")
         except Exception as err:
-            late = glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_begin*.ir"), recursive=True)
+            late = glob.glob(os.path.join(req["ir_dir"], "**", f"{dump}*.ir"), recursive=True)
             if not (late and req.get("mindformers") is not None):
                 result["error_kind"] = "rejected"
                 result["error"] = _first_line(err)
                 result["detail"] = str(err)[:6000]
                 return result
-            # MindFormers: the strategies were settled (step_parallel_begin dumped) before a later pass failed
+            # MindFormers: the strategies were settled (the pass dumped) before a later pass failed
             result.setdefault("notes", []).append(
                 f"MindSpore's compile failed after its sharding propagation (the plan is read from the "
-                f"step_parallel_begin dump): {_first_line(err)}")
+                f"{dump} dump): {_first_line(err)}")
         result["compile_seconds"] = round(time.time() - t0, 3)
         try:
             shard = executor._get_shard_strategy(cell)
         except Exception:
             shard = {}
-        dump = "step_parallel_end" if req.get("parallel_mode") == "semi_auto_parallel" else "step_parallel_begin"
         irs = sorted(glob.glob(os.path.join(req["ir_dir"], "**", f"{dump}*.ir"), recursive=True),
                      key=lambda p: (os.path.getmtime(p), p))
         if not irs:

@@ -184,7 +184,7 @@ def parse_ir(text: str) -> list[dict]:
                 "scope": scope,
                 "in_strategy": in_strategy,
                 "out_strategy": parse_tuple(out_s) if out_s else None,
-                "in_layout": field(pinfo, "in_layout"),
+                "in_layout": in_l,
                 "out_layout": field(pinfo, "out_layout"),
                 "configured": bool(prim_attrs and re.search(r"(?:^|[\s,])(?:in_strategy|in_layout): ", prim_attrs))
                               or line[:k].endswith("primitive_attrs:"),   # the end dump's in_layout block

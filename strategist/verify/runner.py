@@ -174,6 +174,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         }
         if parallel_mode != "auto_parallel":
             request["parallel_mode"] = parallel_mode
+        request["ir_pass"] = _ir_pass(parallel_mode)       # the dump the child reads, and the only one it gets
         if mf is not None:
             request["mindformers"] = mf
             request["kwargs"] = []
@@ -182,7 +183,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             request["strategy_file"] = os.path.abspath(strategy_file)
             request["strategy_file_mode"] = strategy_file_mode      # "SAVE": MindSpore writes its own
         t0 = time.time()
-        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir, _ir_pass(parallel_mode)), timeout)
+        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir, request["ir_pass"]), timeout)
         wall = time.time() - t0
         where = f"{os.path.basename(given)} on {mesh.size} devices"
         if rc is None:
@@ -403,9 +404,8 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             ours = global_rows_graph(graph)
         try:
             if semi_auto:
-                from ..plan import model_anchors
                 from ..semi_auto import semi_auto_plan
-                plan = semi_auto_plan(ours, mesh, {**model_anchors(ours), **anchors}, dataset_strategy=dataset_strategy)
+                plan = semi_auto_plan(ours, mesh, anchors, dataset_strategy=dataset_strategy)
             else:
                 plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
         except StrategistError as err:      # MindSpore may accept what strategist refuses: still ask it
