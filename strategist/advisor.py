@@ -129,9 +129,7 @@ def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
     from .search import LAYOUT_REJECTED
     if op_type in LAYOUT_REJECTED:
         return Anchor(name, s.strategy, origin="advisor")
-    n = len(mesh.shape)
-    lays = tuple(ShardLayout(mesh.shape, mesh.names, tuple(tuple(n - 1 - a for a in d) for d in l.dims))
-                 for l in s.inputs)
+    lays = tuple(ShardLayout.of(l, mesh.names, mesh.shape) for l in s.inputs)
     return Anchor(name, None, lays, origin="advisor")
 
 

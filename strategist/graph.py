@@ -142,6 +142,16 @@ class ShardLayout:
     alias_name: tuple[str, ...]
     tensor_map: tuple[tuple[int, ...], ...]
 
+    @classmethod
+    def of(cls, lay, names: tuple[str, ...] | None = None, dev_matrix=None) -> "ShardLayout":
+        """A :class:`strategist.layout.Layout` (its ``dims`` count device axes from the left) in this form, over
+        its own device matrix or ``dev_matrix`` (a mesh of as many axes); its axes named ``names`` (default
+        ``a0``, ``a1``, ...)."""
+        dm = tuple(dev_matrix if dev_matrix is not None else lay.dev_matrix)
+        k = len(dm)
+        return cls(dm, tuple(names) if names is not None else tuple(f"a{i}" for i in range(k)),
+                   tuple(tuple(k - 1 - a for a in d) for d in lay.dims))
+
     def axes(self) -> tuple[tuple[str, ...], ...]:
         """Axis names per dimension, e.g. ``(("dp", "cp"), ())``."""
         n = len(self.device_matrix)

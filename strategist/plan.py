@@ -50,6 +50,11 @@ class Provenance:
     rejected: tuple | None = None  # best rejected alternative: (strategy, its refined communication)
 
 
+#: Provenance.direction of a Cast in MindSpore's parallel graph: its searched strategy dropped, it passes the
+#: layout its input arrives in on (:func:`strategist.pricing.cast_overlay`)
+CAST_PASS = "passes its input on"
+
+
 @dataclass
 class EdgeCost:
     src: str

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .graph import OpGraph
+from .errors import StrategyError
+from .graph import OpGraph, ShardLayout
 from .layout import Layout, squeeze
-from .ops import COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, training_flops
-from .plan import DATASET, Conflict, EdgeCost, OpCost, Plan
+from .ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
+                  training_flops)
+from .plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
 from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
 
 _PRICES: dict = {}      # memoised edge and operator prices
@@ -48,16 +50,60 @@ def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]
     return needs_grad, grads_on
 
 
+def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
+    """The Casts as MindSpore's parallel graph runs them: after the search every Cast's OperatorInfo is dropped
+    (``AddOperatorToIgnoreCandidates`` puts each Cast in ``ignore_candidate_``, ``IgnoreOperatorsInCostGraph``
+    clears them), so a Cast is no ``IsParallelCareNode``: it casts its input in the layout that arrives, and the
+    redistribution to each consumer is inserted after it, on the cast dtype. Its searched strategy only steered
+    the search. Measured (``tests/test_pricing.py``): ``Add`` ``(1, 8, 1)`` -> Cast -> a Layout-configured GeLU;
+    MindSpore sets the Cast ``[[1, 2, 1]]`` (``PreProcessPreCastForSP``) and then redistributes once, after the
+    Cast, from the Add's layout to the GeLU's.
+
+    Returns the choice of every Cast whose searched layout differs from the one its input arrives in (a Cast of
+    a Parameter keeps its own: the Parameter is sliced as it says)."""
+    out: dict[str, OpChoice] = {}
+    for op in eng.g:
+        if op.type != "Cast":
+            continue
+        src = next(((s, j) for s, j, slot in eng.data_prev[op.name] if slot == 0), None)
+        if src is None:
+            continue
+        s, j = src
+        prev = out.get(s) or (eng.chosen.get(s) if s != DATASET else None)
+        if prev is not None:
+            lay = prev.outputs[j] if j < len(prev.outputs) else None
+            lay = None if lay is None else Layout(lay.shape, lay.dev_matrix, lay.dims)      # its own reduction done
+        else:
+            lay = eng.out_layout(s, j)
+        mine = eng.chosen[op.name]
+        if lay is None or mine.sharding is None or (mine.inputs and _same(mine.inputs[0], lay)):
+            continue
+        pk = ("cast", eng.key(op.name), lay, eng.n)
+        sh = _PRICES.get(pk)
+        if sh is None:
+            try:
+                sh = _PRICES[pk] = shard_layout(op, (ShardLayout.of(lay),), eng.n, None, eng.rule(op.name))
+            except StrategyError:
+                continue
+        unreached = prev is not None and prev.provenance.direction == "default"
+        out[op.name] = OpChoice(op, sh, sh.inputs, sh.outputs,
+                                Provenance(prev.provenance.root if prev is not None else DATASET, s, 0,
+                                           "default" if unreached else CAST_PASS), mine.configured)
+    return out
+
+
 def price(eng: _Engine) -> Plan:
     """The priced :class:`~strategist.plan.Plan` of a finished search."""
     g, hw = eng.g, eng.hw
     needs_grad, grads_on_of = _grad_flow(g)
+    casts = cast_overlay(eng)
+    chosen = {op.name: casts.get(op.name) or eng.chosen[op.name] for op in g}
     edges: list[EdgeCost] = []
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
         for src, j, slot in eng.data_prev[op.name]:
-            a = eng.out_layout(src, j, priced=True)
-            b = eng.in_layout(op.name, slot)
+            a = casts[src].outputs[j] if src in casts else eng.out_layout(src, j, priced=True)
+            b = casts[op.name].inputs[0] if op.name in casts and slot == 0 else eng.in_layout(op.name, slot)
             if a is None or b is None or a.shape != b.shape:
                 continue
             spec = op.inputs[slot].spec
@@ -68,7 +114,7 @@ def price(eng: _Engine) -> Plan:
                 r = _cached_plan(a, b)
                 hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw))
             fwd, ms, pf = hit[3:]
-            ch = eng.chosen[op.name]
+            ch = chosen[op.name]
             if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
                 k = eng.in_index(op.name, slot)
@@ -95,7 +141,7 @@ def price(eng: _Engine) -> Plan:
             e.backward, e.bwd_bytes, e.bwd_seconds = bwd, pb.bytes_sent, pb.seconds
     op_costs: dict[str, OpCost] = {}
     for op in g:
-        ch = eng.chosen[op.name]
+        ch = chosen[op.name]
         s = ch.sharding
         if s is None:
             continue
@@ -146,7 +192,7 @@ def price(eng: _Engine) -> Plan:
     for op in g:
         if op.type not in RESHAPES:
             continue
-        ch = eng.chosen[op.name]
+        ch = chosen[op.name]
         if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
             continue
         a = ch.inputs[0]
@@ -176,13 +222,13 @@ def price(eng: _Engine) -> Plan:
     for e in edges:
         if not e.forward.has_communication:
             continue
-        ra, rb = eng.chosen[e.src].provenance.root if e.src in eng.chosen else DATASET, eng.chosen[e.dst].provenance.root
+        ra, rb = chosen[e.src].provenance.root if e.src in eng.chosen else DATASET, chosen[e.dst].provenance.root
         if ra and rb and ra != rb and (ra in eng.anchors or ra == DATASET) and rb in eng.anchors:
             conflicts.append(Conflict(e.src, e.dst, (ra, rb), e.ms_communication, e.seconds))
     incons = eng.inconsistencies()
     flops, traffic = {}, {}
     for op in g:
-        s = eng.chosen[op.name].sharding
+        s = chosen[op.name].sharding
         if s is None:
             continue
         if op.type in COMPUTE_TYPES:
@@ -193,7 +239,7 @@ def price(eng: _Engine) -> Plan:
             t = memory_traffic(op, eng.rule(op.name), s, needs_grad.get(op.name, False))
             if t:
                 traffic[op.name] = t
-    return Plan(g, eng.mesh, hw, eng.user_anchors(), {op.name: eng.chosen[op.name] for op in g}, edges, op_costs,
+    return Plan(g, eng.mesh, hw, eng.user_anchors(), chosen, edges, op_costs,
                 conflicts, incons, eng.warnings, flops, traffic=traffic)
 
 

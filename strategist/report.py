@@ -6,6 +6,7 @@ import fnmatch
 import os
 
 from .graph import OpGraph
+from .plan import CAST_PASS
 
 
 def human_bytes(n: float) -> str:
@@ -130,6 +131,8 @@ def _who(ch) -> str:
         return "default (unreached)"
     if p.direction.startswith("semi_auto"):        # strategist.semi_auto: no search decided it
         return p.direction
+    if p.direction == CAST_PASS:                    # a Cast: MindSpore drops its strategy after the search
+        return f"Cast: passes {p.parent or '-'}'s layout on"
     root = p.root or "-"
     return f"{p.direction} from {root}"
 

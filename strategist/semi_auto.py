@@ -126,12 +126,6 @@ def batch_strategy(op, rule, n: int) -> tuple:
     return tuple(out)
 
 
-def _shard_layout(lay: Layout) -> ShardLayout:
-    k = len(lay.dev_matrix)
-    names = tuple(f"a{i}" for i in range(k))
-    return ShardLayout(lay.dev_matrix, names, tuple(tuple(k - 1 - a for a in d) for d in lay.dims))
-
-
 def _arriving(plan: Plan, op) -> Layout | None:
     """The layout the tensor a Cast reads arrives in: its producer's output layout."""
     x = op.inputs[0]
@@ -196,7 +190,7 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = 
             lay = _arriving(plan, graph.op(name))
             if lay is None or lay.partial:
                 continue
-            a = Anchor(name, layouts=(_shard_layout(lay),), origin=FOLLOW)
+            a = Anchor(name, layouts=(ShardLayout.of(lay),), origin=FOLLOW)
             if follow.get(name) != a:
                 follow[name] = a
                 changed = True

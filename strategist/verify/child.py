@@ -291,6 +291,19 @@ def run(req: dict) -> dict:
             inst = node["instance"] or node["type"]
             node["path"] = f"{path}.{inst}" if path else inst
         result["ops"] = _attach_names(nodes, shard)
+        if req.get("redistributions"):
+            from .ir import parse_redistributions
+            with open(irs[-1], errors="replace") as f:
+                found = parse_redistributions(f.read())
+
+            def path_of(n):
+                path = _cell_path(n["scope"] or "Default")[0]
+                inst = n["instance"] or n["type"]
+                return f"{path}.{inst}" if path else inst
+            result["redistributions"] = [{"src": path_of(r["src"]), "dst": path_of(r["dst"]),
+                                          "src_type": r["src"]["type"], "dst_type": r["dst"]["type"],
+                                          "ops": list(r["ops"]), "collectives": list(r["collectives"])}
+                                         for r in found]
         result["ok"] = True
     except StrategistError as err:
         result["error_kind"] = "input"

@@ -193,3 +193,65 @@ def parse_ir(text: str) -> list[dict]:
             })
         i = j
     return nodes
+
+
+_ID = re.compile(r"^\s+%(\d+)\(")
+#: graph plumbing a redistribution's operators are threaded through
+_PLUMBING = frozenset({"TupleGetItem", "MakeTuple", "MakeList", "Depend"})
+#: the operators that move data between devices
+COLLECTIVES = frozenset({"AllGather", "AllToAll", "AlltoAll", "AllToAllv", "ReduceScatter", "AllReduce",
+                         "NeighborExchange", "NeighborExchangeV2", "Send", "Receive", "Broadcast"})
+
+
+def parse_redistributions(text: str) -> list[dict]:
+    """The tensor redistributions MindSpore's ``step_parallel_end`` graph carries, in graph order: per consumer
+    input fed through operators whose instance name starts ``redistribution_op``, a dict with ``src`` and ``dst``
+    (each ``type``, ``instance``, ``scope`` of the nodes at its ends) and ``ops`` (the redistribution's operator
+    types, producer side first) and ``collectives`` (those of them that move data between devices).
+    An operator's own communication (a MatMul's AllReduce, a Parameter's mirror) is not among them."""
+    nodes: dict[str, dict] = {}
+    order = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m, mid = _NODE.match(line), _ID.match(line)
+        if not m or not mid:
+            continue
+        prim = m.group(1)
+        prim = prim[len("PrimFunc_"):] if prim.startswith("PrimFunc_") else prim
+        a = m.end() - 1
+        args = line[a:closing(line, a)]
+        inst = re.search(r"\{instance name: ([^}]*)\}", line)
+        scope = None
+        for t in lines[i + 1:i + 8]:
+            t = t.strip()
+            if _NODE.match("  " + t) and not t.startswith("#"):
+                break
+            if t.startswith(("# Scope: (", "# Fullname with scope: (")):
+                scope = t[t.index("(") + 1:-1]
+                break
+        node = {"id": mid.group(1), "type": prim, "instance": inst.group(1) if inst else None, "scope": scope,
+                "args": re.findall(r"%(\d+)\b", args)}
+        nodes[node["id"]] = node
+        order.append(node)
+
+    def redist(n):
+        return n["type"] in _PLUMBING or (n["instance"] or "").startswith("redistribution_op")
+
+    out = []
+    for node in order:
+        if redist(node):
+            continue
+        for arg in node["args"]:
+            ops, cur, seen = [], nodes.get(arg), set()
+            while cur is not None and redist(cur) and cur["id"] not in seen:
+                seen.add(cur["id"])
+                if cur["type"] not in _PLUMBING:
+                    ops.append(cur["type"])
+                cur = nodes.get(cur["args"][0]) if cur["args"] else None
+            if not ops or cur is None:
+                continue
+            ops.reverse()
+            out.append({"src": {k: cur[k] for k in ("type", "instance", "scope")},
+                        "dst": {k: node[k] for k in ("type", "instance", "scope")},
+                        "ops": tuple(ops), "collectives": tuple(o for o in ops if o in COLLECTIVES)})
+    return out

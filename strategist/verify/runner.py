@@ -65,6 +65,9 @@ class MsPlan:
     compile_inputs: list[str] = field(default_factory=list)   # per-device shapes the child compiled with
     model: str = ""
     notes: list[str] = field(default_factory=list)   # MindFormers builds: its bugs worked around, late failures
+    #: with ``redistributions=True``: what MindSpore's parallel graph moves between operators, per consumer input
+    #: (``{"src": path, "dst": path, "src_type", "dst_type", "ops": [...], "collectives": [...]}``)
+    redistributions: list[dict] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,7 +122,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
                    dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
                    timeout=900, graph=None, strategy_file: str | None = None,
                    strategy_file_mode: str = "LOAD", mindformers: dict | None = None,
-                   parallel_mode: str = "auto_parallel") -> MsPlan:
+                   parallel_mode: str = "auto_parallel", redistributions: bool = False) -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
 
     ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
@@ -136,6 +139,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
 
     ``parallel_mode="semi_auto_parallel"``: no propagation -- MindSpore's semi_auto compile, its strategies (the batch
     strategies it generates for unconfigured operators among them) read from the ``step_parallel_end`` dump.
+
+    ``redistributions=True``: the strategies are read from ``step_parallel_end`` (the same as at its begin under
+    auto_parallel), and :attr:`MsPlan.redistributions` lists the redistributions MindSpore inserted there.
 
     >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
@@ -174,7 +180,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         }
         if parallel_mode != "auto_parallel":
             request["parallel_mode"] = parallel_mode
-        request["ir_pass"] = _ir_pass(parallel_mode)       # the dump the child reads, and the only one it gets
+        request["ir_pass"] = _ir_pass(parallel_mode, redistributions)   # the dump the child reads, the only one
+        if redistributions:
+            request["redistributions"] = True
         if mf is not None:
             request["mindformers"] = mf
             request["kwargs"] = []
@@ -216,7 +224,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             ops.append(MsOp.from_dict(d))
     return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,
                   backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given,
-                  list(res.get("notes") or []))
+                  list(res.get("notes") or []), res.get("redistributions"))
 
 
 def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | None) -> dict | None:
@@ -271,11 +279,12 @@ def _sweep_orphans() -> None:
             pass
 
 
-def _ir_pass(parallel_mode: str) -> str:
+def _ir_pass(parallel_mode: str, redistributions: bool = False) -> str:
     """The IR dump the child reads: under auto_parallel the propagation has set every strategy by
     ``step_parallel_begin``; under semi_auto_parallel the batch strategies of the unconfigured operators
-    are generated inside step_parallel, so only ``step_parallel_end`` shows them (``gen_strategy``)."""
-    return "step_parallel_end" if parallel_mode == "semi_auto_parallel" else "step_parallel_begin"
+    are generated inside step_parallel, so only ``step_parallel_end`` shows them (``gen_strategy``), and only
+    it shows the redistributions inserted."""
+    return "step_parallel_end" if parallel_mode == "semi_auto_parallel" or redistributions else "step_parallel_begin"
 
 
 def _child_env(backend: str, stub_paths, device_num: int, ir_dir: str, ir_pass: str = "step_parallel_begin") -> dict:

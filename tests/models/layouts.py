@@ -75,3 +75,20 @@ class ResidualCastCopies(nn.Cell):
         if self.residual_first:
             return self.add(residual, y)
         return self.add(y, residual)
+
+
+class CastBetweenLayouts(nn.Cell):
+    """An Add split by the batch (dim 1) -> Cast -> a GeLU Layout-configured sequence parallel (S by tp, B by dp).
+    MindSpore's search sets the Cast (1, 2, 1) (PreProcessPreCastForSP); its parallel graph then drops the
+    Cast's strategy: one redistribution, after the Cast, from the Add's layout into the GeLU's."""
+
+    def __init__(self):
+        super().__init__()
+        lay = Layout((2, 4), ("dp", "tp"))
+        self.add = ops.Add().shard(((1, 8, 1), (1, 8, 1)))
+        self.cast = ops.Cast()
+        self.gelu = ops.GeLU().shard((lay("tp", "dp", "None"),))
+        self.example_inputs = {"x": "float16[64,8,32]", "y": "float16[64,8,32]"}
+
+    def construct(self, x, y):
+        return self.gelu(self.cast(self.add(x, y), ms.float32))

@@ -1,0 +1,51 @@
+"""Pricing what MindSpore's parallel graph runs, not what its search saw.
+
+After the search MindSpore drops every Cast's OperatorInfo (``AddOperatorToIgnoreCandidates``,
+``IgnoreOperatorsInCostGraph``): in ``step_parallel`` a Cast is no ``IsParallelCareNode``, it casts the layout
+its input arrives in and the redistribution into each consumer is inserted after it. The live test reads the
+redistributions from MindSpore 2.9.0's own ``step_parallel_end`` graph."""
+import os
+
+import pytest
+
+from strategist.mesh import Mesh
+from strategist.plan import CAST_PASS
+from strategist.propagate import propagate
+from strategist.redistribution import plan as plan_redistribution
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.path.join(HERE, "models", "layouts.py:CastBetweenLayouts")
+MESH = "dp=2,tp=4"
+
+
+def _plans(graph_of):
+    g = graph_of(MODEL)
+    mesh = Mesh.parse(MESH)
+    return (propagate(g, mesh, dataset_strategy="full_batch", price=False),
+            propagate(g, mesh, dataset_strategy="full_batch"))
+
+
+def test_a_cast_passes_the_layout_its_input_arrives_in(graph_of):
+    searched, p = _plans(graph_of)
+    # the search configures the Cast from its tuple candidates (PreProcessPreCastForSP), as MindSpore's log says
+    assert searched.strategy("cast") == ((1, 2, 1),)
+    # ... and the plan priced is the parallel graph's: the Cast computes in the Add's layout (batch over 8)
+    assert p.strategy("cast") == ((1, 8, 1),) and p.choices["cast"].provenance.direction == CAST_PASS
+    edges = {(e.src, e.dst): e for e in p.edges}
+    assert not edges[("add", "cast")].forward.has_communication
+    e = edges[("cast", "gelu")]
+    # one redistribution, after the Cast (float32), from the Add's layout straight into the GeLU's
+    direct = plan_redistribution(p.choices["add"].outputs[0], p.choices["gelu"].inputs[0])
+    assert e.src_layout == p.choices["add"].outputs[0] and e.forward.ops == direct.ops
+    assert e.dtype == "float32" and e.fwd_bytes > 0
+    # the searched Cast's two redistributions (into it and out of it) are priced nowhere
+    assert sum(x.fwd_bytes for x in p.edges) == e.fwd_bytes
+
+
+@pytest.mark.verify_live
+def test_mindspore_redistributes_once_after_the_cast():
+    from strategist.verify import mindspore_plan
+    ms = mindspore_plan(MODEL, MESH, dataset_strategy="full_batch", redistributions=True)
+    moved = {(r["src"], r["dst"]): tuple(r["collectives"]) for r in ms.redistributions}
+    assert ("add", "cast") not in moved                      # the Cast computes where the Add's output is
+    assert moved[("cast", "gelu")] == ("AllGather",)         # and moves it once, into the GeLU's layout
