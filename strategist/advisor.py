@@ -327,23 +327,35 @@ def _layouts_differ(ca, cb) -> bool:
 
 
 def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> list:
-    """An anchor dropped because propagation reproduced it can be needed again once a group checked after it
-    went: the search that reached its operator may have started at an anchor dropped later (measured: qwen3_moe's
-    layer-1 q_layernorm, reached from the layer's qkv linear until that linear's anchor went, then left
-    unreached and replicated, 8.4 ms). Each such anchor whose operator the plan now lays out otherwise is tried
-    back, in graph order, and kept where the step is faster by more than the step model resolves."""
+    """Minimality drops greedily, each group judged with the anchors then left; a drop can be wrong once a group
+    checked after it went. An anchor dropped because propagation reproduced it may be needed again when the
+    search that reached its operator started at an anchor dropped later (measured: qwen3_moe's layer-1
+    q_layernorm, reached from the layer's qkv linear until that linear's anchor went, then left unreached and
+    replicated, 8.4 ms); a group dropped as not paying may pay beside what is left (measured: qwen3_moe's qkv
+    linears, dropped while the attention after them was still anchored to match). Each dropped group (a package
+    as one) whose operators the plan now lays out otherwise is tried back, in graph order, and kept where the
+    step is faster by more than the step model resolves."""
     plan = run(keep) if keep else run({})
-    kept = {c.op for c in keep}
-    for c, why in list(dropped):
-        if not why.startswith("propagation gives the same layouts") or c.op in kept:
+    groups: dict[str, list] = {}
+    for c, why in dropped:
+        if why.startswith(("propagation gives the same layouts", "does not pay for itself")):
+            groups.setdefault(_group_key(c.with_op or c.op), []).append((c, why))     # minimality's groups
+    for key in sorted(groups, key=lambda k: min(graph.op(c.op).topo_index for c, _ in groups[k])):
+        members = groups[key]
+        ops = {c.op for c, _ in members}
+        differ = False
+        for c, _ in members:
+            try:
+                sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, _cached_rule(graph.op(c.op)))
+            except StrategyError:          # the search would refuse it too
+                differ = False
+                break
+            differ = differ or _layouts_differ(sh, plan.choices[c.op])
+        if not differ:
             continue
-        try:
-            sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, _cached_rule(graph.op(c.op)))
-        except StrategyError:          # the search would refuse it too
-            continue
-        if not _layouts_differ(sh, plan.choices[c.op]):
-            continue
-        trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
+        # (a package's fallbacks, adopted when it went, give way to it)
+        trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in members],
+                       key=lambda x: graph.op(x.op).topo_index)
         try:
             q = run(trial)
         except (PropagationError, StrategyError):
@@ -352,18 +364,21 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
         worth = min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
         if dt < -worth:
             keep, plan = trial, q
-            kept.add(c.op)
-            dropped.remove((c, why))
-            c.needed = (f"reinstated after the anchors checked later went: without it {changed} operators change "
-                        f"layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+            for c, why in members:
+                dropped.remove((c, why))
+                c.needed = (f"reinstated after the anchors checked later went: without "
+                            f"{'these' if len(members) > 1 else 'it'} {changed} operators change layout and the "
+                            f"step estimate changes by {-dt * 1e3:+.3f} ms")
     return keep
 
 
 def _same_plan(a: Plan, b: Plan) -> bool:
     """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
-    the layouts, so this only guards the pricing itself)."""
+    the layouts, so this only guards the pricing itself). A Cast's searched layout is not compared: MindSpore
+    drops it after the search, and the Cast runs in its input's layout (:func:`strategist.pricing.cast_overlay`),
+    which the other operators' decide."""
     for name, ca in a.choices.items():
-        if _layouts_differ(ca, b.choices[name]):
+        if ca.op.type != "Cast" and _layouts_differ(ca, b.choices[name]):
             return False
     if not (a.priced and b.priced):
         return True

@@ -13,7 +13,7 @@ from .layout import Layout, squeeze
 from .ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
 from .plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
-from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len
+from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
 
 _PRICES: dict = {}      # memoised edge and operator prices
 
@@ -92,6 +92,27 @@ def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
     return out
 
 
+def _before_local_rows(eng: _Engine, chosen: dict, name: str, dst: Layout) -> tuple[Layout, Layout] | None:
+    """A MindFormers Morph's device-local ``[S, B, H] -> [S*B, H]`` Reshape ``name`` feeding a consumer that
+    wants its rows as ``dst``: where ``dst`` is the local rows of an ``[S, B, H]`` layout, the (from, to) of the
+    redistribution on the Reshape's INPUT that gives the consumer its rows. MindFormers redistributes there
+    (the Morph's in_layout, e.g. a column-parallel linear's sequence AllGather); on the merged rows the same
+    placement can only be written as another split of S (rows by dp are contiguous halves of S*B, not B by
+    dp), and moving to it would cost a gather over dp the Morph never does."""
+    op = eng.op(name)
+    rows = op.attrs.get("strategist_local_rows")
+    ch = chosen[name]
+    if not rows or len(rows) > 2 or not ch.inputs or ch.inputs[0] is None or op.inputs[0].spec is None:
+        return None
+    a = ch.inputs[0]
+    seq_axes = eng.seq_axes(dst.dev_matrix)
+    back = local_rows_layout(dst, tuple(op.inputs[0].spec.shape), tuple(rows), seq_axes)
+    if back is None or back.shape != a.shape or back.device_num != a.device_num:
+        return None
+    again = local_rows_layout(back, tuple(dst.shape), tuple(rows), seq_axes)
+    return (a, back) if again is not None and _same(again, dst) else None
+
+
 def price(eng: _Engine) -> Plan:
     """The priced :class:`~strategist.plan.Plan` of a finished search."""
     g, hw = eng.g, eng.hw
@@ -107,6 +128,12 @@ def price(eng: _Engine) -> Plan:
             if a is None or b is None or a.shape != b.shape:
                 continue
             spec = op.inputs[slot].spec
+            if src != DATASET and not _same(a, b) and eng.op(src).attrs.get("strategist_local_rows"):
+                alt = _before_local_rows(eng, chosen, src, b)
+                tl = _type_len(spec)
+                if alt is not None and _cached_plan(*alt).physical(tl, hw).bytes_sent \
+                        < _cached_plan(a, b).physical(tl, hw).bytes_sent:
+                    a, b = alt
             tl, dtype = _type_len(spec), spec.dtype if spec else ""
             pk = ("e", id(a), id(b), dtype, id(hw))
             hit = _PRICES.get(pk)

@@ -284,32 +284,20 @@ def test_moe_ffn_morph_is_one_device_local_operator():
 
 @pytest.mark.slow
 def test_moe_ffn_layout_kept_when_configuring_nothing():
-    """qwen3_moe at its shipped width, dp=2,tp=4, the dataset split by dp. Without the advisor's reinstating step,
-    propagation from the dataset alone is the fastest plan by the step model (352.4 ms against the anchors'
-    357.3 ms), and it lands each MoE FFN Morph on the layout MindFormers' FFNGroupedGEMM fixes (tokens over every
-    device), so configuring nothing is the advice. (Were the Morphs elsewhere, the advice would keep their anchors:
-    a plan without that layout is not the model that runs.)"""
-    from strategist import advisor
+    """qwen3_moe at its shipped width, dp=2,tp=4, the dataset split by dp. Propagation from the dataset alone
+    lands each MoE FFN Morph on the layout MindFormers' FFNGroupedGEMM fixes (tokens over every device); the
+    anchored advice keeps it there and is faster than configuring nothing (336.5 ms against 352.4 ms; before
+    Casts were priced as MindSpore's parallel graph runs them, the anchors' plan was the slower one, 357.3 ms,
+    and the floor rule made the advice "configure nothing", Morph layouts and all)."""
     from strategist.advisor import advise
     from strategist.mindformers import load_mindformers
     g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, batch=8)
-    # with every anchor the minimality checks dropped too early tried back (layer 1's q_layernorm), the anchored
-    # plan is the faster one, 345.2 ms
-    full = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"))
-    assert full.chosen and full.plan.totals()["step_seconds"] < full.baseline.totals()["step_seconds"]
-    assert any(c.needed.startswith("reinstated") for c in full.chosen)
-    # without that step (the advisor as it was) the anchors' plan is slower than configuring nothing: the floor
-    # rule this test is about
-    keep_as_is = lambda graph, mesh, keep, dropped, run: keep
-    orig, advisor._reinstate = advisor._reinstate, keep_as_is
-    try:
-        adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"))
-    finally:
-        advisor._reinstate = orig
-    assert adv.chosen == [] and any("configure nothing" in n for n in adv.notes)
+    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"))
+    assert adv.chosen and adv.plan.totals()["step_seconds"] < adv.baseline.totals()["step_seconds"]
+    assert not any("configure nothing" in n for n in adv.notes)
     for i in range(2):
-        assert adv.plan.strategy(f"model.decoder.layers.{i}.mlp.experts.morphed_forward")[0] == (1, 8, 1)
-    assert any(c.template == "moe_ffn" and why == "costlier than configuring nothing" for c, why in adv.dropped)
+        n = f"model.decoder.layers.{i}.mlp.experts.morphed_forward"
+        assert adv.plan.strategy(n)[0] == adv.baseline.strategy(n)[0] == (1, 8, 1)
 
 
 @pytest.mark.slow
@@ -451,10 +439,12 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     router = [n for n, ch in every.items() if ch.template == "moe_router"]
     assert "model.decoder.layers.1.mlp.router.gating_activation" in router
     assert len({every[n].with_op for n in router if ".decoder." in n}) == 1
-    gate = adv["model.decoder.layers.1.mlp.router.gating_activation"].anchor.layouts[0]
+    gate = every["model.decoder.layers.1.mlp.router.gating_activation"].anchor.layouts[0]
     assert [tuple(gate.alias_name[len(gate.device_matrix) - 1 - k] for k in d) for d in gate.tensor_map] == \
         [(), ("dp", "tp"), ()]
-    for n in ("gating_activation", "topk#1", "gate_gather", "div_3d", "reduce_sum_keep", "div_3d#1"):
+    # ... which propagation from the router's configured input Cast reproduces: the package is dropped as not
+    # paying for itself, and the routing runs as the experts lay it out all the same
+    for n in ("gating_activation", "topk#1", "gate_gather", "div_3d", "reduce_sum_keep"):
         n = "model.decoder.layers.1.mlp.router." + n
         assert a.plan.strategy(n) == ref_.plan.strategy(n) and a.plan.strategy(n)[0][1] == 8, n
     # MLA's K: Concat(k_nope, tiled k_pe) then the BNSD Transpose into FlashAttention, handed the attention's
@@ -503,24 +493,29 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     assert a.plan.strategy(ffn)[0] == (1, 8, 1) and ffn in ref_.plan.anchors
     assert a.agreement >= 0.87 and a.anchors <= c["b"].anchors
     # (c) runs in semi_auto_parallel, where an unconfigured Cast passes the residual's (tp on S, dp on B) layout on
-    # into each sequence-parallel norm. Under sharding propagation MindSpore configures that Cast from its own
-    # tuple strategies (PreProcessPreCastForSP), none of which has S on the inner tp axis: the advice pays a
-    # gather at the Cast and a split into the norm, (c) nothing. That is nearly all of the ratio above 1
-    # (worked: 10 such norms, 3.17 + 6.31 ms each: 95 of the 106 ms between the two steps)
+    # into each sequence-parallel norm. Under sharding propagation MindSpore's search configures that Cast from its
+    # own tuple strategies (PreProcessPreCastForSP), none of which has S on the inner tp axis -- and then drops
+    # every Cast's strategy: its parallel graph passes the layout on just the same (tests/test_pricing.py). So the
+    # norms cost the advice what they cost the experts (strategist once priced a gather at each such Cast and a
+    # split into the norm, 95 ms of a 106 ms gap), and the advice's step is not above theirs
     pre = [n for n in norms if n.rsplit(".", 2)[-2] in ("input_layernorm", "pre_mlp_layernorm", "final_layernorm",
                                                          "enorm", "hnorm")]
     from strategist.compare import _op_costs
+    from strategist.search import _same
     ca, cc = _op_costs(a.plan), _op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
-    extra = sum(ca[m][1] - cc[m][1] for n in pre for m in (n, n.rsplit(".", 1)[0] + ".cast"))
-    gap = a.totals["step_seconds"] - ref_.totals["step_seconds"]
-    assert len(pre) == 10 and extra == pytest.approx(10 * (0.00317 + 0.00631), abs=0.001) and 0.85 * gap < extra < gap
+    assert len(pre) == 10
     for n in pre:
         cast = n.rsplit(".", 1)[0] + ".cast"
-        assert ref_.plan.choices[cast].outputs[0] == ref_.plan.choices[cast].inputs[0]     # passed on
-        assert a.plan.strategy(cast) == ((1, 2, 1),)                                       # MindSpore's pick
+        for p in (a.plan, ref_.plan):
+            assert p.choices[cast].outputs[0] == p.choices[cast].inputs[0]                # passed on, as the norm
+            assert _same(p.choices[cast].outputs[0], p.choices[n].inputs[0])             # reads it
+        assert ca[n] == pytest.approx(cc[n]) and ca[cast] == pytest.approx(cc[cast])
+    assert c.step_ratio() <= 1.0
     # over the operators the experts' shard() configured (the rest of (c) takes MindSpore's batch strategy)
     assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None])
-    assert a.configured_agreement >= 0.93 and c["c"].configured_agreed == c["c"].configured_total
+    # 90 %: the MTP layer's router package is dropped (5.9 ms faster without it: the experts' (1, 8, 1) on its
+    # aux-loss reductions redistributes their input, 4.3 ms each), and its aux-loss chain is propagated instead
+    assert a.configured_agreement >= 0.89 and c["c"].configured_agreed == c["c"].configured_total
     # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
     # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
     from strategist.anchors import load_anchors
@@ -533,7 +528,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     f.write_text(text)
     loaded = load_anchors(str(f), g, c.mesh)
     assert sorted(loaded) == sorted(adv)
-    again = propagate(g, c.mesh, loaded, use_model_strategies=False, dataset_strategy="full_batch", price=False)
+    again = propagate(g, c.mesh, loaded, use_model_strategies=False, dataset_strategy="full_batch")   # priced: Casts as MindSpore runs them
     assert all(again.choices[n].inputs == ch.inputs and again.choices[n].outputs == ch.outputs
                for n, ch in a.plan.choices.items())
 
@@ -544,7 +539,7 @@ def test_telechat3_heads_and_attention_projections():
     so they prefer data parallelism. A language-model head is a MatMul producing the embedding table's row count
     of features: the wide MLP fc2 (its weight's largest dim >= 16384) was taken for one and split by columns.
     The attention projections stay Megatron's head-parallel pair (column q/k/v, row output), so FlashAttention
-    runs on each device's own heads; the advice is then faster than the experts' plan by the step model."""
+    runs on each device's own heads; the advice's step estimate is then the experts'."""
     from strategist.compare import compare_model
     ref = "mindformers:telechat3/pretrain_telechat3_36b.yaml"
     c = compare_model(ref, "dp=2,tp=4", layers=2, batch=8)
@@ -564,18 +559,21 @@ def test_telechat3_heads_and_attention_projections():
         assert chosen[f"model.decoder.layers.{i}.mlp.linear_fc2.matmul"].template == "matmul_row_sequence_parallel"
     note = next(n for n in c.advice.notes if "linears of column/row pairs" in n)
     assert "Megatron column/row (step" in note and note.index("Megatron") < note.index("beats data parallel")
-    # on every operator the experts' shard() configures, the advice is theirs
-    assert c["a"].agreement >= 0.93 and c["a"].configured_agreement == 1.0 and c["a"].anchors <= c["b"].anchors
+    # every linear as the experts lay it out; what differs is cost-free: the labels' mask (semi_auto's batch
+    # strategy in (c), propagated in (a)) and the loss's masked sum (the experts replicate it, (a) splits it by dp)
+    assert c["a"].agreement >= 0.93 and c["a"].anchors <= c["b"].anchors
+    assert {d.op.split(".")[1] for d in c["a"].disagreements} <= {"preprocess_labels_and_masks", "loss"}
+    assert sum(d.seconds for d in c["a"].disagreements) < 1e-3 and sum(d.ref_seconds for d in c["a"].disagreements) < 1e-3
     # (c) runs in semi_auto_parallel, where the fp32 -> bf16 Cast before fc1 passes the sequence-parallel rows on
-    # ((8, 1)) and fc1's input gathers after it, in bf16. Under sharding propagation MindSpore configures that Cast
-    # from fc1's strategy (PreProcessPreCastForSP): ((2, 1)), the gather before the Cast, in fp32 -- 20 ms a
-    # layer more; with the sequence-parallel norms' input Casts (the deepseek3 test), the 7.6 % the advice's step
-    # is above the experts' is what sharding propagation costs around Casts, not a layout the advice could pick
+    # ((8, 1)) and fc1's input gathers after it, in bf16. Under sharding propagation MindSpore's search configures
+    # that Cast from fc1's strategy (PreProcessPreCastForSP, ((2, 1))), but then drops every Cast's strategy: in
+    # its parallel graph the Cast passes the rows on just the same (tests/test_pricing.py), and the step estimates
+    # are equal
     for i in range(2):
         cast = f"model.decoder.layers.{i}.mlp.linear_fc1.cast"
-        assert c["a"].plan.strategy(cast) == ((2, 1),) and c["c"].plan.strategy(cast) == ((8, 1),)
+        assert c["a"].plan.strategy(cast) == c["c"].plan.strategy(cast) == ((8, 1),)
         assert c["c"].plan.choices[cast].inputs[0] == c["c"].plan.choices[cast].outputs[0]
-    assert 1.0 < c.step_ratio() < 1.08
+    assert c.step_ratio() <= 1.0 + 1e-6
 
 
 def _advice_verified(ref, tmp_path, mesh="dp=2,tp=4"):
@@ -642,6 +640,8 @@ def test_telechat3_advice_verified_by_mindspore(tmp_path):
     casts = [op.name for op in g if op.type == "Cast" and op.inputs[0].ref == "model.embedding.cast"]
     assert casts == ["model.decoder.layers.0.cast", "model.decoder.layers.0.input_layernorm.cast"]
     rows = {r.op: r for r in c.rows}
+    # the advice now anchors the residual adds sequence parallel (tests/test_propagate.py keeps the (2, 1, 1)
+    # an unconfigured add is decided into)
     for name in ("model.decoder.layers.0.add", "model.decoder.layers.1.add"):
-        assert rows[name].agree and rows[name].theirs == ((2, 1, 1), (2, 1, 1))
+        assert rows[name].agree and rows[name].theirs == ((4, 2, 1), (4, 2, 1))
     assert [r.op for r in c.rows if not r.agree] == []

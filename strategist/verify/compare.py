@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..plan import DATASET
 from .runner import MsOp, MsPlan
 
 #: strategist operators MindSpore's report never lists.
@@ -249,6 +250,108 @@ def compare(plan, ms: MsPlan) -> Comparison:
     return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
                       model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy,
                       merged=merged)
+
+
+# --------------------------------------------------------------------------------------
+# redistributions: which edges move data
+
+
+@dataclass
+class Moves:
+    """The edges whose redistribution moves data between devices (a collective, not only local slicing), in
+    strategist's priced plan and in MindSpore's ``step_parallel_end`` graph. Edges are paired by their ends'
+    names (strategist's name without ``#k`` = MindSpore's cell path + instance), then by their ends' types.
+    The output's gathering is left out, and so is what a Reshape moves inside itself (MindSpore replaces the
+    Reshape by its own operators there)."""
+
+    both: list[tuple[str, str, str, tuple]]             # (src, dst, ours, MindSpore's collectives)
+    only_ours: list[tuple[str, str, str]]              # (src, dst, our redistribution)
+    only_theirs: list[tuple[str, str, tuple]]          # (MindSpore's src path, dst path, collectives)
+
+    @property
+    def agree(self) -> bool:
+        return not self.only_ours and not self.only_theirs
+
+    def to_dict(self) -> dict:
+        return {"both": [{"src": a, "dst": b, "strategist": o, "mindspore": list(t)} for a, b, o, t in self.both],
+                "only_strategist": [{"src": a, "dst": b, "strategist": o} for a, b, o in self.only_ours],
+                "only_mindspore": [{"src": a, "dst": b, "mindspore": list(t)} for a, b, t in self.only_theirs]}
+
+    def text(self) -> str:
+        out = [f"edges moving data: {len(self.both)} in both, {len(self.only_ours)} only strategist, "
+               f"{len(self.only_theirs)} only MindSpore -> {'AGREE' if self.agree else 'DIFFER'}"]
+        out += [f"  only strategist: {a} -> {b}  {o}" for a, b, o in self.only_ours]
+        out += [f"  only MindSpore: {a} -> {b}  {' + '.join(t)}" for a, b, t in self.only_theirs]
+        return "\n".join(out) + "\n"
+
+
+def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
+    """strategist's moves, as (src, dst shown, redistribution text, names the consumer may have on MindSpore's
+    side): an edge into a Reshape, and a Reshape's own redistribution, move data for the consumers the Reshape
+    chain feeds (MindSpore turns such a Reshape into redistribution operators of the edge into them)."""
+    g = plan.graph
+    base = lambda n: re.sub(r"#\d+$", "", n)
+
+    def consumers(name):
+        names, out, todo = {name}, [], [name]
+        while todo:
+            for e in g.out_edges(todo.pop()):
+                if e.dst in names:
+                    continue
+                names.add(e.dst)
+                (todo if g.op(e.dst).type in ("Reshape", "Flatten") else out).append(e.dst)
+        return names, sorted(out, key=lambda n: g.op(n).topo_index)
+
+    moves = []
+    for e in plan.edges:
+        if not e.forward.has_communication:
+            continue
+        if g.op(e.dst).type in ("Reshape", "Flatten"):
+            names, out = consumers(e.dst)
+            if not out:
+                continue          # into the graph's output: left out, as MindSpore's _VirtualOutput is
+            moves.append((e.src, ",".join(out), str(e.forward), frozenset(base(n) for n in names)))
+        else:
+            moves.append((e.src, e.dst, str(e.forward), frozenset({base(e.dst)})))
+    for name, c in plan.op_costs.items():
+        op = g.op(name)
+        if op.type not in ("Reshape", "Flatten") or not c.fwd_bytes:
+            continue
+        names, out = consumers(name)
+        src = next((x.ref for x in op.inputs if x.kind == "op"), "<dataset>")
+        steps = " ; ".join(st[0] for st in c.steps if not st[0].startswith("grad "))
+        if out and steps:
+            moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(base(n) for n in names)))
+    return moves
+
+
+def compare_moves(plan, ms: MsPlan) -> Moves:
+    """Pair the edges that move data in ``plan`` (priced) with the redistributions MindSpore inserted (an
+    :class:`MsPlan` read with ``redistributions=True``)."""
+    if ms.redistributions is None:
+        raise ValueError("MindSpore's plan was read without its redistributions (mindspore_plan(redistributions=True))")
+    g = plan.graph
+    theirs = [(r["src"], r["dst"], tuple(r["collectives"]), r["src_type"], r["dst_type"])
+              for r in ms.redistributions if r["collectives"] and r["dst_type"] != "_VirtualOutput"]
+    base = lambda n: "_VirtualDataset" if n == DATASET else re.sub(r"#\d+$", "", n)
+    left = list(range(len(theirs)))
+    both, only_ours = [], []
+    for src, dst, text, names in _our_moves(plan):
+        # the consumer by name (and the producer, where MindSpore kept it: a replaced operator's pieces, a
+        # RmsNorm's Mul, are named apart), else the producer by name, else the consumer by type
+        by_dst = [j for j in left if theirs[j][1] in names]
+        j = next((j for j in by_dst if theirs[j][0] == base(src)), by_dst[0] if by_dst else None)
+        if j is None:
+            j = next((j for j in left if theirs[j][0] == base(src)), None)
+        if j is None:
+            dst_types = {g.op(n).type for n in dst.split(",")}
+            j = next((j for j in left if theirs[j][4] in dst_types), None)
+        if j is None:
+            only_ours.append((src, dst, text))
+            continue
+        left.remove(j)
+        both.append((src, dst, text, theirs[j][2]))
+    return Moves(both, only_ours, [theirs[j][:3] for j in left])
 
 
 # --------------------------------------------------------------------------------------

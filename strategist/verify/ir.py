@@ -235,23 +235,36 @@ def parse_redistributions(text: str) -> list[dict]:
         order.append(node)
 
     def redist(n):
-        return n["type"] in _PLUMBING or (n["instance"] or "").startswith("redistribution_op")
+        return (n["instance"] or "").startswith("redistribution_op")
+
+    def own(n):        # an operator's own forward communication (a MatMul's AllReduce): part of its producer
+        return (n["instance"] or "").startswith("forward_op")
+
+    def walk(arg, top):
+        """(source node, redistribution operators) per tensor feeding a consumer through ``arg``."""
+        ops, cur, seen, after_redist = [], nodes.get(arg), set(), False
+        while cur is not None and cur["id"] not in seen:
+            seen.add(cur["id"])
+            if cur["type"] in ("MakeTuple", "MakeList") and top and not ops:
+                # a consumer's tuple argument (Concat's): each element has its own redistribution
+                return [x for a in cur["args"] for x in walk(a, False)]
+            if redist(cur):
+                ops.append(cur["type"])
+            elif not (own(cur) or cur["type"] in ("TupleGetItem", "Depend")
+                      or (cur["type"] in ("MakeTuple", "MakeList") and after_redist)):
+                break               # (a tuple a redistribution's Concat joins: its Split's pieces)
+            after_redist = redist(cur)
+            cur = nodes.get(cur["args"][0]) if cur["args"] else None
+            top = False
+        return [(cur, ops[::-1])] if cur is not None and ops else []
 
     out = []
     for node in order:
-        if redist(node):
+        if redist(node) or own(node) or node["type"] in _PLUMBING:
             continue
         for arg in node["args"]:
-            ops, cur, seen = [], nodes.get(arg), set()
-            while cur is not None and redist(cur) and cur["id"] not in seen:
-                seen.add(cur["id"])
-                if cur["type"] not in _PLUMBING:
-                    ops.append(cur["type"])
-                cur = nodes.get(cur["args"][0]) if cur["args"] else None
-            if not ops or cur is None:
-                continue
-            ops.reverse()
-            out.append({"src": {k: cur[k] for k in ("type", "instance", "scope")},
-                        "dst": {k: node[k] for k in ("type", "instance", "scope")},
-                        "ops": tuple(ops), "collectives": tuple(o for o in ops if o in COLLECTIVES)})
+            for src, ops in walk(arg, True):
+                out.append({"src": {k: src[k] for k in ("type", "instance", "scope")},
+                            "dst": {k: node[k] for k in ("type", "instance", "scope")},
+                            "ops": tuple(ops), "collectives": tuple(o for o in ops if o in COLLECTIVES)})
     return out
