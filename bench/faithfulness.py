@@ -9,7 +9,9 @@ Sections:
   6. semi_auto_parallel (compare's reference (c), strategist.semi_auto): the batch strategies MindSpore's
      semi_auto gives the operators no shard() configures, and the Casts that pass layouts on, on the examples
      x meshes and --semi-auto-n random nets, each against a live MindSpore semi_auto compile;
-  7. with --large: MindSpore's own search (verify) next to strategist's propagate on the 80-layer
+  7. redistributions (``verify --redistributions``): which edges move data in strategist's priced plan and in
+     MindSpore's step_parallel_end graph, on the examples x meshes and --moves-n random nets (live MindSpore);
+  8. with --large: MindSpore's own search (verify) next to strategist's propagate on the 80-layer
      LLaMA-2-70B shape, 64 devices (dp=8, tp=8) -- MindSpore takes ~100 s and ~16 GB there.
 
 MindSpore's answers come from tests/fixtures/ms/ (``make fixtures``); a case without a cached answer is
@@ -332,6 +334,47 @@ def semi_auto_section(cases, label):
     return dict(stats, examples=worst[:12])
 
 
+def moves_section(cases, label):
+    """The edges that move data: strategist's priced plan beside the redistributions MindSpore inserted (live)."""
+    from strategist.anchors import load_anchors
+    from strategist.errors import StrategistError
+    from strategist.loader import load_graph
+    from strategist.mesh import Mesh
+    from strategist.propagate import propagate
+    from strategist.verify import mindspore_plan
+    from strategist.verify.compare import compare_moves
+    stats = collections.Counter()
+    worst = []
+    t0 = time.time()
+    for case in cases:
+        case.materialise()
+        mesh = Mesh.parse(case.mesh)
+        try:
+            g = load_graph(case.model, case.inputs or None, case.kwargs or None)
+            anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
+            plan = propagate(g, mesh, anchors, dataset_strategy=case.dataset_strategy)
+            ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
+                                strategies=case.strategies, dataset_strategy=case.dataset_strategy,
+                                redistributions=True, graph=g)
+        except StrategistError as err:
+            stats["rejected"] += 1
+            continue
+        m = compare_moves(plan, ms)
+        stats["cases"] += 1
+        stats["cases_agree"] += m.agree
+        stats["both"] += len(m.both)
+        stats["only_strategist"] += len(m.only_ours)
+        stats["only_mindspore"] += len(m.only_theirs)
+        worst += [(case.id, f"only strategist: {a} -> {b}  {t}") for a, b, t in m.only_ours]
+        worst += [(case.id, f"only MindSpore: {a} -> {b}  {' + '.join(t)}") for a, b, t in m.only_theirs]
+    print(f"\n== edges moving data, {label}: {stats['both']} in both, {stats['only_strategist']} only strategist, "
+          f"{stats['only_mindspore']} only MindSpore; {stats['cases_agree']}/{stats['cases']} cases agree "
+          f"entirely; rejected {stats['rejected']} ({time.time() - t0:.0f} s)")
+    for cid, what in worst[:12]:
+        print(f"   {cid}: {what[:160]}")
+    return dict(stats, examples=worst[:12])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=500, help="random nets (seeds 0..N-1)")
@@ -344,6 +387,9 @@ def main(argv=None):
     ap.add_argument("--semi-auto-n", type=int, default=100,
                     help="random nets for the semi_auto_parallel section (live MindSpore, ~3 s each; 0: examples only)")
     ap.add_argument("--no-semi-auto", action="store_true", help="skip the semi_auto_parallel section")
+    ap.add_argument("--moves-n", type=int, default=60,
+                    help="random nets for the redistributions section (live MindSpore, ~3 s each; 0: examples only)")
+    ap.add_argument("--no-moves", action="store_true", help="skip the redistributions section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
     import shutil
@@ -371,6 +417,11 @@ def main(argv=None):
             if a.semi_auto_n:
                 report["semi_auto"]["random"] = semi_auto_section(
                     netgen.random_cases(a.semi_auto_n), f"{a.semi_auto_n} random nets (seeds 0..{a.semi_auto_n - 1})")
+        if not a.no_moves:
+            report["moves"] = {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
+            if a.moves_n:
+                report["moves"]["random"] = moves_section(
+                    netgen.random_cases(a.moves_n), f"{a.moves_n} random nets (seeds 0..{a.moves_n - 1})")
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             cases = len({c for c, _ in items})

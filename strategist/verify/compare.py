@@ -55,6 +55,8 @@ class Comparison:
     #: parallel graph, once in the stand-alone one): (MindSpore's operator, our operator). They carry the
     #: strategy of the operator they copy, so they agree.
     merged: list = field(default_factory=list)
+    #: with ``verify --redistributions``: the edges that move data on both sides
+    moves: "Moves | None" = None
 
     @property
     def agreed(self) -> int:
@@ -70,7 +72,8 @@ class Comparison:
 
     @property
     def all_agree(self) -> bool:
-        return self.agreed == self.total and not self.only_ours and not self.only_theirs and self.dataset_agrees
+        return (self.agreed == self.total and not self.only_ours and not self.only_theirs and self.dataset_agrees
+                and (self.moves is None or self.moves.agree))
 
     def disagreements(self) -> list[Row]:
         return [r for r in self.rows if not r.agree]
@@ -95,6 +98,7 @@ class Comparison:
             "mindspore": {"version": self.ms.mindspore_version, "backend": self.ms.backend,
                           "compile_inputs": self.ms.compile_inputs, "output": _lists(self.ms.output)},
             "notes": self.notes,
+            "redistributions": self.moves.to_dict() if self.moves is not None else None,
         }
 
     def to_json(self) -> str:
@@ -391,9 +395,12 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
     if c.merged:
         out += ["", "in MindSpore's graph twice, merged in strategist's stand-alone compile (CSE); same strategy:"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}  = {ours}" for m, ours in c.merged]
+    if c.moves is not None:
+        out += ["", c.moves.text().rstrip("\n")]
     pct = 100.0 * c.agreed / c.total if c.total else 100.0
     out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
                 f"{len(c.only_theirs)} only MindSpore; dataset {'agrees' if c.dataset_agrees else 'differs'}"
-                f" -> {'ALL AGREE' if c.all_agree else 'DISAGREE'}"]
+                + (f"; edges moving data {'agree' if c.moves.agree else 'differ'}" if c.moves is not None else "")
+                + f" -> {'ALL AGREE' if c.all_agree else 'DISAGREE'}"]
     out += [f"note: {n}" for n in c.notes]
     return "\n".join(out) + "\n"

@@ -359,7 +359,8 @@ def _crash_message(rc: int, where: str, log_file: str) -> str:
 
 
 def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None, dataset_strategy="data_parallel",
-                 graph=None, plan=None, timeout=900, semi_auto: bool = False, **settings):
+                 graph=None, plan=None, timeout=900, semi_auto: bool = False, redistributions: bool = False,
+                 **settings):
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
     ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
@@ -369,6 +370,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
 
     ``semi_auto``: both sides in semi_auto_parallel instead -- strategist's :func:`strategist.semi_auto.semi_auto_plan`
     beside MindSpore compiled so (``path.py:NAME`` models only).
+
+    ``redistributions``: also which edges move data, strategist's priced plan beside the redistributions MindSpore
+    inserted in its ``step_parallel_end`` graph (:func:`strategist.verify.compare.compare_moves`).
     """
     from ..anchors import load_anchors
     from ..loader import load_graph
@@ -422,12 +426,17 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     ours_seconds = time.time() - t0
     ms = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
                         dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
-                        parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel", **settings)
+                        parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
+                        redistributions=redistributions, **settings)
     if failed is not None:
         result = Comparison([], [], list(ms.ops), None, ms.dataset, ms, model=ms.model,
                             mesh=",".join(f"{n}={s}" for n, s in mesh.axes), dataset_strategy=dataset_strategy,
                             notes=[f"strategist's propagate failed where MindSpore did not: {failed}"])
     else:
         result = compare(plan, ms)
+        if redistributions:
+            from ..propagate import price_plan
+            from .compare import compare_moves
+            result.moves = compare_moves(price_plan(plan), ms)
     result.strategist_seconds = round(ours_seconds, 3)
     return result

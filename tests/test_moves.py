@@ -1,0 +1,105 @@
+"""Which edges move data: MindSpore's step_parallel_end graph read (strategist.verify.ir.parse_redistributions)
+and paired with strategist's priced plan (strategist.verify.compare.compare_moves; ``verify --redistributions``).
+
+The recorded dumps are MindSpore 2.9.0's own (tests/fixtures/ir/): ``CastBetweenLayouts`` (tests/models/layouts.py)
+on dp=2,tp=4, and random net 6 (tests/netgen.py: a RmsNorm MindSpore replaces by its pieces, feeding a Concat
+with the dataset) on dp=4,cp=2,tp=2."""
+import os
+
+import pytest
+
+from strategist.mesh import Mesh
+from strategist.propagate import propagate
+from strategist.verify.compare import compare_moves
+from strategist.verify.ir import parse_redistributions
+from strategist.verify.runner import MsPlan
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IR = os.path.join(HERE, "fixtures", "ir")
+CAST_MODEL = os.path.join(HERE, "models", "layouts.py:CastBetweenLayouts")
+
+
+def _read(name):
+    with open(os.path.join(IR, name)) as f:
+        return f.read()
+
+
+def _moves(found):
+    return [(r["src"]["instance"], r["dst"]["instance"], r["collectives"]) for r in found if r["collectives"]]
+
+
+def test_the_redistribution_after_a_cast():
+    found = parse_redistributions(_read("cast_between_layouts.step_parallel_end.ir"))
+    # the dataset's slices (StridedSlice only: no data moves), the one redistribution after the Cast (an all-to-all
+    # written as AllGather + Split + Concat, then the dp slice), the output's gather
+    assert [(r["src"]["instance"], r["dst"]["instance"]) for r in found] == [
+        ("_VirtualDataset", "add"), ("_VirtualDataset", "add"), ("cast", "gelu"), ("gelu", "_VirtualOutput")]
+    r = found[2]
+    assert r["ops"] == ("Reshape", "AllGather", "Split", "Concat", "Reshape", "StridedSlice")
+    assert r["collectives"] == ("AllGather",)
+    assert found[0]["collectives"] == ()
+
+
+def test_a_concat_reads_each_element_of_its_tuple():
+    found = parse_redistributions(_read("netgen6.step_parallel_end.ir"))
+    # Concat((x0, rms_norm(x0)[0])): each element is gathered on its own; the RmsNorm is MindSpore's replacement
+    # graph there (Square, ReduceMean, AllReduce, ..., a MakeTuple): its output is that MakeTuple, not an operator
+    # strategist names -- the pairing goes by the consumer
+    concat = [(r["src"]["type"], r["collectives"]) for r in found if r["dst"]["instance"] == "concat"]
+    assert concat == [("_VirtualDataset", ("AllGather",)), ("MakeTuple", ("AllGather",))]
+    # the replaced RmsNorm's own AllReduce is not a redistribution
+    assert not any("AllReduce" in r["collectives"] for r in found)
+    assert _moves(found) == [("bias_add", "erf", ("AllGather",)), ("_VirtualDataset", "concat", ("AllGather",)),
+                             ("149871652253904240699", "concat", ("AllGather",))]
+
+
+def _ms(found, device_num=8):
+    reds = [{"src": r["src"]["instance"], "dst": r["dst"]["instance"], "src_type": r["src"]["type"],
+             "dst_type": r["dst"]["type"], "ops": list(r["ops"]), "collectives": list(r["collectives"])} for r in found]
+    return MsPlan([], "full_batch", device_num, 0.0, 0.0, redistributions=reds)
+
+
+def test_moves_pair_with_strategist_priced_plan(graph_of):
+    p = propagate(graph_of(CAST_MODEL), Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    m = compare_moves(p, _ms(parse_redistributions(_read("cast_between_layouts.step_parallel_end.ir"))))
+    assert m.agree and [(a, b) for a, b, _, _ in m.both] == [("cast", "gelu")]
+    # priced as the search left it (the Cast's own (1, 2, 1)), strategist would move data twice: into the Cast
+    # and out of it; MindSpore moves it once
+    from strategist.redistribution import plan as plan_redistribution
+    searched = propagate(graph_of(CAST_MODEL), Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch", price=False)
+    cast = searched.choices["cast"]
+    assert cast.strategy == ((1, 2, 1),)
+    assert plan_redistribution(searched.choices["add"].outputs[0], cast.inputs[0]).has_communication
+    assert plan_redistribution(cast.outputs[0], searched.choices["gelu"].inputs[0]).has_communication
+    # and a plan without MindSpore's answer read is refused in one line
+    with pytest.raises(ValueError, match="redistributions=True"):
+        compare_moves(p, MsPlan([], "full_batch", 8, 0.0, 0.0))
+
+
+def test_a_move_only_one_side_makes_is_listed(graph_of):
+    p = propagate(graph_of(CAST_MODEL), Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    found = parse_redistributions(_read("cast_between_layouts.step_parallel_end.ir"))
+    ms = _ms(found)
+    ms.redistributions.append({"src": "add", "dst": "cast", "src_type": "Add", "dst_type": "Cast",
+                               "ops": ["AllGather"], "collectives": ["AllGather"]})
+    m = compare_moves(p, ms)
+    assert not m.agree and m.only_theirs == [("add", "cast", ("AllGather",))] and not m.only_ours
+    assert "only MindSpore: add -> cast  AllGather" in m.text()
+
+
+@pytest.mark.verify_live
+def test_verify_redistributions_cli(tmp_path):
+    """``strategist verify --redistributions``: MindSpore 2.9.0 compiled, its step_parallel_end read; exit 0 when
+    operators and moves agree; the JSON carries the moves."""
+    import json
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "strategist", "verify", CAST_MODEL, "--mesh", "dp=2,tp=4",
+           "--dataset-strategy", "full_batch", "--redistributions"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "edges moving data: 1 in both, 0 only strategist, 0 only MindSpore -> AGREE" in r.stdout
+    r = subprocess.run(cmd + ["--format", "json"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    d = json.loads(r.stdout)
+    assert d["redistributions"]["both"][0]["src"] == "cast" and d["redistributions"]["both"][0]["mindspore"] == ["AllGather"]
+    assert os.listdir(tmp_path) == []
