@@ -54,7 +54,7 @@ def test_a_concat_reads_each_element_of_its_tuple():
 
 
 def _ms(found, device_num=8):
-    reds = [{"src": r["src"]["instance"], "dst": r["dst"]["instance"], "src_type": r["src"]["type"],
+    reds = [{"src": r["src"]["instance"], "dst": r["dst"]["instance"], "src_type": r["src"]["type"], "also": [],
              "dst_type": r["dst"]["type"], "ops": list(r["ops"]), "collectives": list(r["collectives"])} for r in found]
     return MsPlan([], "full_batch", device_num, 0.0, 0.0, redistributions=reds)
 

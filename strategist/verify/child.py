@@ -293,7 +293,11 @@ def run(req: dict) -> dict:
         result["ops"] = _attach_names(nodes, shard)
         if req.get("redistributions"):
             from .ir import parse_redistributions
-            with open(irs[-1], errors="replace") as f:
+            ends = sorted(glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_end*.ir"), recursive=True),
+                          key=lambda p: (os.path.getmtime(p), p))
+            if not ends:
+                raise RuntimeError("MindSpore wrote no step_parallel_end IR dump (MS_DEV_DUMP_IR_PASSES ignored?)")
+            with open(ends[-1], errors="replace") as f:
                 found = parse_redistributions(f.read())
 
             def path_of(n):
@@ -302,6 +306,7 @@ def run(req: dict) -> dict:
                 return f"{path}.{inst}" if path else inst
             result["redistributions"] = [{"src": path_of(r["src"]), "dst": path_of(r["dst"]),
                                           "src_type": r["src"]["type"], "dst_type": r["dst"]["type"],
+                                          "also": [path_of(d) for d in r["also"]],
                                           "ops": list(r["ops"]), "collectives": list(r["collectives"])}
                                          for r in found]
         result["ok"] = True

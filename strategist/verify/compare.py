@@ -326,7 +326,15 @@ def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
         steps = " ; ".join(st[0] for st in c.steps if not st[0].startswith("grad "))
         if out and steps:
             moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(base(n) for n in names)))
-    return moves
+    # an edge into a Reshape and the Reshape's own redistribution are one chain of MindSpore's
+    merged: dict[tuple, list] = {}
+    for src, dst, text, names in moves:
+        key = (src, dst, names)
+        if key in merged:
+            merged[key][2] += " ; " + text
+        else:
+            merged[key] = [src, dst, text, names]
+    return [tuple(m) for m in merged.values()]
 
 
 def compare_moves(plan, ms: MsPlan) -> Moves:
@@ -335,7 +343,7 @@ def compare_moves(plan, ms: MsPlan) -> Moves:
     if ms.redistributions is None:
         raise ValueError("MindSpore's plan was read without its redistributions (mindspore_plan(redistributions=True))")
     g = plan.graph
-    theirs = [(r["src"], r["dst"], tuple(r["collectives"]), r["src_type"], r["dst_type"])
+    theirs = [(r["src"], r["dst"], tuple(r["collectives"]), r["src_type"], r["dst_type"], {r["dst"], *r.get("also", ())})
               for r in ms.redistributions if r["collectives"] and r["dst_type"] != "_VirtualOutput"]
     base = lambda n: "_VirtualDataset" if n == DATASET else re.sub(r"#\d+$", "", n)
     left = list(range(len(theirs)))
@@ -343,7 +351,7 @@ def compare_moves(plan, ms: MsPlan) -> Moves:
     for src, dst, text, names in _our_moves(plan):
         # the consumer by name (and the producer, where MindSpore kept it: a replaced operator's pieces, a
         # RmsNorm's Mul, are named apart), else the producer by name, else the consumer by type
-        by_dst = [j for j in left if theirs[j][1] in names]
+        by_dst = [j for j in left if theirs[j][5] & names]
         j = next((j for j in by_dst if theirs[j][0] == base(src)), by_dst[0] if by_dst else None)
         if j is None:
             j = next((j for j in left if theirs[j][0] == base(src)), None)

@@ -207,7 +207,8 @@ def parse_redistributions(text: str) -> list[dict]:
     """The tensor redistributions MindSpore's ``step_parallel_end`` graph carries, in graph order: per consumer
     input fed through operators whose instance name starts ``redistribution_op``, a dict with ``src`` and ``dst``
     (each ``type``, ``instance``, ``scope`` of the nodes at its ends) and ``ops`` (the redistribution's operator
-    types, producer side first) and ``collectives`` (those of them that move data between devices).
+    types, producer side first) and ``collectives`` (those of them that move data between devices); ``also``: the
+    other consumers reading the same redistributed tensor (listed once).
     An operator's own communication (a MatMul's AllReduce, a Parameter's mirror) is not among them."""
     nodes: dict[str, dict] = {}
     order = []
@@ -242,9 +243,9 @@ def parse_redistributions(text: str) -> list[dict]:
 
     def walk(arg, top):
         """(source node, redistribution operators) per tensor feeding a consumer through ``arg``."""
-        ops, cur, seen, after_redist = [], nodes.get(arg), set(), False
+        ops, cur, seen, after_redist = [], nodes.get(arg), [], False
         while cur is not None and cur["id"] not in seen:
-            seen.add(cur["id"])
+            seen.append(cur["id"])
             if cur["type"] in ("MakeTuple", "MakeList") and top and not ops:
                 # a consumer's tuple argument (Concat's): each element has its own redistribution
                 return [x for a in cur["args"] for x in walk(a, False)]
@@ -256,15 +257,21 @@ def parse_redistributions(text: str) -> list[dict]:
             after_redist = redist(cur)
             cur = nodes.get(cur["args"][0]) if cur["args"] else None
             top = False
-        return [(cur, ops[::-1])] if cur is not None and ops else []
+        first = next((i for i in seen if redist(nodes[i])), None)     # the chain's last operator, by id
+        return [(cur, ops[::-1], first)] if cur is not None and ops else []
 
-    out = []
+    out, by_chain = [], {}
     for node in order:
         if redist(node) or own(node) or node["type"] in _PLUMBING:
             continue
         for arg in node["args"]:
-            for src, ops in walk(arg, True):
-                out.append({"src": {k: src[k] for k in ("type", "instance", "scope")},
-                            "dst": {k: node[k] for k in ("type", "instance", "scope")},
-                            "ops": tuple(ops), "collectives": tuple(o for o in ops if o in COLLECTIVES)})
+            for src, ops, chain in walk(arg, True):
+                dst = {k: node[k] for k in ("type", "instance", "scope")}
+                if chain in by_chain:       # one redistribution several consumers read (a replaced Reshape's)
+                    by_chain[chain]["also"].append(dst)
+                    continue
+                by_chain[chain] = {"src": {k: src[k] for k in ("type", "instance", "scope")}, "dst": dst,
+                                   "ops": tuple(ops), "collectives": tuple(o for o in ops if o in COLLECTIVES),
+                                   "also": []}
+                out.append(by_chain[chain])
     return out

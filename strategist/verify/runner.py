@@ -140,8 +140,8 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     ``parallel_mode="semi_auto_parallel"``: no propagation -- MindSpore's semi_auto compile, its strategies (the batch
     strategies it generates for unconfigured operators among them) read from the ``step_parallel_end`` dump.
 
-    ``redistributions=True``: the strategies are read from ``step_parallel_end`` (the same as at its begin under
-    auto_parallel), and :attr:`MsPlan.redistributions` lists the redistributions MindSpore inserted there.
+    ``redistributions=True``: :attr:`MsPlan.redistributions` lists the redistributions MindSpore inserted in its
+    ``step_parallel_end`` graph.
 
     >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
@@ -180,9 +180,11 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         }
         if parallel_mode != "auto_parallel":
             request["parallel_mode"] = parallel_mode
-        request["ir_pass"] = _ir_pass(parallel_mode, redistributions)   # the dump the child reads, the only one
+        request["ir_pass"] = _ir_pass(parallel_mode)       # the dump the child reads strategies from
+        passes = request["ir_pass"]
         if redistributions:
-            request["redistributions"] = True
+            request["redistributions"] = True              # ... and the redistributions from step_parallel_end
+            passes = ",".join(dict.fromkeys([passes, "step_parallel_end"]))
         if mf is not None:
             request["mindformers"] = mf
             request["kwargs"] = []
@@ -191,7 +193,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             request["strategy_file"] = os.path.abspath(strategy_file)
             request["strategy_file_mode"] = strategy_file_mode      # "SAVE": MindSpore writes its own
         t0 = time.time()
-        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir, request["ir_pass"]), timeout)
+        rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir, passes), timeout)
         wall = time.time() - t0
         where = f"{os.path.basename(given)} on {mesh.size} devices"
         if rc is None:
@@ -279,12 +281,13 @@ def _sweep_orphans() -> None:
             pass
 
 
-def _ir_pass(parallel_mode: str, redistributions: bool = False) -> str:
-    """The IR dump the child reads: under auto_parallel the propagation has set every strategy by
-    ``step_parallel_begin``; under semi_auto_parallel the batch strategies of the unconfigured operators
-    are generated inside step_parallel, so only ``step_parallel_end`` shows them (``gen_strategy``), and only
-    it shows the redistributions inserted."""
-    return "step_parallel_end" if parallel_mode == "semi_auto_parallel" or redistributions else "step_parallel_begin"
+def _ir_pass(parallel_mode: str) -> str:
+    """The IR dump the child reads strategies from: under auto_parallel the propagation has set every strategy
+    by ``step_parallel_begin`` (at its end some operators are replaced by their pieces: a OneHot's FloorDiv, Sub);
+    under semi_auto_parallel the batch strategies of the unconfigured operators are generated inside
+    step_parallel, so only ``step_parallel_end`` shows them (``gen_strategy``). The redistributions inserted
+    are read from ``step_parallel_end``."""
+    return "step_parallel_end" if parallel_mode == "semi_auto_parallel" else "step_parallel_begin"
 
 
 def _child_env(backend: str, stub_paths, device_num: int, ir_dir: str, ir_pass: str = "step_parallel_begin") -> dict:
