@@ -734,6 +734,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
             # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
             g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
+            # the config's enable_alltoall: without it MindSpore writes an all-to-all as AllGather + Split + Concat
+            g.enable_alltoall = bool(_plain(cfg.get("parallel") or {}).get("enable_alltoall", False))
     mc = cfg.model.model_config
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,

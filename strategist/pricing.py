@@ -118,6 +118,7 @@ def price(eng: _Engine) -> Plan:
     g, hw = eng.g, eng.hw
     needs_grad, grads_on_of = _grad_flow(g)
     casts = cast_overlay(eng)
+    a2a = bool(getattr(g, "enable_alltoall", False))      # MindSpore's enable_alltoall (a MindFormers config's)
     chosen = {op.name: casts.get(op.name) or eng.chosen[op.name] for op in g}
     edges: list[EdgeCost] = []
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
@@ -131,15 +132,15 @@ def price(eng: _Engine) -> Plan:
             if src != DATASET and not _same(a, b) and eng.op(src).attrs.get("strategist_local_rows"):
                 alt = _before_local_rows(eng, chosen, src, b)
                 tl = _type_len(spec)
-                if alt is not None and _cached_plan(*alt).physical(tl, hw).bytes_sent \
-                        < _cached_plan(a, b).physical(tl, hw).bytes_sent:
+                if alt is not None and _cached_plan(*alt).physical(tl, hw, a2a).bytes_sent \
+                        < _cached_plan(a, b).physical(tl, hw, a2a).bytes_sent:
                     a, b = alt
             tl, dtype = _type_len(spec), spec.dtype if spec else ""
-            pk = ("e", id(a), id(b), dtype, id(hw))
+            pk = ("e", id(a), id(b), dtype, id(hw), a2a)
             hit = _PRICES.get(pk)
             if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:
                 r = _cached_plan(a, b)
-                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw))
+                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a))
             fwd, ms, pf = hit[3:]
             ch = chosen[op.name]
             if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
@@ -158,10 +159,10 @@ def price(eng: _Engine) -> Plan:
                 continue
             done[key] = idx
             e = edges[idx]
-            pk = ("g", gl, e.src_layout, _type_len(g.op(e.dst).inputs[e.in_slot].spec), hw)
+            pk = ("g", gl, e.src_layout, _type_len(g.op(e.dst).inputs[e.in_slot].spec), hw, a2a)
             if pk not in _PRICES:
                 r = _cached_plan(gl, e.src_layout)
-                _PRICES[pk] = (r, r.physical(pk[3], hw))
+                _PRICES[pk] = (r, r.physical(pk[3], hw, a2a))
             bwd, pb = _PRICES[pk]
             if bwd.is_identity:
                 continue
@@ -173,7 +174,7 @@ def price(eng: _Engine) -> Plan:
         if s is None:
             continue
         grads_on = grads_on_of[op.name]
-        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw))
+        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a)
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
             _PRICES.pop(pk)
@@ -189,7 +190,7 @@ def price(eng: _Engine) -> Plan:
             tl = _type_len(op.outputs[j])
             # its own AllReduce, or ReduceScatter onto the output's dims (Gather's table row split)
             r = _cached_plan(pre_reduce_layout(s, j), out)
-            p = r.physical(tl, hw)
+            p = r.physical(tl, hw, a2a)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
@@ -205,7 +206,7 @@ def price(eng: _Engine) -> Plan:
             if not gp:
                 continue
             r = _cached_plan(_with_partial(lay, tuple(sorted(gp))), lay)
-            p = r.physical(_type_len(x.spec), hw)
+            p = r.physical(_type_len(x.spec), hw, a2a)
             c.grad_bytes += p.bytes_sent
             c.grad_seconds += p.seconds
             steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
@@ -235,10 +236,10 @@ def price(eng: _Engine) -> Plan:
             continue
         tl = _type_len(op.inputs[0].spec)
         c = OpCost()
-        p = _cached_plan(a, inp).physical(tl, hw)
+        p = _cached_plan(a, inp).physical(tl, hw, a2a)
         c.fwd_bytes, c.fwd_seconds, steps = p.bytes_sent, p.seconds, list(p.steps)
         if needs_grad.get(op.name):
-            p = _cached_plan(inp, a).physical(tl, hw)
+            p = _cached_plan(inp, a).physical(tl, hw, a2a)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)

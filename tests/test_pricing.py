@@ -49,3 +49,26 @@ def test_mindspore_redistributes_once_after_the_cast():
     moved = {(r["src"], r["dst"]): tuple(r["collectives"]) for r in ms.redistributions}
     assert ("add", "cast") not in moved                      # the Cast computes where the Add's output is
     assert moved[("cast", "gelu")] == ("AllGather",)         # and moves it once, into the GeLU's layout
+
+
+def test_an_all_to_all_is_priced_as_mindspore_writes_it(graph_of):
+    """Without ``enable_alltoall`` (MindSpore's default, and qwen3's, qwen3_moe's and telechat3's configs) MindSpore
+    writes an all-to-all as an AllGather of each device's whole slice, then a local Split and Concat (its
+    step_parallel_end graph of CastBetweenLayouts: Reshape, AllGather(n=4), Split, Concat, Reshape, StridedSlice).
+    Worked by hand: the Add's slice is [64, 1, 32] float32 = 8 KiB; all-to-all over 4 sends 3/4 of it, 6 KiB; the
+    AllGather sends the 3 other devices' slices, 24 KiB."""
+    from strategist.propagate import price_plan
+    _, p = _plans(graph_of)
+    e = next(x for x in p.edges if (x.src, x.dst) == ("cast", "gelu"))
+    assert [c.kind for c in e.forward.ops] == ["AllToAll"]
+    assert e.fwd_bytes == 3 * 64 * 32 * 4 == 24 * 1024
+    assert e.forward.physical(4, None, alltoall=True).bytes_sent == 6 * 1024
+    # a graph whose config enables it (deepseek3's, telechat3_moe's) is priced with the all-to-all itself
+    g = graph_of(MODEL)
+    searched = propagate(g, Mesh.parse(MESH), dataset_strategy="full_batch", price=False)
+    g.enable_alltoall = True
+    try:
+        q = price_plan(searched)
+    finally:
+        del g.enable_alltoall
+    assert next(x for x in q.edges if (x.src, x.dst) == ("cast", "gelu")).fwd_bytes == 6 * 1024
