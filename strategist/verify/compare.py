@@ -314,9 +314,9 @@ def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
             names, out = consumers(e.dst)
             if not out:
                 continue          # into the graph's output: left out, as MindSpore's _VirtualOutput is
-            moves.append((e.src, ",".join(out), str(e.forward), frozenset(base(n) for n in names)))
+            moves.append((e.src, ",".join(out), str(e.forward), frozenset(base(n) for n in names), e.dst))
         else:
-            moves.append((e.src, e.dst, str(e.forward), frozenset({base(e.dst)})))
+            moves.append((e.src, e.dst, str(e.forward), frozenset({base(e.dst)}), (e.dst, e.in_slot)))
     for name, c in plan.op_costs.items():
         op = g.op(name)
         if op.type not in ("Reshape", "Flatten") or not c.fwd_bytes:
@@ -325,11 +325,10 @@ def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
         src = next((x.ref for x in op.inputs if x.kind == "op"), "<dataset>")
         steps = " ; ".join(st[0] for st in c.steps if not st[0].startswith("grad "))
         if out and steps:
-            moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(base(n) for n in names)))
+            moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(base(n) for n in names), name))
     # an edge into a Reshape and the Reshape's own redistribution are one chain of MindSpore's
     merged: dict[tuple, list] = {}
-    for src, dst, text, names in moves:
-        key = (src, dst, names)
+    for src, dst, text, names, key in moves:
         if key in merged:
             merged[key][2] += " ; " + text
         else:
