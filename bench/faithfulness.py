@@ -295,30 +295,37 @@ def large_section(layers=80):
           f"({t_ms / max(t_prop, 1e-9):.0f}x than verify); {cmp.agreed}/{cmp.total} operators agree")
 
 
-def semi_auto_section(cases, label):
-    """strategist.semi_auto's plan next to MindSpore compiled in semi_auto_parallel (live: one child a case)."""
+def _live_case(case, **ms_options):
+    """(graph, mesh, anchors, MindSpore's answer) for ``case``, MindSpore asked live with ``ms_options``; a
+    StrategistError where either side refuses it."""
     from strategist.anchors import load_anchors
-    from strategist.errors import StrategistError
     from strategist.loader import load_graph
     from strategist.mesh import Mesh
+    from strategist.verify import mindspore_plan
+    case.materialise()
+    mesh = Mesh.parse(case.mesh)
+    g = load_graph(case.model, case.inputs or None, case.kwargs or None)
+    anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
+    ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
+                        strategies=case.strategies, dataset_strategy=case.dataset_strategy, graph=g, **ms_options)
+    return g, mesh, anchors, ms
+
+
+def semi_auto_section(cases, label):
+    """strategist.semi_auto's plan next to MindSpore compiled in semi_auto_parallel (live: one child a case)."""
+    from strategist.errors import StrategistError
     from strategist.semi_auto import semi_auto_plan
-    from strategist.verify import compare, mindspore_plan
+    from strategist.verify import compare
     stats = collections.Counter()
     worst = []
     t0 = time.time()
     for case in cases:
-        case.materialise()
         try:
-            ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
-                                strategies=case.strategies, dataset_strategy=case.dataset_strategy,
-                                parallel_mode="semi_auto_parallel")
+            g, mesh, anchors, ms = _live_case(case, parallel_mode="semi_auto_parallel")
         except StrategistError as err:
             stats["mindspore_rejects"] += 1
             worst.append((case.id, "MindSpore rejects: " + str(err).splitlines()[0][-120:]))
             continue
-        mesh = Mesh.parse(case.mesh)
-        g = load_graph(case.model, case.inputs or None, case.kwargs or None)
-        anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
         c = compare(semi_auto_plan(g, mesh, anchors, dataset_strategy=case.dataset_strategy), ms)
         stats["cases"] += 1
         stats["agreed"] += c.agreed
@@ -336,27 +343,17 @@ def semi_auto_section(cases, label):
 
 def moves_section(cases, label):
     """The edges that move data: strategist's priced plan beside the redistributions MindSpore inserted (live)."""
-    from strategist.anchors import load_anchors
     from strategist.errors import StrategistError
-    from strategist.loader import load_graph
-    from strategist.mesh import Mesh
     from strategist.propagate import propagate
-    from strategist.verify import mindspore_plan
     from strategist.verify.compare import compare_moves
     stats = collections.Counter()
     worst = []
     t0 = time.time()
     for case in cases:
-        case.materialise()
-        mesh = Mesh.parse(case.mesh)
         try:
-            g = load_graph(case.model, case.inputs or None, case.kwargs or None)
-            anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
+            g, mesh, anchors, ms = _live_case(case, redistributions=True)
             plan = propagate(g, mesh, anchors, dataset_strategy=case.dataset_strategy)
-            ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
-                                strategies=case.strategies, dataset_strategy=case.dataset_strategy,
-                                redistributions=True, graph=g)
-        except StrategistError as err:
+        except StrategistError:
             stats["rejected"] += 1
             continue
         m = compare_moves(plan, ms)
