@@ -91,6 +91,12 @@ class Column:
         return self.agreed / self.total if self.total else None
 
     @property
+    def quiet_disagreements(self) -> int:
+        """Differing operators that move no data in either plan: no communication of their own and none into
+        them, here or in (c) (their layouts may still shift costs onto their neighbours)."""
+        return sum(1 for d in self.disagreements if not d.bytes and not d.ref_bytes)
+
+    @property
     def configured_agreement(self) -> float | None:
         """Agreement over the operators the experts configured in (c)."""
         return self.configured_agreed / self.configured_total if self.configured_total else None
@@ -106,6 +112,7 @@ class Column:
                 "configured_operators": self.configured_total,
                 "configured_agreement": self.configured_agreement, "seconds": round(self.seconds, 3),
                 "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
+                "disagreements_moving_no_data": self.quiet_disagreements,
                 "notes": self.notes}
 
 
@@ -160,6 +167,8 @@ class Comparison3:
             ["memory / device"] + [cell(c, lambda c: human_bytes(c.memory["total"])) for c in cols],
             ["agreement with (c)"] + [cell(c, lambda c: f"{c.agreed}/{c.total} ({100 * c.agreement:.1f} %)")
                                       for c in cols],
+            ["differing ops moving no data"] + [cell(c, lambda c: f"{c.quiet_disagreements} of "
+                                                                 f"{len(c.disagreements)}") for c in cols],
             ["on the experts' configured ops"] + [
                 cell(c, lambda c: f"{c.configured_agreed}/{c.configured_total} "
                                   f"({100 * c.configured_agreement:.1f} %)") for c in cols],

@@ -565,7 +565,7 @@ def test_telechat3_heads_and_attention_projections():
     # strategy in (c), propagated in (a)) and the loss's masked sum (the experts replicate it, (a) splits it by dp)
     assert c["a"].agreement >= 0.93 and c["a"].anchors <= c["b"].anchors
     assert {d.op.split(".")[1] for d in c["a"].disagreements} <= {"preprocess_labels_and_masks", "loss"}
-    assert sum(d.seconds for d in c["a"].disagreements) < 1e-3 and sum(d.ref_seconds for d in c["a"].disagreements) < 1e-3
+    assert c["a"].quiet_disagreements == len(c["a"].disagreements) == 5      # none moves data in either plan
     # (c) runs in semi_auto_parallel, where the fp32 -> bf16 Cast before fc1 passes the sequence-parallel rows on
     # ((8, 1)) and fc1's input gathers after it, in bf16. Under sharding propagation MindSpore's search configures
     # that Cast from fc1's strategy (PreProcessPreCastForSP, ((2, 1))), but then drops every Cast's strategy: in
