@@ -103,3 +103,27 @@ def test_verify_redistributions_cli(tmp_path):
     d = json.loads(r.stdout)
     assert d["redistributions"]["both"][0]["src"] == "cast" and d["redistributions"]["both"][0]["mindspore"] == ["AllGather"]
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.verify_live
+@pytest.mark.parametrize("seed", [6, 10, 11, 30, 46])
+def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
+    """Random nets (tests/netgen.py) where the pairing was learnt, against MindSpore 2.9.0 itself: a RmsNorm and a
+    OneHot MindSpore replaces by their pieces (6, 30), a Concat's tuple (6, 10), an edge into a Reshape plus the
+    Reshape's own redistribution as one MindSpore chain (11), one redistributed tensor read by three MatMuls (46)."""
+    import sys
+    sys.path.insert(0, HERE)
+    import netgen
+    from strategist.anchors import load_anchors
+    from strategist.loader import load_graph
+    from strategist.verify import mindspore_plan
+    spec = netgen.generate(seed)
+    model, anchors_file = spec.write(str(tmp_path / f"net{seed}"))
+    mesh = Mesh.parse(spec.mesh)
+    g = load_graph(f"{model}:Net", list(spec.inputs), None)
+    anchors = load_anchors(anchors_file, g, mesh) if anchors_file else {}
+    p = propagate(g, mesh, anchors, dataset_strategy=spec.dataset_strategy)
+    ms = mindspore_plan(f"{model}:Net", mesh, inputs=list(spec.inputs), strategies=anchors_file,
+                        dataset_strategy=spec.dataset_strategy, redistributions=True, graph=g)
+    m = compare_moves(p, ms)
+    assert m.agree and m.both, m.text()
