@@ -123,6 +123,7 @@ def price(eng: _Engine) -> Plan:
     edges: list[EdgeCost] = []
     grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
     for op in g:
+        once: set = set()
         for src, j, slot in eng.data_prev[op.name]:
             a = casts[src].outputs[j] if src in casts else eng.out_layout(src, j, priced=True)
             b = casts[op.name].inputs[0] if op.name in casts and slot == 0 else eng.in_layout(op.name, slot)
@@ -142,6 +143,12 @@ def price(eng: _Engine) -> Plan:
                 r = _cached_plan(a, b)
                 hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a))
             fwd, ms, pf = hit[3:]
+            if fwd.has_communication and (src, j, a, b) in once:
+                # one tensor read twice by one operator (Concat((t, t))): MindSpore redistributes it once
+                # (measured: netgen 89's step_parallel_end, one AllGather feeding both tuple elements)
+                fwd = _cached_plan(b, b)
+                ms, pf = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a)
+            once.add((src, j, a, b))
             ch = chosen[op.name]
             if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
