@@ -143,9 +143,10 @@ def price(eng: _Engine) -> Plan:
                 r = _cached_plan(a, b)
                 hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a))
             fwd, ms, pf = hit[3:]
-            if fwd.has_communication and (src, j, a, b) in once:
-                # one tensor read twice by one operator (Concat((t, t))): MindSpore redistributes it once
-                # (measured: netgen 89's step_parallel_end, one AllGather feeding both tuple elements)
+            if fwd.has_communication and (src, j, a, b) in once and src != DATASET and eng.is_reshape(src):
+                # a Reshape's output read twice by one operator (Concat((t, t))): MindSpore replaces the Reshape by
+                # the redistribution once, both elements read it (netgen 89's step_parallel_end). Any other
+                # producer is redistributed per input (netgen 8: two AllGathers)
                 fwd = _cached_plan(b, b)
                 ms, pf = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a)
             once.add((src, j, a, b))

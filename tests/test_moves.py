@@ -106,12 +106,13 @@ def test_verify_redistributions_cli(tmp_path):
 
 
 @pytest.mark.verify_live
-@pytest.mark.parametrize("seed", [6, 10, 11, 30, 46, 89])
+@pytest.mark.parametrize("seed", [6, 8, 10, 11, 30, 46, 89])
 def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
     """Random nets (tests/netgen.py) where the pairing was learnt, against MindSpore 2.9.0 itself: a RmsNorm and a
     OneHot MindSpore replaces by their pieces (6, 30), a Concat's tuple (6, 10), an edge into a Reshape plus the
     Reshape's own redistribution as one MindSpore chain (11), one redistributed tensor read by three MatMuls (46),
-    a Concat reading one tensor twice, redistributed once (89: strategist priced it twice)."""
+    a Concat reading a Reshape's output twice, redistributed once inside the Reshape (89: strategist priced it
+    twice), and reading another operator's output twice, redistributed twice (8)."""
     import sys
     sys.path.insert(0, HERE)
     import netgen
@@ -128,6 +129,6 @@ def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
                         dataset_strategy=spec.dataset_strategy, redistributions=True, graph=g)
     m = compare_moves(p, ms)
     assert m.agree and m.both, m.text()
-    if seed == 89:
-        into = [e for e in p.edges if e.dst == "concat"]
-        assert len(into) == 2 and [bool(e.fwd_bytes) for e in into] == [True, False]
+    into = [bool(e.fwd_bytes) for e in p.edges if e.dst == "concat"]
+    if seed in (8, 89):
+        assert into == ([True, True] if seed == 8 else [True, False])
