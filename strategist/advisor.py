@@ -814,19 +814,10 @@ def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules
 
 def _unreached_consumers(graph: OpGraph, plan: Plan, name: str, skip: set) -> list[str]:
     """The consumers of ``name``'s outputs (through Reshapes) that no search reached: default, configured."""
-    out, todo, seen = [], [name], {name}
-    while todo:
-        for e in graph.out_edges(todo.pop()):
-            if e.dst in seen or e.dst in skip:
-                continue
-            seen.add(e.dst)
-            d = graph.op(e.dst)
-            ch = plan.choices.get(e.dst)
-            if d.type in ("Reshape", "Flatten"):
-                todo.append(e.dst)
-            elif ch is not None and ch.provenance.direction == "default" and ch.sharding is not None:
-                out.append(e.dst)
-    return sorted(out, key=lambda n: graph.op(n).topo_index)
+    def unreached(n):
+        ch = plan.choices.get(n)
+        return ch is not None and ch.provenance.direction == "default" and ch.sharding is not None
+    return [n for n in graph.consumers_through_reshapes(name)[1] if n not in skip and unreached(n)]
 
 
 def _flippable(graph: OpGraph, rules: Rules, prefs: dict[str, str], boundaries) -> list[str]:

@@ -341,6 +341,18 @@ class OpGraph:
         return [Edge(u, v, d["out_index"], d["in_slot"], d["spec"])
                 for u, v, d in self.nx.out_edges(name, data=True)]
 
+    def consumers_through_reshapes(self, name: str) -> tuple[set[str], list[str]]:
+        """Where ``name``'s outputs go through Reshapes and Flattens: every operator on the way (``name`` and the
+        Reshapes passed included) and the first other operators reached, in topological order."""
+        passed, out, todo = {name}, [], [name]
+        while todo:
+            for e in self.out_edges(todo.pop()):
+                if e.dst in passed:
+                    continue
+                passed.add(e.dst)
+                (todo if self.op(e.dst).type in ("Reshape", "Flatten") else out).append(e.dst)
+        return passed, sorted(out, key=lambda n: self.op(n).topo_index)
+
     def count_by_type(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for op in self:

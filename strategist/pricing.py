@@ -69,12 +69,9 @@ def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
         if src is None:
             continue
         s, j = src
-        prev = out.get(s) or (eng.chosen.get(s) if s != DATASET else None)
-        if prev is not None:
-            lay = prev.outputs[j] if j < len(prev.outputs) else None
-            lay = None if lay is None else Layout(lay.shape, lay.dev_matrix, lay.dims)      # its own reduction done
-        else:
-            lay = eng.out_layout(s, j)
+        prev = out.get(s) or eng.chosen.get(s)          # (None for the dataset)
+        # what arrives: a Cast before it as it runs, else the producer's output with its own reduction done
+        lay = (prev.outputs[j] if j < len(prev.outputs) else None) if s in out else eng.out_layout(s, j)
         mine = eng.chosen[op.name]
         if lay is None or mine.sharding is None or (mine.inputs and _same(mine.inputs[0], lay)):
             continue
@@ -130,13 +127,12 @@ def price(eng: _Engine) -> Plan:
             if a is None or b is None or a.shape != b.shape:
                 continue
             spec = op.inputs[slot].spec
+            tl, dtype = _type_len(spec), spec.dtype if spec else ""
             if src != DATASET and not _same(a, b) and eng.op(src).attrs.get("strategist_local_rows"):
                 alt = _before_local_rows(eng, chosen, src, b)
-                tl = _type_len(spec)
                 if alt is not None and _cached_plan(*alt).physical(tl, hw, a2a).bytes_sent \
                         < _cached_plan(a, b).physical(tl, hw, a2a).bytes_sent:
                     a, b = alt
-            tl, dtype = _type_len(spec), spec.dtype if spec else ""
             pk = ("e", id(a), id(b), dtype, id(hw), a2a)
             hit = _PRICES.get(pk)
             if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:

@@ -216,7 +216,7 @@ def run(req: dict) -> dict:
             from mindspore.common.api import _cell_graph_executor as executor
         from mindspore.parallel._auto_parallel_context import auto_parallel_context
 
-        from ..graph import _as_tensor, _cell_path
+        from ..graph import _as_tensor
         from ..loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
 
         result["mindspore_version"] = ms.__version__
@@ -279,34 +279,17 @@ def run(req: dict) -> dict:
             shard = executor._get_shard_strategy(cell)
         except Exception:
             shard = {}
-        irs = sorted(glob.glob(os.path.join(req["ir_dir"], "**", f"{dump}*.ir"), recursive=True),
-                     key=lambda p: (os.path.getmtime(p), p))
-        if not irs:
-            raise RuntimeError(f"MindSpore wrote no {dump} IR dump (MS_DEV_SAVE_GRAPHS ignored?)")
         from .ir import parse_ir
-        with open(irs[-1], errors="replace") as f:
-            nodes = parse_ir(f.read())
+        nodes = parse_ir(_latest_dump(req["ir_dir"], dump))
         for node in nodes:
-            path = _cell_path(node["scope"] or "Default")[0]
-            inst = node["instance"] or node["type"]
-            node["path"] = f"{path}.{inst}" if path else inst
+            node["path"] = _node_path(node)
         result["ops"] = _attach_names(nodes, shard)
         if req.get("redistributions"):
             from .ir import parse_redistributions
-            ends = sorted(glob.glob(os.path.join(req["ir_dir"], "**", "step_parallel_end*.ir"), recursive=True),
-                          key=lambda p: (os.path.getmtime(p), p))
-            if not ends:
-                raise RuntimeError("MindSpore wrote no step_parallel_end IR dump (MS_DEV_DUMP_IR_PASSES ignored?)")
-            with open(ends[-1], errors="replace") as f:
-                found = parse_redistributions(f.read())
-
-            def path_of(n):
-                path = _cell_path(n["scope"] or "Default")[0]
-                inst = n["instance"] or n["type"]
-                return f"{path}.{inst}" if path else inst
-            result["redistributions"] = [{"src": path_of(r["src"]), "dst": path_of(r["dst"]),
+            found = parse_redistributions(_latest_dump(req["ir_dir"], "step_parallel_end"))
+            result["redistributions"] = [{"src": _node_path(r["src"]), "dst": _node_path(r["dst"]),
                                           "src_type": r["src"]["type"], "dst_type": r["dst"]["type"],
-                                          "also": [path_of(d) for d in r["also"]],
+                                          "also": [_node_path(d) for d in r["also"]],
                                           "ops": list(r["ops"]), "collectives": list(r["collectives"])}
                                          for r in found]
         result["ok"] = True
@@ -326,6 +309,24 @@ def run(req: dict) -> dict:
                 stack.__exit__(None, None, None)
         result["child_seconds"] = round(time.time() - t_start, 3)
     return result
+
+
+def _latest_dump(ir_dir: str, ir_pass: str) -> str:
+    """The text of the newest ``ir_pass`` IR dump under ``ir_dir``."""
+    irs = sorted(glob.glob(os.path.join(ir_dir, "**", f"{ir_pass}*.ir"), recursive=True),
+                 key=lambda p: (os.path.getmtime(p), p))
+    if not irs:
+        raise RuntimeError(f"MindSpore wrote no {ir_pass} IR dump (MS_DEV_SAVE_GRAPHS / MS_DEV_DUMP_IR_PASSES ignored?)")
+    with open(irs[-1], errors="replace") as f:
+        return f.read()
+
+
+def _node_path(node: dict) -> str:
+    """A dump node's cell attribute path + instance name, as strategist names operators."""
+    from ..graph import _cell_path
+    path = _cell_path(node["scope"] or "Default")[0]
+    inst = node["instance"] or node["type"]
+    return f"{path}.{inst}" if path else inst
 
 
 def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):

@@ -18,6 +18,13 @@ from dataclasses import dataclass, field
 from ..plan import DATASET
 from .runner import MsOp, MsPlan
 
+
+def _base(name: str) -> str:
+    """strategist's operator name as MindSpore names it: without the ``#k`` of a repeated call (its cell path +
+    instance), the dataset as ``_VirtualDataset``."""
+    return "_VirtualDataset" if name == DATASET else re.sub(r"#\d+$", "", name)
+
+
 #: strategist operators MindSpore's report never lists.
 UNREPORTED = frozenset({"Reshape", "Cast"})
 
@@ -156,7 +163,7 @@ def _score(name: str, ours_shapes, path: str | None, theirs_shapes) -> int:
 
 def _align(ours: list, theirs: list[MsOp]) -> list[tuple[int, int]]:
     """Order-preserving pairs (i, j) maximising the summed score (a weighted LCS)."""
-    os_ = [(re.sub(r"#\d+$", "", o.name), _our_shapes(o)) for o in ours]
+    os_ = [(_base(o.name), _our_shapes(o)) for o in ours]
     ts_ = [(t.path, _their_shapes(t)) for t in theirs]
     if len(ours) == len(theirs):        # the usual case: the same operators in the same order
         pairs = [(i, i) for i in range(len(ours))]
@@ -224,7 +231,7 @@ def compare(plan, ms: MsPlan) -> Comparison:
         mine_left = {}
         for i, op in enumerate(ours):
             if i not in matched:
-                mine_left.setdefault(re.sub(r"#\d+$", "", op.name), []).append(i)
+                mine_left.setdefault(_base(op.name), []).append(i)
         for name, idx in mine_left.items():
             if len(idx) == 1 and len(left.get(name, ())) == 1:
                 matched[idx[0]] = left[name][0]
@@ -263,10 +270,11 @@ def compare(plan, ms: MsPlan) -> Comparison:
 @dataclass
 class Moves:
     """The edges whose redistribution moves data between devices (a collective, not only local slicing), in
-    strategist's priced plan and in MindSpore's ``step_parallel_end`` graph. Edges are paired by their ends'
-    names (strategist's name without ``#k`` = MindSpore's cell path + instance), then by their ends' types.
-    The output's gathering is left out, and so is what a Reshape moves inside itself (MindSpore replaces the
-    Reshape by its own operators there)."""
+    strategist's priced plan and in MindSpore's ``step_parallel_end`` graph, paired by the consumer's name
+    (strategist's name without ``#k`` = MindSpore's cell path + instance; through a Reshape chain, any operator
+    on it), preferring the producer's too, then by the producer's name, then by the consumer's type. What moves
+    into or inside a Reshape counts for the consumers it feeds (MindSpore replaces such a Reshape by the
+    redistribution's operators); the output's gathering is left out."""
 
     both: list[tuple[str, str, str, tuple]]             # (src, dst, ours, MindSpore's collectives)
     only_ours: list[tuple[str, str, str]]              # (src, dst, our redistribution)
@@ -294,18 +302,7 @@ def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
     side): an edge into a Reshape, and a Reshape's own redistribution, move data for the consumers the Reshape
     chain feeds (MindSpore turns such a Reshape into redistribution operators of the edge into them)."""
     g = plan.graph
-    base = lambda n: re.sub(r"#\d+$", "", n)
-
-    def consumers(name):
-        names, out, todo = {name}, [], [name]
-        while todo:
-            for e in g.out_edges(todo.pop()):
-                if e.dst in names:
-                    continue
-                names.add(e.dst)
-                (todo if g.op(e.dst).type in ("Reshape", "Flatten") else out).append(e.dst)
-        return names, sorted(out, key=lambda n: g.op(n).topo_index)
-
+    consumers = g.consumers_through_reshapes
     moves = []
     for e in plan.edges:
         if not e.forward.has_communication:
@@ -314,18 +311,18 @@ def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
             names, out = consumers(e.dst)
             if not out:
                 continue          # into the graph's output: left out, as MindSpore's _VirtualOutput is
-            moves.append((e.src, ",".join(out), str(e.forward), frozenset(base(n) for n in names), e.dst))
+            moves.append((e.src, ",".join(out), str(e.forward), frozenset(map(_base, names)), e.dst))
         else:
-            moves.append((e.src, e.dst, str(e.forward), frozenset({base(e.dst)}), (e.dst, e.in_slot)))
+            moves.append((e.src, e.dst, str(e.forward), frozenset({_base(e.dst)}), (e.dst, e.in_slot)))
     for name, c in plan.op_costs.items():
         op = g.op(name)
         if op.type not in ("Reshape", "Flatten") or not c.fwd_bytes:
             continue
         names, out = consumers(name)
-        src = next((x.ref for x in op.inputs if x.kind == "op"), "<dataset>")
+        src = next((x.ref for x in op.inputs if x.kind == "op"), DATASET)
         steps = " ; ".join(st[0] for st in c.steps if not st[0].startswith("grad "))
         if out and steps:
-            moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(base(n) for n in names), name))
+            moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(map(_base, names)), name))
     # an edge into a Reshape and the Reshape's own redistribution are one chain of MindSpore's
     merged: dict[tuple, list] = {}
     for src, dst, text, names, key in moves:
@@ -344,16 +341,15 @@ def compare_moves(plan, ms: MsPlan) -> Moves:
     g = plan.graph
     theirs = [(r["src"], r["dst"], tuple(r["collectives"]), r["src_type"], r["dst_type"], {r["dst"], *r.get("also", ())})
               for r in ms.redistributions if r["collectives"] and r["dst_type"] != "_VirtualOutput"]
-    base = lambda n: "_VirtualDataset" if n == DATASET else re.sub(r"#\d+$", "", n)
     left = list(range(len(theirs)))
     both, only_ours = [], []
     for src, dst, text, names in _our_moves(plan):
         # the consumer by name (and the producer, where MindSpore kept it: a replaced operator's pieces, a
         # RmsNorm's Mul, are named apart), else the producer by name, else the consumer by type
         by_dst = [j for j in left if theirs[j][5] & names]
-        j = next((j for j in by_dst if theirs[j][0] == base(src)), by_dst[0] if by_dst else None)
+        j = next((j for j in by_dst if theirs[j][0] == _base(src)), by_dst[0] if by_dst else None)
         if j is None:
-            j = next((j for j in left if theirs[j][0] == base(src)), None)
+            j = next((j for j in left if theirs[j][0] == _base(src)), None)
         if j is None:
             dst_types = {g.op(n).type for n in dst.split(",")}
             j = next((j for j in left if theirs[j][4] in dst_types), None)

@@ -18,6 +18,7 @@ import math
 import re
 
 _NODE = re.compile(r"^\s+%\d+\([^)]*\) = ([\w.]+)\(")
+_INSTANCE = re.compile(r"\{instance name: ([^}]*)\}")
 _TENSOR = re.compile(r"<(?:Ref\[)?Tensor\[\w+\]\]?, \(([^)]*)\)")
 
 
@@ -142,11 +143,9 @@ def _strategy_of_layouts(text: str | None) -> tuple | None:
     return tuple(rows) or None
 
 
-def parse_ir(text: str) -> list[dict]:
-    """The operators with parallel info, in graph order, each a dict: ``type``, ``instance``, ``scope``,
-    ``in_strategy``, ``out_strategy``, ``in_layout``/``out_layout`` (MindSpore's text), ``configured``
-    (a user ``shard()`` on the primitive), ``input_shapes``, ``output_shapes``."""
-    nodes = []
+def _node_blocks(text: str):
+    """Each node of a dump, in graph order: (its line's match, the line, its signature ``: (...) -> (...)``, its
+    scope), the last two from the indented lines under it."""
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -164,6 +163,20 @@ def parse_ir(text: str) -> list[dict]:
             elif t.startswith(("# Scope: (", "# Fullname with scope: (")) and scope is None:
                 scope = t[t.index("(") + 1:-1]
             j += 1
+        yield m, line, sig, scope
+        i = j
+
+
+def _prim(name: str) -> str:
+    return name[len("PrimFunc_"):] if name.startswith("PrimFunc_") else name
+
+
+def parse_ir(text: str) -> list[dict]:
+    """The operators with parallel info, in graph order, each a dict: ``type``, ``instance``, ``scope``,
+    ``in_strategy``, ``out_strategy``, ``in_layout``/``out_layout`` (MindSpore's text), ``configured``
+    (a user ``shard()`` on the primitive), ``input_shapes``, ``output_shapes``."""
+    nodes = []
+    for m, line, sig, scope in _node_blocks(text):
         k = line.rfind(" {in_strategy: ")
         if k < 0:
             k = line.rfind(" {in_layout: ")
@@ -172,14 +185,14 @@ def parse_ir(text: str) -> list[dict]:
         if k >= 0:
             pinfo = line[k + 2:closing(line, k + 1) - 1]
             op = m.group(1)
-            inst = re.search(r"\{instance name: ([^}]*)\}", line)
+            inst = _INSTANCE.search(line)
             prim_attrs = _block_after(line[:k], "primitive_attrs: {")
             ins, outs = _shapes(sig)
             in_s, out_s = field(pinfo, "in_strategy"), field(pinfo, "out_strategy")
             in_l = field(pinfo, "in_layout")
             in_strategy = parse_tuple(in_s) if in_s else _strategy_of_layouts(in_l)
             nodes.append({
-                "type": op[len("PrimFunc_"):] if op.startswith("PrimFunc_") else op,
+                "type": _prim(op),
                 "instance": inst.group(1) if inst else None,
                 "scope": scope,
                 "in_strategy": in_strategy,
@@ -191,7 +204,6 @@ def parse_ir(text: str) -> list[dict]:
                 "input_shapes": ins,
                 "output_shapes": outs,
             })
-        i = j
     return nodes
 
 
@@ -212,26 +224,15 @@ def parse_redistributions(text: str) -> list[dict]:
     An operator's own communication (a MatMul's AllReduce, a Parameter's mirror) is not among them."""
     nodes: dict[str, dict] = {}
     order = []
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        m, mid = _NODE.match(line), _ID.match(line)
-        if not m or not mid:
+    for m, line, _sig, scope in _node_blocks(text):
+        mid = _ID.match(line)
+        if not mid:
             continue
-        prim = m.group(1)
-        prim = prim[len("PrimFunc_"):] if prim.startswith("PrimFunc_") else prim
         a = m.end() - 1
         args = line[a:closing(line, a)]
-        inst = re.search(r"\{instance name: ([^}]*)\}", line)
-        scope = None
-        for t in lines[i + 1:i + 8]:
-            t = t.strip()
-            if _NODE.match("  " + t) and not t.startswith("#"):
-                break
-            if t.startswith(("# Scope: (", "# Fullname with scope: (")):
-                scope = t[t.index("(") + 1:-1]
-                break
-        node = {"id": mid.group(1), "type": prim, "instance": inst.group(1) if inst else None, "scope": scope,
-                "args": re.findall(r"%(\d+)\b", args)}
+        inst = _INSTANCE.search(line)
+        node = {"id": mid.group(1), "type": _prim(m.group(1)), "instance": inst.group(1) if inst else None,
+                "scope": scope, "args": re.findall(r"%(\d+)\b", args)}
         nodes[node["id"]] = node
         order.append(node)
 

@@ -66,7 +66,8 @@ class MsPlan:
     model: str = ""
     notes: list[str] = field(default_factory=list)   # MindFormers builds: its bugs worked around, late failures
     #: with ``redistributions=True``: what MindSpore's parallel graph moves between operators, per consumer input
-    #: (``{"src": path, "dst": path, "src_type", "dst_type", "ops": [...], "collectives": [...]}``)
+    #: (``{"src": path, "dst": path, "src_type", "dst_type", "also": [other consumers' paths], "ops": [...],
+    #: "collectives": [...]}``)
     redistributions: list[dict] | None = None
 
     def to_dict(self) -> dict:
