@@ -72,3 +72,43 @@ def test_an_all_to_all_is_priced_as_mindspore_writes_it(graph_of):
     finally:
         del g.enable_alltoall
     assert next(x for x in q.edges if (x.src, x.dst) == ("cast", "gelu")).fwd_bytes == 6 * 1024
+
+
+# ---- a weight's gradient reduction: MindSpore's mirror operator groups every device holding the same slice
+
+MIRRORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "mirrors.py")
+IR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "ir")
+
+
+def _grad_reduction_devices(plan, param: str) -> set[int]:
+    """The group sizes of the collectives strategist prices for ``param``'s gradient."""
+    import re
+    texts = []
+    for name, c in plan.op_costs.items():
+        if param in plan.graph.op(name).params.values():
+            texts += [t for t, _b, _s in c.steps if t.startswith("grad ")]
+    for e in plan.edges:
+        src = plan.graph.op(e.src) if e.src in plan.graph else None
+        if src is not None and param in src.params.values() and e.backward is not None:
+            texts.append(str(e.backward))
+    return {int(n) for t in texts for n in re.findall(r"AllReduce\(n=(\d+)", t)}
+
+
+@pytest.mark.parametrize("factory, recorded", [("repeated", "rep"), ("column", "col"),
+                                               ("CastWeightMatMul", "castrep")])
+def test_weight_gradient_reduced_over_the_mirror_group(graph_of, factory, recorded):
+    from strategist.semi_auto import semi_auto_plan
+    from strategist.verify.ir import parse_mirrors
+    with open(os.path.join(IR, f"mirror_{recorded}.step_parallel_end.ir")) as f:
+        ms_devices = parse_mirrors(f.read())["net.w"]
+    plan = semi_auto_plan(graph_of(f"{MIRRORS}:{factory}"), Mesh.parse("dp=2,tp=4"), {},
+                          dataset_strategy="full_batch")
+    assert _grad_reduction_devices(plan, "w") == {ms_devices}
+
+
+def test_repeated_weight_gradient_bytes(graph_of):
+    """A float32 64x128 weight all-reduced over 8 devices (ring): 2 * 7/8 * 32 KiB per device."""
+    from strategist.semi_auto import semi_auto_plan
+    plan = semi_auto_plan(graph_of(f"{MIRRORS}:repeated"), Mesh.parse("dp=2,tp=4"), {},
+                          dataset_strategy="full_batch")
+    assert plan.op_costs["mm"].grad_bytes == 2 * 7 / 8 * 64 * 128 * 4

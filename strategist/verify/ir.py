@@ -276,3 +276,21 @@ def parse_redistributions(text: str) -> list[dict]:
                                    "also": []}
                 out.append(by_chain[chain])
     return out
+
+
+_MIRROR_USER = re.compile(r'mirror_user_id: "([^"]*)"')
+_DEV_NUM = re.compile(r"\bdev_num: I64\((\d+)\)")
+
+
+def parse_mirrors(text: str) -> dict[str, int]:
+    """The Parameters' gradient reductions in a trained net's ``step_parallel_end`` graph: per Parameter
+    (``mirror_user_id``, e.g. ``net.w``), the number of devices its ``_MirrorOperator`` groups -- the devices
+    holding the same slice of it, whose gradients its backward all-reduces."""
+    out: dict[str, int] = {}
+    for m, line, _sig, _scope in _node_blocks(text):
+        if _prim(m.group(1)) != "_MirrorOperator":
+            continue
+        user, n = _MIRROR_USER.search(line), _DEV_NUM.search(line)
+        if user and n:
+            out[user.group(1)] = int(n.group(1))
+    return out
