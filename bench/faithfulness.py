@@ -372,6 +372,47 @@ def moves_section(cases, label):
     return dict(stats, examples=worst[:12])
 
 
+def communication_section(cases, label):
+    """Every collective of one training step: strategist's priced plan beside MindSpore's graph after autodiff
+    (live; verify --communication): per phase, the collectives only one side has."""
+    from strategist.errors import StrategistError
+    from strategist.propagate import propagate
+    from strategist.verify.compare import PHASES, compare_communication
+    stats = collections.Counter()
+    worst = []
+    t0 = time.time()
+    for case in cases:
+        try:
+            g, mesh, anchors, ms = _live_case(case, training=True)
+            plan = propagate(g, mesh, anchors, dataset_strategy=case.dataset_strategy)
+        except StrategistError:
+            stats["rejected"] += 1
+            continue
+        c = compare_communication(plan, ms)
+        stats["cases"] += 1
+        stats["cases_agree"] += c.agree
+        for p in PHASES:
+            ours, theirs = c._diff(p)
+            stats[f"{p}_ours"] += len(c.ours.get(p, []))
+            stats[f"{p}_theirs"] += len(c.theirs.get(p, []))
+            stats[f"{p}_only_ours"] += len(ours)
+            stats[f"{p}_only_theirs"] += len(theirs)
+            stats["bytes_ours"] += c.bytes("strategist", p)
+            stats["bytes_theirs"] += c.bytes("mindspore", p)
+            worst += [(case.id, f"{p} only strategist {k}(n={n}) {b:.0f} B") for k, n, b in ours]
+            worst += [(case.id, f"{p} only MindSpore {k}(n={n}) {b:.0f} B") for k, n, b in theirs]
+    print(f"\n== one training step's collectives, {label}: {stats['cases_agree']}/{stats['cases']} cases agree "
+          f"on every collective (kind, group, bytes); rejected {stats['rejected']} ({time.time() - t0:.0f} s)")
+    for p in PHASES:
+        print(f"   {p:<9} strategist {stats[p + '_ours']:5d}  MindSpore {stats[p + '_theirs']:5d}  "
+              f"only strategist {stats[p + '_only_ours']:4d}  only MindSpore {stats[p + '_only_theirs']:4d}")
+    ratio = stats["bytes_ours"] / stats["bytes_theirs"] if stats["bytes_theirs"] else float("nan")
+    print(f"   bytes per device, all cases: strategist / MindSpore = {ratio:.4f}")
+    for cid, what in worst[:12]:
+        print(f"   {cid}: {what[:160]}")
+    return dict(stats, examples=worst[:12])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=500, help="random nets (seeds 0..N-1)")
@@ -387,6 +428,9 @@ def main(argv=None):
     ap.add_argument("--moves-n", type=int, default=60,
                     help="random nets for the redistributions section (live MindSpore, ~3 s each; 0: examples only)")
     ap.add_argument("--no-moves", action="store_true", help="skip the redistributions section")
+    ap.add_argument("--communication-n", type=int, default=60,
+                    help="random nets in the training-step communication section (default 60)")
+    ap.add_argument("--no-communication", action="store_true", help="skip the training-step communication section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
     import shutil
@@ -419,6 +463,12 @@ def main(argv=None):
             if a.moves_n:
                 report["moves"]["random"] = moves_section(
                     netgen.random_cases(a.moves_n), f"{a.moves_n} random nets (seeds 0..{a.moves_n - 1})")
+        if not a.no_communication:
+            report["communication"] = {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
+            if a.communication_n:
+                report["communication"]["random"] = communication_section(
+                    netgen.random_cases(a.communication_n),
+                    f"{a.communication_n} random nets (seeds 0..{a.communication_n - 1})")
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             cases = len({c for c, _ in items})

@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--redistributions", action="store_true",
                     help="also compare which edges move data: strategist's priced redistributions beside those "
                          "MindSpore inserts in its parallel graph")
+    sp.add_argument("--communication", action="store_true",
+                    help="also compare every collective of one training step (forward, backward, the weights' "
+                         "gradient mirrors): strategist's priced plan beside MindSpore's graph after autodiff")
     sp.add_argument("--timeout", type=float, default=900, help="seconds MindSpore may take (default 900)")
     sp.add_argument("--format", default="table", choices=["table", "json"])
     sp.add_argument("--max-rows", type=int, default=0, help="operator rows in the table, disagreements first (0 = all)")
@@ -185,7 +188,8 @@ def _main(argv: list[str] | None = None) -> int:
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                                   fully_use_devices=args.fully_use_devices,
                                   elementwise_op_strategy_follow=args.elementwise_op_strategy_follow,
-                                  semi_auto=args.semi_auto, redistributions=args.redistributions)
+                                  semi_auto=args.semi_auto, redistributions=args.redistributions,
+                                  communication=args.communication)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
             return 0 if result.all_agree else 1
         elif args.command == "compare":

@@ -84,22 +84,24 @@ class EdgeCost:
 
 @dataclass
 class OpCost:
-    """An operator's own communication: partial sums it reduces (forward), gradient reduction of its
-    Parameters (backward)."""
+    """An operator's own communication: partial sums it reduces (forward) and that reduction's transpose
+    (backward), the gradient reduction of its Parameters (their mirrors, backward)."""
 
     fwd_bytes: float = 0.0
     fwd_seconds: float = 0.0
     grad_bytes: float = 0.0
     grad_seconds: float = 0.0
     steps: tuple = ()
+    bwd_bytes: float = 0.0
+    bwd_seconds: float = 0.0
 
     @property
     def bytes(self) -> float:
-        return self.fwd_bytes + self.grad_bytes
+        return self.fwd_bytes + self.bwd_bytes + self.grad_bytes
 
     @property
     def seconds(self) -> float:
-        return self.fwd_seconds + self.grad_seconds
+        return self.fwd_seconds + self.bwd_seconds + self.grad_seconds
 
 
 @dataclass
@@ -158,24 +160,27 @@ class Plan:
         e_bwd_s = sum(e.bwd_seconds for e in self.edges)
         o_fwd_b = sum(c.fwd_bytes for c in self.op_costs.values())
         o_fwd_s = sum(c.fwd_seconds for c in self.op_costs.values())
+        o_bwd_b = sum(c.bwd_bytes for c in self.op_costs.values())
+        o_bwd_s = sum(c.bwd_seconds for c in self.op_costs.values())
         g_b = sum(c.grad_bytes for c in self.op_costs.values())
         g_s = sum(c.grad_seconds for c in self.op_costs.values())
         flops = sum(self.flops.values())
         compute = self.hardware.compute_seconds(flops) if self.hardware else 0.0
         traffic = sum(self.traffic.values())
         mem_s = self.hardware.memory_seconds(traffic) if self.hardware else 0.0
+        comm_s = e_fwd_s + e_bwd_s + o_fwd_s + o_bwd_s + g_s
         return {
             "compute_flops": flops, "compute_seconds": compute,
             "memory_bound_bytes": traffic, "memory_bound_seconds": mem_s,
-            "step_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s + compute + mem_s,
+            "step_seconds": comm_s + compute + mem_s,
             "redistribution_ms_cost": sum(e.ms_communication for e in self.edges),
             "redistribution_bytes": e_fwd_b + e_bwd_b, "redistribution_seconds": e_fwd_s + e_bwd_s,
             "forward_bytes": e_fwd_b + o_fwd_b, "forward_seconds": e_fwd_s + o_fwd_s,
-            "backward_bytes": e_bwd_b, "backward_seconds": e_bwd_s,
-            "operator_bytes": o_fwd_b, "operator_seconds": o_fwd_s,
+            "backward_bytes": e_bwd_b + o_bwd_b, "backward_seconds": e_bwd_s + o_bwd_s,
+            "operator_bytes": o_fwd_b + o_bwd_b, "operator_seconds": o_fwd_s + o_bwd_s,
             "gradient_bytes": g_b, "gradient_seconds": g_s,
-            "total_bytes": e_fwd_b + e_bwd_b + o_fwd_b + g_b,
-            "total_seconds": e_fwd_s + e_bwd_s + o_fwd_s + g_s,
+            "total_bytes": e_fwd_b + e_bwd_b + o_fwd_b + o_bwd_b + g_b,
+            "total_seconds": comm_s,
         }
 
     def by_group(self, key) -> dict[str, dict[str, float]]:

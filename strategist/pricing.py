@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from .errors import StrategyError
 from .graph import OpGraph, ShardLayout
-from .layout import Layout, squeeze
+from .layout import Layout
 from .ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
 from .plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
@@ -24,44 +24,39 @@ def _with_partial(layout: Layout, partial: tuple[int, ...]) -> Layout:
     return Layout(layout.shape, layout.dev_matrix, layout.dims, partial)
 
 
-@lru_cache(maxsize=1 << 16)
-def _grad_layout(grad_partial: tuple[int, ...], layout: Layout) -> Layout:
-    """A consumer's gradient of its input ``layout``: partial over the axes of ``grad_partial`` that do not
-    split the input."""
-    gp = tuple(x for x in grad_partial if all(x not in d for d in layout.dims))
-    return _with_partial(layout, tuple(sorted(gp)))
-
-
-# operators that only view one tensor: a Parameter read through them is still that Parameter to MindSpore's
-# mirror operator (its gradient is reduced over every device holding the same slice)
-PARAM_VIEWS = frozenset({"Cast", "Load"}) | RESHAPES
+# operators that pass a Parameter on unchanged to MindSpore's parallel pass: a weight read through them gets its
+# mirror operator where it is consumed (a Cast has no OperatorInfo after the search; a Load is plumbing)
+PARAM_CASTS = frozenset({"Cast", "Load"})
 
 
 def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]], frozenset]:
     """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), per input
     whether it is a trainable Parameter, and the operators whose output is a trainable Parameter seen through
-    :data:`PARAM_VIEWS` only (a Cast of a weight, a Reshape of that). A function of the graph, kept with its
-    structure."""
+    :data:`PARAM_CASTS` only (a bf16 Cast of a weight). A function of the graph, kept with its structure."""
     hit = _STRUCTURES.get(("grad", id(g)))
     if hit is not None and hit[0] is g:
         return hit[1]
     needs_grad: dict[str, bool] = {}
     grads_on: dict[str, tuple[bool, ...]] = {}
-    views: set[str] = set()
+    casts: set[str] = set()
     for op in g:
         needs_grad[op.name] = any(
             (x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad))
             or (x.kind == "op" and needs_grad.get(x.ref, False)) for x in op.inputs)
-        grads_on[op.name] = tuple(x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad)
-                                  for x in op.inputs)
+        grads_on[op.name] = tuple(_trainable(g, x, casts) for x in op.inputs)
         tensors = [x for x in op.inputs if x.kind in ("param", "op", "input")]
-        if op.type in PARAM_VIEWS and len(tensors) == 1 and (
-                (tensors[0].kind == "param" and grads_on[op.name][op.inputs.index(tensors[0])])
-                or (tensors[0].kind == "op" and tensors[0].ref in views)):
-            views.add(op.name)
-    out = (needs_grad, grads_on, frozenset(views))
+        if op.type in PARAM_CASTS and len(tensors) == 1 and _trainable(g, tensors[0], casts):
+            casts.add(op.name)
+    out = (needs_grad, grads_on, frozenset(casts))
     _STRUCTURES[("grad", id(g))] = (g, out)
     return out
+
+
+def _trainable(g: OpGraph, x, casts) -> bool:
+    """Input ``x`` is a trainable Parameter, directly or through :data:`PARAM_CASTS` (in ``casts``)."""
+    if x.kind == "param":
+        return x.ref not in g.params or g.params[x.ref].requires_grad
+    return x.kind == "op" and x.ref in casts
 
 
 @lru_cache(maxsize=1 << 16)
@@ -76,6 +71,20 @@ def _mirror_layout(layout: Layout) -> Layout:
 def _replica_axes(layout: Layout) -> tuple[int, ...]:
     """Device axes (of size > 1) that split no dimension of ``layout``: the devices holding the same slice."""
     return tuple(a for a, n in enumerate(layout.dev_matrix) if n > 1 and all(a not in d for d in layout.dims))
+
+
+def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
+    """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy."""
+    if not _replica_axes(lay):
+        return None
+    return _cached_plan(_mirror_layout(lay), lay).physical(type_len, hw, a2a)
+
+
+def _backward(fwd, pf, type_len: int, hw, a2a: bool):
+    """(backward redistribution, its physical price) of a forward one: its transpose, as MindSpore's autodiff
+    writes it (:meth:`~strategist.redistribution.Redistribution.transposed`)."""
+    bwd = fwd.transposed()
+    return bwd, bwd.physical(type_len, hw, a2a)
 
 
 def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
@@ -141,12 +150,12 @@ def _before_local_rows(eng: _Engine, chosen: dict, name: str, dst: Layout) -> tu
 def price(eng: _Engine) -> Plan:
     """The priced :class:`~strategist.plan.Plan` of a finished search."""
     g, hw = eng.g, eng.hw
-    needs_grad, grads_on_of, param_views = _grad_flow(g)
+    needs_grad, grads_on_of, param_casts = _grad_flow(g)
     casts = cast_overlay(eng)
     a2a = bool(getattr(g, "enable_alltoall", False))      # MindSpore's enable_alltoall (a MindFormers config's)
     chosen = {op.name: casts.get(op.name) or eng.chosen[op.name] for op in g}
     edges: list[EdgeCost] = []
-    grads: dict[tuple[str, int], list[tuple[int, Layout]]] = {}
+    sent: dict = {}          # (producer, output, layouts) -> the first consumer whose redistribution sends it
     for op in g:
         once: set = set()
         for src, j, slot in eng.data_prev[op.name]:
@@ -174,32 +183,21 @@ def price(eng: _Engine) -> Plan:
                 fwd = _cached_plan(b, b)
                 ms, pf = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a)
             once.add((src, j, a, b))
-            ch = chosen[op.name]
-            if src != DATASET and needs_grad.get(src) and ch.sharding is not None and spec is not None \
+            fb, fs = pf.bytes_sent, pf.seconds
+            if fwd.has_communication and sent.setdefault((src, j, a, b), op.name) != op.name:
+                # one tensor redistributed alike for several consumers: MindSpore's graph runs the forward
+                # collectives once, every consumer reads the result (step_parallel_end; measured in its graph
+                # after autodiff: the encoder's q/k/v read one AllGather); each consumer's gradient is transposed
+                fb, fs = 0.0, 0.0
+            bwd, bb, bs = None, 0.0, 0.0
+            if src != DATASET and needs_grad.get(src) and fwd.has_communication and spec is not None \
                     and spec.dtype.startswith(("float", "bfloat")):
-                k = eng.in_index(op.name, slot)
-                gl = _mirror_layout(b) if src in param_views else _grad_layout(ch.sharding.grad_partial[k], b)
-                grads.setdefault((src, j), []).append((len(edges), gl))
-            edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, None, dtype, ms.communication, ms.computation,
-                                  pf.bytes_sent, pf.seconds, 0.0, 0.0))
-    # backward: the gradients of one tensor's consumers are summed where their layouts agree, so
-    # each distinct gradient layout is redistributed once (into the producer's output layout)
-    for items in grads.values():
-        done: dict[Layout, int] = {}
-        for idx, gl in items:
-            key = squeeze(gl)          # equal placements over different device matrices sum too
-            if key in done:
-                continue
-            done[key] = idx
-            e = edges[idx]
-            pk = ("g", gl, e.src_layout, _type_len(g.op(e.dst).inputs[e.in_slot].spec), hw, a2a)
-            if pk not in _PRICES:
-                r = _cached_plan(gl, e.src_layout)
-                _PRICES[pk] = (r, r.physical(pk[3], hw, a2a))
-            bwd, pb = _PRICES[pk]
-            if bwd.is_identity:
-                continue
-            e.backward, e.bwd_bytes, e.bwd_seconds = bwd, pb.bytes_sent, pb.seconds
+                # the gradient flows back through the redistribution: MindSpore's autodiff transposes each of its
+                # collectives (measured in its graph after autodiff: tests/test_communication.py)
+                bwd, pb = _backward(fwd, pf, tl, hw, a2a)
+                bb, bs = pb.bytes_sent, pb.seconds
+            edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
+                                  fb, fs, bb, bs))
     op_costs: dict[str, OpCost] = {}
     for op in g:
         ch = chosen[op.name]
@@ -207,7 +205,7 @@ def price(eng: _Engine) -> Plan:
         if s is None:
             continue
         grads_on = grads_on_of[op.name]
-        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a)
+        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False))
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
             _PRICES.pop(pk)
@@ -227,29 +225,30 @@ def price(eng: _Engine) -> Plan:
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
-        for k, slot in enumerate(eng.rule(op.name).slots):
-            x = op.inputs[slot]
-            if x.kind != "param" or k >= len(s.inputs) or op.type in PARAM_VIEWS:
-                # a Cast of a weight: its mirror is priced where the cast weight is consumed (an edge from a view)
-                continue
-            p_obj = g.params.get(x.ref)
-            if p_obj is not None and not p_obj.requires_grad:
-                continue
-            lay = s.inputs[k]
-            if not _replica_axes(lay):
-                continue
-            r = _cached_plan(_mirror_layout(lay), lay)
-            p = r.physical(_type_len(x.spec), hw, a2a)
-            c.grad_bytes += p.bytes_sent
-            c.grad_seconds += p.seconds
-            steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+            if needs_grad.get(op.name) and op.outputs[j].dtype.startswith(("float", "bfloat")):
+                # its transpose in the backward (an AllReduce's is an AllReduce of the output's gradient)
+                bwd, pb = _backward(r, p, tl, hw, a2a)
+                c.bwd_bytes += pb.bytes_sent
+                c.bwd_seconds += pb.seconds
+                steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
+        if op.type not in PARAM_CASTS:
+            # the mirror of each Parameter it reads (through a Cast too: a Cast has no OperatorInfo after the
+            # search, MindSpore mirrors the weight where it is consumed)
+            for k, slot in enumerate(eng.rule(op.name).slots):
+                if k >= len(s.inputs) or not grads_on[slot]:
+                    continue
+                p = _mirror(s.inputs[k], _type_len(op.inputs[slot].spec), hw, a2a)
+                if p is not None:
+                    c.grad_bytes += p.bytes_sent
+                    c.grad_seconds += p.seconds
+                    steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
         c.steps = tuple(steps)
         _PRICES[pk] = (eng.key(op.name), s, hw, c if c.bytes else None)
         if c.bytes:
             op_costs[op.name] = c
     # a Reshape whose output layout is not its input's data (MindSpore's ReshapeInfo picks the pair from its
     # producer's and consumer's candidates): the redistribution inside it, into the input-shape layout of
-    # what it hands on, and the reverse for the gradient
+    # what it hands on, and its transpose for the gradient; a Reshape of a weight carries the weight's mirror
     for op in g:
         if op.type not in RESHAPES:
             continue
@@ -257,25 +256,33 @@ def price(eng: _Engine) -> Plan:
         if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
             continue
         a = ch.inputs[0]
+        tl = _type_len(op.inputs[0].spec)
+        c = OpCost()
+        steps = []
+        if grads_on_of[op.name] and grads_on_of[op.name][0]:
+            p = _mirror(a, tl, hw, a2a)
+            if p is not None:
+                c.grad_bytes, c.grad_seconds = p.bytes_sent, p.seconds
+                steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+        inp = None
         if op.attrs.get("strategist_local_rows"):
             # a device-local Morph reshape is free when its output is its input's own rows: dealing rows back
             # to [S, B] is ambiguous ((S by tp, B by dp) and (B by tp x dp) merge to the same rows), so the
             # forward mapping, the search's own, is asked first
             cand, mapped = eng.reshape_from_input(op.name, a)
             if cand == a and _same(mapped, ch.outputs[0]):
-                continue
-        inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
-        if a.shape != inp.shape or _same(a, inp):
-            continue
-        tl = _type_len(op.inputs[0].spec)
-        c = OpCost()
-        p = _cached_plan(a, inp).physical(tl, hw, a2a)
-        c.fwd_bytes, c.fwd_seconds, steps = p.bytes_sent, p.seconds, list(p.steps)
-        if needs_grad.get(op.name):
-            p = _cached_plan(inp, a).physical(tl, hw, a2a)
-            c.fwd_bytes += p.bytes_sent
-            c.fwd_seconds += p.seconds
-            steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+                inp = a
+        if inp is None:
+            inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
+        if a.shape == inp.shape and not _same(a, inp):
+            r = _cached_plan(a, inp)
+            p = r.physical(tl, hw, a2a)
+            c.fwd_bytes, c.fwd_seconds = p.bytes_sent, p.seconds
+            steps.extend(p.steps)
+            if needs_grad.get(op.name) and op.inputs[0].spec.dtype.startswith(("float", "bfloat")):
+                bwd, pb = _backward(r, p, tl, hw, a2a)
+                c.bwd_bytes, c.bwd_seconds = pb.bytes_sent, pb.seconds
+                steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
         c.steps = tuple(steps)
         if c.bytes:
             op_costs[op.name] = c
@@ -342,6 +349,5 @@ def clear_caches() -> None:
     """Forget cached prices (for cold timings)."""
     _PRICES.clear()
     _with_partial.cache_clear()
-    _grad_layout.cache_clear()
     _mirror_layout.cache_clear()
     _pre_reduce.cache_clear()

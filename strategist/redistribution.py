@@ -75,6 +75,25 @@ class Collective:
             where = f"dim={self.dim}"
         return f"{self.kind}(n={self.n}, group={list(self.group(0))}{', ' + where if where else ''})"
 
+    def transposed(self) -> "Collective | None":
+        """This step's backward as MindSpore's autodiff writes it (``grad_comm_ops``' bprops): an AllGather's
+        is a ReduceScatter over the same group, a ReduceScatter's an AllGather, an AllToAll's the AllToAll back,
+        an AllReduce's an AllReduce; a Split's (a StridedSlice) is StridedSliceGrad, no communication (None).
+        Each moves the bytes of the forward step."""
+        if self.kind == "Split":
+            return None
+        if self.kind == "AllGather":
+            full = tuple(d * self.n if i == self.dim else d for i, d in enumerate(self.slice_shape))
+            return replace(self, kind="ReduceScatter", slice_shape=full)
+        if self.kind == "ReduceScatter":
+            part = tuple(d // self.n if i == self.dim else d for i, d in enumerate(self.slice_shape))
+            return replace(self, kind="AllGather", slice_shape=part)
+        if self.kind == "AllToAll":
+            after = tuple(d // self.n if i == self.dim else d * self.n if i == self.concat_dim else d
+                          for i, d in enumerate(self.slice_shape))
+            return replace(self, dim=self.concat_dim, concat_dim=self.dim, slice_shape=after)
+        return self
+
     # -- MindSpore's cost model (elements; spec §3.2) ------------------------------------
     def ms_cost(self) -> tuple[float, float, float]:
         """(forward comm, backward comm, computation) in elements, as MindSpore counts them.
@@ -168,6 +187,14 @@ class Redistribution:
     @property
     def has_communication(self) -> bool:
         return any(op.kind != "Split" for op in self.ops)
+
+    def transposed(self) -> "Redistribution":
+        """The backward MindSpore's autodiff runs for this redistribution: each step's transpose
+        (:meth:`Collective.transposed`), last step first, from ``dst`` back to ``src``. Gradients stay partial
+        sums where a slice's transpose pads zeros; the transposes of later collectives (an operator's AllReduce,
+        a Parameter's mirror) sum them, so no gradient reduction of its own is inserted."""
+        ops = tuple(t for t in (op.transposed() for op in reversed(self.ops)) if t is not None)
+        return Redistribution(self.dst, self.src, ops)
 
     def mindspore_cost(self, type_len: int = 4, dtype: str = "") -> MsCost:
         """MindSpore's edge cost (bytes): :func:`ms_elements` when it applies, else the per-step sum."""

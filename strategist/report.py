@@ -165,7 +165,8 @@ def plan_dict(plan) -> dict:
         "hardware": plan.hardware.name if plan.hardware else None,
         "anchors": {k: {"strategy": a.describe(), "origin": a.origin} for k, a in sorted(plan.anchors.items())},
         "ops": ops, "edges": edges,
-        "op_communication": {k: {"forward_bytes": c.fwd_bytes, "gradient_bytes": c.grad_bytes,
+        "op_communication": {k: {"forward_bytes": c.fwd_bytes, "backward_bytes": c.bwd_bytes,
+                                 "gradient_bytes": c.grad_bytes,
                                  "seconds": c.seconds, "steps": [s[0] for s in c.steps]}
                              for k, c in plan.op_costs.items()},
         "per_layer": plan.per_layer(), "per_cell": plan.per_cell(), "totals": plan.totals(),
@@ -223,8 +224,8 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     out.append(h("Totals (per device, one training step)"))
     table(["what", "bytes", "time"], [
         ("redistribution, forward + backward", human_bytes(t["redistribution_bytes"]), _seconds(t["redistribution_seconds"])),
-        ("operators' partial sums (forward)", human_bytes(t["operator_bytes"]), _seconds(t["operator_seconds"])),
-        ("parameter gradients", human_bytes(t["gradient_bytes"]), _seconds(t["gradient_seconds"])),
+        ("operators' partial sums, forward + backward", human_bytes(t["operator_bytes"]), _seconds(t["operator_seconds"])),
+        ("parameter gradients (mirrors)", human_bytes(t["gradient_bytes"]), _seconds(t["gradient_seconds"])),
         ("total", human_bytes(t["total_bytes"]), _seconds(t["total_seconds"])),
         ("MindSpore redistribution cost (what propagation minimises)", f"{t['redistribution_ms_cost']:.0f}", "")])
     if d["conflicts"] or d["inconsistencies"]:

@@ -63,10 +63,11 @@ def test_propagate_command_formats(capsys, tmp_path):
     ops = {o["name"]: o for o in d["ops"]}
     assert ops["gelu"]["strategy"] == [[2, 4]] and ops["gelu"]["layout"] == '(layout("dp", "tp"),)'
     # Megatron MLP on dp=2,tp=4 (tokens 4096, hidden 1024, fp16): one forward AllReduce of the
-    # [2048,1024] output slice over tp: 2*(3/4)*4 MiB per device. x is a dataset input: no gradient,
-    # so no backward AllReduce of fc1's input gradient (inside a model there is one: see test_propagate)
+    # [2048,1024] output slice over tp, 2*(3/4)*4 MiB per device, and its transpose in the backward (the same
+    # AllReduce of the output's gradient: MindSpore's autodiff, as verify --communication reads it)
     t = d["totals"]
-    assert t["operator_bytes"] == 2 * 3 / 4 * 2048 * 1024 * 2 and t["redistribution_bytes"] == 0
+    assert t["operator_bytes"] == 2 * (2 * 3 / 4 * 2048 * 1024 * 2) and t["redistribution_bytes"] == 0
+    assert t["forward_bytes"] == t["backward_bytes"] == 2 * 3 / 4 * 2048 * 1024 * 2
     assert d["per_cell"]["linear_fc2"]["bytes"] >= t["operator_bytes"]          # fc2's AllReduce is in its cell
     assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "md"]) == 0
     assert "| operator | type | strategy | decided by |" in capsys.readouterr().out

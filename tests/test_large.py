@@ -33,7 +33,7 @@ def test_llama2_70b_shape_advice(graph_of):
     for i in range(LAYERS):
         layer = f"model.layers.{i}"
         moved = sum(e.bytes for e in p.edges if p.graph.op(e.dst).layer == layer) + \
-            sum(c.fwd_bytes for n, c in p.op_costs.items() if p.graph.op(n).layer == layer)
+            sum(c.fwd_bytes + c.bwd_bytes for n, c in p.op_costs.items() if p.graph.op(n).layer == layer)
         assert moved == pytest.approx(per_layer)
     assert p.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]
     assert not p.inconsistencies or all(a_ == "lm_head.matmul" or "loss" in b for a_, b, _ in p.inconsistencies)

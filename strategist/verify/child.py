@@ -256,6 +256,8 @@ def run(req: dict) -> dict:
             it = iter(args)
             args = [next(it) if used else None for used in slots]
 
+        if req.get("training"):
+            cell = _training_step(cell)
         fault = os.environ.get("STRATEGIST_VERIFY_FAULT")
         if fault:
             os.kill(os.getpid(), getattr(signal, fault))
@@ -275,12 +277,22 @@ def run(req: dict) -> dict:
                 f"MindSpore's compile failed after its sharding propagation (the plan is read from the "
                 f"{dump} dump): {_first_line(err)}")
         result["compile_seconds"] = round(time.time() - t0, 3)
+        if req.get("training"):
+            from .ir import parse_collectives
+            result["collectives"] = parse_collectives(_latest_dump(req["ir_dir"], "validate"), n,
+                                                      wrapper="/strategist_loss-", model=f"/{_NET}-")
         try:
             shard = executor._get_shard_strategy(cell)
         except Exception:
             shard = {}
         from .ir import parse_ir
         nodes = parse_ir(_latest_dump(req["ir_dir"], dump))
+        if req.get("training"):
+            # the training step's wrapper: the model's operators are those under it, named without its prefix
+            nodes = [nd for nd in nodes if nd["scope"] and f"/{_NET}-" in nd["scope"]]
+            for nd in nodes:
+                nd["scope"] = "Default/" + nd["scope"].split(f"/{_NET}-", 1)[1].partition("/")[2]
+            shard = {k.split(f"{_NET}.", 1)[1] if f"{_NET}." in k else k: v for k, v in shard.items()}
         for node in nodes:
             node["path"] = _node_path(node)
         result["ops"] = _attach_names(nodes, shard)
@@ -311,10 +323,47 @@ def run(req: dict) -> dict:
     return result
 
 
+#: the training step's attribute names: the model's collectives are those under ``/<_NET>-`` in their scope
+_NET = "strategist_net"
+
+
+def _training_step(net):
+    """``net`` as one training step MindSpore differentiates: the loss is the sum of its (first) output, the
+    gradients are taken for every trainable Parameter and kept (``depend``), so the compiled graph holds the
+    forward, its transpose and the Parameters' mirrors -- the collectives one step runs."""
+    from mindspore import nn, ops, ParameterTuple
+
+    class _Loss(nn.Cell):
+        def __init__(self, model):
+            super().__init__()
+            setattr(self, _NET, model)
+            self.strategist_sum = ops.ReduceSum()
+
+        def construct(self, *args):
+            out = getattr(self, _NET)(*args)
+            if isinstance(out, (tuple, list)):
+                out = out[0]
+            return self.strategist_sum(out)
+
+    class _Step(nn.Cell):
+        def __init__(self, model):
+            super().__init__()
+            self.strategist_loss = _Loss(model)
+            self.weights = ParameterTuple(model.trainable_params())
+            self.value_and_grad = ops.value_and_grad(self.strategist_loss, None, self.weights)
+
+        def construct(self, *args):
+            loss, grads = self.value_and_grad(*args)
+            return ops.depend(loss, grads)
+
+    return _Step(net)
+
+
 def _latest_dump(ir_dir: str, ir_pass: str) -> str:
     """The text of the newest ``ir_pass`` IR dump under ``ir_dir``."""
-    irs = sorted(glob.glob(os.path.join(ir_dir, "**", f"{ir_pass}*.ir"), recursive=True),
-                 key=lambda p: (os.path.getmtime(p), p))
+    found = glob.glob(os.path.join(ir_dir, "**", f"{ir_pass}*.ir"), recursive=True)
+    found += glob.glob(os.path.join(ir_dir, "**", f"[0-9]*_{ir_pass}_*.ir"), recursive=True)   # "20_validate_0081"
+    irs = sorted(set(found), key=lambda p: (os.path.getmtime(p), p))
     if not irs:
         raise RuntimeError(f"MindSpore wrote no {ir_pass} IR dump (MS_DEV_SAVE_GRAPHS / MS_DEV_DUMP_IR_PASSES ignored?)")
     with open(irs[-1], errors="replace") as f:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..plan import DATASET
@@ -64,6 +65,9 @@ class Comparison:
     merged: list = field(default_factory=list)
     #: with ``verify --redistributions``: the edges that move data on both sides
     moves: "Moves | None" = None
+    #: with ``verify --communication``: every collective of a training step, strategist's priced plan beside
+    #: MindSpore's graph after autodiff
+    communication: "Communication | None" = None
 
     @property
     def agreed(self) -> int:
@@ -80,7 +84,8 @@ class Comparison:
     @property
     def all_agree(self) -> bool:
         return (self.agreed == self.total and not self.only_ours and not self.only_theirs and self.dataset_agrees
-                and (self.moves is None or self.moves.agree))
+                and (self.moves is None or self.moves.agree)
+                and (self.communication is None or self.communication.agree))
 
     def disagreements(self) -> list[Row]:
         return [r for r in self.rows if not r.agree]
@@ -106,6 +111,7 @@ class Comparison:
                           "compile_inputs": self.ms.compile_inputs, "output": _lists(self.ms.output)},
             "notes": self.notes,
             "redistributions": self.moves.to_dict() if self.moves is not None else None,
+            "communication": self.communication.to_dict() if self.communication is not None else None,
         }
 
     def to_json(self) -> str:
@@ -400,10 +406,109 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}  = {ours}" for m, ours in c.merged]
     if c.moves is not None:
         out += ["", c.moves.text().rstrip("\n")]
+    if c.communication is not None:
+        out += ["", c.communication.text().rstrip("\n")]
     pct = 100.0 * c.agreed / c.total if c.total else 100.0
     out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
                 f"{len(c.only_theirs)} only MindSpore; dataset {'agrees' if c.dataset_agrees else 'differs'}"
                 + (f"; edges moving data {'agree' if c.moves.agree else 'differ'}" if c.moves is not None else "")
+                + (f"; communication {'agrees' if c.communication.agree else 'differs'}"
+                   if c.communication is not None else "")
                 + f" -> {'ALL AGREE' if c.all_agree else 'DISAGREE'}"]
     out += [f"note: {n}" for n in c.notes]
     return "\n".join(out) + "\n"
+
+
+PHASES = ("forward", "backward", "mirror")
+_STEP = re.compile(r"^(?:(backward|grad) )?(\w+)\(n=(\d+)")
+
+
+@dataclass
+class Communication:
+    """One training step's collectives, strategist's priced plan beside MindSpore's graph after autodiff: per phase
+    (``forward``; ``backward``, the transposes of forward collectives; ``mirror``, the Parameters' gradient
+    reductions) the collectives as (kind, group size, bytes one device sends), compared as multisets. MindSpore
+    writes an all-to-all as AllGather + Split + Concat without ``enable_alltoall``; both sides count it so."""
+
+    ours: dict[str, list[tuple[str, int, float]]]
+    theirs: dict[str, list[tuple[str, int, float]]]
+
+    def _diff(self, phase):
+        a, b = Counter(_key(x) for x in self.ours.get(phase, [])), Counter(_key(x) for x in self.theirs.get(phase, []))
+        return sorted((a - b).elements()), sorted((b - a).elements())
+
+    @property
+    def agree(self) -> bool:
+        return all(not x and not y for x, y in (self._diff(p) for p in PHASES))
+
+    def bytes(self, side: str, phase: str) -> float:
+        return sum(x[2] for x in (self.ours if side == "strategist" else self.theirs).get(phase, []))
+
+    def to_dict(self) -> dict:
+        out = {"agree": self.agree}
+        for p in PHASES:
+            only_ours, only_theirs = self._diff(p)
+            out[p] = {"strategist_bytes": self.bytes("strategist", p), "mindspore_bytes": self.bytes("mindspore", p),
+                      "strategist_count": len(self.ours.get(p, [])), "mindspore_count": len(self.theirs.get(p, [])),
+                      "only_strategist": [list(x) for x in only_ours], "only_mindspore": [list(x) for x in only_theirs]}
+        return out
+
+    def text(self) -> str:
+        from ..report import human_bytes
+        out = ["communication of one training step (bytes per device; MindSpore's graph after autodiff):",
+               f"  {'phase':<9} {'strategist':>22} {'MindSpore':>22}"]
+        for p in PHASES:
+            out.append(f"  {p:<9} {human_bytes(self.bytes('strategist', p)) + f' in {len(self.ours.get(p, []))}':>22} "
+                       f"{human_bytes(self.bytes('mindspore', p)) + f' in {len(self.theirs.get(p, []))}':>22}")
+            only_ours, only_theirs = self._diff(p)
+            out += [f"    only strategist: {k}(n={n}) {human_bytes(b)}" for k, n, b in only_ours]
+            out += [f"    only MindSpore: {k}(n={n}) {human_bytes(b)}" for k, n, b in only_theirs]
+        out.append(f"  -> {'AGREE' if self.agree else 'DIFFER'}")
+        return "\n".join(out) + "\n"
+
+
+def _key(x) -> tuple[str, int, float]:
+    kind, n, b = x
+    return ("AllToAll" if kind in ("AlltoAll", "AllToAllv") else kind, int(n), round(float(b)))
+
+
+def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
+    """strategist's priced collectives of one training step, by phase: every edge's redistribution and its
+    transpose, every operator's own reduction and its transpose, every Parameter's mirror (a MindSpore-style
+    all-to-all without ``enable_alltoall`` counted as the AllGather it is written as)."""
+    a2a = bool(getattr(plan.graph, "enable_alltoall", False))
+    out: dict[str, list] = {p: [] for p in PHASES}
+
+    def add(phase, steps):
+        for label, b, _s in steps:
+            m = _STEP.match(label)
+            if m is None or not b:
+                continue
+            kind = "AllGather" if "as AllGather" in label else m.group(2)
+            out[phase].append((kind, int(m.group(3)), float(b)))
+    for e in plan.edges:
+        spec = plan.graph.op(e.dst).inputs[e.in_slot].spec
+        tl = _type_len_of(spec)
+        if e.fwd_bytes:         # (a redistribution shared with an earlier consumer is sent once)
+            add("forward", e.forward.physical(tl, None, a2a).steps)
+        if e.backward is not None:
+            add("backward", e.backward.physical(tl, None, a2a).steps)
+    for c in plan.op_costs.values():
+        for label, b, sec in c.steps:
+            phase = "mirror" if label.startswith("grad ") else "backward" if label.startswith("backward ") else "forward"
+            add(phase, [(label, b, sec)])
+    return out
+
+
+def _type_len_of(spec) -> int:
+    from ..search import _type_len
+    return _type_len(spec)
+
+
+def compare_communication(plan, ms: MsPlan) -> Communication:
+    """strategist's priced ``plan`` beside the collectives of MindSpore's training step (:attr:`MsPlan.collectives`)."""
+    theirs: dict[str, list] = {p: [] for p in PHASES}
+    for c in ms.collectives or []:
+        if c["bytes"]:
+            theirs[c["phase"]].append((c["kind"], int(c["n"]), float(c["bytes"])))
+    return Communication(our_collectives(plan), theirs)

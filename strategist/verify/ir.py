@@ -294,3 +294,71 @@ def parse_mirrors(text: str) -> dict[str, int]:
         if user and n:
             out[user.group(1)] = int(n.group(1))
     return out
+
+
+#: bytes per element of MindSpore's IR tensor types
+_DTYPE_BYTES = {"Float16": 2, "BFloat16": 2, "Float32": 4, "Float64": 8, "Int8": 1, "UInt8": 1, "Int16": 2,
+                "Int32": 4, "Int64": 8, "Bool": 1}
+_TENSOR_SIG = re.compile(r"<Tensor\[(\w+)\], \(([\d, ]*)\)>")
+_RANK_SIZE = re.compile(r"\brank_size: I64\((\d+)\)")
+_RANK_IDS = re.compile(r"\bgroup_rank_ids: \(([\d, ]*)\)")
+_GROUP_RANKS = re.compile(r'\bgroup_ranks: "([^"]*)"')
+
+
+def collective_bytes(kind: str, n: int, in_bytes: float) -> float:
+    """Bytes one device sends for a collective of ``n`` devices whose input (each device's) is ``in_bytes``:
+    the ring volumes strategist prices (:meth:`strategist.redistribution.Collective.bytes_sent`)."""
+    if n <= 1:
+        return 0.0
+    if kind == "AllGather":
+        return (n - 1) * in_bytes
+    if kind in ("ReduceScatter", "AllToAll", "AlltoAll", "AllToAllv"):
+        return (n - 1) / n * in_bytes
+    if kind == "AllReduce":
+        return 2 * (n - 1) / n * in_bytes
+    return 0.0
+
+
+def parse_collectives(text: str, device_num: int, wrapper: str | None = None, model: str | None = None) -> list[dict]:
+    """Every collective of a trained net's graph after autodiff (the ``validate`` dump), in graph order: ``kind``,
+    ``n`` (devices in its group), ``bytes`` (what one device sends, ring volumes), ``phase`` -- ``"forward"``,
+    ``"backward"`` (the transpose of a forward collective: its scope starts ``Gradients/``) or ``"mirror"`` (a
+    Parameter's gradient reduction, ``grad_mirror``) -- ``instance`` and ``scope``. ``wrapper``/``model``: scope
+    segments of a training wrapper's cell and of the model's inside it; the wrapper's own collectives (forward
+    ones under ``wrapper`` but not ``model``, and their transposes, ``grad`` + the forward's instance name) are
+    left out (autodiff credits some backward and mirror nodes to no cell: ``Gradients/Default/Grad_...``)."""
+    out, theirs = [], set()
+    for m, line, sig, scope in _node_blocks(text):
+        kind = _prim(m.group(1))
+        if kind not in COLLECTIVES:
+            continue
+        inst = _INSTANCE.search(line)
+        inst = inst.group(1).rstrip("}") if inst else ""
+        phase = ("mirror" if inst.startswith("grad_mirror") else
+                 "backward" if scope and scope.startswith("Gradients/") else "forward")
+        if wrapper and phase == "forward" and scope and wrapper in scope and not (model and model in scope):
+            theirs.add(inst)
+            continue
+        if phase == "backward" and (inst[len("grad"):] in theirs or inst[len("grad_"):] in theirs):
+            continue
+        n = None
+        for rx in (_RANK_SIZE, _RANK_IDS, _GROUP_RANKS):
+            g = rx.search(line)
+            if g is None:
+                continue
+            v = g.group(1)
+            if rx is _RANK_SIZE:
+                n = int(v)
+            elif rx is _RANK_IDS:
+                n = len([x for x in v.split(",") if x.strip()])
+            else:
+                n = device_num if v == "WORLD_GROUP" else len(v.split("-"))
+            break
+        t = _TENSOR_SIG.search(sig.split("->")[0]) if sig else None
+        in_bytes = 0.0
+        if t is not None:
+            shape = [int(x) for x in t.group(2).split(",") if x.strip()]
+            in_bytes = float(math.prod(shape) * _DTYPE_BYTES.get(t.group(1), 4))
+        out.append({"kind": kind, "n": n or 1, "bytes": collective_bytes(kind, n or 1, in_bytes), "phase": phase,
+                    "instance": inst, "scope": scope})
+    return out

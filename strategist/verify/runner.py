@@ -69,6 +69,9 @@ class MsPlan:
     #: (``{"src": path, "dst": path, "src_type", "dst_type", "also": [other consumers' paths], "ops": [...],
     #: "collectives": [...]}``)
     redistributions: list[dict] | None = None
+    #: with ``training=True``: every collective of one training step of the model (MindSpore's graph after autodiff,
+    #: ``validate``): ``{"kind", "n", "bytes", "phase": "forward" | "backward" | "mirror", "instance", "scope"}``
+    collectives: list[dict] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,7 +126,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
                    dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
                    timeout=900, graph=None, strategy_file: str | None = None,
                    strategy_file_mode: str = "LOAD", mindformers: dict | None = None,
-                   parallel_mode: str = "auto_parallel", redistributions: bool = False) -> MsPlan:
+                   parallel_mode: str = "auto_parallel", redistributions: bool = False, training: bool = False) -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
 
     ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
@@ -186,6 +189,11 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         if redistributions:
             request["redistributions"] = True              # ... and the redistributions from step_parallel_end
             passes = ",".join(dict.fromkeys([passes, "step_parallel_end"]))
+        if training:
+            # one training step: the model under a loss and its gradients, every collective read from the graph
+            # after autodiff (the strategies too, named without the step's wrapper)
+            request["training"] = True
+            passes = ",".join(dict.fromkeys([passes, "validate"]))
         if mf is not None:
             request["mindformers"] = mf
             request["kwargs"] = []
@@ -227,7 +235,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             ops.append(MsOp.from_dict(d))
     return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,
                   backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given,
-                  list(res.get("notes") or []), res.get("redistributions"))
+                  list(res.get("notes") or []), res.get("redistributions"), res.get("collectives"))
 
 
 def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | None) -> dict | None:
@@ -363,7 +371,7 @@ def _crash_message(rc: int, where: str, log_file: str) -> str:
 
 
 def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None, dataset_strategy="data_parallel",
-                 graph=None, plan=None, timeout=900, semi_auto: bool = False, redistributions: bool = False,
+                 graph=None, plan=None, timeout=900, semi_auto: bool = False, redistributions: bool = False, communication: bool = False,
                  **settings):
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
@@ -377,6 +385,11 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
 
     ``redistributions``: also which edges move data, strategist's priced plan beside the redistributions MindSpore
     inserted in its ``step_parallel_end`` graph (:func:`strategist.verify.compare.compare_moves`).
+
+    ``communication``: also every collective of one training step -- MindSpore compiles the model under a loss
+    (the sum of its output) with the gradients of its Parameters, in a second child, and its graph after autodiff
+    is read (:func:`strategist.verify.compare.compare_communication`): forward, backward and mirror collectives,
+    kind, group and bytes, beside strategist's priced plan.
     """
     from ..anchors import load_anchors
     from ..loader import load_graph
@@ -442,5 +455,14 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             from ..propagate import price_plan
             from .compare import compare_moves
             result.moves = compare_moves(price_plan(plan), ms)
+        if communication:
+            # a second child: the model as one training step, its collectives after autodiff
+            from ..propagate import price_plan
+            from .compare import compare_communication
+            step = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
+                                  dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
+                                  parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
+                                  training=True, **settings)
+            result.communication = compare_communication(price_plan(plan), step)
     result.strategist_seconds = round(ours_seconds, 3)
     return result
