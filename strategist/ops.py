@@ -117,6 +117,11 @@ class FactorRule:
 
     @property
     def reductions(self) -> tuple[str, ...]:
+        if self.batch_parallel:
+            # BatchParallelInfo inserts no forward communication: a loss it reduces stays per device (the loss
+            # divisor scales the gradient). Measured in MindSpore's training graph: no AllReduce on gpt_nn's
+            # SparseSoftmaxCrossEntropyWithLogits (verify --communication)
+            return ()
         out = {f for t in self.outputs for f in t if f}
         return tuple(f for f in self.factors if f not in out and any(f in t for t in self.inputs))
 

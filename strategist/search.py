@@ -1309,6 +1309,7 @@ def topo_sort_order(graph: OpGraph) -> dict[str, int]:
             members.setdefault(d, []).append(name)
     order: dict[str, int] = {}
     called: set = set()
+    effects = _side_effects_by_reader(graph)
 
     def walk(start: str, scope) -> None:
         """Post-order from ``start`` inside ``scope`` (None: the root graph; else a deferred cell's body,
@@ -1328,7 +1329,12 @@ def topo_sort_order(graph: OpGraph) -> dict[str, int]:
                 order[name] = len(order) + 1
                 continue
             stack.append((name, True))
-            stack.extend((x.ref, False) for x in reversed(ops[name].inputs) if x.kind == "op" and x.ref not in order)
+            later = effects.get(name, {})
+            for k in reversed(range(len(ops[name].inputs))):
+                x = ops[name].inputs[k]
+                if x.kind == "op" and x.ref not in order:
+                    stack.append((x.ref, False))
+                stack.extend((e, False) for e in reversed(later.get(k, ())) if e not in order)
 
     def call(d: str) -> None:
         body = set(members[d])
@@ -1350,6 +1356,32 @@ def topo_sort_order(graph: OpGraph) -> dict[str, int]:
             order[name] = len(order) + 1
     order[DATASET] = 1 << 40
     return order
+
+
+#: operators that write a Parameter: MindSpore threads them through the UpdateState monad chain, not the data flow
+SIDE_EFFECTS = frozenset({"Assign", "AssignAdd", "AssignSub"})
+
+
+def _side_effects_by_reader(graph: OpGraph) -> dict[str, dict[int, list[str]]]:
+    """Where MindSpore's TopoSort reaches each Parameter-writing operator (:data:`SIDE_EFFECTS`, e.g. a MoE
+    router's ``AssignAdd`` of its token counts): through the monad of the next Parameter ``Load`` in execution
+    order, i.e. at the Parameter input of the next operator reading one. {reader: {input slot: [writers]}}.
+    Measured on qwen3_moe (verify's child, GLOG_v=1): the router's aux-loss ``Reshape`` / ``OneHot`` / ``MeanExt``
+    / ``ReduceMean`` / ``AssignAdd`` are operators 100-105, just before the experts' weight Cast (106), not after
+    the output layer where a walk of the data flow alone puts them -- and the first Reshape created claims
+    MindSpore's Reshape cost cache entries (:meth:`_Engine.reshape_costs`)."""
+    ops = sorted(graph, key=lambda op: op.topo_index)
+    out: dict[str, dict[int, list[str]]] = {}
+    pending: list[str] = []
+    for op in ops:
+        if op.type in SIDE_EFFECTS and not graph.out_edges(op.name):
+            pending.append(op.name)
+            continue
+        slot = next((k for k, x in enumerate(op.inputs) if x.kind == "param"), None)
+        if pending and slot is not None:
+            out.setdefault(op.name, {})[slot] = pending
+            pending = []
+    return out
 
 
 def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, int],

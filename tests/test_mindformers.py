@@ -475,11 +475,13 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     # two linears come with the alternative (the row linear's Reshape stops every search that would reach them)
     se = "model.decoder.layers.1.mlp.shared_experts."
     assert adv[se + "linear_fc2.matmul"].template == "matmul_data_parallel_sequence_first"
+    for n in ("linear_fc1.matmul", "linear_fc2.matmul"):
+        assert a.plan.strategy(se + n) == ref_.plan.strategy(se + n) == ((8, 1), (1, 1)), n
+    # between them each device keeps its own tokens ([S, B] over all 8 devices; the experts' order, S by tp then
+    # B by dp, or the batch by all 8, which the propagation reaches from the router's side: neither moves data)
     for n in ("split", "activation_func.silu", "mul"):
-        assert adv[se + n].template == "pair_interior_sequence_parallel" and adv[se + n].with_op == se + "linear_fc2.matmul"
-    for n in ("linear_fc1.matmul", "split", "activation_func.silu", "mul", "linear_fc2.matmul"):
-        assert a.plan.strategy(se + n) == ref_.plan.strategy(se + n), n
-    assert a.plan.strategy(se + "linear_fc2.matmul") == ((8, 1), (1, 1))
+        st = a.plan.strategy(se + n)[0]
+        assert st[0] * st[1] == 8 and all(x == 1 for x in st[2:]), n
     # the labels' mask is left whole, as the experts keep it: splitting it by dp behind the loss (an unreached
     # follower with the sums pinned) saves 17 us of a 3.4 s step, below what the step model resolves
     assert not any("labels_and_masks" in n or n.startswith("model.loss.") for n in adv)
@@ -491,7 +493,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
                                                     for n in (op.name for op in g))
     assert adv[ffn].template == "moe_ffn" and a.plan.strategy(ffn) == ref_.plan.strategy(ffn)
     assert a.plan.strategy(ffn)[0] == (1, 8, 1) and ffn in ref_.plan.anchors
-    assert a.agreement >= 0.87 and a.anchors <= c["b"].anchors
+    assert a.agreement >= 0.85 and a.anchors <= c["b"].anchors
     # (c) runs in semi_auto_parallel, where an unconfigured Cast passes the residual's (tp on S, dp on B) layout on
     # into each sequence-parallel norm. Under sharding propagation MindSpore's search configures that Cast from its
     # own tuple strategies (PreProcessPreCastForSP), none of which has S on the inner tp axis -- and then drops
@@ -504,20 +506,29 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     from strategist.search import _same
     ca, cc = _op_costs(a.plan), _op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
     assert len(pre) == 10
+    sliced = {"model.decoder.layers.0.input_layernorm.norm", "model.mtp.layers.0.enorm.norm"}
     for n in pre:
         cast = n.rsplit(".", 1)[0] + ".cast"
         for p in (a.plan, ref_.plan):
-            assert p.choices[cast].outputs[0] == p.choices[cast].inputs[0]                # passed on, as the norm
-            assert _same(p.choices[cast].outputs[0], p.choices[n].inputs[0])             # reads it
+            assert p.choices[cast].outputs[0] == p.choices[cast].inputs[0]                # passed on
+        assert _same(ref_.plan.choices[cast].outputs[0], ref_.plan.choices[n].inputs[0])  # as the norm reads it
+        if n in sliced:
+            # the advice leaves the embeddings' output batch by dp: the first norm slices its sequence by tp, free
+            # both ways (a slice's transpose sends nothing), and the embedding's layout change is not anchored
+            assert a.plan.choices[cast].outputs[0].dims[0] == () and sum(e.bytes for e in a.plan.edges if e.dst == n) == 0
+            continue
+        assert _same(a.plan.choices[cast].outputs[0], a.plan.choices[n].inputs[0])
         assert ca[n] == pytest.approx(cc[n]) and ca[cast] == pytest.approx(cc[cast])
-    # (1.0005: 46 anchors, minimality dropping as "the same" what differs only in Casts' searched layouts; the
-    # step model does not resolve the rest)
-    assert c.step_ratio() <= 1.001
+    # the permute before each MoE FFN Morph anchored with the Morph's tokens (each device its own, an all-to-all at
+    # the permute): left to propagation, MindSpore's search gathers every token at the Reshape between them
+    for n in ("model.decoder.layers.1.mlp.transpose", "model.mtp.layers.0.transformer_layer.mlp.transpose"):
+        assert adv[n].template == "moe_permute" and a.plan.strategy(n) == ((1, 8, 1),)
+    assert c.step_ratio() <= 1.0
     # over the operators the experts' shard() configured (the rest of (c) takes MindSpore's batch strategy)
     assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None])
     # 90 %: the MTP layer's router package is dropped (5.9 ms faster without it: the experts' (1, 8, 1) on its
     # aux-loss reductions redistributes their input, 4.3 ms each), and its aux-loss chain is propagated instead
-    assert a.configured_agreement >= 0.89 and c["c"].configured_agreed == c["c"].configured_total
+    assert a.configured_agreement >= 0.88 and c["c"].configured_agreed == c["c"].configured_total
     # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
     # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
     from strategist.anchors import load_anchors

@@ -1,0 +1,94 @@
+"""One training step's collectives: strategist's priced plan beside MindSpore's graph after autodiff
+(``verify --communication``; strategist.verify.ir.parse_collectives, strategist.verify.compare.compare_communication).
+
+MindSpore differentiates its parallel graph mechanically: each forward collective gets its transpose in the
+backward (an AllGather's is a ReduceScatter over the same group, an AllReduce's an AllReduce, a slice's none), and
+each Parameter its mirror, an AllReduce over the devices holding the same slice. The recorded dump
+(tests/fixtures/ir/megatron_mlp_step.validate.ir) is MindSpore 2.9.0's ``validate`` graph of examples/mlp.py's
+MegatronMLP (hidden 256, ffn 1024, 512 tokens, fp16) as one training step in semi_auto_parallel on dp=2,tp=4,
+full_batch, anchored by tests/fixtures/anchors/megatron_mlp_dp2_tp4.yaml (fc1 column, fc2 row)."""
+import os
+import types
+
+import pytest
+
+from strategist.anchors import load_anchors
+from strategist.cli import main
+from strategist.layout import Layout
+from strategist.mesh import Mesh, load_hardware
+from strategist.redistribution import plan as plan_redistribution
+from strategist.semi_auto import semi_auto_plan
+from strategist.verify.compare import compare_communication
+from strategist.verify.ir import parse_collectives
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MLP = os.path.join(ROOT, "examples", "mlp.py:MegatronMLP")
+ANCHORS = os.path.join(HERE, "fixtures", "anchors", "megatron_mlp_dp2_tp4.yaml")
+KW = ("hidden=256", "ffn=1024", "tokens=512")
+
+
+def _recorded():
+    with open(os.path.join(HERE, "fixtures", "ir", "megatron_mlp_step.validate.ir")) as f:
+        return parse_collectives(f.read(), 8, wrapper="/strategist_loss-", model="/strategist_net-")
+
+
+def test_collectives_of_a_recorded_training_step():
+    """fc2's row-parallel AllReduce of its [256, 256] fp16 output slice over tp (2 * 3/4 * 128 KiB), its transpose
+    in the backward, and four mirrors: fc1's weight and bias (split by tp: mirrored over dp), fc2's weight (rows
+    by tp: over dp), fc2's bias (its Add takes the batch strategy (8, 1): replicated on all 8). The loss the
+    training step adds (a ReduceSum over all 8 devices) is left out."""
+    got = [(c["phase"], c["kind"], c["n"], c["bytes"]) for c in _recorded()]
+    act = 2 * 3 / 4 * 256 * 256 * 2
+    assert got == [("forward", "AllReduce", 4, act), ("backward", "AllReduce", 4, act),
+                   ("mirror", "AllReduce", 2, 2 * 1 / 2 * 256 * 256 * 2), ("mirror", "AllReduce", 2, 256 * 2.0),
+                   ("mirror", "AllReduce", 2, 2 * 1 / 2 * 256 * 256 * 2), ("mirror", "AllReduce", 8, 2 * 7 / 8 * 256 * 2)]
+
+
+def test_strategist_prices_the_recorded_step(graph_of):
+    g = graph_of(MLP, *KW)
+    mesh = Mesh.parse("dp=2,tp=4")
+    plan = semi_auto_plan(g, mesh, load_anchors(ANCHORS, g, mesh), dataset_strategy="full_batch",
+                          hardware=load_hardware("atlas-800t-a2"))
+    c = compare_communication(plan, types.SimpleNamespace(collectives=_recorded()))
+    assert c.agree, c.text()
+    assert c.bytes("strategist", "backward") == c.bytes("mindspore", "backward") == 2 * 3 / 4 * 256 * 256 * 2
+    # one changed collective is found, on its side
+    theirs = _recorded()
+    theirs[1] = dict(theirs[1], n=8)
+    c = compare_communication(plan, types.SimpleNamespace(collectives=theirs))
+    assert not c.agree and c.to_dict()["backward"]["only_mindspore"] == [["AllReduce", 8, round(theirs[1]["bytes"])]]
+
+
+@pytest.mark.parametrize("src, dst, kinds", [
+    (((0,), ()), ((), ()), ["ReduceScatter"]),          # AllGather rows -> ReduceScatter rows
+    (((), ()), ((0,), ()), []),                         # a slice: StridedSliceGrad, nothing sent
+    (((0,), ()), ((), (0,)), ["AllToAll"]),             # rows -> columns: the all-to-all back
+])
+def test_a_redistribution_transposes_with_its_bytes(src, dst, kinds):
+    a, b = Layout((64, 32), (8,), src), Layout((64, 32), (8,), dst)
+    fwd = plan_redistribution(a, b)
+    bwd = fwd.transposed()
+    assert [op.kind for op in bwd.ops] == kinds
+    assert bwd.physical(2).bytes_sent == fwd.physical(2).bytes_sent
+    if kinds == ["AllToAll"]:
+        f, t = fwd.ops[0], bwd.ops[0]
+        assert (t.dim, t.concat_dim) == (f.concat_dim, f.dim) and bwd.src == b and bwd.dst == a
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_verify_communication_live(capsys):
+    """MindSpore compiles the step itself: the Megatron MLP above, and nn.TransformerEncoder on dp=8 under
+    sharding propagation, whose q, k and v read one AllGather of the attention input (forward, once) and
+    transpose it three times (one ReduceScatter each)."""
+    args = ["verify", MLP, "--kwargs", *KW, "--mesh", "dp=2,tp=4", "--strategies", ANCHORS, "--dataset-strategy",
+            "full_batch", "--semi-auto", "--communication"]
+    assert main(args) == 0
+    assert "communication agrees" in capsys.readouterr().out
+    enc = os.path.join(ROOT, "examples", "encoder.py:EncoderClassifier")
+    assert main(["verify", enc, "--kwargs", "vocab=128", "d_model=64", "heads=8", "ffn=128", "seq=16", "batch=8",
+                 "--mesh", "dp=8", "--communication", "--format", "json"]) == 0
+    import json
+    d = json.loads(capsys.readouterr().out)["communication"]
+    assert d["agree"] and d["forward"]["mindspore_count"] == 2 and d["backward"]["mindspore_count"] == 6
