@@ -88,8 +88,8 @@ def test_qwen3_tiny_three_plans():
     emb = "model.embedding.word_embeddings.embedding"
     assert b.plan.choices[emb].strategy == ((1,), (8, 1)) and ref.plan.choices[emb].strategy == ((1,), (4, 1))
     assert c.step_ratio() == pytest.approx(a.totals["step_seconds"] / ref.totals["step_seconds"])
-    # the tiny model: the advice is "configure nothing" (hidden 256: communication outweighs compute)
-    assert a.anchors == 0 and a.totals["step_seconds"] < ref.totals["step_seconds"]
+    # the tiny model (hidden 256): the advice beats the experts' plan with fewer anchors than their propagation's
+    assert 0 < a.anchors <= b.anchors and a.totals["step_seconds"] < ref.totals["step_seconds"]
     assert c.dataset_strategy == "full_batch"
     d = json.loads(c.to_json())
     assert d["columns"]["c"]["agreement"] == 1.0 and d["columns"]["b"]["agreed"] == 155
@@ -129,8 +129,8 @@ def test_cli_compare_json_clean(tmp_path):
     d = json.loads(r.stdout)          # nothing but the JSON on stdout
     assert d["columns"]["c"]["anchors"] == 105 and d["columns"]["b"]["anchors"] == 40
     assert len(d["columns"]["b"]["disagreements"]) == 3 and d["columns"]["b"]["disagreement_count"] == 6
-    # --max-rows cuts each column's list, not its count (the advice, configure nothing, differs on 137)
-    assert len(d["columns"]["a"]["disagreements"]) == 3 and d["columns"]["a"]["disagreement_count"] == 137
+    # --max-rows cuts each column's list, not its count
+    assert len(d["columns"]["a"]["disagreements"]) == 3 and d["columns"]["a"]["disagreement_count"] > 3
     assert os.listdir(tmp_path) == []   # no output/ directory in the user's cwd
 
 
@@ -165,11 +165,10 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     fast = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8)
     full = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8, fast_advice=False)
     # per layer: qkv column; proj, fc2 row; the q norm (fc1's column split propagates from its neighbours);
-    # where two searches meet before FlashAttention, its bnsd Transpose (rule 2, consumer side) -- + the head,
-    # the vocabulary-parallel embedding and its companion Transpose. The labels' mask is left as propagation
+    # where two searches meet before FlashAttention, its bnsd Transpose (rule 2, consumer side) -- + the head. The labels' mask is left as propagation
     # leaves it, as the experts do: following the per-token losses' dp split there saves 17 us of a 600 ms step,
     # less than the step model resolves (advisor.PAY_FLOOR, PAY_WORTH)
-    assert fast["a"].anchors == full["a"].anchors == 20
+    assert fast["a"].anchors == full["a"].anchors == 18
     mask = {ch.op: ch for ch in fast.advice.chosen if "labels_and_masks" in ch.op or ch.op.startswith("model.loss.")}
     assert mask == {}
     assert any("model.loss.mul2" == ch.op and "what the step model resolves" in why for ch, why in fast.advice.dropped)
@@ -177,8 +176,14 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     # configures it, and MindFormers' semi_auto_parallel gives it MindSpore's batch strategy (dim 0 over all 8
     # devices), where propagation keeps the full-batch labels whole -- one 128 KiB gather either way
     labels = {f"model.preprocess_labels_and_masks.{n}" for n in ("not_equal", "cast", "not_equal#1", "cast#1", "mul")}
-    assert {d.op for d in fast["a"].disagreements} == labels
-    assert all(not d.configured and d.reference[0] == (8, 1) for d in fast["a"].disagreements)
+    # and for the embedding: its table split over all 8 devices (MindSpore's generated candidate), not the experts'
+    # vocabulary over tp -- with the backward priced as MindSpore transposes it, the vocabulary-parallel pair (the
+    # table anchor and its companion Transpose) does not pay for itself here
+    emb = "model.embedding.word_embeddings.embedding"
+    assert {d.op for d in fast["a"].disagreements} == labels | {emb}
+    assert fast["a"].plan.strategy(emb) == ((1,), (8, 1))
+    assert any(ch.op == emb and "does not pay" in why for ch, why in fast.advice.dropped)
+    assert all(not d.configured and d.reference[0] == (8, 1) for d in fast["a"].disagreements if d.op != emb)
     # the same plan; the copied advice may carry anchors the whole graph's advice finds redundant (layer 0's
     # bnsd Transposes, which the 2-layer advice needed): each configures what propagation gives it there anyway
     fa = dict(fast["a"].plan.anchors)

@@ -328,9 +328,11 @@ _NET = "strategist_net"
 
 
 def _training_step(net):
-    """``net`` as one training step MindSpore differentiates: the loss is the sum of its (first) output, the
-    gradients are taken for every trainable Parameter and kept (``depend``), so the compiled graph holds the
-    forward, its transpose and the Parameters' mirrors -- the collectives one step runs."""
+    """``net`` as one training step MindSpore differentiates: the loss is the sum of its outputs (every element
+    of a tuple, so nothing the model computes is pruned as dead), the gradients are taken for every trainable
+    Parameter and kept (``depend``), so the compiled graph holds the forward, its transpose and the Parameters'
+    mirrors -- the collectives one step runs."""
+    import mindspore as ms
     from mindspore import nn, ops, ParameterTuple
 
     class _Loss(nn.Cell):
@@ -338,11 +340,15 @@ def _training_step(net):
             super().__init__()
             setattr(self, _NET, model)
             self.strategist_sum = ops.ReduceSum()
+            self.strategist_cast = ops.Cast()
 
         def construct(self, *args):
             out = getattr(self, _NET)(*args)
             if isinstance(out, (tuple, list)):
-                out = out[0]
+                total = self.strategist_sum(self.strategist_cast(out[0], ms.float32))
+                for o in out[1:]:
+                    total = total + self.strategist_sum(self.strategist_cast(o, ms.float32))
+                return total
             return self.strategist_sum(out)
 
     class _Step(nn.Cell):

@@ -433,13 +433,14 @@ class Communication:
     ours: dict[str, list[tuple[str, int, float]]]
     theirs: dict[str, list[tuple[str, int, float]]]
 
-    def _diff(self, phase):
+    def diff(self, phase):
+        """(only strategist, only MindSpore): the collectives of ``phase`` one side has, as sorted keys."""
         a, b = Counter(_key(x) for x in self.ours.get(phase, [])), Counter(_key(x) for x in self.theirs.get(phase, []))
         return sorted((a - b).elements()), sorted((b - a).elements())
 
     @property
     def agree(self) -> bool:
-        return all(not x and not y for x, y in (self._diff(p) for p in PHASES))
+        return all(not x and not y for x, y in (self.diff(p) for p in PHASES))
 
     def bytes(self, side: str, phase: str) -> float:
         return sum(x[2] for x in (self.ours if side == "strategist" else self.theirs).get(phase, []))
@@ -447,7 +448,7 @@ class Communication:
     def to_dict(self) -> dict:
         out = {"agree": self.agree}
         for p in PHASES:
-            only_ours, only_theirs = self._diff(p)
+            only_ours, only_theirs = self.diff(p)
             out[p] = {"strategist_bytes": self.bytes("strategist", p), "mindspore_bytes": self.bytes("mindspore", p),
                       "strategist_count": len(self.ours.get(p, [])), "mindspore_count": len(self.theirs.get(p, [])),
                       "only_strategist": [list(x) for x in only_ours], "only_mindspore": [list(x) for x in only_theirs]}
@@ -460,7 +461,7 @@ class Communication:
         for p in PHASES:
             out.append(f"  {p:<9} {human_bytes(self.bytes('strategist', p)) + f' in {len(self.ours.get(p, []))}':>22} "
                        f"{human_bytes(self.bytes('mindspore', p)) + f' in {len(self.theirs.get(p, []))}':>22}")
-            only_ours, only_theirs = self._diff(p)
+            only_ours, only_theirs = self.diff(p)
             out += [f"    only strategist: {k}(n={n}) {human_bytes(b)}" for k, n, b in only_ours]
             out += [f"    only MindSpore: {k}(n={n}) {human_bytes(b)}" for k, n, b in only_theirs]
         out.append(f"  -> {'AGREE' if self.agree else 'DIFFER'}")

@@ -327,8 +327,10 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
     segments of a training wrapper's cell and of the model's inside it; the wrapper's own collectives (forward
     ones under ``wrapper`` but not ``model``, and their transposes, ``grad`` + the forward's instance name) are
     left out (autodiff credits some backward and mirror nodes to no cell: ``Gradients/Default/Grad_...``)."""
+    blocks = list(_node_blocks(text))
+    feeds_wrapper = _feeding_only(blocks, wrapper, model) if wrapper and model else set()
     out, theirs = [], set()
-    for m, line, sig, scope in _node_blocks(text):
+    for m, line, sig, scope in blocks:
         kind = _prim(m.group(1))
         if kind not in COLLECTIVES:
             continue
@@ -336,7 +338,9 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
         inst = inst.group(1).rstrip("}") if inst else ""
         phase = ("mirror" if inst.startswith("grad_mirror") else
                  "backward" if scope and scope.startswith("Gradients/") else "forward")
-        if wrapper and phase == "forward" and scope and wrapper in scope and not (model and model in scope):
+        mid = _ID.match(line)
+        if wrapper and phase == "forward" and ((scope and wrapper in scope and not (model and model in scope))
+                                               or (mid and mid.group(1) in feeds_wrapper)):
             theirs.add(inst)
             continue
         if phase == "backward" and (inst[len("grad"):] in theirs or inst[len("grad_"):] in theirs):
@@ -361,4 +365,39 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
             in_bytes = float(math.prod(shape) * _DTYPE_BYTES.get(t.group(1), 4))
         out.append({"kind": kind, "n": n or 1, "bytes": collective_bytes(kind, n or 1, in_bytes), "phase": phase,
                     "instance": inst, "scope": scope})
+    return out
+
+
+def _feeding_only(blocks, wrapper: str, model: str) -> set[str]:
+    """Ids of the redistribution collectives whose result only the wrapper's operators read (through other
+    redistribution operators and plumbing): the model's outputs gathered for a training wrapper's loss. MindSpore
+    credits them to the producer's cell, so the scope does not tell."""
+    nodes, users = {}, {}
+    for m, line, _sig, scope in blocks:
+        mid = _ID.match(line)
+        if not mid:
+            continue
+        a = m.end() - 1
+        inst = _INSTANCE.search(line)
+        nodes[mid.group(1)] = (_prim(m.group(1)), inst.group(1) if inst else "", scope or "")
+        for arg in re.findall(r"%(\d+)\b", line[a:closing(line, a)]):
+            users.setdefault(arg, []).append(mid.group(1))
+    out = set()
+    for nid, (kind, inst, _scope) in nodes.items():
+        if kind not in COLLECTIVES or not inst.startswith("redistribution_op"):
+            continue
+        seen, todo, ends = set(), [nid], []
+        while todo:
+            cur = todo.pop()
+            for u in users.get(cur, []):
+                if u in seen:
+                    continue
+                seen.add(u)
+                k, i, sc = nodes[u]
+                if i.startswith("redistribution_op") or k in _PLUMBING:
+                    todo.append(u)
+                else:
+                    ends.append(sc)
+        if ends and all(wrapper in sc and model not in sc for sc in ends):
+            out.add(nid)
     return out
