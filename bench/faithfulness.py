@@ -344,12 +344,25 @@ def semi_auto_section(cases, label):
 def _live_plans(cases, stats, **ms_options):
     """(case, strategist's priced plan, MindSpore's answer asked live with ``ms_options``) per case; a case either
     side refuses counts in ``stats["rejected"]``."""
+    from strategist.anchors import load_anchors
     from strategist.errors import StrategistError
+    from strategist.loader import load_graph
+    from strategist.mesh import Mesh
     from strategist.propagate import propagate
+    from strategist.verify import mindspore_plan
+    from strategist.verify.runner import output_strategies
     for case in cases:
         try:
-            g, mesh, anchors, ms = _live_case(case, **ms_options)
+            case.materialise()
+            mesh = Mesh.parse(case.mesh)
+            g = load_graph(case.model, case.inputs or None, case.kwargs or None)
+            anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
             plan = propagate(g, mesh, anchors, dataset_strategy=case.dataset_strategy)
+            opts = dict(ms_options)
+            if opts.get("training"):
+                opts["training"] = output_strategies(plan)      # the step's loss sums take the outputs' layouts
+            ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
+                                strategies=case.strategies, dataset_strategy=case.dataset_strategy, graph=g, **opts)
         except StrategistError:
             stats["rejected"] += 1
             continue

@@ -73,6 +73,13 @@ def _replica_axes(layout: Layout) -> tuple[int, ...]:
     return tuple(a for a, n in enumerate(layout.dev_matrix) if n > 1 and all(a not in d for d in layout.dims))
 
 
+def _root_param(g: OpGraph, x, casts) -> str:
+    """The Parameter input ``x`` reads, directly or through :data:`PARAM_CASTS`."""
+    while x.kind == "op" and x.ref in casts:
+        x = next(i for i in g.op(x.ref).inputs if i.kind in ("param", "op"))
+    return x.ref
+
+
 def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
     """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy."""
     if not _replica_axes(lay):
@@ -199,12 +206,18 @@ def price(eng: _Engine) -> Plan:
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
                                   fb, fs, bb, bs))
     op_costs: dict[str, OpCost] = {}
+    mirrored: set[str] = set()      # a Parameter read by several operators has one mirror (its gradients summed)
     for op in g:
         ch = chosen[op.name]
         s = ch.sharding
         if s is None:
             continue
         grads_on = grads_on_of[op.name]
+        if any(grads_on) and op.type not in PARAM_CASTS:
+            mine = tuple(bool(on) and _root_param(g, op.inputs[k], param_casts) not in mirrored
+                         for k, on in enumerate(grads_on))
+            mirrored.update(_root_param(g, op.inputs[k], param_casts) for k, on in enumerate(grads_on) if on)
+            grads_on = mine
         pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False))
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
@@ -259,7 +272,9 @@ def price(eng: _Engine) -> Plan:
         tl = _type_len(op.inputs[0].spec)
         c = OpCost()
         steps = []
-        if grads_on_of[op.name] and grads_on_of[op.name][0]:
+        if grads_on_of[op.name] and grads_on_of[op.name][0] \
+                and _root_param(g, op.inputs[0], param_casts) not in mirrored:
+            mirrored.add(_root_param(g, op.inputs[0], param_casts))
             p = _mirror(a, tl, hw, a2a)
             if p is not None:
                 c.grad_bytes, c.grad_seconds = p.bytes_sent, p.seconds

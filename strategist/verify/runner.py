@@ -191,8 +191,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             passes = ",".join(dict.fromkeys([passes, "step_parallel_end"]))
         if training:
             # one training step: the model under a loss and its gradients, every collective read from the graph
-            # after autodiff (the strategies too, named without the step's wrapper)
-            request["training"] = True
+            # after autodiff (the strategies too, named without the step's wrapper); ``training`` may be the
+            # outputs' strategies (output_strategies), which the loss's sums take
+            request["training"] = training if isinstance(training, list) else True
             passes = ",".join(dict.fromkeys([passes, "validate"]))
         if mf is not None:
             request["mindformers"] = mf
@@ -236,6 +237,23 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,
                   backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given,
                   list(res.get("notes") or []), res.get("redistributions"), res.get("collectives"))
+
+
+def output_strategies(plan) -> list | bool:
+    """Per model output, the splits of its layout in ``plan`` (a tuple strategy for the training step's loss
+    sums: configured so, they hand the propagation each output as the plan lays it out instead of joining it with
+    a layout of their own), or True where an output's layout is unknown."""
+    out = []
+    for x in plan.graph.outputs:
+        if x.kind != "op" or x.ref not in plan.choices:
+            return True
+        ch = plan.choices[x.ref]
+        j = getattr(x, "index", 0) or 0
+        if j >= len(ch.outputs) or ch.outputs[j] is None:
+            return True
+        lay = ch.outputs[j]
+        out.append([lay.split(d) for d in range(len(lay.shape))])
+    return out or True
 
 
 def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | None) -> dict | None:
@@ -462,7 +480,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             step = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
                                   dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
                                   parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
-                                  training=True, **settings)
+                                  training=output_strategies(plan), **settings)
             result.communication = compare_communication(price_plan(plan), step)
             from .compare import compare as _compare
             differ = [r.op for r in _compare(plan, step).rows if not r.agree]
