@@ -60,6 +60,13 @@ def test_strategist_prices_the_recorded_step(graph_of):
     assert not c.agree and c.to_dict()["backward"]["only_mindspore"] == [["AllReduce", 8, round(theirs[1]["bytes"])]]
 
 
+def test_a_step_mindspore_cannot_compile_is_said_not_compared():
+    from strategist.verify.compare import Communication
+    c = Communication({}, {}, error="MindSpore could not compile m.yaml as a training step: RuntimeError: x")
+    assert not c.agree and c.to_dict()["error"].startswith("MindSpore could not compile")
+    assert c.text() == "communication of one training step: not compared: " + c.error + "\n"
+
+
 @pytest.mark.parametrize("src, dst, kinds", [
     (((0,), ()), ((), ()), ["ReduceScatter"]),          # AllGather rows -> ReduceScatter rows
     (((), ()), ((0,), ()), []),                         # a slice: StridedSliceGrad, nothing sent

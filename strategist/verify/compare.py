@@ -412,7 +412,7 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
     out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
                 f"{len(c.only_theirs)} only MindSpore; dataset {'agrees' if c.dataset_agrees else 'differs'}"
                 + (f"; edges moving data {'agree' if c.moves.agree else 'differ'}" if c.moves is not None else "")
-                + (f"; communication {'agrees' if c.communication.agree else 'differs'}"
+                + (f"; communication {'not compared' if c.communication.error else 'agrees' if c.communication.agree else 'differs'}"
                    if c.communication is not None else "")
                 + f" -> {'ALL AGREE' if c.all_agree else 'DISAGREE'}"]
     out += [f"note: {n}" for n in c.notes]
@@ -432,6 +432,7 @@ class Communication:
 
     ours: dict[str, list[tuple[str, int, float]]]
     theirs: dict[str, list[tuple[str, int, float]]]
+    error: str | None = None          # the training step could not be compiled (one line): nothing compared
 
     def diff(self, phase):
         """(only strategist, only MindSpore): the collectives of ``phase`` one side has, as sorted keys."""
@@ -440,13 +441,13 @@ class Communication:
 
     @property
     def agree(self) -> bool:
-        return all(not x and not y for x, y in (self.diff(p) for p in PHASES))
+        return self.error is None and all(not x and not y for x, y in (self.diff(p) for p in PHASES))
 
     def bytes(self, side: str, phase: str) -> float:
         return sum(x[2] for x in (self.ours if side == "strategist" else self.theirs).get(phase, []))
 
     def to_dict(self) -> dict:
-        out = {"agree": self.agree}
+        out = {"agree": self.agree, "error": self.error}
         for p in PHASES:
             only_ours, only_theirs = self.diff(p)
             out[p] = {"strategist_bytes": self.bytes("strategist", p), "mindspore_bytes": self.bytes("mindspore", p),
@@ -456,6 +457,8 @@ class Communication:
 
     def text(self) -> str:
         from ..report import human_bytes
+        if self.error is not None:
+            return f"communication of one training step: not compared: {self.error}\n"
         out = ["communication of one training step (bytes per device; MindSpore's graph after autodiff):",
                f"  {'phase':<9} {'strategist':>22} {'MindSpore':>22}"]
         for p in PHASES:

@@ -477,10 +477,16 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             # a second child: the model as one training step, its collectives after autodiff
             from ..propagate import price_plan
             from .compare import compare_communication
-            step = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
-                                  dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
-                                  parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
-                                  training=output_strategies(plan), **settings)
+            from .compare import Communication
+            try:
+                step = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
+                                      dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
+                                      parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
+                                      training=output_strategies(plan), **settings)
+            except VerifyError as err:      # the forward compile worked: keep its comparison, say what failed
+                result.communication = Communication({}, {}, error=f"MindSpore could not compile {os.path.basename(model)} "
+                                                                  f"as a training step: {err}")
+                return result
             result.communication = compare_communication(price_plan(plan), step)
             from .compare import compare as _compare
             differ = [r.op for r in _compare(plan, step).rows if not r.agree]
