@@ -295,20 +295,29 @@ def large_section(layers=80):
           f"({t_ms / max(t_prop, 1e-9):.0f}x than verify); {cmp.agreed}/{cmp.total} operators agree")
 
 
-def _live_case(case, **ms_options):
-    """(graph, mesh, anchors, MindSpore's answer) for ``case``, MindSpore asked live with ``ms_options``; a
-    StrategistError where either side refuses it."""
+def _case_graph(case):
+    """(graph, mesh, anchors) of ``case``."""
     from strategist.anchors import load_anchors
     from strategist.loader import load_graph
     from strategist.mesh import Mesh
-    from strategist.verify import mindspore_plan
     case.materialise()
     mesh = Mesh.parse(case.mesh)
     g = load_graph(case.model, case.inputs or None, case.kwargs or None)
-    anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
-    ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
-                        strategies=case.strategies, dataset_strategy=case.dataset_strategy, graph=g, **ms_options)
-    return g, mesh, anchors, ms
+    return g, mesh, load_anchors(case.strategies, g, mesh) if case.strategies else {}
+
+
+def _ask_mindspore(case, g, **ms_options):
+    """MindSpore's answer for ``case`` (its graph ``g``), asked live with ``ms_options``."""
+    from strategist.verify import mindspore_plan
+    return mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
+                          strategies=case.strategies, dataset_strategy=case.dataset_strategy, graph=g, **ms_options)
+
+
+def _live_case(case, **ms_options):
+    """(graph, mesh, anchors, MindSpore's answer) for ``case``, MindSpore asked live with ``ms_options``; a
+    StrategistError where either side refuses it."""
+    g, mesh, anchors = _case_graph(case)
+    return g, mesh, anchors, _ask_mindspore(case, g, **ms_options)
 
 
 def semi_auto_section(cases, label):
@@ -344,25 +353,17 @@ def semi_auto_section(cases, label):
 def _live_plans(cases, stats, **ms_options):
     """(case, strategist's priced plan, MindSpore's answer asked live with ``ms_options``) per case; a case either
     side refuses counts in ``stats["rejected"]``."""
-    from strategist.anchors import load_anchors
     from strategist.errors import StrategistError
-    from strategist.loader import load_graph
-    from strategist.mesh import Mesh
     from strategist.propagate import propagate
-    from strategist.verify import mindspore_plan
     from strategist.verify.runner import output_strategies
     for case in cases:
         try:
-            case.materialise()
-            mesh = Mesh.parse(case.mesh)
-            g = load_graph(case.model, case.inputs or None, case.kwargs or None)
-            anchors = load_anchors(case.strategies, g, mesh) if case.strategies else {}
+            g, mesh, anchors = _case_graph(case)
             plan = propagate(g, mesh, anchors, dataset_strategy=case.dataset_strategy)
             opts = dict(ms_options)
             if opts.get("training"):
                 opts["training"] = output_strategies(plan)      # the step's loss sums take the outputs' layouts
-            ms = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
-                                strategies=case.strategies, dataset_strategy=case.dataset_strategy, graph=g, **opts)
+            ms = _ask_mindspore(case, g, **opts)
         except StrategistError:
             stats["rejected"] += 1
             continue
@@ -395,16 +396,16 @@ def moves_section(cases, label):
 def communication_section(cases, label):
     """Every collective of one training step: strategist's priced plan beside MindSpore's graph after autodiff
     (live; verify --communication): per phase, the collectives only one side has."""
-    from strategist.verify.compare import PHASES, compare, compare_communication
+    from strategist.verify.compare import PHASES, compare_communication
     stats = collections.Counter()
     worst = []
     t0 = time.time()
     for case, plan, ms in _live_plans(cases, stats, training=True):
-        if any(not r.agree for r in compare(plan, ms).rows):
+        c = compare_communication(plan, ms)
+        if c.strategies_differ:
             # the loss the training step adds joined MindSpore's propagation and changed a strategy: another plan
             stats["strategies_differ"] += 1
             continue
-        c = compare_communication(plan, ms)
         stats["cases"] += 1
         stats["cases_agree"] += c.agree
         for p in PHASES:

@@ -395,11 +395,19 @@ def _cut_before(graph: OpGraph, name: str) -> str | None:
     """The operator producing ``name``'s only activation input, looking through Reshape and Cast (which
     cannot or need not be configured): every path from the data into ``name`` passes through it."""
     acts = [x for x in graph.op(name).inputs if x.kind == "op"]
-    while len(acts) == 1:
-        op = graph.op(acts[0].ref)
+    return _producer_through(graph, acts[0]) if len(acts) == 1 else None
+
+
+def _producer_through(graph: OpGraph, x) -> str | None:
+    """The operator producing input ``x``, looking through Reshape and Cast (each with one activation input)."""
+    while x.kind == "op":
+        op = graph.op(x.ref)
         if op.type not in ("Reshape", "Cast"):
             return op.name
-        acts = [x for x in op.inputs if x.kind == "op"]
+        acts = [i for i in op.inputs if i.kind == "op"]
+        if len(acts) != 1:
+            return None
+        x = acts[0]
     return None
 
 
@@ -539,13 +547,9 @@ def _moe_permute_companion(graph: OpGraph, op: Op, tmpl: dict, mesh: Mesh) -> Ch
     whole. Left to propagation it keeps the residual stream's layout (S by tp, B by dp), whose merged rows are not
     a contiguous slice of the tokens, and MindSpore's search resolves the Reshape with a gather of every token
     (deepseek3: 411 MiB forward, its transpose backward) where an all-to-all at the permute moves 88 MiB."""
-    t = None
-    for src in op.inputs:                  # the tokens' input: the one a Transpose feeds through Reshapes
-        while src.kind == "op" and graph.op(src.ref).type in ("Reshape", "Cast") and graph.op(src.ref).inputs:
-            src = graph.op(src.ref).inputs[0]
-        if src.kind == "op" and graph.op(src.ref).type == "Transpose":
-            t = graph.op(src.ref)
-            break
+    # the tokens' input: the one a Transpose feeds through Reshapes
+    t = next((graph.op(n) for n in (_producer_through(graph, x) for x in op.inputs)
+              if n is not None and graph.op(n).type == "Transpose"), None)
     if t is None:
         return None
     rule = _cached_rule(t)

@@ -40,10 +40,9 @@ def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]
     grads_on: dict[str, tuple[bool, ...]] = {}
     casts: set[str] = set()
     for op in g:
-        needs_grad[op.name] = any(
-            (x.kind == "param" and (x.ref not in g.params or g.params[x.ref].requires_grad))
-            or (x.kind == "op" and needs_grad.get(x.ref, False)) for x in op.inputs)
         grads_on[op.name] = tuple(_trainable(g, x, casts) for x in op.inputs)
+        needs_grad[op.name] = any(grads_on[op.name]) or any(x.kind == "op" and needs_grad.get(x.ref, False)
+                                                            for x in op.inputs)
         tensors = [x for x in op.inputs if x.kind in ("param", "op", "input")]
         if op.type in PARAM_CASTS and len(tensors) == 1 and _trainable(g, tensors[0], casts):
             casts.add(op.name)
@@ -87,11 +86,16 @@ def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
     return _cached_plan(_mirror_layout(lay), lay).physical(type_len, hw, a2a)
 
 
-def _backward(fwd, pf, type_len: int, hw, a2a: bool):
+def _backward(fwd, type_len: int, hw, a2a: bool):
     """(backward redistribution, its physical price) of a forward one: its transpose, as MindSpore's autodiff
     writes it (:meth:`~strategist.redistribution.Redistribution.transposed`)."""
     bwd = fwd.transposed()
     return bwd, bwd.physical(type_len, hw, a2a)
+
+
+def _differentiable(spec) -> bool:
+    """A tensor a gradient flows through (floating point)."""
+    return spec is not None and spec.dtype.startswith(("float", "bfloat"))
 
 
 def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
@@ -181,14 +185,15 @@ def price(eng: _Engine) -> Plan:
             hit = _PRICES.get(pk)
             if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:
                 r = _cached_plan(a, b)
-                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a))
-            fwd, ms, pf = hit[3:]
+                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a),
+                                     _backward(r, tl, hw, a2a))
+            fwd, ms, pf, back = hit[3:]
             if fwd.has_communication and (src, j, a, b) in once and src != DATASET and eng.is_reshape(src):
                 # a Reshape's output read twice by one operator (Concat((t, t))): MindSpore replaces the Reshape by
                 # the redistribution once, both elements read it (netgen 89's step_parallel_end). Any other
                 # producer is redistributed per input (netgen 8: two AllGathers)
                 fwd = _cached_plan(b, b)
-                ms, pf = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a)
+                ms, pf, back = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a), None
             once.add((src, j, a, b))
             fb, fs = pf.bytes_sent, pf.seconds
             if fwd.has_communication and sent.setdefault((src, j, a, b), op.name) != op.name:
@@ -197,11 +202,10 @@ def price(eng: _Engine) -> Plan:
                 # after autodiff: the encoder's q/k/v read one AllGather); each consumer's gradient is transposed
                 fb, fs = 0.0, 0.0
             bwd, bb, bs = None, 0.0, 0.0
-            if src != DATASET and needs_grad.get(src) and fwd.has_communication and spec is not None \
-                    and spec.dtype.startswith(("float", "bfloat")):
+            if src != DATASET and needs_grad.get(src) and fwd.has_communication and _differentiable(spec):
                 # the gradient flows back through the redistribution: MindSpore's autodiff transposes each of its
                 # collectives (measured in its graph after autodiff: tests/test_communication.py)
-                bwd, pb = _backward(fwd, pf, tl, hw, a2a)
+                bwd, pb = back
                 bb, bs = pb.bytes_sent, pb.seconds
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
                                   fb, fs, bb, bs))
@@ -214,10 +218,9 @@ def price(eng: _Engine) -> Plan:
             continue
         grads_on = grads_on_of[op.name]
         if any(grads_on) and op.type not in PARAM_CASTS:
-            mine = tuple(bool(on) and _root_param(g, op.inputs[k], param_casts) not in mirrored
-                         for k, on in enumerate(grads_on))
-            mirrored.update(_root_param(g, op.inputs[k], param_casts) for k, on in enumerate(grads_on) if on)
-            grads_on = mine
+            roots = [_root_param(g, x, param_casts) if on else None for x, on in zip(op.inputs, grads_on)]
+            grads_on = tuple(r is not None and r not in mirrored for r in roots)
+            mirrored.update(r for r in roots if r is not None)
         pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False))
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
@@ -238,9 +241,9 @@ def price(eng: _Engine) -> Plan:
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
-            if needs_grad.get(op.name) and op.outputs[j].dtype.startswith(("float", "bfloat")):
+            if needs_grad.get(op.name) and _differentiable(op.outputs[j]):
                 # its transpose in the backward (an AllReduce's is an AllReduce of the output's gradient)
-                bwd, pb = _backward(r, p, tl, hw, a2a)
+                bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
                 steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
@@ -272,9 +275,10 @@ def price(eng: _Engine) -> Plan:
         tl = _type_len(op.inputs[0].spec)
         c = OpCost()
         steps = []
-        if grads_on_of[op.name] and grads_on_of[op.name][0] \
-                and _root_param(g, op.inputs[0], param_casts) not in mirrored:
-            mirrored.add(_root_param(g, op.inputs[0], param_casts))
+        on = grads_on_of[op.name]
+        root = _root_param(g, op.inputs[0], param_casts) if on and on[0] else None
+        if root is not None and root not in mirrored:
+            mirrored.add(root)
             p = _mirror(a, tl, hw, a2a)
             if p is not None:
                 c.grad_bytes, c.grad_seconds = p.bytes_sent, p.seconds
@@ -294,8 +298,8 @@ def price(eng: _Engine) -> Plan:
             p = r.physical(tl, hw, a2a)
             c.fwd_bytes, c.fwd_seconds = p.bytes_sent, p.seconds
             steps.extend(p.steps)
-            if needs_grad.get(op.name) and op.inputs[0].spec.dtype.startswith(("float", "bfloat")):
-                bwd, pb = _backward(r, p, tl, hw, a2a)
+            if needs_grad.get(op.name) and _differentiable(op.inputs[0].spec):
+                bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes, c.bwd_seconds = pb.bytes_sent, pb.seconds
                 steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
         c.steps = tuple(steps)

@@ -118,14 +118,7 @@ class Collective:
 
     # -- physical volume (bytes each device sends) ----------------------------------------
     def bytes_sent(self, type_len: int) -> float:
-        s, n = self.slice_numel * type_len, self.n
-        if self.kind == "Split":
-            return 0.0
-        if self.kind == "AllGather":
-            return (n - 1) * s                 # ring: pass n-1 shards of size s
-        if self.kind in ("ReduceScatter", "AllToAll"):
-            return (n - 1) / n * s             # s = the full local slice
-        return 2 * (n - 1) / n * s             # AllReduce = ReduceScatter + AllGather
+        return ring_bytes(self.kind, self.n, self.slice_numel * type_len)
 
     def steps(self) -> int:
         """Latency terms: on a power-of-two group, recursive halving-doubling (HCCL's RHD, as NCCL's trees
@@ -140,6 +133,18 @@ class Collective:
             return 0
         rounds = n.bit_length() - 1 if n & (n - 1) == 0 and self.kind != "AllToAll" else n - 1
         return 2 * rounds if self.kind == "AllReduce" else rounds
+
+
+def ring_bytes(kind: str, n: int, input_bytes: float) -> float:
+    """Bytes one device sends in a ring collective of ``n`` devices whose input on each device is ``input_bytes``
+    (a Split sends nothing)."""
+    if kind == "AllGather":
+        return (n - 1) * input_bytes            # pass n-1 shards of the input's size
+    if kind in ("ReduceScatter", "AllToAll"):
+        return (n - 1) / n * input_bytes        # the input is the full local slice
+    if kind == "AllReduce":
+        return 2 * (n - 1) / n * input_bytes    # ReduceScatter + AllGather
+    return 0.0
 
 
 def refine_cost(x: float) -> float:

@@ -8,7 +8,6 @@ each Parameter its mirror, an AllReduce over the devices holding the same slice.
 MegatronMLP (hidden 256, ffn 1024, 512 tokens, fp16) as one training step in semi_auto_parallel on dp=2,tp=4,
 full_batch, anchored by tests/fixtures/anchors/megatron_mlp_dp2_tp4.yaml (fc1 column, fc2 row)."""
 import os
-import types
 
 import pytest
 
@@ -20,12 +19,18 @@ from strategist.redistribution import plan as plan_redistribution
 from strategist.semi_auto import semi_auto_plan
 from strategist.verify.compare import compare_communication
 from strategist.verify.ir import parse_collectives
+from strategist.verify.runner import MsPlan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MLP = os.path.join(ROOT, "examples", "mlp.py:MegatronMLP")
 ANCHORS = os.path.join(HERE, "fixtures", "anchors", "megatron_mlp_dp2_tp4.yaml")
 KW = ("hidden=256", "ffn=1024", "tokens=512")
+
+
+def _step(collectives):
+    """MindSpore's answer for the training step as verify's child returns it (strategies not read here)."""
+    return MsPlan([], "full_batch", 8, 0.0, 0.0, collectives=collectives)
 
 
 def _recorded():
@@ -50,13 +55,13 @@ def test_strategist_prices_the_recorded_step(graph_of):
     mesh = Mesh.parse("dp=2,tp=4")
     plan = semi_auto_plan(g, mesh, load_anchors(ANCHORS, g, mesh), dataset_strategy="full_batch",
                           hardware=load_hardware("atlas-800t-a2"))
-    c = compare_communication(plan, types.SimpleNamespace(collectives=_recorded()))
+    c = compare_communication(plan, _step(_recorded()))
     assert c.agree, c.text()
     assert c.bytes("strategist", "backward") == c.bytes("mindspore", "backward") == 2 * 3 / 4 * 256 * 256 * 2
     # one changed collective is found, on its side
     theirs = _recorded()
     theirs[1] = dict(theirs[1], n=8)
-    c = compare_communication(plan, types.SimpleNamespace(collectives=theirs))
+    c = compare_communication(plan, _step(theirs))
     assert not c.agree and c.to_dict()["backward"]["only_mindspore"] == [["AllReduce", 8, round(theirs[1]["bytes"])]]
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..plan import DATASET
+from ..search import _type_len
 from .runner import MsOp, MsPlan
 
 
@@ -433,6 +434,9 @@ class Communication:
     ours: dict[str, list[tuple[str, int, float]]]
     theirs: dict[str, list[tuple[str, int, float]]]
     error: str | None = None          # the training step could not be compiled (one line): nothing compared
+    #: operators MindSpore's training step laid out otherwise than the plan (the loss the step adds joined its
+    #: propagation): there the comparison covers another plan
+    strategies_differ: list[str] = field(default_factory=list)
 
     def diff(self, phase):
         """(only strategist, only MindSpore): the collectives of ``phase`` one side has, as sorted keys."""
@@ -491,8 +495,7 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
             kind = "AllGather" if "as AllGather" in label else m.group(2)
             out[phase].append((kind, int(m.group(3)), float(b)))
     for e in plan.edges:
-        spec = plan.graph.op(e.dst).inputs[e.in_slot].spec
-        tl = _type_len_of(spec)
+        tl = _type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)
         if e.fwd_bytes:         # (a redistribution shared with an earlier consumer is sent once)
             add("forward", e.forward.physical(tl, None, a2a).steps)
         if e.backward is not None:
@@ -504,15 +507,11 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     return out
 
 
-def _type_len_of(spec) -> int:
-    from ..search import _type_len
-    return _type_len(spec)
-
-
 def compare_communication(plan, ms: MsPlan) -> Communication:
     """strategist's priced ``plan`` beside the collectives of MindSpore's training step (:attr:`MsPlan.collectives`)."""
     theirs: dict[str, list] = {p: [] for p in PHASES}
     for c in ms.collectives or []:
         if c["bytes"]:
             theirs[c["phase"]].append((c["kind"], int(c["n"]), float(c["bytes"])))
-    return Communication(our_collectives(plan), theirs)
+    return Communication(our_collectives(plan), theirs,
+                         strategies_differ=[r.op for r in compare(plan, ms).rows if not r.agree])

@@ -215,6 +215,22 @@ COLLECTIVES = frozenset({"AllGather", "AllToAll", "AlltoAll", "AllToAllv", "Redu
                          "NeighborExchange", "NeighborExchangeV2", "Send", "Receive", "Broadcast"})
 
 
+def _node_table(text: str) -> list[dict]:
+    """The dump's numbered nodes in graph order: ``id``, ``type``, ``instance`` (None without one), ``scope``,
+    ``args`` (the ids its call reads), ``line`` and ``sig`` (its signature)."""
+    out = []
+    for m, line, sig, scope in _node_blocks(text):
+        mid = _ID.match(line)
+        if not mid:
+            continue
+        a = m.end() - 1
+        inst = _INSTANCE.search(line)
+        out.append({"id": mid.group(1), "type": _prim(m.group(1)), "instance": inst.group(1) if inst else None,
+                    "scope": scope, "args": re.findall(r"%(\d+)\b", line[a:closing(line, a)]), "line": line,
+                    "sig": sig})
+    return out
+
+
 def parse_redistributions(text: str) -> list[dict]:
     """The tensor redistributions MindSpore's ``step_parallel_end`` graph carries, in graph order: per consumer
     input fed through operators whose instance name starts ``redistribution_op``, a dict with ``src`` and ``dst``
@@ -222,19 +238,8 @@ def parse_redistributions(text: str) -> list[dict]:
     types, producer side first) and ``collectives`` (those of them that move data between devices); ``also``: the
     other consumers reading the same redistributed tensor (listed once).
     An operator's own communication (a MatMul's AllReduce, a Parameter's mirror) is not among them."""
-    nodes: dict[str, dict] = {}
-    order = []
-    for m, line, _sig, scope in _node_blocks(text):
-        mid = _ID.match(line)
-        if not mid:
-            continue
-        a = m.end() - 1
-        args = line[a:closing(line, a)]
-        inst = _INSTANCE.search(line)
-        node = {"id": mid.group(1), "type": _prim(m.group(1)), "instance": inst.group(1) if inst else None,
-                "scope": scope, "args": re.findall(r"%(\d+)\b", args)}
-        nodes[node["id"]] = node
-        order.append(node)
+    order = _node_table(text)
+    nodes = {n["id"]: n for n in order}
 
     def redist(n):
         return (n["instance"] or "").startswith("redistribution_op")
@@ -296,108 +301,88 @@ def parse_mirrors(text: str) -> dict[str, int]:
     return out
 
 
-#: bytes per element of MindSpore's IR tensor types
-_DTYPE_BYTES = {"Float16": 2, "BFloat16": 2, "Float32": 4, "Float64": 8, "Int8": 1, "UInt8": 1, "Int16": 2,
-                "Int32": 4, "Int64": 8, "Bool": 1}
 _TENSOR_SIG = re.compile(r"<Tensor\[(\w+)\], \(([\d, ]*)\)>")
 _RANK_SIZE = re.compile(r"\brank_size: I64\((\d+)\)")
 _RANK_IDS = re.compile(r"\bgroup_rank_ids: \(([\d, ]*)\)")
 _GROUP_RANKS = re.compile(r'\bgroup_ranks: "([^"]*)"')
 
 
-def collective_bytes(kind: str, n: int, in_bytes: float) -> float:
-    """Bytes one device sends for a collective of ``n`` devices whose input (each device's) is ``in_bytes``:
-    the ring volumes strategist prices (:meth:`strategist.redistribution.Collective.bytes_sent`)."""
-    if n <= 1:
+def _group_size(line: str, device_num: int) -> int:
+    """Devices in a collective's group: ``rank_size``, else ``group_rank_ids``, else ``group_ranks``."""
+    if m := _RANK_SIZE.search(line):
+        return int(m.group(1))
+    if m := _RANK_IDS.search(line):
+        return len([x for x in m.group(1).split(",") if x.strip()])
+    if m := _GROUP_RANKS.search(line):
+        return device_num if m.group(1) == "WORLD_GROUP" else len(m.group(1).split("-"))
+    return 1
+
+
+def _input_bytes(sig: str | None) -> float:
+    """Bytes of a node's (first) tensor input, from its signature."""
+    t = _TENSOR_SIG.search(sig.split("->")[0]) if sig else None
+    if t is None:
         return 0.0
-    if kind == "AllGather":
-        return (n - 1) * in_bytes
-    if kind in ("ReduceScatter", "AllToAll", "AlltoAll", "AllToAllv"):
-        return (n - 1) / n * in_bytes
-    if kind == "AllReduce":
-        return 2 * (n - 1) / n * in_bytes
-    return 0.0
+    from ..graph import DTYPE_BYTES
+    shape = [int(x) for x in t.group(2).split(",") if x.strip()]
+    return float(math.prod(shape) * DTYPE_BYTES.get(t.group(1).lower(), 4))
 
 
 def parse_collectives(text: str, device_num: int, wrapper: str | None = None, model: str | None = None) -> list[dict]:
     """Every collective of a trained net's graph after autodiff (the ``validate`` dump), in graph order: ``kind``,
-    ``n`` (devices in its group), ``bytes`` (what one device sends, ring volumes), ``phase`` -- ``"forward"``,
-    ``"backward"`` (the transpose of a forward collective: its scope starts ``Gradients/``) or ``"mirror"`` (a
-    Parameter's gradient reduction, ``grad_mirror``) -- ``instance`` and ``scope``. ``wrapper``/``model``: scope
-    segments of a training wrapper's cell and of the model's inside it; the wrapper's own collectives (forward
-    ones under ``wrapper`` but not ``model``, and their transposes, ``grad`` + the forward's instance name) are
-    left out (autodiff credits some backward and mirror nodes to no cell: ``Gradients/Default/Grad_...``)."""
-    blocks = list(_node_blocks(text))
-    feeds_wrapper = _feeding_only(blocks, wrapper, model) if wrapper and model else set()
+    ``n`` (devices in its group), ``bytes`` (what one device sends, ring volumes as strategist prices them:
+    :func:`strategist.redistribution.ring_bytes`), ``phase`` -- ``"forward"``, ``"backward"`` (the transpose of a
+    forward collective: its scope starts ``Gradients/``) or ``"mirror"`` (a Parameter's gradient reduction,
+    ``grad_mirror``) -- ``instance`` and ``scope``. ``wrapper``/``model``: scope segments of a training wrapper's
+    cell and of the model's inside it; the wrapper's own collectives (forward ones under ``wrapper`` but not
+    ``model``, or whose result only the wrapper reads, and their transposes, ``grad`` + the forward's instance
+    name) are left out (autodiff credits some backward and mirror nodes to no cell: ``Gradients/Default/Grad_...``)."""
+    from ..redistribution import ring_bytes
+    table = _node_table(text)
+    feeds_wrapper = _feeding_only(table, wrapper, model) if wrapper and model else set()
     out, theirs = [], set()
-    for m, line, sig, scope in blocks:
-        kind = _prim(m.group(1))
+    for node in table:
+        kind, inst, scope = node["type"], node["instance"] or "", node["scope"]
         if kind not in COLLECTIVES:
             continue
-        inst = _INSTANCE.search(line)
-        inst = inst.group(1).rstrip("}") if inst else ""
         phase = ("mirror" if inst.startswith("grad_mirror") else
                  "backward" if scope and scope.startswith("Gradients/") else "forward")
-        mid = _ID.match(line)
         if wrapper and phase == "forward" and ((scope and wrapper in scope and not (model and model in scope))
-                                               or (mid and mid.group(1) in feeds_wrapper)):
+                                               or node["id"] in feeds_wrapper):
             theirs.add(inst)
             continue
         if phase == "backward" and (inst[len("grad"):] in theirs or inst[len("grad_"):] in theirs):
             continue
-        n = None
-        for rx in (_RANK_SIZE, _RANK_IDS, _GROUP_RANKS):
-            g = rx.search(line)
-            if g is None:
-                continue
-            v = g.group(1)
-            if rx is _RANK_SIZE:
-                n = int(v)
-            elif rx is _RANK_IDS:
-                n = len([x for x in v.split(",") if x.strip()])
-            else:
-                n = device_num if v == "WORLD_GROUP" else len(v.split("-"))
-            break
-        t = _TENSOR_SIG.search(sig.split("->")[0]) if sig else None
-        in_bytes = 0.0
-        if t is not None:
-            shape = [int(x) for x in t.group(2).split(",") if x.strip()]
-            in_bytes = float(math.prod(shape) * _DTYPE_BYTES.get(t.group(1), 4))
-        out.append({"kind": kind, "n": n or 1, "bytes": collective_bytes(kind, n or 1, in_bytes), "phase": phase,
+        n = _group_size(node["line"], device_num)
+        ring = "AllToAll" if kind in ("AlltoAll", "AllToAllv") else kind
+        out.append({"kind": kind, "n": n, "bytes": ring_bytes(ring, n, _input_bytes(node["sig"])), "phase": phase,
                     "instance": inst, "scope": scope})
     return out
 
 
-def _feeding_only(blocks, wrapper: str, model: str) -> set[str]:
+def _feeding_only(table: list[dict], wrapper: str, model: str) -> set[str]:
     """Ids of the redistribution collectives whose result only the wrapper's operators read (through other
     redistribution operators and plumbing): the model's outputs gathered for a training wrapper's loss. MindSpore
     credits them to the producer's cell, so the scope does not tell."""
-    nodes, users = {}, {}
-    for m, line, _sig, scope in blocks:
-        mid = _ID.match(line)
-        if not mid:
-            continue
-        a = m.end() - 1
-        inst = _INSTANCE.search(line)
-        nodes[mid.group(1)] = (_prim(m.group(1)), inst.group(1) if inst else "", scope or "")
-        for arg in re.findall(r"%(\d+)\b", line[a:closing(line, a)]):
-            users.setdefault(arg, []).append(mid.group(1))
+    nodes = {n["id"]: n for n in table}
+    users: dict[str, list[str]] = {}
+    for n in table:
+        for arg in n["args"]:
+            users.setdefault(arg, []).append(n["id"])
     out = set()
-    for nid, (kind, inst, _scope) in nodes.items():
-        if kind not in COLLECTIVES or not inst.startswith("redistribution_op"):
+    for nid, node in nodes.items():
+        if node["type"] not in COLLECTIVES or not (node["instance"] or "").startswith("redistribution_op"):
             continue
         seen, todo, ends = set(), [nid], []
         while todo:
-            cur = todo.pop()
-            for u in users.get(cur, []):
+            for u in users.get(todo.pop(), []):
                 if u in seen:
                     continue
                 seen.add(u)
-                k, i, sc = nodes[u]
-                if i.startswith("redistribution_op") or k in _PLUMBING:
+                if (nodes[u]["instance"] or "").startswith("redistribution_op") or nodes[u]["type"] in _PLUMBING:
                     todo.append(u)
                 else:
-                    ends.append(sc)
+                    ends.append(nodes[u]["scope"] or "")
         if ends and all(wrapper in sc and model not in sc for sc in ends):
             out.add(nid)
     return out

@@ -474,26 +474,30 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             from .compare import compare_moves
             result.moves = compare_moves(price_plan(plan), ms)
         if communication:
-            # a second child: the model as one training step, its collectives after autodiff
-            from ..propagate import price_plan
-            from .compare import compare_communication
-            from .compare import Communication
-            try:
-                step = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
-                                      dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
-                                      parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
-                                      training=output_strategies(plan), **settings)
-            except VerifyError as err:      # the forward compile worked: keep its comparison, say what failed
-                result.communication = Communication({}, {}, error=f"MindSpore could not compile {os.path.basename(model)} "
-                                                                  f"as a training step: {err}")
-                return result
-            result.communication = compare_communication(price_plan(plan), step)
-            from .compare import compare as _compare
-            differ = [r.op for r in _compare(plan, step).rows if not r.agree]
-            if differ:
-                result.notes.append(
-                    f"MindSpore's training step chose other strategies than strategist for {len(differ)} operator(s) "
-                    f"(e.g. {differ[0]}; the loss the step adds, the sum of the output, joins its propagation): the "
-                    f"communication comparison covers a different plan there")
+            result.communication = _training_step_communication(model, mesh, plan, result, semi_auto, inputs=inputs,
+                                                                kwargs=kwargs, strategies=strategies,
+                                                                dataset_strategy=dataset_strategy, timeout=timeout,
+                                                                graph=graph, mindformers=mf, **settings)
     result.strategist_seconds = round(ours_seconds, 3)
     return result
+
+
+def _training_step_communication(model, mesh, plan, result, semi_auto: bool, **ms_options):
+    """``verify --communication``: a second child compiles the model as one training step; its collectives after
+    autodiff beside ``plan`` priced. A step MindSpore cannot compile is reported as not compared (the forward
+    comparison in ``result`` stands); where the step's strategies differ from the plan, ``result`` gets a note."""
+    from ..propagate import price_plan
+    from .compare import Communication, compare_communication
+    try:
+        step = mindspore_plan(model, mesh, parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
+                              training=output_strategies(plan), **ms_options)
+    except VerifyError as err:
+        return Communication({}, {}, error=f"MindSpore could not compile {os.path.basename(model)} as a training "
+                                           f"step: {err}")
+    c = compare_communication(price_plan(plan), step)
+    if c.strategies_differ:
+        result.notes.append(
+            f"MindSpore's training step chose other strategies than strategist for {len(c.strategies_differ)} "
+            f"operator(s) (e.g. {c.strategies_differ[0]}; the loss the step adds, the sum of the output, joins its "
+            f"propagation): the communication comparison covers a different plan there")
+    return c
