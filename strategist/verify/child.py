@@ -252,12 +252,13 @@ def run(req: dict) -> dict:
             from mindspore.parallel import set_op_strategy_config
             set_op_strategy_config(mode=req.get("strategy_file_mode", "LOAD"), path=req["strategy_file"])
         args = [_as_tensor(s) for s in per_device]
-        if slots is not None:       # positional slots the model takes as None (MindFormers: masks, positions)
+        if req.get("training"):
+            # the step takes the tensors only and puts the model's None slots back itself: a None among the
+            # compiled graph's inputs fails MindSpore's _VirtualDataset in a training step (GetNodeShape)
+            cell = _training_step(cell, req["training"] if isinstance(req["training"], list) else None, slots)
+        elif slots is not None:     # positional slots the model takes as None (MindFormers: masks, positions)
             it = iter(args)
             args = [next(it) if used else None for used in slots]
-
-        if req.get("training"):
-            cell = _training_step(cell, req["training"] if isinstance(req["training"], list) else None)
         fault = os.environ.get("STRATEGIST_VERIFY_FAULT")
         if fault:
             os.kill(os.getpid(), getattr(signal, fault))
@@ -273,6 +274,13 @@ def run(req: dict) -> dict:
                 result["detail"] = str(err)[:6000]
                 return result
             # MindFormers: the strategies were settled (the pass dumped) before a later pass failed
+            if req.get("training"):
+                # the graph after autodiff is built after the parallel passes: nothing to read the collectives from
+                result["error_kind"] = "rejected"
+                result["error"] = (f"MindSpore's compile stopped after its sharding propagation, before the step's "
+                                   f"parallel graph: {_first_line(err)}")
+                result["detail"] = str(err)[:6000]
+                return result
             result.setdefault("notes", []).append(
                 f"MindSpore's compile failed after its sharding propagation (the plan is read from the "
                 f"{dump} dump): {_first_line(err)}")
@@ -327,7 +335,7 @@ def run(req: dict) -> dict:
 _NET = "strategist_net"
 
 
-def _training_step(net, output_splits=None):
+def _training_step(net, output_splits=None, slots=None):
     """``net`` as one training step MindSpore differentiates: the loss is the sum of its outputs (every element
     of a tuple, so nothing the model computes is pruned as dead), the gradients are taken for every trainable
     Parameter and kept (``depend``), so the compiled graph holds the forward, its transpose and the Parameters'
@@ -344,9 +352,21 @@ def _training_step(net, output_splits=None):
             splits = output_splits or [None]
             self.strategist_sums = nn.CellList([_Sum(sp) for sp in splits])
             self.strategist_n = len(splits)
+            self.strategist_slots = tuple(bool(u) for u in slots) if slots is not None else None
 
         def construct(self, *args):
-            out = getattr(self, _NET)(*args)
+            if self.strategist_slots is not None:
+                full = ()
+                k = 0
+                for used in self.strategist_slots:
+                    if used:
+                        full = full + (args[k],)
+                        k = k + 1
+                    else:
+                        full = full + (None,)
+                out = getattr(self, _NET)(*full)
+            else:
+                out = getattr(self, _NET)(*args)
             if isinstance(out, (tuple, list)):
                 total = self.strategist_sums[0](out[0])
                 for k in range(1, len(out)):
