@@ -127,7 +127,9 @@ def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
     """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh (the tuple form for
     operators MindSpore refuses a Layout on, such as Gather)."""
     from .search import LAYOUT_REJECTED
-    if op_type in LAYOUT_REJECTED:
+    if op_type in LAYOUT_REJECTED or tuple(s.dev_matrix) != tuple(mesh.shape):
+        # a sharding whose device matrix is its strategy's own (a tuple strategy's): the tuple reproduces it,
+        # a Layout over the mesh's axes would not
         return Anchor(name, s.strategy, origin="advisor")
     lays = tuple(ShardLayout.of(l, mesh.names, mesh.shape) for l in s.inputs)
     return Anchor(name, None, lays, origin="advisor")
@@ -491,6 +493,9 @@ def _data_parallel_template(graph: OpGraph, op: Op, templates: dict) -> str:
     """The data-parallel template of weight MatMul ``op``: rows merged from sequence-first ``[S, B, H]`` take
     S's axes outer, as the reshape back to ``[S, B, N]`` deals them."""
     src = graph.op(op.inputs[0].ref) if op.inputs and op.inputs[0].kind == "op" else None
+    while src is not None and src.type == "Cast":     # a bf16 cast between the rows' reshape and the linear
+        x = next((i for i in src.inputs if i.kind == "op"), None)
+        src = graph.op(x.ref) if x is not None else None
     if src is not None and src.attrs.get("strategist_local_rows") and "matmul_data_parallel_sequence_first" in templates:
         return "matmul_data_parallel_sequence_first"
     return "matmul_data_parallel"
@@ -1160,6 +1165,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
     keep = _reinstate(graph, mesh, keep, dropped, run)
     keep = _take_alternatives(graph, keep, dropped, run)
+    keep = _align_layers(graph, mesh, keep, run)
     final = run(keep) if keep else baseline
     if any(c.fallback is not None and c.template in SP_TEMPLATES for c in keep):
         # what the config's sequence parallelism costs or saves: the same anchors with plain norms and rows
@@ -1210,6 +1216,70 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                      f"FFN Morphs on layouts MindFormers' code does not run (FFNGroupedGEMM.shard fixes theirs)")
     existing = _existing(graph, mesh, final, keep, hardware, dataset_strategy)
     return Advice(graph, mesh, rules, keep, dropped, final, baseline, semi, existing, notes)
+
+
+_LAYER = re.compile(r"\.layers\.\d+\.")
+#: candidates :func:`_align_layers` tries at most (each one propagation)
+ALIGN_CANDIDATES = 48
+
+
+def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
+    """Repeated layers laid out alike. MindSpore's search reaches each layer from other seeds and in another
+    order (qwen3_moe: layer 0's rotary embedding is reached backward from the Cast the configured BNSD Transpose
+    configures, layer 1's forward from the qkv linear, splitting heads by 8, then redistributing into the
+    Transpose, 10 ms a step). Where the same operator of the repeated layers (same name pattern, type and
+    shapes) has different strategies, anchoring it in every layer with one of them is tried; the fastest such
+    pattern is kept if it pays more than the step model resolves."""
+    if not keep:
+        return keep
+    cur = run(keep)
+    t_cur = cur.totals()["step_seconds"]
+    anchored = {c.op for c in keep}
+    groups: dict[tuple, list[str]] = {}
+    for name, ch in cur.choices.items():
+        op = ch.op
+        if ch.sharding is None or op.type in ("Cast", "Reshape", "Flatten") or name in anchored \
+                or not _LAYER.search(name) or _weight_slot(op) is not None:
+            continue
+        key = (_group_key(name), op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
+        groups.setdefault(key, []).append(name)
+    trials = []
+    for key, members in groups.items():
+        if len(members) < 2 or len({cur.choices[m].strategy for m in members}) < 2:
+            continue
+        seen = set()
+        for m in members:
+            s = cur.choices[m].sharding
+            if s.strategy in seen:
+                continue
+            seen.add(s.strategy)
+            trials.append((graph.op(members[0]).topo_index, key, members, s))
+    trials.sort(key=lambda t: (t[0], t[3].strategy))
+    best = None
+    for topo, key, members, s in trials[:ALIGN_CANDIDATES]:
+        extra = [Choice(m, "2 dimension", "layer_twin",
+                        f"repeated layers laid out alike: MindSpore's search reaches this operator of each layer "
+                        f"from other seeds and lays some out otherwise; anchored with {s.strategy} in every layer",
+                        anchor_of(m, s, mesh, graph.op(m).type)) for m in members]
+        trial = sorted(keep + extra, key=lambda c: graph.op(c.op).topo_index)
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            continue
+        t = q.totals()["step_seconds"]
+        if best is None or t < best[0] * (1 - 1e-12):
+            best = (t, extra, trial, q)
+    if best is None:
+        return keep
+    worth = min(PAY_WORTH * t_cur, PAY_FLOOR)
+    t, extra, trial, q = best
+    if t_cur - t <= worth:
+        return keep
+    changed, dt = _diff(q, cur)
+    for c in extra:
+        c.needed = (f"without these {len(extra)} anchors: {changed} operators change layout, step estimate "
+                    f"{dt * 1e3:+.3f} ms")
+    return trial
 
 
 def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:

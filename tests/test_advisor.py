@@ -312,3 +312,20 @@ def test_megatron_pairs(graph_of):
     pairs = {n.split(".", 3)[-1] for n in _megatron_pairs(g, load_rules())}      # model.layers.0.<name>
     assert pairs == {"attention.wq.matmul", "attention.wk.matmul", "attention.wv.matmul", "attention.wo.matmul",
                      "feed_forward.w1.matmul", "feed_forward.w3.matmul", "feed_forward.w2.matmul"}, pairs
+
+
+def test_anchor_of_keeps_a_tuple_strategys_own_device_matrix(graph_of):
+    """A sharding whose device matrix is its strategy's own (a tuple strategy repeated on the rest: ((2, 1),
+    (1, 1)) on 8 devices has device matrix (2, 1, 4)) is anchored in tuple form: as a Layout over the mesh's
+    (dp, tp) axes its axes were mapped wrong (a tensor map of -1, an IndexError in the search)."""
+    from strategist.advisor import anchor_of
+    from strategist.ops import shard
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
+    mesh = Mesh.parse("dp=2,tp=4")
+    fc1 = next(op for op in g if op.type == "MatMul")
+    s = shard(fc1, ((2, 1), (1, 1)), mesh.size)
+    assert s.dev_matrix != mesh.shape
+    a = anchor_of(fc1.name, s, mesh, fc1.type)
+    assert a.strategy == ((2, 1), (1, 1)) and a.layouts is None
+    plan = propagate(g, mesh, {fc1.name: a}, use_model_strategies=False)
+    assert plan.choices[fc1.name].sharding == s

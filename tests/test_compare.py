@@ -262,6 +262,52 @@ def test_qwen3_moe_advice_beats_the_experts_with_ep():
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample
+def test_qwen3_moe_layers_laid_out_alike():
+    """qwen3_moe at its shipped size, 2 layers, dp=2,tp=4. MindSpore's search reaches layer 0's rotary embedding
+    of q backward from the Cast its configured BNSD Transpose configures ((1, 2, 4, 1): batch by dp, heads by tp),
+    but layer 1's forward from the qkv linear, deciding its Mul from the replicated cos table: heads by 8, then a
+    redistribution into the Transpose (and one into the q Reshape before it), 10 ms a step; the plan was 1.021x the
+    experts'. The advisor tries the operators the repeated layers lay out differently, anchored alike in every layer,
+    and keeps the fastest pattern that pays: the rotary Mul, as layer 0 has it."""
+    from strategist.compare import compare_model
+    c = compare_model(QWEN3_MOE, "dp=2,tp=4", layers=2, batch=8)
+    chosen = {ch.op: ch for ch in c.advice.chosen}
+    for i in range(2):
+        mul = chosen[f"model.decoder.layers.{i}.self_attention.apply_rotary_pos_emb.mul"]
+        assert mul.template == "layer_twin" and mul.anchor.strategy == ((1, 2, 4, 1), (1, 1, 1, 1))
+        assert "+10." in mul.needed
+    plan = c["a"].plan
+    for i in range(2):
+        for op in ("apply_rotary_pos_emb.add", "core_attention.bnsd_transpose"):
+            assert plan.strategy(f"model.decoder.layers.{i}.self_attention.{op}")[0] == (1, 2, 4, 1)
+    assert not [e for e in plan.edges if e.dst.endswith("core_attention.bnsd_transpose") and e.fwd_bytes]
+    assert c.step_ratio() <= 1.0 and c["a"].anchors <= c["b"].anchors
+
+
+@pytest.mark.slow
+def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence():
+    """telechat3_moe at its shipped size, 2 layers, dp=2,tp=4 (sequence parallel). The shared experts' linears
+    are data parallel over every device (their activations outweigh their weights); their rows come from a
+    device-local [S, B, H] -> [S*B, H] Reshape and a bf16 Cast, split S by tp outside B by dp. The data-parallel
+    template looked for the Reshape right before the MatMul, found the Cast, and split rows (dp, tp): every such
+    linear paid an all-to-all of its input forward and back (MTP's fc1: 140 MiB each way), and the plan was 1.012x
+    the experts'. Looking through the Cast, the rows are (tp, dp) and nothing moves there."""
+    from strategist.compare import compare_model
+    c = compare_model("mindformers:telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml", "dp=2,tp=4", layers=2,
+                      batch=8)
+    chosen = {ch.op: ch for ch in c.advice.chosen}
+    for lin in ("fc1", "fc2"):
+        ch = chosen[f"model.decoder.layers.1.mlp.shared_experts.linear_{lin}.matmul"]
+        assert ch.template == "matmul_data_parallel_sequence_first"
+    # MTP's are then propagated so (its anchors go: the same layouts without them)
+    assert "model.mtp.layers.0.transformer_layer.mlp.shared_experts.linear_fc1.matmul" not in chosen
+    plan = c["a"].plan
+    assert not [e for e in plan.edges if e.dst.endswith("shared_experts.linear_fc1.matmul") and e.fwd_bytes]
+    assert c.step_ratio() <= 1.0
+
+
+@pytest.mark.slow
 @pytest.mark.verify_live
 def by_op(d, name):
     return next(o for o in d["operators"] if o["op"] == name)
