@@ -5,6 +5,7 @@ MindSpore's cost units and in bytes and seconds on a hardware profile. The searc
 (:mod:`strategist.search`) never reads these: like MindSpore it minimises one edge at a time."""
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from .errors import StrategyError
@@ -12,6 +13,7 @@ from .graph import OpGraph, ShardLayout
 from .layout import Layout
 from .ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
+from .redistribution import Collective, Physical
 from .plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
 from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
 
@@ -80,10 +82,30 @@ def _root_param(g: OpGraph, x, casts) -> str:
 
 
 def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
-    """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy."""
-    if not _replica_axes(lay):
+    """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy: ONE AllReduce
+    over every device holding the same slice, however many device axes they span. Measured (random net 30,
+    MindSpore 2.9.0): a MatMul ``((2, 2), (1, 2))`` on dp=4,tp=4 repeats over 2 devices and the weight's rows
+    are split by none of the 4 of the first input's rows -- ``_MirrorOperator`` group ``(0-3, 8-11)``, dev_num 8,
+    one AllReduce; not one per replica axis (the redistribution planner's AllReduce over 2, then over 4)."""
+    axes = _replica_axes(lay)
+    if not axes:
         return None
-    return _cached_plan(_mirror_layout(lay), lay).physical(type_len, hw, a2a)
+    n = math.prod(lay.dev_matrix[a] for a in axes)
+    step = Collective("AllReduce", axes[-1], -1, -1, n, lay.slice_shape, lay.dev_matrix)
+    nb = step.bytes_sent(type_len)
+    t = hw.group_seconds(step, nb, axes) if hw is not None and nb else 0.0
+    ranks = _group_of_rank0(lay.dev_matrix, axes)
+    return Physical(nb, t, ((f"AllReduce(n={n}, group={list(ranks)})", nb, t),))
+
+
+@lru_cache(maxsize=4096)
+def _group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """Ranks sharing rank 0's coordinates on every device axis but ``axes``."""
+    ranks = [0]
+    for a in axes:
+        stride = math.prod(dev_matrix[a + 1:])
+        ranks = [r + k * stride for r in ranks for k in range(dev_matrix[a])]
+    return tuple(sorted(ranks))
 
 
 def _backward(fwd, type_len: int, hw, a2a: bool):
