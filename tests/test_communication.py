@@ -130,6 +130,10 @@ def _netgen_step(seed, tmp_path):
 @pytest.mark.parametrize("seed, why", [
     (30, "a MatMul ((2, 2), (1, 2)) on dp=4,tp=4: w2's mirror is ONE AllReduce over the 8 devices holding its slice "
          "(group 0-3, 8-11), not one over 2 and one over 4"),
+    (12, "add1(t4, w5) is a model output: w5's gradient is the sens, a constant; MindSpore's AllReduceConstElim "
+         "folds its mirror into Mul(Tensor[32], 16)"),
+    (40, "matmul1 ((1, 4), (1, 4)) is a model output: its forward AllReduce over 4 has no transpose (the AllReduce "
+         "of a constant gradient is folded); w3's mirror stays (t3^T @ dout is computed)"),
     (37, "t9 = realdiv(add(bias_add(t4, w2), w3), 3.0): RealDiv's bprop is a RealDiv node of the constant, so w3 "
          "and w2 keep their mirrors"),
     (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "
