@@ -123,7 +123,8 @@ def _netgen_step(seed, tmp_path):
     plan = propagate(g, mesh, load_anchors(anchors_file, g, mesh) if anchors_file else {},
                      dataset_strategy=spec.dataset_strategy)
     with open(os.path.join(HERE, "fixtures", "ir", f"netgen{seed}_step.validate.ir")) as f:
-        found = parse_collectives(f.read(), mesh.size, wrapper="/strategist_loss-", model="/strategist_net-")
+        found = parse_collectives(f.read(), mesh.size, wrapper="/strategist_loss-", model="/strategist_net-",
+                                  outputs_configured=True)
     return plan, MsPlan([], spec.dataset_strategy, mesh.size, 0.0, 0.0, collectives=found)
 
 
@@ -134,6 +135,10 @@ def _netgen_step(seed, tmp_path):
          "folds its mirror into Mul(Tensor[32], 16)"),
     (40, "matmul1 ((1, 4), (1, 4)) is a model output: its forward AllReduce over 4 has no transpose (the AllReduce "
          "of a constant gradient is folded); w3's mirror stays (t3^T @ dout is computed)"),
+    (46, "two MatMuls ((1, 4), (4, 1)) reduce over 4: their backward AllReduces share the forward ones' instance "
+         "name with the loss sums' AllReduces; the transpose is told by forward_unique_id, so they are kept"),
+    (20, "the output t9 comes out of a Reshape chain; the sum configured with its layout reads what MindSpore "
+         "gathers before the Reshape (credited to the edge into the sum): the model's own, kept"),
     (37, "t9 = realdiv(add(bias_add(t4, w2), w3), 3.0): RealDiv's bprop is a RealDiv node of the constant, so w3 "
          "and w2 keep their mirrors"),
     (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "
