@@ -194,6 +194,17 @@ def _const_passes(op, slot: int) -> bool:
     return op.type in CONST_GRAD_OPS and (op.type != "BiasAdd" or slot == 0)
 
 
+def _sum_layout(lay: Layout) -> Layout:
+    """The layout a training step's loss sum configured with ``lay``'s splits reads (verify's child: ReduceSum
+    ``shard((splits,))``): device matrix the splits, repeated computation appended on the right. Where it places
+    the data otherwise than ``lay`` (random net 16: a MatMul ``((1, 2), (2, 2))`` repeating on 8 devices), MindSpore
+    redistributes into the sum, and the transpose of that redistribution (a ReduceScatter) computes the gradient."""
+    splits = tuple(lay.split(d) for d in range(len(lay.shape)))
+    used = math.prod(splits)
+    dm = splits + ((lay.device_num // used,) if lay.device_num > used else ())
+    return Layout(lay.shape, dm, tuple((d,) if n > 1 else () for d, n in enumerate(splits)))
+
+
 def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, set]:
     """(operator outputs ``(name, j)``, Parameters) whose gradient in one training step is a compile-time
     constant in MindSpore's graph after autodiff; the collectives MindSpore would run on it are folded away.
@@ -215,6 +226,12 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
         # bprop, a RealDiv of the sens, is a computed node (random net 7: the Add's weight keeps its mirror)
         return set(), set()
     readers: dict = {}          # (producer, j) or ("param", name) -> [(reader, slot)]
+    wrapped = {}                # model output -> the step's loss sum reads it as laid out (no redistribution)
+    for x in g.outputs:
+        if x.kind == "op":
+            lay = casts[x.ref].outputs[x.index or 0] if x.ref in casts else eng.out_layout(x.ref, x.index or 0,
+                                                                                          priced=True)
+            wrapped[(x.ref, x.index or 0)] = lay is None or _same(lay, _sum_layout(lay))
     for op in g:
         for slot, x in enumerate(op.inputs):
             if x.kind == "op":
@@ -237,7 +254,8 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
         s = chosen[op.name].sharding
         mine = True
         for j in range(len(op.outputs)):
-            c = all(passes(r, slot, (op.name, j)) for r, slot in readers.get((op.name, j), ()))
+            c = wrapped.get((op.name, j), True) and all(passes(r, slot, (op.name, j))
+                                                         for r, slot in readers.get((op.name, j), ()))
             const_out[(op.name, j)] = c
             mine = mine and c
             if s is not None and j < len(s.outputs) and output_scattered(s, j):

@@ -157,3 +157,15 @@ def test_mirror_over_two_device_axes_is_one_allreduce(tmp_path):
     theirs = sorted((c["n"], c["bytes"]) for c in ms.collectives if c["phase"] == "mirror")
     ours = sorted((n, b) for _k, n, b in our_collectives(plan)["mirror"])
     assert ours == theirs and (8, 2 * 7 / 8 * 256) in ours
+
+
+def test_a_redistribution_into_the_loss_sum_keeps_the_output_gradient_computed(tmp_path):
+    """Random net 16: matmul ((1, 2), (2, 2)) repeats on 8 devices and its output is a model output; the loss sum
+    configured with the output's splits lays them on other devices (repeated computation on the right of its device
+    matrix), MindSpore redistributes into the sum, and the ReduceScatter transposing that computes the output's
+    gradient: the MatMul's AllReduce keeps its transpose. (Its forward differs elsewhere: two AllGathers of one
+    dimension, over 2 and 2, that MindSpore runs as one over 4.)"""
+    plan, ms = _netgen_step(16, tmp_path)
+    c = compare_communication(plan, ms)
+    assert c.diff("backward") == c.diff("mirror") == ([], []), c.text()
+    assert c.ours["backward"] == [("AllReduce", 2, 2 * 1 / 2 * 128 * 4 * 4.0)]
