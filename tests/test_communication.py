@@ -139,6 +139,8 @@ def _netgen_step(seed, tmp_path):
          "name with the loss sums' AllReduces; the transpose is told by forward_unique_id, so they are kept"),
     (20, "the output t9 comes out of a Reshape chain; the sum configured with its layout reads what MindSpore "
          "gathers before the Reshape (credited to the edge into the sum): the model's own, kept"),
+    (43, "tile(t3) feeds an output through expand_dims: the transpose of the AllGather into the Tile is a "
+         "ReduceScatter of a constant (Tensor[2, 64], signature '<Tensor[Float32], (2, 64), value=...>'), not folded"),
     (37, "t9 = realdiv(add(bias_add(t4, w2), w3), 3.0): RealDiv's bprop is a RealDiv node of the constant, so w3 "
          "and w2 keep their mirrors"),
     (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "

@@ -301,7 +301,7 @@ def parse_mirrors(text: str) -> dict[str, int]:
     return out
 
 
-_TENSOR_SIG = re.compile(r"<Tensor\[(\w+)\], \(([\d, ]*)\)>")
+_TENSOR_SIG = re.compile(r"<Tensor\[(\w+)\], \(([\d, ]*)\)(?:, value=[^>]*)?>")
 _RANK_SIZE = re.compile(r"\brank_size: I64\((\d+)\)")
 _RANK_IDS = re.compile(r"\bgroup_rank_ids: \(([\d, ]*)\)")
 _GROUP_RANKS = re.compile(r'\bgroup_ranks: "([^"]*)"')
