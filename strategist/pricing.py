@@ -182,10 +182,12 @@ def _before_local_rows(eng: _Engine, chosen: dict, name: str, dst: Layout) -> tu
 
 #: operators whose gradient with respect to an input is the output's gradient reshaped, broadcast, summed over
 #: broadcast axes or negated (MindSpore's bprop expander folds these on a constant into a constant: random nets
-#: 12, 19, 26); a product or quotient is not among them even by a constant (random net 37: ``realdiv(t6, 3.0)``'s
-#: bprop is a RealDiv node of the constant, the Add's weight before it keeps its mirror), nor a mean (a division)
+#: 12, 19, 26; a Tile's: random net 43); a product or quotient is not among them even by a constant (random net 37:
+#: ``realdiv(t6, 3.0)``'s bprop is a RealDiv node of the constant, the Add's weight before it keeps its mirror), nor
+#: a mean (a division), nor a Transpose (random net 42: ``Transpose(Tensor[4, 2])`` stays a node, add1's weight
+#: before it keeps its mirror)
 CONST_GRAD_OPS = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Cast", "Reshape", "Flatten", "ExpandDims",
-                            "Squeeze", "Transpose", "Identity", "ReduceSum", "SumExt", "BroadcastTo", "BiasAdd"})
+                            "Squeeze", "Identity", "ReduceSum", "SumExt", "BroadcastTo", "BiasAdd", "Tile"})
 
 
 def _const_passes(op, slot: int) -> bool:

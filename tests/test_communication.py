@@ -141,6 +141,9 @@ def _netgen_step(seed, tmp_path):
          "gathers before the Reshape (credited to the edge into the sum): the model's own, kept"),
     (43, "tile(t3) feeds an output through expand_dims: the transpose of the AllGather into the Tile is a "
          "ReduceScatter of a constant (Tensor[2, 64], signature '<Tensor[Float32], (2, 64), value=...>'), not folded"),
+    (42, "maximum -> add1 is an all-to-all, written as AllGather + Split + Concat (no enable_alltoall): its transpose "
+         "is a ReduceScatter over the same group, not the AllGather of an all-to-all back; add1's weight feeds an "
+         "output through a Transpose, whose bprop MindSpore does not fold: the weight keeps its mirror"),
     (37, "t9 = realdiv(add(bias_add(t4, w2), w3), 3.0): RealDiv's bprop is a RealDiv node of the constant, so w3 "
          "and w2 keep their mirrors"),
     (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "
