@@ -113,6 +113,26 @@ class Hardware:
         link = self.intra if self.is_intra_node(op.dev_matrix, op.axis, op.n) else self.inter
         return op.steps() * link.latency + nbytes / link.bandwidth
 
+    def group_seconds(self, op, nbytes: float, axes: tuple[int, ...]) -> float:
+        """:meth:`collective_seconds` of a collective whose group spans the device ``axes`` of ``op.dev_matrix``
+        (a Parameter's mirror over every device holding the same slice)."""
+        link = self.intra if _intra_axes(op.dev_matrix, axes, self.devices_per_node) else self.inter
+        return op.steps() * link.latency + nbytes / link.bandwidth
+
+
+@lru_cache(maxsize=1024)
+def _intra_axes(dev_matrix: tuple[int, ...], axes: tuple[int, ...], per_node: int) -> bool:
+    """Every group spanning the device ``axes`` of ``dev_matrix`` lies inside one node."""
+    strides = [math.prod(dev_matrix[a + 1:]) for a in axes]
+    span = sum((dev_matrix[a] - 1) * st for a, st in zip(axes, strides))
+    n = math.prod(dev_matrix)
+    for base in range(n):
+        if any((base // st) % dev_matrix[a] for a, st in zip(axes, strides)):
+            continue
+        if base // per_node != (base + span) // per_node:
+            return False
+    return True
+
 
 @lru_cache(maxsize=1024)
 def _intra(dev_matrix: tuple[int, ...], axis: int, per_node: int, size: int) -> bool:

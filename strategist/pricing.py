@@ -5,6 +5,7 @@ MindSpore's cost units and in bytes and seconds on a hardware profile. The searc
 (:mod:`strategist.search`) never reads these: like MindSpore it minimises one edge at a time."""
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from .errors import StrategyError
@@ -12,6 +13,7 @@ from .graph import OpGraph, ShardLayout
 from .layout import Layout
 from .ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
+from .redistribution import Collective, Physical
 from .plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
 from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
 
@@ -80,10 +82,30 @@ def _root_param(g: OpGraph, x, casts) -> str:
 
 
 def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
-    """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy."""
-    if not _replica_axes(lay):
+    """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy: ONE AllReduce
+    over every device holding the same slice, however many device axes they span. Measured (random net 30,
+    MindSpore 2.9.0): a MatMul ``((2, 2), (1, 2))`` on dp=4,tp=4 repeats over 2 devices and the weight's rows
+    are split by none of the 4 of the first input's rows -- ``_MirrorOperator`` group ``(0-3, 8-11)``, dev_num 8,
+    one AllReduce; not one per replica axis (the redistribution planner's AllReduce over 2, then over 4)."""
+    axes = _replica_axes(lay)
+    if not axes:
         return None
-    return _cached_plan(_mirror_layout(lay), lay).physical(type_len, hw, a2a)
+    n = math.prod(lay.dev_matrix[a] for a in axes)
+    step = Collective("AllReduce", axes[-1], -1, -1, n, lay.slice_shape, lay.dev_matrix)
+    nb = step.bytes_sent(type_len)
+    t = hw.group_seconds(step, nb, axes) if hw is not None and nb else 0.0
+    ranks = _group_of_rank0(lay.dev_matrix, axes)
+    return Physical(nb, t, ((f"AllReduce(n={n}, group={list(ranks)})", nb, t),))
+
+
+@lru_cache(maxsize=4096)
+def _group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """Ranks sharing rank 0's coordinates on every device axis but ``axes``."""
+    ranks = [0]
+    for a in axes:
+        stride = math.prod(dev_matrix[a + 1:])
+        ranks = [r + k * stride for r in ranks for k in range(dev_matrix[a])]
+    return tuple(sorted(ranks))
 
 
 def _backward(fwd, type_len: int, hw, a2a: bool):
@@ -158,6 +180,94 @@ def _before_local_rows(eng: _Engine, chosen: dict, name: str, dst: Layout) -> tu
     return (a, back) if again is not None and _same(again, dst) else None
 
 
+#: operators whose gradient with respect to an input is the output's gradient reshaped, broadcast, summed over
+#: broadcast axes or negated (MindSpore's bprop expander folds these on a constant into a constant: random nets
+#: 12, 19, 26; a Tile's: random net 43); a product or quotient is not among them even by a constant (random net 37:
+#: ``realdiv(t6, 3.0)``'s bprop is a RealDiv node of the constant, the Add's weight before it keeps its mirror), nor
+#: a mean (a division), nor a Transpose (random net 42: ``Transpose(Tensor[4, 2])`` stays a node, add1's weight
+#: before it keeps its mirror)
+CONST_GRAD_OPS = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Cast", "Reshape", "Flatten", "ExpandDims",
+                            "Squeeze", "Identity", "ReduceSum", "SumExt", "BroadcastTo", "BiasAdd", "Tile"})
+
+
+def _const_passes(op, slot: int) -> bool:
+    """``op``'s gradient for input ``slot`` is a constant when its output's gradient is (:data:`CONST_GRAD_OPS`);
+    a BiasAdd's only for its input (the bias's gradient is a BiasAddGrad node: random net 37)."""
+    return op.type in CONST_GRAD_OPS and (op.type != "BiasAdd" or slot == 0)
+
+
+def _sum_layout(lay: Layout) -> Layout:
+    """The layout a training step's loss sum configured with ``lay``'s splits reads (verify's child: ReduceSum
+    ``shard((splits,))``): device matrix the splits, repeated computation appended on the right. Where it places
+    the data otherwise than ``lay`` (random net 16: a MatMul ``((1, 2), (2, 2))`` repeating on 8 devices), MindSpore
+    redistributes into the sum, and the transpose of that redistribution (a ReduceScatter) computes the gradient."""
+    splits = tuple(lay.split(d) for d in range(len(lay.shape)))
+    used = math.prod(splits)
+    dm = splits + ((lay.device_num // used,) if lay.device_num > used else ())
+    return Layout(lay.shape, dm, tuple((d,) if n > 1 else () for d, n in enumerate(splits)))
+
+
+def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, set]:
+    """(operator outputs ``(name, j)``, Parameters) whose gradient in one training step is a compile-time
+    constant in MindSpore's graph after autodiff; the collectives MindSpore would run on it are folded away.
+
+    A model output's gradient is the loss's sens (ones: the training step's loss sums every output; a tensor no
+    operator reads back has a constant gradient so), and stays a
+    constant through the bprops of :data:`CONST_GRAD_OPS` on an edge that moves nothing (a redistribution's
+    transpose, a ReduceScatter or a StridedSliceGrad, is a computed node again); a tensor several operators read
+    is constant when every reader's gradient is. On a constant, MindSpore's ``AllReduceConstElim`` (irpass
+    ``special_op_eliminate.h``) replaces an AllReduce by a Mul by the group size: the transpose of an operator's
+    own AllReduce and a Parameter's ``_MirrorOperator`` AllReduce disappear. Measured (MindSpore 2.9.0, the
+    validate dump): random net 12's ``add1(t4, w5)`` output -- w5's gradient ``Mul(Tensor[32], 16)``, no mirror;
+    random net 19's broadcast Add ``(2, 26, 3) + w1 (26, 3)``; random net 26's ``sub(t6, w1)`` (a Neg folded);
+    random net 40's row-split MatMul output: its AllReduce has no transpose."""
+    g = eng.g
+    if len(g.outputs) < 2:
+        # one output: the training step's loss node is its sum, a scalar on every device; MindSpore inserts a
+        # _VirtualDiv by the device count before it (OperatorInfo::InferVirtualDivOps, loss_repeated_mean) whose
+        # bprop, a RealDiv of the sens, is a computed node (random net 7: the Add's weight keeps its mirror)
+        return set(), set()
+    readers: dict = {}          # (producer, j) or ("param", name) -> [(reader, slot)]
+    wrapped = {}                # model output -> the step's loss sum reads it as laid out (no redistribution)
+    for x in g.outputs:
+        if x.kind == "op":
+            lay = casts[x.ref].outputs[x.index or 0] if x.ref in casts else eng.out_layout(x.ref, x.index or 0,
+                                                                                          priced=True)
+            wrapped[(x.ref, x.index or 0)] = lay is None or _same(lay, _sum_layout(lay))
+    for op in g:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "op":
+                readers.setdefault((x.ref, x.index or 0), []).append((op.name, slot))
+            elif x.kind == "param":
+                readers.setdefault(("param", x.ref), []).append((op.name, slot))
+    const_out: dict[tuple, bool] = {}
+    op_const: dict[str, bool] = {}
+
+    def passes(name: str, slot: int, src: tuple | None) -> bool:
+        op = g.op(name)
+        if not op_const.get(name) or not _const_passes(op, slot):
+            return False
+        if src is None:
+            return True
+        a = casts[src[0]].outputs[src[1]] if src[0] in casts else eng.out_layout(src[0], src[1], priced=True)
+        b = casts[name].inputs[0] if name in casts and slot == 0 else eng.in_layout(name, slot)
+        return a is None or b is None or a.shape != b.shape or _same(a, b)
+    for op in reversed(list(g)):
+        s = chosen[op.name].sharding
+        mine = True
+        for j in range(len(op.outputs)):
+            c = wrapped.get((op.name, j), True) and all(passes(r, slot, (op.name, j))
+                                                         for r, slot in readers.get((op.name, j), ()))
+            const_out[(op.name, j)] = c
+            mine = mine and c
+            if s is not None and j < len(s.outputs) and output_scattered(s, j):
+                mine = False        # its ReduceScatter's transpose, an AllGather, is computed
+        op_const[op.name] = mine
+    params = {p for p in g.params if all(passes(r, slot, None) for r, slot in readers.get(("param", p), ()))
+              and readers.get(("param", p))}
+    return {k for k, v in const_out.items() if v}, params
+
+
 def price(eng: _Engine) -> Plan:
     """The priced :class:`~strategist.plan.Plan` of a finished search."""
     g, hw = eng.g, eng.hw
@@ -165,6 +275,7 @@ def price(eng: _Engine) -> Plan:
     casts = cast_overlay(eng)
     a2a = bool(getattr(g, "enable_alltoall", False))      # MindSpore's enable_alltoall (a MindFormers config's)
     chosen = {op.name: casts.get(op.name) or eng.chosen[op.name] for op in g}
+    const_out, const_params = constant_gradients(eng, chosen, casts)
     edges: list[EdgeCost] = []
     sent: dict = {}          # (producer, output, layouts) -> the first consumer whose redistribution sends it
     for op in g:
@@ -219,9 +330,10 @@ def price(eng: _Engine) -> Plan:
         grads_on = grads_on_of[op.name]
         if any(grads_on) and op.type not in PARAM_CASTS:
             roots = [_root_param(g, x, param_casts) if on else None for x, on in zip(op.inputs, grads_on)]
-            grads_on = tuple(r is not None and r not in mirrored for r in roots)
+            grads_on = tuple(r is not None and r not in mirrored and r not in const_params for r in roots)
             mirrored.update(r for r in roots if r is not None)
-        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False))
+        folded = tuple((op.name, j) in const_out for j in range(len(s.outputs)))
+        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False), folded)
         hit = _PRICES.get(pk)
         if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
             _PRICES.pop(pk)
@@ -241,8 +353,10 @@ def price(eng: _Engine) -> Plan:
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
-            if needs_grad.get(op.name) and _differentiable(op.outputs[j]):
-                # its transpose in the backward (an AllReduce's is an AllReduce of the output's gradient)
+            if needs_grad.get(op.name) and _differentiable(op.outputs[j]) and not (
+                    folded[j] and all(st.kind == "AllReduce" for st in r.ops)):
+                # its transpose in the backward (an AllReduce's is an AllReduce of the output's gradient; on a
+                # constant gradient MindSpore folds it: constant_gradients)
                 bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
@@ -277,7 +391,7 @@ def price(eng: _Engine) -> Plan:
         steps = []
         on = grads_on_of[op.name]
         root = _root_param(g, op.inputs[0], param_casts) if on and on[0] else None
-        if root is not None and root not in mirrored:
+        if root is not None and root not in mirrored and root not in const_params:
             mirrored.add(root)
             p = _mirror(a, tl, hw, a2a)
             if p is not None:

@@ -104,3 +104,73 @@ def test_verify_communication_live(capsys):
     import json
     d = json.loads(capsys.readouterr().out)["communication"]
     assert d["agree"] and d["forward"]["mindspore_count"] == 2 and d["backward"]["mindspore_count"] == 6
+
+
+# ---- random nets' training steps, recorded (tests/netgen.py; MindSpore 2.9.0's validate dump, source-location
+# comments trimmed): each strategist plan agrees with every collective of MindSpore's graph after autodiff
+
+def _netgen_step(seed, tmp_path):
+    """(strategist's plan of random net ``seed``, MindSpore's recorded training step of it)."""
+    import sys
+    sys.path.insert(0, HERE)
+    import netgen
+    from strategist.loader import load_graph
+    from strategist.propagate import propagate
+    spec = netgen.generate(seed)
+    model, anchors_file = spec.write(str(tmp_path / f"net{seed}"))
+    mesh = Mesh.parse(spec.mesh)
+    g = load_graph(f"{model}:Net", list(spec.inputs), None)
+    plan = propagate(g, mesh, load_anchors(anchors_file, g, mesh) if anchors_file else {},
+                     dataset_strategy=spec.dataset_strategy)
+    with open(os.path.join(HERE, "fixtures", "ir", f"netgen{seed}_step.validate.ir")) as f:
+        found = parse_collectives(f.read(), mesh.size, wrapper="/strategist_loss-", model="/strategist_net-",
+                                  outputs_configured=True)
+    return plan, MsPlan([], spec.dataset_strategy, mesh.size, 0.0, 0.0, collectives=found)
+
+
+@pytest.mark.parametrize("seed, why", [
+    (30, "a MatMul ((2, 2), (1, 2)) on dp=4,tp=4: w2's mirror is ONE AllReduce over the 8 devices holding its slice "
+         "(group 0-3, 8-11), not one over 2 and one over 4"),
+    (12, "add1(t4, w5) is a model output: w5's gradient is the sens, a constant; MindSpore's AllReduceConstElim "
+         "folds its mirror into Mul(Tensor[32], 16)"),
+    (40, "matmul1 ((1, 4), (1, 4)) is a model output: its forward AllReduce over 4 has no transpose (the AllReduce "
+         "of a constant gradient is folded); w3's mirror stays (t3^T @ dout is computed)"),
+    (46, "two MatMuls ((1, 4), (4, 1)) reduce over 4: their backward AllReduces share the forward ones' instance "
+         "name with the loss sums' AllReduces; the transpose is told by forward_unique_id, so they are kept"),
+    (20, "the output t9 comes out of a Reshape chain; the sum configured with its layout reads what MindSpore "
+         "gathers before the Reshape (credited to the edge into the sum): the model's own, kept"),
+    (43, "tile(t3) feeds an output through expand_dims: the transpose of the AllGather into the Tile is a "
+         "ReduceScatter of a constant (Tensor[2, 64], signature '<Tensor[Float32], (2, 64), value=...>'), not folded"),
+    (42, "maximum -> add1 is an all-to-all, written as AllGather + Split + Concat (no enable_alltoall): its transpose "
+         "is a ReduceScatter over the same group, not the AllGather of an all-to-all back; add1's weight feeds an "
+         "output through a Transpose, whose bprop MindSpore does not fold: the weight keeps its mirror"),
+    (37, "t9 = realdiv(add(bias_add(t4, w2), w3), 3.0): RealDiv's bprop is a RealDiv node of the constant, so w3 "
+         "and w2 keep their mirrors"),
+    (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "
+        "the RealDiv of the sens is computed: the Add's scalar weight keeps its mirror over 8"),
+])
+def test_random_net_step_agrees_with_recorded_collectives(seed, why, tmp_path):
+    plan, ms = _netgen_step(seed, tmp_path)
+    c = compare_communication(plan, ms)
+    assert c.agree, why + "\n" + c.text()
+
+
+def test_mirror_over_two_device_axes_is_one_allreduce(tmp_path):
+    """Random net 30's w2, float32 (4, 32) sliced (1, 2) on 16 devices: one AllReduce(n=8) of its 256-byte slice."""
+    from strategist.verify.compare import our_collectives
+    plan, ms = _netgen_step(30, tmp_path)
+    theirs = sorted((c["n"], c["bytes"]) for c in ms.collectives if c["phase"] == "mirror")
+    ours = sorted((n, b) for _k, n, b in our_collectives(plan)["mirror"])
+    assert ours == theirs and (8, 2 * 7 / 8 * 256) in ours
+
+
+def test_a_redistribution_into_the_loss_sum_keeps_the_output_gradient_computed(tmp_path):
+    """Random net 16: matmul ((1, 2), (2, 2)) repeats on 8 devices and its output is a model output; the loss sum
+    configured with the output's splits lays them on other devices (repeated computation on the right of its device
+    matrix), MindSpore redistributes into the sum, and the ReduceScatter transposing that computes the output's
+    gradient: the MatMul's AllReduce keeps its transpose. (Its forward differs elsewhere: two AllGathers of one
+    dimension, over 2 and 2, that MindSpore runs as one over 4.)"""
+    plan, ms = _netgen_step(16, tmp_path)
+    c = compare_communication(plan, ms)
+    assert c.diff("backward") == c.diff("mirror") == ([], []), c.text()
+    assert c.ours["backward"] == [("AllReduce", 2, 2 * 1 / 2 * 128 * 4 * 4.0)]

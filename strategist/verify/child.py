@@ -288,7 +288,8 @@ def run(req: dict) -> dict:
         if req.get("training"):
             from .ir import parse_collectives
             result["collectives"] = parse_collectives(_latest_dump(req["ir_dir"], "validate"), n,
-                                                      wrapper="/strategist_loss-", model=f"/{_NET}-")
+                                                      wrapper="/strategist_loss-", model=f"/{_NET}-",
+                                                      outputs_configured=isinstance(req["training"], list))
         try:
             shard = executor._get_shard_strategy(cell)
         except Exception:

@@ -492,7 +492,8 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
             m = _STEP.match(label)
             if m is None or not b:
                 continue
-            kind = "AllGather" if "as AllGather" in label else m.group(2)
+            kind = ("AllGather" if "as AllGather" in label else "ReduceScatter" if "as Split + Concat + ReduceScatter"
+                    in label else m.group(2))
             out[phase].append((kind, int(m.group(3)), float(b)))
     for e in plan.edges:
         tl = _type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)

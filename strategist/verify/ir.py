@@ -301,10 +301,14 @@ def parse_mirrors(text: str) -> dict[str, int]:
     return out
 
 
-_TENSOR_SIG = re.compile(r"<Tensor\[(\w+)\], \(([\d, ]*)\)>")
+_TENSOR_SIG = re.compile(r"<Tensor\[(\w+)\], \(([\d, ]*)\)(?:, value=[^>]*)?>")
 _RANK_SIZE = re.compile(r"\brank_size: I64\((\d+)\)")
 _RANK_IDS = re.compile(r"\bgroup_rank_ids: \(([\d, ]*)\)")
 _GROUP_RANKS = re.compile(r'\bgroup_ranks: "([^"]*)"')
+
+
+_UNIQUE_ID = re.compile(r'cnode_primal_attrs: \{[^}]*?\bunique_id: "(\d+)"')
+_FORWARD_ID = re.compile(r'\bforward_unique_id: "(\d+)"')
 
 
 def _group_size(line: str, device_num: int) -> int:
@@ -328,7 +332,8 @@ def _input_bytes(sig: str | None) -> float:
     return float(math.prod(shape) * DTYPE_BYTES.get(t.group(1).lower(), 4))
 
 
-def parse_collectives(text: str, device_num: int, wrapper: str | None = None, model: str | None = None) -> list[dict]:
+def parse_collectives(text: str, device_num: int, wrapper: str | None = None, model: str | None = None,
+                      outputs_configured: bool = False) -> list[dict]:
     """Every collective of a trained net's graph after autodiff (the ``validate`` dump), in graph order: ``kind``,
     ``n`` (devices in its group), ``bytes`` (what one device sends, ring volumes as strategist prices them:
     :func:`strategist.redistribution.ring_bytes`), ``phase`` -- ``"forward"``, ``"backward"`` (the transpose of a
@@ -336,11 +341,15 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
     ``grad_mirror``) -- ``instance`` and ``scope``. ``wrapper``/``model``: scope segments of a training wrapper's
     cell and of the model's inside it; the wrapper's own collectives (forward ones under ``wrapper`` but not
     ``model``, or whose result only the wrapper reads, and their transposes, ``grad`` + the forward's instance
-    name) are left out (autodiff credits some backward and mirror nodes to no cell: ``Gradients/Default/Grad_...``)."""
+    name) are left out (autodiff credits some backward and mirror nodes to no cell: ``Gradients/Default/Grad_...``).
+    ``outputs_configured``: the wrapper's loss sums were configured with the layouts the plan compared gives the
+    model's outputs, so a redistribution only they read turns an output into that layout -- the model's own (a
+    Reshape at the output has no layout of its own in MindSpore: the redistribution before it is credited to the
+    edge into the sum; CoreAttention with a cp axis, random net 20) -- and is kept."""
     from ..redistribution import ring_bytes
     table = _node_table(text)
-    feeds_wrapper = _feeding_only(table, wrapper, model) if wrapper and model else set()
-    out, theirs = [], set()
+    feeds_wrapper = _feeding_only(table, wrapper, model) if wrapper and model and not outputs_configured else set()
+    out, theirs, their_ids = [], set(), set()
     for node in table:
         kind, inst, scope = node["type"], node["instance"] or "", node["scope"]
         if kind not in COLLECTIVES:
@@ -350,9 +359,16 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
         if wrapper and phase == "forward" and ((scope and wrapper in scope and not (model and model in scope))
                                                or node["id"] in feeds_wrapper):
             theirs.add(inst)
+            if m := _UNIQUE_ID.search(node["line"]):
+                their_ids.add(m.group(1))
             continue
-        if phase == "backward" and (inst[len("grad"):] in theirs or inst[len("grad_"):] in theirs):
-            continue
+        if phase == "backward":
+            # a transpose names its forward node (forward_unique_id); the instance name does not tell: every
+            # operator's forward AllReduce may share one (random net 46: the model's MatMuls' and the loss sums')
+            fwd = _FORWARD_ID.search(node["line"])
+            if (fwd.group(1) in their_ids if fwd else
+                    (inst[len("grad"):] in theirs or inst[len("grad_"):] in theirs)):
+                continue
         n = _group_size(node["line"], device_num)
         ring = "AllToAll" if kind in ("AlltoAll", "AllToAllv") else kind
         out.append({"kind": kind, "n": n, "bytes": ring_bytes(ring, n, _input_bytes(node["sig"])), "phase": phase,
