@@ -29,7 +29,7 @@ from .graph import Op
 #: when this module is imported before ``strategist.ops`` (import cycle)
 RULES: dict = {}
 
-from .ops import (FactorRule, _axes, _const, _letters, _out_shapes, _rule, _shape,  # noqa: E402
+from .ops import (FactorRule, GatherAxis, _axes, _const, _letters, _out_shapes, _rule, _shape,  # noqa: E402
                   batch_parallel_rule, elementwise, gather_like_rule, norm_rule, reduce_rule, unary, unknown_rule)
 
 # --------------------------------------------------------------------------------------
@@ -245,7 +245,12 @@ def embedding_rule(op: Op) -> FactorRule:
     refused, while 2-D indices take ``((1, 1), (1, 1))`` and ``((1, 1), (1, 8))``)."""
     i = _shape(op, 0)
     rule = _rule(op, ["v", "h"], [[None] * len(i), ["v", "h"]], [[None] * len(i) + ["h"]], [0, 1])
-    return dataclasses.replace(rule, split_uses_all=frozenset({"v"}),
+    # 1-D indices (MindFormers' ids reshaped to [B*S]): the vocabulary split reduce-scatters onto the output's
+    # rows, as Gather's table-row split does (verify's GLOG_v=1 log of deepseek3: EmbeddingInfo's candidates
+    # ((1), (2, 4)), ((1), (4, 2)), ((1), (8, 1)) give the Reshape after it the input layouts [2, 4] / [4, 2]
+    # tensor map [1, 0] and [8] tensor map [0, -1], dim 0 split by the vocabulary's devices)
+    gather = GatherAxis("v", (), 2, 0, i[0]) if len(i) == 1 else ()
+    return dataclasses.replace(rule, split_uses_all=frozenset({"v"}), gather_axis=gather,
                                must_split=frozenset({"v"}) if len(i) == 1 else frozenset())
 
 

@@ -662,7 +662,7 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
     g = rule.gather_axis
     if g and out_strategy is None:
         k = splits.get(g.factor, 1)
-        if g.axis == 0 and k > 1 and g.index_factors and all(splits.get(f, 1) == 1 for f in g.index_factors) \
+        if g.axis == 0 and k > 1 and g.index_rows and all(splits.get(f, 1) == 1 for f in g.index_factors) \
                 and g.index_rows % k == 0:
             scatter = g.factor
     return _sharding(rule, tuple(tuple(s) for s in strategy), tuple(dm), splits, axis, repeat, out_strategy,

@@ -571,11 +571,19 @@ def test_telechat3_heads_and_attention_projections():
         assert chosen[f"model.decoder.layers.{i}.mlp.linear_fc2.matmul"].template == "matmul_row_sequence_parallel"
     note = next(n for n in c.advice.notes if "linears of column/row pairs" in n)
     assert "Megatron column/row (step" in note and note.index("Megatron") < note.index("beats data parallel")
-    # every linear as the experts lay it out; what differs is cost-free: the labels' mask (semi_auto's batch
-    # strategy in (c), propagated in (a)) and the loss's masked sum (the experts replicate it, (a) splits it by dp)
-    assert c["a"].agreement >= 0.93 and c["a"].anchors <= c["b"].anchors
-    assert {d.op.split(".")[1] for d in c["a"].disagreements} <= {"preprocess_labels_and_masks", "loss"}
-    assert c["a"].quiet_disagreements == len(c["a"].disagreements) == 5      # none moves data in either plan
+    # every linear as the experts lay it out. What differs: the vocabulary-parallel embedding, its table split over
+    # every device as MindSpore's own candidate has it (its output reduce-scattered onto the rows, which MindSpore's
+    # IR shows; the experts split it over tp), with the Casts carrying its layout into layer 0; and, moving (almost)
+    # nothing, the labels' mask (semi_auto's batch strategy in (c), propagated in (a)) and the loss's masked sum.
+    # Until the Embedding's reduce-scatter was modelled (an AllReduce then), the advice kept the experts' table split
+    # and agreed on 144/149 (0.966), all five differences quiet.
+    assert c["a"].agreement >= 0.9 and c["a"].anchors <= c["b"].anchors
+    assert {d.op.split(".")[1] for d in c["a"].disagreements} <= {"preprocess_labels_and_masks", "loss", "embedding",
+                                                                  "decoder"}
+    assert {d.op for d in c["a"].disagreements if d.op.startswith("model.decoder.")} <= {
+        "model.decoder.layers.0.cast", "model.decoder.layers.0.input_layernorm.cast"}
+    assert {d.op for d in c["a"].disagreements if d.bytes or d.ref_bytes} <= {
+        "model.embedding.word_embeddings.embedding", "model.loss.mul2", "model.loss.sum2", "model.loss.sum2#1"}
     # (c) runs in semi_auto_parallel, where the fp32 -> bf16 Cast before fc1 passes the sequence-parallel rows on
     # ((8, 1)) and fc1's input gathers after it, in bf16. Under sharding propagation MindSpore's search configures
     # that Cast from fc1's strategy (PreProcessPreCastForSP, ((2, 1))), but then drops every Cast's strategy: in
@@ -652,8 +660,11 @@ def test_telechat3_advice_verified_by_mindspore(tmp_path):
     casts = [op.name for op in g if op.type == "Cast" and op.inputs[0].ref == "model.embedding.cast"]
     assert casts == ["model.decoder.layers.0.cast", "model.decoder.layers.0.input_layernorm.cast"]
     rows = {r.op: r for r in c.rows}
+    # the residual adds: (2, 1, 1) from both inputs' layouts while the advice anchored the embedding's transpose
+    # batch by dp; since the Embedding's reduce-scatter is modelled the advice splits its table over every device
+    # and anchors the adds' sequence-parallel layout, (4, 2, 1)
     for name in ("model.decoder.layers.0.add", "model.decoder.layers.1.add"):
-        assert rows[name].agree and rows[name].theirs == ((2, 1, 1), (2, 1, 1))
+        assert rows[name].agree and rows[name].theirs in (((2, 1, 1), (2, 1, 1)), ((4, 2, 1), (4, 2, 1)))
     assert [r.op for r in c.rows if not r.agree] == []
 
 

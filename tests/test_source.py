@@ -318,11 +318,15 @@ def test_mindformers_qwen3_copy(tmp_path):
     assert "+        self.linear_qkv.matmul.shard(((2, 1), (4, 1)))\n" in patch
     assert "self.embedding.shard" not in patch and "tensor_parallel/layers.py" not in patch
     anchors = json.loads(r.stdout)["anchors"]
-    assert {a["op"] for a in anchors if not a["held"]} >= {"model.embedding.word_embeddings.embedding"}
+    unheld = {a["op"] for a in anchors if not a["held"]}
     # what the diff could not place is reported ("not written: <op>: why"), never guessed: functional calls,
-    # and Cells MindFormers builds through module specs; only the written anchors are read back
+    # and Cells MindFormers builds through module specs; only the written anchors are read back. (The embedding's
+    # tp table split, a functional call, was advised here until the Embedding's reduce-scatter was modelled: MindSpore's
+    # own split over every device is then cheaper, and the advice leaves the embedding to the search.)
     unwritten = set(re.findall(r"not written: (\S+):", r.stderr))
-    assert "model.embedding.word_embeddings.embedding" in unwritten
+    assert unheld <= unwritten
+    assert "model.embedding.word_embeddings.embedding" not in advised or \
+        "model.embedding.word_embeddings.embedding" in unheld & unwritten
     advised = {op: st for op, st in advised.items() if op not in unwritten}
     assert "model.decoder.layers.0.self_attention.linear_qkv.matmul" in advised
     subprocess.run(["git", "apply", "--check", str(tmp_path / "mf.patch")], cwd=repo, check=True)
