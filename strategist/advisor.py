@@ -1238,8 +1238,9 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
     groups: dict[tuple, list[str]] = {}
     for name, ch in cur.choices.items():
         op = ch.op
+        # a functional call has no shard() to write (an anchors file only): not worth a line nobody can apply
         if ch.sharding is None or op.type in ("Cast", "Reshape", "Flatten") or name in anchored \
-                or not _LAYER.search(name) or _weight_slot(op) is not None:
+                or not _LAYER.search(name) or _weight_slot(op) is not None or not op.held:
             continue
         key = (_group_key(name), op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
         groups.setdefault(key, []).append(name)

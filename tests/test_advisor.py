@@ -329,3 +329,17 @@ def test_anchor_of_keeps_a_tuple_strategys_own_device_matrix(graph_of):
     assert a.strategy == ((2, 1), (1, 1)) and a.layouts is None
     plan = propagate(g, mesh, {fc1.name: a}, use_model_strategies=False)
     assert plan.choices[fc1.name].sharding == s
+
+
+def test_layers_aligned_only_where_a_shard_line_can_be_written(graph_of):
+    """examples/encoder.py at dp=2,tp=4: the two encoder layers lay their attention's head Transpose out differently,
+    and anchoring it alike in both saves 36 us. It is a functional call (``ops.transpose``), no primitive its Cell
+    holds: no shard() line can carry it, and MindSpore's propagation of the printed advice failed on it (verify:
+    "MindSpore can only configure a primitive a Cell holds as an attribute"). The alignment leaves such operators
+    alone; the advice is the 6 anchors a user can write."""
+    g = graph_of("examples/encoder.py:EncoderClassifier")
+    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"))
+    assert not [c.op for c in adv.chosen if c.template == "layer_twin"]
+    assert all(g.op(c.op).held for c in adv.chosen) and len(adv.chosen) == 6
+    t = next(op for op in g if op.name == "encoder.layers.0.self_attn.transpose")
+    assert not t.held
