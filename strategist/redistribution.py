@@ -311,6 +311,18 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
     for run in runs:
         ops.append(Collective("AllReduce", run[-1], -1, -1, math.prod(dm[a] for a in run), slice_shape(), dm))
 
+    # a dim that keeps a prefix of its axes sheds the rest first, in ONE AllGather over their product when they are
+    # adjacent device axes (contiguous ranks): MindSpore 2.9.0's graph gathers the dataset's batch split over 8 down to
+    # the target's dp as one AllGather over 4, then slices locally (CoreAttention / FlashAttention with cp)
+    for c in range(len(state)):
+        k = 0
+        while k < min(len(state[c]), len(tgt[c])) and state[c][k] == tgt[c][k]:
+            k += 1
+        tail = state[c][k:]
+        if k and len(tail) > 1 and all(b == a + 1 for a, b in zip(tail, tail[1:])):
+            ops.append(Collective("AllGather", tail[-1], c, -1, math.prod(dm[a] for a in tail), slice_shape(), dm))
+            del state[c][k:]
+
     while True:
         used = {a for d in state for a in d}
         wants = {d: tgt[d][len(state[d])] for d in range(len(state))
@@ -335,7 +347,8 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
                 moved = True
                 break
         if not moved:
-            c = bad[0]
+            # the innermost device axis first (MindSpore's graphs: random nets 22, 23)
+            c = max(bad, key=lambda c: state[c][-1])
             emit("AllGather", state[c][-1], c)
             state[c].pop()
     assert tuple(map(tuple, state)) == tgt, (state, tgt)
