@@ -10,9 +10,13 @@
 * ``AllReduce`` / ``ReduceScatter`` (partial sums reduced; the scatter when the target splits a dim
   by that same axis next).
 
-Order: local splits first, then an AllToAll where an axis leaves one dim for another, else an
-AllGather of a dim's innermost axis — MindSpore's split -> permute -> concat loop, generalised to
-dimensions split over several axes (``mindspore.Layout``'s ``("dp", "cp")``).
+Order (MindSpore 2.9.0's graphs, not its stored source -- see docs/notes/communication.md, session 14): first, in
+each dim split over several device axes, every axis after the outermost one (or after the prefix the target keeps)
+is gathered in ONE AllGather over their product (adjacent axes: contiguous ranks), whether the target drops those
+axes or wants them elsewhere (then sliced where the all-to-all would have been, in the order of the dims they
+split); then local splits, an AllToAll where an axis leaves one dim for another, else an AllGather of the innermost
+device axis left -- MindSpore's split -> permute -> concat loop, generalised to dimensions split over several axes
+(``mindspore.Layout``'s ``("dp", "cp")``).
 
 Two costs per plan:
 
