@@ -10,9 +10,13 @@
 * ``AllReduce`` / ``ReduceScatter`` (partial sums reduced; the scatter when the target splits a dim
   by that same axis next).
 
-Order: local splits first, then an AllToAll where an axis leaves one dim for another, else an
-AllGather of a dim's innermost axis — MindSpore's split -> permute -> concat loop, generalised to
-dimensions split over several axes (``mindspore.Layout``'s ``("dp", "cp")``).
+Order (MindSpore 2.9.0's graphs, not its stored source -- see docs/notes/communication.md, session 14): first, in
+each dim split over several device axes, every axis after the outermost one (or after the prefix the target keeps)
+is gathered in ONE AllGather over their product (adjacent axes: contiguous ranks), whether the target drops those
+axes or wants them elsewhere (then sliced where the all-to-all would have been, in the order of the dims they
+split); then local splits, an AllToAll where an axis leaves one dim for another, else an AllGather of the innermost
+device axis left -- MindSpore's split -> permute -> concat loop, generalised to dimensions split over several axes
+(``mindspore.Layout``'s ``("dp", "cp")``).
 
 Two costs per plan:
 
@@ -311,8 +315,26 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
     for run in runs:
         ops.append(Collective("AllReduce", run[-1], -1, -1, math.prod(dm[a] for a in run), slice_shape(), dm))
 
+    # MindSpore 2.9.0 gathers the inner axes of a split dim first, in ONE AllGather over their product (adjacent
+    # device axes: contiguous ranks), on the tensor as it is: every axis after the dim's outermost one (or after the
+    # prefix the target keeps), whether the target drops them or wants them on another dim (which then is a local
+    # slice, at the place in the order the all-to-all would have taken). Measured in its validate graphs: a batch
+    # split over 8 into (dp, cp, tp) or into a MatMul's (1, 2) runs one AllGather over 4 (CoreAttention and
+    # FlashAttention with cp, random net 16), a dim split 2 x 8 gathered whole runs 8 then 2 (random net 30).
+    pending: set[int] = set()       # gathered already, still to be sliced where the target wants them
+    wanted = {a for d in tgt for a in d}
+    for c in range(len(state)):
+        k = 0
+        while k < min(len(state[c]), len(tgt[c])) and state[c][k] == tgt[c][k]:
+            k += 1
+        tail = state[c][max(k, 1):]
+        if len(tail) > 1 and all(b == a + 1 for a, b in zip(tail, tail[1:])):
+            ops.append(Collective("AllGather", tail[-1], c, -1, math.prod(dm[a] for a in tail), slice_shape(), dm))
+            del state[c][max(k, 1):]
+            pending.update(a for a in tail if a in wanted)
+
     while True:
-        used = {a for d in state for a in d}
+        used = {a for d in state for a in d} | pending
         wants = {d: tgt[d][len(state[d])] for d in range(len(state))
                  if _is_prefix(state[d], tgt[d]) and len(state[d]) < len(tgt[d])}
         free = [(d, a) for d, a in wants.items() if a not in used]
@@ -322,10 +344,31 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
                 state[d].append(a)
             continue
         bad = [c for c in range(len(state)) if state[c] and not _is_prefix(state[c], tgt[c])]
-        if not bad:
+        if not bad and not pending:
             break
         moved = False
-        for c in bad:
+        if pending:
+            # MindSpore's permutes in the order of the dims they split (InferPermuteByAxis walks its map): a pending
+            # axis' slice, or an all-to-all
+            for d in sorted(wants):
+                a = wants[d]
+                if a in pending:
+                    emit("Split", a, d)
+                    state[d].append(a)
+                    pending.discard(a)
+                    moved = True
+                    break
+                c = next((c for c in bad if c != d and state[c][-1] == a), None)
+                if c is not None:
+                    emit("AllToAll", a, d, c)
+                    state[c].pop()
+                    state[d].append(a)
+                    moved = True
+                    break
+            if not moved and not bad:
+                pending.clear()             # wanted behind a prefix that never forms: slice them as free axes
+                continue
+        for c in ([] if moved else bad):
             a = state[c][-1]
             d = next((d for d, w in wants.items() if w == a and d != c), None)
             if d is not None:
@@ -335,7 +378,8 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
                 moved = True
                 break
         if not moved:
-            c = bad[0]
+            # the innermost device axis first (MindSpore's graphs: random nets 22, 23)
+            c = max(bad, key=lambda c: state[c][-1])
             emit("AllGather", state[c][-1], c)
             state[c].pop()
     assert tuple(map(tuple, state)) == tgt, (state, tgt)
