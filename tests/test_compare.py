@@ -276,7 +276,9 @@ def test_qwen3_moe_layers_laid_out_alike():
     for i in range(2):
         mul = chosen[f"model.decoder.layers.{i}.self_attention.apply_rotary_pos_emb.mul"]
         assert mul.template == "layer_twin" and mul.anchor.strategy == ((1, 2, 4, 1), (1, 1, 1, 1))
-        assert "+10." in mul.needed
+        # ~10 ms when measured (9.1 after session 13's repricing of mirrors and the embedding): well above noise
+        saved = float(mul.needed.split("step estimate +")[1].split(" ms")[0])
+        assert saved > 5.0
     plan = c["a"].plan
     for i in range(2):
         for op in ("apply_rotary_pos_emb.add", "core_attention.bnsd_transpose"):
