@@ -294,6 +294,12 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
     def emit(kind, axis, dim, concat=-1):
         ops.append(Collective(kind, axis, dim, concat, dm[axis], slice_shape(), dm))
 
+    def all_to_all(a, d, c):
+        # device axis a moves from dim c (its innermost) onto dim d
+        emit("AllToAll", a, d, c)
+        state[c].pop()
+        state[d].append(a)
+
     reduce: list[int] = []
     for a in sorted(src.partial):
         d = next((d for d in range(len(state))
@@ -360,9 +366,7 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
                     break
                 c = next((c for c in bad if c != d and state[c][-1] == a), None)
                 if c is not None:
-                    emit("AllToAll", a, d, c)
-                    state[c].pop()
-                    state[d].append(a)
+                    all_to_all(a, d, c)
                     moved = True
                     break
             if not moved and not bad:
@@ -372,9 +376,7 @@ def _steps(src: Layout, dst: Layout) -> list[Collective]:
             a = state[c][-1]
             d = next((d for d, w in wants.items() if w == a and d != c), None)
             if d is not None:
-                emit("AllToAll", a, d, c)
-                state[c].pop()
-                state[d].append(a)
+                all_to_all(a, d, c)
                 moved = True
                 break
         if not moved:
