@@ -400,11 +400,11 @@ def _cut_before(graph: OpGraph, name: str) -> str | None:
     return _producer_through(graph, acts[0]) if len(acts) == 1 else None
 
 
-def _producer_through(graph: OpGraph, x) -> str | None:
-    """The operator producing input ``x``, looking through Reshape and Cast (each with one activation input)."""
+def _producer_through(graph: OpGraph, x, through=("Reshape", "Cast")) -> str | None:
+    """The operator producing input ``x``, looking through the ``through`` types (each with one activation input)."""
     while x.kind == "op":
         op = graph.op(x.ref)
-        if op.type not in ("Reshape", "Cast"):
+        if op.type not in through:
             return op.name
         acts = [i for i in op.inputs if i.kind == "op"]
         if len(acts) != 1:
@@ -492,10 +492,9 @@ def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
 def _data_parallel_template(graph: OpGraph, op: Op, templates: dict) -> str:
     """The data-parallel template of weight MatMul ``op``: rows merged from sequence-first ``[S, B, H]`` take
     S's axes outer, as the reshape back to ``[S, B, N]`` deals them."""
-    src = graph.op(op.inputs[0].ref) if op.inputs and op.inputs[0].kind == "op" else None
-    while src is not None and src.type == "Cast":     # a bf16 cast between the rows' reshape and the linear
-        x = next((i for i in src.inputs if i.kind == "op"), None)
-        src = graph.op(x.ref) if x is not None else None
+    # looking through a bf16 cast between the rows' reshape and the linear
+    name = _producer_through(graph, op.inputs[0], through=("Cast",)) if op.inputs else None
+    src = graph.op(name) if name is not None else None
     if src is not None and src.attrs.get("strategist_local_rows") and "matmul_data_parallel_sequence_first" in templates:
         return "matmul_data_parallel_sequence_first"
     return "matmul_data_parallel"
@@ -1245,7 +1244,7 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
         key = (_group_key(name), op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
         groups.setdefault(key, []).append(name)
     trials = []
-    for key, members in groups.items():
+    for members in groups.values():
         if len(members) < 2 or len({cur.choices[m].strategy for m in members}) < 2:
             continue
         seen = set()
@@ -1254,10 +1253,10 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
             if s.strategy in seen:
                 continue
             seen.add(s.strategy)
-            trials.append((graph.op(members[0]).topo_index, key, members, s))
-    trials.sort(key=lambda t: (t[0], t[3].strategy))
+            trials.append((graph.op(members[0]).topo_index, members, s))
+    trials.sort(key=lambda t: (t[0], t[2].strategy))
     best = None
-    for topo, key, members, s in trials[:ALIGN_CANDIDATES]:
+    for _, members, s in trials[:ALIGN_CANDIDATES]:
         extra = [Choice(m, "2 dimension", "layer_twin",
                         f"repeated layers laid out alike: MindSpore's search reaches this operator of each layer "
                         f"from other seeds and lays some out otherwise; anchored with {s.strategy} in every layer",

@@ -105,24 +105,27 @@ class Hardware:
     def is_intra_node(self, dev_matrix: tuple[int, ...], axis: int, size: int | None = None) -> bool:
         """True when every group along ``axis`` of ``dev_matrix`` lies inside one node (``size``: a group over
         ``axis`` and the axes before it, of that many ranks)."""
-        return _intra(dev_matrix, axis, self.devices_per_node, size or dev_matrix[axis])
+        axes, n = [axis], dev_matrix[axis]
+        while n < (size or dev_matrix[axis]) and axes[0] > 0:
+            axes.insert(0, axes[0] - 1)
+            n *= dev_matrix[axes[0]]
+        return _intra_axes(dev_matrix, tuple(axes), self.devices_per_node)
 
-    def collective_seconds(self, op, nbytes: float) -> float:
+    def collective_seconds(self, op, nbytes: float, axes: tuple[int, ...] | None = None) -> float:
         """Alpha-beta time of one :class:`~strategist.redistribution.Collective` sending ``nbytes``
-        per device: ``steps * latency + bytes / bandwidth`` on the slowest link its group crosses."""
-        link = self.intra if self.is_intra_node(op.dev_matrix, op.axis, op.n) else self.inter
-        return op.steps() * link.latency + nbytes / link.bandwidth
-
-    def group_seconds(self, op, nbytes: float, axes: tuple[int, ...]) -> float:
-        """:meth:`collective_seconds` of a collective whose group spans the device ``axes`` of ``op.dev_matrix``
-        (a Parameter's mirror over every device holding the same slice)."""
-        link = self.intra if _intra_axes(op.dev_matrix, axes, self.devices_per_node) else self.inter
+        per device: ``steps * latency + bytes / bandwidth`` on the slowest link its group crosses. ``axes``: the
+        device axes its group spans, where they are not ``op.axis`` and those before it (a Parameter's mirror over
+        every device holding the same slice)."""
+        intra = _intra_axes(op.dev_matrix, axes, self.devices_per_node) if axes is not None else \
+            self.is_intra_node(op.dev_matrix, op.axis, op.n)
+        link = self.intra if intra else self.inter
         return op.steps() * link.latency + nbytes / link.bandwidth
 
 
 @lru_cache(maxsize=1024)
 def _intra_axes(dev_matrix: tuple[int, ...], axes: tuple[int, ...], per_node: int) -> bool:
-    """Every group spanning the device ``axes`` of ``dev_matrix`` lies inside one node."""
+    """Every group spanning the device ``axes`` of ``dev_matrix`` lies inside one node (nodes hold consecutive
+    ranks, so a group's first and last rank decide)."""
     strides = [math.prod(dev_matrix[a + 1:]) for a in axes]
     span = sum((dev_matrix[a] - 1) * st for a, st in zip(axes, strides))
     n = math.prod(dev_matrix)
@@ -130,19 +133,6 @@ def _intra_axes(dev_matrix: tuple[int, ...], axes: tuple[int, ...], per_node: in
         if any((base // st) % dev_matrix[a] for a, st in zip(axes, strides)):
             continue
         if base // per_node != (base + span) // per_node:
-            return False
-    return True
-
-
-@lru_cache(maxsize=1024)
-def _intra(dev_matrix: tuple[int, ...], axis: int, per_node: int, size: int) -> bool:
-    n = math.prod(dev_matrix)
-    stride = math.prod(dev_matrix[axis + 1:])
-    for base in range(n):
-        if (base // stride) % size:
-            continue
-        nodes = {(base + k * stride) // per_node for k in range(size)}
-        if len(nodes) > 1:
             return False
     return True
 

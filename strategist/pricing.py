@@ -20,12 +20,6 @@ from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_l
 _PRICES: dict = {}      # memoised edge and operator prices
 
 
-@lru_cache(maxsize=1 << 16)
-def _with_partial(layout: Layout, partial: tuple[int, ...]) -> Layout:
-    """``layout`` holding partial sums over the device axes ``partial`` (one object per pair)."""
-    return Layout(layout.shape, layout.dev_matrix, layout.dims, partial)
-
-
 # operators that pass a Parameter on unchanged to MindSpore's parallel pass: a weight read through them gets its
 # mirror operator where it is consumed (a Cast has no OperatorInfo after the search; a Load is plumbing)
 PARAM_CASTS = frozenset({"Cast", "Load"})
@@ -60,17 +54,12 @@ def _trainable(g: OpGraph, x, casts) -> bool:
     return x.kind == "op" and x.ref in casts
 
 
-@lru_cache(maxsize=1 << 16)
-def _mirror_layout(layout: Layout) -> Layout:
-    """A Parameter's gradient as MindSpore's mirror operator reduces it: partial over every device axis that
-    does not split it -- repeated computation included. Measured (MindSpore 2.9.0, a MatMul ``((2, 1), (1, 1))``
-    with a weight on 8 devices, trained): the ``MirrorOperator`` groups all 8 devices (``nccl_world_group``),
-    not the 2 that compute different rows; ``((2, 1), (1, 4))`` groups 2."""
-    return _with_partial(layout, _replica_axes(layout))
-
-
 def _replica_axes(layout: Layout) -> tuple[int, ...]:
-    """Device axes (of size > 1) that split no dimension of ``layout``: the devices holding the same slice."""
+    """Device axes (of size > 1) that split no dimension of ``layout``: the devices holding the same slice, over
+    which MindSpore's mirror operator reduces a Parameter's gradient -- repeated computation included. Measured
+    (MindSpore 2.9.0, a MatMul ``((2, 1), (1, 1))`` with a weight on 8 devices, trained): the ``MirrorOperator``
+    groups all 8 devices (``nccl_world_group``), not the 2 that compute different rows; ``((2, 1), (1, 4))``
+    groups 2."""
     return tuple(a for a, n in enumerate(layout.dev_matrix) if n > 1 and all(a not in d for d in layout.dims))
 
 
@@ -93,7 +82,7 @@ def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
     n = math.prod(lay.dev_matrix[a] for a in axes)
     step = Collective("AllReduce", axes[-1], -1, -1, n, lay.slice_shape, lay.dev_matrix)
     nb = step.bytes_sent(type_len)
-    t = hw.group_seconds(step, nb, axes) if hw is not None and nb else 0.0
+    t = hw.collective_seconds(step, nb, axes) if hw is not None and nb else 0.0
     ranks = _group_of_rank0(lay.dev_matrix, axes)
     return Physical(nb, t, ((f"AllReduce(n={n}, group={list(ranks)})", nb, t),))
 
@@ -227,12 +216,14 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
         # _VirtualDiv by the device count before it (OperatorInfo::InferVirtualDivOps, loss_repeated_mean) whose
         # bprop, a RealDiv of the sens, is a computed node (random net 7: the Add's weight keeps its mirror)
         return set(), set()
+    def out_layout(name: str, j: int):
+        return casts[name].outputs[j] if name in casts else eng.out_layout(name, j, priced=True)
+
     readers: dict = {}          # (producer, j) or ("param", name) -> [(reader, slot)]
     wrapped = {}                # model output -> the step's loss sum reads it as laid out (no redistribution)
     for x in g.outputs:
         if x.kind == "op":
-            lay = casts[x.ref].outputs[x.index or 0] if x.ref in casts else eng.out_layout(x.ref, x.index or 0,
-                                                                                          priced=True)
+            lay = out_layout(x.ref, x.index or 0)
             wrapped[(x.ref, x.index or 0)] = lay is None or _same(lay, _sum_layout(lay))
     for op in g:
         for slot, x in enumerate(op.inputs):
@@ -249,7 +240,7 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
             return False
         if src is None:
             return True
-        a = casts[src[0]].outputs[src[1]] if src[0] in casts else eng.out_layout(src[0], src[1], priced=True)
+        a = out_layout(*src)
         b = casts[name].inputs[0] if name in casts and slot == 0 else eng.in_layout(name, slot)
         return a is None or b is None or a.shape != b.shape or _same(a, b)
     for op in reversed(list(g)):
@@ -481,6 +472,4 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
 def clear_caches() -> None:
     """Forget cached prices (for cold timings)."""
     _PRICES.clear()
-    _with_partial.cache_clear()
-    _mirror_layout.cache_clear()
     _pre_reduce.cache_clear()
