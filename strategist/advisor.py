@@ -30,7 +30,7 @@ from .yamlio import compose_file
 from .graph import Op, OpGraph, ShardLayout
 from .layout import squeeze
 from .mesh import Hardware, Mesh
-from .ops import FactorRule, Sharding, _sharding, shard_anchor
+from .ops import FactorRule, Sharding, _sharding, candidates, shard_anchor
 from .plan import Anchor, Plan
 from .propagate import price_plan, propagate
 from .search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
@@ -540,7 +540,7 @@ def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: b
     if s is None:
         return None
     return Choice(t.name, "2 dimension", tname,
-                  f"companion of the vocabulary-parallel {op.name}: the layout change after it, batch by dp"
+                  f"companion of the split embedding table {op.name}: the layout change after it, batch by dp"
                   + (", sequence by tp (sequence parallel)" if tname != "embedding_output_batch" else ""),
                   anchor_of(t.name, s, mesh, t.type), with_op=op.name)
 
@@ -1165,6 +1165,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     keep = _reinstate(graph, mesh, keep, dropped, run)
     keep = _take_alternatives(graph, keep, dropped, run)
     keep = _align_layers(graph, mesh, keep, run)
+    keep = _embedding_tables(graph, mesh, rules, keep, dropped, run)
     final = run(keep) if keep else baseline
     if any(c.fallback is not None and c.template in SP_TEMPLATES for c in keep):
         # what the config's sequence parallelism costs or saves: the same anchors with plain norms and rows
@@ -1280,6 +1281,87 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
         c.needed = (f"without these {len(extra)} anchors: {changed} operators change layout, step estimate "
                     f"{dt * 1e3:+.3f} ms")
     return trial
+
+
+#: table layouts :func:`_embedding_tables` tries per embedding at most (each with and without its companion)
+TABLE_CANDIDATES = 12
+
+
+def _embedding_table(graph: OpGraph, op: Op, rules: Rules) -> int | None:
+    """The row count of ``op``'s weight table when ``op`` is an embedding of a large vocabulary."""
+    slots = _weight_params(graph, op)
+    want = {"Embedding": 1, "Gather": 0, "GatherV2": 0}.get(op.type)
+    if want is None or want not in slots or op.inputs[want].spec is None or len(op.inputs[want].spec.shape) != 2:
+        return None
+    vocab = op.inputs[want].spec.shape[0]
+    return vocab if vocab >= rules.thresholds.get("large_vocab", 16384) else None
+
+
+def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice], dropped: list,
+                      run) -> list[Choice]:
+    """Each large embedding table's layout, chosen by the step model among the layouts MindSpore generates for
+    it with the indices split as the plan has them, and the vocabulary-parallel template, each alone and with
+    its companion (the layout change after it, batch by dp). Megatron's vocabulary by tp all-reduces the whole
+    output; the table's hidden dimension by tp gathers it (half the bytes) and is what the step model picks on the
+    zoo's GPT (-2.0 ms of 82.8) and LLaMA-2-70B's shape (dp=2,tp=4: -2.1 ms of 232.6). The fastest is kept if it
+    pays more than the step model resolves and adds less than :data:`MEMORY_WORTH` of state per device.
+
+    Only a table a Cell holds: a functional call has no shard() line to carry the layout (MindFormers' embedding
+    runs inside VocabParallelEmbedding's Morph, whose body is written for its own table layouts: there a
+    (2, 4) table was 18 ms faster on qwen3 by the model, but no shard() of that class can express it)."""
+    sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
+        and any(o.attrs.get("strategist_local_rows") for o in graph)
+    for op in graph:
+        vocab = _embedding_table(graph, op, rules)
+        # a functional call (MindFormers' embedding, inside its Morph body) has no shard() line to write: its
+        # layout is the class's own
+        if vocab is None or not op.held:
+            continue
+        cur = run(keep)
+        t_cur = cur.totals()["step_seconds"]
+        mine = [c for c in keep if c.op == op.name or c.with_op == op.name]
+        rest = [c for c in keep if c.op != op.name and c.with_op != op.name]
+        rule = _cached_rule(op)
+        # the table's layouts, the other inputs (the indices) kept as the plan has them
+        table = rule.slots.index({"Embedding": 1}.get(op.type, 0))
+        now = cur.choices[op.name].strategy
+        options = [s for s in candidates(op, mesh.size, rule)
+                   if now is None or all(r == n for i, (r, n) in enumerate(zip(s, now)) if i != table)]
+        tmpl = template_sharding(op, rule, rules.templates.get(
+            "embedding_table_vocab_parallel" if op.type == "Embedding" else "embedding_vocab_parallel", {}), mesh)
+        if tmpl is not None and tmpl.strategy not in options:
+            options.append(tmpl.strategy)
+        options = [s for s in options if any(math.prod(r) > 1 for r in s)][:TABLE_CANDIDATES]
+        comp = _embedding_companion(graph, op, rules, mesh, sp)
+        best = None
+        for s in options:
+            head = Choice(op.name, "1 weight", "embedding_table",
+                          f"embedding with a large vocabulary ({vocab} rows): of {len(options)} table layouts, "
+                          f"the fastest by the step model", Anchor(op.name, s, origin="advisor"))
+            for package in ([head], [head, comp]) if comp is not None else ([head],):
+                trial = sorted(rest + package, key=lambda c: graph.op(c.op).topo_index)
+                try:
+                    q = run(trial)
+                except (PropagationError, StrategyError):
+                    continue
+                t = q.totals()["step_seconds"]
+                if best is None or t < best[0] * (1 - 1e-12):
+                    best = (t, package, trial, q)
+        if best is None:
+            continue
+        t, package, trial, q = best
+        worth = min(PAY_WORTH * t_cur, PAY_FLOOR)
+        if t_cur - t <= worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH or _same_plan(cur, q):
+            continue
+        changed, dt = _diff(cur, q)
+        what = f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms"
+        for c in package:
+            c.needed = f"instead of propagation's table layout: {what}" if c.op == op.name else \
+                f"with {op.name}'s table layout: {what}"
+        for c in mine:
+            dropped.append((c, f"replaced by the table layout {package[0].anchor.strategy}: {what}"))
+        keep = trial
+    return keep
 
 
 def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:

@@ -451,7 +451,9 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
                        f"as an attribute to configure it, or use the anchors file)")
         elif a["shard_layout"]:
             out.append(f"    {d['layout_declaration']};  {a['shard_layout']}")
-        if not a["shard_layout"]:
+        if not a["held"]:
+            pass
+        elif not a["shard_layout"]:
             out.append(f"    {a['shard_tuple']}" + ("" if a["tuple_equivalent"] else
                                                    "  (MindSpore 2.9 accepts no Layout on this operator)"))
         elif a["tuple_equivalent"]:
