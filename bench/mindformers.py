@@ -61,6 +61,10 @@ def compare_hook(graph, info, mesh, experts):
             # over the operators the experts configured in (c) (the rest of (c) is strategist's own propagation)
             "configured_agreement_a": round(a.configured_agreement, 4) if a.configured_agreement is not None else None,
             "differ_a": len(a.disagreements), "differ_a_moving_no_data": a.quiet_disagreements,
+            # of them, those where (c)'s layout on top of the advice is faster (compare's "step if (c)'s"), and how
+            # many of those a shard() line can carry (the rest are functional calls: MindFormers' Morph bodies)
+            "differ_a_reference_faster": len(a.reference_faster),
+            "differ_a_reference_faster_held": sum(d.held for d in a.reference_faster),
             "step_ratio": round(ratio, 4) if ratio is not None else None,
             "step_ms": {k: round(cmp[k].totals["step_seconds"] * 1e3, 3) for k in "abc" if cmp[k].totals},
             "rss_mb": round(peak_rss_mb())}
@@ -128,7 +132,7 @@ def main() -> None:
         return
     print(f"{'case':<12} {'ops':>5} {'params':>8} {'extract':>8} {'peak RSS':>9}  "
           f"{'mesh':<10} {'anchors a/b/c (c: mm/fa/emb)':>30} {'experts':>8} {'advise':>7} {'agree a|b':>13} {'cfg a':>6} "
-          f"{'a quiet':>8} {'ratio a/c':>9} {'compare':>8}")
+          f"{'a quiet':>8} {'c faster':>9} {'ratio a/c':>9} {'compare':>8}")
     for r in rows:
         first = True
         for m, res in r["meshes"].items():
@@ -139,13 +143,17 @@ def main() -> None:
             agree = f"{100 * (cp.get('agreement_a') or 0):.1f}|{100 * (cp.get('agreement_b') or 0):.1f}%"
             print(f"{head}  {m:<10} {anchors:>30} {sa['seconds'] + pr['seconds']:>7.1f}s {cp.get('advise_s', 0):>6.1f}s "
                   f"{agree:>13} {100 * (cp.get('configured_agreement_a') or 0):>5.1f}% "
-                  f"{cp.get('differ_a_moving_no_data', 0):>3}/{cp.get('differ_a', 0):<4} {cp.get('step_ratio') or 0:>9.4f} "
+                  f"{cp.get('differ_a_moving_no_data', 0):>3}/{cp.get('differ_a', 0):<4} "
+                  f"{cp.get('differ_a_reference_faster', 0):>4} ({cp.get('differ_a_reference_faster_held', 0)}) "
+                  f"{cp.get('step_ratio') or 0:>9.4f} "
                   f"{cp.get('seconds_with_experts', 0):>7.1f}s")
             first = False
     print("extract = YAML -> tp=1 build (weights never allocated) -> graph; anchors: (a) advice, (b) the experts' "
           "sharding_propagation(), (c) their full shard() (MatMul / FlashAttentionScore / Embedding); experts = "
           "both MindFormers builds; agree = operators whose layouts equal (c)'s; cfg a = the same over the operators the experts' shard() configured; a quiet = of the operators (a) lays out "
-          "otherwise than (c), those moving no data in either plan; ratio = step estimate (a)/(c); "
+          "otherwise than (c), those moving no data in either plan; c faster = of them, those where (c)'s layout "
+          "anchored on top of the advice (with the same operator of every repeated layer) speeds the step up by more "
+          "than 100 us (in brackets: those a shard() line can carry, not functional calls); ratio = step estimate (a)/(c); "
           "compare = experts + three propagations + advise (extraction excluded). Targets: agree a >= 98 %, "
           "ratio <= 1.00, anchors a <= b, 64-layer compare <= 60 s.")
 

@@ -32,6 +32,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from .advisor import _group_key
 from .errors import StrategistError
 from .graph import OpGraph
 from .mesh import Mesh, load_hardware
@@ -61,12 +62,19 @@ class Disagreement:
     #: who decided (c)'s strategy: "experts" (a shard()), "batch strategy" (semi_auto's default for an operator
     #: no shard() configures) or "passes its input on" (an unconfigured Cast)
     reference_by: str = ""
+    #: (a) only: the step estimate's change if this operator -- with the others of its pattern across repeated
+    #: layers -- were anchored with (c)'s layout on top of the advice (seconds; None: not tried, e.g. a Cast,
+    #: whose shard() MindSpore ignores, or MindSpore's search refuses it)
+    if_reference: float | None = None
+    #: a Cell holds it: a shard() line can carry the layout (a functional call's only goes in an anchors file)
+    held: bool = True
 
     def to_dict(self) -> dict:
         return {"op": self.op, "type": self.type, "strategy": _lists(self.strategy),
                 "reference": _lists(self.reference), "bytes": self.bytes, "seconds": self.seconds,
                 "reference_bytes": self.ref_bytes, "reference_seconds": self.ref_seconds,
-                "configured_in_reference": self.configured, "reference_by": self.reference_by}
+                "configured_in_reference": self.configured, "reference_by": self.reference_by,
+                "step_change_if_reference": self.if_reference, "held": self.held}
 
 
 @dataclass
@@ -97,6 +105,13 @@ class Column:
         return sum(1 for d in self.disagreements if not d.bytes and not d.ref_bytes)
 
     @property
+    def reference_faster(self) -> list[Disagreement]:
+        """The disagreements where anchoring (c)'s layout on top of this column's plan speeds the step up by more
+        than the step model resolves (:data:`strategist.advisor.PAY_FLOOR`)."""
+        from .advisor import PAY_FLOOR
+        return [d for d in self.disagreements if d.if_reference is not None and d.if_reference < -PAY_FLOOR]
+
+    @property
     def configured_agreement(self) -> float | None:
         """Agreement over the operators the experts configured in (c)."""
         return self.configured_agreed / self.configured_total if self.configured_total else None
@@ -113,6 +128,7 @@ class Column:
                 "configured_agreement": self.configured_agreement, "seconds": round(self.seconds, 3),
                 "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
                 "disagreements_moving_no_data": self.quiet_disagreements,
+                "disagreements_reference_faster": len(self.reference_faster),
                 "notes": self.notes}
 
 
@@ -187,14 +203,30 @@ class Comparison3:
             out += ["", f"{c.title}: {len(c.disagreements)} operators differ from (c)"
                     + (f" (first {max_rows})" if max_rows and len(c.disagreements) > max_rows else "")]
             shown = c.disagreements[:max_rows] if max_rows else c.disagreements
-            out += render_table(["operator", "type", "strategy", "(c) strategy", "(c) by", "comm", "(c) comm"],
+            what_if = c.key == "a" and any(d.if_reference is not None for d in c.disagreements)
+            out += render_table(["operator", "type", "strategy", "(c) strategy", "(c) by", "comm", "(c) comm"]
+                                + (["step if (c)'s"] if what_if else []),
                                 [[d.op, d.type, strategy_text(d.strategy), strategy_text(d.reference),
                                   d.reference_by or ("experts" if d.configured else "propagation"),
-                                  human_bytes(d.bytes), human_bytes(d.ref_bytes)] for d in shown])
+                                  human_bytes(d.bytes), human_bytes(d.ref_bytes)]
+                                 + ([_what_if_text(d)] if what_if else []) for d in shown])
+            if what_if:
+                faster = c.reference_faster
+                out.append(f"step if (c)'s: the step estimate's change with the operator (and the same operator of "
+                           f"every repeated layer) anchored as (c) has it, on top of the advice; "
+                           f"{len(faster)} faster" + (": " + ", ".join(
+                               d.op + ("" if d.held else " (functional call: no shard() line)") for d in faster)
+                               if faster else ""))
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
             out += ["", "notes:"] + [f"  {n}" for n in notes]
         return "\n".join(out) + "\n"
+
+
+def _what_if_text(d: Disagreement) -> str:
+    if d.if_reference is None:
+        return "-"
+    return f"{d.if_reference * 1e3:+.3f} ms" + ("" if d.held else " *")
 
 
 def _lists(s):
@@ -264,13 +296,14 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
                   batch: int | None = None, overrides: dict | None = None, graph: OpGraph | None = None,
                   experts: dict | None = None, hardware: str | None = "atlas-800t-a2",
                   dataset_strategy=DEFAULT_DATASET, verify: bool = False, verify_timeout: float = 600,
-                  rules=None, fast_advice: bool = True) -> Comparison3:
+                  rules=None, fast_advice: bool = True, what_if: bool = True) -> Comparison3:
     """(a) advice, (b) the experts' ``sharding_propagation()`` anchors propagated (and verified), (c) their
     full ``shard()`` as the reference, for a MindFormers ``model`` on ``mesh``.
 
     ``experts``: ``{"semi_auto": Experts, "propagation": Experts}`` when already read (the bench reuses
     them); ``graph``: the tp=1 graph when already extracted. ``fast_advice``: on a replicated graph
     (:func:`strategist.mindformers.replicate_layers`), advise on the compiled layers and copy the anchors.
+    ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`_what_if`).
     """
     from .advisor import advise, load_rules
     from .mindformers import expert_strategies, is_mindformers_ref, load_mindformers
@@ -371,8 +404,41 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     a.notes += adv.notes
     _fill(a, plan_a)
     agreement(plan_a, ref, a, ref_costs)
+    if what_if:
+        t0 = time.perf_counter()
+        _what_if(a, graph, plan_a, ref, mesh, run)
+        a.notes.append(f"step if (c)'s: {len({_group_key(d.op) for d in a.disagreements if d.if_reference is not None})}"
+                       f" propagations, {time.perf_counter() - t0:.1f} s")
     cmp.advice = adv
     return cmp
+
+
+def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> None:
+    """Each disagreement's ``if_reference``: the step estimate's change when the operator -- with the others of
+    its pattern across repeated layers that disagree too -- is anchored with (c)'s layout on top of ``plan``'s
+    anchors: whether the experts' choice there would have been faster (one propagation per pattern). Casts are
+    not tried (MindSpore ignores a Cast's shard())."""
+    from .advisor import anchor_of
+    base = dict(plan.anchors)
+    t0 = plan.totals()["step_seconds"]
+    groups: dict[str, list[Disagreement]] = {}
+    for d in col.disagreements:
+        d.held = graph.op(d.op).held
+        rc = ref.choices.get(d.op)
+        if d.type == "Cast" or rc is None or rc.sharding is None:
+            continue
+        groups.setdefault(_group_key(d.op), []).append(d)
+    for key in sorted(groups, key=lambda k: graph.op(groups[k][0].op).topo_index):
+        anchors = dict(base)
+        for d in groups[key]:
+            rc = ref.choices[d.op]
+            anchors[d.op] = ref.anchors.get(d.op) or anchor_of(d.op, rc.sharding, mesh, d.type)
+        try:
+            q = run(anchors)
+        except StrategistError:
+            continue
+        for d in groups[key]:
+            d.if_reference = q.totals()["step_seconds"] - t0
 
 
 def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout,

@@ -403,3 +403,37 @@ def test_deepseek3_input_path_starts_the_batch_split_where_it_pays():
     assert q.strategy("model.mtp.embedding.word_embeddings.embedding") == ((1,), (8, 1))
     assert q.totals()["step_seconds"] - plan.totals()["step_seconds"] > 20e-3
     assert c.step_ratio() <= 1.0 and c["a"].anchors <= c["b"].anchors
+
+
+def test_each_disagreement_priced_with_the_references_layout(graph_of):
+    """compare's "step if (c)'s": each operator (a) lays out otherwise than (c), with the same operator of every
+    repeated layer, anchored as (c) has it on top of (a)'s anchors, one propagation per pattern. Here (c) is (a)
+    plus fc1 data parallel over all 8 devices: anchoring fc1 as (c) has it gives (c)'s plan itself, so its
+    step change is exactly (c)'s step minus (a)'s, and the other way round its negative."""
+    from strategist.advisor import advise
+    from strategist.compare import Column, _what_if, agreement
+    from strategist.mesh import load_hardware
+    hw = load_hardware("atlas-800t-a2")
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
+    mesh = Mesh.parse("dp=2,tp=4")
+
+    def run(anchors):
+        return propagate(g, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
+    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    fc1 = "linear_fc1.matmul"
+    assert a.plan.strategy(fc1) == ((2, 1), (1, 4))
+    ref = run({**a.anchors, fc1: ((8, 1), (1, 1))})
+    col = Column("a", "advice")
+    agreement(a.plan, ref, col)
+    assert [d.op for d in col.disagreements] == [fc1]      # fc2 (the anchored row linear) and the adds agree
+    _what_if(col, g, a.plan, ref, mesh, run)
+    d = next(d for d in col.disagreements if d.op == fc1)
+    dt = ref.totals()["step_seconds"] - a.plan.totals()["step_seconds"]
+    assert d.if_reference == pytest.approx(dt, rel=1e-12) and dt > 0      # data parallel fc1 is slower here
+    assert d.held and col.reference_faster == []
+    # (c) faster: the what-if of the reverse comparison is the same difference, negative
+    back = Column("c", "reference")
+    agreement(ref, a.plan, back)
+    _what_if(back, g, ref, a.plan, mesh, run)
+    assert back.disagreements[0].if_reference == pytest.approx(-dt, rel=1e-12)
+    assert back.reference_faster == back.disagreements
