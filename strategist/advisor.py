@@ -882,22 +882,36 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
     first = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched)
     flip = _flippable(graph, rules, _preferences(graph, rules, boundaries or {}), boundaries) \
         if mesh.get("tp") > 1 else []
-    if not flip:
-        return first
+    if flip:
+        first = _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, first, flip)
+    return _finish(graph, mesh, rules, _polish(graph, mesh, rules, first), hardware, dataset_strategy)
+
+
+def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, first: _Pass, flip) -> _Pass:
     # the linears of column/row pairs whose activations outweigh their weights: data parallel (no activation
     # collective, but every weight whole on every device) or Megatron's pair (an activation collective per
     # pair, the weights split): the step model decides, not the bytes ratio alone
     alt = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=True)
     ta, tb = first.plan.totals()["step_seconds"], alt.plan.totals()["step_seconds"]
     best = alt if tb < ta * (1 - 1e-9) else first
+    other = first if best is alt else alt
+    # as for any alternative layout (_take_alternatives): not at MEMORY_WORTH more weight, gradient and optimizer
+    # state per device (telechat3's data-parallel MLPs: 64 ms faster, 2.5 GiB more state per device than Megatron's)
+    more = _state_bytes(best.plan) - _state_bytes(other.plan)
+    name = {id(alt): "Megatron column/row", id(first): "data parallel"}
+    if more >= MEMORY_WORTH:
+        other.notes.append(f"{len(flip)} linears of column/row pairs have activations outweighing their weights: "
+                           f"{name[id(best)]} would be {abs(ta - tb) * 1e3:.3f} ms faster by the step model but holds "
+                           f"{more / 2**30:.2f} GiB more weight, gradient and optimizer state per device: "
+                           f"{name[id(other)]} (step {max(ta, tb) * 1e3:.3f} ms)")
+        return other
     best.notes.append(f"{len(flip)} linears of column/row pairs have activations outweighing their weights: "
-                      f"{'Megatron column/row' if best is alt else 'data parallel'} (step {min(ta, tb) * 1e3:.3f} ms) "
-                      f"beats {'data parallel' if best is alt else 'Megatron column/row'} "
+                      f"{name[id(best)]} (step {min(ta, tb) * 1e3:.3f} ms) beats {name[id(other)]} "
                       f"(step {max(ta, tb) * 1e3:.3f} ms) for them")
     return best
 
 
-def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> Advice:
+def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> "_Pass":
 
     def run(anchors, price=True):
         anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
@@ -1165,9 +1179,32 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     keep = _reinstate(graph, mesh, keep, dropped, run)
     keep = _take_alternatives(graph, keep, dropped, run)
     keep = _align_layers(graph, mesh, keep, run)
-    keep = _input_path(graph, mesh, keep, run)
-    keep = _embedding_tables(graph, mesh, rules, keep, dropped, run)
-    final = run(keep) if keep else baseline
+    return _Pass(keep, dropped, notes, baseline, run, run(keep) if keep else baseline)
+
+
+@dataclass
+class _Pass:
+    """One advisor pass up to its anchors (before :func:`_polish` and :func:`_finish`)."""
+    keep: list
+    dropped: list
+    notes: list
+    baseline: Plan
+    run: object
+    plan: Plan
+
+
+def _polish(graph: OpGraph, mesh: Mesh, rules: Rules, p: _Pass) -> _Pass:
+    """The last choices, on the winning pass only (each tries a few anchors, one propagation each): where the
+    input's batch split starts, and the embedding tables' layouts."""
+    keep = _input_path(graph, mesh, p.keep, p.run)
+    keep = _embedding_tables(graph, mesh, rules, keep, p.dropped, p.run)
+    return _Pass(keep, p.dropped, p.notes, p.baseline, p.run, p.run(keep) if keep else p.baseline)
+
+
+def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
+    """The Advice of a pass's anchors: the sequence-parallel note, every operator configured, the floor (configure
+    nothing, or only the layouts the model's code fixes) and the model's own shard() calls."""
+    keep, dropped, notes, baseline, run, final = p.keep, p.dropped, p.notes, p.baseline, p.run, p.plan
     if any(c.fallback is not None and c.template in SP_TEMPLATES for c in keep):
         # what the config's sequence parallelism costs or saves: the same anchors with plain norms and rows
         plain = sorted([c.fallback or c for c in keep if c.template != "residual_sequence_parallel"],
@@ -1292,12 +1329,12 @@ INPUT_KEEP = 3
 def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
     """Rule 3 on the input path: where the data's batch split begins. With a full-batch dataset every device
     reads the whole batch and propagation decides where the split starts; an operator that reads only the
-    dataset (through others that do) can start it, its inputs' batch dimension by dp or by every device.
-    Each such operator a Cell holds is tried alone with each split, the fastest kept while it pays (at most
+    dataset (through others that do) can start it, its inputs' batch dimension over every device (by dp where
+    that does not divide). Each such operator a Cell holds is tried alone, the fastest kept while it pays (at most
     :data:`INPUT_KEEP`). deepseek3's multi-token prediction rolls the ids and labels by one (a StridedSlice
-    and a Concat): the Concat's batch by dp hands its embedding the ids whole per dp rank, and MindSpore's
-    search then takes a (2, 4) table there instead of scattering the fp32 output over every device (-38.7 ms at
-    dp=2,tp=4)."""
+    and a Concat): with the Concat's batch split, MindSpore's search reaches the MTP embedding from it and takes a
+    (2, 4) table there instead of scattering the fp32 output over every device (-38.4 ms at dp=2,tp=4); LLaMA's
+    labels one-hot split over every device computes the loss once, not tp times (-0.4 ms at dp=8,tp=8)."""
     if not keep or mesh.size == 1:
         return keep
     cur = run(keep)
@@ -1306,8 +1343,9 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
     for op in graph:
         pure[op.name] = any(x.kind in ("input", "op") for x in op.inputs) and all(
             x.kind in ("input", "const") or (x.kind == "op" and pure.get(x.ref, False)) for x in op.inputs)
-    splits = sorted({n for n in (mesh.get("dp"), mesh.get("dp") * mesh.get("cp") * mesh.get("tp"), mesh.size)
-                     if n > 1})
+    # the batch over every device, or by dp where the batch does not divide (deepseek3's MTP Concat: -38.4 ms by
+    # all 8 devices, -38.7 by dp; LLaMA's labels: by all 8 only)
+    splits = [n for n in dict.fromkeys((mesh.size, mesh.get("dp"))) if n > 1]
     trials = []
     for op in graph:
         if not pure[op.name] or not op.held or op.name in anchored or op.type in ("Reshape", "Flatten", "Cast"):
@@ -1317,6 +1355,8 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
         if ch.sharding is None or not rule.slots:
             continue
         for n in splits:
+            if trials and trials[-1][0] == op.name:
+                break           # one split per operator: the first whose batch divides
             rows = []
             for k, row in enumerate(ch.strategy):
                 spec = op.inputs[rule.slots[k]].spec if rule.slots[k] < len(op.inputs) else None
@@ -1332,8 +1372,11 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
         c = Choice(name, "3 boundary", "input_batch",
                    f"reads only the dataset: the batch split starts here, its inputs' batch by {st[0][0]}",
                    Anchor(name, st, origin="advisor"))
+        trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
         try:
-            q = run(sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index))
+            if _same_plan(cur, run(trial, price=False)):
+                continue        # propagation lays everything out as before: nothing to price
+            q = run(trial)
         except (PropagationError, StrategyError):
             continue
         scored.append((q.totals()["step_seconds"], graph.op(name).topo_index, c))
@@ -1401,8 +1444,11 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
         # the table's layouts, the other inputs (the indices) kept as the plan has them
         table = rule.slots.index({"Embedding": 1}.get(op.type, 0))
         now = cur.choices[op.name].strategy
+        # ... over every device (a table split leaving devices to repeat the lookup is never the fastest: measured
+        # on the zoo's GPT and LLaMA, where the candidates using part of the devices priced 2-90 ms slower)
         options = [s for s in candidates(op, mesh.size, rule)
-                   if now is None or all(r == n for i, (r, n) in enumerate(zip(s, now)) if i != table)]
+                   if (now is None or all(r == n for i, (r, n) in enumerate(zip(s, now)) if i != table))
+                   and math.prod(math.prod(r) for r in s) == mesh.size]
         tmpl = template_sharding(op, rule, rules.templates.get(
             "embedding_table_vocab_parallel" if op.type == "Embedding" else "embedding_vocab_parallel", {}), mesh)
         if tmpl is not None and tmpl.strategy not in options:

@@ -982,6 +982,7 @@ def _type_bytes(spec) -> int:
 # Reshape
 
 
+@lru_cache(maxsize=1 << 16)      # pure; pricing maps every Reshape's output back on each plan it prices
 def reshape_layout(src: Layout, out_shape: tuple[int, ...]) -> Layout | None:
     """The layout of ``reshape(x, out_shape)`` that needs no communication given ``x``'s layout
     ``src``, or None when the reshape cannot keep every device's data in place.

@@ -546,6 +546,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ci_sample
 def test_telechat3_heads_and_attention_projections():
     """telechat3 at full size (2 layers, batch 8), dp=2,tp=4: its linears' activations outweigh their weights,
     so they prefer data parallelism. A language-model head is a MatMul producing the embedding table's row count
@@ -569,8 +570,13 @@ def test_telechat3_heads_and_attention_projections():
     for i in range(2):
         assert chosen[f"model.decoder.layers.{i}.mlp.linear_fc1.matmul"].template == "matmul_column"
         assert chosen[f"model.decoder.layers.{i}.mlp.linear_fc2.matmul"].template == "matmul_row_sequence_parallel"
+    # (data parallel is faster by the step model, 64 ms, once the SwiGLU split after fc1 is anchored to follow its
+    # input; but every device would then hold the MLP weights whole: 2.53 GiB more weight, gradient and optimizer
+    # state, over the advisor's MEMORY_WORTH, so Megatron's pair stays, and the note says why)
     note = next(n for n in c.advice.notes if "linears of column/row pairs" in n)
-    assert "Megatron column/row (step" in note and note.index("Megatron") < note.index("beats data parallel")
+    assert "data parallel would be" in note and note.endswith(": Megatron column/row (step %s ms)"
+                                                              % note.rsplit("(step ", 1)[1][:-4])
+    assert float(note.split("holds ")[1].split(" GiB")[0]) >= 1.0
     # every linear as the experts lay it out. What differs: the vocabulary-parallel embedding, its table split over
     # every device as MindSpore's own candidate has it (its output reduce-scattered onto the rows, which MindSpore's
     # IR shows; the experts split it over tp), with the Casts carrying its layout into layer 0; and, moving (almost)
