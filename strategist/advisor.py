@@ -1329,11 +1329,11 @@ INPUT_KEEP = 3
 def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
     """Rule 3 on the input path: where the data's batch split begins. With a full-batch dataset every device
     reads the whole batch and propagation decides where the split starts; an operator that reads only the
-    dataset (through others that do) can start it, its inputs' batch dimension over every device (by dp where
-    that does not divide). Each such operator a Cell holds is tried alone, the fastest kept while it pays (at most
+    dataset (through others that do) can start it, its inputs' batch dimension over every device or by dp.
+    Each such operator a Cell holds is tried alone with each split, the fastest kept while it pays (at most
     :data:`INPUT_KEEP`). deepseek3's multi-token prediction rolls the ids and labels by one (a StridedSlice
     and a Concat): with the Concat's batch split, MindSpore's search reaches the MTP embedding from it and takes a
-    (2, 4) table there instead of scattering the fp32 output over every device (-38.4 ms at dp=2,tp=4); LLaMA's
+    (2, 4) table there instead of scattering the fp32 output over every device (-38.7 ms at dp=2,tp=4); LLaMA's
     labels one-hot split over every device computes the loss once, not tp times (-0.4 ms at dp=8,tp=8)."""
     if not keep or mesh.size == 1:
         return keep
@@ -1343,8 +1343,8 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
     for op in graph:
         pure[op.name] = any(x.kind in ("input", "op") for x in op.inputs) and all(
             x.kind in ("input", "const") or (x.kind == "op" and pure.get(x.ref, False)) for x in op.inputs)
-    # the batch over every device, or by dp where the batch does not divide (deepseek3's MTP Concat: -38.4 ms by
-    # all 8 devices, -38.7 by dp; LLaMA's labels: by all 8 only)
+    # the batch over every device or by dp (deepseek3's MTP Concat: -38.4 ms by all 8 devices, -38.7 by dp;
+    # LLaMA's labels: by all 8 only)
     splits = [n for n in dict.fromkeys((mesh.size, mesh.get("dp"))) if n > 1]
     trials = []
     for op in graph:
@@ -1355,8 +1355,6 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
         if ch.sharding is None or not rule.slots:
             continue
         for n in splits:
-            if trials and trials[-1][0] == op.name:
-                break           # one split per operator: the first whose batch divides
             rows = []
             for k, row in enumerate(ch.strategy):
                 spec = op.inputs[rule.slots[k]].spec if rule.slots[k] < len(op.inputs) else None

@@ -386,13 +386,13 @@ def test_deepseek3_input_path_starts_the_batch_split_where_it_pays():
     the Concat is whole and MindSpore's search, reaching the embedding backward from the MTP norm, scatters the
     whole fp32 output over every device ((8, 1): the vocabulary by all 8); with the Concat's batch split over the
     devices (rule 3 on the input path, tried per operator that reads only the dataset) the search takes a (2, 4)
-    table there, 38.4 ms a step less."""
+    table there, 38.7 ms a step less (by all 8 devices, 38.4)."""
     from strategist.compare import compare_model
     c = compare_model("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "dp=2,tp=4", layers=2, batch=8,
                       overrides={"first_k_dense_replace": 1})
     chosen = {ch.op: ch for ch in c.advice.chosen}
     cat = chosen["model.mtp.concat_2d"]
-    assert cat.template == "input_batch" and cat.anchor.strategy == ((8, 1), (8, 1))
+    assert cat.template == "input_batch" and cat.anchor.strategy == ((2, 1), (2, 1))
     assert float(cat.needed.split("step estimate +")[1].split(" ms")[0]) > 20.0
     plan = c["a"].plan
     assert plan.strategy("model.mtp.embedding.word_embeddings.embedding") == ((1,), (2, 4))
