@@ -32,10 +32,10 @@ def main():
 
     import llama
     from strategist import load_graph
-    from strategist.advisor import advise, load_rules
-    from strategist.graph import TensorSpec, _as_tensor, _standalone_compile
-    from strategist.mesh import Mesh, load_hardware
-    from strategist.report import advice_text
+    from strategist.advice.advisor import advise, load_rules
+    from strategist.frontend.graph import TensorSpec, _as_tensor, _standalone_compile
+    from strategist.engine.mesh import Mesh, load_hardware
+    from strategist.report.render import advice_text
 
     ms.set_context(mode=ms.GRAPH_MODE)
     # MindSpore's side: build the Cell (lazy weights) and compile it; strategist's side below does the

@@ -10,7 +10,7 @@ have a factor rule and the names left out with the reason; then for each model: 
 rule (target 0), the operators whose cell path differs from the true one (target 0), the extraction time
 and the advise time (``advise`` on dp=2,tp=4).
 
-The true cell path of every operator comes from an independent reference (``strategist.celltrace``):
+The true cell path of every operator comes from an independent reference (``strategist.frontend.celltrace``):
 the same compile with MindSpore's ``debug_level=DEBUG``, which parses every function call afresh so each
 node takes the scope of the Cell instance whose ``construct`` called it, without any of strategist's
 devices; the two graphs are aligned by operator type in order. ``--no-paths`` skips it (it costs ~5x a
@@ -49,7 +49,7 @@ ZOO = [
     ("examples/vit.py:ViT", [], []),
     ("examples/resnet50.py:ResNet50", [], []),
 ]
-#: MindFormers training models at 2 layers (strategist.mindformers)
+#: MindFormers training models at 2 layers (strategist.frontend.mindformers)
 MINDFORMERS = [
     ("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", {}),
     ("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", {}),
@@ -59,8 +59,8 @@ MINDFORMERS = [
 
 
 def registry_report() -> tuple[int, int, list[str]]:
-    from strategist import oprules
-    from strategist.ops import RULES
+    from strategist.engine import oprules
+    from strategist.engine.ops import RULES
     import yaml
     with open(INFOS) as f:
         data = yaml.safe_load(f)
@@ -87,9 +87,9 @@ class _Reference:
 
     @contextlib.contextmanager
     def installed(self):
-        import strategist.loader as loader
-        import strategist.mindformers as mf
-        from strategist import celltrace, graph
+        import strategist.frontend.loader as loader
+        import strategist.frontend.mindformers as mf
+        from strategist.frontend import celltrace, graph
         real = graph.extract
 
         def extract(cell, *inputs, **kwargs):
@@ -110,8 +110,8 @@ class _Reference:
 
 
 def _advise_seconds(g) -> float | str:
-    from strategist.advisor import advise, load_rules
-    from strategist.mesh import Mesh
+    from strategist.advice.advisor import advise, load_rules
+    from strategist.engine.mesh import Mesh
     t0 = time.perf_counter()
     try:
         advise(g, Mesh.parse("dp=2,tp=4"), rules=load_rules())
@@ -124,12 +124,12 @@ def _advise_seconds(g) -> float | str:
 
 
 def model_report(target: str, kwargs, inputs, mindformers: bool = False, overrides=None, paths: bool = True) -> dict:
-    from strategist.ops import RULES
-    from strategist.celltrace import compare
+    from strategist.engine.ops import RULES
+    from strategist.frontend.celltrace import compare
     try:
         with _Reference(paths).installed() as rec:
             if mindformers:
-                from strategist.mindformers import load_mindformers
+                from strategist.frontend.mindformers import load_mindformers
                 g, _info = load_mindformers(target, layers=2, overrides=overrides or None)
             else:
                 from strategist import load_graph
@@ -213,10 +213,10 @@ def main(argv=None) -> int:
     if a.no_mindformers:
         return 0
     try:
-        import strategist.mindformers  # noqa: F401
+        import strategist.frontend.mindformers  # noqa: F401
     except ImportError:
-        # HOOK: strategist.mindformers (another helper's) is not importable here; MindFormers models skipped
-        print("  MindFormers models: skipped (strategist.mindformers not importable)")
+        # HOOK: strategist.frontend.mindformers (another helper's) is not importable here; MindFormers models skipped
+        print("  MindFormers models: skipped (strategist.frontend.mindformers not importable)")
         return 0
     for ref, over in MINDFORMERS:
         if a.only and a.only not in ref:

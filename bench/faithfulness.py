@@ -6,7 +6,7 @@ Sections:
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
   5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
-  6. semi_auto_parallel (compare's reference (c), strategist.semi_auto): the batch strategies MindSpore's
+  6. semi_auto_parallel (compare's reference (c), strategist.engine.semi_auto): the batch strategies MindSpore's
      semi_auto gives the operators no shard() configures, and the Casts that pass layouts on, on the examples
      x meshes and --semi-auto-n random nets, each against a live MindSpore semi_auto compile;
   7. redistributions (``verify --redistributions``): which edges move data in strategist's priced plan and in
@@ -161,7 +161,7 @@ def advice_section(mesh="dp=2,tp=4"):
     print(f"\n== the zoo's advice ({mesh}), verified: MindSpore propagates the anchors advise prints")
     import tempfile
     from strategist.api import advise_model
-    from strategist.report import advice_dict, configurable_anchors_yaml
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     out = {}
     for ref, kw in ZOO_ADVICE:
@@ -195,10 +195,10 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
     if importlib.util.find_spec("mindformers") is None:
         print("   skipped: MindFormers is not installed")
         return None
-    from strategist.advisor import advise
-    from strategist.mesh import Mesh, load_hardware
-    from strategist.mindformers import load_mindformers, split_model_options
-    from strategist.report import advice_dict, configurable_anchors_yaml
+    from strategist.advice.advisor import advise
+    from strategist.engine.mesh import Mesh, load_hardware
+    from strategist.frontend.mindformers import load_mindformers, split_model_options
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     out = {}
     for ref, extra in MINDFORMERS:
@@ -244,9 +244,9 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
 def large_section(layers=80):
     """MindSpore's own search next to strategist's propagate on the 80-layer 70B shape, 64 devices."""
     from strategist import load_graph
-    from strategist.anchors import load_anchors
-    from strategist.mesh import Mesh
-    from strategist.propagate import clear_caches, propagate
+    from strategist.engine.anchors import load_anchors
+    from strategist.engine.mesh import Mesh
+    from strategist.engine.propagate import clear_caches, propagate
     # Megatron anchors, less the embedding's layout: MindSpore 2.9 fails on a Layout on Gather
     # (vector::_M_range_check), so the timing run leaves the embedding to propagation
     import tempfile
@@ -297,9 +297,9 @@ def large_section(layers=80):
 
 def _case_graph(case):
     """(graph, mesh, anchors) of ``case``."""
-    from strategist.anchors import load_anchors
-    from strategist.loader import load_graph
-    from strategist.mesh import Mesh
+    from strategist.engine.anchors import load_anchors
+    from strategist.frontend.loader import load_graph
+    from strategist.engine.mesh import Mesh
     case.materialise()
     mesh = Mesh.parse(case.mesh)
     g = load_graph(case.model, case.inputs or None, case.kwargs or None)
@@ -321,9 +321,9 @@ def _live_case(case, **ms_options):
 
 
 def semi_auto_section(cases, label):
-    """strategist.semi_auto's plan next to MindSpore compiled in semi_auto_parallel (live: one child a case)."""
+    """strategist.engine.semi_auto's plan next to MindSpore compiled in semi_auto_parallel (live: one child a case)."""
     from strategist.errors import StrategistError
-    from strategist.semi_auto import semi_auto_plan
+    from strategist.engine.semi_auto import semi_auto_plan
     from strategist.verify import compare
     stats = collections.Counter()
     worst = []
@@ -354,7 +354,7 @@ def _live_plans(cases, stats, **ms_options):
     """(case, strategist's priced plan, MindSpore's answer asked live with ``ms_options``) per case; a case either
     side refuses counts in ``stats["rejected"]``."""
     from strategist.errors import StrategistError
-    from strategist.propagate import propagate
+    from strategist.engine.propagate import propagate
     from strategist.verify.runner import output_strategies
     for case in cases:
         try:

@@ -14,9 +14,9 @@ import time
 # this checkout's strategist, not the one installed in .venv (an editable install of another tree)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from strategist.layout import Layout
-from strategist.mesh import load_hardware
-from strategist.redistribution import plan
+from strategist.engine.layout import Layout
+from strategist.engine.mesh import load_hardware
+from strategist.engine.redistribution import plan
 
 
 def random_layout(rng, shape_rank, base=(2,) * 6):

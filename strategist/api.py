@@ -1,12 +1,12 @@
 """The library calls behind the CLI, for notebooks too: file -> graph -> anchors -> plan."""
 from __future__ import annotations
 
-from .anchors import load_anchors
+from .engine.anchors import load_anchors
 from .errors import StrategistError
-from .loader import load_graph
-from .mesh import Mesh, load_hardware
-from .plan import Plan
-from .propagate import propagate
+from .frontend.loader import load_graph
+from .engine.mesh import Mesh, load_hardware
+from .engine.plan import Plan
+from .engine.propagate import propagate
 
 
 def parse_dataset_strategy(text):
@@ -37,7 +37,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
 
     ``semi_auto``: no propagation -- the plan MindSpore's ``semi_auto_parallel`` runs with these anchors (every other
-    operator takes its batch strategy, an unconfigured Cast passes its input's layout on: :mod:`strategist.semi_auto`).
+    operator takes its batch strategy, an unconfigured Cast passes its input's layout on: :mod:`strategist.engine.semi_auto`).
 
     >>> plan = plan_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")     # doctest: +SKIP
     >>> plan.totals()["total_bytes"]                                      # doctest: +SKIP
@@ -47,7 +47,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
     if semi_auto:
-        from .semi_auto import semi_auto_plan
+        from .engine.semi_auto import semi_auto_plan
         run = semi_auto_plan
     else:
         run = propagate
@@ -60,7 +60,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
 def _warn_mesh_fit(graph, mesh, into: list) -> None:
     """A mesh axis that divides no dimension of the model: a warning in the report and on stderr."""
     import sys
-    from .mesh import mesh_fit_warning
+    from .engine.mesh import mesh_fit_warning
     w = mesh_fit_warning(graph, mesh)
     if w and w not in into:
         into.insert(0, w)
@@ -69,8 +69,8 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
                  hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None):
-    """``strategist advise`` as a call: the :class:`~strategist.advisor.Advice` for ``model`` on ``mesh``."""
-    from .advisor import advise, load_rules
+    """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``."""
+    from .advice.advisor import advise, load_rules
     from .errors import InputSpecError
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     bounds = {}
@@ -82,7 +82,7 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     hw = load_hardware(hardware) if hardware else None
     rules = load_rules(rules)           # a bad rules file fails before the model is built
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
-    from .advisor import check_boundaries
+    from .advice.advisor import check_boundaries
     check_boundaries(graph, bounds)
     from . import progress
     with progress.task("advising (propagations)"):

@@ -145,14 +145,14 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         from .api import parse_dataset_strategy
         if args.command == "inspect":
-            from .loader import load_graph
-            from .report import inspect_text
+            from .frontend.loader import load_graph
+            from .report.render import inspect_text
             graph = load_graph(args.model, args.input, args.kwargs)
             sys.stdout.write(graph.to_json() + "\n" if args.json else inspect_text(graph, args.depth))
         elif args.command == "advise":
             import json
             from .api import advise_model
-            from .report import advice_dict, advice_text
+            from .report.render import advice_dict, advice_text
             advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy))
@@ -169,7 +169,7 @@ def _main(argv: list[str] | None = None) -> int:
         elif args.command in ("propagate", "explain"):
             import json
             from .api import find_op, plan_model
-            from .report import explain_text, plan_dict, plan_text
+            from .report.render import explain_text, plan_dict, plan_text
             plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
@@ -193,8 +193,8 @@ def _main(argv: list[str] | None = None) -> int:
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
             return 0 if result.all_agree else 1
         elif args.command == "compare":
-            from .compare import compare_model
-            from .mindformers import split_model_options
+            from .advice.compare import compare_model
+            from .frontend.mindformers import split_model_options
             cmp = compare_model(args.model, args.mesh, hardware=args.hardware, verify=args.verify,
                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                                 **split_model_options(args.kwargs))

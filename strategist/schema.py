@@ -20,7 +20,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictInt, S
 
 from .errors import InputSpecError, MeshError, RulesError
 
-from .mesh import MAX_DEVICES  # a cluster bigger than any built bounds meshes, nodes, splits
+from .engine.mesh import MAX_DEVICES  # a cluster bigger than any built bounds meshes, nodes, splits
 
 
 # --------------------------------------------------------------------------------------

@@ -980,10 +980,10 @@ def save_fixture(case: Case, answer: dict) -> str:
 
 def strategist_plan(case: Case):
     """strategist's propagated plan for ``case`` (same model, mesh, anchors, dataset strategy; layouts only)."""
-    from strategist.anchors import load_anchors
-    from strategist.loader import load_graph
-    from strategist.mesh import Mesh
-    from strategist.propagate import propagate
+    from strategist.engine.anchors import load_anchors
+    from strategist.frontend.loader import load_graph
+    from strategist.engine.mesh import Mesh
+    from strategist.engine.propagate import propagate
     case.materialise()
     mesh = Mesh.parse(case.mesh)
     graph = load_graph(case.model, case.inputs or None, case.kwargs or None)

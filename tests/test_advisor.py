@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from strategist.advisor import advise, load_rules
+from strategist.advice.advisor import advise, load_rules
 from strategist.api import advise_model
 from strategist.cli import main
 from strategist.errors import RulesError
-from strategist.mesh import Mesh, load_hardware
-from strategist.propagate import propagate
-from strategist.report import advice_dict
+from strategist.engine.mesh import Mesh, load_hardware
+from strategist.engine.propagate import propagate
+from strategist.report.render import advice_dict
 
 from conftest import ROOT
 
@@ -328,7 +328,7 @@ def test_megatron_pairs(graph_of):
     """The linears the advisor also tries as Megatron's pair: each row MatMul and the column MatMuls feeding it
     before a norm. Llama: q/k/v -> o through the attention, w1/w3 -> w2 through SwiGLU; the vocabulary head
     feeds no row, so it is in no pair."""
-    from strategist.advisor import _megatron_pairs
+    from strategist.advice.advisor import _megatron_pairs
     g = graph_of(LLAMA, "layers=1", "batch=8")
     pairs = {n.split(".", 3)[-1] for n in _megatron_pairs(g, load_rules())}      # model.layers.0.<name>
     assert pairs == {"attention.wq.matmul", "attention.wk.matmul", "attention.wv.matmul", "attention.wo.matmul",
@@ -339,8 +339,8 @@ def test_anchor_of_keeps_a_tuple_strategys_own_device_matrix(graph_of):
     """A sharding whose device matrix is its strategy's own (a tuple strategy repeated on the rest: ((2, 1),
     (1, 1)) on 8 devices has device matrix (2, 1, 4)) is anchored in tuple form: as a Layout over the mesh's
     (dp, tp) axes its axes were mapped wrong (a tensor map of -1, an IndexError in the search)."""
-    from strategist.advisor import anchor_of
-    from strategist.ops import shard
+    from strategist.advice.advisor import anchor_of
+    from strategist.engine.ops import shard
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
     mesh = Mesh.parse("dp=2,tp=4")
     fc1 = next(op for op in g if op.type == "MatMul")
@@ -369,7 +369,7 @@ def test_layers_aligned_only_where_a_shard_line_can_be_written(graph_of):
 def test_advice_text_on_a_functional_call_names_the_strategy_once(graph_of):
     """An anchor on a functional call (no Cell attribute to call shard() on) is reported with its strategy and
     how to configure it, and no shard() line: before, the empty shard() line printed as "None"."""
-    from strategist.report import advice_text
+    from strategist.report.render import advice_text
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
     a = advise(g, Mesh.parse("dp=2,tp=4"), hardware=HW, dataset_strategy=FB)
     op = a.chosen[0].op

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from strategist.anchors import load_anchors
+from strategist.engine.anchors import load_anchors
 from strategist.cli import main
 from strategist.errors import RulesError
-from strategist.mesh import Mesh
+from strategist.engine.mesh import Mesh
 
 from conftest import ROOT
 

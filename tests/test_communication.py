@@ -11,12 +11,12 @@ import os
 
 import pytest
 
-from strategist.anchors import load_anchors
+from strategist.engine.anchors import load_anchors
 from strategist.cli import main
-from strategist.layout import Layout
-from strategist.mesh import Mesh, load_hardware
-from strategist.redistribution import plan as plan_redistribution
-from strategist.semi_auto import semi_auto_plan
+from strategist.engine.layout import Layout
+from strategist.engine.mesh import Mesh, load_hardware
+from strategist.engine.redistribution import plan as plan_redistribution
+from strategist.engine.semi_auto import semi_auto_plan
 from strategist.verify.compare import compare_communication
 from strategist.verify.ir import parse_collectives
 from strategist.verify.runner import MsPlan
@@ -114,8 +114,8 @@ def _netgen_step(seed, tmp_path):
     import sys
     sys.path.insert(0, HERE)
     import netgen
-    from strategist.loader import load_graph
-    from strategist.propagate import propagate
+    from strategist.frontend.loader import load_graph
+    from strategist.engine.propagate import propagate
     spec = netgen.generate(seed)
     model, anchors_file = spec.write(str(tmp_path / f"net{seed}"))
     mesh = Mesh.parse(spec.mesh)

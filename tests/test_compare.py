@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from strategist.errors import StrategistError
-from strategist.mesh import Mesh
-from strategist.propagate import propagate
+from strategist.engine.mesh import Mesh
+from strategist.engine.propagate import propagate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -22,7 +22,7 @@ _CACHE = {}
 
 
 def _cmp(ref, mesh, overrides):
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     key = (ref, mesh)
     if key not in _CACHE:
         _CACHE[key] = compare_model(ref, mesh, layers=2, seq=128, batch=8, overrides=overrides)
@@ -30,7 +30,7 @@ def _cmp(ref, mesh, overrides):
 
 
 def test_compare_refuses_a_model_without_experts():
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     with pytest.raises(StrategistError, match="needs a MindFormers model"):
         compare_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")
 
@@ -137,7 +137,7 @@ def test_cli_compare_json_clean(tmp_path):
 @pytest.mark.slow
 def test_replicated_layers_equal_a_full_extraction():
     """4 layers compiled vs 2 compiled + the last copied twice: the same graph op for op, the same experts."""
-    from strategist.mindformers import expert_strategies, load_mindformers
+    from strategist.frontend.mindformers import expert_strategies, load_mindformers
     opts = dict(layers=4, seq=128, batch=8, overrides=DENSE)
     full, fi = load_mindformers(QWEN3, replicate=False, **opts)
     rep, ri = load_mindformers(QWEN3, **opts)            # default for a model without MoE: replicate
@@ -157,8 +157,8 @@ def test_replicated_layers_equal_a_full_extraction():
 def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     """qwen3 at its shipped size, 4 layers (2 compiled + 2 copies): advising the compiled layers and copying
     the anchors gives the advice and plan of advising all 4 layers."""
-    from strategist.compare import compare_model
-    from strategist.mindformers import expert_strategies, load_mindformers
+    from strategist.advice.compare import compare_model
+    from strategist.frontend.mindformers import expert_strategies, load_mindformers
     g, info = load_mindformers(QWEN3, layers=4, batch=8)
     assert info.extracted_layers == 2 and g.mf_base_graph is not None
     ex = {m: expert_strategies(QWEN3, "dp=2,tp=4", m, graph=g, layers=4, batch=8) for m in ("semi_auto", "propagation")}
@@ -199,7 +199,7 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
 def test_verify_column_b_prime_mindspore_propagates_the_experts_anchors(tmp_path, monkeypatch, capfd):
     """(b'): verify's child builds tiny qwen3 at dp=2,tp=4 in MindFormers' sharding-propagation mode and
     MindSpore 2.9.0 propagates MindFormers' own sharding_propagation() anchors (full_batch)."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     from strategist.verify.runner import mindspore_plan
     from strategist.verify.compare import compare
     monkeypatch.chdir(tmp_path)
@@ -239,7 +239,7 @@ def test_qwen3_moe_advice_beats_the_experts_with_ep():
     anchors them data parallel over every device (no tp device repeating another's work), keeps the
     151936-row head vocabulary-parallel, and treats ep as a data-parallel axis outside the experts (MindFormers'
     convention: dp*ep)."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     c = compare_model(QWEN3_MOE, "dp=2,ep=2,tp=2", layers=2, batch=8)
     a, ref = c["a"], c["c"]
     # the config's sequence parallelism as one package, and each router as one (its tokens over every device: 8
@@ -270,7 +270,7 @@ def test_qwen3_moe_layers_laid_out_alike():
     redistribution into the Transpose (and one into the q Reshape before it), 10 ms a step; the plan was 1.021x the
     experts'. The advisor tries the operators the repeated layers lay out differently, anchored alike in every layer,
     and keeps the fastest pattern that pays: the rotary Mul, as layer 0 has it."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     c = compare_model(QWEN3_MOE, "dp=2,tp=4", layers=2, batch=8)
     chosen = {ch.op: ch for ch in c.advice.chosen}
     for i in range(2):
@@ -295,7 +295,7 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence():
     template looked for the Reshape right before the MatMul, found the Cast, and split rows (dp, tp): every such
     linear paid an all-to-all of its input forward and back (MTP's fc1: 140 MiB each way), and the plan was 1.012x
     the experts'. Looking through the Cast, the rows are (tp, dp) and nothing moves there."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     c = compare_model("mindformers:telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml", "dp=2,tp=4", layers=2,
                       batch=8)
     chosen = {ch.op: ch for ch in c.advice.chosen}
@@ -350,9 +350,9 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
     q_layernorm, reached from the layer's qkv linear until that linear's anchor went, then replicated, 8.4 ms).
     The advisor tries each such anchor back and keeps it where the step is faster. Here on the Megatron MLP,
     with a step model in which only fc1's column layout is fast (numbers by hand: 1 s otherwise)."""
-    from strategist import advisor
-    from strategist.advisor import Choice
-    from strategist.propagate import Anchor
+    from strategist.advice import advisor
+    from strategist.advice.advisor import Choice
+    from strategist.engine.propagate import Anchor
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
     mesh = Mesh.parse("dp=2,tp=4")
     fc1, fc2 = [op.name for op in g if op.type == "MatMul"][:2]
@@ -387,7 +387,7 @@ def test_deepseek3_input_path_starts_the_batch_split_where_it_pays():
     whole fp32 output over every device ((8, 1): the vocabulary by all 8); with the Concat's batch split over the
     devices (rule 3 on the input path, tried per operator that reads only the dataset) the search takes a (2, 4)
     table there, 38.7 ms a step less (by all 8 devices, 38.4)."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     c = compare_model("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "dp=2,tp=4", layers=2, batch=8,
                       overrides={"first_k_dense_replace": 1})
     chosen = {ch.op: ch for ch in c.advice.chosen}
@@ -410,9 +410,9 @@ def test_each_disagreement_priced_with_the_references_layout(graph_of):
     repeated layer, anchored as (c) has it on top of (a)'s anchors, one propagation per pattern. Here (c) is (a)
     plus fc1 data parallel over all 8 devices: anchoring fc1 as (c) has it gives (c)'s plan itself, so its
     step change is exactly (c)'s step minus (a)'s, and the other way round its negative."""
-    from strategist.advisor import advise
-    from strategist.compare import Column, _what_if, agreement
-    from strategist.mesh import load_hardware
+    from strategist.advice.advisor import advise
+    from strategist.advice.compare import Column, _what_if, agreement
+    from strategist.engine.mesh import load_hardware
     hw = load_hardware("atlas-800t-a2")
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
     mesh = Mesh.parse("dp=2,tp=4")

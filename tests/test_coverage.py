@@ -1,4 +1,4 @@
-"""Registry coverage (issue 10): the MindSpore OperatorInfo list, the rules of strategist/oprules.py
+"""Registry coverage (issue 10): the MindSpore OperatorInfo list, the rules of strategist/engine/oprules.py
 against what MindSpore 2.9 accepts (facts measured with the msoracle harness, written down here), and
 the numeric families executed on simulated devices: every candidate strategy, each device computing
 on its own shards, the predicted partial sums reduced by the planned collectives, must give every
@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from strategist.errors import StrategyError
-from strategist.graph import Input, Op, TensorSpec
-from strategist.ops import RULES, candidates, pre_reduce_layout, rule_for, shard
-from strategist.redistribution import plan
-from strategist import oprules
+from strategist.frontend.graph import Input, Op, TensorSpec
+from strategist.engine.ops import RULES, candidates, pre_reduce_layout, rule_for, shard
+from strategist.engine.redistribution import plan
+from strategist.engine import oprules
 
 from collectives import run, scatter
 

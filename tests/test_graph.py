@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from strategist.graph import PLUMBING, ShardLayout, TensorSpec
+from strategist.frontend.graph import PLUMBING, ShardLayout, TensorSpec
 
 from conftest import EXAMPLES, MODELS, ROOT
 
@@ -132,8 +132,8 @@ def test_layout_strategies_read_back(graph_of):
 
 
 def test_extraction_writes_nothing_and_keeps_weights_lazy(tmp_path, monkeypatch):
-    from strategist.graph import extract
-    from strategist.loader import ModelRef, build_cell
+    from strategist.frontend.graph import extract
+    from strategist.frontend.loader import ModelRef, build_cell
     monkeypatch.chdir(tmp_path)
     cell = build_cell(ModelRef(os.path.join(EXAMPLES, "mlp.py"), "MegatronMLP"), {"hidden": 64, "ffn": 256})
     g = extract(cell, TensorSpec((8, 64), "float16"))
@@ -148,7 +148,7 @@ def test_extraction_writes_nothing_and_keeps_weights_lazy(tmp_path, monkeypatch)
 
 def test_failed_compile_writes_nothing(tmp_path, monkeypatch):
     from strategist.errors import CompileError
-    from strategist.loader import load_graph
+    from strategist.frontend.loader import load_graph
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CompileError):
         load_graph(os.path.join(MODELS, "broken.py:TwoInputs"), ["a:float32[4,5]", "b:float32[6,7]"])
@@ -156,7 +156,7 @@ def test_failed_compile_writes_nothing(tmp_path, monkeypatch):
 
 
 def test_json_is_deterministic(graph_of):
-    from strategist.loader import load_graph
+    from strategist.frontend.loader import load_graph
     a = graph_of("examples/attention.py:AttentionBlock").to_json()
     b = load_graph(os.path.join(ROOT, "examples/attention.py:AttentionBlock")).to_json()
     assert a == b
@@ -167,11 +167,11 @@ def test_json_is_deterministic(graph_of):
     (os.path.join(MODELS, "layouts.py:LayoutNet"), {}), ("examples/resnet.py:ResNetLike", {"batch": 2}),
 ])
 def test_wire_decoder_matches_protobuf(target, kwargs):
-    """strategist.protowire decodes MindSpore's ANF ModelProto into the same graph as the generated class."""
+    """strategist.frontend.protowire decodes MindSpore's ANF ModelProto into the same graph as the generated class."""
     from mindspore._c_expression import dump_func_graph
     from mindspore.common.api import _cell_graph_executor as executor
-    from strategist.graph import _as_tensor, _from_proto, _standalone_compile
-    from strategist.loader import ModelRef, build_cell, parse_inputs
+    from strategist.frontend.graph import _as_tensor, _from_proto, _standalone_compile
+    from strategist.frontend.loader import ModelRef, build_cell, parse_inputs
     path = target if os.path.isabs(target.split(":")[0]) else os.path.join(ROOT, target)
     cell = build_cell(ModelRef.parse(path), kwargs)
     args = [_as_tensor(s) for _, s in parse_inputs([f"{k}:{v}" for k, v in cell.example_inputs.items()])]
@@ -234,7 +234,7 @@ def _per_layer(g, prefix):
 def test_repeated_blocks_get_their_own_operators():
     """MindSpore parses ``ops.relu``, ``Tensor.__mul__``, ``transpose`` once and its IR scopes credit
     block 1's calls to block 0; every block must own exactly the operators its construct runs."""
-    from strategist.graph import extract
+    from strategist.frontend.graph import extract
     net = _blocks_net(3)
     g = extract(net, TensorSpec((4, 16), "float32"))
     # by hand from Block.construct: Dense = MatMul + BiasAdd, relu, y*0.5 = Muls, 2 Sub, 2 Transpose, LayerNorm
@@ -259,7 +259,7 @@ def test_functional_operators_carry_their_call_line():
     """A functional or tensor-method operator's source is the line of the call in the model's code (from the
     call stack MindSpore records for every inlined node), the same for every block; a Cell-held primitive
     keeps the line that creates it (where its shard() goes)."""
-    from strategist.graph import extract
+    from strategist.frontend.graph import extract
     g = extract(_blocks_net(2), TensorSpec((4, 16), "float32"))
     here = os.path.abspath(__file__)
 
@@ -314,8 +314,8 @@ def test_equal_primitives_still_merge_and_folded_reshapes_belong_to_the_caller()
     Denses' equal input Reshapes of one tensor stayed 3 where MindSpore compiles 1. And MindSpore folds the
     Dense's output Reshape into the caller's head split (``TwoReshapeEliminater``: the inner primitive, the
     outer scope): that Reshape is the caller's. Checked against the reference (MindSpore's DEBUG parse)."""
-    from strategist.celltrace import compare, reference_paths
-    from strategist.graph import extract
+    from strategist.frontend.celltrace import compare, reference_paths
+    from strategist.frontend.graph import extract
     net, x = _qkv_net(), TensorSpec((2, 8, 32), "float32")
     g = extract(net, x)
     layers = _per_layer(g, "layers.")
@@ -334,7 +334,7 @@ def test_transformer_encoder_layers_are_identical():
     """``nn.TransformerEncoder`` deep-copies its layer and calls functional multi-head attention:
     before the fix, layer 0 got 82 operators and layer 1 got 10 (two Splits were at the root)."""
     from mindspore import nn
-    from strategist.graph import extract
+    from strategist.frontend.graph import extract
 
     class Encoder(nn.Cell):
         def __init__(self):
@@ -394,7 +394,7 @@ def test_mindformers_moe_layers_own_their_operators():
     credited to layer 0 or to the root, and the SortExt that MindSpore expands inside the experts'
     inlined ``Morph`` body came out as root ``Default/SortExt-op0``."""
     import collections
-    from strategist.mindformers import load_mindformers
+    from strategist.frontend.mindformers import load_mindformers
     dense = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4,
                  head_dim=64, vocab_size=1024)
     # the inlined body, as verify compiles it (advise and compare see it as one MorphFFN operator)

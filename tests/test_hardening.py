@@ -444,9 +444,9 @@ def test_interrupt_exits_130(project, tmp_path, phase, delay):
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from strategist.api import parse_dataset_strategy  # noqa: E402
-from strategist.graph import TensorSpec  # noqa: E402
-from strategist.loader import ModelRef, parse_inputs, parse_kwargs  # noqa: E402
-from strategist.mesh import Mesh, load_hardware  # noqa: E402
+from strategist.frontend.graph import TensorSpec  # noqa: E402
+from strategist.frontend.loader import ModelRef, parse_inputs, parse_kwargs  # noqa: E402
+from strategist.engine.mesh import Mesh, load_hardware  # noqa: E402
 
 _atoms = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(allow_nan=True),
                    st.text(max_size=12), st.sampled_from(["dp", "tp", "cp", "None", "matmul1", "in_strategy",
@@ -497,7 +497,7 @@ def test_fuzz_inputs_kwargs_dataset_strategy(inputs, kwargs, ds, spec):
 @FUZZ
 @given(_yaml_text)
 def test_fuzz_rules_and_hardware_files(tmp_path_factory, text):
-    from strategist.advisor import load_rules
+    from strategist.advice.advisor import load_rules
     f = tmp_path_factory.mktemp("fz") / "f.yaml"
     f.write_bytes(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
     _ok_or_strategist(load_rules, [str(f)])
@@ -514,7 +514,7 @@ def test_fuzz_rules_and_hardware_files(tmp_path_factory, text):
 @given(_yaml_text)
 def test_fuzz_anchor_values(text):
     """Anchors files: the YAML reader, duplicate/line bookkeeping and each value's schema."""
-    from strategist.anchors import parse_anchor
+    from strategist.engine.anchors import parse_anchor
     from strategist.schema import _Lines, to_python
     try:
         root = yaml.compose(text)

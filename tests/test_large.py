@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from strategist.advisor import advise
-from strategist.mesh import Mesh, load_hardware
+from strategist.advice.advisor import advise
+from strategist.engine.mesh import Mesh, load_hardware
 
 LAYERS = int(os.environ.get("STRATEGIST_LARGE_LAYERS", "8"))
 

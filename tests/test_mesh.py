@@ -2,7 +2,7 @@
 import pytest
 
 from strategist.errors import MeshError
-from strategist.mesh import Mesh, load_hardware
+from strategist.engine.mesh import Mesh, load_hardware
 
 
 def test_mesh_parse_and_device_ordering():

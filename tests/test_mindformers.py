@@ -1,4 +1,4 @@
-"""MindFormers 1.9.0 training models from their YAML configs (strategist.mindformers).
+"""MindFormers 1.9.0 training models from their YAML configs (strategist.frontend.mindformers).
 
 Tiny configs (2 layers, hidden 256) of every training family MindFormers ships. Expected strategies
 are hand-read from MindFormers' sources (tensor_parallel/layers.py, flash_attention.py): at dp=2, tp=2
@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from strategist.errors import InputSpecError, ModelLoadError
-from strategist.mesh import Mesh, load_hardware
-from strategist.mindformers import is_mindformers_ref, mesh_sizes, resolve_config, split_model_options
+from strategist.engine.mesh import Mesh, load_hardware
+from strategist.frontend.mindformers import is_mindformers_ref, mesh_sizes, resolve_config, split_model_options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -98,7 +98,7 @@ def _state():
     """Every global a build touches: auto-parallel context, MindSpore mode, MindFormers' context,
     parallel_state, LayoutManager caches, comm helpers and logger, env vars, cwd and its listing."""
     import mindspore as ms
-    from strategist.mindformers import auto_parallel_snapshot
+    from strategist.frontend.mindformers import auto_parallel_snapshot
     cwd = os.getcwd()
     snap = {"ap": auto_parallel_snapshot(), "mode": ms.get_context("mode"), "env": dict(os.environ), "cwd": cwd,
             "listing": sorted(os.listdir(cwd))}
@@ -125,7 +125,7 @@ _GRAPHS: dict = {}
 
 
 def _load(family):
-    from strategist.mindformers import load_mindformers
+    from strategist.frontend.mindformers import load_mindformers
     if family not in _GRAPHS:
         cfg, ov, seq, _ = FAMILIES[family]
         _GRAPHS[family] = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov)
@@ -138,14 +138,14 @@ DEEPSEEK3_FULL_SET = {"first_k_dense_replace": 1}
 
 
 def _deepseek3_full():
-    from strategist.mindformers import load_mindformers
+    from strategist.frontend.mindformers import load_mindformers
     if "deepseek3-full" not in _GRAPHS:
         _GRAPHS["deepseek3-full"] = load_mindformers(DEEPSEEK3_FULL, layers=2, batch=8, overrides=DEEPSEEK3_FULL_SET)
     return _GRAPHS["deepseek3-full"][0]
 
 
 def _experts(family, mesh, mode):
-    from strategist.mindformers import expert_strategies
+    from strategist.frontend.mindformers import expert_strategies
     cfg, ov, seq, _ = FAMILIES[family]
     g, _ = _load(family)
     return expert_strategies("mindformers:" + cfg, mesh, mode, graph=g, layers=2, seq=seq, batch=BATCH, overrides=ov)
@@ -160,7 +160,7 @@ def _by_type(graph, experts, op_type):
 
 
 def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch, capfd):
-    from strategist.mindformers import _import_mindformers
+    from strategist.frontend.mindformers import _import_mindformers
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LOG_MF_PATH", raising=False)
     _import_mindformers()
@@ -196,8 +196,8 @@ def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch,
 @pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.ci_sample) if f == "deepseek3" else f
                                     for f in FAMILIES])
 def test_family_graph_and_semi_auto_experts(family, tmp_path, monkeypatch):
-    from strategist.mindformers import _import_mindformers
-    from strategist.propagate import propagate
+    from strategist.frontend.mindformers import _import_mindformers
+    from strategist.engine.propagate import propagate
     monkeypatch.chdir(tmp_path)
     _import_mindformers()
     before = _state()
@@ -259,8 +259,8 @@ def test_moe_ffn_morph_is_one_device_local_operator():
     tokens. strategist's tp=1 graph holds one MorphFFN operator in the body's place (no whole-batch sort or
     IndexSelect left), whose FLOPs are its two GroupedMatmuls', and the experts' Morph layout (tokens over every
     device of the MoE layout) lands on it. `verify` still builds the inlined body, which MindSpore compiles."""
-    from strategist.mindformers import load_mindformers
-    from strategist.ops import rule_for
+    from strategist.frontend.mindformers import load_mindformers
+    from strategist.engine.ops import rule_for
     g, _ = _load("qwen3_moe")
     ffn = [op for op in g if op.type == "MorphFFN"]
     assert [op.name for op in ffn] == [f"model.decoder.layers.{i}.mlp.experts.morphed_forward" for i in range(2)]
@@ -289,8 +289,8 @@ def test_moe_ffn_layout_kept_when_configuring_nothing():
     anchored advice keeps it there and is faster than configuring nothing (336.5 ms against 352.4 ms; before
     Casts were priced as MindSpore's parallel graph runs them, the anchors' plan was the slower one, 357.3 ms,
     and the floor rule made the advice "configure nothing", Morph layouts and all)."""
-    from strategist.advisor import advise
-    from strategist.mindformers import load_mindformers
+    from strategist.advice.advisor import advise
+    from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, batch=8)
     adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"))
     assert adv.chosen and adv.plan.totals()["step_seconds"] < adv.baseline.totals()["step_seconds"]
@@ -340,9 +340,9 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     """MTP shares the embedding table with the main model: its two readers configured with different table
     splits is a configuration MindSpore's search refuses (the advice's configure-everything column once did
     it), refused as one line; advise itself completes on the model."""
-    from strategist.advisor import advise
+    from strategist.advice.advisor import advise
     from strategist.errors import StrategyError
-    from strategist.propagate import Anchor, propagate
+    from strategist.engine.propagate import Anchor, propagate
     g, _ = _load("deepseek3")
     mesh = Mesh.parse("dp=2,tp=4")
     emb = [op.name for op in g if op.type == "Embedding"]
@@ -350,7 +350,7 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     assert len({x.ref for n in emb for x in g.op(n).inputs if x.kind == "param"}) == 1
     anchors = {emb[0]: Anchor(emb[0], ((1,), (4, 1))), emb[1]: Anchor(emb[1], ((1,), (1, 1)))}
     # both readers are inside the lazy-inline GPTModel: no TmpIdentity and no shared-parameter check there
-    # (strategist.search.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
+    # (strategist.engine.search.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
     # built without lazy inline (disable_lazy_inline, as MindFormers' trainer sets it at pp=1 and no gradient
     # accumulation) the table's readers share a TmpIdentity and the conflict is refused
     assert g.lazy_inline_cells == ("model",)
@@ -368,7 +368,7 @@ def test_deepseek3_mtp_loss_is_not_gathered():
     behind a later seed in MindSpore's waiting list, so no search reaches it, and at its default (replicated)
     it gathers the [32768, 129280] vocabulary-parallel logits. The advice anchors it to follow the logits,
     and the reductions its backward search then meets follow their inputs."""
-    from strategist.advisor import advise
+    from strategist.advice.advisor import advise
     g = _deepseek3_full()
     adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
     loss = "model.mtp.compute_language_model_loss.cross_entropy."
@@ -390,7 +390,7 @@ def test_sequence_without_model_config_seq_length_marks_local_rows():
     global view folds them as MindSpore does (linear_qkv's output Reshape and reshape_concat are ONE Reshape
     there; left apart, two Reshapes in a row stopped the propagation and layer 0's attention prologue split B
     by dp where MindSpore splits S)."""
-    from strategist.mindformers import global_rows_graph, load_mindformers
+    from strategist.frontend.mindformers import global_rows_graph, load_mindformers
     over = {**DENSE, **MOE, "num_experts": 4}
     g, info = load_mindformers("mindformers:" + FAMILIES["qwen3_moe"][0], layers=1, batch=8, overrides=over)
     assert info.seq == 4096 and info.inputs["input_ids"].shape == (8, 4096)
@@ -411,7 +411,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     Morph bodies' [S, B] <-> [S*B] reshapes stay device-local both ways: the experts' reduce-scattered rows
     reshape back to S by tp, B by dp (not B by tp*dp), and a reshape whose output is its input's own rows
     costs nothing (it was charged two AllGathers and a Split)."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     g = _deepseek3_full()
     assert g.sequence_parallel
     c = compare_model(DEEPSEEK3_FULL, "dp=2,tp=4", graph=g, layers=2, batch=8, overrides=DEEPSEEK3_FULL_SET)
@@ -502,8 +502,8 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     # split into the norm, 95 ms of a 106 ms gap), and the advice's step is not above theirs
     pre = [n for n in norms if n.rsplit(".", 2)[-2] in ("input_layernorm", "pre_mlp_layernorm", "final_layernorm",
                                                          "enorm", "hnorm")]
-    from strategist.compare import _op_costs
-    from strategist.search import _same
+    from strategist.advice.compare import _op_costs
+    from strategist.engine.search import _same
     ca, cc = _op_costs(a.plan), _op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
     assert len(pre) == 10
     for n in pre:
@@ -530,9 +530,9 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     assert a.configured_agreement >= 0.88 and c["c"].configured_agreed == c["c"].configured_total
     # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
     # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
-    from strategist.anchors import load_anchors
-    from strategist.propagate import propagate
-    from strategist.report import advice_dict
+    from strategist.engine.anchors import load_anchors
+    from strategist.engine.propagate import propagate
+    from strategist.report.render import advice_dict
     text = advice_dict(c.advice)["anchors_yaml"]
     assert "model.decoder.layers.*.self_attention.linear_proj.matmul:\n  layout: [[dp, tp], [None, tp]]\n" \
            "  out_layout: [[[tp, dp], None]]" in text
@@ -553,7 +553,7 @@ def test_telechat3_heads_and_attention_projections():
     of features: the wide MLP fc2 (its weight's largest dim >= 16384) was taken for one and split by columns.
     The attention projections stay Megatron's head-parallel pair (column q/k/v, row output), so FlashAttention
     runs on each device's own heads; the advice's step estimate is then the experts'."""
-    from strategist.compare import compare_model
+    from strategist.advice.compare import compare_model
     ref = "mindformers:telechat3/pretrain_telechat3_36b.yaml"
     c = compare_model(ref, "dp=2,tp=4", layers=2, batch=8)
     chosen = {ch.op: ch for ch in c.advice.chosen + [d for d, _ in c.advice.dropped]}
@@ -606,9 +606,9 @@ def _advice_verified(ref, tmp_path, mesh="dp=2,tp=4"):
     """(graph, verify comparison): the advice on ``ref`` (2 layers, batch 8, full_batch), its own anchors file
     (tuple forms where MindSpore refuses a Layout: TopkExt, GatherD, Concat, OneHot ...) less the anchors on
     functional calls (no attribute to configure by name) and the out layouts, propagated by MindSpore itself."""
-    from strategist.advisor import advise
-    from strategist.mindformers import load_mindformers
-    from strategist.report import advice_dict, configurable_anchors_yaml
+    from strategist.advice.advisor import advise
+    from strategist.frontend.mindformers import load_mindformers
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     g, _ = load_mindformers(ref, layers=2, batch=8)
     adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
@@ -647,7 +647,7 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     # until its rule generated only MindSpore's equal splits. (The routers' AssignAdd on fi_accu differed, strategist
     # ((8,), (8,)), MindSpore ((1,), (1,)): GPTModel is lazy-inline, so fi_accu, read by add_accu and the AssignAdd,
     # gets no TmpIdentity in MindSpore and the AssignAdd stays unreached behind a stuck waiting list;
-    # strategist.search.shared_param_users.)
+    # strategist.engine.search.shared_param_users.)
     assert [r.type for r in c.rows if not r.agree] == [] and c.total >= 180
 
 

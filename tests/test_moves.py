@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from strategist.mesh import Mesh
-from strategist.propagate import propagate
+from strategist.engine.mesh import Mesh
+from strategist.engine.propagate import propagate
 from strategist.verify.compare import compare_moves
 from strategist.verify.ir import parse_redistributions
 from strategist.verify.runner import MsPlan
@@ -65,7 +65,7 @@ def test_moves_pair_with_strategist_priced_plan(graph_of):
     assert m.agree and [(a, b) for a, b, _, _ in m.both] == [("cast", "gelu")]
     # priced as the search left it (the Cast's own (1, 2, 1)), strategist would move the data into the Cast, in
     # float16, and only slice it after; MindSpore moves it after the Cast, in float32
-    from strategist.redistribution import plan as plan_redistribution
+    from strategist.engine.redistribution import plan as plan_redistribution
     searched = propagate(graph_of(CAST_MODEL), Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch", price=False)
     cast = searched.choices["cast"]
     assert cast.strategy == ((1, 2, 1),)
@@ -116,8 +116,8 @@ def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
     import sys
     sys.path.insert(0, HERE)
     import netgen
-    from strategist.anchors import load_anchors
-    from strategist.loader import load_graph
+    from strategist.engine.anchors import load_anchors
+    from strategist.frontend.loader import load_graph
     from strategist.verify import mindspore_plan
     spec = netgen.generate(seed)
     model, anchors_file = spec.write(str(tmp_path / f"net{seed}"))

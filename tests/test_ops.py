@@ -3,11 +3,11 @@ communication, against the spec's facts (§2, §4, §5) and hand derivations."""
 import pytest
 
 from strategist.errors import StrategyError
-from strategist.graph import Input, Op, ShardLayout, TensorSpec
-from strategist.layout import Layout
-from strategist.ops import (candidates, output_partial, partition_num, reshape_layout, rule_for, shard,
+from strategist.frontend.graph import Input, Op, ShardLayout, TensorSpec
+from strategist.engine.layout import Layout
+from strategist.engine.ops import (candidates, output_partial, partition_num, reshape_layout, rule_for, shard,
                             shard_layout, strategy_better)
-from strategist.redistribution import plan
+from strategist.engine.redistribution import plan
 
 
 def T(*shape, dtype="float32"):
@@ -316,7 +316,7 @@ def test_bias_add_swc_list_repeats_strategies_as_mindspore_does():
     """BiasAddInfo::GenerateOpStrategies enumerates two independent copies of x's shape and keeps the
     first: over 16 devices and x [32, 4, 16] MindSpore's INFO log lists 196 strategies, [[1,1,1],[1]] 31
     times, [[1,1,2],[1]] 19 times, ... (random net 10); the distinct candidates are unchanged."""
-    from strategist.ops import swc_strategies
+    from strategist.engine.ops import swc_strategies
     ba = op("BiasAdd", [T(32, 4, 16), Input("param", "b", spec=T(4))], [T(32, 4, 16)])
     lst = swc_strategies(ba, 16)
     assert len(lst) == 196

@@ -5,9 +5,9 @@ operator's global result."""
 import numpy as np
 import pytest
 
-from strategist.graph import Input, Op, TensorSpec
-from strategist.ops import candidates, pre_reduce_layout, shard
-from strategist.redistribution import plan
+from strategist.frontend.graph import Input, Op, TensorSpec
+from strategist.engine.ops import candidates, pre_reduce_layout, shard
+from strategist.engine.redistribution import plan
 
 from collectives import run, scatter
 

@@ -5,12 +5,12 @@ import os
 import pytest
 
 from strategist.errors import PropagationError, StrategyError
-from strategist.mesh import Mesh, load_hardware
-from strategist.ops import shard
-from strategist.propagate import Anchor, creation_order, propagate
-from strategist.plan import CAST_PASS
-from strategist.redistribution import plan as plan_redistribution
-from strategist.report import plan_dict
+from strategist.engine.mesh import Mesh, load_hardware
+from strategist.engine.ops import shard
+from strategist.engine.propagate import Anchor, creation_order, propagate
+from strategist.engine.plan import CAST_PASS
+from strategist.engine.redistribution import plan as plan_redistribution
+from strategist.report.render import plan_dict
 
 from conftest import MODELS
 
@@ -266,7 +266,7 @@ def test_shard_on_a_plain_function_anchors_its_arguments_as_in_mindspore(graph_o
 def test_layout_anchor_on_gather_is_refused_as_mindspore_does(graph_of):
     """MindSpore 2.9.0 fails to compile a Layout strategy on Gather (vector::_M_range_check, via verify);
     the tuple form is the way, and the error says which tuple."""
-    from strategist.graph import ShardLayout
+    from strategist.frontend.graph import ShardLayout
     g = graph_of("examples/llama.py:tiny", "batch=8")
     mesh = Mesh.parse("dp=2,tp=4")
     lay = (ShardLayout((2, 4), ("dp", "tp"), ((0,), ())), ShardLayout((2, 4), ("dp", "tp"), ((1,), ())))  # (tp), (dp)
@@ -326,7 +326,7 @@ def test_residual_cast_copies_and_a_waiting_add(graph_of, residual_first, add):
 def test_pricing_an_unpriced_plan_is_propagating_priced(graph_of, target, kwargs, anchors):
     """The advisor searches each anchor set once and prices the unpriced plan when it needs its cost."""
     import fnmatch
-    from strategist.propagate import price_plan
+    from strategist.engine.propagate import price_plan
     g = graph_of(target, *kwargs)
     expanded = {op.name: s for pat, s in anchors.items() for op in g if fnmatch.fnmatchcase(op.name, pat)}
     unpriced = propagate(g, MESH, expanded, hardware=HW, dataset_strategy=FB, price=False)
@@ -339,7 +339,7 @@ def test_pricing_an_unpriced_plan_is_propagating_priced(graph_of, target, kwargs
 
 def test_propagation_pauses_the_cyclic_gc_and_restores_it():
     import gc
-    from strategist.propagate import no_cyclic_gc
+    from strategist.engine.propagate import no_cyclic_gc
     assert gc.isenabled()
     with no_cyclic_gc():
         assert not gc.isenabled()
@@ -361,7 +361,7 @@ def test_propagation_pauses_the_cyclic_gc_and_restores_it():
 
 def test_layouts_hash_once_as_their_fields_do():
     import pickle
-    from strategist.layout import Layout
+    from strategist.engine.layout import Layout
     a = Layout((8, 4), (2, 4), ((0,), (1,)))
     b = Layout((8, 4), (2, 4), ((0,), (1,)))
     assert a == b and a is not b and hash(a) == hash(b) == hash(((8, 4), (2, 4), ((0,), (1,)), ()))
@@ -404,7 +404,7 @@ def test_step_estimate_charges_memory_bound_work():
     """Element-wise work is priced by the bytes it moves through device memory (every input slice read, every
     output slice written, x3 with a backward): a GeLU every device repeats on fc1's whole [8192, 4096] float16
     output moves 8 times what one split 8 ways does, and the step estimate carries it."""
-    from strategist.loader import load_graph
+    from strategist.frontend.loader import load_graph
     g = load_graph("examples/mlp.py:MegatronMLP", inputs=["x:float16[8192,1024]"])
     hw = load_hardware("atlas-800t-a2")
     assert hw.hbm_bandwidth == 1600e9 * 0.8
@@ -494,7 +494,7 @@ def test_index_select_candidates_are_gathers(graph_of):
     "Successfully generated the ... strategy"), in its order: ((2, 1), (2,)) and ((2, 2), (1,)) fail
     SetCostUnderStrategy (the split axis beside another split on 4 of the 8 devices). deepseek3's
     x[32768, 7168], idx[262144] lists the same 18."""
-    from strategist.ops import candidates, rule_for
+    from strategist.engine.ops import candidates, rule_for
     g = graph_of(os.path.join(MODELS, "propagation.py:IndexSelectRows"))
     op = g.op("isel")
     ms = [((1, 1), (1,)), ((1, 1), (2,)), ((1, 1), (4,)), ((1, 1), (8,)), ((1, 2), (1,)), ((1, 2), (2,)),

@@ -5,9 +5,9 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from strategist.layout import Layout, common_matrix, refine
-from strategist.mesh import load_hardware
-from strategist.redistribution import plan, refine_cost
+from strategist.engine.layout import Layout, common_matrix, refine
+from strategist.engine.mesh import load_hardware
+from strategist.engine.redistribution import plan, refine_cost
 
 from collectives import check
 

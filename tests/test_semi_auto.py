@@ -1,4 +1,4 @@
-"""MindSpore's semi_auto_parallel, as ``strategist compare``'s reference (c) runs it (strategist.semi_auto).
+"""MindSpore's semi_auto_parallel, as ``strategist compare``'s reference (c) runs it (strategist.engine.semi_auto).
 
 MindFormers trains in semi_auto_parallel: an operator no ``shard()`` configures takes its OperatorInfo's batch
 strategy, and an unconfigured Cast has no OperatorInfo at all. The expectations below are worked from
@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from strategist.loader import load_graph
-from strategist.mesh import Mesh
-from strategist.semi_auto import semi_auto_plan
+from strategist.frontend.loader import load_graph
+from strategist.engine.mesh import Mesh
+from strategist.engine.semi_auto import semi_auto_plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NETS = os.path.join(HERE, "models", "semi_auto.py")

@@ -174,7 +174,7 @@ def test_edit_source_unit():
     """Pure libcst edits, no MindSpore: chain a strategy, replace one, Layout form with its import,
     prune, idempotence, comments kept."""
     from mindspore import nn  # noqa: F401  (Mesh import chain)
-    from strategist.mesh import Mesh
+    from strategist.engine.mesh import Mesh
     from strategist.source.edit import edit_source
     from strategist.source.locate import Placement, Site, Strategy
     code = ("import x  # keep\n\n\nclass A:  # c\n    def __init__(self, dp, tp):\n"
@@ -289,7 +289,7 @@ MF_ARGS += [a for k, v in MF_SET.items() for a in ("--set", f"{k}={v}")]
 def test_mindformers_qwen3_copy(tmp_path):
     """The installed MindFormers package copied into a git repo (first on PYTHONPATH): diff, git apply --check,
     --apply, and MindFormers rebuilt under auto_parallel + sharding_propagation at the mesh now sets exactly the
-    advised strategies on those primitives (read back by strategist.mindformers.expert_strategies)."""
+    advised strategies on those primitives (read back by strategist.frontend.mindformers.expert_strategies)."""
     import importlib.util
     src = list(importlib.util.find_spec("mindformers").submodule_search_locations)[0]   # not imported here
     repo = tmp_path / "repo"
@@ -335,7 +335,7 @@ def test_mindformers_qwen3_copy(tmp_path):
     assert subprocess.run(["git", "diff", "--quiet"], cwd=repo).returncode == 1
     r = cli("--apply")
     assert r.returncode == 0 and "nothing to change" in r.stderr, r.stderr[-2000:]
-    code = ("import json, sys\nfrom strategist.mindformers import expert_strategies\n"
+    code = ("import json, sys\nfrom strategist.frontend.mindformers import expert_strategies\n"
             f"ex = expert_strategies({MF_ARGS[0]!r}, 'dp=2,tp=4', 'propagation', layers=1, seq=4096, batch=8, "
             f"overrides={MF_SET!r})\n"
             "print(json.dumps({k: [list(s) for s in a.strategy] if a.strategy is not None else None "
@@ -353,7 +353,7 @@ def test_mindformers_target_method_only_where_the_class_runs_it():
     calls it (MindFormers' CrossEntropyLoss configures in __init__, in every mode) gets the edit where it
     configures the primitive, not a method nothing calls."""
     from mindspore import nn  # noqa: F401  (Mesh import chain)
-    from strategist.mesh import Mesh
+    from strategist.engine.mesh import Mesh
     from strategist.source.edit import edit_source
     from strategist.source.locate import Placement, Strategy
     code = ("class Loss:\n    def __init__(self, config):\n        self.mul2 = Mul().shard(((1,), (1,)))\n\n\n"

@@ -2,10 +2,10 @@
 without a VirtualOutput, sub-graphs of custom-bprop Cells, Reshapes folded once Morph bodies are inlined,
 and EmbeddingInfo's refusals. Expected values are MindSpore 2.9.0's own (verify's child log on qwen3 at
 dp=2,tp=4, and msoracle runs on 8 devices), see the docstrings."""
-from strategist.graph import Input, Op, OpGraph, TensorSpec
-from strategist.mindformers import fold_reshapes
-from strategist.ops import candidates
-from strategist.propagate import DATASET, creation_order
+from strategist.frontend.graph import Input, Op, OpGraph, TensorSpec
+from strategist.frontend.mindformers import fold_reshapes
+from strategist.engine.ops import candidates
+from strategist.engine.propagate import DATASET, creation_order
 
 
 def _op(name, typ, cell, ins, out, dtype="float32"):

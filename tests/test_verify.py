@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from strategist.errors import VerifyError
-from strategist.graph import TensorSpec
+from strategist.frontend.graph import TensorSpec
 from strategist.verify import MsOp, MsPlan, compare
 from strategist.verify.child import compile_specs
 from strategist.verify.ir import parse_ir, parse_tuple
@@ -155,8 +155,8 @@ def test_compile_specs_slice_global_inputs_per_device():
 
 
 def _docs_plan(graph_of):
-    from strategist.mesh import Mesh
-    from strategist.propagate import propagate
+    from strategist.engine.mesh import Mesh
+    from strategist.engine.propagate import propagate
     graph = graph_of("examples/sharding_techniques.py:DocsFFN")
     return propagate(graph, Mesh.parse("dp=2,tp=4"), dataset_strategy="data_parallel", price=False)
 
@@ -219,8 +219,8 @@ def test_matching_falls_back_to_names_when_shapes_differ(graph_of):
 def test_matching_survives_first_layer_scopes_and_a_missing_op(graph_of):
     """MindSpore credits repeated layers' functional ops to layer 0 and names them by type; pairing goes by
     graph order and shapes, so every operator still meets its own counterpart."""
-    from strategist.mesh import Mesh
-    from strategist.propagate import propagate
+    from strategist.engine.mesh import Mesh
+    from strategist.engine.propagate import propagate
     graph = graph_of("examples/llama.py:tiny", "layers=2")
     plan = propagate(graph, Mesh.parse("dp=2,tp=2"), dataset_strategy="full_batch", price=False)
     ops = []
@@ -245,7 +245,7 @@ def test_matching_survives_first_layer_scopes_and_a_missing_op(graph_of):
 
 def test_strategist_failure_still_shows_mindspore_answer(graph_of, monkeypatch):
     """MindSpore may accept what strategist refuses: verify then reports a disagreement (exit 1), not an error."""
-    import strategist.propagate as propagate_mod
+    import strategist.engine.propagate as propagate_mod
     from strategist.errors import StrategyError
     from strategist.verify import runner, verify_model
 

@@ -9,14 +9,14 @@ configured from its owner instead, right after the owner creates it
 
 Strategies are rendered with the class's own parallel-config variables (``dp``, ``tp``, ``cp``, ``ep``
 and their MindFormers spellings) when the values of those variables are known, literals otherwise,
-and in ``Layout`` form where the tuple form is not equivalent (:func:`strategist.report._tuple_equivalent`).
+and in ``Layout`` form where the tuple form is not equivalent (:func:`strategist.report.render._tuple_equivalent`).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
-from ..report import _tuple_equivalent, layout_text, strategy_text
+from ..report.render import _tuple_equivalent, layout_text, strategy_text
 
 # a class's parallel-config variable name -> the mesh axis it stands for
 AXIS_VARS = {"dp": "dp", "data_parallel": "dp", "data_parallel_size": "dp",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-from ..report import _tuple_equivalent
+from ..report.render import _tuple_equivalent
 
 
 def strategy_file(advice) -> tuple[dict, list[str]]:

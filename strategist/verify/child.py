@@ -10,7 +10,7 @@ directory afterwards. Here:
 
 1. ``set_context(device_target=GPU)`` (the plugin loads on the stubs) and ``communication.init()``
    (the dry run installs MindSpore's dummy collectives); the device-count check is waived.
-2. The model is built as ``strategist.loader`` builds it (weights never allocated); the anchors are
+2. The model is built as ``strategist.frontend.loader`` builds it (weights never allocated); the anchors are
    applied with ``Primitive.shard`` to the primitive each strategist operator name stands for (its
    Cell by attribute path, the primitive by attribute name).
 3. ``auto_parallel`` + ``sharding_propagation`` on ``device_num`` devices, the dataset strategy and
@@ -39,7 +39,7 @@ from ..errors import StrategistError
 
 
 def _first_line(err: BaseException) -> str:
-    from ..graph import _first_line as first
+    from ..frontend.graph import _first_line as first
     return first(err)
 
 
@@ -87,14 +87,14 @@ def _import_time_guard():
 def compile_specs(names: list[str], specs, device_num: int, how) -> tuple[list, object]:
     """Global input specs -> (per-device compile specs, MindSpore's ``dataset_strategy`` value).
 
-    >>> from strategist.graph import TensorSpec as T
+    >>> from strategist.frontend.graph import TensorSpec as T
     >>> compile_specs(["x"], [T((256, 64), "float32")], 8, "data_parallel")
     ([TensorSpec(shape=(32, 64), dtype='float32')], 'data_parallel')
     >>> compile_specs(["x"], [T((256, 64), "float32")], 8, {"x": [2, 4]})
     ([TensorSpec(shape=(128, 16), dtype='float32')], ((2, 4),))
     """
     from ..errors import InputSpecError
-    from ..graph import TensorSpec
+    from ..frontend.graph import TensorSpec
     if how == "full_batch":
         return list(specs), "full_batch"
     if how == "data_parallel":
@@ -216,8 +216,8 @@ def run(req: dict) -> dict:
             from mindspore.common.api import _cell_graph_executor as executor
         from mindspore.parallel._auto_parallel_context import auto_parallel_context
 
-        from ..graph import _as_tensor
-        from ..loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
+        from ..frontend.graph import _as_tensor
+        from ..frontend.loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
 
         result["mindspore_version"] = ms.__version__
         target = {"stub": "GPU", "gpu": "GPU", "ascend": "Ascend"}[req["backend"]]
@@ -414,7 +414,7 @@ def _latest_dump(ir_dir: str, ir_pass: str) -> str:
 
 def _node_path(node: dict) -> str:
     """A dump node's cell attribute path + instance name, as strategist names operators."""
-    from ..graph import _cell_path
+    from ..frontend.graph import _cell_path
     path = _cell_path(node["scope"] or "Default")[0]
     inst = node["instance"] or node["type"]
     return f"{path}.{inst}" if path else inst
@@ -423,10 +423,10 @@ def _node_path(node: dict) -> str:
 def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     """A MindFormers training model built at the requested mesh, in MindFormers' ``propagation`` (or
     ``semi_auto``) mode: its own ``sharding_propagation()`` (or ``shard()``) calls are the anchors. The build
-    runs in :func:`strategist.mindformers.mindformers_world` (simulated communication, logs in a temp dir,
+    runs in :func:`strategist.frontend.mindformers.mindformers_world` (simulated communication, logs in a temp dir,
     the FlashAttention/MoELayer missing-method patch), which stays open through the compile."""
-    from .. import mindformers as mf
-    from ..mesh import Mesh
+    from ..frontend import mindformers as mf
+    from ..engine.mesh import Mesh
     opts = req["mindformers"]
     mesh = Mesh.parse(req["mf_mesh"])
     sizes = mf.mesh_sizes(mesh)
@@ -440,21 +440,21 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     net = mf._build(cfg, **sizes)
     net.set_train(True)
     if opts.get("experts_stand_in"):       # as strategist's graph was extracted (verify_model)
-        from ..mf_standin import patch_experts
+        from ..frontend.mf_standin import patch_experts
         stack.callback(patch_experts(notes))
     if mode == "anchors":
         _clear_strategies(net, notes)
     _unshard_bare_morphs(net, notes)
     specs = mf._inputs(cfg, opts.get("batch") or mf._default_batch(cfg))
     result["notes"] = notes
-    # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.mindformers extracts it
+    # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.frontend.mindformers extracts it
     return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], [True, False, False, False, True]
 
 
 def _clear_strategies(net, notes: list) -> None:
     """Forget every strategy MindFormers' build set on the model's primitives (its sharding_propagation()
     anchors, and the Morphs' layouts): an anchors file configures the model instead."""
-    from .. import mindformers as mf
+    from ..frontend import mindformers as mf
     cleared = mf._clear_strategies(net, keep_self_defined=True)
     # the loss's "force redistribution" adds (logits + 0, labels + 0) exist only in parallel modes: strategist's
     # stand-alone graph has none, and unconfigured they are identities, so the child drops them too

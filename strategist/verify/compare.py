@@ -16,8 +16,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..plan import DATASET
-from ..search import _type_len
+from ..engine.plan import DATASET
+from ..engine.search import _type_len
 from .runner import MsOp, MsPlan
 
 
@@ -207,7 +207,7 @@ def _our_strategy(choice) -> tuple | None:
 
 
 def _our_dataset(plan) -> tuple | None:
-    from ..search import _Engine
+    from ..engine.search import _Engine
     try:
         eng = _Engine(plan.graph, plan.mesh, {}, plan.dataset_strategy, None)
     except Exception:   # noqa: BLE001 - a dataset strategy strategist cannot lay out shows as "-"
@@ -460,7 +460,7 @@ class Communication:
         return out
 
     def text(self) -> str:
-        from ..report import human_bytes
+        from ..report.render import human_bytes
         if self.error is not None:
             return f"communication of one training step: not compared: {self.error}\n"
         out = ["communication of one training step (bytes per device; MindSpore's graph after autodiff):",

@@ -327,7 +327,7 @@ def _input_bytes(sig: str | None) -> float:
     t = _TENSOR_SIG.search(sig.split("->")[0]) if sig else None
     if t is None:
         return 0.0
-    from ..graph import DTYPE_BYTES
+    from ..frontend.graph import DTYPE_BYTES
     shape = [int(x) for x in t.group(2).split(",") if x.strip()]
     return float(math.prod(shape) * DTYPE_BYTES.get(t.group(1).lower(), 4))
 
@@ -336,7 +336,7 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
                       outputs_configured: bool = False) -> list[dict]:
     """Every collective of a trained net's graph after autodiff (the ``validate`` dump), in graph order: ``kind``,
     ``n`` (devices in its group), ``bytes`` (what one device sends, ring volumes as strategist prices them:
-    :func:`strategist.redistribution.ring_bytes`), ``phase`` -- ``"forward"``, ``"backward"`` (the transpose of a
+    :func:`strategist.engine.redistribution.ring_bytes`), ``phase`` -- ``"forward"``, ``"backward"`` (the transpose of a
     forward collective: its scope starts ``Gradients/``) or ``"mirror"`` (a Parameter's gradient reduction,
     ``grad_mirror``) -- ``instance`` and ``scope``. ``wrapper``/``model``: scope segments of a training wrapper's
     cell and of the model's inside it; the wrapper's own collectives (forward ones under ``wrapper`` but not
@@ -346,7 +346,7 @@ def parse_collectives(text: str, device_num: int, wrapper: str | None = None, mo
     model's outputs, so a redistribution only they read turns an output into that layout -- the model's own (a
     Reshape at the output has no layout of its own in MindSpore: the redistribution before it is credited to the
     edge into the sum; CoreAttention with a cp axis, random net 20) -- and is kept."""
-    from ..redistribution import ring_bytes
+    from ..engine.redistribution import ring_bytes
     table = _node_table(text)
     feeds_wrapper = _feeding_only(table, wrapper, model) if wrapper and model and not outputs_configured else set()
     out, theirs, their_ids = [], set(), set()

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..errors import VerifyError
-from ..mesh import Mesh
+from ..engine.mesh import Mesh
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -96,7 +96,7 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 def _anchor_requests(strategies: str, graph, mesh: Mesh) -> list[dict]:
     """The anchors file resolved against strategist's graph: what the child must ``shard()``."""
-    from ..anchors import load_anchors
+    from ..engine.anchors import load_anchors
     out = []
     for name, a in load_anchors(strategies, graph, mesh).items():
         op = graph.op(name)
@@ -137,7 +137,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     ``mesh`` (dp, tp, cp, ep) in MindFormers' own mode -- ``mindformers={"mode": "propagation"}`` (default:
     its ``sharding_propagation()`` anchors under auto_parallel) or ``"semi_auto"`` (its full ``shard()``,
     still compiled under auto_parallel + sharding_propagation) -- with ``layers``/``seq``/``batch``/
-    ``overrides`` as :func:`strategist.mindformers.load_mindformers` takes them (else from ``kwargs``, the
+    ``overrides`` as :func:`strategist.frontend.mindformers.load_mindformers` takes them (else from ``kwargs``, the
     ``--layers/--seq/--batch/--set`` entries). With a ``strategies`` file (mode ``"anchors"``) the child clears
     every strategy MindFormers set and configures the file's operators instead.
 
@@ -165,7 +165,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     anchors = []
     if strategies:
         if graph is None:
-            from ..loader import load_graph
+            from ..frontend.loader import load_graph
             graph = load_graph(model, inputs, kwargs)
         anchors = _anchor_requests(strategies, graph, mesh)
     ms_dir = stubs.mindspore_dir()
@@ -258,7 +258,7 @@ def output_strategies(plan) -> list | bool:
 
 def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | None) -> dict | None:
     """The child's MindFormers build options, or None for a ``path.py:NAME`` model."""
-    from ..mindformers import is_mindformers_ref, resolve_config, split_model_options
+    from ..frontend.mindformers import is_mindformers_ref, resolve_config, split_model_options
     if not is_mindformers_ref(model):
         if mindformers is not None:
             raise VerifyError(f"mindformers= options given for {model}, which is not a MindFormers config")
@@ -276,14 +276,14 @@ def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | Non
                              "configures the model with MindFormers' own strategies; an anchors file replaces "
                              "them (mode 'anchors')"))
     opts["overrides"] = dict(opts.get("overrides") or {})
-    # experts_stand_in: the MoE GroupedMatmuls as MatMul stand-ins (strategist.mf_standin; set by verify_model)
+    # experts_stand_in: the MoE GroupedMatmuls as MatMul stand-ins (strategist.frontend.mf_standin; set by verify_model)
     return {k: opts.get(k) for k in ("mode", "layers", "seq", "batch", "overrides", "experts_stand_in")}
 
 
 def _load_mf(model: str, mf: dict):
     """strategist's graph of a MindFormers model as verify's child compiles it: MindSpore 2.9 cannot propagate
-    through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides (:mod:`strategist.mf_standin`)."""
-    from ..mindformers import load_mindformers
+    through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides (:mod:`strategist.frontend.mf_standin`)."""
+    from ..frontend.mindformers import load_mindformers
     return load_mindformers(model, **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")},
                             experts_stand_in=True)[0]
 
@@ -396,9 +396,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
     strategist's ``propagate`` where it accepts them. MindFormers configs: both sides take the experts'
     anchors of ``mindformers={"mode": "propagation"|"semi_auto"}`` (default propagation; the build options come
-    from ``kwargs``); strategist's side is :func:`strategist.mindformers.expert_strategies` on its tp=1 graph.
+    from ``kwargs``); strategist's side is :func:`strategist.frontend.mindformers.expert_strategies` on its tp=1 graph.
 
-    ``semi_auto``: both sides in semi_auto_parallel instead -- strategist's :func:`strategist.semi_auto.semi_auto_plan`
+    ``semi_auto``: both sides in semi_auto_parallel instead -- strategist's :func:`strategist.engine.semi_auto.semi_auto_plan`
     beside MindSpore compiled so (``path.py:NAME`` models only).
 
     ``redistributions``: also which edges move data, strategist's priced plan beside the redistributions MindSpore
@@ -409,9 +409,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     is read (:func:`strategist.verify.compare.compare_communication`): forward, backward and mirror collectives,
     kind, group and bytes, beside strategist's priced plan.
     """
-    from ..anchors import load_anchors
-    from ..loader import load_graph
-    from ..propagate import propagate
+    from ..engine.anchors import load_anchors
+    from ..frontend.loader import load_graph
+    from ..engine.propagate import propagate
     from ..errors import StrategistError
     from .compare import Comparison, compare
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
@@ -439,11 +439,11 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         ours = graph
         if mf is not None and mf["mode"] == "anchors":
             # the file's anchors on both sides; MindFormers' own strategies are cleared in the child
-            from ..mindformers import global_rows_graph
+            from ..frontend.mindformers import global_rows_graph
             extra["use_model_strategies"] = False
             ours = global_rows_graph(graph)
         elif mf is not None:    # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
-            from ..mindformers import expert_strategies, global_rows_graph
+            from ..frontend.mindformers import expert_strategies, global_rows_graph
             anchors = dict(expert_strategies(model, mesh, mf["mode"], graph=graph,
                                              **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")}))
             extra["use_model_strategies"] = False
@@ -452,7 +452,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             ours = global_rows_graph(graph)
         try:
             if semi_auto:
-                from ..semi_auto import semi_auto_plan
+                from ..engine.semi_auto import semi_auto_plan
                 plan = semi_auto_plan(ours, mesh, anchors, dataset_strategy=dataset_strategy)
             else:
                 plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
@@ -470,7 +470,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     else:
         result = compare(plan, ms)
         if redistributions:
-            from ..propagate import price_plan
+            from ..engine.propagate import price_plan
             from .compare import compare_moves
             result.moves = compare_moves(price_plan(plan), ms)
         if communication:
@@ -486,7 +486,7 @@ def _training_step_communication(model, mesh, plan, result, semi_auto: bool, **m
     """``verify --communication``: a second child compiles the model as one training step; its collectives after
     autodiff beside ``plan`` priced. A step MindSpore cannot compile is reported as not compared (the forward
     comparison in ``result`` stands); where the step's strategies differ from the plan, ``result`` gets a note."""
-    from ..propagate import price_plan
+    from ..engine.propagate import price_plan
     from .compare import Communication, compare_communication
     try:
         step = mindspore_plan(model, mesh, parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",

@@ -1,5 +1,5 @@
 """Factor rules for the rest of MindSpore 2.9's parallel OperatorInfo registry (merged into
-:data:`strategist.ops.RULES`, after it: a name defined here overrides the one in ``ops.py``).
+:data:`strategist.engine.ops.RULES`, after it: a name defined here overrides the one in ``ops.py``).
 
 Each builder follows the MindSpore ``OperatorInfo`` of the same primitive: which dimensions may be
 split (``CheckStrategy``), which splits must agree (``InferTensorMap``: one factor), which inputs are
@@ -23,10 +23,10 @@ import dataclasses
 import math
 from typing import Callable
 
-from .graph import Op
+from ..frontend.graph import Op
 
 #: filled at the end of this module; defined first so that ``ops._register_families`` finds it even
-#: when this module is imported before ``strategist.ops`` (import cycle)
+#: when this module is imported before ``strategist.engine.ops`` (import cycle)
 RULES: dict = {}
 
 from .ops import (FactorRule, GatherAxis, _axes, _const, _letters, _out_shapes, _rule, _shape,  # noqa: E402
@@ -537,7 +537,7 @@ def grouped_matmul_rule(op: Op) -> FactorRule:
 
 
 def morph_ffn_rule(op: Op) -> FactorRule:
-    """strategist's own ``MorphFFN`` (:mod:`strategist.mf_morph`: MindFormers' MoE dispatcher + experts Morph
+    """strategist's own ``MorphFFN`` (:mod:`strategist.frontend.mf_morph`: MindFormers' MoE dispatcher + experts Morph
     as one device-local operator): one token factor ``n`` on every activation's token dimension and the
     output's. The expert weights are whole, as MindSpore's GroupedMatmulInfo never splits their expert
     dimension: an expert factor priced as a partial output would let propagation take the dp axis for
@@ -955,7 +955,7 @@ def _merge() -> dict[str, Callable[[Op], FactorRule]]:
 
 
 RULES.update(_merge())
-_ops_module = __import__("strategist.ops", fromlist=["RULES"])
+_ops_module = __import__("strategist.engine.ops", fromlist=["RULES"])
 _ops_module.RULES.update(RULES)
 
 #: primitives whose rule here is narrower than MindSpore's OperatorInfo, and why

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .errors import StrategyError
+from ..errors import StrategyError
 
 
 @dataclass(frozen=True)

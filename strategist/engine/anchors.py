@@ -17,11 +17,11 @@ import fnmatch
 
 import yaml
 
-from .errors import RulesError
-from .graph import OpGraph, ShardLayout
+from ..errors import RulesError
+from ..frontend.graph import OpGraph, ShardLayout
 from .mesh import Mesh
 from .plan import Anchor
-from .yamlio import compose_file
+from ..yamlio import compose_file
 
 
 def layout_over_mesh(dims, mesh: Mesh, where: str = "") -> ShardLayout:
@@ -49,7 +49,7 @@ def _rows(v, where):
 
 def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = ()) -> Anchor:
     """One anchors-file value (validated by :func:`strategist.schema.validate_anchor`) -> Anchor."""
-    from .schema import _Lines, validate_anchor
+    from ..schema import _Lines, validate_anchor
     path, _, line = where.rpartition(" line ")
     if lines is None:
         lines = _Lines({(): int(line) if line.isdigit() else 1})
@@ -66,7 +66,7 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
 
 def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
-    from .errors import StrategyError
+    from ..errors import StrategyError
     from .ops import shard, shard_layout
     from .search import RESHAPES, _cached_rule
     op = graph.op(anchor.op)
@@ -87,7 +87,7 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
     twice, or two keys (globs) configuring one operator, is an error naming both lines. ``check``: try
     each anchor on its operator now, so a strategy the operator refuses names the file and line
     (``verify`` leaves it off: MindSpore is asked even about what strategist refuses)."""
-    from .schema import mapping_data
+    from ..schema import mapping_data
     data, lines = mapping_data(compose_file(path, "anchors file"), path,
                                "an anchors file maps operator names to strategies")
     if data is None:
@@ -104,7 +104,7 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
         if not names:
             raise RulesError(f"{where}: pattern {key!r} matches no operator (see strategist inspect --json)")
         if len(names) == 1 and names[0] not in graph:
-            from .schema import did_you_mean
+            from ..schema import did_you_mean
             hint = did_you_mean(key, [op.name for op in graph])
             raise RulesError(f"{where}: {key!r} names no operator of the model"
                              + (hint if hint.startswith(" (did") else " (see strategist inspect --json)"))

@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .errors import PropagationError, RulesError, StrategyError
-from .yamlio import compose_file
-from .graph import Op, OpGraph, ShardLayout
-from .layout import squeeze
-from .mesh import Hardware, Mesh
-from .ops import FactorRule, Sharding, _sharding, candidates, shard_anchor
-from .plan import Anchor, Plan
-from .propagate import price_plan, propagate
-from .search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
+from ..errors import PropagationError, RulesError, StrategyError
+from ..yamlio import compose_file
+from ..frontend.graph import Op, OpGraph, ShardLayout
+from ..engine.layout import squeeze
+from ..engine.mesh import Hardware, Mesh
+from ..engine.ops import FactorRule, Sharding, _sharding, candidates, shard_anchor
+from ..engine.plan import Anchor, Plan
+from ..engine.propagate import price_plan, propagate
+from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
 
-RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
+RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "rules")
 DEFAULT_RULES = os.path.join(RULES_DIR, "default.yaml")
 
 
@@ -72,7 +72,7 @@ def load_rules(extra: list[str] | None = None) -> Rules:
 def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
     """One rules file, validated against :class:`strategist.schema.RulesSpec` (types, positive finite
     thresholds, unknown keys with "did you mean", duplicate keys)."""
-    from .schema import validate_rules
+    from ..schema import validate_rules
     out = validate_rules(compose_file(path, "rules file"), path, known_templates, known_categories)
     if "templates" in out:
         out["templates"] = {name: {f: (ax,) if isinstance(ax, str) else tuple(ax) for f, ax in v.items()}
@@ -82,7 +82,7 @@ def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
 
 def check_boundaries(graph: OpGraph, boundaries: dict[str, str]) -> None:
     """Each ``--boundary CELL.PATH`` must name a cell of the model (a prefix of some operator's cell path)."""
-    from .schema import did_you_mean
+    from ..schema import did_you_mean
     cells = {op.cell_path for op in graph}
     prefixes = {".".join(c.split(".")[:k]) for c in cells for k in range(1, len(c.split(".")) + 1) if c}
     for path in boundaries:
@@ -126,7 +126,7 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh) -> S
 def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
     """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh (the tuple form for
     operators MindSpore refuses a Layout on, such as Gather)."""
-    from .search import LAYOUT_REJECTED
+    from ..engine.search import LAYOUT_REJECTED
     if op_type in LAYOUT_REJECTED or tuple(s.dev_matrix) != tuple(mesh.shape):
         # a sharding whose device matrix is its strategy's own (a tuple strategy's): the tuple reproduces it,
         # a Layout over the mesh's axes would not
@@ -377,7 +377,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
 def _same_plan(a: Plan, b: Plan) -> bool:
     """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
     the layouts, so this only guards the pricing itself). A Cast's searched layout is not compared: MindSpore
-    drops it after the search, and the Cast runs in its input's layout (:func:`strategist.pricing.cast_overlay`),
+    drops it after the search, and the Cast runs in its input's layout (:func:`strategist.cost.pricing.cast_overlay`),
     which the other operators' decide."""
     for name, ca in a.choices.items():
         if ca.op.type != "Cast" and _layouts_differ(ca, b.choices[name]):
@@ -1077,7 +1077,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     if proposed and _same_plan(plan, baseline):
         dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed]
         keep, groups = [], {}
-    from . import progress
+    from .. import progress
     order = sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index))
     gone_keys: set[str] = set()
 
@@ -1539,7 +1539,7 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 
     No propagation per call (MindFormers models have hundreds): the advised plan already says what every
     operator gets without the model's calls, so each call's own sharding is just compared with it."""
-    from .plan import model_anchors
+    from ..engine.plan import model_anchors
     out = []
     advised = {c.op for c in keep}
     for name, a in model_anchors(graph).items():
@@ -1586,7 +1586,7 @@ def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
     ``plan``, and an activation estimate (every operator output kept for backward: an upper bound). With the
     model's parallel optimizer (``graph.optimizer_sharding``, a MindFormers config's
     ``enable_parallel_optimizer``) a replicated weight's slice is split further over its replicas, as
-    :class:`~strategist.graph.OptimizerSharding` says; its communication (the gradient's reduce-scatter and
+    :class:`~strategist.frontend.graph.OptimizerSharding` says; its communication (the gradient's reduce-scatter and
     the weight's all-gather) moves what the gradient's all-reduce would, so the step is priced as without."""
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)

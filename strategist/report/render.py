@@ -5,8 +5,8 @@ import fnmatch
 
 import os
 
-from .graph import OpGraph
-from .plan import CAST_PASS
+from ..frontend.graph import OpGraph
+from ..engine.plan import CAST_PASS
 
 
 def human_bytes(n: float) -> str:
@@ -88,7 +88,7 @@ def strategy_text(strategy) -> str:
 def layout_text(layouts, mesh) -> str | None:
     """The same layouts as ``mindspore.Layout`` calls over the mesh's named axes, or None when a
     layout uses only part of a mesh axis (then only the tuple form expresses it)."""
-    from .layout import Layout, common_matrix, refine, squeeze
+    from ..engine.layout import Layout, common_matrix, refine, squeeze
     parts = []
     mesh_l = Layout(mesh.shape, mesh.shape, tuple((i,) for i in range(len(mesh.shape))))
     for lay in layouts:
@@ -129,7 +129,7 @@ def _who(ch) -> str:
         return "anchor"
     if p.direction == "default":
         return "default (unreached)"
-    if p.direction.startswith("semi_auto"):        # strategist.semi_auto: no search decided it
+    if p.direction.startswith("semi_auto"):        # strategist.engine.semi_auto: no search decided it
         return p.direction
     if p.direction == CAST_PASS:                    # a Cast: MindSpore drops its strategy after the search
         return f"Cast: passes {p.parent or '-'}'s layout on"
@@ -138,7 +138,7 @@ def _who(ch) -> str:
 
 
 def plan_dict(plan) -> dict:
-    """Everything in a :class:`~strategist.propagate.Plan`, JSON-ready and deterministic."""
+    """Everything in a :class:`~strategist.engine.propagate.Plan`, JSON-ready and deterministic."""
     ops = []
     for name, ch in plan.choices.items():
         ops.append({
@@ -244,7 +244,7 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
 
 def explain_text(plan, name: str) -> str:
     """An operator's provenance chain and its candidates, costed against the edge that decided it."""
-    from .plan import DATASET
+    from ..engine.plan import DATASET
     ch = plan.choices[name]
     out = [f"{name} ({ch.op.type}) in {ch.op.cell_path or '(root)'} [{ch.op.cell_class}] at {rel(ch.op.source)}",
            f"strategy: {strategy_text(ch.strategy)}",
@@ -277,7 +277,7 @@ def candidate_costs(plan, name: str):
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
     best first, against the neighbour that decided it."""
     import functools
-    from .search import _better, _Engine
+    from ..engine.search import _better, _Engine
     ch = plan.choices[name]
     if ch.sharding is None:
         return []
@@ -309,8 +309,8 @@ def candidate_costs(plan, name: str):
 
 def _tuple_equivalent(ch, mesh) -> bool:
     """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
-    from .layout import squeeze
-    from .ops import shard
+    from ..engine.layout import squeeze
+    from ..engine.ops import shard
     try:
         s = shard(ch.op, ch.strategy, mesh.size)
     except Exception:
@@ -330,7 +330,7 @@ def anchor_file_keys(ops: list[str], names: list[str]) -> dict[str, list[str]]:
     >>> anchor_file_keys(["m.layers.0.rope.add", "m.layers.1.rope.add"], names)
     {'m.layers.*.rope.add': ['m.layers.0.rope.add', 'm.layers.1.rope.add']}
     """
-    from .advisor import _group_key
+    from ..advice.advisor import _group_key
     groups: dict[str, list[str]] = {}
     for n in ops:
         groups.setdefault(_group_key(n), []).append(n)
@@ -359,8 +359,8 @@ def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
 
 
 def advice_dict(advice) -> dict:
-    from .advisor import memory
-    from .search import LAYOUT_REJECTED
+    from ..advice.advisor import memory
+    from ..engine.search import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
     anchors = []

@@ -2,16 +2,16 @@
 
 Three plans of one graph on one mesh, side by side:
 
-(a) strategist's advice (:func:`strategist.advisor.advise`);
+(a) strategist's advice (:func:`strategist.advice.advisor.advise`);
 (b) MindFormers' ``sharding_propagation()`` anchors, propagated by strategist -- and, with
     ``verify=True``, by MindSpore itself in a child process (:mod:`strategist.verify`);
 (c) MindFormers' full ``shard()`` strategies, taken as the reference plan, as MindFormers runs them: in
     ``semi_auto_parallel`` (its configs' ``parallel_mode: 1``). Every operator the experts configured keeps its
     strategy; every other one takes MindSpore's batch strategy, and an unconfigured Cast passes its input's
-    layout on (:mod:`strategist.semi_auto`). Nothing is propagated.
+    layout on (:mod:`strategist.engine.semi_auto`). Nothing is propagated.
 
 For each: the anchors, communication bytes and time, the step estimate, per-device memory
-(:func:`strategist.advisor.memory`), and the share of operators whose layouts equal (c)'s, with every
+(:func:`strategist.advice.advisor.memory`), and the share of operators whose layouts equal (c)'s, with every
 disagreement listed with both strategies and what the operator costs under each.
 
 Dataset strategy. MindFormers feeds ``[B, S]`` token ids split ``(dp, 1)`` and replicated over tp; MindSpore's
@@ -33,13 +33,13 @@ import time
 from dataclasses import dataclass, field
 
 from .advisor import _group_key
-from .errors import StrategistError
-from .graph import OpGraph
-from .mesh import Mesh, load_hardware
-from .plan import Plan
-from .propagate import propagate
-from .search import _same
-from .semi_auto import semi_auto_plan
+from ..errors import StrategistError
+from ..frontend.graph import OpGraph
+from ..engine.mesh import Mesh, load_hardware
+from ..engine.plan import Plan
+from ..engine.propagate import propagate
+from ..engine.search import _same
+from ..engine.semi_auto import semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"
 _LAYER_RE = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")
@@ -107,7 +107,7 @@ class Column:
     @property
     def reference_faster(self) -> list[Disagreement]:
         """The disagreements where anchoring (c)'s layout on top of this column's plan speeds the step up by more
-        than the step model resolves (:data:`strategist.advisor.PAY_FLOOR`)."""
+        than the step model resolves (:data:`strategist.advice.advisor.PAY_FLOOR`)."""
         from .advisor import PAY_FLOOR
         return [d for d in self.disagreements if d.if_reference is not None and d.if_reference < -PAY_FLOOR]
 
@@ -163,7 +163,7 @@ class Comparison3:
         return json.dumps(self.to_dict(max_rows), indent=1, sort_keys=False, default=str)
 
     def text(self, max_rows: int = 20) -> str:
-        from .report import human_bytes, render_table, strategy_text
+        from ..report.render import human_bytes, render_table, strategy_text
         cols = [self.columns[k] for k in COLUMNS if k in self.columns]
         out = [f"model: {self.model}   mesh: {self.mesh} ({self.mesh.size} devices)   operators: {self.graph_ops}   "
                f"dataset: {self.dataset_strategy}", ""]
@@ -279,7 +279,7 @@ def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
 
 
 def _decided_by(choice, configured: bool) -> str:
-    from .semi_auto import BATCH, FOLLOW
+    from ..engine.semi_auto import BATCH, FOLLOW
     if configured:
         return "experts"
     return {BATCH: "batch strategy", FOLLOW: "passes its input on"}.get(choice.provenance.direction, "propagation")
@@ -302,11 +302,11 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
 
     ``experts``: ``{"semi_auto": Experts, "propagation": Experts}`` when already read (the bench reuses
     them); ``graph``: the tp=1 graph when already extracted. ``fast_advice``: on a replicated graph
-    (:func:`strategist.mindformers.replicate_layers`), advise on the compiled layers and copy the anchors.
+    (:func:`strategist.frontend.mindformers.replicate_layers`), advise on the compiled layers and copy the anchors.
     ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`_what_if`).
     """
     from .advisor import advise, load_rules
-    from .mindformers import expert_strategies, is_mindformers_ref, load_mindformers
+    from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers
     if not is_mindformers_ref(model):
         raise StrategistError(f"compare needs a MindFormers model (mindformers:<config.yaml> or a YAML path), "
                               f"not {model!r}: its experts' strategies are the yardstick")
@@ -384,7 +384,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
         # a replicated graph: advise on the compiled layers, copy the last layer's anchors onto the copies
         # (the advisor's anchors are per-layer patterns; the same anchors and plan as advising on the whole
         # graph -- checked at 4 and 64 qwen3 layers), and keep the advice only if it beats configuring nothing
-        from .mindformers import replicate_anchors
+        from ..frontend.mindformers import replicate_anchors
         adv = advise(base, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
         total = max((int(m.group(1)) for op in graph for m in [_LAYER_RE.search(op.cell_path or "")] if m),
                     default=0) + 1
@@ -446,8 +446,8 @@ def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, da
     """(b'): MindSpore propagates the experts' anchors itself -- verify's child builds MindFormers at ``mesh`` in
     its sharding-propagation mode (the anchors are MindFormers' own ``sharding_propagation()`` calls) and
     compiles; agreement per operator with (c), and in a note with (b) (strategist's propagation of the same)."""
-    from .verify.compare import compare as vcompare
-    from .verify.runner import mindspore_plan
+    from ..verify.compare import compare as vcompare
+    from ..verify.runner import mindspore_plan
     ms = mindspore_plan(model, mesh, graph=graph, dataset_strategy=dataset_strategy, timeout=timeout,
                         mindformers={"mode": "propagation", **{k: v for k, v in opts.items() if v is not None}})
     res = vcompare(ref, ms)

@@ -1,7 +1,7 @@
 """MindFormers training models from their YAML configs, and their experts' strategies.
 
 ``load_mindformers("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", layers=2)`` builds the config's
-training model (an mcore ``GPTModel``) and extracts its graph with :func:`strategist.graph.extract`;
+training model (an mcore ``GPTModel``) and extracts its graph with :func:`strategist.frontend.graph.extract`;
 ``expert_strategies(ref, "dp=2,tp=4")`` reads the strategies the model's authors wrote, from builds at
 the requested mesh, as anchors on that graph's operators.
 
@@ -36,10 +36,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InputSpecError, ModelLoadError, StrategyError
+from ..errors import InputSpecError, ModelLoadError, StrategyError
 from .graph import OpGraph, OptimizerSharding, ShardLayout, TensorSpec, extract
-from .mesh import Mesh
-from .plan import Anchor
+from ..engine.mesh import Mesh
+from ..engine.plan import Anchor
 
 PREFIX = "mindformers:"
 
@@ -76,7 +76,7 @@ class MfInfo:
 
 
 class Experts(dict):
-    """Operator name -> :class:`~strategist.propagate.Anchor` read from MindFormers' own code.
+    """Operator name -> :class:`~strategist.engine.propagate.Anchor` read from MindFormers' own code.
 
     ``notes`` lists what MindFormers breaks or what could not be mapped (the report prints them);
     ``unmapped`` the configured primitives that have no operator in the graph.
@@ -235,7 +235,7 @@ class _Collect(logging.Handler):
 def _quiet_logger(sink: list):
     """MindFormers' ``logger`` resolves its handlers per call; point it at a silent one."""
     mflog = sys.modules["mindformers.tools.logger"]
-    quiet = logging.getLogger("strategist.mindformers")
+    quiet = logging.getLogger("strategist.frontend.mindformers")
     quiet.handlers[:] = [_Collect(sink)]
     quiet.propagate = False
     quiet.setLevel(logging.WARNING)
@@ -641,7 +641,7 @@ def mf_lazy_inline_cells(net) -> tuple[str, ...]:
     """Paths of ``net``'s sub-Cells whose ``__init__`` carries MindFormers' ``get_lazy_inline`` (``GPTModel``,
     ``LlamaForCausalLM``...), unless their config sets ``disable_lazy_inline``: built in a parallel mode they are
     MindSpore ``@lazy_inline`` Cells, reused func graphs through the parallel passes, whose Parameters get no
-    TmpIdentity (:func:`strategist.search.shared_param_users`); ``load_mindformers`` builds stand-alone, where
+    TmpIdentity (:func:`strategist.engine.search.shared_param_users`); ``load_mindformers`` builds stand-alone, where
     ``get_lazy_inline`` skips the decorator. (MindFormers' trainer also sets
     ``disable_lazy_inline`` when ``gradient_accumulation_steps == 1`` and ``pipeline_stage == 1``; verify's child,
     like ``load_mindformers``, builds the network without the trainer.)"""
@@ -662,7 +662,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
 
     ``experts_stand_in``: the MoE experts' GroupedMatmuls compiled as MatMul stand-ins
-    (:mod:`strategist.mf_standin`; ``strategist verify`` only: MindSpore cannot propagate through GroupedMatmul).
+    (:mod:`strategist.frontend.mf_standin`; ``strategist verify`` only: MindSpore cannot propagate through GroupedMatmul).
 
     ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
     disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on for
@@ -705,7 +705,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         # MindSpore's parallel pass runs before its CSE: each rotary application computes its own cos/sin table
         graph = unmerge_rotary_tables(graph)
         # compiled as a training network (kTraining): no VirtualOutput, so MindSpore creates its operators in
-        # TopoSort order (strategist.propagate.creation_order)
+        # TopoSort order (strategist.engine.propagate.creation_order)
         graph.training = True
         for op in graph:
             op.attrs.pop(_UID, None)
@@ -828,7 +828,7 @@ def _param_reader(graph: OpGraph):
 
 
 def _validate(graph: OpGraph, anchor: Anchor, n: int):
-    from .ops import shard, shard_layout
+    from ..engine.ops import shard, shard_layout
     op = graph.op(anchor.op)
     if anchor.layouts is not None:
         shard_layout(op, tuple(anchor.layouts), n, anchor.out_layouts)
@@ -911,7 +911,7 @@ def _by_params(graph, readers, cell, op_type):
 
 
 def _origin(out: Experts) -> str:
-    from .plan import SEMI_AUTO
+    from ..engine.plan import SEMI_AUTO
     return SEMI_AUTO if out.mode == "semi_auto" else "mindformers"
 
 
@@ -1039,7 +1039,7 @@ def mark_local_rows(graph: OpGraph, seq: int, batch: int) -> int:
     Morph bodies of MindFormers' linears do to their input and output) as device-local: in the real
     model each device reshapes its own ``[S/cp, B/dp, ...]`` slice, so a batch split stays a batch split
     with no communication. On the inlined tp=1 graph the engine then carries the leading dims' device
-    axes into the rows and back (:func:`strategist.propagate.local_rows_layout`) instead of treating
+    axes into the rows and back (:func:`strategist.engine.propagate.local_rows_layout`) instead of treating
     the rows as one contiguous block. Returns how many Reshapes were marked."""
     if seq <= 1 or batch <= 1:
         return 0
@@ -1203,7 +1203,7 @@ def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
     from .mf_morph import MORPH_FFN, ffn_name
     ffn = graph.op(ffn_name(cpath)) if ffn_name(cpath) in graph else None
     if ffn is not None and ffn.type == MORPH_FFN and len(lays) >= 4:
-        # the MoE dispatcher + experts (strategist.mf_morph): tokens over the tokens' axes; the expert weights
+        # the MoE dispatcher + experts (strategist.frontend.mf_morph): tokens over the tokens' axes; the expert weights
         # whole (the operator's rule: their ep split is the Morph's own all-to-all, not a layout strategist prices)
         tok = tuple(a for t in lays[0].tensor_map for a in t)
         dm = lays[0].device_matrix

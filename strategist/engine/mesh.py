@@ -17,11 +17,11 @@ from functools import lru_cache
 
 import yaml
 
-from .errors import MeshError
+from ..errors import MeshError
 
 MAX_DEVICES = 2 ** 20   # more devices than any real cluster: a typo, refused
 
-HARDWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules", "hardware")
+HARDWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "rules", "hardware")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Hardware:
         return _intra_axes(dev_matrix, tuple(axes), self.devices_per_node)
 
     def collective_seconds(self, op, nbytes: float, axes: tuple[int, ...] | None = None) -> float:
-        """Alpha-beta time of one :class:`~strategist.redistribution.Collective` sending ``nbytes``
+        """Alpha-beta time of one :class:`~strategist.engine.redistribution.Collective` sending ``nbytes``
         per device: ``steps * latency + bytes / bandwidth`` on the slowest link its group crosses. ``axes``: the
         device axes its group spans, where they are not ``op.axis`` and those before it (a Parameter's mirror over
         every device holding the same slice)."""
@@ -147,8 +147,8 @@ def load_hardware(name_or_path: str) -> Hardware:
     if not os.path.isfile(path):
         known = sorted(f[:-5] for f in os.listdir(HARDWARE_DIR) if f.endswith(".yaml"))
         raise MeshError(f"hardware profile not found: {name_or_path} (known: {', '.join(known)}, or a YAML path)")
-    from .schema import validate_hardware
-    from .yamlio import compose_file
+    from ..schema import validate_hardware
+    from ..yamlio import compose_file
     try:
         root = compose_file(path, "hardware profile")
     except Exception as err:  # RulesError from the YAML reader: same words, hardware's error class

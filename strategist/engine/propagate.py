@@ -1,14 +1,15 @@
-"""Sharding propagation: MindSpore's search (:mod:`strategist.search`), then the price of its result
-(:mod:`strategist.pricing`). ``propagate(graph, mesh, anchors)`` is the library's entry point; the names
+"""Sharding propagation: MindSpore's search (:mod:`strategist.engine.search`), then the price of its result
+(:mod:`strategist.cost.pricing`). ``propagate(graph, mesh, anchors)`` is the library's entry point; the names
 other modules have always imported from here stay importable from here."""
 from __future__ import annotations
 
 from typing import Any
 
-from .graph import OpGraph
+from ..frontend.graph import OpGraph
 from .mesh import Hardware, Mesh
 from .plan import DATASET, SEMI_AUTO, Anchor, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance, model_anchors
-from . import pricing, search as _search
+from ..cost import pricing
+from . import search as _search
 from .search import LAYOUT_REJECTED, RESHAPES, creation_order, no_cyclic_gc, topo_sort_order
 
 __all__ = ["propagate", "price_plan", "clear_caches", "Anchor", "Plan", "OpChoice", "Provenance", "EdgeCost",
@@ -20,7 +21,7 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
               dataset_strategy="data_parallel", hardware: Hardware | None = None, price: bool = True,
               fully_use_devices: bool = False) -> Plan:
     """Propagate strategies from ``anchors`` over ``graph`` on ``mesh`` (the search: see
-    :mod:`strategist.search`), and price the result (:mod:`strategist.pricing`).
+    :mod:`strategist.engine.search`), and price the result (:mod:`strategist.cost.pricing`).
 
     ``anchors`` maps op names to :class:`Anchor` (or a bare strategy tuple). The model's own
     ``shard()`` calls count as anchors unless ``use_model_strategies`` is False; user anchors win.

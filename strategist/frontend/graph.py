@@ -37,7 +37,7 @@ from typing import Any, Iterator
 
 import networkx as nx
 
-from .errors import CompileError, InputSpecError
+from ..errors import CompileError, InputSpecError
 
 #: Bytes per element of each dtype name used in specs.
 DTYPE_BYTES = {
@@ -144,7 +144,7 @@ class ShardLayout:
 
     @classmethod
     def of(cls, lay, names: tuple[str, ...] | None = None, dev_matrix=None) -> "ShardLayout":
-        """A :class:`strategist.layout.Layout` (its ``dims`` count device axes from the left) in this form, over
+        """A :class:`strategist.engine.layout.Layout` (its ``dims`` count device axes from the left) in this form, over
         its own device matrix or ``dev_matrix`` (a mesh of as many axes); its axes named ``names`` (default
         ``a0``, ``a1``, ...)."""
         dm = tuple(dev_matrix if dev_matrix is not None else lay.dev_matrix)
@@ -403,7 +403,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
 
     ``inputs`` are ``mindspore.Tensor`` values or :class:`TensorSpec` (only shape and dtype
     matter). Weights are never materialised: build the Cell under
-    ``mindspore.nn.utils.no_init_parameters()`` (``strategist.loader`` does) and extraction
+    ``mindspore.nn.utils.no_init_parameters()`` (``strategist.frontend.loader`` does) and extraction
     keeps MindSpore from initialising them. Nothing is written to the working tree.
 
     >>> import mindspore as ms; from mindspore import nn, ops
@@ -445,7 +445,7 @@ def deferred_cells(cell) -> tuple[str, ...]:
     """Paths of the sub-Cells with a custom ``bprop``: MindSpore's parser flags their graphs
     ``FUNC_GRAPH_FLAG_DEFER_INLINE``, so they stay separate func graphs (called, not inlined) until after
     automatic differentiation -- through the parallel passes. The exported graph has them inlined; the
-    parallel pass's operator creation order does not (:func:`strategist.propagate.creation_order`)."""
+    parallel pass's operator creation order does not (:func:`strategist.engine.propagate.creation_order`)."""
     return tuple(path for path, c in cell.cells_and_names() if path and callable(getattr(c, "bprop", None)))
 
 
@@ -837,7 +837,7 @@ def _tuple_shapes_from_text(text: str | None) -> list[tuple[str, list[tuple[int,
 def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str = "wire",
                 owners: dict[int, list[tuple[str, str]]] | None = None,
                 calls: dict[str, str] | None = None) -> OpGraph:
-    """``parser``: ``"wire"`` (strategist.protowire, fast) or ``"protobuf"`` (MindSpore's generated class;
+    """``parser``: ``"wire"`` (strategist.frontend.protowire, fast) or ``"protobuf"`` (MindSpore's generated class;
     the tests check both give the same graph). ``owners``: the tags of :func:`_owned_primitives`;
     ``calls``: node full name -> ``file:line`` of its call in the user's code (:func:`_call_stacks`)."""
     from mindspore.train import anf_ir_pb2

@@ -1,4 +1,4 @@
-"""An independent reference for which Cell instance ran each operator, to check :func:`strategist.graph.extract`.
+"""An independent reference for which Cell instance ran each operator, to check :func:`strategist.frontend.graph.extract`.
 
 The reference is MindSpore's own per-call parse: the same export-phase compile with ``debug_level=DEBUG``
 (``mindspore.context.DEBUG``), under which the parser skips its function cache
@@ -14,7 +14,7 @@ a patched ``Primitive.__call__``) sees them; PyNative also runs different primit
 (FlashAttentionScore, MoE routing) the CPU backend does not have.
 
 :func:`reference_paths` gives ``[(op type, cell path)]`` in the compiled graph's order;
-:func:`compare` aligns it with an :class:`~strategist.graph.OpGraph` by operator type and lists the
+:func:`compare` aligns it with an :class:`~strategist.frontend.graph.OpGraph` by operator type and lists the
 operators whose cell path differs. Operators that the reference leaves at the root scope ``Default``
 because a later pass created them (``_enclosing_cells`` in graph.py) are counted apart: the reference
 cannot say where they ran.

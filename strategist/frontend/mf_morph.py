@@ -11,13 +11,13 @@ the body's place:
 
 * its inputs are what enters the body (tokens ``[N, h]``, routing map and probabilities ``[1, N, k]``, the
   expert weights ``[E, ...]``); its output is what leaves it (``[1, N, h]``);
-* its rule (:func:`strategist.oprules.morph_ffn_rule`) has one token factor ``n`` shared by every activation
+* its rule (:func:`strategist.engine.oprules.morph_ffn_rule`) has one token factor ``n`` shared by every activation
   and the output; the expert weights are whole (MindSpore's GroupedMatmulInfo never splits them either, and
   the Morph's own ep all-to-all is not modelled);
 * its FLOPs are the two GroupedMatmuls' (``strategist_flops``), per token split.
 
 ``strategist verify`` still compiles the inlined body on both sides (MindSpore's own view:
-:mod:`strategist.mf_standin`), where an anchor on the collapsed operator has nothing to configure: it is not
+:mod:`strategist.frontend.mf_standin`), where an anchor on the collapsed operator has nothing to configure: it is not
 ``held`` (no ``shard()`` line; MindFormers' ``FFNGroupedGEMM.shard()`` sets the Morph's layout on its own
 inputs), so the file MindSpore is given leaves it out, as it left out the body's functional GroupedMatmuls.
 """

@@ -2,20 +2,20 @@
 consumers summed where their layouts agree), each operator's own communication (partial sums it reduces,
 gradient reduction of its Parameters, the redistribution inside a Reshape), FLOPs per device; in
 MindSpore's cost units and in bytes and seconds on a hardware profile. The search
-(:mod:`strategist.search`) never reads these: like MindSpore it minimises one edge at a time."""
+(:mod:`strategist.engine.search`) never reads these: like MindSpore it minimises one edge at a time."""
 from __future__ import annotations
 
 import math
 from functools import lru_cache
 
-from .errors import StrategyError
-from .graph import OpGraph, ShardLayout
-from .layout import Layout
-from .ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
+from ..errors import StrategyError
+from ..frontend.graph import OpGraph, ShardLayout
+from ..engine.layout import Layout
+from ..engine.ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
-from .redistribution import Collective, Physical
-from .plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
-from .search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
+from ..engine.redistribution import Collective, Physical
+from ..engine.plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
+from ..engine.search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
 
 _PRICES: dict = {}      # memoised edge and operator prices
 
@@ -99,7 +99,7 @@ def _group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple
 
 def _backward(fwd, type_len: int, hw, a2a: bool):
     """(backward redistribution, its physical price) of a forward one: its transpose, as MindSpore's autodiff
-    writes it (:meth:`~strategist.redistribution.Redistribution.transposed`)."""
+    writes it (:meth:`~strategist.engine.redistribution.Redistribution.transposed`)."""
     bwd = fwd.transposed()
     return bwd, bwd.physical(type_len, hw, a2a)
 
@@ -260,7 +260,7 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
 
 
 def price(eng: _Engine) -> Plan:
-    """The priced :class:`~strategist.plan.Plan` of a finished search."""
+    """The priced :class:`~strategist.engine.plan.Plan` of a finished search."""
     g, hw = eng.g, eng.hw
     needs_grad, grads_on_of, param_casts = _grad_flow(g)
     casts = cast_overlay(eng)
@@ -446,8 +446,8 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
     and the output's gradient and writes the inputs' gradients), once otherwise. Replicated work is
     charged in full on each device, as its FLOPs are for MatMuls.
 
-    >>> from strategist.graph import Input, Op, TensorSpec
-    >>> from strategist.ops import rule_for, shard
+    >>> from strategist.frontend.graph import Input, Op, TensorSpec
+    >>> from strategist.engine.ops import rule_for, shard
     >>> x = TensorSpec((8, 1024), "float32")
     >>> op = Op("relu", "ReLU", "", "", "relu", "", (Input("input", "x", spec=x),), (x,))
     >>> r = rule_for(op)

@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from .errors import InputSpecError, ModelLoadError
+from ..errors import InputSpecError, ModelLoadError
 from .graph import OpGraph, TensorSpec, extract
 
 
@@ -168,7 +168,7 @@ def _user_line(err: BaseException, full: str) -> str:
 
 def build_cell(ref: ModelRef, kwargs: dict | None = None):
     """Build the Cell named by ``ref`` with lazily-initialised (never allocated) weights."""
-    from . import progress
+    from .. import progress
     with progress.task("importing MindSpore"):
         import mindspore as ms
         from mindspore import nn
@@ -184,7 +184,7 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         raise ModelLoadError(
             f"{ref.name!r} not found in {ref.path} (available: {', '.join(cells) or 'none'})")
     if not callable(obj):
-        from .schema import type_name
+        from ..schema import type_name
         raise ModelLoadError(f"{ref} is {type_name(obj)}, not a Cell class or factory function")
     ms.set_context(mode=ms.GRAPH_MODE)
     try:
@@ -230,7 +230,7 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     """``strategist inspect``'s whole front half: file -> Cell -> OpGraph.
 
     ``mindformers:<config.yaml>`` or a path to a MindFormers YAML builds that config's training model
-    (:mod:`strategist.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
+    (:mod:`strategist.frontend.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
     config key (``hidden_size=256``, ``parallel_config.use_seq_parallel=True``).
     """
     from .mindformers import is_mindformers_ref
@@ -256,7 +256,7 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
         except InputSpecError as err:
             raise ModelLoadError(f"{err} (fix the model's example_inputs or give --input)") from None
     args = order_inputs(cell, named)
-    from . import progress
+    from .. import progress
     with progress.task("extracting the graph (MindSpore compile)"):
         graph = extract(cell, *args, model=str(ref))
     progress.rearm_interrupts()

@@ -1,12 +1,12 @@
 """What a propagation produces: the anchors it starts from, every operator's choice with its provenance, and
 (once priced) every redistribution and each operator's own communication. Shared by the search
-(:mod:`strategist.search`), the pricing (:mod:`strategist.pricing`) and the reports."""
+(:mod:`strategist.engine.search`), the pricing (:mod:`strategist.cost.pricing`) and the reports."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from .graph import Op, OpGraph, ShardLayout
+from ..frontend.graph import Op, OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import Sharding
@@ -51,7 +51,7 @@ class Provenance:
 
 
 #: Provenance.direction of a Cast in MindSpore's parallel graph: its searched strategy dropped, it passes the
-#: layout its input arrives in on (:func:`strategist.pricing.cast_overlay`)
+#: layout its input arrives in on (:func:`strategist.cost.pricing.cast_overlay`)
 CAST_PASS = "passes its input on"
 
 
@@ -129,7 +129,7 @@ class OpChoice:
 
 @dataclass
 class Plan:
-    """The result of :func:`strategist.propagate.propagate`: a strategy for every operator, every tensor's layout, every
+    """The result of :func:`strategist.engine.propagate.propagate`: a strategy for every operator, every tensor's layout, every
     redistribution, each operator's own communication, totals, provenance and conflicts."""
 
     graph: OpGraph

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .errors import StrategyError
-from .graph import OpGraph, ShardLayout
+from ..errors import StrategyError
+from ..frontend.graph import OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import shard
@@ -175,7 +175,7 @@ def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tu
 def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
                    dataset_strategy="data_parallel", hardware: Hardware | None = None, max_rounds: int = 6) -> Plan:
     """The plan MindSpore's semi_auto_parallel runs for ``graph`` with ``anchors`` configured (see the module). As in
-    :func:`strategist.propagate.propagate`, the model's own ``shard()`` calls count too unless
+    :func:`strategist.engine.propagate.propagate`, the model's own ``shard()`` calls count too unless
     ``use_model_strategies`` is False, and ``anchors`` override them."""
     if use_model_strategies:
         anchors = {**model_anchors(graph), **(anchors or {})}

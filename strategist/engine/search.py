@@ -21,12 +21,12 @@ operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2
   The first seed's BFS wins every operator it reaches. A configured operator it meets is checked,
   never overwritten, and the search continues through it (the spec leaves this open; continuing
   makes anchoring an operator at the strategy propagation gave it a no-op).
-* **Candidates** are MindSpore's generated strategies (:func:`strategist.ops.candidates`) plus the
+* **Candidates** are MindSpore's generated strategies (:func:`strategist.engine.ops.candidates`) plus the
   strategy that follows the fixed neighbour's layout exactly (its device matrix, repeated devices
   where the neighbour has them) — our reading of the newer ``AddSwcUnderPrevOpDevMatrix``, which lets a
   data-parallel front propagate with its repeated ``tp`` copies instead of being re-split.
 * **Reshape** has no strategy; it maps layouts through itself without communication where it can
-  (:func:`strategist.ops.reshape_layout`), else the redistribution lands on its input edge.
+  (:func:`strategist.engine.ops.reshape_layout`), else the redistribution lands on its input edge.
 * **Shared parameters** (one Parameter read by several operators): after the search, users whose
   layout of the parameter differs are re-chosen to match it (``ParamPropagation``); two configured
   users that disagree are an error ("Incorrect strategy configuration ...").
@@ -37,9 +37,9 @@ operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2
   candidate has an invalid output map ("tensor_redistribution init failed.").
 
 The search never looks at end-to-end time: like MindSpore it minimises one edge at a time.
-:mod:`strategist.pricing` then prices its result (every edge's redistribution forward and backward, each
+:mod:`strategist.cost.pricing` then prices its result (every edge's redistribution forward and backward, each
 operator's own communication, in MindSpore's cost units and in bytes and seconds on a hardware profile);
-:func:`strategist.propagate.propagate` does both.
+:func:`strategist.engine.propagate.propagate` does both.
 """
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ from collections import deque
 from functools import lru_cache
 from typing import Any
 
-from .errors import PropagationError, StrategyError
-from .graph import DTYPE_BYTES, Op, OpGraph
+from ..errors import PropagationError, StrategyError
+from ..frontend.graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial,
@@ -156,7 +156,7 @@ def shared_param_users(graph: OpGraph) -> dict[str, list[tuple[str, int]]]:
     (parameter_manager.cc): readers inside a ``@lazy_inline`` Cell (``graph.lazy_inline_cells``) are left out --
     the parallel passes see that Cell as a reused func graph whose weights are graph parameters without a default
     value, which ``FindParameterUsers`` skips (no TmpIdentity, no shared-parameter check). MindFormers' ``GPTModel``
-    is one (:func:`strategist.mindformers.mf_lazy_inline_cells`): the qwen3_moe router's ``fi_accu``, read by
+    is one (:func:`strategist.frontend.mindformers.mf_lazy_inline_cells`): the qwen3_moe router's ``fi_accu``, read by
     ``add_accu`` and ``assignadd``, gets no TmpIdentity there."""
     lazy = tuple(getattr(graph, "lazy_inline_cells", ()) or ())
     users: dict[str, list[tuple[str, int]]] = {}
@@ -586,7 +586,7 @@ class _Engine:
 
     def swc_shardings(self, name: str):
         """The operator's strategies-with-cost as MindSpore lists them (duplicates included, see
-        :func:`strategist.ops.swc_strategies`), as shardings; invalid ones skipped."""
+        :func:`strategist.engine.ops.swc_strategies`), as shardings; invalid ones skipped."""
         op = self.op(name)
         key = (self.key(name), self.n, self.fully_use_devices)
         strats = _SWC_STRATS.get(key)
@@ -665,7 +665,7 @@ class _Engine:
         that side equals ``fixed``, the one without communication of the least computation, else the
         one of least communication, ranked as MindSpore ranks them: libstdc++'s std::sort over the swcs in
         their order (producer candidates outer, consumer candidates inner), which is not stable past 16
-        (:mod:`strategist.stdsort`). None: the model does not apply (strategist's own reshape rule).
+        (:mod:`strategist.engine.stdsort`). None: the model does not apply (strategist's own reshape rule).
         :data:`NO_SWC`: it applies but no swc has ``fixed`` on that side (MindSpore: swc index -1, the BFS
         stops at the Reshape without visiting it)."""
         if self.op(name).attrs.get("strategist_local_rows"):
@@ -1387,7 +1387,7 @@ def _side_effects_by_reader(graph: OpGraph) -> dict[str, dict[int, list[str]]]:
 def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, int],
                       seq_axes: frozenset | None = None) -> Layout | None:
     """A device-local Reshape between sequence-first ``[S, B, ...]`` and ``[S*B, ...]`` (MindFormers' Morph
-    bodies; see :func:`strategist.mindformers.mark_local_rows`): merging, the rows take S's device axes
+    bodies; see :func:`strategist.frontend.mindformers.mark_local_rows`): merging, the rows take S's device axes
     then B's; splitting, the rows' axes are dealt back innermost first (the last axis to B while the
     split divides B, the rest to S). Merged rows do not say where S's axes ended, so ``seq_axes`` (the
     device axes MindFormers splits the sequence by: cp, and tp under sequence parallelism) stop B's share
@@ -1495,7 +1495,7 @@ def _full(layout: Layout) -> Layout:
 def _reshape_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, float]:
     """(communication_without_parameter_, computation_cost_) of a Reshape from ``src`` to ``dst``
     (different shapes) as MindSpore's ReshapeInfo prices its strategies-with-cost, in bytes after its
-    data-parallel tie-break and practical-cost refinement (:mod:`strategist.reshape_cost`); a
+    data-parallel tie-break and practical-cost refinement (:mod:`strategist.engine.reshape_cost`); a
     gather-then-reshape estimate where that model does not apply."""
     c = reshape_swc_logged(src, dst, type_len)
     if c is not None:
@@ -1724,7 +1724,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
            dataset_strategy="data_parallel", hardware: Hardware | None = None,
            fully_use_devices: bool = False) -> "_Engine":
     """MindSpore's search from ``anchors`` (see the module docstring): the engine holding every operator's
-    choice, unpriced. :func:`strategist.propagate.propagate` is the public entry point."""
+    choice, unpriced. :func:`strategist.engine.propagate.propagate` is the public entry point."""
     all_anchors: dict[str, Anchor] = dict(model_anchors(graph)) if use_model_strategies else {}
     for name, a in (anchors or {}).items():
         if name not in graph:

@@ -9,14 +9,14 @@ outputs is a *reduction* factor: splitting it leaves partial sums the operator r
 
 A MindSpore strategy tuple gives one split per dimension of each strategy input; the operator's
 device matrix is ``[split(f) for f in factors] + [repeat]`` (MindSpore appends the repeated-calculation
-count on the right), and every tensor's :class:`~strategist.layout.Layout` follows from its factors.
+count on the right), and every tensor's :class:`~strategist.engine.layout.Layout` follows from its factors.
 
 The registry (``RULES``) maps primitive names to builders ``(op) -> FactorRule``. Most families
 are one line; Reshape (:func:`reshape_layout`), Gather, StridedSlice and FlashAttentionScore have
 small builders. An operator with no rule gets :func:`unknown_rule`: every dimension unsplittable,
 so its inputs are gathered to replicated — conservative, never a crash, and a warning names it.
 
->>> from strategist.graph import Input, Op, TensorSpec
+>>> from strategist.frontend.graph import Input, Op, TensorSpec
 >>> x, w = TensorSpec((256, 784), "float32"), TensorSpec((784, 64), "float32")
 >>> mm = Op("mm", "MatMul", "", "", "mm", "", (Input("input", "x", spec=x), Input("param", "w", spec=w),
 ...         Input("const", value=False), Input("const", value=False)), (TensorSpec((256, 64), "float32"),))
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-from .errors import StrategyError
-from .graph import Op, ShardLayout
+from ..errors import StrategyError
+from ..frontend.graph import Op, ShardLayout
 from .layout import Layout
 
 log = logging.getLogger("strategist")
@@ -569,7 +569,7 @@ RULES: dict[str, Callable[[Op], FactorRule]] = {
 def _register_families() -> None:
     """Operator families kept in their own modules register into ``RULES`` here (one registry)."""
     import importlib
-    for mod in ("strategist.oprules",):
+    for mod in ("strategist.engine.oprules",):
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as err:
@@ -670,7 +670,7 @@ def shard(op: Op, strategy, device_num: int, out_strategy=None, rule: FactorRule
 
 
 def shard_anchor(op: Op, anchor, device_num: int, rule: FactorRule | None = None) -> Sharding:
-    """The sharding an anchor (:class:`strategist.plan.Anchor`: a strategy tuple or ``Layout`` rows, with their
+    """The sharding an anchor (:class:`strategist.engine.plan.Anchor`: a strategy tuple or ``Layout`` rows, with their
     output forms) gives ``op``: :func:`shard_layout` or :func:`shard`."""
     if anchor.layouts is not None:
         return shard_layout(op, tuple(anchor.layouts), device_num, anchor.out_layouts, rule)
@@ -974,7 +974,7 @@ def _computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) ->
 
 
 def _type_bytes(spec) -> int:
-    from .graph import DTYPE_BYTES
+    from ..frontend.graph import DTYPE_BYTES
     return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
 
 
@@ -1104,7 +1104,7 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         n, _, h, w = rule.output_shapes[0]
         fwd = 2.0 * n * o * h * w * c * kh * kw / split(["n", "o", "c"])
     elif op.type == "MorphFFN":
-        # MindFormers' MoE dispatcher + experts (strategist.mf_morph): its GroupedMatmuls' FLOPs, each device
+        # MindFormers' MoE dispatcher + experts (strategist.frontend.mf_morph): its GroupedMatmuls' FLOPs, each device
         # computing its own tokens
         fwd = op.attrs.get("strategist_flops", 0.0) / split(["n"])
     elif op.type == "FlashAttentionScore":

@@ -1,0 +1,1 @@
+"""The advisor (four heuristics, minimality) and the comparison with a model's experts."""

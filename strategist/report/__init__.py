@@ -1,0 +1,1 @@
+"""Reports: text, Markdown and JSON of plans and advice."""
