@@ -515,7 +515,14 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
             # where the advice leaves an embedding's output batch by dp, the norm after it slices its sequence by tp:
             # free both ways (a slice's transpose sends nothing)
             assert n in ("model.decoder.layers.0.input_layernorm.norm", "model.mtp.layers.0.enorm.norm")
-            assert a.plan.choices[cast].outputs[0].dims[0] == () and sum(e.bytes for e in a.plan.edges if e.dst == n) == 0
+            assert a.plan.choices[cast].outputs[0].dims[0] == ()
+            if n == "model.mtp.layers.0.enorm.norm":
+                # ... except the MTP's: its ids' Concat anchored by dp (rule 3 on the input path), MindSpore's
+                # search gives its embedding a (2, 4) table, whose hidden split the norm gathers (168 MiB, bf16)
+                # instead of the whole fp32 output scattered over every device (-38.7 ms: test_compare.py)
+                assert a.plan.strategy("model.mtp.embedding.word_embeddings.embedding") == ((1,), (2, 4))
+                continue
+            assert sum(e.bytes for e in a.plan.edges if e.dst == n) == 0
             continue
         assert ca[n] == pytest.approx(cc[n]) and ca[cast] == pytest.approx(cc[cast])
     # the permute before each MoE FFN Morph anchored with the Morph's tokens (each device its own, an all-to-all at
@@ -526,8 +533,9 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     # over the operators the experts' shard() configured (the rest of (c) takes MindSpore's batch strategy)
     assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None])
     # 90 %: the MTP layer's router package is dropped (5.9 ms faster without it: the experts' (1, 8, 1) on its
-    # aux-loss reductions redistributes their input, 4.3 ms each), and its aux-loss chain is propagated instead
-    assert a.configured_agreement >= 0.88 and c["c"].configured_agreed == c["c"].configured_total
+    # aux-loss reductions redistributes their input, 4.3 ms each), and its aux-loss chain is propagated instead;
+    # 87.9 % since the MTP's ids are split at their Concat (its embedding's table and Transpose otherwise, 38.7 ms)
+    assert a.configured_agreement >= 0.87 and c["c"].configured_agreed == c["c"].configured_total
     # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
     # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
     from strategist.engine.anchors import load_anchors
