@@ -229,3 +229,73 @@ def test_allgathers_run_innermost_device_axis_first():
     assert [(op.kind, op.n, op.dim, op.group(0)) for op in r.ops] == [
         ("AllGather", 2, 1, (0, 1)), ("AllGather", 4, 0, (0, 2, 4, 6))]
     assert [st[1] for st in r.physical(4).steps] == [256.0, 1536.0]
+
+
+# ---- one tensor redistributed alike for several consumers: one transpose per redistribution NODE of MindSpore's
+# graph (tests/models/shared_redistribution.py; recorded validate graphs, source-location comments trimmed)
+
+SHARED = os.path.join(HERE, "models", "shared_redistribution.py")
+
+
+def _shared_step(name, graph_of):
+    g = graph_of(f"{SHARED}:{name}")
+    mesh = Mesh.parse("dp=2,tp=4")
+    plan = semi_auto_plan(g, mesh, {}, dataset_strategy="full_batch")
+    with open(os.path.join(HERE, "fixtures", "ir", f"shared_{name}_step.validate.ir")) as f:
+        found = parse_collectives(f.read(), 8, wrapper="/strategist_loss-", model="/strategist_net-")
+    return g, plan, _step(found)
+
+
+@pytest.mark.parametrize("name, copies, transposes, why", [
+    ("read_twice", None, 1, "mm0's output, ONE node, read by a MatMul and an Add that both want it whole: one "
+     "AllGather, the two gradients summed (AddN) and ONE ReduceScatter (LLaMA's embedding Gather read by the "
+     "residual Add and attention_norm alike); strategist priced one per consumer before"),
+    ("called_twice", 2, 2, "relu0(p) twice: one node in strategist's stand-alone graph (CSE), two in MindSpore's "
+     "parallel graph, each redistributed: the CSE after the autodiff merges the two AllGathers (forward "
+     "AllGather_3555 and AllGather_3564 -> one), not the two ReduceScatters transposing them"),
+])
+def test_a_shared_redistribution_is_transposed_once_per_node(name, copies, transposes, why, graph_of):
+    g, plan, ms = _shared_step(name, graph_of)
+    producer = "relu0" if name == "called_twice" else "mm0"
+    assert g.op(producer).attrs.get("strategist_copies") == copies
+    c = compare_communication(plan, ms)
+    assert c.agree, why + "\n" + c.text()
+    act = 3 / 4 * 64 // 2 * 128 * 4        # [32, 128] float32 gathered over 4: 3 x a [32, 32] slice
+    assert c.ours["forward"] == [("AllGather", 4, act)]
+    assert c.ours["backward"] == [("ReduceScatter", 4, act)] * transposes
+    assert sorted(c.theirs["backward"]) == sorted(c.ours["backward"])
+
+
+def test_cse_copies_of_a_pre_cse_graph():
+    """The graph MindSpore's parallel passes see, as the stand-alone compile dumps it before opt_a's CSE: the three
+    equal swapaxes of nn.MultiheadAttention's query, key, value (one Add's output) are one group of 3; their
+    consumers, MatMuls of different weights, are not equal."""
+    from strategist.frontend.graph import _cse_copies
+    scope = "Default/encoder-TransformerEncoder/layers-CellList/0-TransformerEncoderLayer/self_attn-MultiheadAttention"
+    lines = ["  %0(a) = Load(%para1_w, UMonad[U])", "      : (<Ref[Tensor[Float32]]>) -> (<Tensor[Float32], (8, 64)>)",
+             "  %1(b) = PrimFunc_Add(%para2_x, %para3_y)",
+             "      : (<Tensor[Float32], (8, 16, 64)>) -> (<Tensor[Float32], (8, 16, 64)>)"]
+    for i in range(3):
+        t, m = 2 + 2 * i, 3 + 2 * i
+        lines += [f"  %{t}(CNode_{t}$x) = PrimFunc_Transpose(%1, (I64(1), I64(0), I64(2)))",
+                  "      : (<Tensor[Float32], (8, 16, 64)>, <Tuple[Int64*3]>) -> (<Tensor[Float32], (16, 8, 64)>)",
+                  f"      # Scope: ({scope})",
+                  f"  %{m}(CNode_{m}) = PrimFunc_MatMulExt(%{t}, %para{4 + i}_w{i})",
+                  "      : (<Tensor[Float32], (16, 8, 64)>) -> (<Tensor[Float32], (16, 8, 64)>)",
+                  f"      # Scope: ({scope})"]
+    assert _cse_copies("\n".join(lines)) == {(scope, "Transpose", (16, 8, 64)): [3]}
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_llama_embedding_read_by_two_consumers_is_transposed_once(capsys):
+    """examples/llama.py (2 layers, batch 8) on dp=2,tp=4, the embedding table split on the hidden dim by tp: its
+    output feeds layer 0's residual Add and attention_norm, both wanting the hidden dim whole. MindSpore's step has
+    one AllGather(n=4) and ONE ReduceScatter for both (7 backward collectives); strategist priced 8."""
+    import json
+    anchors = os.path.join(HERE, "fixtures", "anchors", "llama_embedding_hidden_tp.yaml")
+    assert main(["verify", os.path.join(ROOT, "examples", "llama.py:llama2_70b"), "--kwargs", "layers=2", "batch=8",
+                 "--mesh", "dp=2,tp=4", "--dataset-strategy", "full_batch", "--strategies", anchors,
+                 "--communication", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)["communication"]
+    assert d["agree"] and d["backward"]["mindspore_count"] == d["backward"]["strategist_count"] == 7

@@ -269,6 +269,8 @@ def price(eng: _Engine) -> Plan:
     const_out, const_params = constant_gradients(eng, chosen, casts)
     edges: list[EdgeCost] = []
     sent: dict = {}          # (producer, output, layouts) -> the first consumer whose redistribution sends it
+    transposed: dict = {}    # (producer, output, layouts) -> its transposes priced so far (<= strategist_copies)
+    alike: dict = {}         # (producer, output, src layout) -> the dst layouts it is redistributed into
     for op in g:
         once: set = set()
         for src, j, slot in eng.data_prev[op.name]:
@@ -297,18 +299,33 @@ def price(eng: _Engine) -> Plan:
                 fwd = _cached_plan(b, b)
                 ms, pf, back = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a), None
             once.add((src, j, a, b))
+            # one redistribution node for the consumers wanting the same data on every device, however their
+            # layouts are written (a MatMul's (2, 1) input and an Add's: one AllGather, one ReduceScatter)
+            seen = alike.setdefault((src, j, a), [])
+            bk = next((x for x in seen if x is b or _same(x, b)), None)
+            if bk is None:
+                seen.append(b)
+                bk = b
+            key = (src, j, a, bk)
             fb, fs = pf.bytes_sent, pf.seconds
-            if fwd.has_communication and sent.setdefault((src, j, a, b), op.name) != op.name:
+            if fwd.has_communication and sent.setdefault(key, op.name) != op.name:
                 # one tensor redistributed alike for several consumers: MindSpore's graph runs the forward
                 # collectives once, every consumer reads the result (step_parallel_end; measured in its graph
-                # after autodiff: the encoder's q/k/v read one AllGather); each consumer's gradient is transposed
+                # after autodiff: the encoder's q/k/v read one AllGather); its transposes: below
                 fb, fs = 0.0, 0.0
             bwd, bb, bs = None, 0.0, 0.0
             if src != DATASET and needs_grad.get(src) and fwd.has_communication and _differentiable(spec):
                 # the gradient flows back through the redistribution: MindSpore's autodiff transposes each of its
-                # collectives (measured in its graph after autodiff: tests/test_communication.py)
+                # collectives (measured in its graph after autodiff: tests/test_communication.py) -- once per
+                # redistribution node of its graph: one per producer node and layout pair, the consumers'
+                # gradients summed before it (LLaMA's embedding read by the residual Add and the first norm: one
+                # ReduceScatter). A producer the stand-alone CSE merged from k equal calls (strategist_copies:
+                # nn.MultiheadAttention's q, k, v swapaxes) is k nodes there, each redistributed for its own
+                # consumers: up to k transposes (the encoder's three ReduceScatters per layer)
                 bwd, pb = back
-                bb, bs = pb.bytes_sent, pb.seconds
+                transposed[key] = transposed.get(key, 0) + 1
+                if transposed[key] <= eng.op(src).attrs.get("strategist_copies", 1):
+                    bb, bs = pb.bytes_sent, pb.seconds
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
                                   fb, fs, bb, bs))
     op_costs: dict[str, OpCost] = {}

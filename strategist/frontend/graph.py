@@ -437,6 +437,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
     with contextlib.suppress(Exception):
         executor.del_net_res(cell, set([phase]))
     graph = _from_proto(proto, text, cell, model, owners=owners, calls=stacks.calls())
+    _mark_copies(graph, stacks.pre_cse)
     graph.deferred_cells = deferred_cells(cell)
     return graph
 
@@ -566,10 +567,12 @@ def _call_site_scopes():
 
 
 class _Stacks:
-    """The validate-stage IR MindSpore dumped during one compile, read into ``{full name: call line}``."""
+    """The validate-stage IR MindSpore dumped during one compile, read into ``{full name: call line}``, and the
+    graph its parallel passes would see (``pre_cse``: before opt_a's CSE, :func:`_cse_copies`)."""
 
     def __init__(self):
         self.text: str | None = None
+        self.pre_cse: str | None = None
 
     def calls(self) -> dict[str, str]:
         return _call_lines(self.text) if self.text else {}
@@ -590,7 +593,7 @@ def _call_stacks():
     where = os.environ.get("MS_DEV_SAVE_GRAPHS_PATH")
     on = bool(where) and not saved and saved_env is None
     if on:
-        os.environ["MS_DEV_DUMP_IR_PASSES"] = "_validate"
+        os.environ["MS_DEV_DUMP_IR_PASSES"] = f"_validate,{_PRE_CSE_PASS}"
         ctx.set_param(ms_ctx_param.save_graphs, 1)
     try:
         yield out
@@ -603,9 +606,110 @@ def _call_stacks():
             if files:
                 with open(files[-1], encoding="utf-8", errors="replace") as f:
                     out.text = f.read()
-            for f in files:
+            pre = sorted(glob.glob(os.path.join(where, "**", f"*{_PRE_CSE_PASS}*.ir"), recursive=True),
+                         key=os.path.getmtime)
+            if pre:
+                with open(pre[0], encoding="utf-8", errors="replace") as f:
+                    out.pre_cse = f.read()
+            for f in files + pre:
                 with contextlib.suppress(OSError):
                     os.remove(f)
+
+
+#: The opt_a sub-step after which the stand-alone graph is the one MindSpore's parallel passes work on (``auto_parallel``,
+#: a no-op stand-alone; ``parallel`` is sub-step 17): inlined, not yet through opt_a's ``cse`` (sub-step 43 of the same
+#: dump, after ``before_grad``). Its first round's dump (``opt_substep_opt_a_r1_j0_16_auto_parallel_*.ir``, with
+#: ``save_graphs`` 1 and this name in ``MS_DEV_DUMP_IR_PASSES``) is read by :func:`_cse_copies`.
+_PRE_CSE_PASS = "opt_a_r1_j0_16_auto_parallel"
+_IR_CNODE = re.compile(r"^  %(\d+)\([^)]*\) = ([\w.]+)\((.*)$")
+_IR_OUT_SHAPE = re.compile(r"-> \(<Tensor\[\w+\], \(([\d, ]*)\)>\)$")
+
+
+def _ir_args(text: str) -> tuple[list[str], str]:
+    """A node line's top-level arguments (after its ``Op(``) and the rest of the line."""
+    args, depth, cur = [], 0, []
+    for i, ch in enumerate(text):
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            if depth == 0:
+                if cur or args:
+                    args.append("".join(cur).strip())
+                return args, text[i + 1:].strip()
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    return args, ""
+
+
+def _cse_copies(text: str) -> dict[tuple, list[int]]:
+    """``(scope, type, output shape) -> [copies, ...]`` (in graph order) of every node the CSE merges.
+
+    MindSpore's parallel passes see the graph before opt_a's ``cse``: equal calls of one primitive object on one
+    tensor (``nn.MultiheadAttention``'s ``[x.swapaxes(1, 0) for x in (query, key, value)]``) are separate nodes
+    there, each redistributed for its own consumers and each redistribution transposed by the autodiff; the CSE
+    after the autodiff merges the forward collectives, not their transposes (the ReduceScatters have different
+    inputs). The stand-alone graph strategist reads holds one node. Here the equal nodes of the dumped pre-CSE
+    graph (same primitive, attributes and arguments, arguments compared as their own classes) are grouped as the
+    CSE would; a group of ``k`` > 1 is listed under its scope, operator type and output shape."""
+    cls: dict[tuple, int] = {}
+    of: dict[str, int] = {}
+    members: dict[int, list] = {}
+    last = None
+    for line in text.splitlines():
+        m = _IR_CNODE.match(line)
+        if m:
+            num, op, tail = m.groups()
+            args, rest = _ir_args(tail)
+            key = (op, tuple(f"%{of[a[1:]]}" if a[1:].isdigit() and a[1:] in of else a for a in args), rest)
+            c = of[num] = cls.setdefault(key, len(cls))
+            last = [op[len("PrimFunc_"):] if op.startswith("PrimFunc_") else op, None, None]
+            members.setdefault(c, []).append(last)
+            continue
+        if last is None:
+            continue
+        s = line.strip()
+        if s.startswith(": (") and last[2] is None:
+            o = _IR_OUT_SHAPE.search(s)
+            last[2] = tuple(int(x) for x in o.group(1).split(",") if x.strip()) if o else ()
+        elif s.startswith("# Scope: (") and last[1] is None:
+            last[1] = s[len("# Scope: ("):].rstrip(")")
+        elif s.startswith("}"):
+            last = None
+    out: dict[tuple, list[int]] = {}
+    for c in sorted(members):
+        ms = members[c]
+        typ, scope, shape = ms[0]
+        out.setdefault((scope, typ, shape), []).append(len(ms))
+    return {k: v for k, v in out.items() if any(n > 1 for n in v)}
+
+
+def _mark_copies(graph: "OpGraph", text: str | None) -> None:
+    """``attrs["strategist_copies"] = k`` on each operator of ``graph`` that is ``k`` > 1 equal nodes in the graph
+    MindSpore's parallel passes see (:func:`_cse_copies`), where the scope, type and output shape name as many
+    operators of ``graph`` as groups of the pre-CSE graph (matched in graph order)."""
+    if not text:
+        return
+    try:
+        groups = _cse_copies(text)
+    except Exception:       # a dump this parser does not read: no copies known
+        return
+    if not groups:
+        return
+    ours: dict[tuple, list] = {}
+    for op in sorted(graph.ops, key=lambda o: o.topo_index):
+        shape = tuple(op.outputs[0].shape) if len(op.outputs) == 1 and op.outputs[0] is not None else None
+        ours.setdefault((op.full_name.rsplit("/", 1)[0], op.type, shape), []).append(op)
+    for key, sizes in groups.items():
+        ops = ours.get(key, [])
+        if len(ops) != len(sizes):
+            continue
+        for op, n in zip(ops, sizes):
+            if n > 1:
+                op.attrs["strategist_copies"] = n
 
 
 _IR_FULLNAME = "# Fullname with scope: ("

@@ -1124,7 +1124,9 @@ def unmerge_rotary_tables(graph: OpGraph) -> OpGraph:
     def private(name: str) -> str:
         """A new copy of merged operator ``name`` and of the merged chain it reads; its name."""
         src = by_name[name]
-        new = dataclasses.replace(src, name=fresh(src.name), inputs=own(src.inputs), attrs=dict(src.attrs))
+        # each copy is one node of MindSpore's parallel graph: not several (graph._mark_copies counted the merged one)
+        attrs = {k: v for k, v in src.attrs.items() if k != "strategist_copies"}
+        new = dataclasses.replace(src, name=fresh(src.name), inputs=own(src.inputs), attrs=attrs)
         out.append(new)
         return new.name
 

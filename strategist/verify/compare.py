@@ -499,7 +499,7 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
         tl = _type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)
         if e.fwd_bytes:         # (a redistribution shared with an earlier consumer is sent once)
             add("forward", e.forward.physical(tl, None, a2a).steps)
-        if e.backward is not None:
+        if e.backward is not None and e.bwd_bytes:      # (one transpose for the consumers sharing it)
             add("backward", e.backward.physical(tl, None, a2a).steps)
     for c in plan.op_costs.values():
         for label, b, sec in c.steps:
