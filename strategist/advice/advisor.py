@@ -1294,20 +1294,11 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
             seen.add(s.strategy)
             trials.append((graph.op(members[0]).topo_index, members, s))
     trials.sort(key=lambda t: (t[0], t[2].strategy))
-    best = None
-    for _, members, s in trials[:ALIGN_CANDIDATES]:
-        extra = [Choice(m, "2 dimension", "layer_twin",
-                        f"repeated layers laid out alike: MindSpore's search reaches this operator of each layer "
-                        f"from other seeds and lays some out otherwise; anchored with {s.strategy} in every layer",
-                        anchor_of(m, s, mesh, graph.op(m).type)) for m in members]
-        trial = sorted(keep + extra, key=lambda c: graph.op(c.op).topo_index)
-        try:
-            q = run(trial)
-        except (PropagationError, StrategyError):
-            continue
-        t = q.totals()["step_seconds"]
-        if best is None or t < best[0] * (1 - 1e-12):
-            best = (t, extra, trial, q)
+    best = _fastest(graph, keep, ([Choice(m, "2 dimension", "layer_twin",
+                                          f"repeated layers laid out alike: MindSpore's search reaches this operator "
+                                          f"of each layer from other seeds and lays some out otherwise; anchored with "
+                                          f"{s.strategy} in every layer", anchor_of(m, s, mesh, graph.op(m).type))
+                                   for m in members] for _, members, s in trials[:ALIGN_CANDIDATES]), run)
     if best is None:
         return keep
     worth = min(PAY_WORTH * t_cur, PAY_FLOOR)
@@ -1319,6 +1310,22 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
         c.needed = (f"without these {len(extra)} anchors: {changed} operators change layout, step estimate "
                     f"{dt * 1e3:+.3f} ms")
     return trial
+
+
+def _fastest(graph: OpGraph, base: list[Choice], packages, run):
+    """The fastest of ``base`` plus each package of anchors (the first of equals), as ``(step seconds, package,
+    anchors, plan)``; None when MindSpore's search refuses every one."""
+    best = None
+    for package in packages:
+        trial = sorted(base + package, key=lambda c: graph.op(c.op).topo_index)
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            continue
+        t = q.totals()["step_seconds"]
+        if best is None or t < best[0] * (1 - 1e-12):
+            best = (t, package, trial, q)
+    return best
 
 
 #: anchors :func:`_input_path` tries at most (each one propagation), and keeps at most
@@ -1453,20 +1460,11 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
             options.append(tmpl.strategy)
         options = [s for s in options if any(math.prod(r) > 1 for r in s)][:TABLE_CANDIDATES]
         comp = _embedding_companion(graph, op, rules, mesh, sp)
-        best = None
-        for s in options:
-            head = Choice(op.name, "1 weight", "embedding_table",
-                          f"embedding with a large vocabulary ({vocab} rows): of {len(options)} table layouts, "
-                          f"the fastest by the step model", Anchor(op.name, s, origin="advisor"))
-            for package in ([head], [head, comp]) if comp is not None else ([head],):
-                trial = sorted(rest + package, key=lambda c: graph.op(c.op).topo_index)
-                try:
-                    q = run(trial)
-                except (PropagationError, StrategyError):
-                    continue
-                t = q.totals()["step_seconds"]
-                if best is None or t < best[0] * (1 - 1e-12):
-                    best = (t, package, trial, q)
+        heads = [Choice(op.name, "1 weight", "embedding_table",
+                        f"embedding with a large vocabulary ({vocab} rows): of {len(options)} table layouts, "
+                        f"the fastest by the step model", Anchor(op.name, s, origin="advisor")) for s in options]
+        best = _fastest(graph, rest, [p for h in heads for p in (([h], [h, comp]) if comp is not None else ([h],))],
+                        run)
         if best is None:
             continue
         t, package, trial, q = best
