@@ -213,7 +213,8 @@ class Comparison3:
             if what_if:
                 faster = c.reference_faster
                 out.append(f"step if (c)'s: the step estimate's change with the operator (and the same operator of "
-                           f"every repeated layer) anchored as (c) has it, on top of the advice; "
+                           f"every repeated layer) anchored as (c) has it, on top of the advice (* a functional "
+                           f"call: no shard() line can carry it); "
                            f"{len(faster)} faster" + (": " + ", ".join(
                                d.op + ("" if d.held else " (functional call: no shard() line)") for d in faster)
                                if faster else ""))
