@@ -1375,7 +1375,8 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
     scored = []
     for name, st in trials[:INPUT_CANDIDATES]:
         c = Choice(name, "3 boundary", "input_batch",
-                   f"reads only the dataset: the batch split starts here, its inputs' batch by {st[0][0]}",
+                   f"reads only the dataset: the batch split starts here, its inputs' batch by "
+                   f"{max(r[0] for r in st if r)}",
                    Anchor(name, st, origin="advisor"))
         trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
         try:
