@@ -190,6 +190,12 @@ def _sequence_first(graph: OpGraph) -> bool:
     return m.startswith("mindformers:") or m.endswith((".yaml", ".yml"))
 
 
+def _sequence_parallel(graph: OpGraph, mesh: Mesh) -> bool:
+    """The config asks for sequence parallelism (MindFormers' use_seq_parallel) on sequence-first rows."""
+    return bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
+        and any(op.attrs.get("strategist_local_rows") for op in graph)
+
+
 def _weight_params(graph: OpGraph, op: Op) -> dict[int, str]:
     """Input slot -> Parameter, directly or through one Cast (MindFormers' Morph-inlined linears cast the
     weight to the compute dtype before the MatMul)."""
@@ -586,8 +592,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     out: list[Choice] = []
     order = [op.name for op in graph if op.name in prefs]
     # the config asks for sequence parallelism (MindFormers' use_seq_parallel) on sequence-first rows
-    sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
-        and any(op.attrs.get("strategist_local_rows") for op in graph)
+    sp = _sequence_parallel(graph, mesh)
     sp_head = ""
     router_head: dict[str, str] = {}
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
@@ -1385,19 +1390,20 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
             q = run(trial)
         except (PropagationError, StrategyError):
             continue
-        scored.append((q.totals()["step_seconds"], graph.op(name).topo_index, c))
+        scored.append((q.totals()["step_seconds"], graph.op(name).topo_index, c, trial, q))
     scored.sort(key=lambda x: (x[0], x[1]))
     taken = 0
-    for _t, _i, c in scored:
+    for _t, _i, c, trial, q in scored:
         if taken >= INPUT_KEEP:
             break
         if c.op in {x.op for x in keep}:
             continue
-        trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
-        try:
-            q = run(trial)
-        except (PropagationError, StrategyError):
-            continue
+        if taken:       # the anchors kept so far changed the plan this one was scored on
+            trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
+            try:
+                q = run(trial)
+            except (PropagationError, StrategyError):
+                continue
         t = q.totals()["step_seconds"]
         if base_t - t <= min(PAY_WORTH * base_t, PAY_FLOOR):
             continue
@@ -1412,14 +1418,14 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
 TABLE_CANDIDATES = 12
 
 
-def _embedding_table(graph: OpGraph, op: Op, rules: Rules) -> int | None:
-    """The row count of ``op``'s weight table when ``op`` is an embedding of a large vocabulary."""
+def _embedding_table(graph: OpGraph, op: Op, rules: Rules) -> tuple[int, int] | None:
+    """(input slot, row count) of ``op``'s weight table when ``op`` is an embedding of a large vocabulary."""
     slots = _weight_params(graph, op)
     want = {"Embedding": 1, "Gather": 0, "GatherV2": 0}.get(op.type)
     if want is None or want not in slots or op.inputs[want].spec is None or len(op.inputs[want].spec.shape) != 2:
         return None
     vocab = op.inputs[want].spec.shape[0]
-    return vocab if vocab >= rules.thresholds.get("large_vocab", 16384) else None
+    return (want, vocab) if vocab >= rules.thresholds.get("large_vocab", 16384) else None
 
 
 def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice], dropped: list,
@@ -1434,21 +1440,21 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
     Only a table a Cell holds: a functional call has no shard() line to carry the layout (MindFormers' embedding
     runs inside VocabParallelEmbedding's Morph, whose body is written for its own table layouts: there a
     (2, 4) table was 18 ms faster on qwen3 by the model, but no shard() of that class can express it)."""
-    sp = bool(getattr(graph, "sequence_parallel", False)) and _sequence_first(graph) and mesh.get("tp") > 1 \
-        and any(o.attrs.get("strategist_local_rows") for o in graph)
+    sp = _sequence_parallel(graph, mesh)
     for op in graph:
-        vocab = _embedding_table(graph, op, rules)
+        found = _embedding_table(graph, op, rules)
         # a functional call (MindFormers' embedding, inside its Morph body) has no shard() line to write: its
         # layout is the class's own
-        if vocab is None or not op.held:
+        if found is None or not op.held:
             continue
+        slot, vocab = found
         cur = run(keep)
         t_cur = cur.totals()["step_seconds"]
         mine = [c for c in keep if c.op == op.name or c.with_op == op.name]
         rest = [c for c in keep if c.op != op.name and c.with_op != op.name]
         rule = _cached_rule(op)
         # the table's layouts, the other inputs (the indices) kept as the plan has them
-        table = rule.slots.index({"Embedding": 1}.get(op.type, 0))
+        table = rule.slots.index(slot)
         now = cur.choices[op.name].strategy
         # ... over every device (a table split leaving devices to repeat the lookup is never the fastest: measured
         # on the zoo's GPT and LLaMA, where the candidates using part of the devices priced 2-90 ms slower)

@@ -407,18 +407,17 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     agreement(plan_a, ref, a, ref_costs)
     if what_if:
         t0 = time.perf_counter()
-        _what_if(a, graph, plan_a, ref, mesh, run)
-        a.notes.append(f"step if (c)'s: {len({_group_key(d.op) for d in a.disagreements if d.if_reference is not None})}"
-                       f" propagations, {time.perf_counter() - t0:.1f} s")
+        n = _what_if(a, graph, plan_a, ref, mesh, run)
+        a.notes.append(f"step if (c)'s: {n} propagations, {time.perf_counter() - t0:.1f} s")
     cmp.advice = adv
     return cmp
 
 
-def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> None:
+def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:
     """Each disagreement's ``if_reference``: the step estimate's change when the operator -- with the others of
     its pattern across repeated layers that disagree too -- is anchored with (c)'s layout on top of ``plan``'s
     anchors: whether the experts' choice there would have been faster (one propagation per pattern). Casts are
-    not tried (MindSpore ignores a Cast's shard())."""
+    not tried (MindSpore ignores a Cast's shard()). Returns the number of propagations."""
     from .advisor import anchor_of
     base = dict(plan.anchors)
     t0 = plan.totals()["step_seconds"]
@@ -440,6 +439,7 @@ def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run
             continue
         for d in groups[key]:
             d.if_reference = q.totals()["step_seconds"] - t0
+    return len(groups)
 
 
 def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout,

@@ -1685,6 +1685,7 @@ def clear_caches() -> None:
     _full.cache_clear()
     _norm_key.cache_clear()
     _reshape_cost.cache_clear()
+    reshape_layout.cache_clear()
 
 
 @contextlib.contextmanager
