@@ -898,12 +898,24 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     # pair, the weights split): the step model decides, not the bytes ratio alone
     alt = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=True)
     ta, tb = first.plan.totals()["step_seconds"], alt.plan.totals()["step_seconds"]
-    best = alt if tb < ta * (1 - 1e-9) else first
+    name = {id(alt): "Megatron column/row", id(first): "data parallel"}
+    if abs(ta - tb) <= 1e-9 * max(ta, tb):
+        # the same step (deepseek3: the Megatron pass's alternatives take data parallel back for these
+        # linears): the pass holding less state per device, then the one with fewer anchors
+        best, other = sorted((first, alt), key=lambda p: (round(_state_bytes(p.plan)), len(p.keep)))
+        less = _state_bytes(other.plan) - _state_bytes(best.plan)
+        why = (f"{less / 2**30:.2f} GiB less state per device" if round(less) else
+               f"{len(other.keep) - len(best.keep)} fewer anchors" if len(other.keep) > len(best.keep) else
+               "the same state and anchors")
+        best.notes.append(f"{len(flip)} linears of column/row pairs have activations outweighing their weights: "
+                          f"data parallel and Megatron column/row give the same step ({ta * 1e3:.3f} ms): "
+                          f"{name[id(best)]} ({why})")
+        return best
+    best = alt if tb < ta else first
     other = first if best is alt else alt
     # as for any alternative layout (_take_alternatives): not at MEMORY_WORTH more weight, gradient and optimizer
     # state per device (telechat3's data-parallel MLPs: 64 ms faster, 2.5 GiB more state per device than Megatron's)
     more = _state_bytes(best.plan) - _state_bytes(other.plan)
-    name = {id(alt): "Megatron column/row", id(first): "data parallel"}
     if more >= MEMORY_WORTH:
         other.notes.append(f"{len(flip)} linears of column/row pairs have activations outweighing their weights: "
                            f"{name[id(best)]} would be {abs(ta - tb) * 1e3:.3f} ms faster by the step model but holds "
