@@ -312,12 +312,21 @@ def test_mindformers_qwen3_copy(tmp_path):
     advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in json.loads(r.stdout)["anchors"]}
     assert advised
     patch = (tmp_path / "mf.patch").read_text()
-    # the column-parallel qkv where the attention holds it (fc1's column split propagates, so not every
-    # ColumnParallelLinear takes the same strategy); the vocabulary-parallel embedding is a functional call
-    # inside the Morph body (mint.nn.functional.embedding): no attribute to shard, so it is left to the user
-    assert "diff --git a/mindformers/parallel_core/training_graph/transformer/attention.py" in patch
-    assert "+        self.linear_qkv.matmul.shard(((2, 1), (4, 1)))\n" in patch
+    # the column-parallel qkv is what ColumnParallelLinear.sharding_propagation() already sets at this mesh
+    # (((dp * cp, 1), (tp, 1)) for every instance; fc1, left to propagation, gets that split anyway): no line
+    # for it. The vocabulary-parallel embedding is a functional call inside the Morph body
+    # (mint.nn.functional.embedding): no attribute to shard, so it is left to the user
+    assert "already in the source: ColumnParallelLinear.matmul" in r.stderr
+    assert "linear_qkv.matmul.shard" not in patch
     assert "self.embedding.shard" not in patch and "tensor_parallel/layers.py" not in patch
+    # the key norm where the attention holds it (the layer's other norms take other layouts)
+    assert "diff --git a/mindformers/parallel_core/training_graph/transformer/attention.py" in patch
+    assert "+            self.k_layernorm.norm.shard(((1, 2, 4, 1), (1,)))\n" in patch
+    # the query's BSND -> BNSD transpose, one of the three calls of FlashAttention's one primitive: the other two
+    # (key, value) take that strategy in the plan anyway, so one shard() in the method FlashAttention calls
+    # (and MindFormers 1.9.0 does not define) keeps the plan
+    assert "+    def sharding_propagation(self, config):\n+        self.bnsd_transpose.shard(((1, 2, 4, 1),))\n" \
+        in patch
     anchors = json.loads(r.stdout)["anchors"]
     unheld = {a["op"] for a in anchors if not a["held"]}
     # what the diff could not place is reported ("not written: <op>: why"), never guessed: functional calls,
@@ -329,7 +338,8 @@ def test_mindformers_qwen3_copy(tmp_path):
     assert "model.embedding.word_embeddings.embedding" not in advised or \
         "model.embedding.word_embeddings.embedding" in unheld & unwritten
     advised = {op: st for op, st in advised.items() if op not in unwritten}
-    assert "model.decoder.layers.0.self_attention.linear_qkv.matmul" in advised
+    assert {"model.decoder.layers.0.self_attention.linear_qkv.matmul",
+            "model.decoder.layers.0.self_attention.core_attention.bnsd_transpose"} <= set(advised)
     subprocess.run(["git", "apply", "--check", str(tmp_path / "mf.patch")], cwd=repo, check=True)
     r = cli("--apply")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -369,3 +379,34 @@ def test_mindformers_target_method_only_where_the_class_runs_it():
     assert new.index("def sharding_propagation") > new.index("class Attn")
     assert "            self.sharding_propagation(config)\n\n    def sharding_propagation(self, config):\n" \
            "        self.mul.shard(((2,), (2,)))\n" in new
+
+
+def test_locate_leaves_what_the_source_already_sets(graph_of):
+    """What the model's own code sets at the mesh (``current``: a model file's recorded shard(), or what a
+    MindFormers method sets there) decides which sites need a line. MegatronMLP's one Linear class serves fc1
+    (left to propagation: ((2, 1), (1, 4))) and fc2 (advised row-parallel: ((2, 4), (4, 1)))."""
+    from strategist.advice.advisor import advise
+    from strategist.engine.mesh import Mesh
+    from strategist.source.locate import locate
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=4096", "ffn=16384", inputs=("x:float16[8192,4096]",))
+    a = advise(g, Mesh.parse("dp=2,tp=4"))
+    fc1, fc2 = "linear_fc1.matmul", "linear_fc2.matmul"
+    assert set(a.anchors) == {fc2} and a.plan.strategy(fc1) == ((2, 1), (1, 4))
+    row = a.plan.strategy(fc2)
+    assert row == ((2, 4), (4, 1))
+    # nothing set today: fc2 configured from its owner, the instances reported as disagreeing
+    loc = locate(a)
+    assert [(p.via, p.strategy.strategy) for p in loc.placements] == [("linear_fc2", row)] and not loc.kept
+    # the class's own call sets fc2's strategy and nothing on fc1: nothing to write
+    for cur in ({fc2: row}, {fc2: row, fc1: ((2, 1), (1, 4))}):   # fc1's anchor equal to its plan: harmless
+        loc = locate(a, current=cur)
+        assert not loc.placements and not loc.disagreements and not loc.unresolved
+        assert len(loc.kept) == 1 and "already sets ((2, 4), (4, 1)) on the 1 anchored of its 2 instances" \
+            in loc.kept[0]
+    # ... but setting fc1 otherwise than its plan would override propagation there: said, not guessed
+    loc = locate(a, current={fc2: row, fc1: ((8, 1), (1, 1))})
+    assert not loc.placements and not loc.kept
+    assert any(u.startswith(f"{fc1}: Linear's own shard() of matmul sets ((8, 1), (1, 1)) on it") for u in loc.unresolved)
+    # the class sets fc2 otherwise: the owner's line, as without ``current``
+    loc = locate(a, current={fc2: ((8, 1), (1, 1))})
+    assert [(p.via, p.strategy.strategy) for p in loc.placements] == [("linear_fc2", row)]

@@ -731,6 +731,9 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     # the config's sequence parallelism (norms and residual adds split along S by tp): the advice follows it
     for g in (graph, getattr(graph, "mf_base_graph", None)):
         if g is not None:
+            # how it was built: the experts' strategies of the same config (source diffs read what the
+            # model's own methods set at a mesh: expert_strategies)
+            g.mf_options = {"layers": layers, "seq": seq, "batch": batch, "overrides": dict(overrides or {})}
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
             # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
             g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))

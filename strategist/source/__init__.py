@@ -42,6 +42,7 @@ class SourceChanges:
     summary: list[str]            # review lines: per class, each anchor's operator, rule and cost saved
     disagreements: list[str]
     unresolved: list[str]
+    kept: list[str] = field(default_factory=list)   # sites already carrying the advice: left as they are
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
@@ -76,13 +77,28 @@ def _is_mindformers(path: str) -> bool:
     return "mindformers" in os.path.abspath(path).split(os.sep)
 
 
+def current_strategies(advice, target: str | None = None) -> dict[str, tuple]:
+    """Operator -> the tuple strategy the model's own code sets on it at the advice's mesh: the shard() calls
+    the graph recorded (a model file), or for a MindFormers model what its ``target`` method sets there (a
+    build at that mesh, nothing compiled: :func:`strategist.frontend.mindformers.expert_strategies`)."""
+    g = advice.graph
+    opts = getattr(g, "mf_options", None)
+    if opts is None:
+        return {op.name: tuple(tuple(r) for r in op.in_strategy) for op in g
+                if op.in_strategy is not None and op.in_layout is None}
+    from ..frontend.mindformers import expert_strategies
+    mode = "semi_auto" if (target or "sharding_propagation") == "shard" else "propagation"
+    experts = expert_strategies(g.model, advice.mesh, mode, graph=g, **opts)
+    return {name: a.strategy for name, a in experts.items() if a.strategy is not None}
+
+
 def source_changes(advice, *, prune: bool = False, target: str | None = None) -> SourceChanges:
     """The edits that write ``advice`` into the model's sources (nothing is written here).
 
     ``target``: for MindFormers classes, the method the strategies go into (``"sharding_propagation"``,
     the default, or ``"shard"``); plain model files get them where the primitive is configured today."""
-    loc = locate(advice, prune=prune)
     g = advice.graph
+    loc = locate(advice, prune=prune, current=current_strategies(advice, target))
     recorded: dict[str, dict] = {}
     for op in g:
         s = site_of(op)
@@ -110,7 +126,7 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
             saved = c.needed or "(declared)"
             summary.append(f"{g.op(name).cell_class} [{os.path.basename(p.file)}:{p.line}] {name}: rule {c.rule} "
                            f"({c.template}); {saved}")
-    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved)
+    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept)
 
 
 def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,
@@ -134,6 +150,8 @@ def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, a
         err.write("strategist: the advice configures no operator: no shard() to write\n")
     for line in ch.summary:
         err.write(f"strategist: {line}\n")
+    for line in ch.kept:
+        err.write(f"strategist: already in the source: {line}\n")
     for line in ch.disagreements:
         err.write(f"strategist: instances disagree: {line}\n")
     for line in ch.unresolved:

@@ -75,6 +75,7 @@ class Location:
     disagreements: list[str]             # human-readable, one per class whose instances disagree
     unresolved: list[str]                # anchors that cannot be written into source, with the reason
     prune: list[Site]                    # the model's own shard() calls the advice makes redundant
+    kept: list[str] = field(default_factory=list)   # sites whose own shard() already sets the advice
 
 
 def strategy_of(advice, name: str) -> Strategy:
@@ -98,9 +99,26 @@ def site_of(op) -> Site | None:
     return Site(os.path.abspath(file), int(line), op.instance_name, op.cell_class)
 
 
-def locate(advice, prune: bool = False) -> Location:
-    """Placements for every chosen anchor of ``advice`` (and the redundant shard() calls with ``prune``)."""
+def _carries(op, wanted: Strategy | None, current: dict, plan) -> bool:
+    """Does the model's own code already give ``op`` what the advice wants? An anchored operator: its
+    current strategy is the advised one. An operator the advice leaves to propagation: nothing configures
+    it, or what does equals the strategy propagation gives it (a harmless, redundant anchor)."""
+    cur = current.get(op.name)
+    if wanted is None:
+        return cur is None or cur == plan.choices[op.name].strategy
+    return cur is not None and wanted.tuple_ok and cur == wanted.strategy
+
+
+def locate(advice, prune: bool = False, current: dict | None = None) -> Location:
+    """Placements for every chosen anchor of ``advice`` (and the redundant shard() calls with ``prune``).
+
+    ``current``: operator -> the tuple strategy the model's own code sets on it at this mesh (for a
+    MindFormers model, what its target method sets: :func:`strategist.frontend.mindformers.expert_strategies`).
+    A site whose every instance already carries the advice is left alone (``Location.kept``), and an
+    instance its class's own call already configures as advised needs no line from its owner."""
     g = advice.graph
+    current = current or {}
+    kept: list[str] = []
     anchored = {c.op: strategy_of(advice, c.op) for c in advice.chosen}
     # every operator created at the same source site as an anchor: the class's other instances
     by_site: dict[tuple, list] = {}
@@ -130,7 +148,20 @@ def locate(advice, prune: bool = False) -> Location:
         done.add(key)
         users = by_site[key]
         wanted = {u.name: anchored.get(u.name) for u in users}
+        if current and all(_carries(u, wanted[u.name], current, advice.plan) for u in users):
+            n = sum(v is not None for v in wanted.values())
+            kept.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}): the model's own shard() "
+                        f"already sets {strategy_text(anchored[c.op].strategy)} on the {n} anchored of its "
+                        f"{len(users)} instances")
+            continue
         kinds = {None if v is None else v.key for v in wanted.values()}
+        one = next(v for v in wanted.values() if v is not None)
+        if len(kinds - {None}) == 1 and one.tuple_ok and all(
+                wanted[u.name] is not None or (advice.plan.choices[u.name].strategy == one.strategy
+                                               and current.get(u.name) in (None, one.strategy)) for u in users):
+            # the instances (or calls of one primitive) the advice leaves to propagation get the advised
+            # strategy there anyway: one shard() for them all keeps the plan
+            kinds = {one.key}
         if len(kinds) == 1:
             placements.append(Placement(s.file, None, s.line, s.instance, anchored[c.op], [u.name for u in users]))
             continue
@@ -141,11 +172,17 @@ def locate(advice, prune: bool = False) -> Location:
         disagreements.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}) is used by "
                              f"{len(users)} instances that disagree — {desc}; each anchored instance is "
                              f"configured where its owner creates it")
+        for u in users:
+            cur = current.get(u.name)
+            if wanted[u.name] is None and cur is not None and cur != advice.plan.choices[u.name].strategy:
+                unresolved.append(f"{u.name}: {op.cell_class}'s own shard() of {s.instance} sets "
+                                  f"{strategy_text(cur)} on it, where the advice leaves it to propagation "
+                                  f"({strategy_text(advice.plan.choices[u.name].strategy)}); configure it by hand")
         per_owner: dict[tuple, list] = {}
         for u in users:
             st = wanted[u.name]
-            if st is None:
-                continue
+            if st is None or (current and _carries(u, st, current, advice.plan)):
+                continue        # left to propagation, or its class's own shard() already sets the advice
             parts = u.cell_path.split(".") if u.cell_path else []
             k = len(parts)
             while k > 0 and parts[k - 1].isdigit():
@@ -183,7 +220,7 @@ def locate(advice, prune: bool = False) -> Location:
                                          if u.configured) and s not in pruned and all((s.file, s.line, s.instance) != (p.file, p.line, p.instance)
                                          for p in placements if not p.via):
                     pruned.append(s)
-    return Location(placements, disagreements, unresolved, pruned)
+    return Location(placements, disagreements, unresolved, pruned, kept)
 
 
 def _owner_site(g, owner_path: str, attr: str) -> tuple[str, int] | None:
