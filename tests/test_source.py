@@ -403,10 +403,43 @@ def test_locate_leaves_what_the_source_already_sets(graph_of):
         assert not loc.placements and not loc.disagreements and not loc.unresolved
         assert len(loc.kept) == 1 and "already sets ((2, 4), (4, 1)) on the 1 anchored of its 2 instances" \
             in loc.kept[0]
-    # ... but setting fc1 otherwise than its plan would override propagation there: said, not guessed
+    # ... but a class call setting fc1 otherwise than its plan would override propagation there: fc1 gets the
+    # plan's strategy from its owner too (a later shard() wins), and the review says so
     loc = locate(a, current={fc2: row, fc1: ((8, 1), (1, 1))})
-    assert not loc.placements and not loc.kept
-    assert any(u.startswith(f"{fc1}: Linear's own shard() of matmul sets ((8, 1), (1, 1)) on it") for u in loc.unresolved)
+    assert [(p.via, p.strategy.strategy) for p in loc.placements] == [("linear_fc1", ((2, 1), (1, 4)))]
+    assert not loc.kept and not loc.unresolved
+    assert loc.overridden == [f"{fc1}: Linear's own shard() of matmul sets ((8, 1), (1, 1)), the plan ((2, 1), (1, 4))"]
     # the class sets fc2 otherwise: the owner's line, as without ``current``
     loc = locate(a, current={fc2: ((8, 1), (1, 1))})
     assert [(p.via, p.strategy.strategy) for p in loc.placements] == [("linear_fc2", row)]
+
+
+@pytest.mark.slow
+def test_mindformers_deepseek3_owner_lines(tmp_path):
+    """deepseek3 (2 layers, the second MoE), dp=2,tp=4: MindFormers' MLP class serves the dense layer's MLP and
+    the MoE layer's shared experts, and TransformerLayer's self.mlp is an MLP in one layer and a MoELayer in the
+    other. A line in an owner's class runs in every instance of it: written where every such instance holds
+    the primitive and takes the strategy, one owner higher where the nearest would clash, withheld (and said
+    why) where none fits; a free instance the class's own sharding_propagation() sets otherwise than the plan
+    is configured from its owner as the plan has it."""
+    r = subprocess.run([sys.executable, "-m", "strategist", "advise", "mindformers:deepseek3/pretrain_deepseek3_671b.yaml",
+                        "--layers", "2", "--batch", "8", "--set", "first_k_dense_replace=1", "--mesh", "dp=2,tp=4",
+                        "--diff"], cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": ROOT}, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    patch, err = r.stdout, r.stderr
+    files = dict(re.findall(r"diff --git a/(\S+) b/\S+\n(.*?)(?=\ndiff --git |\Z)", patch, re.S))
+    # the shared experts' column linear, data parallel in the plan where ColumnParallelLinear.sharding_propagation()
+    # sets Megatron's column split: configured from the MoE layer (the MLP class also serves layer 0's MLP, whose
+    # fc1 keeps the class's column split)
+    moe = files["mindformers/parallel_core/training_graph/transformer/moe/moe_layer.py"]
+    assert "+            self.shared_experts.linear_fc1.matmul.shard(((8, 1), (1, 1)))\n" in moe
+    assert ("configured from its owner as the plan has it: model.decoder.layers.1.mlp.shared_experts.linear_fc1."
+            "matmul: ColumnParallelLinear's own shard() of matmul sets ((2, 1), (4, 1)), the plan ((8, 1), (1, 1))") in err
+    # the dense MLP's interior: TransformerLayer's self.mlp is a MoELayer in layer 1, which has no mul: no line there
+    layer = files["mindformers/parallel_core/training_graph/transformer/transformer_layer.py"]
+    assert "self.mlp.mul.shard" not in layer and "self.mlp.split.shard" not in layer
+    assert ("not written: model.decoder.layers.0.mlp.mul: a line at ") in err and \
+        "would also run in model.decoder.layers.1, which has no self.mlp.mul" in err
+    # what the experts' own methods already set at this mesh is left as it is
+    assert "already in the source: _LogSoftmax.max" in err

@@ -43,6 +43,7 @@ class SourceChanges:
     disagreements: list[str]
     unresolved: list[str]
     kept: list[str] = field(default_factory=list)   # sites already carrying the advice: left as they are
+    overridden: list[str] = field(default_factory=list)   # free instances a class's shard() sets otherwise
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
@@ -126,7 +127,7 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
             saved = c.needed or "(declared)"
             summary.append(f"{g.op(name).cell_class} [{os.path.basename(p.file)}:{p.line}] {name}: rule {c.rule} "
                            f"({c.template}); {saved}")
-    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept)
+    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden)
 
 
 def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,
@@ -152,6 +153,8 @@ def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, a
         err.write(f"strategist: {line}\n")
     for line in ch.kept:
         err.write(f"strategist: already in the source: {line}\n")
+    for line in ch.overridden:
+        err.write(f"strategist: configured from its owner as the plan has it: {line}\n")
     for line in ch.disagreements:
         err.write(f"strategist: instances disagree: {line}\n")
     for line in ch.unresolved:

@@ -76,6 +76,7 @@ class Location:
     unresolved: list[str]                # anchors that cannot be written into source, with the reason
     prune: list[Site]                    # the model's own shard() calls the advice makes redundant
     kept: list[str] = field(default_factory=list)   # sites whose own shard() already sets the advice
+    overridden: list[str] = field(default_factory=list)     # free instances given the plan's strategy
 
 
 def strategy_of(advice, name: str) -> Strategy:
@@ -88,6 +89,13 @@ def strategy_of(advice, name: str) -> Strategy:
     return Strategy(name, tuple(tuple(s) for s in ch.strategy), _tuple_equivalent(ch, mesh),
                     layout_text(ch.inputs, mesh), axes, c.rule if c else "", c.needed if c else "",
                     c.why if c else "")
+
+
+def _plan_strategy(advice, name: str) -> Strategy:
+    """The plan's strategy of ``name`` (an operator the advice leaves to propagation) as a shard() needs it."""
+    ch = advice.plan.choices[name]
+    return Strategy(name, tuple(tuple(s) for s in ch.strategy), _tuple_equivalent(ch, advice.mesh),
+                    layout_text(ch.inputs, advice.mesh), (), why="the plan's own strategy, over the class's shard()")
 
 
 def site_of(op) -> Site | None:
@@ -119,6 +127,8 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
     g = advice.graph
     current = current or {}
     kept: list[str] = []
+    overridden: list[str] = []
+    src = _Sources(g)
     anchored = {c.op: strategy_of(advice, c.op) for c in advice.chosen}
     # every operator created at the same source site as an anchor: the class's other instances
     by_site: dict[tuple, list] = {}
@@ -172,43 +182,55 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
         disagreements.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}) is used by "
                              f"{len(users)} instances that disagree — {desc}; each anchored instance is "
                              f"configured where its owner creates it")
-        for u in users:
-            cur = current.get(u.name)
-            if wanted[u.name] is None and cur is not None and cur != advice.plan.choices[u.name].strategy:
-                unresolved.append(f"{u.name}: {op.cell_class}'s own shard() of {s.instance} sets "
-                                  f"{strategy_text(cur)} on it, where the advice leaves it to propagation "
-                                  f"({strategy_text(advice.plan.choices[u.name].strategy)}); configure it by hand")
-        per_owner: dict[tuple, list] = {}
+        pending: list[tuple] = []               # (instance, strategy) needing a line from an owner
         for u in users:
             st = wanted[u.name]
-            if st is None or (current and _carries(u, st, current, advice.plan)):
+            if _carries(u, st, current, advice.plan) if current else st is None:
                 continue        # left to propagation, or its class's own shard() already sets the advice
-            parts = u.cell_path.split(".") if u.cell_path else []
-            k = len(parts)
-            while k > 0 and parts[k - 1].isdigit():
-                k -= 1
-            if k == 0:
-                unresolved.append(f"{u.name}: its Cell has no named owner attribute to configure it from")
-                continue
-            owner_path = ".".join(parts[:k - 1])
-            attr_chain = ".".join(parts[k - 1:])
-            if any(p.isdigit() for p in parts[k - 1:]):
-                unresolved.append(f"{u.name}: owned through a CellList index ({u.cell_path}); configure by hand")
-                continue
-            owner_site = _owner_site(g, owner_path, parts[k - 1])
-            if owner_site is None:
-                unresolved.append(f"{u.name}: cannot find where {owner_path or '(root)'} creates "
-                                  f"self.{parts[k - 1]}")
-                continue
-            per_owner.setdefault(owner_site + (attr_chain,), []).append((u.name, st))
-        for (file, line, chain), items in sorted(per_owner.items()):
-            strats = {st.key for _, st in items}
-            if len(strats) > 1:
-                unresolved.append(f"{chain}.{s.instance}: instances created at the same line {_short(file)}:{line} "
-                                  f"(repeated layers) get different strategies: " +
-                                  "; ".join(f"{n} {strategy_text(st.strategy)}" for n, st in items))
-                continue
-            placements.append(Placement(file, None, line, s.instance, items[0][1], [n for n, _ in items], via=chain))
+            if st is None:
+                # the class's own shard() sets it otherwise than propagation would: overridden from its owner
+                # with the plan's strategy (an anchor equal to the plan keeps the plan)
+                st = _plan_strategy(advice, u.name)
+                overridden.append(f"{u.name}: {op.cell_class}'s own shard() of {s.instance} sets "
+                                  f"{strategy_text(current[u.name])}, the plan {strategy_text(st.strategy)}")
+            pending.append((u, st))
+
+        def final(n):       # the strategy instance n has in the plan
+            return wanted[n].strategy if wanted[n] is not None else advice.plan.choices[n].strategy
+        # the nearest owner first; a line there configures every instance that owner's class creates at that
+        # line, so where those need different strategies, the owner's owner (MindFormers' MLP serves a dense
+        # layer's MLP and the MoE's shared experts: the MoE layer configures its own shared experts)
+        why: dict[str, str] = {}
+        for up in range(4):
+            if not pending:
+                break
+            sharing: dict[tuple, list] = {}
+            for u in users:
+                key, _ = _owner_key(g, u, src, up)
+                if key is not None:
+                    sharing.setdefault(key, []).append(u.name)
+            per_owner: dict[tuple, list] = {}
+            for u, st in pending:
+                key, msg = _owner_key(g, u, src, up)
+                if key is None:
+                    why.setdefault(u.name, msg)
+                    continue
+                per_owner.setdefault(key, []).append((u, st))
+            left = []
+            for key, items in sorted(per_owner.items(), key=lambda kv: kv[0]):
+                file, line, chain = key
+                named = {u.name for u, _ in items}
+                clash = [(u.name, st.strategy) for u, st in items] + \
+                        [(n, final(n)) for n in sharing[key] if n not in named and final(n) != items[0][1].strategy]
+                if len({st.key for _, st in items}) > 1 or len(clash) > len(items):
+                    why.update({u.name: f"instances created at the same line {_short(file)}:{line} (repeated layers, "
+                                        f"or one class's several instances) need different strategies: "
+                                        + "; ".join(f"{n} {strategy_text(t)}" for n, t in clash) for u, _ in items})
+                    left += items
+                    continue
+                placements.append(Placement(file, None, line, s.instance, items[0][1], sorted(named), via=chain))
+            pending = left + [(u, st) for u, st in pending if _owner_key(g, u, src, up)[0] is None]
+        unresolved += [f"{u.name}: {why.get(u.name, 'no owner line configures it alone')}" for u, _ in pending]
     pruned: list[Site] = []
     if prune:
         status_of = {name: status for name, status, _ in advice.existing}
@@ -220,42 +242,118 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
                                          if u.configured) and s not in pruned and all((s.file, s.line, s.instance) != (p.file, p.line, p.instance)
                                          for p in placements if not p.via):
                     pruned.append(s)
-    return Location(placements, disagreements, unresolved, pruned, kept)
+    return Location(placements, disagreements, unresolved, pruned, kept, overridden)
 
 
-def _owner_site(g, owner_path: str, attr: str) -> tuple[str, int] | None:
-    """``(file, line)`` of ``self.<attr> = ...`` in the Cell at ``owner_path``: found from any operator
-    the owner itself creates (same class, so same source file), else from the model file."""
-    import ast
-    klass = g.cells.get(owner_path)
-    files = []
-    for op in g:
-        if op.cell_class == klass and op.source:
-            files.append(op.source.rpartition(":")[0])
-    model_file = (g.model or "").rpartition(":")[0]
-    if model_file:
-        files.append(model_file)
-    for op in g:
-        if op.source:
-            files.append(op.source.rpartition(":")[0])
-    seen = set()
-    for f in files:
-        f = os.path.abspath(f)
-        if f in seen or not os.path.isfile(f):
-            continue
-        seen.add(f)
+def _owner_key(g, u, src: "_Sources", up: int = 0) -> tuple[tuple | None, str]:
+    """(file, line, attribute chain) where ``u``'s owner (``up`` levels higher: its owner's owner, ...)
+    creates the Cell on the way to it, or (None, why not)."""
+    parts = u.cell_path.split(".") if u.cell_path else []
+    k = len(parts)
+    while k > 0 and parts[k - 1].isdigit():
+        k -= 1
+    k -= up
+    if k <= 0:
+        return None, "its Cell has no named owner attribute to configure it from"
+    owner_path = ".".join(parts[:k - 1])
+    if any(p.isdigit() for p in parts[k - 1:]):
+        return None, f"owned through a CellList index ({u.cell_path}); configure by hand"
+    site = src.site(g.cells.get(owner_path), parts[k - 1])
+    if site is None:
+        return None, f"cannot find where {owner_path or '(root)'} creates self.{parts[k - 1]}"
+    chain = ".".join(parts[k - 1:])
+    # the line runs in every Cell whose class creates that attribute there: each must hold the chain
+    first = parts[k - 1]
+    missing = [o or "(root)" for o, c in sorted(g.cells.items()) if f"{o}.{first}".lstrip(".") in g.cells
+               and (f"{o}.{chain}".lstrip("."), u.instance_name) not in src.held and src.site(c, first) == site]
+    if missing:
+        return None, (f"a line at {_short(site[0])}:{site[1]} would also run in {missing[0]}, which has no "
+                      f"self.{chain}.{u.instance_name}")
+    return site + (chain,), ""
+
+
+class _Sources:
+    """The model's source files parsed once: where a Cell class (or a base of it) creates an attribute."""
+
+    def __init__(self, g):
+        import ast
+        self.ast = ast
+        self.g = g
+        files = [op.source.rpartition(":")[0] for op in g if op.source]
+        model_file = (g.model or "").rpartition(":")[0]
+        files += [model_file] if model_file else []
+        self.seen: list[str] = []
+        self.classes: dict[str, list] = {}      # class name -> [(file, ClassDef)]
+        for f in files:
+            f = os.path.abspath(f)
+            if f in self.seen or not os.path.isfile(f):
+                continue
+            self.seen.append(f)
+            self._parse(f)
+        self.dirs = sorted({os.path.dirname(f) for f in self.seen})
+        self.scanned: set[str] = set()
+        self.sites: dict[tuple, tuple | None] = {}
+        self.held = {(op.cell_path, op.instance_name) for op in g}
+        # a class's own file first: the file where its operators are created
+        self.home: dict[str, set] = {}
+        for op in g:
+            if op.source:
+                self.home.setdefault(op.cell_class, set()).add(os.path.abspath(op.source.rpartition(":")[0]))
+
+    def _parse(self, f, text=None):
         try:
-            tree = ast.parse(open(f, encoding="utf-8").read())
+            tree = self.ast.parse(text if text is not None else open(f, encoding="utf-8").read())
         except (OSError, SyntaxError, UnicodeDecodeError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == klass:
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Assign) and any(
-                            isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                            and t.value.id == "self" for t in sub.targets):
-                        return (f, sub.lineno)
-    return None
+            return
+        for node in self.ast.walk(tree):
+            if isinstance(node, self.ast.ClassDef):
+                self.classes.setdefault(node.name, []).append((f, node))
+
+    def defined(self, name: str) -> list:
+        # a class no operator's source names (MindFormers' SharedExpertMLP creates no primitive of its own):
+        # looked for beside the files searched
+        if name not in self.classes and name not in self.scanned:
+            self.scanned.add(name)
+            for d in self.dirs:
+                for fn in sorted(os.listdir(d)):
+                    f = os.path.join(d, fn)
+                    if not fn.endswith(".py") or f in self.seen:
+                        continue
+                    try:
+                        text = open(f, encoding="utf-8").read()
+                    except (OSError, UnicodeDecodeError):
+                        continue
+                    if f"class {name}(" in text or f"class {name}:" in text:
+                        self.seen.append(f)
+                        self._parse(f, text)
+        home = self.home.get(name, set())
+        return sorted(self.classes.get(name, []), key=lambda fc: fc[0] not in home)
+
+    def site(self, klass: str | None, attr: str) -> tuple[str, int] | None:
+        """``(file, line)`` of ``self.<attr> = ...`` in class ``klass`` or, failing that, its bases
+        (MindFormers' MLPInterleaved creates its linears in MLP.__init__)."""
+        if klass is None:
+            return None
+        key = (klass, attr)
+        if key not in self.sites:
+            ast = self.ast
+            found = None
+            todo, done = [klass], set()
+            while todo and found is None:
+                name = todo.pop(0)
+                if name in done:
+                    continue
+                done.add(name)
+                for f, node in self.defined(name):
+                    found = next(((f, sub.lineno) for sub in ast.walk(node) if isinstance(sub, ast.Assign) and any(
+                        isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                        and t.value.id == "self" for t in sub.targets)), None)
+                    if found is not None:
+                        break
+                    todo += [b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                             if isinstance(b, (ast.Name, ast.Attribute))]
+            self.sites[key] = found
+        return self.sites[key]
 
 
 def _short(path: str) -> str:
