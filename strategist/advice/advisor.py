@@ -1276,6 +1276,7 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
 _LAYER = re.compile(r"\.layers\.\d+\.")
 #: candidates :func:`_align_layers` tries at most (each one propagation)
 ALIGN_CANDIDATES = 48
+_CONTAINERS = ("CellList", "SequentialCell", "ModuleList", "CellDict")
 
 
 def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
@@ -1291,13 +1292,29 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
     t_cur = cur.totals()["step_seconds"]
     anchored = {c.op for c in keep}
     groups: dict[tuple, list[str]] = {}
+    uses: dict[str, int] = {}
+    for cls in graph.cells.values():
+        uses[cls] = uses.get(cls, 0) + 1
+
+    def twin(op) -> str:
+        # the operator's path inside the outermost Cell of a class built more than once (a layer): deepseek3's
+        # multi-token-prediction block holds a TransformerLayer of its own (model.mtp.layers.0.transformer_layer),
+        # a twin of the decoder's layers the layer-index pattern alone does not see
+        parts = op.cell_path.split(".") if op.cell_path else []
+        if not op.name.startswith(op.cell_path + "."):
+            return _group_key(op.name)
+        for k in range(1, len(parts) + 1):
+            cls = graph.cells.get(".".join(parts[:k]))
+            if uses.get(cls, 0) > 1 and cls not in _CONTAINERS:
+                return f"{cls}:" + _group_key(op.name[len(".".join(parts[:k])):])
+        return _group_key(op.name)
     for name, ch in cur.choices.items():
         op = ch.op
         # a functional call has no shard() to write (an anchors file only): not worth a line nobody can apply
         if ch.sharding is None or op.type in ("Cast", "Reshape", "Flatten") or name in anchored \
                 or not _LAYER.search(name) or _weight_slot(op) is not None or not op.held:
             continue
-        key = (_group_key(name), op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
+        key = (twin(op), op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
         groups.setdefault(key, []).append(name)
     trials = []
     for members in groups.values():
