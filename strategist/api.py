@@ -58,13 +58,17 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
 
 
 def _warn_mesh_fit(graph, mesh, into: list) -> None:
-    """A mesh axis that divides no dimension of the model: a warning in the report and on stderr."""
+    """A mesh axis that divides no dimension of the model, or a mesh MindFormers would refuse for the config the
+    graph was built from: a warning in the report and on stderr."""
     import sys
     from .engine.mesh import mesh_fit_warning
-    w = mesh_fit_warning(graph, mesh)
-    if w and w not in into:
-        into.insert(0, w)
-        print(f"strategist: warning: {w}", file=sys.stderr)
+    from .frontend.mindformers import mesh_warnings
+    at = 0
+    for w in [mesh_fit_warning(graph, mesh)] + mesh_warnings(graph, mesh):
+        if w and w not in into:
+            into.insert(at, w)
+            at += 1
+            print(f"strategist: warning: {w}", file=sys.stderr)
 
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
