@@ -99,6 +99,9 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
 def find_op(plan: Plan, name: str) -> str:
     if name in plan.choices:
         return name
+    tail = [n for n in plan.choices if n.endswith("." + name)]
+    if len(tail) == 1:              # a unique dotted suffix: layers.0.mlp.linear_fc2.matmul for model.decoder.layers...
+        return tail[0]
     close = [n for n in plan.choices if n.endswith(name) or name in n][:6]
     raise StrategistError(f"--op {name!r} names no operator"
                           + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect)"))

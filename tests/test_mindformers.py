@@ -380,6 +380,36 @@ def test_moe_ffn_morph_is_one_device_local_operator():
 
 
 @pytest.mark.slow
+def test_deepseek3_layers_below_first_k_dense_replace_build_one_moe_layer():
+    """deepseek3 with --layers 2 and no first_k_dense_replace override (its config class keeps 3 dense layers,
+    which MindFormers refuses beyond 2): layer 0 dense, layer 1 MoE, and every report says so."""
+    from strategist.engine.propagate import propagate
+    from strategist.frontend.mindformers import load_mindformers
+    from strategist.report.render import inspect_text
+    cfg, ov, seq, _ = FAMILIES["deepseek3"]
+    ov = {k: v for k, v in ov.items() if k != "first_k_dense_replace"}
+    g, info = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov)
+    note = "--layers 2: first_k_dense_replace 3 -> 1"
+    assert info.model_config["first_k_dense_replace"] == 1
+    ffn = [op.name.split(".decoder.layers.")[1][0] for op in g if op.type == "MorphFFN" and ".decoder.layers." in op.name]
+    assert ffn == ["1"]                                        # (the MTP layer has its own)
+    assert any(note in n for n in info.notes) and any(note in n for n in g.notes)
+    assert f"note: {note}" in inspect_text(g)
+    plan = propagate(g, Mesh.parse("dp=2,tp=2"), {}, use_model_strategies=False)
+    assert any(note in w for w in plan.warnings)
+    # 3 layers, the experts' count left to the config class (256): an MoE model, so every layer is compiled (the
+    # copy of a compiled layer is for dense models; it failed here: "layer 1 ... is not contiguous")
+    ov = {k: v for k, v in ov.items() if k != "n_routed_experts"}
+    g, info = load_mindformers("mindformers:" + cfg, layers=3, seq=seq, batch=BATCH, overrides=ov)
+    assert info.extracted_layers == 3 and info.model_config["first_k_dense_replace"] == 2
+    assert [op.name.split(".decoder.layers.")[1][0] for op in g
+            if op.type == "MorphFFN" and ".decoder.layers." in op.name] == ["2"]
+    assert g.mf_model_config["n_routed_experts"] == 256
+    from strategist.frontend.mindformers import mesh_warnings
+    assert any("ep=3 does not divide the 256 experts" in w for w in mesh_warnings(g, Mesh.parse("dp=2,ep=3")))
+
+
+@pytest.mark.slow
 def test_moe_ffn_layout_kept_when_configuring_nothing():
     """qwen3_moe at its shipped width, dp=2,tp=4, the dataset split by dp. Propagation from the dataset alone
     lands each MoE FFN Morph on the layout MindFormers' FFNGroupedGEMM fixes (tokens over every device); the

@@ -784,11 +784,18 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         total = int(cfg.model.model_config.get("num_hidden_layers") or 0)
         if replicate is None:
             mcfg = cfg.model.model_config
-            replicate = not any(mcfg.get(k) for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
+            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it)
+            replicate = not any(mcfg.get(k) or (k not in mcfg and _config_default(cfg, k))
+                                for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
         ext = 2 if replicate and total > 2 else total
         if ext != total:
             cfg = _load_yaml(path, ext, seq, batch, overrides or {})
         conf_cls, train_cls, model_type, arch = _train_class(cfg)
+        # what a mesh must fit (mesh_warnings): the YAML's keys, else the config class's defaults
+        fit = {k: cfg.model.model_config.get(k) if cfg.model.model_config.get(k) is not None
+               else _config_default(cfg, k)
+               for k in ("num_attention_heads", "num_key_value_heads", "num_experts", "n_routed_experts",
+                         "num_moe_experts")}
         b = batch or _default_batch(cfg)
         net = _build(cfg)
         net.set_train(True)
@@ -837,7 +844,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     for g in (graph, getattr(graph, "mf_base_graph", None)):
         if g is not None:
             g.notes = list(getattr(g, "notes", [])) + [n for n in fitted if n not in getattr(g, "notes", [])]
-            g.mf_model_config = _plain(cfg.model.model_config)     # what the mesh must fit (mesh_warnings)
+            g.mf_model_config = {k: v for k, v in fit.items() if v is not None}    # (mesh_warnings)
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
             # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
             g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
