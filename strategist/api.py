@@ -58,13 +58,17 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
 
 
 def _warn_mesh_fit(graph, mesh, into: list) -> None:
-    """A mesh axis that divides no dimension of the model: a warning in the report and on stderr."""
+    """A mesh axis that divides no dimension of the model, or a mesh MindFormers would refuse for the config the
+    graph was built from: a warning in the report and on stderr."""
     import sys
     from .engine.mesh import mesh_fit_warning
-    w = mesh_fit_warning(graph, mesh)
-    if w and w not in into:
-        into.insert(0, w)
-        print(f"strategist: warning: {w}", file=sys.stderr)
+    from .frontend.mindformers import mesh_warnings
+    at = 0
+    for w in [mesh_fit_warning(graph, mesh)] + mesh_warnings(graph, mesh):
+        if w and w not in into:
+            into.insert(at, w)
+            at += 1
+            print(f"strategist: warning: {w}", file=sys.stderr)
 
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
@@ -95,6 +99,9 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
 def find_op(plan: Plan, name: str) -> str:
     if name in plan.choices:
         return name
+    tail = [n for n in plan.choices if n.endswith("." + name)]
+    if len(tail) == 1:              # a unique dotted suffix: layers.0.mlp.linear_fc2.matmul for model.decoder.layers...
+        return tail[0]
     close = [n for n in plan.choices if n.endswith(name) or name in n][:6]
     raise StrategistError(f"--op {name!r} names no operator"
                           + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect)"))

@@ -84,6 +84,22 @@ def test_explain_command(capsys):
     assert "--op 'matmul9' names no operator" in capsys.readouterr().err
 
 
+def test_explain_op_by_unique_suffix():
+    """--op layers.0.mlp.linear_fc2.matmul for model.decoder.layers.0.mlp.linear_fc2.matmul: a dotted suffix naming
+    one operator is that operator (it was an error whose only suggestion was that very operator)."""
+    from types import SimpleNamespace
+    from strategist.api import find_op
+    from strategist.errors import StrategistError
+    plan = SimpleNamespace(choices=dict.fromkeys(["model.decoder.layers.0.mlp.linear_fc2.matmul",
+                                                  "model.decoder.layers.1.mlp.linear_fc2.matmul", "a.matmul"]))
+    assert find_op(plan, "layers.0.mlp.linear_fc2.matmul") == "model.decoder.layers.0.mlp.linear_fc2.matmul"
+    assert find_op(plan, "a.matmul") == "a.matmul"
+    with pytest.raises(StrategistError, match="did you mean: model.decoder.layers.0"):    # two operators end so
+        find_op(plan, "mlp.linear_fc2.matmul")
+    with pytest.raises(StrategistError, match="names no operator"):                     # not at a dot
+        find_op(plan, "ayers.0.mlp.linear_fc2.matmul")
+
+
 def test_propagate_bad_mesh_and_hardware(capsys):
     assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp2"]) == 2
     assert "bad mesh 'dp2'" in capsys.readouterr().err

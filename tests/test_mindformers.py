@@ -79,6 +79,103 @@ def test_cli_rejects_input_for_configs(capsys):
     assert rc == 2 and "--input does not apply" in capsys.readouterr().err
 
 
+def test_mesh_warnings_name_what_mindformers_refuses():
+    """The tp=1 graph takes any mesh; what MindFormers could not build at it is a warning of every report."""
+    from strategist.frontend.mindformers import mesh_warnings
+
+    class G:
+        mf_model_config = {"num_attention_heads": 64, "num_key_value_heads": 8, "num_experts": 128}
+    assert mesh_warnings(G(), Mesh.parse("dp=2,tp=4")) == [] and mesh_warnings(G(), Mesh.parse("dp=2,ep=2,tp=2")) == []
+    w, = mesh_warnings(G(), Mesh.parse("dp=2,tp=3"))
+    assert "tp=3 does not divide the attention heads" in w and "num_key_value_heads 8" in w
+    w, = mesh_warnings(G(), Mesh.parse("tp=16"))                   # 64 heads divide, 8 kv heads do not
+    assert "tp=16" in w
+    w, = mesh_warnings(G(), Mesh.parse("dp=2,ep=3"))
+    assert "ep=3 does not divide the 128 experts" in w
+    w, = mesh_warnings(G(), Mesh.parse("dp=2,xx=4"))
+    assert "mesh axis xx means nothing to MindFormers" in w
+    assert mesh_warnings(object(), Mesh.parse("dp=2,tp=3")) == []  # not a MindFormers graph
+
+
+def _yaml(ref, layers=None, overrides=None):
+    """The config as the builds read it (in MindFormers' simulated world: its registry, its silenced logger)."""
+    from strategist.frontend.mindformers import _import_mindformers, _load_yaml, mindformers_world
+    _import_mindformers()
+    notes = []
+    with mindformers_world(mode="stand_alone", device_num=1):
+        cfg = _load_yaml(resolve_config(ref), layers, None, None, overrides or {}, notes=notes)
+    return cfg, notes
+
+
+def test_layers_fit_first_k_dense_replace():
+    """deepseek3's config class keeps 3 dense layers (first_k_dense_replace=3), which MindFormers refuses
+    beyond --layers: it becomes min(3, layers - 1), one MoE layer at least (at 1 layer: the dense first)."""
+    from strategist.frontend.mindformers import _fit_layer_keys
+    ds = "mindformers:deepseek3/pretrain_deepseek3_671b.yaml"
+    for layers, k in ((1, 1), (2, 1), (3, 2)):
+        cfg, notes = _yaml(ds, layers)
+        assert cfg.model.model_config.first_k_dense_replace == k, layers
+        assert len(notes) == 1 and f"--layers {layers}: first_k_dense_replace 3 -> {k}" in notes[0]
+    cfg, notes = _yaml(ds, 4)                                  # 3 dense + 1 MoE: as configured
+    assert cfg.model.model_config.get("first_k_dense_replace") is None and notes == []
+    cfg, notes = _yaml(ds)                                     # the shipped 61 layers
+    assert notes == []
+    cfg, notes = _yaml(ds, 2, {"first_k_dense_replace": 2})    # the user's own value is left to MindFormers
+    assert cfg.model.model_config.first_k_dense_replace == 2 and notes == []
+    cfg, notes = _yaml("mindformers:telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml", 1)   # its YAML's 1 fits
+    assert cfg.model.model_config.first_k_dense_replace == 1 and notes == []
+    cfg, notes = _yaml("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", 1)    # no such key: nothing added
+    assert "first_k_dense_replace" not in cfg.model.model_config and notes == []
+    # moe_layer_freq: a per-layer list is cut to the layers built (and kept equal to first_k_dense_replace's)
+    from strategist.frontend.mindformers import mindformers_world
+    cfg, _ = _yaml(ds)
+    cfg.model.model_config.moe_layer_freq = [0, 0, 0] + [1] * 58
+    with mindformers_world(mode="stand_alone", device_num=1):
+        notes = _fit_layer_keys(cfg, 2, {})
+    assert cfg.model.model_config.first_k_dense_replace == 1 and cfg.model.model_config.moe_layer_freq == [0, 1]
+    assert len(notes) == 2
+    cfg, _ = _yaml(ds, overrides={"first_k_dense_replace": 0})
+    cfg.model.model_config.moe_layer_freq = 8
+    with mindformers_world(mode="stand_alone", device_num=1):
+        assert _fit_layer_keys(cfg, 2, {"first_k_dense_replace": 0})
+    assert cfg.model.model_config.moe_layer_freq == 2
+
+
+def test_set_refuses_a_section_the_config_does_not_have():
+    """--set model_config.hidden_size=256 used to create a section MindFormers never reads (the model built at
+    full size, silently); a dotted key must run through sections the config has."""
+    q = "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml"
+    with pytest.raises(InputSpecError, match=r"has no section 'model_config'.*--set hidden_size=") as err:
+        _yaml(q, 1, {"model_config.hidden_size": 256})
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputSpecError, match=r"model has no section 'model_cfg'"):
+        _yaml(q, 1, {"model.model_cfg.hidden_size": 256})
+    cfg, _ = _yaml(q, 1, {"model.model_config.hidden_size": 256, "parallel_config.use_seq_parallel": True,
+                          "parallel.enable_alltoall": True})
+    assert cfg.model.model_config.hidden_size == 256 and cfg.parallel_config.use_seq_parallel is True
+    assert cfg.parallel.enable_alltoall is True
+
+
+def test_finetune_config_reads_pretrained_model_dir(tmp_path):
+    """Finetune configs name no model: MindFormers reads pretrained_model_dir's config.json (the YAML winning).
+    Their placeholder directory is one line naming the fix; a real one is read."""
+    import json
+    ft = "mindformers:qwen3/finetune_qwen3.yaml"
+    with pytest.raises(ModelLoadError, match=r"/path/to/Qwen3-32B/config.json does not exist: --set "
+                                             r"pretrained_model_dir=.*mindformers:qwen3/pretrain_qwen3_32b_4k.yaml"):
+        _yaml(ft, 1)
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120, "num_hidden_layers": 64,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "offset": 3}))
+    cfg, _ = _yaml(ft, 2, {"pretrained_model_dir": str(tmp_path), "num_attention_heads": 32})
+    mc = cfg.model.model_config
+    assert (mc.model_type, mc.hidden_size, mc.num_hidden_layers) == ("qwen3", 5120, 2)
+    assert mc.num_attention_heads == 32 and mc.offset == 0     # --set and strategist's own settings win
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ModelLoadError, match="not a JSON object"):
+        _yaml(ft, 1, {"pretrained_model_dir": str(tmp_path)})
+
+
 # ------------------------------------------------------------------------------------------
 # helpers
 
@@ -280,6 +377,36 @@ def test_moe_ffn_morph_is_one_device_local_operator():
     inlined, _ = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov,
                                   experts_stand_in=True)
     assert not any(o.type == "MorphFFN" for o in inlined)
+
+
+@pytest.mark.slow
+def test_deepseek3_layers_below_first_k_dense_replace_build_one_moe_layer():
+    """deepseek3 with --layers 2 and no first_k_dense_replace override (its config class keeps 3 dense layers,
+    which MindFormers refuses beyond 2): layer 0 dense, layer 1 MoE, and every report says so."""
+    from strategist.engine.propagate import propagate
+    from strategist.frontend.mindformers import load_mindformers
+    from strategist.report.render import inspect_text
+    cfg, ov, seq, _ = FAMILIES["deepseek3"]
+    ov = {k: v for k, v in ov.items() if k != "first_k_dense_replace"}
+    g, info = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov)
+    note = "--layers 2: first_k_dense_replace 3 -> 1"
+    assert info.model_config["first_k_dense_replace"] == 1
+    ffn = [op.name.split(".decoder.layers.")[1][0] for op in g if op.type == "MorphFFN" and ".decoder.layers." in op.name]
+    assert ffn == ["1"]                                        # (the MTP layer has its own)
+    assert any(note in n for n in info.notes) and any(note in n for n in g.notes)
+    assert f"note: {note}" in inspect_text(g)
+    plan = propagate(g, Mesh.parse("dp=2,tp=2"), {}, use_model_strategies=False)
+    assert any(note in w for w in plan.warnings)
+    # 3 layers, the experts' count left to the config class (256): an MoE model, so every layer is compiled (the
+    # copy of a compiled layer is for dense models; it failed here: "layer 1 ... is not contiguous")
+    ov = {k: v for k, v in ov.items() if k != "n_routed_experts"}
+    g, info = load_mindformers("mindformers:" + cfg, layers=3, seq=seq, batch=BATCH, overrides=ov)
+    assert info.extracted_layers == 3 and info.model_config["first_k_dense_replace"] == 2
+    assert [op.name.split(".decoder.layers.")[1][0] for op in g
+            if op.type == "MorphFFN" and ".decoder.layers." in op.name] == ["2"]
+    assert g.mf_model_config["n_routed_experts"] == 256
+    from strategist.frontend.mindformers import mesh_warnings
+    assert any("ep=3 does not divide the 256 experts" in w for w in mesh_warnings(g, Mesh.parse("dp=2,ep=3")))
 
 
 @pytest.mark.slow

@@ -321,6 +321,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     experts = dict(experts or {})
     cols = {k: Column(k, TITLES[k]) for k in COLUMNS}
     cmp = Comparison3(model, mesh, dataset_strategy, cols, len(graph), t_extract)
+    cmp.notes += list(getattr(graph, "notes", []))      # the front end's (layer-count keys fitted to --layers)
     if dataset_strategy == DEFAULT_DATASET:
         cmp.notes.append("dataset full_batch for all three: MindFormers' own (dp, 1) input split leaves the tp "
                          "devices unused, which auto_parallel refuses; slicing a whole batch costs no communication")

@@ -362,7 +362,8 @@ class _Engine:
                                     f"per-input splits such as x=8,1")
             if any(n % s for n, s in zip(shape, split)):
                 raise StrategyError(f"dataset strategy {split} does not divide input {name} {shape} "
-                                    f"(make the batch a multiple of {self.n}, or use --dataset-strategy full_batch)")
+                                    f"(make the batch a multiple of {self.n} -- --batch {self.n} for a MindFormers "
+                                    f"config, --input otherwise -- or use --dataset-strategy full_batch)")
             used = math.prod(split)
             dm = tuple(split) + ((self.n // used,) if used < self.n else ())
             out[name] = Layout(shape, dm, tuple((i,) if s > 1 else () for i, s in enumerate(split)))

@@ -141,7 +141,9 @@ def split_model_options(items: list[str] | None) -> dict:
     return out
 
 
-def _load_yaml(path: str, layers, seq, batch, overrides: dict):
+def _load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None = None):
+    """The config with the options applied. ``notes``: what was changed beside them (layer-count keys fitted to
+    ``layers``: :func:`_fit_layer_keys`) is appended there."""
     from mindformers.tools.register import MindFormerConfig
     try:
         cfg = MindFormerConfig(os.path.abspath(path))
@@ -150,10 +152,16 @@ def _load_yaml(path: str, layers, seq, batch, overrides: dict):
     if cfg.get("model") is None or cfg.model.get("model_config") is None:
         raise ModelLoadError(f"{path} has no model.model_config: not a MindFormers model config")
     mc = cfg.model.model_config
+    if cfg.get("parallel_config") is None:
+        cfg.parallel_config = MindFormerConfig()
     for key, value in (overrides or {}).items():
         _set_dotted(cfg, key, value)
+    _merge_pretrained(cfg, path)
     if layers is not None:
         mc.num_hidden_layers = layers
+        for line in _fit_layer_keys(cfg, layers, overrides or {}):
+            if notes is not None and line not in notes:
+                notes.append(line)
     if seq is not None:
         mc.seq_length = seq
         if (mc.get("max_position_embeddings") or 0) < seq:
@@ -169,9 +177,98 @@ def _load_yaml(path: str, layers, seq, batch, overrides: dict):
     return cfg
 
 
+def _merge_pretrained(cfg, path: str) -> None:
+    """A finetune config names no model (model_type, architectures, sizes): MindFormers reads them from
+    ``pretrained_model_dir``'s Hugging Face ``config.json``, the YAML's (and ``--set``) keys winning
+    (``merge_model_config``). Done so here; a placeholder directory is one line naming the fix."""
+    import json
+    mc = cfg.model.model_config
+    if mc.get("model_type") and mc.get("architectures"):
+        return
+    where = mc.get("pretrained_model_dir") or cfg.get("pretrained_model_dir")
+    if not where:
+        return                  # _train_class names what is missing
+    hf = os.path.join(str(where), "config.json")
+    if not os.path.isfile(hf):
+        folder = os.path.dirname(os.path.abspath(path))
+        same = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                      if f.startswith("pretrain") and f.endswith((".yaml", ".yml")))
+        base = os.path.abspath(_site_configs())
+        same = [PREFIX + os.path.relpath(f, base) if f.startswith(base + os.sep) else f for f in same]
+        alt = f", or use a pretrain config of the family: {', '.join(same)}" if same else ""
+        raise ModelLoadError(f"{path} takes its model (model_type, architectures, sizes) from pretrained_model_dir's "
+                             f"config.json, and {hf} does not exist: --set pretrained_model_dir=<a Hugging Face model "
+                             f"directory> (only its config.json is read){alt}")
+    try:
+        with open(hf, encoding="utf-8") as fh:
+            loaded = json.load(fh)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"reading {hf} (pretrained_model_dir of {path}) failed: {err}") from None
+    if not isinstance(loaded, dict):
+        raise ModelLoadError(f"{hf} (pretrained_model_dir of {path}) is not a JSON object")
+    for key, value in loaded.items():
+        if mc.get(key) is None:
+            mc[key] = value
+
+
+def _config_default(cfg, key: str):
+    """``key``'s default in the config class of ``cfg``'s model_type (None if unknown)."""
+    from mindformers.tools.register import MindFormerRegister
+    try:
+        cls = MindFormerRegister.get_cls("config", cfg.model.model_config.get("model_type"))
+        param = inspect.signature(cls.__init__).parameters.get(key)
+    except Exception:
+        return None
+    return None if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+def _fit_layer_keys(cfg, layers: int, overrides: dict) -> list[str]:
+    """Model-config keys that count layers, fitted to a smaller ``--layers`` (notes of what changed).
+
+    ``first_k_dense_replace`` (deepseek3, telechat3_moe: the config class defaults to 3) beyond the layer count
+    makes MindFormers refuse the build; it becomes ``min(k, layers - 1)`` so at least one MoE layer is built
+    (``min(k, 1)`` at 1 layer: the model's first layer, dense). ``moe_layer_freq`` (an int above the layer count,
+    or a list of another length) is cut to the layers built. A key the user ``--set`` is left as given.
+    """
+    mc = cfg.model.model_config
+    moe = cfg.get("moe_config") or {}
+    given = {k.rsplit(".", 1)[-1] for k in overrides}
+    out = []
+
+    def find(key):
+        for src in (moe, mc):       # _build: moe_config's keys override model_config's
+            if src.get(key) is not None:
+                return src, src[key]
+        return mc, _config_default(cfg, key)
+
+    src, k = find("first_k_dense_replace")
+    if "first_k_dense_replace" not in given and isinstance(k, int) and not isinstance(k, bool) and k > 0:
+        cap = layers - 1 if layers >= 2 else layers
+        if k > cap:
+            src["first_k_dense_replace"] = cap
+            if layers >= 2:
+                why = (f"{k} dense layers would leave no MoE layer; now {cap} dense, {layers - cap} MoE; "
+                       f"--set first_k_dense_replace=N to choose")
+            else:
+                why = "the one layer built is dense; --set first_k_dense_replace=0 to build an MoE layer instead"
+            out.append(f"--layers {layers}: first_k_dense_replace {k} -> {cap} ({why})")
+            k = cap
+    src, f = find("moe_layer_freq")
+    if "moe_layer_freq" not in given:
+        if isinstance(f, int) and not isinstance(f, bool) and f > layers:
+            src["moe_layer_freq"] = layers
+            out.append(f"--layers {layers}: moe_layer_freq {f} -> {layers} (the same layers are MoE)")
+        elif isinstance(f, (list, tuple)) and len(f) != layers:
+            cut = [0] * k + [1] * (layers - k) if isinstance(k, int) and k > 0 else \
+                (list(f[:layers]) + [1] * (layers - len(f)))[:layers]
+            src["moe_layer_freq"] = cut
+            out.append(f"--layers {layers}: moe_layer_freq of {len(f)} layers -> {cut}")
+    return out
+
+
 def _set_dotted(cfg, key: str, value) -> None:
-    """``a.b.c=v`` from the YAML root; a bare key sets the model config (or parallel_config if it is there)."""
-    from mindformers.tools.register import MindFormerConfig
+    """``a.b.c=v`` from the YAML root (every section on the way must exist); a bare key sets the model config
+    (or parallel_config if it is there)."""
     parts = key.split(".")
     if len(parts) == 1:
         mc = cfg.model.model_config
@@ -180,12 +277,18 @@ def _set_dotted(cfg, key: str, value) -> None:
         target[key] = value
         return
     node = cfg
-    for p in parts[:-1]:
+    for i, p in enumerate(parts[:-1]):
         nxt = node.get(p) if isinstance(node, dict) else None
         if nxt is None:
-            nxt = MindFormerConfig()
-            node[p] = nxt
-        elif not isinstance(nxt, dict):
+            # a section the config does not have: MindFormers would never read it (a typo, or model_config.X
+            # for model.model_config.X) -- refuse rather than build the model as if the setting were taken
+            where = ".".join(parts[:i]) or "the config's root"
+            have = sorted(str(k) for k, v in node.items() if isinstance(v, dict)) if isinstance(node, dict) else []
+            hint = (f"; a model_config key is set bare (--set {parts[-1]}=...) or as model.model_config.{parts[-1]}"
+                    if p == "model_config" else "")
+            raise InputSpecError(f"bad setting {key}: {where} has no section {p!r} (sections: "
+                                 f"{', '.join(have) or 'none'}){hint}")
+        if not isinstance(nxt, dict):
             raise InputSpecError(f"bad setting {key}: {p!r} is a value, not a section")
         node = nxt
     node[parts[-1]] = value
@@ -675,15 +778,24 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     notes: list[str] = []
     t0 = time.perf_counter()
     with mindformers_world(mode="stand_alone", device_num=1, notes=notes):
-        cfg = _load_yaml(path, layers, seq, batch, overrides or {})
+        fitted: list[str] = []          # layer-count keys fitted to --layers: notes for every report
+        cfg = _load_yaml(path, layers, seq, batch, overrides or {}, notes=fitted)
+        notes.extend(fitted)
         total = int(cfg.model.model_config.get("num_hidden_layers") or 0)
         if replicate is None:
             mcfg = cfg.model.model_config
-            replicate = not any(mcfg.get(k) for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
+            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it)
+            replicate = not any(mcfg.get(k) or (k not in mcfg and _config_default(cfg, k))
+                                for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
         ext = 2 if replicate and total > 2 else total
         if ext != total:
             cfg = _load_yaml(path, ext, seq, batch, overrides or {})
         conf_cls, train_cls, model_type, arch = _train_class(cfg)
+        # what a mesh must fit (mesh_warnings): the YAML's keys, else the config class's defaults
+        fit = {k: cfg.model.model_config.get(k) if cfg.model.model_config.get(k) is not None
+               else _config_default(cfg, k)
+               for k in ("num_attention_heads", "num_key_value_heads", "num_experts", "n_routed_experts",
+                         "num_moe_experts")}
         b = batch or _default_batch(cfg)
         net = _build(cfg)
         net.set_train(True)
@@ -734,6 +846,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             # how it was built: the experts' strategies of the same config (source diffs read what the
             # model's own methods set at a mesh: expert_strategies)
             g.mf_options = {"layers": layers, "seq": seq, "batch": batch, "overrides": dict(overrides or {})}
+            g.notes = list(getattr(g, "notes", [])) + [n for n in fitted if n not in getattr(g, "notes", [])]
+            g.mf_model_config = {k: v for k, v in fit.items() if v is not None}    # (mesh_warnings)
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
             # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
             g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
@@ -759,6 +873,31 @@ def _plain(d):
 
 # --------------------------------------------------------------------------------------
 # the experts' strategies
+
+
+def mesh_warnings(graph: OpGraph, mesh: Mesh) -> list[str]:
+    """What MindFormers itself would refuse of ``mesh`` for the model ``graph`` was built from (the tp=1 graph
+    takes any mesh): tp not dividing the attention heads, ep not dividing the experts, axes it does not know."""
+    mc = getattr(graph, "mf_model_config", None)
+    if not mc:
+        return []
+    out = []
+    extra = [n for n in mesh.names if n not in ("dp", "tp", "cp", "ep")]
+    if extra:
+        out.append(f"mesh axis {', '.join(extra)} means nothing to MindFormers or to the rules' templates "
+                   f"(they place dp, tp, cp, ep): name the axes dp, tp, cp, ep")
+    tp, ep = mesh.get("tp", 1), mesh.get("ep", 1)
+    heads = mc.get("num_attention_heads")
+    kv = mc.get("num_key_value_heads") or heads
+    if tp > 1 and isinstance(heads, int) and isinstance(kv, int) and (heads % tp or kv % tp):
+        out.append(f"tp={tp} does not divide the attention heads (num_attention_heads {heads}, num_key_value_heads "
+                   f"{kv}): MindFormers splits heads by tp and cannot build this model at tp={tp}; pick a tp "
+                   f"dividing both")
+    experts = next((mc[k] for k in ("num_experts", "n_routed_experts", "num_moe_experts") if mc.get(k)), None)
+    if ep > 1 and isinstance(experts, int) and experts % ep:
+        out.append(f"ep={ep} does not divide the {experts} experts: MindFormers cannot build this model at ep={ep}; "
+                   f"pick an ep dividing {experts}")
+    return out
 
 
 def mesh_sizes(mesh: Mesh) -> dict[str, int]:

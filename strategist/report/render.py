@@ -57,6 +57,7 @@ def inspect_text(graph: OpGraph, depth: int = 3) -> str:
             continue
         label = path.rsplit(".", 1)[-1] if path else "(root)"
         out.append(f"  {'  ' * level}{label} [{graph.cells.get(path, '?')}] {counts[path]}")
+    out += [f"note: {n}" for n in getattr(graph, "notes", [])]
     return "\n".join(out) + "\n"
 
 
