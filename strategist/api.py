@@ -9,6 +9,26 @@ from .engine.plan import Plan
 from .engine.propagate import propagate
 
 
+def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
+                         dataset_strategy: str | None) -> tuple[list[str], str, list[str]]:
+    """What the CLI fills in when the user does not say: for a MindFormers model, the whole batch on every device
+    (``full_batch``: MindFormers' own (dp, 1) input split leaves the tp devices unused, which auto_parallel
+    refuses) and the global batch it trains with on ``mesh`` (batch_size x dp, where the config's own
+    data_parallel would be 1 at the tp=1 build); otherwise the batch over all devices. Returns
+    (kwargs, dataset_strategy, notes for stderr)."""
+    from .frontend.mindformers import default_batch, is_mindformers_ref, split_model_options
+    kwargs = list(kwargs or [])
+    if not is_mindformers_ref(model):
+        return kwargs, dataset_strategy or "data_parallel", []
+    notes = []
+    opts = split_model_options(kwargs)
+    if opts["batch"] is None and mesh:
+        b, note = default_batch(model, Mesh.parse(mesh), opts["overrides"])
+        kwargs.append(f"batch={b}")
+        notes.append(note)
+    return kwargs, dataset_strategy or "full_batch", notes
+
+
 def parse_dataset_strategy(text):
     """``--dataset-strategy``: ``data_parallel`` | ``full_batch`` | per-input splits ``x=8,1;mask=8,1,1``.
 

@@ -53,10 +53,10 @@ def _parser() -> argparse.ArgumentParser:
                             help="ignore the model's own shard() calls")
         sp.add_argument("--hardware", default="atlas-800t-a2",
                         help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
-        sp.add_argument("--dataset-strategy", default="data_parallel", metavar="data_parallel|full_batch|x=8,1;...",
+        sp.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
                         help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all devices "
-                             "(data_parallel, the default), not at all (full_batch), or per-input splits using "
-                             "every device")
+                             "(data_parallel, the default; full_batch for MindFormers configs), not at all "
+                             "(full_batch), or per-input splits using every device")
 
     sp = sub.add_parser("propagate", help="propagate strategies from the anchors and report the redistribution cost")
     plan_args(sp)
@@ -89,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     model_args(sp)
     sp.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
     sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure, on both sides (see README)")
-    sp.add_argument("--dataset-strategy", default="data_parallel", metavar="data_parallel|full_batch|x=8,1;...",
-                    help="MindSpore's dataset_strategy, used on both sides (default data_parallel)")
+    sp.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
+                    help="MindSpore's dataset_strategy, used on both sides (default data_parallel; full_batch for "
+                         "MindFormers configs)")
     sp.add_argument("--fully-use-devices", action="store_true", help="MindSpore's algo parameter (default off)")
     sp.add_argument("--elementwise-op-strategy-follow", action="store_true",
                     help="MindSpore's algo parameter (default off)")
@@ -143,7 +144,12 @@ def _main(argv: list[str] | None = None) -> int:
     _fold_model_options(args)
     os.environ.setdefault("GLOG_v", "4")  # MindSpore's C++ log: only critical; we report errors ourselves
     try:
-        from .api import parse_dataset_strategy
+        from .api import mindformers_defaults, parse_dataset_strategy
+        if hasattr(args, "dataset_strategy") and getattr(args, "model", None):
+            args.kwargs, args.dataset_strategy, said = mindformers_defaults(
+                args.model, getattr(args, "mesh", None), args.kwargs, args.dataset_strategy)
+            for line in said:
+                print(f"strategist: {line}", file=sys.stderr)
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text

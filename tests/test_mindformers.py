@@ -8,6 +8,7 @@ vocab-parallel embedding splits ids by dp and the table's rows by tp.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -459,6 +460,25 @@ def test_cli_inspect_mindformers_config(tmp_path):
                           "--layers", "2", "--set", "num_experts=4", "--set", "n_routed_experts=4"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.startswith("strategist: error:") and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_cli_advise_without_batch_or_dataset_strategy(tmp_path):
+    """A first run names no --batch: the batch MindFormers trains with on the mesh (the config's batch_size 1
+    x dp 2), the whole batch on every device (full_batch), said on stderr; MindFormers' config reader logs nothing
+    to stdout. (Before: batch 1 split over all 8 devices, refused on every multi-device mesh.)"""
+    env = {k: v for k, v in os.environ.items() if k != "LOG_MF_PATH"}
+    env["PYTHONPATH"] = ROOT
+    cmd = [PY, "-m", "strategist", "advise", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--layers", "2",
+           "--seq", "128", "--mesh", "dp=2,tp=4", "--format", "json"] + \
+        [a for k, v in DENSE.items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "strategist: batch 2: the config's runner_config.batch_size 1 x data parallel 2 (--batch N to change)" \
+        in r.stderr
+    ops = {op["name"]: op for op in json.loads(r.stdout)["plan"]["ops"]}     # stdout is the JSON alone
+    assert ops["model.embedding.word_embeddings.reshape"]["inputs"][0].startswith("[2, 128]@")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.slow

@@ -141,6 +141,19 @@ def split_model_options(items: list[str] | None) -> dict:
     return out
 
 
+def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None) -> tuple[int, str]:
+    """The global batch MindFormers trains ``ref`` with on ``mesh``: the config's ``runner_config.batch_size``
+    (per data-parallel rank) times the mesh's data-parallel size; and a note saying so."""
+    path = resolve_config(ref)
+    _import_mindformers()
+    with _quiet_logger([]):         # MindFormers' config reader logs to stdout
+        cfg = _load_yaml(path, None, None, None, overrides or {})
+    per = max(1, int((cfg.get("runner_config") or {}).get("batch_size") or 1))
+    dp = mesh_sizes(mesh)["dp"]
+    return per * dp, (f"batch {per * dp}: the config's runner_config.batch_size {per} x data parallel {dp} "
+                      f"(--batch N to change)")
+
+
 def _load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None = None):
     """The config with the options applied. ``notes``: what was changed beside them (layer-count keys fitted to
     ``layers``: :func:`_fit_layer_keys`) is appended there."""
