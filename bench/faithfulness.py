@@ -141,7 +141,9 @@ def mindformers_section(classes):
             out[ref] = what
             continue
         a, n = cmp.agreed, cmp.total
-        print(f"   {ref}: {a}/{n} operators agree ({100 * a / max(n, 1):.1f} %; {time.perf_counter() - t0:.0f} s)")
+        print(f"   {ref}: {a}/{n} operators agree ({100 * a / max(n, 1):.1f} %; {time.perf_counter() - t0:.0f} s); "
+              f"{len(cmp.only_ours)} only strategist, {len(cmp.only_theirs)} only MindSpore, "
+              f"{len(cmp.parallel_only)} only in MindSpore's parallel build (the loss's x + 0)")
         for cls, ex in netgen.disagreements(cmp):
             classes[(cls,)].append((ref, ex))
         out[ref] = (a, n)

@@ -190,6 +190,28 @@ def test_compare_reports_a_disagreement_and_one_sided_ops(graph_of):
     assert not c.all_agree
 
 
+def test_mindformers_parallel_only_loss_adds_are_listed_not_counted(graph_of):
+    """MindFormers' CrossEntropyLoss builds ``logits + 0`` and ``labels + 0`` (AddExt with a scalar) only in a
+    parallel mode: MindSpore's report has them (as its qwen3 run at dp=2,tp=4 did: AddExt-op0 ((2,4),()),
+    AddExt-op1 ((2),())), strategist's stand-alone graph cannot. They are listed apart and the verdict ignores
+    them; any other MindSpore-only AddExt still counts."""
+    plan = _docs_plan(graph_of)
+    d = json.loads(json.dumps(DOCS_FFN_MS))
+    d["ops"] += [{"name": "Default/model-GPTModel/loss-CrossEntropyLoss/AddExt-op0", "type": "AddExt",
+                  "path": None, "in_strategy": [[2, 4], []]},
+                 {"name": "Default/model-GPTModel/loss-CrossEntropyLoss/AddExt-op1", "type": "AddExt",
+                  "path": None, "in_strategy": [[2], []]}]
+    c = compare(plan, MsPlan.from_dict(d))
+    assert not c.only_theirs and c.all_agree and len(c.parallel_only) == 2
+    assert "0 only MindSpore (2 more only in its parallel build)" in c.text() and "-> ALL AGREE" in c.text()
+    assert len(c.to_dict()["only_mindspore_parallel_build"]) == 2
+    d["ops"].append({"name": "Default/model-GPTModel/loss-CrossEntropyLoss/AddExt-op2", "type": "AddExt",
+                     "path": None, "in_strategy": [[2, 4], [2, 4]]})          # two tensors: not the x + 0
+    c = compare(plan, MsPlan.from_dict(d))
+    assert [m.name for m in c.only_theirs] == ["Default/model-GPTModel/loss-CrossEntropyLoss/AddExt-op2"]
+    assert not c.all_agree
+
+
 def test_cse_copies_in_mindspores_graph_agree_only_with_the_same_strategy(graph_of):
     """``q = k = v = x.transpose(...)``: MindSpore's parallel graph keeps three Transposes where the stand-alone
     compile keeps one. A MindSpore-only operator identical to a matched one (type, scope, shapes, strategy)

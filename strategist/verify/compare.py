@@ -64,6 +64,10 @@ class Comparison:
     #: parallel graph, once in the stand-alone one): (MindSpore's operator, our operator). They carry the
     #: strategy of the operator they copy, so they agree.
     merged: list = field(default_factory=list)
+    #: MindSpore operators a MindFormers model creates only in a parallel mode, which strategist's stand-alone
+    #: (tp=1) graph cannot hold: CrossEntropyLoss's ``logits + 0`` and ``labels + 0`` (loss_func.py: AddExt
+    #: with a scalar 0, ``keep_alive``, built only when the parallel mode is semi/auto). Listed, not counted.
+    parallel_only: list = field(default_factory=list)
     #: with ``verify --redistributions``: the edges that move data on both sides
     moves: "Moves | None" = None
     #: with ``verify --communication``: every collective of a training step, strategist's priced plan beside
@@ -104,6 +108,8 @@ class Comparison:
             "only_strategist": [{"op": n, "type": t, "strategist": _lists(s)} for n, t, s in self.only_ours],
             "only_mindspore": [{"name": o.name, "type": o.type, "path": o.path, "mindspore": _lists(o.in_strategy)}
                                for o in self.only_theirs],
+            "only_mindspore_parallel_build": [{"name": o.name, "type": o.type, "path": o.path,
+                                               "mindspore": _lists(o.in_strategy)} for o in self.parallel_only],
             "merged_by_cse": [{"name": o.name, "type": o.type, "copy_of": ours, "mindspore": _lists(o.in_strategy)}
                               for o, ours in self.merged],
             "seconds": {"strategist_propagate": self.strategist_seconds,
@@ -264,10 +270,20 @@ def compare(plan, ms: MsPlan) -> Comparison:
     merged = [(m, twins[k]) for m in only_theirs
               if (k := (m.type, m.path, _their_shapes(m), _norm(m.in_strategy))) in twins]
     only_theirs = [m for m in only_theirs if all(m is not x for x, _ in merged)]
+    parallel_only = [m for m in only_theirs if _mindformers_parallel_only(m)]
+    only_theirs = [m for m in only_theirs if not any(m is x for x in parallel_only)]
     mesh = ",".join(f"{n}={s}" for n, s in plan.mesh.axes)
     return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
                       model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy,
-                      merged=merged)
+                      merged=merged, parallel_only=parallel_only)
+
+
+def _mindformers_parallel_only(m) -> bool:
+    """MindFormers' CrossEntropyLoss's ``x + 0`` (its logits and labels, AddExt with a scalar), which it creates
+    only in a parallel mode: in MindSpore's report, never in a stand-alone graph."""
+    st = _norm(m.in_strategy)
+    return (m.type == "AddExt" and "-CrossEntropyLoss/" in m.name and st is not None and len(st) == 2
+            and st[1] == ())
 
 
 # --------------------------------------------------------------------------------------
@@ -402,6 +418,10 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
     if c.only_theirs:
         out += ["", "only in MindSpore's report (matched to no strategist operator):"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}" for m in c.only_theirs]
+    if c.parallel_only:
+        out += ["", "only in MindSpore's parallel build (MindFormers' CrossEntropyLoss adds logits + 0 and labels + 0 "
+                    "only in a parallel mode; strategist's stand-alone graph cannot hold them): not compared"]
+        out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}" for m in c.parallel_only]
     if c.merged:
         out += ["", "in MindSpore's graph twice, merged in strategist's stand-alone compile (CSE); same strategy:"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}  = {ours}" for m, ours in c.merged]
@@ -411,7 +431,9 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
         out += ["", c.communication.text().rstrip("\n")]
     pct = 100.0 * c.agreed / c.total if c.total else 100.0
     out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
-                f"{len(c.only_theirs)} only MindSpore; dataset {'agrees' if c.dataset_agrees else 'differs'}"
+                f"{len(c.only_theirs)} only MindSpore"
+                + (f" ({len(c.parallel_only)} more only in its parallel build)" if c.parallel_only else "")
+                + f"; dataset {'agrees' if c.dataset_agrees else 'differs'}"
                 + (f"; edges moving data {'agree' if c.moves.agree else 'differ'}" if c.moves is not None else "")
                 + (f"; communication {'not compared' if c.communication.error else 'agrees' if c.communication.agree else 'differs'}"
                    if c.communication is not None else "")
