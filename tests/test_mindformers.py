@@ -96,6 +96,10 @@ def test_mesh_warnings_name_what_mindformers_refuses():
     w, = mesh_warnings(G(), Mesh.parse("dp=2,xx=4"))
     assert "mesh axis xx means nothing to MindFormers" in w
     assert mesh_warnings(object(), Mesh.parse("dp=2,tp=3")) == []  # not a MindFormers graph
+    G.mf_batch = 6              # dp 2 x ep 2 = 4 data-parallel ranks: 6 rows do not split
+    assert mesh_warnings(G(), Mesh.parse("dp=2,tp=4")) == []
+    w, = mesh_warnings(G(), Mesh.parse("dp=2,ep=2,tp=2"))
+    assert w.startswith("batch 6 is not a multiple of the data-parallel size 4") and "--batch" in w
 
 
 def _yaml(ref, layers=None, overrides=None):

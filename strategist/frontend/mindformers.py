@@ -859,6 +859,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             # how it was built: the experts' strategies of the same config (source diffs read what the
             # model's own methods set at a mesh: expert_strategies)
             g.mf_options = {"layers": layers, "seq": seq, "batch": batch, "overrides": dict(overrides or {})}
+            g.mf_batch = b
             g.notes = list(getattr(g, "notes", [])) + [n for n in fitted if n not in getattr(g, "notes", [])]
             g.mf_model_config = {k: v for k, v in fit.items() if v is not None}    # (mesh_warnings)
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
@@ -910,6 +911,11 @@ def mesh_warnings(graph: OpGraph, mesh: Mesh) -> list[str]:
     if ep > 1 and isinstance(experts, int) and experts % ep:
         out.append(f"ep={ep} does not divide the {experts} experts: MindFormers cannot build this model at ep={ep}; "
                    f"pick an ep dividing {experts}")
+    batch = getattr(graph, "mf_batch", None)
+    dp = mesh.get("dp", 1) * (ep if "ep" in mesh.names else 1)
+    if isinstance(batch, int) and dp > 1 and batch % dp:
+        out.append(f"batch {batch} is not a multiple of the data-parallel size {dp}: MindFormers splits the batch by "
+                   f"it and cannot run this; give --batch a multiple of {dp}")
     return out
 
 
