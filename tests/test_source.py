@@ -325,7 +325,7 @@ def test_mindformers_qwen3_copy(tmp_path):
     # the query's BSND -> BNSD transpose, one of the three calls of FlashAttention's one primitive: the other two
     # (key, value) take that strategy in the plan anyway, so one shard() in the method FlashAttention calls
     # (and MindFormers 1.9.0 does not define) keeps the plan
-    assert "+    def sharding_propagation(self, config):\n+        self.bnsd_transpose.shard(((1, 2, 4, 1),))\n" \
+    assert "+    def sharding_propagation(self, config=None):\n+        self.bnsd_transpose.shard(((1, 2, 4, 1),))\n" \
         in patch
     anchors = json.loads(r.stdout)["anchors"]
     unheld = {a["op"] for a in anchors if not a["held"]}
@@ -377,7 +377,7 @@ def test_mindformers_target_method_only_where_the_class_runs_it():
     assert "        self.mul2 = Mul().shard(((2,), (2,)))\n" in new
     assert new.count("def sharding_propagation") == 1          # Attn's, which its __init__ calls
     assert new.index("def sharding_propagation") > new.index("class Attn")
-    assert "            self.sharding_propagation(config)\n\n    def sharding_propagation(self, config):\n" \
+    assert "            self.sharding_propagation(config)\n\n    def sharding_propagation(self, config=None):\n" \
            "        self.mul.shard(((2,), (2,)))\n" in new
 
 
@@ -414,20 +414,42 @@ def test_locate_leaves_what_the_source_already_sets(graph_of):
     assert [(p.via, p.strategy.strategy) for p in loc.placements] == [("linear_fc2", row)]
 
 
+def _mindformers_repo(tmp_path):
+    """The installed MindFormers package (and its configs) copied into a git repository, first on PYTHONPATH."""
+    src = list(importlib.util.find_spec("mindformers").submodule_search_locations)[0]   # not imported here
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copytree(src, repo / "mindformers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.join(os.path.dirname(src), "configs"), repo / "configs",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "init", "-q", "."], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], cwd=repo, check=True)
+    return repo, {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{ROOT}"}
+
+
+DS3 = ["mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "--layers", "2", "--batch", "8",
+       "--set", "first_k_dense_replace=1", "--mesh", "dp=2,tp=4"]
+
+
 @pytest.mark.slow
 def test_mindformers_deepseek3_owner_lines(tmp_path):
     """deepseek3 (2 layers, the second MoE), dp=2,tp=4: MindFormers' MLP class serves the dense layer's MLP and
     the MoE layer's shared experts, and TransformerLayer's self.mlp is an MLP in one layer and a MoELayer in the
-    other. A line in an owner's class runs in every instance of it: written where every such instance holds
-    the primitive and takes the strategy, one owner higher where the nearest would clash, withheld (and said
-    why) where none fits; a free instance the class's own sharding_propagation() sets otherwise than the plan
-    is configured from its owner as the plan has it."""
-    r = subprocess.run([sys.executable, "-m", "strategist", "advise", "mindformers:deepseek3/pretrain_deepseek3_671b.yaml",
-                        "--layers", "2", "--batch", "8", "--set", "first_k_dense_replace=1", "--mesh", "dp=2,tp=4",
-                        "--diff"], cwd=tmp_path, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": ROOT}, timeout=900)
+    other. A line in an owner's class runs in every instance of it: written where every such instance holds the
+    primitive and takes the strategy, one owner higher where the nearest would clash, under an ``if hasattr``
+    guard where some instances lack the chain; a free instance the class's own sharding_propagation() sets
+    otherwise than the plan is configured from its owner as the plan has it. Applied to a copy of the package,
+    MindFormers rebuilt in sharding-propagation mode sets exactly the advised strategies on every held anchor."""
+    repo, env = _mindformers_repo(tmp_path)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "strategist", "advise", *DS3, *args], cwd=tmp_path,
+                              capture_output=True, text=True, env=env, timeout=900)
+    r = cli("--diff-out", str(tmp_path / "ds.patch"), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
-    patch, err = r.stdout, r.stderr
+    patch, err = (tmp_path / "ds.patch").read_text(), r.stderr
+    anchors = json.loads(r.stdout)["anchors"]
     files = dict(re.findall(r"diff --git a/(\S+) b/\S+\n(.*?)(?=\ndiff --git |\Z)", patch, re.S))
     # the shared experts' column linear, data parallel in the plan where ColumnParallelLinear.sharding_propagation()
     # sets Megatron's column split: configured from the MoE layer (the MLP class also serves layer 0's MLP, whose
@@ -436,10 +458,30 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     assert "+            self.shared_experts.linear_fc1.matmul.shard(((8, 1), (1, 1)))\n" in moe
     assert ("configured from its owner as the plan has it: model.decoder.layers.1.mlp.shared_experts.linear_fc1."
             "matmul: ColumnParallelLinear's own shard() of matmul sets ((2, 1), (4, 1)), the plan ((8, 1), (1, 1))") in err
-    # the dense MLP's interior: TransformerLayer's self.mlp is a MoELayer in layer 1, which has no mul: no line there
+    # the dense MLP's interior, from TransformerLayer, whose self.mlp is a MoELayer (no mul) in layer 1: guarded
     layer = files["mindformers/parallel_core/training_graph/transformer/transformer_layer.py"]
-    assert "self.mlp.mul.shard" not in layer and "self.mlp.split.shard" not in layer
-    assert ("not written: model.decoder.layers.0.mlp.mul: a line at ") in err and \
-        "would also run in model.decoder.layers.1, which has no self.mlp.mul" in err
+    assert "+        if hasattr(self.mlp, 'mul'):\n+            self.mlp.mul.shard(((1, 2, 4), (1, 2, 4)))\n" in layer
     # what the experts' own methods already set at this mesh is left as it is
     assert "already in the source: _LogSoftmax.max" in err
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "ds.patch")], cwd=repo, check=True)
+    r = cli("--apply")
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli("--apply")
+    assert r.returncode == 0 and "nothing to change" in r.stderr, r.stderr[-2000:]
+    unwritten = set(re.findall(r"not written: (\S+):", err))
+    advised = {a["op"]: tuple(tuple(x) for x in a["strategy"]) for a in anchors
+               if a["held"] and a["op"] not in unwritten and a["tuple_equivalent"]}
+    assert "model.decoder.layers.0.mlp.mul" in advised and len(advised) > 20
+    code = ("import json\nfrom strategist.frontend.mindformers import expert_strategies\n"
+            f"ex = expert_strategies({DS3[0]!r}, 'dp=2,tp=4', 'propagation', layers=2, batch=8, "
+            "overrides={'first_k_dense_replace': 1})\n"
+            "print(json.dumps({k: [list(s) for s in a.strategy] if a.strategy is not None else None "
+            "for k, a in ex.items()}))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for op, st in advised.items():
+        assert got.get(op) is not None and tuple(tuple(x) for x in got[op]) == st, (op, got.get(op), st)
+    # the MoE layer's own operators did not take the dense MLP's lines
+    assert not any(k.startswith("model.decoder.layers.1.mlp.") and k.endswith((".mul", ".split")) and
+                   "shared_experts" not in k and "router" not in k for k in got)

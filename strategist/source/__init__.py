@@ -78,6 +78,19 @@ def _is_mindformers(path: str) -> bool:
     return "mindformers" in os.path.abspath(path).split(os.sep)
 
 
+def _inheriting(path: str, method: str) -> frozenset:
+    """Classes of the (imported) module at ``path`` that inherit ``method`` from a base without defining it."""
+    import sys
+    path = os.path.realpath(path)
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if f and os.path.realpath(f) == path:
+            return frozenset(name for name, cls in vars(mod).items()
+                             if isinstance(cls, type) and cls.__module__ == mod.__name__
+                             and method not in cls.__dict__ and callable(getattr(cls, method, None)))
+    return frozenset()
+
+
 def current_strategies(advice, target: str | None = None) -> dict[str, tuple]:
     """Operator -> the tuple strategy the model's own code sets on it at the advice's mesh: the shard() calls
     the graph recorded (a model file), or for a MindFormers model what its ``target`` method sets there (a
@@ -116,7 +129,8 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
         tgt = (target or "sharding_propagation") if _is_mindformers(path) else None
         pls = sorted((p for p in loc.placements if p.file == path), key=lambda p: (p.line, p.via, p.instance))
         new, notes = edit_source(old, pls, [s for s in loc.prune if s.file == path], advice.mesh, target=tgt,
-                                 recorded=recorded.get(path, {}), path=path)
+                                 recorded=recorded.get(path, {}), path=path,
+                                 inherited=_inheriting(path, tgt) if tgt else frozenset())
         changes.append(FileChange(path, root_of(path), old, new, digest(old), notes))
     summary = []
     for p in sorted(loc.placements, key=lambda p: (p.file, p.line, p.via)):

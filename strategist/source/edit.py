@@ -268,6 +268,38 @@ def _walk(node):
         stack.extend(reversed(list(n.children)))
 
 
+def _mode_gate(klass: cst.ClassDef, fn) -> tuple | None:
+    """(statement, test): where ``klass.__init__`` calls method ``fn`` (not __init__ itself) only inside a
+    top-level ``if`` on the parallel mode (``if _get_parallel_mode() in (ParallelMode.SEMI_AUTO_PARALLEL,):``
+    ``self.shard(config)``); None when it is called otherwise, or not from __init__."""
+    if fn is None or fn.name.value == "__init__":
+        return None
+    init = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"), None)
+    if init is None:
+        return None
+    name = fn.name.value
+    calls = lambda node: [n for n in _walk(node) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                          and n.func.attr.value == name and isinstance(n.func.value, cst.Name)
+                          and n.func.value.value == "self"]
+    hits = [st for st in init.body.body if calls(st)]
+    if len(hits) != 1 or not isinstance(hits[0], cst.If) or hits[0].orelse is not None:
+        return None
+    test = cst.Module([]).code_for_node(hits[0].test)
+    return (hits[0], test) if "_parallel_mode" in test or "ParallelMode" in test else None
+
+
+def _own_call(klass: cst.ClassDef, name: str):
+    """The last statement of ``klass``'s own body that is a bare ``self.<name>(...)`` call, or None."""
+    found = None
+    for n in _walk(klass):
+        if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.Expr):
+            c = n.body[0].value
+            if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == name \
+                    and isinstance(c.func.value, cst.Name) and c.func.value.value == "self":
+                found = n
+    return found
+
+
 def _uses_method(klass: cst.ClassDef, name: str) -> bool:
     """Does the class define method ``name`` or call ``self.<name>(...)``?"""
     for n in _walk(klass):
@@ -281,13 +313,14 @@ def _uses_method(klass: cst.ClassDef, name: str) -> bool:
 
 def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh, *,
                 target: str | None = None, recorded: dict[tuple[int, str], tuple] | None = None,
-                path: str = "<source>") -> tuple[str, list[str]]:
+                path: str = "<source>", inherited: frozenset = frozenset()) -> tuple[str, list[str]]:
     """``code`` with every placement written (and every pruned shard() removed); notes on what was done.
 
     ``target``: ``"sharding_propagation"`` or ``"shard"``: write into that method of the class (created if
     missing) instead of where the primitive is created. ``recorded``: (creation line, instance) -> the
     strategy the graph recorded for the model's own shard() of that primitive, to learn the values of
-    the class's parallel-config variables."""
+    the class's parallel-config variables. ``inherited``: names of this file's classes that inherit ``target``
+    from a base without defining it (the lines then go after the class's own call of it)."""
     try:
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as err:
@@ -307,6 +340,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
 
     plan = _Plan()
     new_methods: dict[int, list[str]] = {}
+    gated: dict[int, tuple] = {}        # mode-test statement -> (it, negated test, pre-lines, shard() lines)
     notes: list[str] = []
     recorded = recorded or {}
 
@@ -357,13 +391,21 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             text, lay = render(pl, mesh, sc)
             target_name = f"{pl.via}.{pl.instance}"
             body = parents[stmt].body
-            existing = [s for s in body if _shard_call_of(s, target_name) is not None]
+            if pl.guard:
+                # the owner's line also runs where the chain is not there: under the guard (an earlier
+                # run's guarded block is updated, not repeated)
+                blocks = [b for b in body if isinstance(b, cst.If)
+                          and cst.Module([]).code_for_node(b.test) == pl.guard]
+                existing = [x for b in blocks for x in b.body.body if _shard_call_of(x, target_name) is not None]
+            else:
+                existing = [s for s in body if _shard_call_of(s, target_name) is not None]
             if existing:
                 for s in existing:
                     plan.set_args[id(_shard_call_of(s, target_name))] = (text, sc, None if lay else pl.strategy.strategy)
             else:
+                call = f"self.{target_name}.shard({text})"
                 lines = ([layout_decl(mesh)] if lay and not has_stmt(body, layout_decl(mesh)) else []) + \
-                        [f"self.{target_name}.shard({text})"]
+                        [f"if {pl.guard}:\n    {call}\n" if pl.guard else call]
                 add_insert(plan.insert_after, stmt, lines)
             plan.needs_layout_import |= lay
             notes.append(f"{kname}: self.{target_name}.shard({text})")
@@ -383,8 +425,35 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             fn = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == tgt), None)
             text, lay = render(pl, mesh, scope_values(klass, fn, None, tgt) if fn is not None else {})
             lines = ([layout_decl(mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
-            if fn is None:
-                sig = "(self, config)" if tgt == "sharding_propagation" else "(self, config=None)"
+            call_site = _own_call(klass, tgt) if fn is None and kname in inherited else None
+            if call_site is not None:
+                # the method comes from a base (MultiLatentAttention's): a new one would override its strategies,
+                # and the base's __init__ calls it before this class creates its primitives; the lines go right
+                # after this class's own call of it instead (an earlier run's lines there are updated)
+                block = parents[call_site].body
+                after = list(block[list(block).index(call_site) + 1:])
+                have = [x for x in after if _shard_call_of(x, pl.instance) is not None]
+                if have:
+                    for x in have:
+                        plan.set_args[id(_shard_call_of(x, pl.instance))] = (text, {}, None if lay else pl.strategy.strategy)
+                    lines = [ln for ln in lines if ln == layout_decl(mesh) and not has_stmt(block, ln)]
+                else:
+                    lines = [ln for ln in lines if not (ln == layout_decl(mesh) and has_stmt(block, ln))]
+                if lines:
+                    add_insert(plan.insert_after, call_site, lines)
+            elif fn is None and kname in inherited:
+                # inherited and only a base calls it: an override that keeps the base's strategies
+                meth = (f"def {tgt}(self, *args, **kwargs):\n    super().{tgt}(*args, **kwargs)\n"
+                        + "".join(f"    {ln}\n" for ln in lines))
+                cur = new_methods.setdefault(id(klass), [])
+                if not cur:
+                    cur.append(meth)
+                else:
+                    head, *rest = cur[0].splitlines(keepends=True)
+                    rest += [f"    {ln}\n" for ln in lines if f"    {ln}\n" not in rest]
+                    cur[0] = head + "".join(rest)
+            elif fn is None:
+                sig = "(self, config=None)"      # MindFormers calls it with a config, or with none (MLASelfAttention)
                 meth = f"def {tgt}{sig}:\n" + "".join(f"    {ln}\n" for ln in lines)
                 cur = new_methods.setdefault(id(klass), [])
                 cur.append(meth) if not cur else None
@@ -403,6 +472,29 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                     plan.remove.add(id(last))
             plan.needs_layout_import |= lay
             notes.append(f"{kname}.{tgt}: self.{pl.instance}.shard({text})")
+            continue
+        gate = _mode_gate(klass, enclosing_fn(calls[-1])) if (target and not tgt and calls) else None
+        if gate is not None:
+            # the class configures this primitive in a method its __init__ calls under a mode test alone
+            # (TopKRouter: shard() in semi_auto_parallel): there the line would never run in the target's mode.
+            # It goes after that test, under its negation (an earlier run's block is updated, not repeated)
+            stmt, test = gate
+            init = enclosing_fn(stmt)
+            sc = scope_values(klass, init, stmt, None)
+            text, lay = render(pl, mesh, sc)
+            block = parents[stmt].body
+            cond = f"not ({test})"
+            mine = [b for b in block if isinstance(b, cst.If) and cst.Module([]).code_for_node(b.test) == cond]
+            have = [x for b in mine for x in b.body.body if _shard_call_of(x, pl.instance) is not None]
+            call = f"self.{pl.instance}.shard({text})"
+            if have:
+                for x in have:
+                    plan.set_args[id(_shard_call_of(x, pl.instance))] = (text, sc, None if lay else pl.strategy.strategy)
+            else:
+                pre = [layout_decl(mesh)] if lay and not has_stmt(block, layout_decl(mesh)) else []
+                gated.setdefault(id(stmt), (stmt, cond, pre, []))[3].append(call)
+            plan.needs_layout_import |= lay
+            notes.append(f"{kname}: self.{pl.instance}.shard({text}) (under `if {cond}:` in __init__)")
             continue
         if calls:
             fn = enclosing_fn(calls[-1])
@@ -450,6 +542,8 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             add_insert(plan.insert_after, assign, [f"self.{pl.instance}.shard({text})"])
         plan.needs_layout_import |= lay
         notes.append(f"{kname}: self.{pl.instance} = ....shard({text})")
+    for stmt, cond, pre, calls_ in gated.values():      # one negated block per mode test
+        add_insert(plan.insert_after, stmt, pre + [f"if {cond}:\n" + "".join(f"    {c}\n" for c in calls_)])
     for site in prune:
         klass = class_at(site.line)
         if klass is None:

@@ -67,6 +67,9 @@ class Placement:
     strategy: Strategy
     ops: list[str] = field(default_factory=list)
     via: str = ""
+    #: with ``via``: the owner's line also runs in Cells without that chain (TransformerLayer's self.mlp is a
+    #: MoELayer in MoE layers): the shard() goes under ``if <guard>:``
+    guard: str = ""
 
 
 @dataclass
@@ -206,15 +209,17 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
                 break
             sharing: dict[tuple, list] = {}
             for u in users:
-                key, _ = _owner_key(g, u, src, up)
+                key, _ = _owner_key(g, u, src, up, users)
                 if key is not None:
                     sharing.setdefault(key, []).append(u.name)
             per_owner: dict[tuple, list] = {}
+            guards = {}
             for u, st in pending:
-                key, msg = _owner_key(g, u, src, up)
+                key, msg = _owner_key(g, u, src, up, users)
                 if key is None:
                     why.setdefault(u.name, msg)
                     continue
+                guards[key] = msg           # with a key: the guard its line needs, if any
                 per_owner.setdefault(key, []).append((u, st))
             left = []
             for key, items in sorted(per_owner.items(), key=lambda kv: kv[0]):
@@ -228,8 +233,9 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
                                         + "; ".join(f"{n} {strategy_text(t)}" for n, t in clash) for u, _ in items})
                     left += items
                     continue
-                placements.append(Placement(file, None, line, s.instance, items[0][1], sorted(named), via=chain))
-            pending = left + [(u, st) for u, st in pending if _owner_key(g, u, src, up)[0] is None]
+                placements.append(Placement(file, None, line, s.instance, items[0][1], sorted(named), via=chain,
+                                            guard=guards.get(key, "")))
+            pending = left + [(u, st) for u, st in pending if _owner_key(g, u, src, up, users)[0] is None]
         unresolved += [f"{u.name}: {why.get(u.name, 'no owner line configures it alone')}" for u, _ in pending]
     pruned: list[Site] = []
     if prune:
@@ -245,7 +251,7 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
     return Location(placements, disagreements, unresolved, pruned, kept, overridden)
 
 
-def _owner_key(g, u, src: "_Sources", up: int = 0) -> tuple[tuple | None, str]:
+def _owner_key(g, u, src: "_Sources", up: int = 0, users=()) -> tuple[tuple | None, str]:
     """(file, line, attribute chain) where ``u``'s owner (``up`` levels higher: its owner's owner, ...)
     creates the Cell on the way to it, or (None, why not)."""
     parts = u.cell_path.split(".") if u.cell_path else []
@@ -264,11 +270,19 @@ def _owner_key(g, u, src: "_Sources", up: int = 0) -> tuple[tuple | None, str]:
     chain = ".".join(parts[k - 1:])
     # the line runs in every Cell whose class creates that attribute there: each must hold the chain
     first = parts[k - 1]
-    missing = [o or "(root)" for o, c in sorted(g.cells.items()) if f"{o}.{first}".lstrip(".") in g.cells
-               and (f"{o}.{chain}".lstrip("."), u.instance_name) not in src.held and src.site(c, first) == site]
+    ours = {(x.cell_path, x.instance_name) for x in users}
+    missing = [o for o, c in sorted(g.cells.items()) if f"{o}.{first}".lstrip(".") in g.cells
+               and (f"{o}.{chain}".lstrip("."), u.instance_name) not in ours and src.site(c, first) == site]
+    other = next((o for o in missing if (f"{o}.{chain}".lstrip("."), u.instance_name) in src.held), None)
+    if other is not None:
+        # there the chain holds another primitive of that name (a guard would configure it too)
+        return None, (f"a line at {_short(site[0])}:{site[1]} would also configure {other or '(root)'}'s own "
+                      f"self.{chain}.{u.instance_name}, another primitive")
     if missing:
-        return None, (f"a line at {_short(site[0])}:{site[1]} would also run in {missing[0]}, which has no "
-                      f"self.{chain}.{u.instance_name}")
+        # the line also runs where self.<chain>.<instance> is not there: guarded by the attributes on the way
+        links = chain.split(".") + [u.instance_name]
+        return site + (chain,), " and ".join(f"hasattr(self.{'.'.join(links[:i])}, {links[i]!r})"
+                                             for i in range(1, len(links)))
     return site + (chain,), ""
 
 
