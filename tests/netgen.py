@@ -701,10 +701,16 @@ def _anchor_for(b: _Builder, attr: str, typ: str, info: dict, mesh: str, rng: ra
     return None
 
 
-def generate(seed: int, n_ops: int | None = None) -> NetSpec:
-    """A random net (deterministic in ``seed``)."""
+#: meshes the default draw never gives (``generate(seed, meshes=EXTRA_MESHES)``): 32 devices, four axes, a single
+#: non-dp axis, a long inner axis
+EXTRA_MESHES = ["dp=32", "dp=4,tp=8", "dp=8,tp=4", "dp=16,tp=2", "dp=2,cp=2,ep=2,tp=2", "tp=8", "dp=2,cp=8",
+                "dp=2,tp=16", "dp=4,cp=2,tp=4"]
+
+
+def generate(seed: int, n_ops: int | None = None, meshes: list | None = None) -> NetSpec:
+    """A random net (deterministic in ``seed``); ``meshes``: the list the mesh is drawn from (default MESHES)."""
     rng = random.Random(seed)
-    mesh = rng.choice(MESHES)
+    mesh = rng.choice(meshes or MESHES)
     ndev = math.prod(int(kv.split("=")[1]) for kv in mesh.split(","))
     dataset = "full_batch" if rng.random() < 0.15 else "data_parallel"
     batch = ndev * rng.choice([1, 2])
@@ -908,12 +914,13 @@ def example_cases() -> list[Case]:
     return cases
 
 
-def random_cases(n: int, seed0: int = 0) -> list[Case]:
-    """``n`` random nets, seeds ``seed0 .. seed0+n-1`` (fixed: the fixtures are keyed on them)."""
+def random_cases(n: int, seed0: int = 0, meshes: list | None = None) -> list[Case]:
+    """``n`` random nets, seeds ``seed0 .. seed0+n-1`` (fixed: the fixtures are keyed on them); ``meshes``:
+    drawn from that list instead of MESHES (ids ``random+[seed]``)."""
     out = []
     for s in range(seed0, seed0 + n):
-        spec = generate(s)
-        out.append(Case(f"random[{s}]", f"<netgen {s}>:Net", spec.mesh, list(spec.inputs), [], None,
+        spec = generate(s, meshes=meshes)
+        out.append(Case(f"random{'+' if meshes else ''}[{s}]", f"<netgen {s}>:Net", spec.mesh, list(spec.inputs), [], None,
                         spec.dataset_strategy, spec))
     return out
 
