@@ -443,7 +443,8 @@ def main(argv=None):
     ap.add_argument("--live", action="store_true", help="run MindSpore for cases without a cached answer")
     ap.add_argument("--large", action="store_true", help="also time verify vs propagate on the 80-layer 70B shape")
     ap.add_argument("--layers", type=int, default=80, help="with --large: decoder layers (80 is the 70B shape)")
-    ap.add_argument("--no-examples", action="store_true")
+    ap.add_argument("--no-examples", action="store_true",
+                    help="skip the examples x meshes, in every section (with --seed0: only new random nets)")
     ap.add_argument("--no-mindformers", action="store_true")
     ap.add_argument("--no-advice", action="store_true", help="skip verifying the zoo's advice (4 MindSpore runs)")
     ap.add_argument("--semi-auto-n", type=int, default=100,
@@ -483,17 +484,17 @@ def main(argv=None):
             if not a.no_mindformers:
                 report["mindformers_advice"] = mindformers_advice_section()
         if not a.no_semi_auto:
-            report["semi_auto"] = {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
+            report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
             if a.semi_auto_n:
                 report["semi_auto"]["random"] = semi_auto_section(
                     netgen.random_cases(a.semi_auto_n, a.seed0, meshes), f"{a.semi_auto_n} random nets ({seeds(a.semi_auto_n)})")
         if not a.no_moves:
-            report["moves"] = {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
+            report["moves"] = {} if a.no_examples else {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
             if a.moves_n:
                 report["moves"]["random"] = moves_section(
                     netgen.random_cases(a.moves_n, a.seed0, meshes), f"{a.moves_n} random nets ({seeds(a.moves_n)})")
         if not a.no_communication:
-            report["communication"] = {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
+            report["communication"] = {} if a.no_examples else {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
             if a.communication_n:
                 report["communication"]["random"] = communication_section(
                     netgen.random_cases(a.communication_n, a.seed0, meshes),
