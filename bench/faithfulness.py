@@ -2,7 +2,7 @@
 
 Sections:
   1. the examples x meshes (and the sharding-techniques classes, the anchors files);
-  2. N random nets from tests/netgen.py (fixed seeds 0..N-1; default 500);
+  2. N random nets from tests/netgen.py (fixed seeds 0..N-1, default 500; --seed0 moves every random section);
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
   5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
@@ -435,11 +435,18 @@ def communication_section(cases, label):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=500, help="random nets (seeds 0..N-1)")
+    ap.add_argument("--n", type=int, default=500, help="random nets (seeds SEED0..SEED0+N-1)")
+    ap.add_argument("--seed0", type=int, default=0,
+                    help="first seed of every random-net section (default 0: the cached fixtures' seeds; others "
+                         "need --live for section 2, and are asked live in the semi_auto, moves and communication "
+                         "sections anyway)")
+    ap.add_argument("--extra-meshes", action="store_true",
+                    help="random nets on netgen.EXTRA_MESHES (32 devices, four axes, tp only ...; no cached answers)")
     ap.add_argument("--live", action="store_true", help="run MindSpore for cases without a cached answer")
     ap.add_argument("--large", action="store_true", help="also time verify vs propagate on the 80-layer 70B shape")
     ap.add_argument("--layers", type=int, default=80, help="with --large: decoder layers (80 is the 70B shape)")
-    ap.add_argument("--no-examples", action="store_true")
+    ap.add_argument("--no-examples", action="store_true",
+                    help="skip the examples x meshes, in every section (with --seed0: only new random nets)")
     ap.add_argument("--no-mindformers", action="store_true")
     ap.add_argument("--no-advice", action="store_true", help="skip verifying the zoo's advice (4 MindSpore runs)")
     ap.add_argument("--semi-auto-n", type=int, default=100,
@@ -453,6 +460,11 @@ def main(argv=None):
     ap.add_argument("--no-communication", action="store_true", help="skip the training-step communication section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
+
+    meshes = netgen.EXTRA_MESHES if a.extra_meshes else None
+
+    def seeds(n):
+        return f"seeds {a.seed0}..{a.seed0 + n - 1}" + (", netgen.EXTRA_MESHES" if meshes else "")
     import shutil
     import tempfile
     tmp = tempfile.mkdtemp(prefix="faithfulness-")
@@ -464,8 +476,8 @@ def main(argv=None):
             s, _, fails = run_cases(netgen.example_cases(), a.live, tmp, classes, "examples x meshes")
             report["examples"] = dict(s, failing=fails)
         if a.n:
-            s, _, fails = run_cases(netgen.random_cases(a.n), a.live, tmp, classes,
-                                    f"{a.n} random nets (seeds 0..{a.n - 1})")
+            s, _, fails = run_cases(netgen.random_cases(a.n, a.seed0, meshes), a.live, tmp, classes,
+                                    f"{a.n} random nets ({seeds(a.n)})")
             report["random"] = dict(s, failing=fails)
         if not a.no_mindformers:
             report["mindformers"] = mindformers_section(classes)
@@ -474,21 +486,21 @@ def main(argv=None):
             if not a.no_mindformers:
                 report["mindformers_advice"] = mindformers_advice_section()
         if not a.no_semi_auto:
-            report["semi_auto"] = {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
+            report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
             if a.semi_auto_n:
                 report["semi_auto"]["random"] = semi_auto_section(
-                    netgen.random_cases(a.semi_auto_n), f"{a.semi_auto_n} random nets (seeds 0..{a.semi_auto_n - 1})")
+                    netgen.random_cases(a.semi_auto_n, a.seed0, meshes), f"{a.semi_auto_n} random nets ({seeds(a.semi_auto_n)})")
         if not a.no_moves:
-            report["moves"] = {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
+            report["moves"] = {} if a.no_examples else {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
             if a.moves_n:
                 report["moves"]["random"] = moves_section(
-                    netgen.random_cases(a.moves_n), f"{a.moves_n} random nets (seeds 0..{a.moves_n - 1})")
+                    netgen.random_cases(a.moves_n, a.seed0, meshes), f"{a.moves_n} random nets ({seeds(a.moves_n)})")
         if not a.no_communication:
-            report["communication"] = {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
+            report["communication"] = {} if a.no_examples else {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
             if a.communication_n:
                 report["communication"]["random"] = communication_section(
-                    netgen.random_cases(a.communication_n),
-                    f"{a.communication_n} random nets (seeds 0..{a.communication_n - 1})")
+                    netgen.random_cases(a.communication_n, a.seed0, meshes),
+                    f"{a.communication_n} random nets ({seeds(a.communication_n)})")
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             cases = len({c for c, _ in items})

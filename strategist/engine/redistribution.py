@@ -466,14 +466,15 @@ def _ms_expand(ua: Layout, ub: Layout):
                     break
             if changed:
                 break
-    subs = []
+    subs, extents = [], []
     for d in range(len(ua.shape)):
         cuts = cuts_of(d)
         sa = dict(zip(_starts(A[d], sizes), A[d]))
         sb = dict(zip(_starts(B[d], sizes), B[d]))
-        for p in (cuts[:-1] or [1]):
+        for p, q in zip(cuts[:-1] or [1], cuts[1:] or [1]):
             subs.append((sa.get(p, -1), sb.get(p, -1)))
-    return subs, sizes
+            extents.append(q // p)
+    return subs, sizes, extents
 
 
 def _ms_infer(subs, sizes) -> list[tuple[str, int, int]]:
@@ -537,13 +538,13 @@ def ms_elements(src: Layout, dst: Layout) -> tuple[float, float, float] | None:
     where the model does not apply (partial sums, no common device matrix, unexpandable shapes)."""
     if src.partial or dst.partial or src == dst:
         return None
-    u = unify(src, dst)
+    u = unify(_squeeze_dims(src), _squeeze_dims(dst))
     if u is None:
         return None
     e = _ms_expand(*u)
     if e is None:
         return None
-    subs, sizes = e
+    subs, sizes, extents = e
     ops = _ms_infer(subs, sizes)
     if not ops:
         return None
@@ -556,6 +557,21 @@ def ms_elements(src: Layout, dst: Layout) -> tuple[float, float, float] | None:
             c += (s if k == 0 else s + 2 * s * n) + s
         else:
             c += s
-    if len(subs) != len(src.shape):
+    # InferReshape: a Reshape pair where a side's slice as the operator holds it (unsqueezed, unexpanded) differs
+    # from its slice in the expanded layout, as a shape (rank included)
+    from_slice = tuple(x // (sizes[i] if i >= 0 else 1) for (i, _), x in zip(subs, extents))
+    to_slice = tuple(x // (sizes[o] if o >= 0 else 1) for (_, o), x in zip(subs, extents))
+    if from_slice != tuple(src.slice_shape) or to_slice != tuple(dst.slice_shape):
         c += RESHAPE_COST_FACTOR * s
     return f, b, c
+
+
+def _squeeze_dims(layout: Layout) -> Layout:
+    """``TensorLayout::SqueezeShape`` (TensorRedistribution::Init): the tensor's size-1 dimensions dropped (all of
+    them: shape ``[1]``); the expansion, the operators' sub-dim indices and the Reshape check work on what is left."""
+    keep = [d for d, n in enumerate(layout.shape) if n != 1]
+    if len(keep) == len(layout.shape):
+        return layout
+    if not keep:
+        return Layout((1,), layout.dev_matrix, ((),))
+    return Layout(tuple(layout.shape[d] for d in keep), layout.dev_matrix, tuple(layout.dims[d] for d in keep))

@@ -925,7 +925,10 @@ class _Engine:
         if src is None:
             return
         has = nb in self.visited or nb in self.anchors
-        if not has and self.multi_input(nb):
+        # CostGraph::AddSwcUnderPrevOpDevMatrix returns first when either end is a Reshape: an edge out of a
+        # Reshape is never a visited edge of a multi-input consumer (it neither counts for AllInputsVisited nor
+        # is priced in GetStrategyByVisitedEdges); random+[38]'s MatMul fed by a Reshape and by a MatMul
+        if not has and self.multi_input(nb) and not self.is_reshape(cur) and not self.is_reshape(nb):
             self.visited_edges.setdefault(nb, []).append((cur, j, slot))
         if nb in self.visited or nb in self.anchors:
             if nb in self.visited or depth > 0:
