@@ -291,22 +291,8 @@ def test_mindformers_qwen3_copy(tmp_path):
     """The installed MindFormers package copied into a git repo (first on PYTHONPATH): diff, git apply --check,
     --apply, and MindFormers rebuilt under auto_parallel + sharding_propagation at the mesh now sets exactly the
     advised strategies on those primitives (read back by strategist.frontend.mindformers.expert_strategies)."""
-    import importlib.util
-    src = list(importlib.util.find_spec("mindformers").submodule_search_locations)[0]   # not imported here
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shutil.copytree(src, repo / "mindformers", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(os.path.join(os.path.dirname(src), "configs"), repo / "configs",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(["git", "init", "-q", "."], cwd=repo, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], cwd=repo, check=True)
-    env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{ROOT}"}
-
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "strategist", "advise", *MF_ARGS, *args], cwd=tmp_path,
-                              capture_output=True, text=True, env=env, timeout=600)
-
+    repo, env = _mindformers_repo(tmp_path)
+    cli = _advise_in(tmp_path, env, MF_ARGS)
     r = cli("--diff-out", str(tmp_path / "mf.patch"), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
     advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in json.loads(r.stdout)["anchors"]}
@@ -428,6 +414,12 @@ def _mindformers_repo(tmp_path):
     return repo, {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{ROOT}"}
 
 
+def _advise_in(tmp_path, env, base):
+    """``strategist advise <base> <args>`` run in ``tmp_path`` with ``env``."""
+    return lambda *args: subprocess.run([sys.executable, "-m", "strategist", "advise", *base, *args], cwd=tmp_path,
+                                        capture_output=True, text=True, env=env, timeout=900)
+
+
 DS3 = ["mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "--layers", "2", "--batch", "8",
        "--set", "first_k_dense_replace=1", "--mesh", "dp=2,tp=4"]
 
@@ -442,10 +434,7 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     otherwise than the plan is configured from its owner as the plan has it. Applied to a copy of the package,
     MindFormers rebuilt in sharding-propagation mode sets exactly the advised strategies on every held anchor."""
     repo, env = _mindformers_repo(tmp_path)
-
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "strategist", "advise", *DS3, *args], cwd=tmp_path,
-                              capture_output=True, text=True, env=env, timeout=900)
+    cli = _advise_in(tmp_path, env, DS3)
     r = cli("--diff-out", str(tmp_path / "ds.patch"), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
     patch, err = (tmp_path / "ds.patch").read_text(), r.stderr

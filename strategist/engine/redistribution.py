@@ -538,7 +538,7 @@ def ms_elements(src: Layout, dst: Layout) -> tuple[float, float, float] | None:
     where the model does not apply (partial sums, no common device matrix, unexpandable shapes)."""
     if src.partial or dst.partial or src == dst:
         return None
-    u = unify(_squeeze_dims(src), _squeeze_dims(dst))
+    u = unify(squeeze_shape(src), squeeze_shape(dst))
     if u is None:
         return None
     e = _ms_expand(*u)
@@ -566,7 +566,7 @@ def ms_elements(src: Layout, dst: Layout) -> tuple[float, float, float] | None:
     return f, b, c
 
 
-def _squeeze_dims(layout: Layout) -> Layout:
+def squeeze_shape(layout: Layout) -> Layout:
     """``TensorLayout::SqueezeShape`` (TensorRedistribution::Init): the tensor's size-1 dimensions dropped (all of
     them: shape ``[1]``); the expansion, the operators' sub-dim indices and the Reshape check work on what is left."""
     keep = [d for d, n in enumerate(layout.shape) if n != 1]

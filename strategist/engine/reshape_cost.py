@@ -47,21 +47,10 @@ import math
 from functools import lru_cache
 
 from .layout import Layout, unify
-from .redistribution import ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, _ms_infer, cut_axis, refine_cost
+from .redistribution import (ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, _ms_infer, cut_axis,
+                             refine_cost, squeeze_shape)
 
 __all__ = ["reshape_swc_cost", "reshape_swc_logged"]
-
-
-def _squeeze_shape(lay: Layout) -> Layout:
-    """MindSpore's TensorLayout::SqueezeShape: drop size-1 tensor dims (a rank-1 or all-ones tensor -> [1])."""
-    if len(lay.shape) == 1:
-        return Layout((1,), lay.dev_matrix, ((),)) if lay.shape == (1,) else lay
-    keep = [i for i, n in enumerate(lay.shape) if n != 1]
-    if len(keep) == len(lay.shape):
-        return lay
-    if not keep:
-        return Layout((1,), lay.dev_matrix, ((),))
-    return Layout(tuple(lay.shape[i] for i in keep), lay.dev_matrix, tuple(lay.dims[i] for i in keep))
 
 
 def _starts(lay_dims, shape, sizes):
@@ -180,7 +169,7 @@ def reshape_swc_cost(src: Layout, dst: Layout) -> tuple[float, float] | None:
     if math.prod(src.shape) != math.prod(dst.shape) or src.device_num != dst.device_num:
         return None
     try:
-        a, b = _squeeze_shape(src), _squeeze_shape(dst)
+        a, b = squeeze_shape(src), squeeze_shape(dst)
         u = unify(a, b)
         e = _expand(*u) if u is not None else None
         if e is None:
