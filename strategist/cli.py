@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(lines) -> None:
+    for line in lines:
+        print(f"strategist: {line}", file=sys.stderr)
+
+
 def _fold_model_options(args) -> None:
     """``--layers/--seq/--batch/--set`` (MindFormers configs) travel as ``--kwargs`` entries."""
     extra = [f"{k}={getattr(args, k)}" for k in ("layers", "seq", "batch") if getattr(args, k, None) is not None]
@@ -148,8 +153,8 @@ def _main(argv: list[str] | None = None) -> int:
         if hasattr(args, "dataset_strategy") and getattr(args, "model", None):
             args.kwargs, args.dataset_strategy, said = mindformers_defaults(
                 args.model, getattr(args, "mesh", None), args.kwargs, args.dataset_strategy)
-            for line in said:
-                print(f"strategist: {line}", file=sys.stderr)
+        else:
+            said = []
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text
@@ -197,6 +202,7 @@ def _main(argv: list[str] | None = None) -> int:
                                   semi_auto=args.semi_auto, redistributions=args.redistributions,
                                   communication=args.communication)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
+            _say(said)
             return 0 if result.all_agree else 1
         elif args.command == "compare":
             from .advice.compare import compare_model
@@ -205,6 +211,7 @@ def _main(argv: list[str] | None = None) -> int:
                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                                 **split_model_options(args.kwargs))
             sys.stdout.write(cmp.to_json(args.max_rows) + "\n" if args.format == "json" else cmp.text(args.max_rows))
+        _say(said)          # after the work: a refusal stays one line
         return 0
     except StrategistError as err:
         print(f"strategist: error: {err}", file=sys.stderr)
