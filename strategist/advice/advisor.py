@@ -899,11 +899,12 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     alt = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=True)
     ta, tb = first.plan.totals()["step_seconds"], alt.plan.totals()["step_seconds"]
     name = {id(alt): "Megatron column/row", id(first): "data parallel"}
+    state = {id(p): _state_bytes(p.plan) for p in (first, alt)}      # weight, gradient, optimizer per device
     if abs(ta - tb) <= 1e-9 * max(ta, tb):
         # the same step (deepseek3: the Megatron pass's alternatives take data parallel back for these
         # linears): the pass holding less state per device, then the one with fewer anchors
-        best, other = sorted((first, alt), key=lambda p: (round(_state_bytes(p.plan)), len(p.keep)))
-        less = _state_bytes(other.plan) - _state_bytes(best.plan)
+        best, other = sorted((first, alt), key=lambda p: (round(state[id(p)]), len(p.keep)))
+        less = state[id(other)] - state[id(best)]
         why = (f"{less / 2**30:.2f} GiB less state per device" if round(less) else
                f"{len(other.keep) - len(best.keep)} fewer anchors" if len(other.keep) > len(best.keep) else
                "the same state and anchors")
@@ -915,7 +916,7 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     other = first if best is alt else alt
     # as for any alternative layout (_take_alternatives): not at MEMORY_WORTH more weight, gradient and optimizer
     # state per device (telechat3's data-parallel MLPs: 64 ms faster, 2.5 GiB more state per device than Megatron's)
-    more = _state_bytes(best.plan) - _state_bytes(other.plan)
+    more = state[id(best)] - state[id(other)]
     if more >= MEMORY_WORTH:
         other.notes.append(f"{len(flip)} linears of column/row pairs have activations outweighing their weights: "
                            f"{name[id(best)]} would be {abs(ta - tb) * 1e3:.3f} ms faster by the step model but holds "

@@ -149,7 +149,7 @@ def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None) -> tuple[
     with _quiet_logger([]):         # MindFormers' config reader logs to stdout
         cfg = _load_yaml(path, None, None, None, overrides or {})
     per = max(1, int((cfg.get("runner_config") or {}).get("batch_size") or 1))
-    dp = mesh_sizes(mesh)["dp"]
+    dp = _data_parallel(mesh)      # (an axis MindFormers does not know is a warning of the report)
     return per * dp, (f"batch {per * dp}: the config's runner_config.batch_size {per} x data parallel {dp} "
                       f"(--batch N to change)")
 
@@ -912,7 +912,7 @@ def mesh_warnings(graph: OpGraph, mesh: Mesh) -> list[str]:
         out.append(f"ep={ep} does not divide the {experts} experts: MindFormers cannot build this model at ep={ep}; "
                    f"pick an ep dividing {experts}")
     batch = getattr(graph, "mf_batch", None)
-    dp = mesh.get("dp", 1) * (ep if "ep" in mesh.names else 1)
+    dp = _data_parallel(mesh)
     if isinstance(batch, int) and dp > 1 and batch % dp:
         out.append(f"batch {batch} is not a multiple of the data-parallel size {dp}: MindFormers splits the batch by "
                    f"it and cannot run this; give --batch a multiple of {dp}")
@@ -925,9 +925,12 @@ def mesh_sizes(mesh: Mesh) -> dict[str, int]:
     extra = [n for n in mesh.names if n not in known]
     if extra:
         raise InputSpecError(f"mesh axes {', '.join(extra)} mean nothing to MindFormers: use dp, tp, cp (and ep)")
-    ep = mesh.get("ep", 1)
-    return {"dp": mesh.get("dp", 1) * (ep if "ep" in mesh.names else 1), "tp": mesh.get("tp", 1),
-            "cp": mesh.get("cp", 1), "ep": ep}
+    return {"dp": _data_parallel(mesh), "tp": mesh.get("tp", 1), "cp": mesh.get("cp", 1), "ep": mesh.get("ep", 1)}
+
+
+def _data_parallel(mesh: Mesh) -> int:
+    """MindFormers' data_parallel on ``mesh``: dp times ep (ep splits the data-parallel devices)."""
+    return mesh.get("dp", 1) * mesh.get("ep", 1)
 
 
 def _prims_of(cell):

@@ -268,6 +268,18 @@ def _walk(node):
         stack.extend(reversed(list(n.children)))
 
 
+def _self_call(node, name: str) -> bool:
+    """Is ``node`` a call ``self.<name>(...)``?"""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == name \
+        and isinstance(node.func.value, cst.Name) and node.func.value.value == "self"
+
+
+def _calls_under(block, cond: str, name: str) -> list:
+    """The ``self.<name>.shard(...)`` statements inside the ``if <cond>:`` statements of ``block``."""
+    return [x for b in block if isinstance(b, cst.If) and cst.Module([]).code_for_node(b.test) == cond
+            for x in b.body.body if _shard_call_of(x, name) is not None]
+
+
 def _mode_gate(klass: cst.ClassDef, fn) -> tuple | None:
     """(statement, test): where ``klass.__init__`` calls method ``fn`` (not __init__ itself) only inside a
     top-level ``if`` on the parallel mode (``if _get_parallel_mode() in (ParallelMode.SEMI_AUTO_PARALLEL,):``
@@ -277,11 +289,7 @@ def _mode_gate(klass: cst.ClassDef, fn) -> tuple | None:
     init = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"), None)
     if init is None:
         return None
-    name = fn.name.value
-    calls = lambda node: [n for n in _walk(node) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
-                          and n.func.attr.value == name and isinstance(n.func.value, cst.Name)
-                          and n.func.value.value == "self"]
-    hits = [st for st in init.body.body if calls(st)]
+    hits = [st for st in init.body.body if any(_self_call(n, fn.name.value) for n in _walk(st))]
     if len(hits) != 1 or not isinstance(hits[0], cst.If) or hits[0].orelse is not None:
         return None
     test = cst.Module([]).code_for_node(hits[0].test)
@@ -292,11 +300,9 @@ def _own_call(klass: cst.ClassDef, name: str):
     """The last statement of ``klass``'s own body that is a bare ``self.<name>(...)`` call, or None."""
     found = None
     for n in _walk(klass):
-        if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.Expr):
-            c = n.body[0].value
-            if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == name \
-                    and isinstance(c.func.value, cst.Name) and c.func.value.value == "self":
-                found = n
+        if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1 and isinstance(n.body[0], cst.Expr) \
+                and _self_call(n.body[0].value, name):
+            found = n
     return found
 
 
@@ -305,8 +311,7 @@ def _uses_method(klass: cst.ClassDef, name: str) -> bool:
     for n in _walk(klass):
         if isinstance(n, cst.FunctionDef) and n.name.value == name and n in klass.body.body:
             return True
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == name \
-                and isinstance(n.func.value, cst.Name) and n.func.value.value == "self":
+        if _self_call(n, name):
             return True
     return False
 
@@ -369,6 +374,22 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             if ln not in cur:
                 cur.append(ln)
 
+    def update(stmts, name, text, sc, lay, pl):
+        # the model's own shard() calls of ``name``: their arguments become the advice (kept if already so)
+        for x in stmts:
+            plan.set_args[id(_shard_call_of(x, name))] = (text, sc, None if lay else pl.strategy.strategy)
+
+    def add_to_method(klass, head: str, lines):
+        # the new method ``head`` of the class, one line per strategy (several instances merged into it)
+        cur = new_methods.setdefault(id(klass), [])
+        body = [f"    {ln}\n" for ln in lines]
+        if not cur:
+            cur.append(head + "".join(body))
+            return
+        first, *rest = cur[0].splitlines(keepends=True)
+        rest += [b for b in body if b not in rest]
+        cur[0] = first + "".join(rest)
+
     def has_stmt(body, text):
         want = cst.parse_statement(text)
         return any(s.deep_equals(want) for s in body)
@@ -394,14 +415,11 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             if pl.guard:
                 # the owner's line also runs where the chain is not there: under the guard (an earlier
                 # run's guarded block is updated, not repeated)
-                blocks = [b for b in body if isinstance(b, cst.If)
-                          and cst.Module([]).code_for_node(b.test) == pl.guard]
-                existing = [x for b in blocks for x in b.body.body if _shard_call_of(x, target_name) is not None]
+                existing = _calls_under(body, pl.guard, target_name)
             else:
                 existing = [s for s in body if _shard_call_of(s, target_name) is not None]
             if existing:
-                for s in existing:
-                    plan.set_args[id(_shard_call_of(s, target_name))] = (text, sc, None if lay else pl.strategy.strategy)
+                update(existing, target_name, text, sc, lay, pl)
             else:
                 call = f"self.{target_name}.shard({text})"
                 lines = ([layout_decl(mesh)] if lay and not has_stmt(body, layout_decl(mesh)) else []) + \
@@ -434,8 +452,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                 after = list(block[list(block).index(call_site) + 1:])
                 have = [x for x in after if _shard_call_of(x, pl.instance) is not None]
                 if have:
-                    for x in have:
-                        plan.set_args[id(_shard_call_of(x, pl.instance))] = (text, {}, None if lay else pl.strategy.strategy)
+                    update(have, pl.instance, text, {}, lay, pl)
                     lines = [ln for ln in lines if ln == layout_decl(mesh) and not has_stmt(block, ln)]
                 else:
                     lines = [ln for ln in lines if not (ln == layout_decl(mesh) and has_stmt(block, ln))]
@@ -443,26 +460,11 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                     add_insert(plan.insert_after, call_site, lines)
             elif fn is None and kname in inherited:
                 # inherited and only a base calls it: an override that keeps the base's strategies
-                meth = (f"def {tgt}(self, *args, **kwargs):\n    super().{tgt}(*args, **kwargs)\n"
-                        + "".join(f"    {ln}\n" for ln in lines))
-                cur = new_methods.setdefault(id(klass), [])
-                if not cur:
-                    cur.append(meth)
-                else:
-                    head, *rest = cur[0].splitlines(keepends=True)
-                    rest += [f"    {ln}\n" for ln in lines if f"    {ln}\n" not in rest]
-                    cur[0] = head + "".join(rest)
+                add_to_method(klass, f"def {tgt}(self, *args, **kwargs):\n    super().{tgt}(*args, **kwargs)\n",
+                              lines)
             elif fn is None:
-                sig = "(self, config=None)"      # MindFormers calls it with a config, or with none (MLASelfAttention)
-                meth = f"def {tgt}{sig}:\n" + "".join(f"    {ln}\n" for ln in lines)
-                cur = new_methods.setdefault(id(klass), [])
-                cur.append(meth) if not cur else None
-                if cur and cur[0] != meth:  # several instances into one new method: merge their lines
-                    head, *rest = cur[0].splitlines(keepends=True)
-                    for ln in lines:
-                        if f"    {ln}\n" not in rest:
-                            rest.append(f"    {ln}\n")
-                    cur[0] = head + "".join(rest)
+                # MindFormers calls it with a config, or with none (MLASelfAttention)
+                add_to_method(klass, f"def {tgt}(self, config=None):\n", lines)
             else:
                 last = fn.body.body[-1]
                 lines = [ln for ln in lines if not has_stmt(fn.body.body, ln)]
@@ -484,12 +486,10 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             text, lay = render(pl, mesh, sc)
             block = parents[stmt].body
             cond = f"not ({test})"
-            mine = [b for b in block if isinstance(b, cst.If) and cst.Module([]).code_for_node(b.test) == cond]
-            have = [x for b in mine for x in b.body.body if _shard_call_of(x, pl.instance) is not None]
+            have = _calls_under(block, cond, pl.instance)
             call = f"self.{pl.instance}.shard({text})"
             if have:
-                for x in have:
-                    plan.set_args[id(_shard_call_of(x, pl.instance))] = (text, sc, None if lay else pl.strategy.strategy)
+                update(have, pl.instance, text, sc, lay, pl)
             else:
                 pre = [layout_decl(mesh)] if lay and not has_stmt(block, layout_decl(mesh)) else []
                 gated.setdefault(id(stmt), (stmt, cond, pre, []))[3].append(call)
@@ -504,8 +504,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             text, lay = render(pl, mesh, sc)
             body = fn.body.body
             if direct:
-                for c in direct:
-                    plan.set_args[id(_shard_call_of(c, pl.instance))] = (text, sc, None if lay else pl.strategy.strategy)
+                update(direct, pl.instance, text, sc, lay, pl)
                 if lay and not has_stmt(body, layout_decl(mesh)):
                     add_insert(plan.insert_before, direct[0], [layout_decl(mesh)])
                 where = "its shard() call"

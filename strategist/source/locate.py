@@ -207,15 +207,15 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
         for up in range(4):
             if not pending:
                 break
+            keys = {u.name: _owner_key(g, u, src, up, users) for u in users}     # (key, guard or why not)
             sharing: dict[tuple, list] = {}
             for u in users:
-                key, _ = _owner_key(g, u, src, up, users)
-                if key is not None:
-                    sharing.setdefault(key, []).append(u.name)
+                if keys[u.name][0] is not None:
+                    sharing.setdefault(keys[u.name][0], []).append(u.name)
             per_owner: dict[tuple, list] = {}
             guards = {}
             for u, st in pending:
-                key, msg = _owner_key(g, u, src, up, users)
+                key, msg = keys[u.name]
                 if key is None:
                     why.setdefault(u.name, msg)
                     continue
@@ -235,7 +235,7 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
                     continue
                 placements.append(Placement(file, None, line, s.instance, items[0][1], sorted(named), via=chain,
                                             guard=guards.get(key, "")))
-            pending = left + [(u, st) for u, st in pending if _owner_key(g, u, src, up, users)[0] is None]
+            pending = left + [(u, st) for u, st in pending if keys[u.name][0] is None]
         unresolved += [f"{u.name}: {why.get(u.name, 'no owner line configures it alone')}" for u, _ in pending]
     pruned: list[Site] = []
     if prune:
