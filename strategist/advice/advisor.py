@@ -185,7 +185,11 @@ def _weight_slot(op: Op) -> int | None:
 
 
 def _sequence_first(graph: OpGraph) -> bool:
-    """MindFormers' training graphs carry activations sequence-first, ``[S, B, H]``."""
+    """MindFormers' (mcore) training graphs carry activations sequence-first, ``[S, B, H]``; its front end says
+    so (``graph.sequence_first``: False for the batch-first legacy models)."""
+    given = getattr(graph, "sequence_first", None)
+    if given is not None:
+        return bool(given)
     m = str(getattr(graph, "model", "") or "")
     return m.startswith("mindformers:") or m.endswith((".yaml", ".yml"))
 

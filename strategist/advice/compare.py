@@ -28,7 +28,6 @@ columns differ only in the operators' strategies. ``dataset_strategy=`` override
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -42,7 +41,6 @@ from ..engine.search import _same
 from ..engine.semi_auto import semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"
-_LAYER_RE = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")
 COLUMNS = ("a", "b", "b_ms", "c")
 TITLES = {"a": "(a) strategist advice", "b": "(b) MindFormers sharding_propagation(), strategist",
           "b_ms": "(b') MindFormers sharding_propagation(), MindSpore", "c": "(c) MindFormers shard() (reference)"}
@@ -386,10 +384,9 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
         # a replicated graph: advise on the compiled layers, copy the last layer's anchors onto the copies
         # (the advisor's anchors are per-layer patterns; the same anchors and plan as advising on the whole
         # graph -- checked at 4 and 64 qwen3 layers), and keep the advice only if it beats configuring nothing
-        from ..frontend.mindformers import replicate_anchors
+        from ..frontend.mindformers import _layer_of, replicate_anchors
         adv = advise(base, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
-        total = max((int(m.group(1)) for op in graph for m in [_LAYER_RE.search(op.cell_path or "")] if m),
-                    default=0) + 1
+        total = max((i for op in graph for i in [_layer_of(op.cell_path)] if i is not None), default=0) + 1
         anchors = replicate_anchors(adv.anchors, graph, graph.mf_extracted_layers, total)
         plan_a = run(anchors) if anchors else run({})
         if anchors and plan_a.totals()["step_seconds"] > run({}).totals()["step_seconds"] * (1 + 1e-9):

@@ -171,7 +171,7 @@ def _load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | Non
         _set_dotted(cfg, key, value)
     _merge_pretrained(cfg, path)
     if layers is not None:
-        mc.num_hidden_layers = layers
+        mc[_layers_key(cfg)] = layers
         for line in _fit_layer_keys(cfg, layers, overrides or {}):
             if notes is not None and line not in notes:
                 notes.append(line)
@@ -190,13 +190,29 @@ def _load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | Non
     return cfg
 
 
+def is_legacy(cfg) -> bool:
+    """A MindFormers ``use_legacy=True`` model config: ``model_config.type`` names the config class and
+    ``model.arch.type`` the model (glm4's ``ChatGLM2ForConditionalGeneration``), where the mcore models name
+    ``model_type`` and ``architectures``. Its layers are ordinary Cells in global shapes, batch-first, configured
+    by ``shard()`` in ``__init__`` (fewer of them in sharding-propagation mode)."""
+    mc = cfg.model.model_config
+    arch = cfg.model.get("arch") or {}
+    return bool(mc.get("type")) and bool(arch.get("type")) and not mc.get("model_type")
+
+
+def _layers_key(cfg) -> str:
+    """The model config's layer count: ``num_hidden_layers`` (mcore), ``num_layers`` (legacy ChatGLM2)."""
+    mc = cfg.model.model_config
+    return "num_layers" if "num_layers" in mc and "num_hidden_layers" not in mc else "num_hidden_layers"
+
+
 def _merge_pretrained(cfg, path: str) -> None:
     """A finetune config names no model (model_type, architectures, sizes): MindFormers reads them from
     ``pretrained_model_dir``'s Hugging Face ``config.json``, the YAML's (and ``--set``) keys winning
     (``merge_model_config``). Done so here; a placeholder directory is one line naming the fix."""
     import json
     mc = cfg.model.model_config
-    if mc.get("model_type") and mc.get("architectures"):
+    if (mc.get("model_type") and mc.get("architectures")) or is_legacy(cfg):
         return
     where = mc.get("pretrained_model_dir") or cfg.get("pretrained_model_dir")
     if not where:
@@ -537,12 +553,21 @@ def _patch_missing_sharding_propagation(notes: list[str]):
             except (OSError, TypeError):
                 src = ""
             if "self.sharding_propagation(" in src:
-                obj.sharding_propagation = lambda self, *a, **k: None
+                obj.sharding_propagation = _configures_nothing(notes, obj, name)
                 patched.append((obj, name))
-                notes.append(f"MindFormers bug: {obj.__name__} ({name}) calls self.sharding_propagation() "
-                             f"in sharding-propagation mode but does not define it (AttributeError); "
-                             f"treated as configuring nothing")
     return patched
+
+
+def _configures_nothing(notes: list[str], cls, module: str):
+    """The no-op ``sharding_propagation`` of a class that lacks it; the first call (a model that builds one)
+    says so in ``notes``."""
+    line = (f"MindFormers bug: {cls.__name__} ({module}) calls self.sharding_propagation() in sharding-propagation "
+            f"mode but does not define it (AttributeError); treated as configuring nothing")
+
+    def sharding_propagation(self, *args, **kwargs):
+        if line not in notes:
+            notes.append(line)
+    return sharding_propagation
 
 
 @contextlib.contextmanager
@@ -636,12 +661,28 @@ def mindformers_world(*, mode: str = "stand_alone", device_num: int = 1, notes: 
 def _train_class(cfg):
     from mindformers.tools.register import MindFormerRegister
     mc = cfg.model.model_config
+    if is_legacy(cfg):
+        # MindFormers' registry and layers ask its context for use_legacy: the world's own stub (mindformers_world,
+        # restored on exit) answers True while a legacy model is looked up and built
+        from mindformers.core.context.build_context import MFContextOperator
+        MFContextOperator._instance.use_legacy = True
+        conf_name, arch = mc.get("type"), cfg.model.arch.get("type")
+        conf_cls = model_cls = None
+        with contextlib.suppress(Exception):
+            conf_cls = MindFormerRegister.get_cls("config", conf_name)
+        with contextlib.suppress(Exception):
+            model_cls = MindFormerRegister.get_cls("models", arch)
+        if conf_cls is None:
+            raise ModelLoadError(f"MindFormers has no config class {conf_name!r} (model.model_config.type)")
+        if model_cls is None:
+            raise ModelLoadError(f"MindFormers has no model class {arch!r} (model.arch.type)")
+        return conf_cls, model_cls, conf_name, arch
     model_type = mc.get("model_type")
     arch = mc.get("architectures")
     arch = arch[0] if isinstance(arch, (list, tuple)) else arch
     if not model_type or not arch:
-        raise ModelLoadError("the config's model.model_config needs model_type and architectures "
-                             "(MindFormers' use_legacy=False models)")
+        raise ModelLoadError("the config's model.model_config needs model_type and architectures (MindFormers' "
+                             "use_legacy=False models), or type and model.arch.type (use_legacy=True models)")
     try:
         conf_cls = MindFormerRegister.get_cls("config", model_type)
     except Exception:
@@ -668,9 +709,12 @@ def _build(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
     from mindspore.nn.utils import no_init_parameters
     from mindformers.tools.register import MindFormerConfig
     conf_cls, train_cls, _, _ = _train_class(cfg)
+    legacy = is_legacy(cfg)
     mc = copy.deepcopy(cfg.model.model_config)
     mc = mc.to_dict() if hasattr(mc, "to_dict") else dict(mc)
     mc.pop("architectures", None)
+    if legacy:
+        mc.pop("type", None)
     pc = copy.deepcopy(cfg.parallel_config)
     pc.data_parallel, pc.model_parallel, pc.pipeline_stage = dp, tp, 1
     pc.context_parallel = cp
@@ -680,13 +724,15 @@ def _build(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
         pc.use_seq_parallel = sp
     if tp == 1:
         pc.use_seq_parallel = False     # MindFormers refuses sequence parallelism without tp
-    if "vocab_emb_dp" in pc:
-        pc.pop("vocab_emb_dp")
+    if "vocab_emb_dp" in pc and not legacy:
+        pc.pop("vocab_emb_dp")      # (the legacy layers read it: the embedding data parallel, or split by mp)
     extra = {}
     moe = cfg.get("moe_config")
     if moe:
         extra.update(moe.to_dict() if hasattr(moe, "to_dict") else dict(moe))
     try:
+        if legacy:
+            pc = pc.to_dict() if hasattr(pc, "to_dict") else dict(pc)
         conf = conf_cls(**{**mc, **extra}, parallel_config=pc)
         with no_init_parameters():
             net = train_cls(conf)
@@ -709,6 +755,17 @@ def _inputs(cfg, batch: int) -> dict[str, TensorSpec]:
     mc = cfg.model.model_config
     s = int(mc.get("seq_length") or 4096)   # mcore models take seq_length tokens (input_sliced_sig is legacy-only)
     return {"input_ids": TensorSpec((batch, s), "int32"), "labels": TensorSpec((batch, s), "int32")}
+
+
+def input_slots(net) -> list[bool]:
+    """The positional slots of ``net.construct`` up to ``labels``: True for ``input_ids`` and ``labels``, None
+    (False) for the rest (mcore: ``input_ids, position_ids, attention_mask, ..., labels``; legacy ChatGLM2:
+    ``input_ids, labels``)."""
+    names = list(inspect.signature(net.construct).parameters)
+    if "input_ids" not in names or "labels" not in names:
+        raise ModelLoadError(f"{type(net).__name__}.construct takes no input_ids and labels: not a MindFormers "
+                             f"language-model training class")
+    return [n in ("input_ids", "labels") for n in names[:max(names.index("input_ids"), names.index("labels")) + 1]]
 
 
 def _default_batch(cfg) -> int:
@@ -794,16 +851,19 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         fitted: list[str] = []          # layer-count keys fitted to --layers: notes for every report
         cfg = _load_yaml(path, layers, seq, batch, overrides or {}, notes=fitted)
         notes.extend(fitted)
-        total = int(cfg.model.model_config.get("num_hidden_layers") or 0)
+        total = int(cfg.model.model_config.get(_layers_key(cfg)) or 0)
         if replicate is None:
             mcfg = cfg.model.model_config
-            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it)
-            replicate = not any(mcfg.get(k) or (k not in mcfg and _config_default(cfg, k))
+            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it). Legacy
+            # models compile whole: ChatGLM2's layers share one rotary table split (MindSpore's CSE), which a copy
+            # of the last layer would not reproduce
+            replicate = not is_legacy(cfg) and not any(mcfg.get(k) or (k not in mcfg and _config_default(cfg, k))
                                 for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
         ext = 2 if replicate and total > 2 else total
         if ext != total:
             cfg = _load_yaml(path, ext, seq, batch, overrides or {})
         conf_cls, train_cls, model_type, arch = _train_class(cfg)
+        legacy = is_legacy(cfg)
         # what a mesh must fit (mesh_warnings): the YAML's keys, else the config class's defaults
         fit = {k: cfg.model.model_config.get(k) if cfg.model.model_config.get(k) is not None
                else _config_default(cfg, k)
@@ -821,7 +881,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             from .mf_standin import patch_experts
             undo = patch_experts(notes)
         try:
-            graph = extract(net, ids, None, None, None, labels, model=ref)
+            it = iter((ids, labels))
+            graph = extract(net, *[next(it) if used else None for used in input_slots(net)], model=ref)
         finally:
             if undo is not None:
                 undo()
@@ -863,6 +924,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             g.notes = list(getattr(g, "notes", [])) + [n for n in fitted if n not in getattr(g, "notes", [])]
             g.mf_model_config = {k: v for k, v in fit.items() if v is not None}    # (mesh_warnings)
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
+            g.sequence_first = not legacy       # mcore's [S, B, H]; the legacy layers are batch-first
             # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
             g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
             # the config's enable_alltoall: without it MindSpore writes an all-to-all as AllGather + Split + Concat
@@ -1430,7 +1492,8 @@ def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
 # --------------------------------------------------------------------------------------
 # repeated layers: extract a few, replicate the last one (MindFormers compiles every layer separately)
 
-_LAYER = re.compile(r"(?<![\w])decoder\.layers\.(\d+)(?=\.|$)")
+#: a layer's index in its path: ``decoder.layers.N`` (mcore), ``encoder.layers.N`` (legacy ChatGLM2)
+_LAYER = re.compile(r"(?<![\w])(?:decoder|encoder)\.layers\.(\d+)(?=\.|$)")
 _SCOPE = re.compile(r"(?<=/layers-CellList/)(\d+)(?=-)")
 
 
@@ -1440,10 +1503,11 @@ def _layer_of(name: str) -> int | None:
 
 
 def _shift(text: str, lo: int, hi: int, d: int) -> str:
-    """Layer indices in [lo, hi] move by ``d`` in ``decoder.layers.N`` paths."""
+    """Layer indices in [lo, hi] move by ``d`` in ``decoder.layers.N`` (``encoder.layers.N``) paths."""
     if not text or not d:
         return text
-    return _LAYER.sub(lambda m: f"decoder.layers.{int(m.group(1)) + d}" if lo <= int(m.group(1)) <= hi
+    return _LAYER.sub(lambda m: f"{m.group(0)[:m.start(1) - m.start(0)]}{int(m.group(1)) + d}"
+                      if lo <= int(m.group(1)) <= hi
                       else m.group(0), text)
 
 

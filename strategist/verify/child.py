@@ -448,7 +448,7 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     specs = mf._inputs(cfg, opts.get("batch") or mf._default_batch(cfg))
     result["notes"] = notes
     # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.frontend.mindformers extracts it
-    return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], [True, False, False, False, True]
+    return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], mf.input_slots(net)
 
 
 def _clear_strategies(net, notes: list) -> None:
