@@ -37,10 +37,14 @@ CASES = {
     # the other two training families 1.9.0 ships (fp32 residual connection; telechat3_moe: 105B-A4B)
     "telechat3-2": ("mindformers:telechat3/pretrain_telechat3_36b.yaml", 2, {}),
     "telechat3_moe-2": ("mindformers:telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml", 2, {}),
+    # the legacy (use_legacy=True) training config 1.9.0 ships: ChatGLM2, batch-first, grouped-query attention
+    # (2 kv heads), 8k sequence; 40 layers is the shipped depth (2 compiled, the rest copied)
+    "glm4-2": ("mindformers:glm4/finetune_glm4_9b.yaml", 2, {}),
+    "glm4-40": ("mindformers:glm4/finetune_glm4_9b.yaml", 40, {}),
 }
 MESHES = ("dp=2,tp=4", "dp=8,tp=8")
 CASE_MESHES = {"qwen3_moe-2": ("dp=2,tp=4", "dp=2,ep=2,tp=2"), "telechat3-2": ("dp=2,tp=4",),
-               "telechat3_moe-2": ("dp=2,tp=4",)}
+               "telechat3_moe-2": ("dp=2,tp=4",), "glm4-40": ("dp=8,tp=8",)}
 BATCH = 8       # global batch of the graph: divisible by every mesh's dp
 
 

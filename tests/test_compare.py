@@ -134,22 +134,32 @@ def test_cli_compare_json_clean(tmp_path):
     assert os.listdir(tmp_path) == []   # no output/ directory in the user's cwd
 
 
+GLM4 = "mindformers:glm4/finetune_glm4_9b.yaml"
+GLM_TINY = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, kv_channels=64,
+                multi_query_group_num=2, padded_vocab_size=1024)
+
+
 @pytest.mark.slow
-def test_replicated_layers_equal_a_full_extraction():
+@pytest.mark.parametrize("ref, overrides, ops, anchors", [
+    (QWEN3, DENSE, 329, {"semi_auto": 185, "propagation": 64}),
+    # the legacy ChatGLM2: its layers share the rotary table's split, which layer 0 computes as split#1 -- and
+    # layer 1 names its kv split split#1: a copy is told from a shared operator by what it computes, not its name
+    (GLM4, GLM_TINY, 299, {"semi_auto": 83, "propagation": 82})])
+def test_replicated_layers_equal_a_full_extraction(ref, overrides, ops, anchors):
     """4 layers compiled vs 2 compiled + the last copied twice: the same graph op for op, the same experts."""
     from strategist.frontend.mindformers import expert_strategies, load_mindformers
-    opts = dict(layers=4, seq=128, batch=8, overrides=DENSE)
-    full, fi = load_mindformers(QWEN3, replicate=False, **opts)
-    rep, ri = load_mindformers(QWEN3, **opts)            # default for a model without MoE: replicate
+    opts = dict(layers=4, seq=128, batch=8, overrides=overrides)
+    full, fi = load_mindformers(ref, replicate=False, **opts)
+    rep, ri = load_mindformers(ref, **opts)            # default for a model without MoE: replicate
     assert (fi.extracted_layers, ri.extracted_layers, ri.layers) == (4, 2, 4)
-    assert len(full) == len(rep) == 329             # each call's rotary Muls/cos/sin, as MindSpore's parallel graph
+    assert len(full) == len(rep) == ops             # each call's rotary Muls/cos/sin, as MindSpore's parallel graph
     assert full.ops == rep.ops                            # names, types, inputs, shapes, scopes, order
     assert full.params == rep.params and full.cells == rep.cells and full.outputs == rep.outputs
     assert sorted(full.nx.edges(data="in_slot")) == sorted(rep.nx.edges(data="in_slot"))
     for mode in ("semi_auto", "propagation"):
-        a = expert_strategies(QWEN3, "dp=2,tp=4", mode, graph=full, **opts)
-        b = expert_strategies(QWEN3, "dp=2,tp=4", mode, graph=rep, **opts)
-        assert dict(a) == dict(b) and len(a) == {"semi_auto": 185, "propagation": 64}[mode]
+        a = expert_strategies(ref, "dp=2,tp=4", mode, graph=full, **opts)
+        b = expert_strategies(ref, "dp=2,tp=4", mode, graph=rep, **opts)
+        assert dict(a) == dict(b) and len(a) == anchors[mode]
         assert sorted(a.unmapped) == sorted(b.unmapped)
 
 

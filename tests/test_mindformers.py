@@ -850,3 +850,65 @@ def test_training_step_communication_reports_where_mindspore_stops():
     err = res.communication.error
     assert "each_shape" not in err
     assert "stopped after its sharding propagation" in err and "Reshape" in err
+
+
+GLM4 = "mindformers:glm4/finetune_glm4_9b.yaml"
+GLM_TINY = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, kv_channels=64,
+                multi_query_group_num=2, padded_vocab_size=1024)
+
+
+@pytest.mark.slow
+@pytest.mark.ci_sample
+def test_glm4_legacy_model_loads_with_its_experts(tmp_path, monkeypatch, capfd):
+    """glm4's training config is a MindFormers legacy model (use_legacy=True: model_config.type ChatGLM2Config,
+    model.arch.type ChatGLM2ForConditionalGeneration, num_layers): built with MindFormers' context answering
+    use_legacy=True, batch-first [B, S, H], construct(input_ids, labels). Its layers configure in __init__, in
+    global shapes: the experts' shard() at the mesh maps onto the tp=1 graph as for the mcore families. It used
+    to be refused ("model_config needs model_type and architectures")."""
+    from strategist.advice.advisor import _sequence_first
+    from strategist.frontend.mindformers import _import_mindformers, expert_strategies, load_mindformers
+    monkeypatch.chdir(tmp_path)
+    _import_mindformers()
+    before = _state()
+    g, info = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
+    assert info.train_class == "ChatGLM2ForConditionalGeneration" and info.layers == 2 == info.extracted_layers
+    assert _state() == before and os.listdir(tmp_path) == [] and capfd.readouterr().out == ""
+    assert not any(op.configured for op in g) and not _sequence_first(g) and g.mf_legacy
+    norm = g.op("transformer.encoder.layers.0.input_layernorm.norm")
+    assert norm.inputs[0].spec.shape == (BATCH, 128, 256)          # batch-first
+    opts = dict(graph=g, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
+    semi = expert_strategies(GLM4, "dp=2,tp=2", "semi_auto", **opts)
+    prop = expert_strategies(GLM4, "dp=2,tp=2", "propagation", **opts)
+    assert _state() == before and os.listdir(tmp_path) == []
+    for ex in (semi, prop):
+        # Megatron's pairs as the legacy Linear shard() has them: q/k/v and h->4h column, dense and 4h->h row
+        for i in range(2):
+            p = f"transformer.encoder.layers.{i}."
+            assert _splits(ex[p + "self_attention.query_key_value.matmul"]) == ((2, 1), (2, 1))
+            assert _splits(ex[p + "mlp.dense_4h_to_h.matmul"]) == ((2, 2), (1, 2))
+        # no mcore class is built, so no missing-method note
+        assert not any(n.startswith("MindFormers bug") for n in ex.notes)
+    # sharding-propagation mode configures fewer operators (the legacy layers' own propagation anchors)
+    assert len(prop) < len(semi)
+    # the experts' anchors propagate on strategist's engine
+    from strategist.engine.propagate import propagate
+    plan = propagate(g, Mesh.parse("dp=2,tp=2"), dict(prop), use_model_strategies=False,
+                     dataset_strategy="full_batch")
+    assert plan.strategy("transformer.encoder.layers.1.mlp.dense_h_to_4h.matmul") == ((2, 1), (2, 1))
+
+
+@pytest.mark.slow
+def test_glm4_legacy_source_diff_refused_strategy_file_written(tmp_path, capsys):
+    """A legacy layer's shard(parallel_config) runs only outside sharding-propagation mode, so a shard() line
+    written there would not configure the advised plan: --diff is refused in one line, naming the strategy file,
+    which is written."""
+    from strategist.cli import main
+    args = ["advise", GLM4, "--layers", "2", "--seq", "128", "--batch", "8", "--mesh", "dp=2,tp=2",
+            "--dataset-strategy", "full_batch"] + [f"--set={k}={v}" for k, v in GLM_TINY.items()]
+    assert main(args + ["--diff"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "legacy model" in err[0] and "--emit-strategy-file" in err[0]
+    out = tmp_path / "s.json"
+    assert main(args + ["--emit-strategy-file", str(out)]) == 0
+    items = json.loads(out.read_text())["parallel_strategy_item"]
+    assert any(k.startswith("Default/") and "MatMul" in k for k in items)

@@ -854,10 +854,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         total = int(cfg.model.model_config.get(_layers_key(cfg)) or 0)
         if replicate is None:
             mcfg = cfg.model.model_config
-            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it). Legacy
-            # models compile whole: ChatGLM2's layers share one rotary table split (MindSpore's CSE), which a copy
-            # of the last layer would not reproduce
-            replicate = not is_legacy(cfg) and not any(mcfg.get(k) or (k not in mcfg and _config_default(cfg, k))
+            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it)
+            replicate = not any(mcfg.get(k) or (k not in mcfg and _config_default(cfg, k))
                                 for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
         ext = 2 if replicate and total > 2 else total
         if ext != total:
@@ -925,6 +923,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             g.mf_model_config = {k: v for k, v in fit.items() if v is not None}    # (mesh_warnings)
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
             g.sequence_first = not legacy       # mcore's [S, B, H]; the legacy layers are batch-first
+            g.mf_legacy = legacy
             # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
             g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
             # the config's enable_alltoall: without it MindSpore writes an all-to-all as AllGather + Split + Concat
@@ -1537,11 +1536,20 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
         raise ModelLoadError(f"layer {t} of the extracted graph is not contiguous: cannot replicate it")
     last = layers - 1
 
-    names = {op.name for op in ops}
+    by_name = {op.name: op for op in ops}
+
+    def signature(op):
+        return op.type, tuple(x.spec.shape if x.spec is not None else None for x in op.inputs)
+
+    def counterpart(name: str) -> bool:
+        """Layer t has an operator of that name, doing the same (a shared op's name can be another op's in the
+        next layer: ChatGLM2's layer 0 splits the shared rotary table as split#1, layer 1 its kv as split#1)."""
+        other = by_name.get(_shift(name, t - 1, t - 1, 1))
+        return other is not None and signature(other) == signature(by_name[name])
 
     def ref_in(x: Input, lo, hi, d) -> Input:
         if x.kind == "op":
-            if lo == t - 1 and lo >= 0 and _shift(x.ref, lo, lo, 1) not in names and _shift(x.ref, lo, lo, 1) != x.ref:
+            if lo == t - 1 and lo >= 0 and _shift(x.ref, lo, lo, 1) != x.ref and not counterpart(x.ref):
                 # an operator of layer t-1 that layer t has no counterpart of: computed once and shared by the
                 # layers after it (MindSpore's CSE keeps one rotary cos/sin, in the first layer), not per layer
                 return x

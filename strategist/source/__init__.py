@@ -112,6 +112,13 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
     ``target``: for MindFormers classes, the method the strategies go into (``"sharding_propagation"``,
     the default, or ``"shard"``); plain model files get them where the primitive is configured today."""
     g = advice.graph
+    if getattr(g, "mf_legacy", False):
+        # MindFormers' legacy layers configure in __init__ and in shard(parallel_config) methods their owners call
+        # only outside sharding-propagation mode: a line there does not run where the advice is meant to
+        raise SourceEditError(f"{g.model} is a MindFormers legacy model (use_legacy=True), whose layers configure "
+                              f"in shard(parallel_config) methods sharding-propagation mode skips: source diffs are "
+                              f"not written for it; use --emit-strategy-file FILE.json (MindSpore's operator-strategy "
+                              f"file) or the anchors file of the report")
     loc = locate(advice, prune=prune, current=current_strategies(advice, target))
     recorded: dict[str, dict] = {}
     for op in g:
