@@ -361,3 +361,45 @@ def test_masked_fill_value_is_no_strategy_input():
     assert all(len(s) == 2 for s in candidates(op, 8)) and ((1, 8, 1), (1, 8, 1)) in candidates(op, 8)
     s = shard(op, ((1, 8, 1), (1, 8, 1), ()), 8)
     assert s.strategy == ((1, 8, 1), (1, 8, 1), ()) and s.inputs == shard(op, ((1, 8, 1), (1, 8, 1)), 8).inputs
+
+
+def test_flash_attention_layout_splits_kv_heads_by_fewer_axes_than_the_query():
+    """MindFormers' legacy glm4 (ChatGLM2 GQA, dp=2, tp=4 with 2 kv heads: shard_fa) configures, over
+    Layout((2, 1, 2, 2), ("dp", "cp", "mp1", "mp2")), q ("dp", "cp", ("mp1", "mp2")), k and v ("dp", "None",
+    "mp1"), the mask ("dp", "None", "cp", "None"). MindSpore 2.9 takes it as given (the Layout path runs no
+    CheckStrategy: its "split num of N1-dim and N2-dim must be equal" is the tuple path's): verify of glm4 reported
+    ((2, 1, 4), (2, 1, 2), (2, 1, 2), (2, 1, 1, 1)), and its INFO log for the same Layout on
+    examples/attention.py (8 q heads, 2 kv heads) "the dev matrix shape is [2, 2, 2], the output tensor map is
+    [2, -1, 1, 0]": the output is the query's layout, heads over mp1 then mp2. k and v are repeated over mp2
+    (their gradient mirrors: MindSpore created two mirror groups of ranks 0-1). The propagated neighbours
+    followed: wq ((2, 1), (1, 4)), wk/wv ((2, 1), (1, 2)), wo ((2, 4), (4, 1)) (verify: all agree)."""
+    q, kv = T(2, 512, 4096, dtype="float16"), T(2, 512, 256, dtype="float16")
+    mask = T(2, 1, 512, 512, dtype="uint8")
+    outs = [T(2, 32, 512, 8), T(2, 32, 512, 8), T(1, dtype="float16"), q]
+    fa = op("FlashAttentionScore", [q, kv, kv, None, None, None, mask] + [None] * 3
+            + [32, 1.0, 0.088, 2147483647, 2147483647, 0, 0, 0], outs)
+    dm, names = (2, 1, 2, 2), ("dp", "cp", "mp1", "mp2")      # right-indexed: dp 3, cp 2, mp1 1, mp2 0
+    lay = lambda *t: ShardLayout(dm, names, tuple(t))
+    layouts = (lay((3,), (2,), (1, 0)), lay((3,), (), (1,)), lay((3,), (), (1,)), lay((3,), (), (2,), ()))
+    s = shard_layout(fa, layouts, 8)
+    assert s.strategy == ((2, 1, 4), (2, 1, 2), (2, 1, 2), (2, 1, 1, 1))
+    assert s.dev_matrix == dm
+    out = s.outputs[3]
+    assert out.strategy == (2, 1, 4) and out.dims == s.inputs[0].dims and out.dims[2] == (2, 3)
+    assert s.inputs[1].dims[2] == (2,) and s.inputs[1] == s.inputs[2]
+    assert s.outputs[0].strategy == (2, 4, 1, 1) and s.outputs[0].dims[1] == (2, 3)      # softmax_max: q's heads
+    assert s.partial_axes == () and output_partial(s, 3) == ()     # the kv heads are no reduction
+    real = lambda axes: tuple(a for a in axes if dm[a] > 1)
+    assert real(s.grad_partial[1]) == real(s.grad_partial[2]) == (3,)      # k, v repeated over mp2 (not mp1)
+    # the same rows as a tuple: MindSpore's CheckStrategy refuses them (SetCostUnderStrategy failed), so does strategist
+    with pytest.raises(StrategyError, match="conflicts with split 4"):
+        shard(fa, s.strategy, 8)
+    # k and v split differently: MindSpore's compile fails after the operator (a Reshape's shape check)
+    with pytest.raises(StrategyError, match="conflict with another input's split"):
+        shard_layout(fa, layouts[:2] + (lay((3,), (), ()),) + layouts[3:], 8)
+    # 2 kv heads split 4 ways: MindSpore crashes (SIGFPE)
+    with pytest.raises(StrategyError, match="split 4 of 'n2' does not divide 2"):
+        shard_layout(fa, (layouts[0], lay((3,), (), (1, 0)), lay((3,), (), (1, 0)), layouts[3]), 8)
+    # kv over an axis of their own (measured on examples/attention.py: accepted, ((2, 1, 4), (2, 1, 2), (2, 1, 2)))
+    s = shard_layout(fa, (layouts[0], lay((3,), (), (0,)), lay((3,), (), (0,)), layouts[3]), 8)
+    assert s.strategy == ((2, 1, 4), (2, 1, 2), (2, 1, 2), (2, 1, 1, 1)) and real(s.grad_partial[1]) == (2,)

@@ -495,3 +495,59 @@ def test_index_select_is_a_gather_live(kw):
     c = verify_model(os.path.join(ROOT, "tests", "models", "propagation.py") + ":IndexSelectRows", "dp=2,tp=4",
                      kwargs=[kw], dataset_strategy="full_batch")
     assert c.all_agree, [(r.op, r.ours, r.theirs) for r in c.disagreements()]
+
+
+_TWO_SUB_CELLS = '''
+from mindspore import nn, ops
+
+
+class Inner(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.sub = ops.Sub()
+
+    def construct(self, x, m):
+        return self.sub(self.sub(x, m), m)
+
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.pre = ops.Sub()
+        self.reshape = ops.Reshape()
+        self.inner = Inner()
+        self.example_inputs = {"x": "float32[16,8,4]", "m": "float32[16,1]"}
+
+    def construct(self, x, m):
+        a = self.pre(self.pre(x, x), x)
+        return self.inner(self.reshape(a, (16, 32)), m)
+'''
+
+
+def test_operators_of_one_name_matched_where_mindspores_order_differs(graph_of, tmp_path):
+    """glm4's verify: MindSpore's report holds the loss _LogSoftmax's two Subs (Sub-op0, Sub-op1, path
+    loss._log_softmax.sub) before the rotary Subs, strategist's graph after them. The order-preserving
+    alignment of the Subs kept the rotary pairs, and the two loss Subs were left on both sides ("only in
+    strategist's plan" / "only in MindSpore's report") with the same strategies. Leftovers of one name, as
+    many on each side, with compatible shapes, are paired in order."""
+    from strategist.engine.mesh import Mesh
+    from strategist.engine.propagate import propagate
+    f = tmp_path / "twosubs.py"
+    f.write_text(_TWO_SUB_CELLS)
+    plan = propagate(graph_of(f"{f}:Net"), Mesh.parse("dp=8"), dataset_strategy="data_parallel", price=False)
+    subs = [op.name for op in plan.graph.ops if op.type == "Sub"]
+    assert subs == ["pre", "pre#1", "inner.sub", "inner.sub#1"]
+    mine = {n: [list(r) for r in plan.choices[n].sharding.strategy] for n in subs}
+    ops = [{"name": f"Default/inner-Inner/Sub-op{k}", "type": "Sub", "path": "inner.sub",
+            "in_strategy": mine[n], "input_shapes": [[16, 32], [16, 1]], "output_shapes": [[16, 32]]}
+           for k, n in enumerate(["inner.sub", "inner.sub#1"])]
+    ops += [{"name": f"Default/Sub-op{k}", "type": "Sub", "path": "pre", "in_strategy": mine[n],
+             "input_shapes": [[16, 8, 4], [16, 8, 4]], "output_shapes": [[16, 8, 4]]}
+            for k, n in ((2, "pre"), (3, "pre#1"))]
+    c = compare(plan, MsPlan.from_dict({"ops": ops, "dataset_strategy": "data_parallel", "device_num": 8,
+                                        "dataset": None, "model": f"{f}:Net",
+                                        "compile_seconds": 0.1, "process_seconds": 1.0}))
+    assert {r.op: r.ms_name for r in c.rows} == {
+        "inner.sub": "Default/inner-Inner/Sub-op0", "inner.sub#1": "Default/inner-Inner/Sub-op1",
+        "pre": "Default/Sub-op2", "pre#1": "Default/Sub-op3"}
+    assert not c.only_ours and not c.only_theirs and all(r.agree for r in c.rows)

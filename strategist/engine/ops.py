@@ -106,6 +106,11 @@ class FactorRule:
     #: rank-0 strategy rows a configured strategy may add after its inputs', which MindSpore's CheckStrategy pops
     #: (MaskedFill's 0-d ``value``): accepted and kept, but not an input of the rule
     dropped_rows: int = 0
+    #: the rule a configured ``Layout`` is checked and laid out under, where it is not this one (FlashAttentionScore:
+    #: the key/value heads are a factor of their own, see :func:`flash_attention_rule`)
+    layout_rule: "FactorRule | None" = None
+    #: factors in inputs only that are no reduction (FlashAttentionScore's key/value heads under a Layout)
+    unreduced: frozenset = frozenset()
 
     @property
     def strategy_rows(self) -> tuple[tuple[str | None, ...], ...]:
@@ -122,7 +127,7 @@ class FactorRule:
             # divisor scales the gradient). Measured in MindSpore's training graph: no AllReduce on gpt_nn's
             # SparseSoftmaxCrossEntropyWithLogits (verify --communication)
             return ()
-        out = {f for t in self.outputs for f in t if f}
+        out = {f for t in self.outputs for f in t if f} | self.unreduced
         return tuple(f for f in self.factors if f not in out and any(f in t for t in self.inputs))
 
     def factor_size(self, f: str) -> int:
@@ -504,10 +509,21 @@ def flash_attention_rule(op: Op) -> FactorRule:
             outs.append([None] * len(o))
     factors = ["b", "t", "n", "s", "s2", "t2", "dq", "dk"]
     factors = [f for f in factors if any(f in t for t in ins + outs)]
-    r = _rule(op, factors, ins, outs, slots, unsplittable=["s2", "t2", "dq", "dk"],
-              sizes=[("n", math.gcd(heads, kv_heads))])
+    unsplittable = ["s2", "t2", "dq", "dk"]
+    r = _rule(op, factors, ins, outs, slots, unsplittable=unsplittable, sizes=[("n", math.gcd(heads, kv_heads))])
+    # Under a Layout the key/value heads are a factor of their own, n2: MindSpore 2.9 lays a configured Layout out as
+    # given (InferSplitNumAndDevMatrixShapeByLayout reads the query's maps; the tuple path's CheckStrategy, "The split
+    # num of N1-dim and N2-dim must be equal", is not run), so the kv heads may be split by fewer axes than the query's
+    # (MindFormers' GQA layout: q ("mp1", "mp2"), k/v "mp1"; measured: strategy ((2, 1, 4), (2, 1, 2), (2, 1, 2)), the
+    # output the query's layout), by others, or not at all. k and v share n2 (MindSpore's compile fails on differing
+    # ones), and its split must divide the kv heads (MindSpore crashes, SIGFPE, where it does not). n2 is no reduction.
+    kv_ins = [[("n2" if f == "n" else f) for f in t] if k in (1, 2) else t for k, t in enumerate(ins)]
+    lay = _rule(op, factors[:factors.index("n") + 1] + ["n2"] + factors[factors.index("n") + 1:], kv_ins, outs, slots,
+                unsplittable=unsplittable, sizes=[("n", heads), ("n2", kv_heads)])
+    lay = FactorRule(**{**lay.__dict__, "unreduced": frozenset({"n2"})})
     # MindSpore 2.9 loops over heads (outermost), then the query sequence, then the batch
-    return FactorRule(**{**r.__dict__, "enum": tuple(f for f in ("n", "s", "t", "b") if f in factors)})
+    return FactorRule(**{**r.__dict__, "enum": tuple(f for f in ("n", "s", "t", "b") if f in factors),
+                         "layout_rule": lay})
 
 
 def reshape_placeholder(op: Op) -> FactorRule:
@@ -681,6 +697,7 @@ def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
                  out_layouts: tuple[ShardLayout, ...] | None = None, rule: FactorRule | None = None) -> Sharding:
     """Layouts under ``mindspore.Layout`` in_strategy (named axes, several axes per dimension)."""
     rule = rule or rule_for(op)
+    rule = rule.layout_rule or rule
     if len(layouts) != len(rule.inputs):
         raise StrategyError(f"{op.name} ({op.type}): {len(layouts)} input layouts for {len(rule.inputs)} inputs")
     dm = tuple(layouts[0].device_matrix)
@@ -754,7 +771,9 @@ def _sharding(rule, strategy, dm, splits, axis, repeat, out_strategy, scatter=No
     grad = []
     for t in rule.inputs:
         mine = set(f for f in t if f)
-        grad.append(tuple(a for f in rule.factors if f not in mine and f in out_factors for a in axis.get(f, ())))
+        held = {a for f in mine for a in axis.get(f, ())}     # a Layout may split two factors by one axis (FA's n, n2)
+        grad.append(tuple(a for f in rule.factors if f not in mine and f in out_factors for a in axis.get(f, ())
+                          if a not in held))
     return Sharding(strategy, dm, dict(splits), ins, tuple(outs), partial, tuple(grad), repeat)
 
 

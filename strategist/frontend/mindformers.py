@@ -831,11 +831,14 @@ def mf_lazy_inline_cells(net) -> tuple[str, ...]:
 
 def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = None, batch: int | None = None,
                      overrides: dict | None = None, replicate: bool | None = None,
-                     experts_stand_in: bool = False) -> tuple[OpGraph, MfInfo]:
+                     experts_stand_in: bool = False, loss_adds: bool = False) -> tuple[OpGraph, MfInfo]:
     """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
 
     ``experts_stand_in``: the MoE experts' GroupedMatmuls compiled as MatMul stand-ins
     (:mod:`strategist.frontend.mf_standin`; ``strategist verify`` only: MindSpore cannot propagate through GroupedMatmul).
+
+    ``loss_adds``: the loss's "force redistribution" adds (``logits + 0``, ``labels + 0``; :func:`add_loss_adds`)
+    in the graph, as a parallel build has them (``strategist verify`` of MindFormers' own strategies only).
 
     ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
     disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on for
@@ -874,6 +877,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         specs = _inputs(cfg, b)
         ids, labels = specs["input_ids"], specs["labels"]
         removed = _clear_strategies(net)
+        if loss_adds:
+            add_loss_adds(net)
         undo = None
         if experts_stand_in:
             from .mf_standin import patch_experts
@@ -1050,6 +1055,27 @@ def _param_reader(graph: OpGraph):
                     res.append((graph.op(e.dst), e.in_slot))
         out[pname] = res
     return out
+
+
+def add_loss_adds(net) -> int:
+    """MindFormers' CrossEntropyLoss (legacy ``core/loss`` and ``parallel_core``) creates ``self.add`` and
+    ``self.add_label`` (``x + 0`` on the logits and the labels, ``keep_alive``) and calls them only in a semi/auto
+    parallel mode; a stand-alone build has neither. They are configured there (``((dp, mp), ())``,
+    ``((dp,), ())``), so they steer MindSpore's propagation: a configured operator ends every other configured
+    operator's BFS (glm4: ReduceMax's BFS stops at the logits' add, and the unconfigured output layer is decided
+    forward from the final norm, ((8, 1), (1, 1)); without the add strategist decided it backward from the
+    ReduceMax, ((1, 1), (8, 1))). Puts them in a stand-alone build (unconfigured: the experts' strategies at the
+    mesh configure them); returns how many loss Cells got them."""
+    from mindspore import ops as P
+    n = 0
+    for _, cell in net.cells_and_names():
+        if getattr(cell, "enable_force_redistribute", None) is False and not hasattr(cell, "add_label"):
+            prim = getattr(sys.modules.get(type(cell).__module__), "AddExt", None) or P.Add
+            cell.add = prim().add_prim_attr("keep_alive", True)
+            cell.add_label = prim().add_prim_attr("keep_alive", True)
+            cell.enable_force_redistribute = True
+            n += 1
+    return n
 
 
 def _validate(graph: OpGraph, anchor: Anchor, n: int):
