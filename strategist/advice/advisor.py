@@ -96,17 +96,19 @@ def check_boundaries(graph: OpGraph, boundaries: dict[str, str]) -> None:
 # templates -> shardings
 
 
-def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh) -> Sharding | None:
+def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
+                      share: frozenset = frozenset()) -> Sharding | None:
     """The sharding a template gives ``op`` on ``mesh``: each factor takes the named mesh axes the
     mesh has (size > 1), trimmed from the inner end until the split divides the factor; a mesh
-    axis is used by one factor only. None when nothing is split or the result is invalid."""
+    axis is used by one factor only (but by the factors in ``share`` too: FlashAttention's key/value heads
+    under a Layout, on the query heads' axes). None when nothing is split or the result is invalid."""
     axis: dict[str, tuple[int, ...]] = {}
     used: set[int] = set()
     for f in rule.factors:
         if f not in template or f in rule.unsplittable:
             continue
         axes = [mesh.index(n) for n in template[f] if n in mesh.names and mesh.get(n) > 1
-                and mesh.index(n) not in used]
+                and (f in share or mesh.index(n) not in used)]
         size = rule.factor_size(f)
         while axes and size % math.prod(mesh.shape[a] for a in axes):
             axes.pop()
@@ -485,6 +487,42 @@ def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str] | None, norms
     return False
 
 
+def _grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s: Sharding | None):
+    """FlashAttentionScore with fewer key/value heads than tp can split (glm4: 32 query heads, 2 key/value heads,
+    tp=8): the template's heads-by-tp split must divide both head counts, so it leaves the heads whole and every tp
+    device computes all the attention. Under a Layout MindSpore splits the query heads by more axes than the
+    key/value heads (MindFormers' own GQA layout, q ``("mp1", "mp2")``, k/v ``"mp1"``; verified): tp is split in two
+    here, ``tp`` (the part dividing the key/value heads, g = gcd(kv heads, tp)) and ``tp_group`` (the rest), the
+    query heads over both, the key/value heads over ``tp``. Returns (sharding, the mesh with tp split) or None."""
+    lay = rule.layout_rule
+    tp = mesh.get("tp")
+    if lay is None or tp <= 1 or "n2" not in lay.factors or "tp" not in mesh.names:
+        return None
+    if s is not None and s.splits.get("n", 1) >= tp:
+        return None
+    heads, kv = lay.factor_size("n"), lay.factor_size("n2")
+    g = math.gcd(kv, tp)
+    if heads % tp:
+        return None
+    axes, t2 = [], dict(tmpl)
+    for n, size in mesh.axes:
+        if n != "tp":
+            axes.append((n, size))
+        elif g > 1:
+            axes += [("tp", g), ("tp_group", tp // g)]
+        else:
+            axes.append(("tp_group", tp))
+    if any(n == "tp_group" for n, _ in mesh.axes):
+        return None
+    t2["n"] = [a for a in ("tp", "tp_group") if any(n == a for n, _ in axes)]
+    t2["n2"] = ["tp"] if g > 1 else []
+    sub = Mesh(tuple(axes))
+    gs = template_sharding(op, lay, t2, sub, share=frozenset({"n2"}))
+    if gs is None or gs.splits.get("n", 1) != tp:
+        return None
+    return gs, sub
+
+
 def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
     """A template splitting ``op``'s token factor over ``axes``: the factor of the largest dimension of its
     activation inputs of rank >= 2 (an MoE router's [1, tokens, experts] scores, [1, tokens*k] indices)."""
@@ -730,11 +768,19 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if _splits_nothing_model_parallel(tmpl, mesh):
             continue
         s = template_sharding(op, rule, tmpl, mesh)
+        on = mesh
+        if tname == "flash_attention":
+            gqa = _grouped_query_attention(op, rule, tmpl, mesh, s)
+            if gqa is not None:
+                s, on = gqa
+                why += (f"; grouped-query attention ({rule.layout_rule.factor_size('n2')} key/value heads): the "
+                        f"query heads by tp, the key/value heads by the part of tp that divides them (a Layout "
+                        f"splitting tp in two)")
         if s is None:
             continue
         declared = rule_name == "3 boundary" and any(
             op.cell_path == p or op.cell_path.startswith(p + ".") for p in (boundaries or {}))
-        anchor = anchor_of(op.name, s, mesh, op.type)
+        anchor = anchor_of(op.name, s, on, op.type)
         if tname == "matmul_row" and sp:
             # sequence parallelism: the row-parallel output reduce-scattered over the sequence (Megatron-SP),
             # its rows [S*B] split by S's axes (cp, tp), then B's (dp, ep), as the norms after it take them
