@@ -152,6 +152,8 @@ def _netgen_step(seed, tmp_path):
          "first (dim 1 over 2, then dim 0 over 2 and over 4), then one local slice"),
     (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "
         "the RealDiv of the sens is computed: the Add's scalar weight keeps its mirror over 8"),
+    (507, "bmm(x0, x0) reads the dataset's x0 twice, both inputs gathered alike over 16: the training step runs ONE "
+          "AllGather both read (strategist priced two)"),
 ])
 def test_random_net_step_agrees_with_recorded_collectives(seed, why, tmp_path):
     plan, ms = _netgen_step(seed, tmp_path)
