@@ -152,11 +152,36 @@ def _netgen_step(seed, tmp_path):
          "first (dim 1 over 2, then dim 0 over 2 and over 4), then one local slice"),
     (7, "one output: the step's loss node is its sum, a _VirtualDiv by 8 goes before it (loss_repeated_mean), and "
         "the RealDiv of the sens is computed: the Add's scalar weight keeps its mirror over 8"),
+    (507, "bmm(x0, x0) reads the dataset's x0 twice, both inputs gathered alike over 16: the training step runs ONE "
+          "AllGather both read (strategist priced two)"),
+    (515, "the Reshape [16, 2, 4, 8] (2, 1, 1, 1) -> [32, 4, 8] (1, 4, 2) on dp=8: MindSpore reshapes into "
+          "[8, 2, 2, 2, 8], gathers dim 0 over ranks 0, 4 on the whole slice (2048 B), then slices three dims; "
+          "strategist sliced dim 3 first and gathered 1024 B"),
 ])
+
+
 def test_random_net_step_agrees_with_recorded_collectives(seed, why, tmp_path):
     plan, ms = _netgen_step(seed, tmp_path)
     c = compare_communication(plan, ms)
     assert c.agree, why + "\n" + c.text()
+
+
+def test_local_slices_run_after_the_collectives():
+    """Without enable_alltoall MindSpore 2.9.0's graph runs a redistribution's local slices after its AllGathers
+    (live ``verify --communication`` on 8 devices, float32 [16, 8, 8]): relu (2, 1, 1) -> mul (1, 2, 4) moves the
+    outer axis from dim 0 to dim 1 and slices dim 2 by the inner 4 -- one AllGather over ranks 0, 4 of relu's whole
+    [8, 8, 8] slice, 2048 B (not 512 B after the slice), and its transpose a ReduceScatter of as many bytes; the
+    dataset's batch over 8 into the same Mul: AllGather over 4 (1536 B), then over 2 of [8, 8, 8] (2048 B)."""
+    src = Layout((16, 8, 8), (2, 4), ((0,), (), ()))
+    dst = Layout((16, 8, 8), (2, 4), ((), (0,), (1,)))
+    r = plan_redistribution(src, dst)
+    assert [op.kind for op in r.ops] == ["Split", "AllToAll"]
+    assert [b for _l, b, _t in r.physical(4).steps] == [0.0, 2048]
+    assert [b for _l, b, _t in r.transposed().physical(4).steps] == [2048]
+    data = Layout((16, 8, 8), (2, 4), ((0, 1), (), ()))
+    assert [b for _l, b, _t in plan_redistribution(data, dst).physical(4).steps] == [1536, 2048]
+    # with enable_alltoall the all-to-alls move (n - 1) / n of the slice as it is
+    assert [b for _l, b, _t in plan_redistribution(data, dst).physical(4, alltoall=True).steps] == [384, 256]
 
 
 def test_mirror_over_two_device_axes_is_one_allreduce(tmp_path):

@@ -418,10 +418,14 @@ def test_tuple_elements_get_mindspore_edges_and_attributes_own_their_names(graph
     """MindSpore's CreateEdgeAccrossMakeList links an element of Concat's tuple only when it is a real
     operator's output itself: the graph input (a TupleGetItem of the VirtualDataset there) and Split's
     outputs (TupleGetItems) bring no cost-graph edge. And ``self.muls`` owns the name ``muls`` although a
-    tensor-method ``z * 0.5`` (also Muls) runs first."""
+    tensor-method ``z * 0.5`` (also Muls) runs first. Every element of a tuple is ``packed`` (a Reshape read
+    through a MakeTuple lists no layouts of that reader: FindReshapeNextNodeStraCosts stops there); an operator's
+    own tensor input is not."""
     g = graph_of("tests/models/propagation.py:TupleEdges")
     concat, concat2 = g.op("concat"), g.op("concat2")
     assert [(x.kind, x.edge) for x in concat.inputs if x.spec is not None] == [("input", False), ("op", True)]
     assert [(x.ref, x.edge) for x in concat2.inputs if x.spec is not None] == [("split", False), ("split", False)]
+    assert [x.packed for x in concat.inputs + concat2.inputs if x.spec is not None] == [True] * 4
+    assert not g.op("relu").inputs[0].packed and not g.op("split").inputs[0].packed
     muls = g.op("muls")
     assert muls.inputs[0].ref == "muls#1" and g.op("muls#1").inputs[0].ref == "concat2"

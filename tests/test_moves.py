@@ -112,7 +112,9 @@ def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
     OneHot MindSpore replaces by their pieces (6, 30), a Concat's tuple (6, 10), an edge into a Reshape plus the
     Reshape's own redistribution as one MindSpore chain (11), one redistributed tensor read by three MatMuls (46),
     a Concat reading a Reshape's output twice, redistributed once inside the Reshape (89: strategist priced it
-    twice), and reading another operator's output twice, redistributed twice (8)."""
+    twice), and reading another operator's output twice, redistributed twice in step_parallel_end (8: both edges
+    move data) but priced once: the training step's graph runs one AllGather both read (measured: random net 507's
+    bmm(x0, x0), tests/test_communication.py; relu -> mul(t, t) and concat((t, t)) on dp=8)."""
     import sys
     sys.path.insert(0, HERE)
     import netgen
@@ -131,4 +133,4 @@ def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
     assert m.agree and m.both, m.text()
     into = [bool(e.fwd_bytes) for e in p.edges if e.dst == "concat"]
     if seed in (8, 89):
-        assert into == ([True, True] if seed == 8 else [True, False])
+        assert into == [True, False]

@@ -308,10 +308,12 @@ def price(eng: _Engine) -> Plan:
                 bk = b
             key = (src, j, a, bk)
             fb, fs = pf.bytes_sent, pf.seconds
-            if fwd.has_communication and sent.setdefault(key, op.name) != op.name:
+            if fwd.has_communication and sent.setdefault(key, (op.name, slot)) != (op.name, slot):
                 # one tensor redistributed alike for several consumers: MindSpore's graph runs the forward
                 # collectives once, every consumer reads the result (step_parallel_end; measured in its graph
-                # after autodiff: the encoder's q/k/v read one AllGather); its transposes: below
+                # after autodiff: the encoder's q/k/v read one AllGather); its transposes: below. So for one
+                # consumer reading it twice (mul(t, t), bmm(x, x) on the dataset's x: random net 507): the
+                # step_parallel_end graph has two chains (netgen 8), the training step's graph one
                 fb, fs = 0.0, 0.0
             bwd, bb, bs = None, 0.0, 0.0
             if src != DATASET and needs_grad.get(src) and fwd.has_communication and _differentiable(spec):

@@ -190,6 +190,8 @@ class Redistribution:
     ops: tuple[Collective, ...]
     #: the backward of a forward redistribution (:meth:`transposed`)
     backward: bool = False
+    #: a backward one's forward ops (what its collectives' sizes follow)
+    forward_ops: tuple[Collective, ...] = ()
 
     @property
     def is_identity(self) -> bool:
@@ -205,7 +207,7 @@ class Redistribution:
         sums where a slice's transpose pads zeros; the transposes of later collectives (an operator's AllReduce,
         a Parameter's mirror) sum them, so no gradient reduction of its own is inserted."""
         ops = tuple(t for t in (op.transposed() for op in reversed(self.ops)) if t is not None)
-        return Redistribution(self.dst, self.src, ops, backward=True)
+        return Redistribution(self.dst, self.src, ops, backward=True, forward_ops=self.ops)
 
     def mindspore_cost(self, type_len: int = 4, dtype: str = "") -> MsCost:
         """MindSpore's edge cost (bytes): :func:`ms_elements` when it applies, else the per-step sum."""
@@ -229,6 +231,13 @@ class Redistribution:
         backward (:meth:`transposed`) that AllGather's transpose runs: Split + Concat back, then a ReduceScatter of
         the n slices over the same group -- the same bytes (random net 42's validate graph)."""
         total_b, total_t, steps = 0.0, 0.0, []
+        # without enable_alltoall MindSpore's graph runs a redistribution's local slices after its collectives
+        # (:func:`_sliced_last`); each transpose in the backward moves its forward collective's bytes
+        sized = None if alltoall or (self.backward and not self.forward_ops) else \
+            _sliced_last(self.forward_ops if self.backward else self.ops, type_len)
+        if sized is not None and self.backward:
+            sized.reverse()
+        k = 0
         for op in self.ops:
             label = str(op)
             if op.kind == "AllToAll" and not alltoall:
@@ -240,6 +249,9 @@ class Redistribution:
                     op = replace(op, kind="AllGather")
                     label += " as AllGather + Split + Concat"
             nb = op.bytes_sent(type_len)
+            if sized is not None and op.kind != "Split":
+                nb = sized[k]
+                k += 1
             t = hardware.collective_seconds(op, nb) if hardware is not None and nb else 0.0
             steps.append((label, nb, t))
             total_b += nb
@@ -248,6 +260,29 @@ class Redistribution:
 
     def __str__(self) -> str:
         return " -> ".join(map(str, self.ops)) or "(identity)"
+
+
+def _sliced_last(ops, type_len: int) -> list[float]:
+    """The bytes each device sends in every collective of ``ops`` (a forward redistribution, in order) as MindSpore
+    2.9.0's graph runs it without ``enable_alltoall``: every local slice -- a Split, and the slice of the dim an
+    all-to-all (an AllGather of the concat dim) moves its axis into -- after the collectives, so each AllGather
+    gathers the slice as the collectives before it left it, unsliced. Measured (live ``verify --communication``):
+    relu (2, 1, 1) -> mul (1, 2, 4) on 8 devices gathers the outer axis on relu's whole [8, 8, 8] slice (2048 B, not
+    512 B after slicing dim 2 by 4), the dataset's [2, 8, 8] into the same Mul gathers 4 then 2 (1536 B, 2048 B,
+    not 512 B); random net 515's Reshape [16, 2, 4, 8] (2, 1, 1, 1) -> [32, 4, 8] (1, 4, 2): AllGather over
+    ranks 0, 4 (2048 B), then three StridedSlices. (The stored redistribution_operator_infer.cc splits first.)"""
+    grow: dict[int, int] = {}
+    out = []
+    for op in ops:
+        if op.kind == "Split":
+            grow[op.dim] = grow.get(op.dim, 1) * op.n
+            continue
+        shape = tuple(d * grow.get(i, 1) for i, d in enumerate(op.slice_shape))
+        kind = "AllGather" if op.kind == "AllToAll" else op.kind
+        out.append(ring_bytes(kind, op.n, math.prod(shape) * type_len))
+        if op.kind == "AllToAll":
+            grow[op.dim] = grow.get(op.dim, 1) * op.n        # its split dim: sliced after the collectives
+    return out
 
 
 def _is_prefix(a: list[int], b: tuple[int, ...]) -> bool:

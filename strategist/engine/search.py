@@ -602,9 +602,14 @@ class _Engine:
     def _reshape_next_layouts(self, name: str) -> list[Layout] | None:
         """The output layouts of the swc list: every consumer's input layout under each of its candidates,
         consumer by consumer (``FindReshapeNextNodeStraCosts``). None when a consumer is a Reshape or
-        there is no consumer with candidates (a graph output)."""
+        there is no consumer with candidates (a graph output). A consumer taking the output in a tuple
+        (``Concat((t, t))``) adds none: MindSpore 2.9 stops at the MakeTuple ("FindNextLayout prim is MakeTuple,
+        stop searching.", random net 1152: a Reshape read by a MatMul and a Concat lists the MatMul's 30 input
+        layouts only, and its least-communication swc is another)."""
         out = []
         for _, dst, slot in self.succ.get(name, ()):
+            if getattr(self.op(dst).inputs[slot], "packed", False):
+                continue
             if self.is_reshape(dst):
                 return None
             k = self.in_index(dst, slot)

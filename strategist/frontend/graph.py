@@ -114,11 +114,18 @@ class Input:
     #: TupleGetItem of the VirtualDataset there) or an output taken from a tuple (TupleGetItem) gets
     #: none (``CreateEdgeAccrossMakeList``), so sharding propagation never crosses it.
     edge: bool = True
+    #: the input is an element of a MakeTuple (a tuple argument: ``ops.Concat()((a, b))``, AddN's). MindSpore
+    #: 2.9's ``FindReshapeNextNodeStraCosts`` (graph_util/node_info.cc) does not look past a MakeTuple ("FindNextLayout
+    #: prim is MakeTuple, stop searching."): such a consumer of a Reshape adds no output layouts to its strategies-with-
+    #: cost. (A MakeList is searched through: only the MakeTuple has that test.)
+    packed: bool = False
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind}
         if not self.edge:
             d["edge"] = False
+        if self.packed:
+            d["packed"] = True
         if self.ref:
             d["ref"] = self.ref
         if self.kind == "op":
@@ -1008,11 +1015,12 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
 
     memo: dict[str, Any] = {}
 
-    def _packed(x, name: str):
-        """An element of a MakeTuple/MakeList: MindSpore links it only if it is a real op itself."""
+    def _packed(x, name: str, tuple_: bool):
+        """An element of a MakeTuple/MakeList: MindSpore links it only if it is a real op itself; a MakeTuple's
+        elements are marked ``packed``."""
         direct = name in nodes and nodes[name].op_type not in PLUMBING
-        if isinstance(x, Input) and x.kind in ("op", "input") and not direct:
-            return dataclasses.replace(x, edge=False)
+        if isinstance(x, Input) and x.kind in ("op", "input") and (not direct or tuple_):
+            return dataclasses.replace(x, edge=x.edge and direct, packed=x.packed or tuple_)
         return x
 
     def resolve(name: str):
@@ -1034,7 +1042,7 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
             if n.op_type in ("Load", "Depend"):
                 r = resolve(ins[0])
             elif n.op_type in ("MakeTuple", "MakeList"):
-                r = tuple(_packed(resolve(i), i) for i in ins)
+                r = tuple(_packed(resolve(i), i, n.op_type == "MakeTuple") for i in ins)
             elif n.op_type in ("TupleGetItem", "ListGetItem"):
                 src, idx = resolve(ins[0]), consts.get(ins[1], 0)
                 spec = _spec_of(n.output_type)
