@@ -40,7 +40,9 @@ import netgen  # noqa: E402
 MINDFORMERS = [("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", []),
                ("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", []),
                ("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", ["first_k_dense_replace=1"]),
-               ("mindformers:telechat3/pretrain_telechat3_36b.yaml", [])]
+               ("mindformers:telechat3/pretrain_telechat3_36b.yaml", []),
+               # the legacy ChatGLM2 (use_legacy=True), grouped-query attention; seq 512 keeps MindSpore's child quick
+               ("mindformers:glm4/finetune_glm4_9b.yaml", ["seq=512"])]
 
 
 def run_cases(cases, live, tmp, classes, label):

@@ -936,3 +936,30 @@ def test_glm4_experts_verified_by_mindspore():
     assert out.agree and out.theirs == ((8, 1), (1, 1))
     assert rows["loss.add"].theirs == ((1, 8), ()) and rows["loss._log_softmax.sub#1"].agree
     assert c.all_agree and not c.only_ours and not c.only_theirs and c.total == 103
+
+
+@pytest.mark.slow
+def test_glm4_flash_attention_template_for_grouped_query_attention():
+    """glm4 (tiny: 4 query heads, 2 key/value heads), dp=2,tp=4. The FlashAttention template's heads-by-tp split must
+    divide both head counts: tp=4 does not divide 2, so the template used to leave the heads whole (every tp device
+    computing all the attention). Proposed now as MindFormers' own GQA Layout, which MindSpore takes: tp split in
+    two, the query heads over both parts, the key/value heads over the part dividing them."""
+    from strategist.advice.advisor import load_rules, propose
+    from strategist.engine.ops import shard_anchor
+    from strategist.engine.search import _cached_rule
+    from strategist.frontend.mindformers import load_mindformers
+    g, _ = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
+    mesh = Mesh.parse("dp=2,tp=4")
+    proposed, _ = propose(g, mesh, load_rules())
+    fa = [c for c in proposed if g.op(c.op).type == "FlashAttentionScore"]
+    assert len(fa) == 2
+    for c in fa:
+        assert c.template == "flash_attention" and "grouped-query attention (2 key/value heads)" in c.why
+        q, k, v = c.anchor.layouts[:3]
+        assert q.device_matrix == (2, 2, 2) and q.alias_name == ("dp", "tp", "tp_group")
+        s = shard_anchor(g.op(c.op), c.anchor, mesh.size, _cached_rule(g.op(c.op)))
+        assert s.strategy[:4] == ((2, 1, 4), (2, 1, 2), (2, 1, 2), (2, 1, 1, 1))
+    # where tp divides the key/value heads, the plain template (a tuple-equivalent Layout over the mesh)
+    proposed, _ = propose(g, Mesh.parse("dp=4,tp=2"), load_rules())
+    fa = [c for c in proposed if g.op(c.op).type == "FlashAttentionScore"]
+    assert fa and all("grouped-query" not in c.why and c.anchor.layouts[0].device_matrix == (4, 2) for c in fa)
