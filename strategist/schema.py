@@ -341,6 +341,9 @@ class AnchorSpec(_Strict):
     out_strategy: Optional[Rows] = None
     layout: Optional[LayoutRows] = None
     out_layout: Optional[LayoutRows] = None
+    #: the Layout's own device matrix, outer axis first (``{dp: 2, tp: 2, tp_group: 2}``: the mesh with an axis split
+    #: in two, as ``mindspore.Layout((2, 2, 2), ("dp", "tp", "tp_group"))``); default: the --mesh axes
+    device_matrix: Optional[dict[str, int]] = None
 
 
 STRATEGY_FIX = "a strategy is a list of lists of positive integers, e.g. [[2, 1], [1, 4]]"
@@ -367,10 +370,10 @@ def validate_anchor(value, path: str, lines: _Lines, loc: tuple):
     if unknown:
         raise RulesError(f"{path} line {lines.get(loc + (unknown[0],), _line_of(lines, loc))}: unknown key(s) "
                          f"{', '.join(map(shown_key, unknown))}{did_you_mean(unknown[0], AnchorSpec.model_fields)[:-1]}; "
-                         f"use in_strategy, out_strategy, layout, out_layout)"
+                         f"use in_strategy, out_strategy, layout, out_layout, device_matrix)"
                          if did_you_mean(unknown[0], AnchorSpec.model_fields).startswith(" (did") else
                          f"{where}: unknown key(s) {', '.join(map(shown_key, unknown))} "
-                         f"(use in_strategy, out_strategy, layout, out_layout)")
+                         f"(use in_strategy, out_strategy, layout, out_layout, device_matrix)")
     try:
         spec = AnchorSpec.model_validate(value)
     except ValidationError as err:
@@ -388,6 +391,10 @@ def validate_anchor(value, path: str, lines: _Lines, loc: tuple):
         raise RulesError(f"{where}: give exactly one of in_strategy or layout")
     if spec.out_strategy is not None and spec.in_strategy is None or spec.out_layout is not None and spec.layout is None:
         raise RulesError(f"{where}: out_strategy goes with in_strategy, out_layout with layout")
+    if spec.device_matrix is not None and (spec.layout is None or not spec.device_matrix
+                                           or any(not isinstance(v, int) or v < 1 for v in spec.device_matrix.values())):
+        raise RulesError(f"{where}: device_matrix goes with layout and maps axis names to positive sizes, outer "
+                         f"first, e.g. {{dp: 2, tp: 2, tp_group: 2}}")
     return "map", spec
 
 

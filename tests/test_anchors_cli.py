@@ -41,6 +41,9 @@ def test_anchor_file_forms(tmp_path, graph_of):
     ("linear_fc1.matmul:\n  layout: [[xp, None], [None, tp]]\n", "line 1: layout axis 'xp' is not a mesh axis"),
     ("linear_fc1.matmul:\n  layout: [[tp, tp], [None, None]]\n", "may split one tensor only once"),
     ("linear_fc1.matmul:\n  strategy: [[1, 1]]\n", "unknown key(s) strategy"),
+    ("linear_fc1.matmul:\n  device_matrix: {dp: 2, tp: 2}\n  layout: [[dp, None], [None, tp]]\n",
+     "device_matrix dp=2,tp=2 has 4 devices, the mesh dp=2,tp=4 8"),
+    ("linear_fc1.matmul:\n  device_matrix: {dp: 8}\n  in_strategy: [[1, 1], [1, 1]]\n", "device_matrix goes with layout"),
 ])
 def test_bad_anchor_files_name_the_line(tmp_path, graph_of, text, needle):
     f = tmp_path / "a.yaml"
@@ -105,3 +108,32 @@ def test_propagate_bad_mesh_and_hardware(capsys):
     assert "bad mesh 'dp2'" in capsys.readouterr().err
     assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2", "--hardware", "tpu"]) == 2
     assert "hardware profile not found: tpu" in capsys.readouterr().err
+
+
+def test_advice_anchor_over_its_own_device_matrix_round_trips(tmp_path, graph_of):
+    """Grouped-query attention (examples/attention.py: 8 query heads, 2 key/value heads) at dp=2,tp=4: the advice
+    configures FlashAttention with the query heads by tp and the key/value heads by 2, a Layout over (dp, tp, tp_group)
+    = (2, 2, 2), which no tuple expresses (MindSpore refuses those rows as a tuple). The anchors file says so with
+    the Layout's own device_matrix; read back, it is the same anchor and gives the advice's plan."""
+    from strategist.advice.advisor import advise, load_rules
+    from strategist.engine.propagate import propagate
+    from strategist.report.render import advice_dict
+    g = graph_of("examples/attention.py:AttentionBlock", "kv_heads=2")
+    from strategist.engine.mesh import load_hardware
+    hw = load_hardware("atlas-800t-a2")
+    adv = advise(g, MESH, rules=load_rules(), dataset_strategy="full_batch", hardware=hw)
+    fa = "attention.flash_attention"
+    d = advice_dict(adv)
+    text = d["anchors_yaml"]
+    assert f"{fa}:\n  device_matrix: {{dp: 2, tp: 2, tp_group: 2}}\n" \
+           f"  layout: [[dp, None, [tp, tp_group]], [dp, None, tp], [dp, None, tp]]\n" in text
+    a = next(x for x in d["anchors"] if x["op"] == fa)
+    assert a["layout_declaration"] == "layout = Layout((2, 2, 2), ('dp', 'tp', 'tp_group'))"
+    assert not a["tuple_equivalent"]
+    f = tmp_path / "a.yaml"
+    f.write_text(text)
+    back = load_anchors(str(f), g, MESH, check=True)
+    assert back[fa].layouts == adv.anchors[fa].layouts
+    plan = propagate(g, MESH, back, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
+    assert plan.strategy(fa)[:3] == ((2, 1, 4), (2, 1, 2), (2, 1, 2))
+    assert all(plan.strategy(n) == adv.plan.strategy(n) for n in adv.plan.choices)

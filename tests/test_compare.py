@@ -172,7 +172,7 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     g, info = load_mindformers(QWEN3, layers=4, batch=8)
     assert info.extracted_layers == 2 and g.mf_base_graph is not None
     ex = {m: expert_strategies(QWEN3, "dp=2,tp=4", m, graph=g, layers=4, batch=8) for m in ("semi_auto", "propagation")}
-    fast = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8)
+    fast = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8, fast_advice=True)
     full = compare_model(QWEN3, "dp=2,tp=4", graph=g, experts=ex, layers=4, batch=8, fast_advice=False)
     # per layer: qkv column; proj, fc2 row; the q norm (fc1's column split propagates from its neighbours);
     # where two searches meet before FlashAttention, its bnsd Transpose (rule 2, consumer side) -- + the head. The labels' mask is left as propagation

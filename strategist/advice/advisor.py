@@ -1288,7 +1288,9 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
             pass
     semi_anchors = {}
     for name, ch in final.choices.items():
-        if ch.sharding is not None and ch.op.type not in ("Cast",):
+        if name in final.anchors and final.anchors[name].layouts is not None:
+            semi_anchors[name] = final.anchors[name]      # as configured (a Layout over a device matrix of its own)
+        elif ch.sharding is not None and ch.op.type not in ("Cast",):
             s = ch.sharding if ch.sharding.dev_matrix == mesh.shape else None
             semi_anchors[name] = anchor_of(name, s, mesh, ch.op.type) if s is not None else \
                 Anchor(name, ch.sharding.strategy, origin="semi")

@@ -9,6 +9,9 @@ lm_head.matmul:
   out_strategy: [[8, 1]]
 model.tok_embeddings.gather:
   layout: [[tp, None], [dp, None]]     # mindspore.Layout over the --mesh axes; [cp, tp] for several axes
+model.layers.*.attention.fa.flash_attention:
+  device_matrix: {dp: 2, tp: 2, tp_group: 2}   # the Layout's own device matrix (tp split in two)
+  layout: [[dp, None, [tp, tp_group]], [dp, None, tp], [dp, None, tp], [dp, None, None, None]]
 ```
 """
 from __future__ import annotations
@@ -57,8 +60,19 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
     if kind == "rows":
         return Anchor(name, _rows(spec, where))
     if spec.layout is not None:
-        lays = tuple(layout_over_mesh(t, mesh, where) for t in spec.layout)
-        outs = tuple(layout_over_mesh(t, mesh, where) for t in spec.out_layout) if spec.out_layout else None
+        on = mesh
+        if spec.device_matrix is not None:
+            import math
+            from ..errors import MeshError
+            try:
+                on = Mesh.parse(",".join(f"{k}={v}" for k, v in spec.device_matrix.items()))
+            except MeshError as err:
+                raise RulesError(f"{where}: device_matrix: {err}") from None
+            if math.prod(on.shape) != mesh.size:
+                raise RulesError(f"{where}: device_matrix {on} has {math.prod(on.shape)} devices, the mesh "
+                                 f"{mesh} {mesh.size}")
+        lays = tuple(layout_over_mesh(t, on, where) for t in spec.layout)
+        outs = tuple(layout_over_mesh(t, on, where) for t in spec.out_layout) if spec.out_layout else None
         return Anchor(name, None, lays, None, outs)
     return Anchor(name, _rows(spec.in_strategy, where),
                   out_strategy=_rows(spec.out_strategy, where) if spec.out_strategy else None)

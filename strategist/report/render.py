@@ -308,6 +308,35 @@ def candidate_costs(plan, name: str):
 # advice
 
 
+def _own_matrix(anchor, mesh):
+    """``anchor`` when its Layouts are over a device matrix of their own (the mesh with an axis split in two:
+    FlashAttention's grouped-query layout), else None."""
+    if anchor is None or anchor.layouts is None or anchor.out_layouts is not None:
+        return None
+    dm = anchor.layouts[0]
+    if tuple(dm.device_matrix) == tuple(mesh.shape) and tuple(dm.alias_name) == tuple(mesh.names):
+        return None
+    return anchor
+
+
+def _named_dims(lay) -> list:
+    """A ShardLayout's tensor map as axis names per dimension (MindSpore's right-indexed map)."""
+    n = len(lay.device_matrix)
+    return [[lay.alias_name[n - 1 - k] for k in d] for d in lay.tensor_map]
+
+
+def _named_rows(layouts) -> str:
+    return "[" + ", ".join("[" + ", ".join("None" if not d else d[0] if len(d) == 1 else "[" + ", ".join(d) + "]"
+                                           for d in _named_dims(l)) + "]" for l in layouts) + "]"
+
+
+def _shard_layout_text(layouts) -> str:
+    parts = ["layout(" + ", ".join('"None"' if not d else f'"{d[0]}"' if len(d) == 1
+                                   else "(" + ", ".join(f'"{x}"' for x in d) + ")" for d in _named_dims(l)) + ")"
+             for l in layouts]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
 def _tuple_equivalent(ch, mesh) -> bool:
     """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
     from ..engine.layout import squeeze
@@ -368,7 +397,8 @@ def advice_dict(advice) -> dict:
     for c in advice.chosen:
         ch = advice.plan.choices[c.op]
         tup = strategy_text(ch.strategy)
-        lay = layout_text(ch.inputs, mesh)
+        own = _own_matrix(advice.plan.anchors.get(c.op), mesh)
+        lay = layout_text(ch.inputs, mesh) if own is None else _shard_layout_text(own.layouts)
         tuple_ok = _tuple_equivalent(ch, mesh)
         anchors.append({
             "op": c.op, "type": ch.op.type, "rule": c.rule, "template": c.template, "why": c.why,
@@ -381,6 +411,9 @@ def advice_dict(advice) -> dict:
             # MindSpore 2.9 refuses a Layout on some operators (Gather): only the tuple is offered there
             "shard_layout": f"self.{ch.op.instance_name}.shard({lay})" if lay and ch.op.type not in LAYOUT_REJECTED
             and ch.op.held else None,
+            # a Layout over its own device matrix (a mesh axis split in two), declared with it
+            "layout_declaration": decl if own is None else
+            f"layout = Layout({tuple(own.layouts[0].device_matrix)}, {tuple(own.layouts[0].alias_name)})",
         })
     configs = {}
     for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
@@ -406,7 +439,12 @@ def advice_dict(advice) -> dict:
         a = next(x for x in anchors if x["op"] == members[0])
         ch = advice.plan.choices[members[0]]
         anchor = advice.plan.anchors[members[0]]
-        if ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
+        own = _own_matrix(anchor, mesh)
+        if own is not None:
+            dm = own.layouts[0]
+            yaml_lines.append(f"{key}:\n  device_matrix: {{{', '.join(f'{n}: {v}' for n, v in zip(dm.alias_name, dm.device_matrix))}}}"
+                              f"\n  layout: {_named_rows(own.layouts)}")
+        elif ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
             yaml_lines.append(f"{key}:\n  layout: {rows(ch.inputs)}")
             if anchor.out_layouts is not None:
                 # the output layout it was configured with (a sequence-parallel row linear's reduce-scatter)
@@ -451,7 +489,7 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
                        f"write; strategy {strategy_text(tuple(tuple(x) for x in a['strategy']))} (hold the primitive "
                        f"as an attribute to configure it, or use the anchors file)")
         elif a["shard_layout"]:
-            out.append(f"    {d['layout_declaration']};  {a['shard_layout']}")
+            out.append(f"    {a['layout_declaration']};  {a['shard_layout']}")
         if not a["held"]:
             pass
         elif not a["shard_layout"]:
