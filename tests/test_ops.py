@@ -224,6 +224,44 @@ def test_flash_attention_rules():
     assert s.inputs[3].strategy == (2, 2, 2, 1) and s.outputs[3].strategy == (2, 2, 2, 1)
 
 
+
+def test_flash_attention_device_matrix_is_mindspores_per_input_layout():
+    """FlashAttentionScoreInfo::InferDevMatrixShape (flash_attention_score_info.cc): BSH/BSND/TND lay the device
+    matrix out [batch, s1, n1], SBH [s1, batch, n1], BNSD [batch, n1, s1]. Measured on MindFormers' glm4 (BSH,
+    dp=2,cp=2,tp=2, FA ((2, 2, 2), (2, 1, 2), (2, 1, 2), (2, 1, 2, 1))): MindSpore's INFO log "FlashAttentionScoreInfo:
+    The dev matrix shape is [2, 2, 2], the output[0]'s tensor map is [2, 0, 1, -1]" (softmax_max [B, N, S, 8]:
+    heads innermost, sequence in the middle), and the causal mask's Cast before it, configured by
+    PreProcessPreCastForSP with the zero-cost layout (GetPrevOpSwcByNextOpStrategyWithMiniComm), "CastInfo: Set
+    strategy [[2, 1, 2, 1]]" -- which the Less building the mask follows, ((2, 2, 1), ()). Under strategist's former
+    [batch, n1, s1] order (2, 1, 2, 1) put the sequence on other devices than the FA and (2, 1, 1, 1) won."""
+    q, kv = T(2, 512, 4096, dtype="bfloat16"), T(2, 512, 256, dtype="bfloat16")
+    mask = T(2, 1, 512, 512, dtype="uint8")
+    outs = [T(2, 32, 512, 8), T(2, 32, 512, 8), T(1, dtype="bfloat16"), q]
+    fa = op("FlashAttentionScore", [q, kv, kv, None, None, None, mask] + [None] * 3
+            + [32, 1.0, 0.088, 2147483647, 2147483647, 0, 0, 0], outs)
+    s = shard(fa, ((2, 2, 2), (2, 1, 2), (2, 1, 2), (2, 1, 2, 1)), 8)
+    assert [d for d in s.dev_matrix if d > 1] == [2, 2, 2]
+    # softmax_max: batch outermost, heads innermost, the query sequence between them (MindSpore's [2, 0, 1, -1]
+    # over its [2, 2, 2], here with the size-1 axes of the unsplit factors dropped)
+    inner = [a for a in range(len(s.dev_matrix)) if s.dev_matrix[a] > 1]
+    rank_of = {a: len(inner) - 1 - inner.index(a) for a in inner}
+    sm = s.outputs[0]
+    assert [tuple(rank_of[a] for a in d) for d in sm.dims] == [(2,), (0,), (1,), ()]
+    assert [tuple(rank_of[a] for a in d) for d in s.inputs[3].dims] == [(2,), (), (1,), ()]
+    # the mask's Cast at (2, 1, 2, 1) (device matrix [2, 1, 2, 1, 2], repeats on the right) lands on the FA's own
+    # devices: no redistribution, which is why MindSpore's PreProcessPreCastForSP picks it
+    cast = op("Cast", [mask, None], [mask])
+    c = shard(cast, ((2, 1, 2, 1),), 8)
+    r = plan(c.outputs[0], s.inputs[3])
+    assert r.mindspore_cost(1, "uint8").communication == 0
+    # BNSD keeps [batch, n1, s1]: the query (dp, mp, cp, 1) heads outside the sequence
+    q4 = T(2, 8, 1024, 128, dtype="float16")
+    fa4 = op("FlashAttentionScore", [q4, q4, q4] + [None] * 7 + [8, 1.0, 0.1, 2147483647, 2147483647, 0, 1, 0],
+             [T(2, 8, 1024, 8), T(2, 8, 1024, 8), T(1), q4])
+    s4 = shard(fa4, ((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), 8)
+    d4 = s4.inputs[0].dims
+    assert d4[0][0] < d4[1][0] < d4[2][0]
+
 def test_norms_and_loss_rules():
     rms = op("RmsNorm", [T(2, 128, 256), Input("param", "g", spec=T(256)), 1e-6], [T(2, 128, 256), T(2, 128, 1)])
     s = shard(rms, ((2, 4, 1), (1,)), 8)

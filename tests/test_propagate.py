@@ -503,3 +503,16 @@ def test_index_select_candidates_are_gathers(graph_of):
     assert candidates(op, 8, rule_for(op)) == ms
     # the device matrix is [idx, x rows, x columns] (MindSpore's log: "the dev matrix shape is {2, 1, 1}")
     assert shard(op, ((1, 1), (2,)), 8).inputs[1].dev_matrix[0] == 2
+
+
+def test_mask_cast_before_a_cp_flash_attention_lands_on_its_devices(graph_of):
+    """MindFormers' legacy glm4 at dp=2,cp=2,tp=2: the causal mask's Cast before FlashAttentionScore (BSH,
+    ((2, 2, 2), (2, 1, 2), (2, 1, 2), (2, 1, 2, 1))) is configured by PreProcessPreCastForSP with the candidate of
+    least redistribution to the FA's mask. MindSpore's FA device matrix for BSH is [batch, s1, n1]
+    (FlashAttentionScoreInfo::InferDevMatrixShape), so (2, 1, 2, 1) lands on the FA's own devices (MindSpore's log:
+    "CastInfo: Set strategy [[2, 1, 2, 1]]"), and the Less building the mask follows backward through the Reshape:
+    MindSpore 2.9.0 via verify: less ((2, 2, 1), ()). strategist's former [batch, n1, s1] order gave ((2, 1, 1), ())."""
+    g = graph_of(os.path.join(MODELS, "layouts.py:MaskCastBeforeCpFlashAttention"))
+    p = propagate(g, Mesh.parse("dp=2,cp=2,tp=2"), dataset_strategy="full_batch")
+    assert p.strategy("cast") == ((2, 1, 2, 1),)
+    assert p.strategy("less") == ((2, 2, 1), ())

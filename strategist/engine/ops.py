@@ -507,7 +507,12 @@ def flash_attention_rule(op: Op) -> FactorRule:
             outs.append(["t", "n", None])
         else:
             outs.append([None] * len(o))
-    factors = ["b", "t", "n", "s", "s2", "t2", "dq", "dk"]
+    # the device matrix, outer -> inner, is MindSpore's (FlashAttentionScoreInfo::InferDevMatrixShape): BSH, BSND
+    # and TND [batch, s1, n1], SBH [s1, batch, n1], BNSD [batch, n1, s1]. With cp and tp both > 1 the order says
+    # which devices hold which query-sequence slice: glm4's causal mask Cast before the FA (BSH, dp=2,cp=2,tp=2)
+    # takes (2, 1, 2, 1) in MindSpore, the zero-cost layout only under [b, s1, n1]
+    factors = {"BSH": ["b", "s", "n"], "BSND": ["b", "s", "n"], "TND": ["t", "n"], "SBH": ["s", "b", "n"]}.get(
+        layout, ["b", "n", "s"]) + ["s2", "t2", "dq", "dk"]
     factors = [f for f in factors if any(f in t for t in ins + outs)]
     unsplittable = ["s2", "t2", "dq", "dk"]
     r = _rule(op, factors, ins, outs, slots, unsplittable=unsplittable, sizes=[("n", math.gcd(heads, kv_heads))])

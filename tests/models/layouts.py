@@ -92,3 +92,29 @@ class CastBetweenLayouts(nn.Cell):
 
     def construct(self, x, y):
         return self.gelu(self.cast(self.add(x, y), ms.float32))
+
+
+class MaskCastBeforeCpFlashAttention(nn.Cell):
+    """MindFormers' legacy glm4 (ChatGLM2Model.get_masks): a constant lower triangle, ``Less(tri, 0.5)``, a
+    Reshape to [B, 1, S, S] and a Cast to uint8 feed a FlashAttentionScore (BSH) configured with context
+    parallelism, ((dp, cp, tp), (dp, 1, tp), (dp, 1, tp), (dp, 1, cp, 1)). The Cast is configured from the FA
+    (PreProcessPreCastForSP) and the Less follows it backward."""
+
+    def __init__(self, seq=64, heads=8, hidden=256, batch=2):
+        super().__init__()
+        import numpy as np
+        from mindspore import Tensor
+        from mindspore.ops.operations.nn_ops import FlashAttentionScore
+        self.tri = Tensor(np.tril(np.ones((batch, seq, seq))), ms.int32)
+        self.less = ops.Less()
+        self.reshape = ops.Reshape()
+        self.cast = ops.Cast()
+        self.fa = FlashAttentionScore(head_num=heads, input_layout="BSH", scale_value=0.125).shard(
+            ((2, 2, 2), (2, 1, 2), (2, 1, 2), (2, 1, 2, 1)))
+        self.shape = (batch, 1, seq, seq)
+        self.example_inputs = {n: f"float16[{batch},{seq},{hidden}]" for n in ("q", "k", "v")}
+
+    def construct(self, q, k, v):
+        mask = self.cast(self.reshape(self.less(self.tri, 0.5), self.shape), ms.uint8)
+        _, _, _, out = self.fa(q, k, v, None, None, None, mask)
+        return out
