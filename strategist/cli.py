@@ -186,6 +186,7 @@ def _main(argv: list[str] | None = None) -> int:
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                               semi_auto=getattr(args, "semi_auto", False))
+            said = list(said) + ([plan.anchors_said] if getattr(plan, "anchors_said", None) else [])
             if args.command == "explain":
                 sys.stdout.write(explain_text(plan, find_op(plan, args.op)))
             elif args.format == "json":

@@ -963,3 +963,22 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
     proposed, _ = propose(g, Mesh.parse("dp=4,tp=2"), load_rules())
     fa = [c for c in proposed if g.op(c.op).type == "FlashAttentionScore"]
     assert fa and all("grouped-query" not in c.why and c.anchor.layouts[0].device_matrix == (4, 2) for c in fa)
+
+
+@pytest.mark.slow
+def test_propagate_a_mindformers_config_starts_from_its_own_strategies(capsys):
+    """propagate / explain on a MindFormers config take the model's own strategies as a model file's shard() calls
+    are taken: what its code sets at the mesh (sharding_propagation() anchors; shard() with --semi-auto), as verify,
+    and compare's (b) and (c), do. Before, the tp=1 graph's stripped strategies left nothing, so explain's provenance
+    was not the plan MindFormers runs (glm4 with cp: its mask Less decided from nothing)."""
+    from strategist.cli import main
+    args = ["explain", GLM4, "--layers", "2", "--seq", "128", "--batch", "8", "--mesh", "dp=2,tp=2",
+            "--op", "transformer.encoder.layers.1.self_attention.query_key_value.matmul"] + \
+        [f"--set={k}={v}" for k, v in GLM_TINY.items()]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "strategy: ((2, 1), (2, 1))" in out and "[anchor]" in out
+    assert "anchors: MindFormers' own sharding_propagation() strategies at dp=2,tp=2" in err
+    assert main(args + ["--no-model-strategies"]) == 0
+    out, err = capsys.readouterr()
+    assert "[anchor]" not in out and "anchors: MindFormers' own" not in err
