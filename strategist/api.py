@@ -66,15 +66,13 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     hw = load_hardware(hardware) if hardware else None
     graph = graph if graph is not None else load_graph(model, inputs, kwargs)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
-    said = None
     if not strategies and use_model_strategies and getattr(graph, "mf_options", None) is not None:
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
         # sharding_propagation() anchors (shard() under semi_auto), as verify and compare's (b) and (c) take them
+        # (their origin says so: mindformers_anchors_note)
         from .frontend.mindformers import expert_strategies
         mode = "semi_auto" if semi_auto else "propagation"
         anchors = dict(expert_strategies(graph.model, mesh, mode, graph=graph, **graph.mf_options))
-        said = (f"anchors: MindFormers' own {'shard()' if semi_auto else 'sharding_propagation()'} strategies at "
-                f"{mesh} ({len(anchors)} operators; --no-model-strategies for none, --strategies FILE for yours)")
     if semi_auto:
         from .engine.semi_auto import semi_auto_plan
         run = semi_auto_plan
@@ -83,8 +81,19 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     plan = run(graph, mesh, anchors, use_model_strategies=use_model_strategies, dataset_strategy=dataset_strategy,
                hardware=hw)
     _warn_mesh_fit(graph, mesh, plan.warnings)
-    plan.anchors_said = said
     return plan
+
+
+def mindformers_anchors_note(plan: Plan) -> str | None:
+    """What :func:`plan_model` started from when it took a MindFormers model's own strategies (the anchors'
+    origin), for stderr; None otherwise."""
+    from .engine.plan import SEMI_AUTO
+    own = [a for a in plan.anchors.values() if a.origin in ("mindformers", SEMI_AUTO)]
+    if not own:
+        return None
+    what = "shard()" if own[0].origin == SEMI_AUTO else "sharding_propagation()"
+    return (f"anchors: MindFormers' own {what} strategies at {plan.mesh} ({len(own)} operators; "
+            f"--no-model-strategies for none, --strategies FILE for yours)")
 
 
 def _warn_mesh_fit(graph, mesh, into: list) -> None:

@@ -179,14 +179,15 @@ def _main(argv: list[str] | None = None) -> int:
                 sys.stdout.write(advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
         elif args.command in ("propagate", "explain"):
             import json
-            from .api import find_op, plan_model
+            from .api import find_op, mindformers_anchors_note, plan_model
             from .report.render import explain_text, plan_dict, plan_text
             plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                               semi_auto=getattr(args, "semi_auto", False))
-            said = list(said) + ([plan.anchors_said] if getattr(plan, "anchors_said", None) else [])
+            note = mindformers_anchors_note(plan)
+            said = list(said) + ([note] if note else [])
             if args.command == "explain":
                 sys.stdout.write(explain_text(plan, find_op(plan, args.op)))
             elif args.format == "json":

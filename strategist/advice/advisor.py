@@ -496,7 +496,7 @@ def _grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s
     query heads over both, the key/value heads over ``tp``. Returns (sharding, the mesh with tp split) or None."""
     lay = rule.layout_rule
     tp = mesh.get("tp")
-    if lay is None or tp <= 1 or "n2" not in lay.factors or "tp" not in mesh.names:
+    if lay is None or tp <= 1 or "n2" not in lay.factors or "tp" not in mesh.names or "tp_group" in mesh.names:
         return None
     if s is not None and s.splits.get("n", 1) >= tp:
         return None
@@ -512,8 +512,6 @@ def _grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s
             axes += [("tp", g), ("tp_group", tp // g)]
         else:
             axes.append(("tp_group", tp))
-    if any(n == "tp_group" for n, _ in mesh.axes):
-        return None
     t2["n"] = [a for a in ("tp", "tp_group") if any(n == a for n, _ in axes)]
     t2["n2"] = ["tp"] if g > 1 else []
     sub = Mesh(tuple(axes))
