@@ -959,10 +959,65 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
         assert q.device_matrix == (2, 2, 2) and q.alias_name == ("dp", "tp", "tp_group")
         s = shard_anchor(g.op(c.op), c.anchor, mesh.size, _cached_rule(g.op(c.op)))
         assert s.strategy[:4] == ((2, 1, 4), (2, 1, 2), (2, 1, 2), (2, 1, 1, 1))
-    # where tp divides the key/value heads, the plain template (a tuple-equivalent Layout over the mesh)
+    # with it, a package: each layer's SwiGLU interior (the fused gate/up Split, silu, mul) batch-only, by dp over
+    # the plain mesh (glm4 is batch-first), tested by minimality together with the layer's FlashAttention
+    for c in fa:
+        layer = c.op.split(".self_attention")[0]
+        pkg = {p.op: p for p in proposed if p.with_op == c.op}
+        assert sorted(pkg) == [f"{layer}.mlp.activation_func.mul", f"{layer}.mlp.activation_func.silu.silu",
+                               f"{layer}.mlp.split"]
+        for p in pkg.values():
+            assert p.template == "swiglu_batch_only"
+            s = shard_anchor(g.op(p.op), p.anchor, mesh.size, _cached_rule(g.op(p.op)))
+            lay = p.anchor.layouts[0]        # the batch by dp (tensor map counts axes from the right)
+            assert lay.alias_name == ("dp", "tp") and lay.tensor_map[0] == (1,) and not any(lay.tensor_map[1:])
+            assert s.strategy[0] == (2, 1, 1) and s.dev_matrix == (2, 4)
+    # where tp divides the key/value heads, the plain template (a tuple-equivalent Layout over the mesh), no package
     proposed, _ = propose(g, Mesh.parse("dp=4,tp=2"), load_rules())
     fa = [c for c in proposed if g.op(c.op).type == "FlashAttentionScore"]
     assert fa and all("grouped-query" not in c.why and c.anchor.layouts[0].device_matrix == (4, 2) for c in fa)
+    assert not any(p.template == "swiglu_batch_only" for p in proposed)
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_glm4_sequence_parallel_batch_first_advice_verified(tmp_path):
+    """glm4's config asks for sequence parallelism (use_seq_parallel: True) on batch-first [B, S, H] activations.
+    The sequence-parallel package (norms, residual adds, the row linears' reduce-scatter) used to be proposed only
+    on mcore's sequence-first rows, so glm4's advice had none. Now the row linears' outputs are reduce-scattered
+    over their rows [B*S] by (dp, tp), B's axis outside S's, and the norms and residual adds take the layout those
+    rows make back in [B, S, H]: with one sequence per dp rank (batch 2, dp=2) B by dp and S by tp, MindFormers'
+    own layout; with batch 8 the rows' split lands on B whole, B by (dp, tp) -- what "B by dp, S by tp" would cost
+    a redistribution at every Reshape for. MindSpore takes the (dp, tp) out layout on batch-first rows (the
+    sequence-first (tp, dp) rows it refuses on the global-rows graph): the advice file, out layouts included,
+    verifies operator for operator."""
+    from strategist.advice.advisor import advise
+    from strategist.frontend.mindformers import load_mindformers
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.verify import verify_model
+    mesh = Mesh.parse("dp=2,tp=4")
+    for batch, norm_strategy in ((8, (8, 1, 1)), (2, (2, 4, 1))):
+        g, _ = load_mindformers(GLM4, layers=2, seq=128, batch=batch, overrides=GLM_TINY)
+        assert g.sequence_parallel and not g.sequence_first
+        adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+        by = {c.op: c for c in adv.chosen}
+        for layer in (0, 1):
+            assert by[f"transformer.encoder.layers.{layer}.input_layernorm.norm"].template == "norm_sequence_parallel"
+            for n in ("input_layernorm.norm", "post_attention_layernorm.norm", "add", "add#1"):   # anchored or not
+                assert adv.plan.strategy(f"transformer.encoder.layers.{layer}.{n}")[0] == norm_strategy
+            for row in ("self_attention.dense.matmul", "mlp.dense_4h_to_h.matmul"):
+                c = by[f"transformer.encoder.layers.{layer}.{row}"]
+                assert c.template == "matmul_row_sequence_parallel" and c.declared
+                out = c.anchor.out_layouts[0]
+                assert out.alias_name == ("dp", "tp") and out.tensor_map == ((1, 0), ())    # rows by (dp, tp)
+        assert any("sequence parallelism (the config's use_seq_parallel)" in n for n in adv.notes)
+    f = tmp_path / "advice.yaml"
+    text = configurable_anchors_yaml(advice_dict(adv))
+    assert "out_layout" in text
+    f.write_text(text)
+    c = verify_model(GLM4, "dp=2,tp=4", strategies=str(f), dataset_strategy="full_batch",
+                     kwargs=["layers=2", "seq=128", "batch=2"] + [f"{k}={v}" for k, v in GLM_TINY.items()])
+    assert c.all_agree and not c.only_ours and not c.only_theirs
 
 
 @pytest.mark.slow

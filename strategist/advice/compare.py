@@ -213,13 +213,20 @@ class Comparison3:
                 out.append(f"step if (c)'s: the step estimate's change with the operator (and the same operator of "
                            f"every repeated layer) anchored as (c) has it, on top of the advice (* a functional "
                            f"call: no shard() line can carry it); "
-                           f"{len(faster)} faster" + (": " + ", ".join(
-                               d.op + ("" if d.held else " (functional call: no shard() line)") for d in faster)
-                               if faster else ""))
+                           f"{len(faster)} faster" + (": " + _patterns_text(faster) if faster else ""))
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
             out += ["", "notes:"] + [f"  {n}" for n in notes]
         return "\n".join(out) + "\n"
+
+
+def _patterns_text(ds: list[Disagreement]) -> str:
+    """The operators of ``ds`` one pattern across repeated layers at a time (``layers.*`` and how many), in order."""
+    groups: dict[str, list[Disagreement]] = {}
+    for d in ds:
+        groups.setdefault(_group_key(d.op), []).append(d)
+    return ", ".join((key if len(g) > 1 else g[0].op) + (f" ({len(g)} layers)" if len(g) > 1 else "")
+                     + ("" if g[0].held else " (functional call: no shard() line)") for key, g in groups.items())
 
 
 def _what_if_text(d: Disagreement) -> str:
