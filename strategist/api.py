@@ -87,10 +87,13 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
 def mindformers_anchors_note(plan: Plan) -> str | None:
     """What :func:`plan_model` started from when it took a MindFormers model's own strategies (the anchors'
     origin), for stderr; None otherwise."""
-    from .engine.plan import SEMI_AUTO
+    from .engine.plan import PARALLEL_ONLY, SEMI_AUTO
     own = [a for a in plan.anchors.values() if a.origin in ("mindformers", SEMI_AUTO)]
+    fixed = [a for a in plan.anchors.values() if a.origin == PARALLEL_ONLY]
     if not own:
-        return None
+        # the loss's x + 0 adds, which MindFormers configures in any parallel build, whatever the anchors
+        return (f"MindFormers' loss configures its x + 0 adds at {plan.mesh} in any parallel build: "
+                f"{', '.join(a.op for a in fixed)} start the plan too") if fixed else None
     what = "shard()" if own[0].origin == SEMI_AUTO else "sharding_propagation()"
     return (f"anchors: MindFormers' own {what} strategies at {plan.mesh} ({len(own)} operators; "
             f"--no-model-strategies for none, --strategies FILE for yours)")

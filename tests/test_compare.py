@@ -319,14 +319,15 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence():
     assert c.step_ratio() <= 1.0
 
 
-@pytest.mark.slow
-@pytest.mark.verify_live
 def by_op(d, name):
     return next(o for o in d["operators"] if o["op"] == name)
 
 
+@pytest.mark.slow
+@pytest.mark.verify_live
 def test_verify_an_anchors_file_on_a_mindformers_model(tmp_path):
-    """verify --strategies on a MindFormers config: the child clears every strategy MindFormers set and
+    """verify --strategies on a MindFormers config: the child clears every strategy MindFormers set but the loss's
+    x + 0 adds' (configured in any parallel run, and so on strategist's side: graph.parallel_only) and
     configures the file's operators; strategist propagates the same file on its tp=1 graph. The attention's
     one bnsd Transpose primitive transposes q, k and v: configured once, all three calls take it on both
     sides. Every operator agrees (the rotary table's Outer differed until its rule generated MindSpore's equal
@@ -344,8 +345,10 @@ def test_verify_an_anchors_file_on_a_mindformers_model(tmp_path):
                        env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode in (0, 1), r.stderr[-2000:]
     d = json.loads(r.stdout)
-    # 110: the rotary tables' per-call Muls/Cos/Sin copies MindSpore's parallel graph keeps (unmerge_rotary_tables)
-    assert d["total"] == d["agreed"] == 110 and not d["only_strategist"]
+    # 112: the rotary tables' per-call Muls/Cos/Sin copies MindSpore's parallel graph keeps (unmerge_rotary_tables),
+    # and the loss's two x + 0 adds (110 while the child dropped them and strategist's graph had none)
+    assert d["total"] == d["agreed"] == 112 and not d["only_strategist"]
+    assert by_op(d, "model.loss.add")["mindspore"] == by_op(d, "model.loss.add")["strategist"] == [[2, 4], []]
     assert by_op(d, "model.rotary_pos_emb.outer")["mindspore"] == [[1], [1]]
     by = {o["op"]: o for o in d["operators"]}
     for k in ("", "#1", "#2"):
@@ -461,3 +464,49 @@ def test_each_disagreement_priced_with_the_references_layout(graph_of):
     _what_if(back, g, ref, a.plan, mesh, run)
     assert back.disagreements[0].if_reference == pytest.approx(-dt, rel=1e-12)
     assert back.reference_faster == back.disagreements
+
+
+def test_parallel_only_operators_are_the_models_own_in_every_plan(graph_of):
+    """An operator only a parallel build has, which the model's own code configures there (``graph.parallel_only``:
+    MindFormers' loss ``x + 0``), starts every plan -- propagate with or without the model's strategies, semi_auto
+    (compare's (c)), the advice and each of its propagations -- as the real run does: a configured operator ends
+    the BFS, so it decides what lies before it (here the head, backward). It is never an advice anchor nor a line of
+    its anchors file; the report lists it as the model's own; compare's agreement leaves it out (alike in every
+    column); an anchor the user gives on it wins. On llama tiny the loss's SoftmaxCrossEntropyWithLogits stands in
+    for the add, fixed at (8, 1) rows."""
+    import copy
+    from strategist.advice.advisor import advise
+    from strategist.advice.compare import Column, agreement
+    from strategist.engine.mesh import load_hardware
+    from strategist.engine.plan import PARALLEL_ONLY, Anchor
+    from strategist.engine.semi_auto import semi_auto_plan
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    plain = graph_of("examples/llama.py:tiny", "batch=8")
+    g = copy.deepcopy(plain)                       # (graph_of's graphs are shared by the session)
+    name, st = "loss.softmax_cross_entropy", ((8, 1), (8, 1))
+    read = []
+    g.parallel_only = {name: "the loss's own, parallel builds only"}
+    g.parallel_only_strategies = lambda gg, m: (read.append(str(m)) or
+                                                ({name: Anchor(name, st, origin=PARALLEL_ONLY)}, ["a note"]))
+    mesh = Mesh.parse("dp=2,tp=4")
+    run = dict(use_model_strategies=False, dataset_strategy="full_batch")
+    before = propagate(plain, mesh, {}, **run)
+    assert before.choices[name].strategy == ((1, 1), (1, 1)) and name not in before.anchors
+    p = propagate(g, mesh, {}, **run)
+    assert p.choices[name].strategy == st and p.anchors[name].origin == PARALLEL_ONLY and "a note" in p.warnings
+    assert p.choices["lm_head.matmul"].strategy == ((8, 1), (1, 1)) != before.choices["lm_head.matmul"].strategy
+    assert propagate(g, mesh, {}, dataset_strategy="full_batch").choices[name].strategy == st
+    assert propagate(g, mesh, {name: ((1, 1), (1, 1))}, **run).choices[name].strategy == ((1, 1), (1, 1))
+    s = semi_auto_plan(g, mesh, {}, **run)
+    assert s.choices[name].strategy == st and name in s.anchors
+    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    assert name not in adv.anchors and adv.plan.choices[name].strategy == st
+    assert adv.baseline.choices[name].strategy == st            # "configure nothing" is the model's own too
+    d = advice_dict(adv)
+    own = [x for x in d["existing_shard_calls"] if x["op"] == name]
+    assert own and own[0]["status"] == "the model's own (parallel build)" and "((8, 1), (8, 1))" in own[0]["detail"]
+    assert name not in configurable_anchors_yaml(d) and set(read) == {"dp=2,tp=4"}
+    col = Column("a", "(a)")
+    agreement(p, p, col)
+    counted = sum(1 for ch in p.choices.values() if ch.sharding is not None)
+    assert col.agreed == col.total == counted - 1

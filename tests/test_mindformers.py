@@ -982,3 +982,77 @@ def test_propagate_a_mindformers_config_starts_from_its_own_strategies(capsys):
     assert main(args + ["--no-model-strategies"]) == 0
     out, err = capsys.readouterr()
     assert "[anchor]" not in out and "anchors: MindFormers' own" not in err
+
+
+# ------------------------------------------------------------------------------------------
+# the loss's parallel-only x + 0 adds: the model's own in every plan
+
+
+@pytest.mark.slow
+def test_loss_adds_are_the_models_own_in_every_plan():
+    """MindFormers' CrossEntropyLoss adds ``logits + 0`` and ``labels + 0`` in every parallel build and configures
+    them in its ``__init__`` (``((dp*cp, mp), ())``, ``((dp*cp,), ())``); a configured operator ends MindSpore's BFS.
+    The tp=1 graph has them now (``graph.parallel_only``), and every plan of it starts from their strategies at its
+    mesh: the advice (not as its anchors, listed as the model's own), compare's three columns (not counted as the
+    experts' anchors nor in the agreement), propagate. Before, the advice was computed on a graph without them."""
+    from strategist.advice.advisor import advise
+    from strategist.advice.compare import compare_model
+    from strategist.engine.plan import PARALLEL_ONLY, parallel_only_anchors
+    from strategist.frontend.mindformers import expert_strategies, load_mindformers
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    g, _ = _load("qwen3")
+    adds = {"model.loss.add", "model.loss.add_label"}
+    assert set(g.parallel_only) == adds and all("CrossEntropyLoss" in v for v in g.parallel_only.values())
+    mesh = Mesh.parse("dp=2,tp=4")
+    fixed = parallel_only_anchors(g, mesh)
+    assert {n: a.strategy for n, a in fixed.items()} == {"model.loss.add": ((2, 4), ()),
+                                                         "model.loss.add_label": ((2,), ())}
+    assert all(a.origin == PARALLEL_ONLY for a in fixed.values())
+    assert {n: a.strategy for n, a in parallel_only_anchors(g, Mesh.parse("dp=2,cp=2,tp=2")).items()} == \
+        {"model.loss.add": ((4, 2), ()), "model.loss.add_label": ((4,), ())}
+    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    assert not adds & set(adv.anchors)
+    assert adv.plan.choices["model.loss.add"].strategy == ((2, 4), ())
+    assert adv.plan.choices["model.loss.add"].provenance.direction == "seed"
+    d = advice_dict(adv)
+    assert {x["op"] for x in d["existing_shard_calls"] if x["status"] == "the model's own (parallel build)"} == adds
+    assert "model.loss.add" not in configurable_anchors_yaml(d)
+    cfg, ov, seq, _ = FAMILIES["qwen3"]
+    cmp = compare_model("mindformers:" + cfg, mesh, layers=2, seq=seq, batch=BATCH, overrides=ov, graph=g,
+                        what_if=False)
+    assert any(n.startswith("the model's own in every column") and "model.loss.add ((2, 4), ())" in n
+               for n in cmp.notes)
+    ex = expert_strategies("mindformers:" + cfg, mesh, "semi_auto", graph=g, layers=2, seq=seq, batch=BATCH,
+                           overrides=ov)
+    assert adds <= set(ex) and cmp["c"].anchors == len(ex) - 2
+    for k in "abc":
+        assert cmp[k].plan.choices["model.loss.add"].strategy == ((2, 4), ())
+        assert cmp[k].total == sum(1 for n, ch in cmp["c"].plan.choices.items() if ch.sharding is not None) - 2
+    # the stand-alone graph, on request: without them
+    bare, _ = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov, loss_adds=False)
+    assert "model.loss.add" not in bare and not getattr(bare, "parallel_only", None)
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
+    """The advice's anchors file on qwen3 (tiny, dp=2,tp=4): verify's child keeps the loss's x + 0 adds configured
+    as MindFormers configures them (the real run of the file has them), strategist's side has them too: every
+    operator agrees, the adds among them. Before, the child dropped them and strategist's graph had none."""
+    from strategist.advice.advisor import advise
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.verify import verify_model
+    cfg, ov, seq, _ = FAMILIES["qwen3"]
+    g, _ = _load("qwen3")
+    mesh = "dp=2,tp=4"
+    adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    f = tmp_path / "advice.yaml"
+    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
+    c = verify_model("mindformers:" + cfg, mesh, strategies=str(f), dataset_strategy="full_batch",
+                     kwargs=["layers=2", f"seq={seq}", f"batch={BATCH}", *(f"{k}={v}" for k, v in ov.items())])
+    rows = {r.op: r for r in c.rows}
+    assert rows["model.loss.add"].theirs == ((2, 4), ()) and rows["model.loss.add"].configured
+    assert rows["model.loss.add_label"].theirs == ((2,), ())
+    assert c.all_agree and not c.only_ours and not c.only_theirs and not c.parallel_only
+    assert any("the loss's 2 x + 0 adds keep theirs" in n for n in c.ms.notes)
+

@@ -284,11 +284,10 @@ def _load_mf(model: str, mf: dict):
     """strategist's graph of a MindFormers model as verify's child compiles it: MindSpore 2.9 cannot propagate
     through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides (:mod:`strategist.frontend.mf_standin`)."""
     from ..frontend.mindformers import load_mindformers
-    # MindFormers' own strategies: the child builds in a parallel mode, where the loss adds its configured
-    # logits + 0 and labels + 0 (strategist.frontend.mindformers.add_loss_adds); with an anchors file the child
-    # drops them (_clear_strategies), so strategist's graph goes without
+    # the child builds in a parallel mode, where the loss adds its logits + 0 and labels + 0 and configures them
+    # (strategist.frontend.mindformers.add_loss_adds), with MindFormers' own strategies or an anchors file alike
     return load_mindformers(model, **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")},
-                            experts_stand_in=True, loss_adds=mf.get("mode") != "anchors")[0]
+                            experts_stand_in=True)[0]
 
 
 def _supported(model: str) -> None:
