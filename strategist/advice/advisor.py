@@ -390,9 +390,9 @@ def _same_plan(a: Plan, b: Plan) -> bool:
     """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
     the layouts, so this only guards the pricing itself). A Cast's searched layout is not compared: MindSpore
     drops it after the search, and the Cast runs in its input's layout (:func:`strategist.cost.pricing.cast_overlay`),
-    which the other operators' decide."""
+    which the other operators' decide -- except a Cast of a Parameter, whose layout slices the Parameter."""
     for name, ca in a.choices.items():
-        if ca.op.type != "Cast" and _layouts_differ(ca, b.choices[name]):
+        if (ca.op.type != "Cast" or ca.op.inputs[0].kind == "param") and _layouts_differ(ca, b.choices[name]):
             return False
     if not (a.priced and b.priced):
         return True
