@@ -1056,3 +1056,23 @@ def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
     assert c.all_agree and not c.only_ours and not c.only_theirs and not c.parallel_only
     assert any("the loss's 2 x + 0 adds keep theirs" in n for n in c.ms.notes)
 
+
+@pytest.mark.slow
+def test_glm4_head_takes_the_vocabulary_parallel_loss_layout():
+    """glm4 (legacy ChatGLM2) builds a vocabulary-parallel loss: its x + 0 on the logits is configured
+    ``((1, dp*cp*tp), ())``. The advisor's vocabulary-by-tp head ((dp, 1), (tp, 1)) hands it the logits split
+    (dp, tp): a redistribution of the whole logits, which made the advice (full size, seq 8192, dp=2,tp=4) costlier
+    than configuring nothing (1861 ms, every layer replicated backward from the loss; the experts 1054 ms). The head
+    is proposed in the loss's layout, ((1, 1), (8, 1)), the template's as its alternative: 793 ms. (At sequence 512
+    the logits are small enough for the template's head to win: the alternative is taken.)"""
+    from strategist.advice.advisor import advise
+    from strategist.frontend.mindformers import load_mindformers
+    g, _ = load_mindformers(GLM4, layers=2, batch=BATCH)                 # the shipped config (seq 8192)
+    mesh = Mesh.parse("dp=2,tp=4")
+    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    head = "transformer.output_layer.matmul"
+    assert adv.plan.choices["loss.add"].strategy == ((1, 8), ())
+    chosen = {c.op: c for c in adv.chosen}
+    assert chosen[head].template == "matmul_loss_layout" and adv.plan.choices[head].strategy == ((1, 1), (8, 1))
+    assert chosen[head].alternative.template == "matmul_column"
+    assert adv.plan.totals()["step_seconds"] < 0.5 * adv.baseline.totals()["step_seconds"]

@@ -1131,6 +1131,9 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                                "layout-only Transpose whose every consumer redistributes its output the same way: "
                                "anchored to hand them the layout they take", anchor_of(op.name, s, mesh, op.type)))
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
+    # the head beside the loss layout the model configures itself in a parallel build (MindFormers' x + 0)
+    from .parallel_only import loss_layout_alternatives
+    loss_layout_alternatives(graph, mesh, proposed, run)
     plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}
