@@ -70,9 +70,11 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
         # sharding_propagation() anchors (shard() under semi_auto), as verify and compare's (b) and (c) take them
         # (their origin says so: mindformers_anchors_note)
-        from .frontend.mindformers import expert_strategies
+        from .frontend.mindformers import expert_strategies, note_loss_add_strategies
         mode = "semi_auto" if semi_auto else "propagation"
-        anchors = dict(expert_strategies(graph.model, mesh, mode, graph=graph, **graph.mf_options))
+        experts = expert_strategies(graph.model, mesh, mode, graph=graph, **graph.mf_options)
+        note_loss_add_strategies(graph, mesh, experts)      # (the loss adds' strategies: no second build)
+        anchors = dict(experts)
     if semi_auto:
         from .engine.semi_auto import semi_auto_plan
         run = semi_auto_plan
@@ -87,10 +89,13 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
 def mindformers_anchors_note(plan: Plan) -> str | None:
     """What :func:`plan_model` started from when it took a MindFormers model's own strategies (the anchors'
     origin), for stderr; None otherwise."""
-    from .engine.plan import SEMI_AUTO
+    from .engine.plan import PARALLEL_ONLY, SEMI_AUTO
     own = [a for a in plan.anchors.values() if a.origin in ("mindformers", SEMI_AUTO)]
+    fixed = [a for a in plan.anchors.values() if a.origin == PARALLEL_ONLY]
     if not own:
-        return None
+        # the loss's x + 0 adds, which MindFormers configures in any parallel build, whatever the anchors
+        return (f"MindFormers' loss configures its x + 0 adds at {plan.mesh} in any parallel build: "
+                f"{', '.join(a.op for a in fixed)} start the plan too") if fixed else None
     what = "shard()" if own[0].origin == SEMI_AUTO else "sharding_propagation()"
     return (f"anchors: MindFormers' own {what} strategies at {plan.mesh} ({len(own)} operators; "
             f"--no-model-strategies for none, --strategies FILE for yours)")

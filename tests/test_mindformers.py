@@ -420,7 +420,9 @@ def test_moe_ffn_layout_kept_when_configuring_nothing():
     lands each MoE FFN Morph on the layout MindFormers' FFNGroupedGEMM fixes (tokens over every device); the
     anchored advice keeps it there and is faster than configuring nothing (336.5 ms against 352.4 ms; before
     Casts were priced as MindSpore's parallel graph runs them, the anchors' plan was the slower one, 357.3 ms,
-    and the floor rule made the advice "configure nothing", Morph layouts and all)."""
+    and the floor rule made the advice "configure nothing", Morph layouts and all). Since the loss's x + 0 adds are
+    configured in every plan (session 17), configuring nothing decides the Morphs backward from the logits' add
+    (its pre-Cast), (1, 2, 1): the advice keeps them on MindFormers' layout, 359.4 ms against 481.2 ms."""
     from strategist.advice.advisor import advise
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, batch=8)
@@ -429,7 +431,8 @@ def test_moe_ffn_layout_kept_when_configuring_nothing():
     assert not any("configure nothing" in n for n in adv.notes)
     for i in range(2):
         n = f"model.decoder.layers.{i}.mlp.experts.morphed_forward"
-        assert adv.plan.strategy(n)[0] == adv.baseline.strategy(n)[0] == (1, 8, 1)
+        assert adv.plan.strategy(n)[0] == (1, 8, 1) and adv.baseline.strategy(n)[0] == (1, 2, 1)
+        assert adv.baseline.choices[n].provenance.root == "model.cast"       # the loss add's pre-Cast
 
 
 @pytest.mark.slow
@@ -515,17 +518,17 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
 
 @pytest.mark.slow
 def test_deepseek3_mtp_loss_is_not_gathered():
-    """Full-size deepseek3 (2 layers: one dense, one MoE, and the MTP layer), dp=2,tp=4: MTP's loss Mul sits
-    behind a later seed in MindSpore's waiting list, so no search reaches it, and at its default (replicated)
-    it gathers the [32768, 129280] vocabulary-parallel logits. The advice anchors it to follow the logits,
-    and the reductions its backward search then meets follow their inputs."""
+    """Full-size deepseek3 (2 layers: one dense, one MoE, and the MTP layer), dp=2,tp=4: MTP's loss Mul sat
+    behind a later seed in MindSpore's waiting list, so no search reached it, and at its default (replicated)
+    it gathered the [32768, 129280] vocabulary-parallel logits; the advice anchored it to follow the logits. Since
+    the MTP loss's own x + 0 adds are configured in every plan (MindFormers' parallel build, session 17), their
+    searches reach it: no anchor is needed, and nothing gathers."""
     from strategist.advice.advisor import advise
     g = _deepseek3_full()
     adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
     loss = "model.mtp.compute_language_model_loss.cross_entropy."
-    chosen = {c.op: c for c in adv.chosen}
-    mul = chosen[loss + "_nllloss.mul"]
-    assert mul.template == "follow_input" and mul.anchor.layouts is not None
+    assert loss + "add" in g.parallel_only and adv.plan.strategy(loss + "add") == ((2, 4), ())
+    assert loss + "_nllloss.mul" not in adv.anchors
     assert adv.plan.strategy(loss + "_nllloss.mul") == ((2, 4), (2, 4))
     for r in ("_log_softmax.max", "_log_softmax.sum"):
         assert adv.plan.strategy(loss + r) == ((2, 4),)
@@ -682,7 +685,8 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
         assert adv[n].template == "moe_permute" and a.plan.strategy(n) == ((1, 8, 1),)
     assert c.step_ratio() <= 1.0
     # over the operators the experts' shard() configured (the rest of (c) takes MindSpore's batch strategy)
-    assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None])
+    assert a.configured_total == len([n for n in ref_.plan.anchors if ref_.plan.choices[n].sharding is not None
+                                      and n not in g.parallel_only])     # (the loss adds: alike in every column)
     # 90 %: the MTP layer's router package is dropped (5.9 ms faster without it: the experts' (1, 8, 1) on its
     # aux-loss reductions redistributes their input, 4.3 ms each), and its aux-loss chain is propagated instead;
     # 87.9 % since the MTP's ids are split at their Concat (its embedding's table and Transpose otherwise, 38.7 ms)
@@ -1066,4 +1070,102 @@ def test_propagate_a_mindformers_config_starts_from_its_own_strategies(capsys):
     assert "anchors: MindFormers' own sharding_propagation() strategies at dp=2,tp=2" in err
     assert main(args + ["--no-model-strategies"]) == 0
     out, err = capsys.readouterr()
-    assert "[anchor]" not in out and "anchors: MindFormers' own" not in err
+    assert "anchors: MindFormers' own" not in err
+    # none but the loss's x + 0 on the logits, which MindFormers configures in any parallel build (session 17):
+    # the operator is decided backward from it
+    assert [ln.split()[0] for ln in out.splitlines() if "[anchor]" in ln] == ["loss.add"]
+    assert "MindFormers' loss configures its x + 0 adds at dp=2,tp=2 in any parallel build" in err
+
+
+# ------------------------------------------------------------------------------------------
+# the loss's parallel-only x + 0 adds: the model's own in every plan
+
+
+@pytest.mark.slow
+def test_loss_adds_are_the_models_own_in_every_plan():
+    """MindFormers' CrossEntropyLoss adds ``logits + 0`` and ``labels + 0`` in every parallel build and configures
+    them in its ``__init__`` (``((dp*cp, mp), ())``, ``((dp*cp,), ())``); a configured operator ends MindSpore's BFS.
+    The tp=1 graph has them now (``graph.parallel_only``), and every plan of it starts from their strategies at its
+    mesh: the advice (not as its anchors, listed as the model's own), compare's three columns (not counted as the
+    experts' anchors nor in the agreement), propagate. Before, the advice was computed on a graph without them."""
+    from strategist.advice.advisor import advise
+    from strategist.advice.compare import compare_model
+    from strategist.engine.plan import PARALLEL_ONLY, parallel_only_anchors
+    from strategist.frontend.mindformers import expert_strategies, load_mindformers
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    g, _ = _load("qwen3")
+    adds = {"model.loss.add", "model.loss.add_label"}
+    assert set(g.parallel_only) == adds and all("CrossEntropyLoss" in v for v in g.parallel_only.values())
+    mesh = Mesh.parse("dp=2,tp=4")
+    fixed = parallel_only_anchors(g, mesh)
+    assert {n: a.strategy for n, a in fixed.items()} == {"model.loss.add": ((2, 4), ()),
+                                                         "model.loss.add_label": ((2,), ())}
+    assert all(a.origin == PARALLEL_ONLY for a in fixed.values())
+    assert {n: a.strategy for n, a in parallel_only_anchors(g, Mesh.parse("dp=2,cp=2,tp=2")).items()} == \
+        {"model.loss.add": ((4, 2), ()), "model.loss.add_label": ((4,), ())}
+    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    assert not adds & set(adv.anchors)
+    assert adv.plan.choices["model.loss.add"].strategy == ((2, 4), ())
+    assert adv.plan.choices["model.loss.add"].provenance.direction == "seed"
+    d = advice_dict(adv)
+    assert {x["op"] for x in d["existing_shard_calls"] if x["status"] == "the model's own (parallel build)"} == adds
+    assert "model.loss.add" not in configurable_anchors_yaml(d)
+    cfg, ov, seq, _ = FAMILIES["qwen3"]
+    cmp = compare_model("mindformers:" + cfg, mesh, layers=2, seq=seq, batch=BATCH, overrides=ov, graph=g,
+                        what_if=False)
+    assert any(n.startswith("the model's own in every column") and "model.loss.add ((2, 4), ())" in n
+               for n in cmp.notes)
+    ex = expert_strategies("mindformers:" + cfg, mesh, "semi_auto", graph=g, layers=2, seq=seq, batch=BATCH,
+                           overrides=ov)
+    assert adds <= set(ex) and cmp["c"].anchors == len(ex) - 2
+    for k in "abc":
+        assert cmp[k].plan.choices["model.loss.add"].strategy == ((2, 4), ())
+        assert cmp[k].total == sum(1 for n, ch in cmp["c"].plan.choices.items() if ch.sharding is not None) - 2
+    # the stand-alone graph, on request: without them
+    bare, _ = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov, loss_adds=False)
+    assert "model.loss.add" not in bare and not getattr(bare, "parallel_only", None)
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
+    """The advice's anchors file on qwen3 (tiny, dp=2,tp=4): verify's child keeps the loss's x + 0 adds configured
+    as MindFormers configures them (the real run of the file has them), strategist's side has them too: every
+    operator agrees, the adds among them. Before, the child dropped them and strategist's graph had none."""
+    from strategist.advice.advisor import advise
+    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.verify import verify_model
+    cfg, ov, seq, _ = FAMILIES["qwen3"]
+    g, _ = _load("qwen3")
+    mesh = "dp=2,tp=4"
+    adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    f = tmp_path / "advice.yaml"
+    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
+    c = verify_model("mindformers:" + cfg, mesh, strategies=str(f), dataset_strategy="full_batch",
+                     kwargs=["layers=2", f"seq={seq}", f"batch={BATCH}", *(f"{k}={v}" for k, v in ov.items())])
+    rows = {r.op: r for r in c.rows}
+    assert rows["model.loss.add"].theirs == ((2, 4), ()) and rows["model.loss.add"].configured
+    assert rows["model.loss.add_label"].theirs == ((2,), ())
+    assert c.all_agree and not c.only_ours and not c.only_theirs and not c.parallel_only
+    assert any("the loss's 2 x + 0 adds keep theirs" in n for n in c.ms.notes)
+
+
+@pytest.mark.slow
+def test_glm4_head_takes_the_vocabulary_parallel_loss_layout():
+    """glm4 (legacy ChatGLM2) builds a vocabulary-parallel loss: its x + 0 on the logits is configured
+    ``((1, dp*cp*tp), ())``. The advisor's vocabulary-by-tp head ((dp, 1), (tp, 1)) hands it the logits split
+    (dp, tp): a redistribution of the whole logits, which made the advice (full size, seq 8192, dp=2,tp=4) costlier
+    than configuring nothing (1861 ms, every layer replicated backward from the loss; the experts 1054 ms). The head
+    is proposed in the loss's layout, ((1, 1), (8, 1)), the template's as its alternative: 793 ms. (At sequence 512
+    the logits are small enough for the template's head to win: the alternative is taken.)"""
+    from strategist.advice.advisor import advise
+    from strategist.frontend.mindformers import load_mindformers
+    g, _ = load_mindformers(GLM4, layers=2, batch=BATCH)                 # the shipped config (seq 8192)
+    mesh = Mesh.parse("dp=2,tp=4")
+    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    head = "transformer.output_layer.matmul"
+    assert adv.plan.choices["loss.add"].strategy == ((1, 8), ())
+    chosen = {c.op: c for c in adv.chosen}
+    assert chosen[head].template == "matmul_loss_layout" and adv.plan.choices[head].strategy == ((1, 1), (8, 1))
+    assert chosen[head].alternative.template == "matmul_column"
+    assert adv.plan.totals()["step_seconds"] < 0.5 * adv.baseline.totals()["step_seconds"]

@@ -463,9 +463,9 @@ def _same_plan(a: Plan, b: Plan) -> bool:
     """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
     the layouts, so this only guards the pricing itself). A Cast's searched layout is not compared: MindSpore
     drops it after the search, and the Cast runs in its input's layout (:func:`strategist.cost.pricing.cast_overlay`),
-    which the other operators' decide."""
+    which the other operators' decide -- except a Cast of a Parameter, whose layout slices the Parameter."""
     for name, ca in a.choices.items():
-        if ca.op.type != "Cast" and _layouts_differ(ca, b.choices[name]):
+        if (ca.op.type != "Cast" or ca.op.inputs[0].kind == "param") and _layouts_differ(ca, b.choices[name]):
             return False
     if not (a.priced and b.priced):
         return True
@@ -1250,6 +1250,9 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                                "layout-only Transpose whose every consumer redistributes its output the same way: "
                                "anchored to hand them the layout they take", anchor_of(op.name, s, mesh, op.type)))
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
+    # the head beside the loss layout the model configures itself in a parallel build (MindFormers' x + 0)
+    from .parallel_only import loss_layout_alternatives
+    loss_layout_alternatives(graph, mesh, proposed, run)
     plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}

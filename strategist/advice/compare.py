@@ -263,13 +263,16 @@ def same_choice(a, b) -> bool:
 
 def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
     """Fill ``col``'s agreement with ``ref`` over the operators that have a strategy (Reshape has none), and
-    over those of them ``ref`` anchors (the experts' own ``shard()`` calls; the rest of (c) is propagated)."""
+    over those of them ``ref`` anchors (the experts' own ``shard()`` calls; the rest of (c) is propagated).
+    The operators only a parallel build has, which the model's code configures there (``graph.parallel_only``:
+    MindFormers' loss ``x + 0``), are the same in every column and not counted."""
     mine, theirs = _op_costs(plan), ref_costs if ref_costs is not None else _op_costs(ref)
     col.agreed = col.total = col.configured_agreed = col.configured_total = 0
     col.disagreements = []
+    own = getattr(ref.graph, "parallel_only", None) or {}
     for name, rc in ref.choices.items():
-        if rc.sharding is None:
-            continue
+        if rc.sharding is None or name in own:
+            continue        # (the operators a parallel build adds and configures itself: alike in every column)
         configured = name in ref.anchors
         col.total += 1
         col.configured_total += configured
@@ -316,7 +319,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`_what_if`).
     """
     from .advisor import advise, load_rules
-    from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers
+    from ..engine.plan import parallel_only_anchors
+    from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers, note_loss_add_strategies
     if not is_mindformers_ref(model):
         raise StrategistError(f"compare needs a MindFormers model (mindformers:<config.yaml> or a YAML path), "
                               f"not {model!r}: its experts' strategies are the yardstick")
@@ -345,9 +349,18 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     if "semi_auto" not in experts:
         experts["semi_auto"] = expert_strategies(model, mesh, "semi_auto", graph=graph, **opts)
     ex_c = experts["semi_auto"]
+    # the loss's x + 0 adds, configured by MindFormers in every parallel build (every column's plan starts from
+    # them: strategist.engine.plan.parallel_only_anchors), read from the experts' build already made
+    note_loss_add_strategies(graph, mesh, ex_c)
+    own = getattr(graph, "parallel_only", None) or {}
+    if own:
+        fixed = parallel_only_anchors(graph, mesh)
+        cmp.notes.append(f"the model's own in every column (a parallel build adds and configures them; not counted "
+                         f"as anchors or in the agreement): "
+                         + ", ".join(f"{n} {a.describe()}" for n, a in fixed.items()))
     ref = semi_auto_plan(graph, mesh, dict(ex_c), use_model_strategies=False, dataset_strategy=dataset_strategy,
                          hardware=hw)
-    c.anchors = len(ex_c)
+    c.anchors = sum(1 for n in ex_c if n not in own)
     _fill(c, ref)
     batch = sum(1 for n, ch in ref.choices.items()
                 if ch.sharding is not None and n not in ref.anchors and ch.op.type != "Cast")
@@ -364,7 +377,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     if "propagation" not in experts:
         experts["propagation"] = expert_strategies(model, mesh, "propagation", graph=graph, **opts)
     ex_b = experts["propagation"]
-    b.anchors = len(ex_b)
+    b.anchors = sum(1 for n in ex_b if n not in own)
     b.notes += [n for n in getattr(ex_b, "notes", []) if n.startswith("MindFormers bug")]
     try:
         pb = run(dict(ex_b))
@@ -375,7 +388,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     b.seconds = time.perf_counter() - t0
     # (b') MindSpore's own propagation of the same anchors
     bm = cols["b_ms"]
-    bm.anchors = len(ex_b)
+    bm.anchors = b.anchors
     if not verify:
         bm.error = "not run (verify=True / --verify runs MindSpore's own propagation in a child process)"
     else:

@@ -17,6 +17,10 @@ DATASET = "<dataset>"
 #: the origin of an anchor set in semi_auto_parallel mode, where every operator is configured and MindSpore
 #: takes a Layout on operators whose Layout its propagation refuses (their refusal is SetCostUnderLayout's)
 SEMI_AUTO = "mindformers semi_auto"
+#: the origin of an anchor on an operator only a parallel build of the model has, configured by the model's own
+#: code there (MindFormers' CrossEntropyLoss's ``logits + 0`` / ``labels + 0``): part of the model, in every plan,
+#: never an advice anchor (:func:`parallel_only_anchors`)
+PARALLEL_ONLY = "model, parallel build"
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,9 @@ class Anchor:
     out_strategy: tuple | None = None
     out_layouts: tuple[ShardLayout, ...] | None = None
     origin: str = "user"          # "user" (anchors file / advisor), "model" (shard() in the source),
-    #                               "mindformers" (a MindFormers sharding_propagation() anchor) or
-    #                               SEMI_AUTO (a MindFormers shard() read in semi_auto_parallel mode)
+    #                               "mindformers" (a MindFormers sharding_propagation() anchor),
+    #                               SEMI_AUTO (a MindFormers shard() read in semi_auto_parallel mode) or
+    #                               PARALLEL_ONLY (an operator the model adds and configures in parallel builds)
 
     def describe(self) -> str:
         if self.layouts is not None:
@@ -215,6 +220,24 @@ class Plan:
 
 
 # --------------------------------------------------------------------------------------
+
+
+def parallel_only_anchors(graph: OpGraph, mesh: Mesh, warnings: list | None = None) -> dict[str, Anchor]:
+    """The strategies ``graph``'s own code sets, at ``mesh``, on the operators only its parallel builds have
+    (``graph.parallel_only``: MindFormers' CrossEntropyLoss adds ``logits + 0`` and ``labels + 0`` and configures
+    them in any semi/auto parallel mode). Configured operators end MindSpore's BFS, so every plan of the model
+    (propagated, semi_auto, advised) starts from them, as the real parallel run does; they are the model's, not
+    anchors anyone writes. ``graph.parallel_only_strategies(graph, mesh)`` reads them (cached by the front end);
+    ``{}`` for a graph without such operators. A reading that fails leaves them unconfigured, with a warning."""
+    if not getattr(graph, "parallel_only", None):
+        return {}
+    read = getattr(graph, "parallel_only_strategies", None)
+    if read is None:
+        return {}
+    got, notes = read(graph, mesh)
+    if warnings is not None:
+        warnings.extend(n for n in notes if n not in warnings)
+    return dict(got)
 
 
 def model_anchors(graph: OpGraph) -> dict[str, Anchor]:

@@ -61,7 +61,7 @@ from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidat
                   shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
-from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors
+from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
 from .stdsort import std_sort
 
 RESHAPES = frozenset({"Reshape"})
@@ -1735,7 +1735,11 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
            fully_use_devices: bool = False) -> "_Engine":
     """MindSpore's search from ``anchors`` (see the module docstring): the engine holding every operator's
     choice, unpriced. :func:`strategist.engine.propagate.propagate` is the public entry point."""
-    all_anchors: dict[str, Anchor] = dict(model_anchors(graph)) if use_model_strategies else {}
+    # the operators a parallel build adds and configures itself (MindFormers' loss x + 0): in every plan
+    fixed_notes: list[str] = []
+    all_anchors: dict[str, Anchor] = parallel_only_anchors(graph, mesh, fixed_notes)
+    if use_model_strategies:
+        all_anchors.update(model_anchors(graph))
     for name, a in (anchors or {}).items():
         if name not in graph:
             close = [op.name for op in graph if op.name.endswith(name.rsplit(".", 1)[-1])][:5]
@@ -1746,6 +1750,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
     siblings = _sibling_calls(graph)
     eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware, fully_use_devices)
     eng.warnings.extend(getattr(graph, "notes", []))
+    eng.warnings.extend(fixed_notes)
     # a strategy lives on the primitive: configuring a Cell-held primitive configures every call of it
     # (``self.transpose.shard(...)`` reaches q's, k's and v's transposes alike), as in MindSpore
     for name in sorted(explicit, key=lambda n: graph.op(n).topo_index):

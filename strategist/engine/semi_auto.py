@@ -30,7 +30,7 @@ from ..frontend.graph import OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import shard
-from .plan import DATASET, Anchor, Plan, Provenance, model_anchors
+from .plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
 from .oprules import BINARY, TENSOR_BINARY
 from .propagate import propagate
 
@@ -177,8 +177,9 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = 
     """The plan MindSpore's semi_auto_parallel runs for ``graph`` with ``anchors`` configured (see the module). As in
     :func:`strategist.engine.propagate.propagate`, the model's own ``shard()`` calls count too unless
     ``use_model_strategies`` is False, and ``anchors`` override them."""
-    if use_model_strategies:
-        anchors = {**model_anchors(graph), **(anchors or {})}
+    # the operators a parallel build adds and configures itself (MindFormers' loss x + 0) are configured here too
+    anchors = {**parallel_only_anchors(graph, mesh), **(model_anchors(graph) if use_model_strategies else {}),
+               **(anchors or {})}
     fixed, casts, configured = semi_auto_anchors(graph, mesh, anchors or {})
     follow: dict[str, Anchor] = {}
     plan = None

@@ -831,14 +831,17 @@ def mf_lazy_inline_cells(net) -> tuple[str, ...]:
 
 def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = None, batch: int | None = None,
                      overrides: dict | None = None, replicate: bool | None = None,
-                     experts_stand_in: bool = False, loss_adds: bool = False) -> tuple[OpGraph, MfInfo]:
+                     experts_stand_in: bool = False, loss_adds: bool = True) -> tuple[OpGraph, MfInfo]:
     """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
 
     ``experts_stand_in``: the MoE experts' GroupedMatmuls compiled as MatMul stand-ins
     (:mod:`strategist.frontend.mf_standin`; ``strategist verify`` only: MindSpore cannot propagate through GroupedMatmul).
 
     ``loss_adds``: the loss's "force redistribution" adds (``logits + 0``, ``labels + 0``; :func:`add_loss_adds`)
-    in the graph, as a parallel build has them (``strategist verify`` of MindFormers' own strategies only).
+    in the graph, as every parallel build has them, configured by MindFormers' own code: ``graph.parallel_only``
+    names them and every plan of the graph (advice, propagate, compare, verify) starts from their strategies at its
+    mesh (:func:`strategist.engine.plan.parallel_only_anchors`, read by :func:`loss_add_strategies`). Off: the
+    stand-alone graph, without them.
 
     ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
     disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on for
@@ -877,8 +880,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         specs = _inputs(cfg, b)
         ids, labels = specs["input_ids"], specs["labels"]
         removed = _clear_strategies(net)
-        if loss_adds:
-            add_loss_adds(net)
+        loss_cells = add_loss_adds(net) if loss_adds else []
         undo = None
         if experts_stand_in:
             from .mf_standin import patch_experts
@@ -898,6 +900,12 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         graph.training = True
         for op in graph:
             op.attrs.pop(_UID, None)
+        # the loss's x + 0 adds: operators of the parallel run only, configured by MindFormers there
+        graph.parallel_only = {op.name: f"MindFormers' {type(dict(net.cells_and_names())[op.cell_path]).__name__}: "
+                                        f"{'labels' if op.instance_name == 'add_label' else 'logits'} + 0, configured "
+                                        f"by its own code in every parallel build"
+                               for op in graph if op.cell_path in loss_cells and op.instance_name in _LOSS_ADDS}
+        graph.parallel_only_strategies = loss_add_strategies
         # the sequence the inputs carry (a config without model_config.seq_length takes _inputs' default)
         mark_local_rows(graph, int(ids.shape[1]), b)
         if ext != total:
@@ -1057,25 +1065,79 @@ def _param_reader(graph: OpGraph):
     return out
 
 
-def add_loss_adds(net) -> int:
+_LOSS_ADDS = ("add", "add_label")
+
+
+def add_loss_adds(net) -> list[str]:
     """MindFormers' CrossEntropyLoss (legacy ``core/loss`` and ``parallel_core``) creates ``self.add`` and
     ``self.add_label`` (``x + 0`` on the logits and the labels, ``keep_alive``) and calls them only in a semi/auto
     parallel mode; a stand-alone build has neither. They are configured there (``((dp, mp), ())``,
     ``((dp,), ())``), so they steer MindSpore's propagation: a configured operator ends every other configured
     operator's BFS (glm4: ReduceMax's BFS stops at the logits' add, and the unconfigured output layer is decided
     forward from the final norm, ((8, 1), (1, 1)); without the add strategist decided it backward from the
-    ReduceMax, ((1, 1), (8, 1))). Puts them in a stand-alone build (unconfigured: the experts' strategies at the
-    mesh configure them); returns how many loss Cells got them."""
+    ReduceMax, ((1, 1), (8, 1))). Puts them in a stand-alone build (unconfigured: :func:`loss_add_strategies`
+    reads their strategies at a mesh); returns the paths of the loss Cells that got them."""
     from mindspore import ops as P
-    n = 0
-    for _, cell in net.cells_and_names():
+    paths = []
+    for path, cell in net.cells_and_names():
         if getattr(cell, "enable_force_redistribute", None) is False and not hasattr(cell, "add_label"):
             prim = getattr(sys.modules.get(type(cell).__module__), "AddExt", None) or P.Add
             cell.add = prim().add_prim_attr("keep_alive", True)
             cell.add_label = prim().add_prim_attr("keep_alive", True)
             cell.enable_force_redistribute = True
-            n += 1
-    return n
+            paths.append(path)
+    return paths
+
+
+#: (model, build options, mesh, operators) -> (anchors, notes): loss_add_strategies' readings
+_LOSS_ADD_STRATEGIES: dict = {}
+
+
+def _loss_adds_key(graph: OpGraph, mesh: Mesh) -> tuple:
+    import json
+    opts = json.dumps(getattr(graph, "mf_options", None) or {}, sort_keys=True, default=str)
+    return graph.model, opts, str(mesh), tuple(sorted(getattr(graph, "parallel_only", None) or ()))
+
+
+def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], list[str]]:
+    """The strategies MindFormers' CrossEntropyLoss gives its ``x + 0`` adds (``graph.parallel_only``) at ``mesh``
+    -- ``self.add.shard(((dp * cp, mp), ()))`` and ``self.add_label.shard(((dp * cp,), ()))`` in ``__init__`` in
+    any semi/auto parallel mode, with the dp/mp of the loss's own parallel config (ChatGLM2's is vocabulary-parallel:
+    ``((1, dp*cp*mp), ())``) -- read from the model built at the mesh (:func:`expert_strategies`, once per
+    model, options and mesh), origin :data:`~strategist.engine.plan.PARALLEL_ONLY`. Returns (anchors, notes); a
+    mesh MindFormers cannot build leaves them unconfigured, with a note."""
+    import dataclasses
+    from ..engine.plan import PARALLEL_ONLY
+    from ..errors import StrategistError
+    key = _loss_adds_key(graph, mesh)
+    if key not in _LOSS_ADD_STRATEGIES:
+        names = key[3]
+        try:
+            ex = expert_strategies(graph.model, mesh, "propagation", graph=graph,
+                                   **(getattr(graph, "mf_options", None) or {}))
+            got = {n: dataclasses.replace(ex[n], origin=PARALLEL_ONLY) for n in names if n in ex}
+            miss = [n for n in names if n not in got]
+            notes = [f"MindFormers' loss configures no strategy strategist could read on {', '.join(miss)} at "
+                     f"{mesh}: left to propagation"] if miss else []
+        except StrategistError as err:
+            got, notes = {}, [f"MindFormers' loss x + 0 adds left to propagation: its strategies at {mesh} could "
+                              f"not be read ({str(err).splitlines()[0]})"]
+        _LOSS_ADD_STRATEGIES[key] = (got, notes)
+    got, notes = _LOSS_ADD_STRATEGIES[key]
+    return dict(got), list(notes)
+
+
+def note_loss_add_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
+    """Record the loss adds' strategies from experts already read at ``mesh`` (either mode: MindFormers configures
+    the adds in ``__init__`` alike), so that :func:`loss_add_strategies` builds nothing more."""
+    import dataclasses
+    from ..engine.plan import PARALLEL_ONLY
+    names = getattr(graph, "parallel_only", None)
+    if not names or experts is None:
+        return
+    key = _loss_adds_key(graph, mesh)
+    if key not in _LOSS_ADD_STRATEGIES and all(n in experts for n in names):
+        _LOSS_ADD_STRATEGIES[key] = ({n: dataclasses.replace(experts[n], origin=PARALLEL_ONLY) for n in names}, [])
 
 
 def _validate(graph: OpGraph, anchor: Anchor, n: int):

@@ -460,10 +460,21 @@ def advice_dict(advice) -> dict:
         "rules": list(advice.rules.sources), "layout_declaration": decl,
         "anchors": anchors, "anchors_yaml": "\n".join(yaml_lines) + "\n",
         "dropped": [{"op": c.op, "rule": c.rule, "why": why} for c, why in advice.dropped],
-        "existing_shard_calls": [{"op": o, "status": s, "detail": d} for o, s, d in advice.existing],
+        "existing_shard_calls": [{"op": o, "status": s, "detail": d} for o, s, d in advice.existing]
+        + _parallel_only_calls(advice),
         "configurations": configs, "notes": advice.notes,
         "plan": plan_dict(advice.plan),
     }
+
+
+def _parallel_only_calls(advice) -> list[dict]:
+    """The shard() calls of the operators only a parallel build has (MindFormers' loss ``x + 0``): the model's own,
+    kept in every plan, never advice anchors (:func:`strategist.engine.plan.parallel_only_anchors`)."""
+    from ..engine.plan import parallel_only_anchors
+    own = getattr(advice.graph, "parallel_only", None) or {}
+    return [{"op": n, "status": "the model's own (parallel build)",
+             "detail": f"{a.describe()}: {own.get(n, '')}; every plan here starts from it"}
+            for n, a in parallel_only_anchors(advice.graph, advice.mesh).items()]
 
 
 def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:

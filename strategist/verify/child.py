@@ -455,16 +455,23 @@ def _clear_strategies(net, notes: list) -> None:
     """Forget every strategy MindFormers' build set on the model's primitives (its sharding_propagation()
     anchors, and the Morphs' layouts): an anchors file configures the model instead."""
     from ..frontend import mindformers as mf
-    cleared = mf._clear_strategies(net, keep_self_defined=True)
-    # the loss's "force redistribution" adds (logits + 0, labels + 0) exist only in parallel modes: strategist's
-    # stand-alone graph has none, and unconfigured they are identities, so the child drops them too
-    forced = 0
+    # the loss's "force redistribution" adds (logits + 0, labels + 0) exist in every parallel run, configured by
+    # the loss's __init__: they stay so, as in the real run of the file's plan (strategist's graph has them too,
+    # configured alike: strategist.engine.plan.parallel_only_anchors); the file may still configure them itself
+    kept = []
     for _, cell in net.cells_and_names():
         if getattr(cell, "enable_force_redistribute", False):
-            cell.enable_force_redistribute = False
-            forced += 1
-    notes.append(f"MindFormers' own strategies cleared on {cleared} primitives; the anchors file configures the model"
-                 + (f"; the loss's force-redistribution adds (x + 0) dropped in {forced} Cells" if forced else ""))
+            for attr in mf._LOSS_ADDS:
+                prim = getattr(cell, attr, None)
+                st = getattr(prim, "attrs", {}).get("in_strategy")
+                if st is not None:
+                    kept.append((prim, st))
+    cleared = mf._clear_strategies(net, keep_self_defined=True)
+    for prim, st in kept:
+        prim.shard(tuple(tuple(r) for r in st))
+    notes.append(f"MindFormers' own strategies cleared on {cleared - len(kept)} primitives; the anchors file configures "
+                 f"the model" + (f"; the loss's {len(kept)} x + 0 adds keep theirs (configured in every parallel run)"
+                                 if kept else ""))
 
 
 def _die_with_parent() -> None:

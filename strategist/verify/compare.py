@@ -64,9 +64,11 @@ class Comparison:
     #: parallel graph, once in the stand-alone one): (MindSpore's operator, our operator). They carry the
     #: strategy of the operator they copy, so they agree.
     merged: list = field(default_factory=list)
-    #: MindSpore operators a MindFormers model creates only in a parallel mode, which strategist's stand-alone
-    #: (tp=1) graph cannot hold: CrossEntropyLoss's ``logits + 0`` and ``labels + 0`` (loss_func.py: AddExt
-    #: with a scalar 0, ``keep_alive``, built only when the parallel mode is semi/auto). Listed, not counted.
+    #: MindSpore operators a MindFormers model creates only in a parallel mode, missing from strategist's graph:
+    #: CrossEntropyLoss's ``logits + 0`` and ``labels + 0`` (loss_func.py: AddExt with a scalar 0, ``keep_alive``,
+    #: built only when the parallel mode is semi/auto). ``load_mindformers`` puts them in its graph (configured as
+    #: MindFormers configures them: ``graph.parallel_only``), so they are paired like any operator; only a graph
+    #: loaded with ``loss_adds=False`` leaves them here. Listed, not counted.
     parallel_only: list = field(default_factory=list)
     #: with ``verify --redistributions``: the edges that move data on both sides
     moves: "Moves | None" = None
@@ -287,8 +289,8 @@ def compare(plan, ms: MsPlan) -> Comparison:
 
 def _mindformers_parallel_only(m) -> bool:
     """MindFormers' CrossEntropyLoss's ``x + 0`` (its logits and labels: AddExt, or Add in the legacy loss, with a
-    scalar), which it creates only in a parallel mode: in MindSpore's report, never in a stand-alone graph
-    (``verify`` of MindFormers' own strategies puts them in strategist's graph: ``load_mindformers(loss_adds=True)``)."""
+    scalar), which it creates only in a parallel mode: in MindSpore's report, and in strategist's graph unless it
+    was loaded stand-alone (``load_mindformers(loss_adds=False)``)."""
     st = _norm(m.in_strategy)
     return (m.type in ("AddExt", "Add") and "-CrossEntropyLoss/" in m.name and st is not None and len(st) == 2
             and st[1] == ())

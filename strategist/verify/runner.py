@@ -284,11 +284,10 @@ def _load_mf(model: str, mf: dict):
     """strategist's graph of a MindFormers model as verify's child compiles it: MindSpore 2.9 cannot propagate
     through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides (:mod:`strategist.frontend.mf_standin`)."""
     from ..frontend.mindformers import load_mindformers
-    # MindFormers' own strategies: the child builds in a parallel mode, where the loss adds its configured
-    # logits + 0 and labels + 0 (strategist.frontend.mindformers.add_loss_adds); with an anchors file the child
-    # drops them (_clear_strategies), so strategist's graph goes without
+    # the child builds in a parallel mode, where the loss adds its logits + 0 and labels + 0 and configures them
+    # (strategist.frontend.mindformers.add_loss_adds), with MindFormers' own strategies or an anchors file alike
     return load_mindformers(model, **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")},
-                            experts_stand_in=True, loss_adds=mf.get("mode") != "anchors")[0]
+                            experts_stand_in=True)[0]
 
 
 def _supported(model: str) -> None:
@@ -446,9 +445,11 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             extra["use_model_strategies"] = False
             ours = global_rows_graph(graph)
         elif mf is not None:    # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
-            from ..frontend.mindformers import expert_strategies, global_rows_graph
-            anchors = dict(expert_strategies(model, mesh, mf["mode"], graph=graph,
-                                             **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")}))
+            from ..frontend.mindformers import expert_strategies, global_rows_graph, note_loss_add_strategies
+            experts = expert_strategies(model, mesh, mf["mode"], graph=graph,
+                                        **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")})
+            note_loss_add_strategies(graph, mesh, experts)      # (the loss adds' strategies: no second build)
+            anchors = dict(experts)
             extra["use_model_strategies"] = False
             # the child compiles the Morph bodies inlined as global operators: their [S, B] <-> [S*B]
             # Reshapes are ordinary Reshapes there, so strategist's side reads them so too
