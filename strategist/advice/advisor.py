@@ -330,18 +330,27 @@ def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
 def _pair_interior(graph: OpGraph, row: Op, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
     """The operators between row-role MatMul ``row`` and its column partners (Reshapes, Casts and Transposes
     left to the search), each anchored by ``tmpl``: one package with ``with_op``."""
+    out = [Choice(n, "1 weight", "pair_interior_sequence_parallel",
+                  f"between the data-parallel {with_op} and its column partners: the sequence-parallel layout, as "
+                  f"the rows arrive", anchor_of(n, s, mesh, graph.op(n).type), with_op=with_op)
+           for n, s in _interior_shardings(graph, _walk_back_to_weights(graph, row.name, WEIGHT_MATMULS)[1], tmpl,
+                                           mesh)]
+    return sorted(out, key=lambda c: graph.op(c.op).topo_index)
+
+
+def _interior_shardings(graph: OpGraph, names, tmpl: dict, mesh: Mesh) -> list[tuple[str, Sharding]]:
+    """(name, sharding) of the operators ``names`` (between a pair's linears) laid out by ``tmpl``: those with an
+    output of rank >= 3; Reshapes, Casts and Transposes are left to the search."""
     out = []
-    for n in _walk_back_to_weights(graph, row.name, WEIGHT_MATMULS)[1]:
+    for n in names:
         op = graph.op(n)
         if op.type in ("Reshape", "Flatten", "Cast", "Transpose") or not op.outputs or op.outputs[0] is None \
                 or len(op.outputs[0].shape) < 3:
             continue
         s = template_sharding(op, _cached_rule(op), tmpl, mesh)
         if s is not None:
-            out.append(Choice(n, "1 weight", "pair_interior_sequence_parallel",
-                              f"between the data-parallel {with_op} and its column partners: the sequence-parallel "
-                              f"layout, as the rows arrive", anchor_of(n, s, mesh, op.type), with_op=with_op))
-    return sorted(out, key=lambda c: graph.op(c.op).topo_index)
+            out.append((n, s))
+    return out
 
 
 def _activation_bytes(op: Op) -> int:
@@ -612,18 +621,12 @@ def _split_interiors(graph: OpGraph, fa: Op, roles: dict[str, str], tmpl: dict, 
         passed = _walk_back_to_weights(graph, row, WEIGHT_MATMULS)[1]
         if fa.name in passed or not any(graph.op(n).type in ("Split", "SplitWithSize") for n in passed):
             continue
-        for n in passed:
-            op = graph.op(n)
-            if op.type in ("Reshape", "Flatten", "Cast", "Transpose") or not op.outputs or op.outputs[0] is None \
-                    or len(op.outputs[0].shape) < 3:
-                continue
-            s = template_sharding(op, _cached_rule(op), tmpl, mesh)
-            if s is not None:
-                out.append(Choice(n, "4 fused", "swiglu_batch_only",
-                                  f"with the grouped-query {fa.name}: the SwiGLU between {row} and its column "
-                                  f"partners batch-only (its Split needs the features whole; propagated from the "
-                                  f"attention's layout it would split the sequence, and {row} gather its rows)",
-                                  anchor_of(n, s, mesh, op.type), with_op=fa.name))
+        out += [Choice(n, "4 fused", "swiglu_batch_only",
+                       f"with the grouped-query {fa.name}: the SwiGLU between {row} and its column partners "
+                       f"batch-only (its Split needs the features whole; propagated from the attention's layout it "
+                       f"would split the sequence, and {row} gather its rows)",
+                       anchor_of(n, s, mesh, graph.op(n).type), with_op=fa.name)
+                for n, s in _interior_shardings(graph, passed, tmpl, mesh)]
     return sorted(out, key=lambda c: graph.op(c.op).topo_index)
 
 
