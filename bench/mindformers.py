@@ -143,7 +143,10 @@ def main() -> None:
             sa, pr, cp = res["semi_auto"], res["propagation"], res.get("compare") or {}
             head = (f"{r['case']:<12} {r['ops']:>5} {r['params_b']:>7.2f}B {r['extract_s']:>7.1f}s "
                     f"{r['peak_rss_mb']:>7}MB") if first else " " * 45
-            anchors = f"{cp.get('anchors_a')}/{pr['anchors']}/{sa['anchors']} ({sa['matmul']}/{sa['flash_attention']}/{sa['embedding']})"
+            # (b)/(c) as compare counts them: the model's own parallel-only operators (the loss's x + 0 adds, alike in
+            # every column) left out
+            anchors = (f"{cp.get('anchors_a')}/{cp.get('anchors_b', pr['anchors'])}/{cp.get('anchors_c', sa['anchors'])} "
+                       f"({sa['matmul']}/{sa['flash_attention']}/{sa['embedding']})")
             agree = f"{100 * (cp.get('agreement_a') or 0):.1f}|{100 * (cp.get('agreement_b') or 0):.1f}%"
             print(f"{head}  {m:<10} {anchors:>30} {sa['seconds'] + pr['seconds']:>7.1f}s {cp.get('advise_s', 0):>6.1f}s "
                   f"{agree:>13} {100 * (cp.get('configured_agreement_a') or 0):>5.1f}% "
