@@ -443,8 +443,8 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
     """A package that does not pay back whole (an MoE router: its gating Softmax and Mul cost more at their edges
     than they save) may hold patterns -- one operator across repeated layers, one shard() line -- that pay alone on
     top of what is kept: each is tried back, in graph order, and kept where the step is faster by more than the
-    step model resolves (qwen3_moe at dp=2,tp=4: the router's TopkExt and its two aux-loss means split by tokens,
-    as MindFormers' experts have them, each 0.10-0.14 ms faster)."""
+    step model resolves (qwen3_moe at dp=2,tp=4: the router's TopkExt and an aux-loss mean split by tokens, as
+    MindFormers' experts have them, each 0.10-0.14 ms faster; the other aux-loss mean then follows)."""
     patterns: dict[str, list] = {}
     for c, why in members:
         patterns.setdefault(_group_key(c.op), []).append((c, why))
@@ -744,6 +744,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     order = [op.name for op in graph if op.name in prefs]
     # the config asks for sequence parallelism (MindFormers' use_seq_parallel) on sequence-first rows
     sp = _sequence_parallel(graph, mesh)
+    sp_norm, plain_norm = _sp_templates(graph, t, mesh)     # (the norms' templates with and without it)
     sp_head = ""
     router_head: dict[str, str] = {}
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
@@ -816,7 +817,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 tmpl = t.get(name, {})
                 if rank == 3 and not _sequence_first(graph) and sp:
                     # a legacy model's batch-first [B, S, H] under the config's sequence parallelism
-                    name, tmpl = "norm_sequence_parallel", _batch_first_rows(graph, mesh)
+                    name, tmpl = "norm_sequence_parallel", sp_norm
                     why = ("fused norm, sequence parallel (the config's use_seq_parallel): as the row linears' "
                            "reduce-scattered rows [B*S] arrive, B by " + ", ".join(tmpl["d0"]) +
                            (", S by " + ", ".join(tmpl["d1"]) if tmpl["d1"] else ""))
@@ -911,18 +912,18 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             # device is the alternative the step model weighs against the Megatron layout (MTP's eh_proj)
             choice_.alternative = _data_parallel_choice(graph, op, rule, t, mesh)
         if tname == "matmul_row_sequence_parallel" and choice_.alternative is not None \
-                and _sp_templates(graph, t, mesh)[0]:
+                and sp_norm:
             # data parallel under sequence parallelism: the rows stay as the sequence-parallel norm split them
             # (S by cp and tp, B by dp), and so do the element-wise operators between the pair's linears (the
             # row linear's Reshape stops every search that would carry them the layout)
-            choice_.alternative.package = _pair_interior(graph, op, mesh, _sp_templates(graph, t, mesh)[0],
+            choice_.alternative.package = _pair_interior(graph, op, mesh, sp_norm,
                                                          choice_.alternative.op)
         if tname == "matmul_row_sequence_parallel":
             # without sequence parallelism: the plain row-parallel pair (its output all-reduced)
             choice_.fallback = Choice(op.name, rule_name, "matmul_row", why.split("; output reduce-scattered")[0],
                                       anchor_of(op.name, s, mesh, op.type))
-        elif tname == "norm_sequence_parallel" and _sp_templates(graph, t, mesh)[1]:
-            fs = template_sharding(op, rule, _sp_templates(graph, t, mesh)[1], mesh)
+        elif tname == "norm_sequence_parallel" and plain_norm:
+            fs = template_sharding(op, rule, plain_norm, mesh)
             if fs is not None:
                 choice_.fallback = Choice(op.name, rule_name, "norm_sequence_first" if _sequence_first(graph)
                                           else "norm", "fused norm: tokens by dp "
