@@ -70,11 +70,9 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
         # sharding_propagation() anchors (shard() under semi_auto), as verify and compare's (b) and (c) take them
         # (their origin says so: mindformers_anchors_note)
-        from .frontend.mindformers import expert_strategies, note_loss_add_strategies
+        from .frontend.mindformers import expert_strategies
         mode = "semi_auto" if semi_auto else "propagation"
-        experts = expert_strategies(graph.model, mesh, mode, graph=graph, **graph.mf_options)
-        note_loss_add_strategies(graph, mesh, experts)      # (the loss adds' strategies: no second build)
-        anchors = dict(experts)
+        anchors = dict(expert_strategies(graph.model, mesh, mode, graph=graph, **graph.mf_options))
     if semi_auto:
         from .engine.semi_auto import semi_auto_plan
         run = semi_auto_plan

@@ -320,7 +320,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     """
     from .advisor import advise, load_rules
     from ..engine.plan import parallel_only_anchors
-    from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers, note_loss_add_strategies
+    from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers
     if not is_mindformers_ref(model):
         raise StrategistError(f"compare needs a MindFormers model (mindformers:<config.yaml> or a YAML path), "
                               f"not {model!r}: its experts' strategies are the yardstick")
@@ -351,7 +351,6 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     ex_c = experts["semi_auto"]
     # the loss's x + 0 adds, configured by MindFormers in every parallel build (every column's plan starts from
     # them: strategist.engine.plan.parallel_only_anchors), read from the experts' build already made
-    note_loss_add_strategies(graph, mesh, ex_c)
     own = getattr(graph, "parallel_only", None) or {}
     if own:
         fixed = parallel_only_anchors(graph, mesh)

@@ -62,14 +62,13 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
     if spec.layout is not None:
         on = mesh
         if spec.device_matrix is not None:
-            import math
             from ..errors import MeshError
             try:
                 on = Mesh.parse(",".join(f"{k}={v}" for k, v in spec.device_matrix.items()))
             except MeshError as err:
                 raise RulesError(f"{where}: device_matrix: {err}") from None
-            if math.prod(on.shape) != mesh.size:
-                raise RulesError(f"{where}: device_matrix {on} has {math.prod(on.shape)} devices, the mesh "
+            if on.size != mesh.size:
+                raise RulesError(f"{where}: device_matrix {on} has {on.size} devices, the mesh "
                                  f"{mesh} {mesh.size}")
         lays = tuple(layout_over_mesh(t, on, where) for t in spec.layout)
         outs = tuple(layout_over_mesh(t, on, where) for t in spec.out_layout) if spec.out_layout else None

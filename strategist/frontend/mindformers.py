@@ -1128,8 +1128,9 @@ def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
 
 
 def note_loss_add_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
-    """Record the loss adds' strategies from experts already read at ``mesh`` (either mode: MindFormers configures
-    the adds in ``__init__`` alike), so that :func:`loss_add_strategies` builds nothing more."""
+    """Record the loss adds' strategies from experts read at ``mesh`` (either mode: MindFormers configures the adds
+    in ``__init__`` alike), so that :func:`loss_add_strategies` builds nothing more. :func:`expert_strategies` calls
+    it on every reading."""
     import dataclasses
     from ..engine.plan import PARALLEL_ONLY
     names = getattr(graph, "parallel_only", None)
@@ -1210,6 +1211,8 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
         t = ext - 1
         out.unmapped += [_shift(w, t, t, k - t) for k in range(ext, total) for w in list(out.unmapped)
                          if _layer_of(w) == t]
+    # the loss's x + 0 adds are configured alike in either mode: read here, loss_add_strategies builds nothing more
+    note_loss_add_strategies(graph, mesh, out)
     return out
 
 

@@ -445,11 +445,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             extra["use_model_strategies"] = False
             ours = global_rows_graph(graph)
         elif mf is not None:    # the same anchors MindFormers sets in the child, on strategist's tp=1 graph
-            from ..frontend.mindformers import expert_strategies, global_rows_graph, note_loss_add_strategies
-            experts = expert_strategies(model, mesh, mf["mode"], graph=graph,
-                                        **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")})
-            note_loss_add_strategies(graph, mesh, experts)      # (the loss adds' strategies: no second build)
-            anchors = dict(experts)
+            from ..frontend.mindformers import expert_strategies, global_rows_graph
+            anchors = dict(expert_strategies(model, mesh, mf["mode"], graph=graph,
+                                             **{k: mf[k] for k in ("layers", "seq", "batch", "overrides")}))
             extra["use_model_strategies"] = False
             # the child compiles the Morph bodies inlined as global operators: their [S, B] <-> [S*B]
             # Reshapes are ordinary Reshapes there, so strategist's side reads them so too
