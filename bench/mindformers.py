@@ -143,7 +143,7 @@ def main() -> None:
             sa, pr, cp = res["semi_auto"], res["propagation"], res.get("compare") or {}
             head = (f"{r['case']:<12} {r['ops']:>5} {r['params_b']:>7.2f}B {r['extract_s']:>7.1f}s "
                     f"{r['peak_rss_mb']:>7}MB") if first else " " * 45
-            # (b)/(c) as compare counts them: the model's own parallel-only operators (the loss's x + 0 adds, alike in
+            # (b)/(c) as compare counts them: the operators the model configures in every parallel build (the loss's, alike in
             # every column) left out
             anchors = (f"{cp.get('anchors_a')}/{cp.get('anchors_b', pr['anchors'])}/{cp.get('anchors_c', sa['anchors'])} "
                        f"({sa['matmul']}/{sa['flash_attention']}/{sa['embedding']})")

@@ -91,8 +91,8 @@ def mindformers_anchors_note(plan: Plan) -> str | None:
     own = [a for a in plan.anchors.values() if a.origin in ("mindformers", SEMI_AUTO)]
     fixed = [a for a in plan.anchors.values() if a.origin == PARALLEL_ONLY]
     if not own:
-        # the loss's x + 0 adds, which MindFormers configures in any parallel build, whatever the anchors
-        return (f"MindFormers' loss configures its x + 0 adds at {plan.mesh} in any parallel build: "
+        # the loss's own primitives, which MindFormers configures in any parallel build, whatever the anchors
+        return (f"MindFormers' loss configures {len(fixed)} of its operators at {plan.mesh} in any parallel build: "
                 f"{', '.join(a.op for a in fixed)} start the plan too") if fixed else None
     what = "shard()" if own[0].origin == SEMI_AUTO else "sharding_propagation()"
     return (f"anchors: MindFormers' own {what} strategies at {plan.mesh} ({len(own)} operators; "

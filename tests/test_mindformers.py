@@ -1024,33 +1024,41 @@ def test_glm4_sequence_parallel_batch_first_advice_verified(tmp_path):
     own layout; with batch 8 the rows' split lands on B whole, B by (dp, tp) -- what "B by dp, S by tp" would cost
     a redistribution at every Reshape for. MindSpore takes the (dp, tp) out layout on batch-first rows (the
     sequence-first (tp, dp) rows it refuses on the global-rows graph): the advice file, out layouts included,
-    verifies operator for operator."""
+    verifies operator for operator. (At batch 2 the sequence is 1024: at 128, with the loss configured as
+    MindFormers configures it, the tiny model's whole advice does not beat configuring nothing; at 1024 the MLP's
+    row linear is data parallel -- anchored, or propagated so where its line does not pay -- and the attention's
+    stays sequence-parallel.)"""
     from strategist.advice.advisor import advise
     from strategist.frontend.mindformers import load_mindformers
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
     mesh = Mesh.parse("dp=2,tp=4")
-    for batch, norm_strategy in ((8, (8, 1, 1)), (2, (2, 4, 1))):
-        g, _ = load_mindformers(GLM4, layers=2, seq=128, batch=batch, overrides=GLM_TINY)
+    for batch, seq, norm_strategy in ((8, 128, (8, 1, 1)), (2, 1024, (2, 4, 1))):
+        g, _ = load_mindformers(GLM4, layers=2, seq=seq, batch=batch, overrides=GLM_TINY)
         assert g.sequence_parallel and not g.sequence_first
         adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
         by = {c.op: c for c in adv.chosen}
         for layer in (0, 1):
             assert by[f"transformer.encoder.layers.{layer}.input_layernorm.norm"].template == "norm_sequence_parallel"
-            for n in ("input_layernorm.norm", "post_attention_layernorm.norm", "add", "add#1"):   # anchored or not
+            for n in ("input_layernorm.norm", "add"):        # anchored or not
                 assert adv.plan.strategy(f"transformer.encoder.layers.{layer}.{n}")[0] == norm_strategy
-            for row in ("self_attention.dense.matmul", "mlp.dense_4h_to_h.matmul"):
-                c = by[f"transformer.encoder.layers.{layer}.{row}"]
-                assert c.template == "matmul_row_sequence_parallel" and c.declared
-                out = c.anchor.out_layouts[0]
-                assert out.alias_name == ("dp", "tp") and out.tensor_map == ((1, 0), ())    # rows by (dp, tp)
+            rows = [by[n] for n in (f"transformer.encoder.layers.{layer}.{row}"
+                                    for row in ("self_attention.dense.matmul", "mlp.dense_4h_to_h.matmul")) if n in by]
+            assert rows[0].template == "matmul_row_sequence_parallel"
+            for c in rows:
+                if c.template == "matmul_row_sequence_parallel":
+                    assert c.declared
+                    out = c.anchor.out_layouts[0]
+                    assert out.alias_name == ("dp", "tp") and out.tensor_map == ((1, 0), ())    # rows by (dp, tp)
+                else:
+                    assert c.template == "matmul_data_parallel"
         assert any("sequence parallelism (the config's use_seq_parallel)" in n for n in adv.notes)
     f = tmp_path / "advice.yaml"
     text = configurable_anchors_yaml(advice_dict(adv))
     assert "out_layout" in text
     f.write_text(text)
     c = verify_model(GLM4, "dp=2,tp=4", strategies=str(f), dataset_strategy="full_batch",
-                     kwargs=["layers=2", "seq=128", "batch=2"] + [f"{k}={v}" for k, v in GLM_TINY.items()])
+                     kwargs=["layers=2", "seq=1024", "batch=2"] + [f"{k}={v}" for k, v in GLM_TINY.items()])
     assert c.all_agree and not c.only_ours and not c.only_theirs
 
 
@@ -1071,45 +1079,63 @@ def test_propagate_a_mindformers_config_starts_from_its_own_strategies(capsys):
     assert main(args + ["--no-model-strategies"]) == 0
     out, err = capsys.readouterr()
     assert "anchors: MindFormers' own" not in err
-    # none but the loss's x + 0 on the logits, which MindFormers configures in any parallel build (session 17):
-    # the operator is decided backward from it
+    # none but the loss's, which MindFormers configures in any parallel build: the operator is decided backward
+    # from its x + 0 on the logits
     assert [ln.split()[0] for ln in out.splitlines() if "[anchor]" in ln] == ["loss.add"]
-    assert "MindFormers' loss configures its x + 0 adds at dp=2,tp=2 in any parallel build" in err
+    assert "MindFormers' loss configures 15 of its operators at dp=2,tp=2 in any parallel build" in err
 
 
 # ------------------------------------------------------------------------------------------
-# the loss's parallel-only x + 0 adds: the model's own in every plan
+# the loss's own primitives (its parallel-only x + 0 adds, its softmax / NLL / reductions): the model's own in every plan
+
+#: MindFormers' mcore CrossEntropyLoss at dp=2,tp=4, hand-read from parallel_core/training_graph/loss_func.py: every
+#: primitive its __init__ configures in any semi/auto parallel mode (dp*cp = 2, mp = 4)
+QWEN3_LOSS_OWN = {
+    "model.loss.add": ((2, 4), ()), "model.loss.add_label": ((2,), ()),
+    "model.loss._log_softmax.max": ((2, 4),), "model.loss._log_softmax.sub": ((2, 4), (2, 1)),
+    "model.loss._log_softmax.sub#1": ((2, 4), (2, 1)), "model.loss._log_softmax.exp": ((2, 4),),
+    "model.loss._log_softmax.sum": ((2, 4),), "model.loss._log_softmax.log": ((2, 1),),
+    "model.loss._log_softmax.onehot": ((2, 4), (), ()),
+    "model.loss._nllloss.mul": ((2, 4), (2, 4)), "model.loss._nllloss.neg": ((2, 4),),
+    "model.loss._nllloss.sum": ((2, 4),),
+    "model.loss.mul2": ((1,), (1,)), "model.loss.sum2": ((1,),), "model.loss.sum2#1": ((1,),),
+}
 
 
 @pytest.mark.slow
 def test_loss_adds_are_the_models_own_in_every_plan():
-    """MindFormers' CrossEntropyLoss adds ``logits + 0`` and ``labels + 0`` in every parallel build and configures
-    them in its ``__init__`` (``((dp*cp, mp), ())``, ``((dp*cp,), ())``); a configured operator ends MindSpore's BFS.
-    The tp=1 graph has them now (``graph.parallel_only``), and every plan of it starts from their strategies at its
-    mesh: the advice (not as its anchors, listed as the model's own), compare's three columns (not counted as the
-    experts' anchors nor in the agreement), propagate. Before, the advice was computed on a graph without them."""
+    """MindFormers' CrossEntropyLoss adds ``logits + 0`` and ``labels + 0`` in every parallel build, and configures
+    them and its softmax / NLL / reduction primitives in ``__init__`` in every parallel mode (no shard() or
+    sharding_propagation() method takes them back); a configured operator ends MindSpore's BFS. The tp=1 graph has
+    them all (``graph.parallel_only``), and every plan of it starts from their strategies at its mesh: the advice
+    (not as its anchors, listed as the model's own), compare's three columns (not counted as the experts' anchors
+    nor in the agreement), propagate. Before, the advice was computed on a graph without the adds, then with the
+    adds alone: the rest of the loss was left to the advice as if free."""
     from strategist.advice.advisor import advise
     from strategist.advice.compare import compare_model
     from strategist.engine.plan import PARALLEL_ONLY, parallel_only_anchors
     from strategist.frontend.mindformers import expert_strategies, load_mindformers
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     g, _ = _load("qwen3")
+    own = set(QWEN3_LOSS_OWN)
     adds = {"model.loss.add", "model.loss.add_label"}
-    assert set(g.parallel_only) == adds and all("CrossEntropyLoss" in v for v in g.parallel_only.values())
+    assert set(g.parallel_only) == own and all("configured in its __init__" in v for v in g.parallel_only.values())
+    assert "CrossEntropyLoss.add (logits + 0)" in g.parallel_only["model.loss.add"]
     mesh = Mesh.parse("dp=2,tp=4")
     fixed = parallel_only_anchors(g, mesh)
-    assert {n: a.strategy for n, a in fixed.items()} == {"model.loss.add": ((2, 4), ()),
-                                                         "model.loss.add_label": ((2,), ())}
+    assert {n: a.strategy for n, a in fixed.items()} == QWEN3_LOSS_OWN
     assert all(a.origin == PARALLEL_ONLY for a in fixed.values())
-    assert {n: a.strategy for n, a in parallel_only_anchors(g, Mesh.parse("dp=2,cp=2,tp=2")).items()} == \
-        {"model.loss.add": ((4, 2), ()), "model.loss.add_label": ((4,), ())}
+    at_cp = {n: a.strategy for n, a in parallel_only_anchors(g, Mesh.parse("dp=2,cp=2,tp=2")).items()}
+    assert at_cp["model.loss.add"] == ((4, 2), ()) and at_cp["model.loss.add_label"] == ((4,), ())
+    assert at_cp["model.loss._log_softmax.log"] == ((4, 1),) and at_cp["model.loss.sum2"] == ((1,),)
     adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
-    assert not adds & set(adv.anchors)
-    assert adv.plan.choices["model.loss.add"].strategy == ((2, 4), ())
+    assert not own & set(adv.anchors)
+    for n, st in QWEN3_LOSS_OWN.items():
+        assert adv.plan.choices[n].strategy == st
     assert adv.plan.choices["model.loss.add"].provenance.direction == "seed"
     d = advice_dict(adv)
-    assert {x["op"] for x in d["existing_shard_calls"] if x["status"] == "the model's own (parallel build)"} == adds
-    assert "model.loss.add" not in configurable_anchors_yaml(d)
+    assert {x["op"] for x in d["existing_shard_calls"] if x["status"] == "the model's own (parallel build)"} == own
+    assert not any(n in configurable_anchors_yaml(d) for n in ("model.loss.add", "_log_softmax", "sum2"))
     cfg, ov, seq, _ = FAMILIES["qwen3"]
     cmp = compare_model("mindformers:" + cfg, mesh, layers=2, seq=seq, batch=BATCH, overrides=ov, graph=g,
                         what_if=False)
@@ -1117,10 +1143,11 @@ def test_loss_adds_are_the_models_own_in_every_plan():
                for n in cmp.notes)
     ex = expert_strategies("mindformers:" + cfg, mesh, "semi_auto", graph=g, layers=2, seq=seq, batch=BATCH,
                            overrides=ov)
-    assert adds <= set(ex) and cmp["c"].anchors == len(ex) - 2
+    assert own <= set(ex) and cmp["c"].anchors == len(ex) - len(own)
     for k in "abc":
-        assert cmp[k].plan.choices["model.loss.add"].strategy == ((2, 4), ())
-        assert cmp[k].total == sum(1 for n, ch in cmp["c"].plan.choices.items() if ch.sharding is not None) - 2
+        for n, st in QWEN3_LOSS_OWN.items():
+            assert cmp[k].plan.choices[n].strategy == st
+        assert cmp[k].total == sum(1 for n, ch in cmp["c"].plan.choices.items() if ch.sharding is not None) - len(own)
     # the stand-alone graph, on request: without them
     bare, _ = load_mindformers("mindformers:" + cfg, layers=2, seq=seq, batch=BATCH, overrides=ov, loss_adds=False)
     assert "model.loss.add" not in bare and not getattr(bare, "parallel_only", None)
@@ -1129,9 +1156,10 @@ def test_loss_adds_are_the_models_own_in_every_plan():
 @pytest.mark.slow
 @pytest.mark.verify_live
 def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
-    """The advice's anchors file on qwen3 (tiny, dp=2,tp=4): verify's child keeps the loss's x + 0 adds configured
-    as MindFormers configures them (the real run of the file has them), strategist's side has them too: every
-    operator agrees, the adds among them. Before, the child dropped them and strategist's graph had none."""
+    """The advice's anchors file on qwen3 (tiny, dp=2,tp=4): verify's child keeps the loss's own primitives (its
+    x + 0 adds, softmax, NLL and reductions) configured as MindFormers configures them (the real run of the file
+    has them), strategist's side has them too: every operator agrees, the loss's among them. Before, the child
+    dropped them all, then kept the adds alone."""
     from strategist.advice.advisor import advise
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
@@ -1146,8 +1174,12 @@ def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
     rows = {r.op: r for r in c.rows}
     assert rows["model.loss.add"].theirs == ((2, 4), ()) and rows["model.loss.add"].configured
     assert rows["model.loss.add_label"].theirs == ((2,), ())
+    for n, st in QWEN3_LOSS_OWN.items():
+        assert rows[n].theirs == st and rows[n].configured, n
     assert c.all_agree and not c.only_ours and not c.only_theirs and not c.parallel_only
-    assert any("the loss's 2 x + 0 adds keep theirs" in n for n in c.ms.notes)
+    # 14 primitives: the 13 of the graph's 15 operators (the two subs and the two sum2 calls share theirs), and
+    # relu, which the loss configures and never calls
+    assert any("the loss's 14 own primitives keep theirs" in n for n in c.ms.notes), c.ms.notes
 
 
 @pytest.mark.slow

@@ -426,8 +426,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
         except (PropagationError, StrategyError):
             continue
         changed, dt = _diff(plan, q)
-        worth = min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
-        if dt < -worth:
+        if dt < -_worth(plan) * _lines(c for c, _ in members):
             keep, plan = trial, q
             for c, why in members:
                 dropped.remove((c, why))
@@ -459,7 +458,7 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
         except (PropagationError, StrategyError):
             continue
         changed, dt = _diff(plan, q)
-        if dt < -min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR):
+        if dt < -_worth(plan):
             keep, plan = trial, q
             for c, why in pat:
                 dropped.remove((c, why))
@@ -772,7 +771,10 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 boundary_ops[cut] = "dp"
             boundary_ops[name] = "tp"
             last_dp = None
+    own = _model_own(graph)
     for op in graph:
+        if op.name in own:          # configured by the model itself in every parallel build: never advice
+            continue
         rule = _cached_rule(op)
         choice = None
         if op.name in boundary_ops:
@@ -977,6 +979,13 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     return out, notes
 
 
+def _model_own(graph: OpGraph) -> set[str]:
+    """The operators the model's own code configures in every parallel build (``graph.parallel_only``: MindFormers'
+    loss): every plan starts from their strategies (:func:`strategist.engine.plan.parallel_only_anchors`), so the
+    advice never anchors them, and hands them no follower either."""
+    return set(getattr(graph, "parallel_only", None) or ())
+
+
 def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules, mesh: Mesh) -> list[Choice]:
     """Rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
     strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
@@ -1119,11 +1128,12 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     plan = run(proposed, price=False)          # rule 2 reads provenance only
     n_before = len(proposed)
     # rule 2, unreached consumers (see _unreached_followers)
-    proposed += _unreached_followers(graph, plan, {c.op for c in proposed}, rules, mesh)
+    own = _model_own(graph)
+    proposed += _unreached_followers(graph, plan, {c.op for c in proposed} | own, rules, mesh)
     if len(proposed) > n_before:
         plan = run(proposed, price=False)
     # rule 2: dimension-changing operators propagation reached with a redistribution, or not at all
-    anchored = {c.op for c in proposed}
+    anchored = {c.op for c in proposed} | own
     for op in graph:
         if op.type not in rules.categories.get("dimension_changing", ()) or op.name in anchored \
                 or op.type in ("Reshape", "Flatten"):
@@ -1151,7 +1161,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     # Transpose after a joining operator (MLA's K = Concat(k_nope, tiled k_pe), then the BNSD Transpose) is
     # handed its layout by both: where two searches meet there, the Transpose alone only moves the
     # redistribution in front of itself. One package per pattern (every layer), kept only if it pays
-    anchored = {c.op for c in proposed}
+    anchored = {c.op for c in proposed} | own
     for c in list(proposed):
         d = graph.op(c.op)
         if d.type not in rules.categories.get("fused", ()) or d.type in rules.categories.get("norm", ()):
@@ -1202,7 +1212,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     # rule 2, consumer side: a dimension-changing operator whose output reaches a configured operator only
     # through a redistribution MindSpore's search leaves there ("Inconsistency occurred at edge": two seeds'
     # searches met) is anchored to hand that operator the layout it takes
-    anchored = {c.op for c in proposed}
+    anchored = {c.op for c in proposed} | own
     for src, dst, _cost in plan.inconsistencies:
         if src not in graph or dst not in anchored or src in anchored:
             continue
@@ -1252,6 +1262,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         proposed.append(Choice(op.name, "2 dimension", "follow_output",
                                "layout-only Transpose whose every consumer redistributes its output the same way: "
                                "anchored to hand them the layout they take", anchor_of(op.name, s, mesh, op.type)))
+    proposed = [c for c in proposed if c.op not in own]
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
     # the head beside the loss layout the model configures itself in a parallel build (MindFormers' x + 0)
     from .parallel_only import loss_layout_alternatives
@@ -1308,8 +1319,10 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 q = run(trial) if trial else baseline
                 changed, dt = _diff(plan, q)
                 what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
-                # a saving within the step model's resolution is no reason for a line of configuration
-                worth = min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
+                # a saving within the step model's resolution is no reason for a line of configuration: a package
+                # must save that for each of its lines (patterns), e.g. an MoE router's 12 lines saving 0.6 ms of a
+                # 3 s step do not pay; its patterns are then tried back one by one (_reinstate_patterns)
+                worth = _worth(plan) * _lines(members)
                 saved = _state_bytes(q) - _state_bytes(plan) if dt <= worth else 0.0
                 if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
@@ -1389,7 +1402,46 @@ def _polish(graph: OpGraph, mesh: Mesh, rules: Rules, p: _Pass) -> _Pass:
     input's batch split starts, and the embedding tables' layouts."""
     keep = _input_path(graph, mesh, p.keep, p.run)
     keep = _embedding_tables(graph, mesh, rules, keep, p.dropped, p.run)
+    keep = _every_line_pays(graph, keep, p.dropped, p.run)
     return _Pass(keep, p.dropped, p.notes, p.baseline, p.run, p.run(keep) if keep else p.baseline)
+
+
+def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
+    """Each line of the final advice (a pattern: one operator across repeated layers) must pay for itself beside
+    the others. Minimality judged most of them before the stages after it (reinstated groups, alternatives, aligned
+    layers, the input path, the tables) changed what they stand beside, and judged a package's members only as
+    "propagation reproduces it": deepseek3 (dp=2,tp=4) ended with a router LogicalNot reinstated early whose line
+    made the final step 0.39 ms slower, and a dense SwiGLU interior and MLA joins that change nothing once the
+    alternatives around them were taken (10 of 55 anchors). Each pattern is tried without, in graph order, and goes
+    where the step is no slower by more than what the step model resolves. Declared anchors (a --boundary, the
+    config's sequence-parallel norms and rows, the MoE FFN Morph MindFormers fixes) stay; a sequence-parallel
+    package's residual adds must pay like any line."""
+    if not keep:
+        return keep
+    cur = run(keep)
+    patterns: dict[str, list[Choice]] = {}
+    for c in keep:
+        patterns.setdefault(_group_key(c.op), []).append(c)
+    for key in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c in patterns[k])):
+        members = patterns[key]
+        if any(c.declared and c.template != "residual_sequence_parallel" for c in members):
+            continue
+        gone = {id(c) for c in members}
+        trial = [c for c in keep if id(c) not in gone]
+        try:
+            q = run(trial) if trial else run({})
+        except (PropagationError, StrategyError):
+            continue
+        changed, dt = _diff(cur, q)
+        worth = _worth(cur)
+        if dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
+            continue            # it pays in step time, or in the weight, gradient and optimizer state it shards
+        keep, cur = trial, q
+        for c in members:
+            dropped.append((c, f"does not pay for its line in the final advice: without it, {changed} operators "
+                               f"change layout and the step estimate changes by {dt * 1e3:+.3f} ms" +
+                               (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))
+    return keep
 
 
 def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
@@ -1790,6 +1842,16 @@ MEMORY_WORTH = 2**30
 # is its own scale (an encoder's 25 us of 1 ms pays)
 PAY_WORTH = 1e-3
 PAY_FLOOR = 100e-6
+
+
+def _worth(plan: Plan) -> float:
+    """What one line of configuration must save of ``plan``'s step to be worth writing (PAY_FLOOR, PAY_WORTH)."""
+    return min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
+
+
+def _lines(members) -> int:
+    """The shard() lines a group of anchors takes: one per pattern (an operator across repeated layers)."""
+    return len({_group_key(c.op) for c in members})
 
 
 def _state_bytes(plan: Plan) -> float:

@@ -264,15 +264,15 @@ def same_choice(a, b) -> bool:
 def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
     """Fill ``col``'s agreement with ``ref`` over the operators that have a strategy (Reshape has none), and
     over those of them ``ref`` anchors (the experts' own ``shard()`` calls; the rest of (c) is propagated).
-    The operators only a parallel build has, which the model's code configures there (``graph.parallel_only``:
-    MindFormers' loss ``x + 0``), are the same in every column and not counted."""
+    The operators the model's code configures in every parallel build (``graph.parallel_only``: MindFormers'
+    loss), are the same in every column and not counted."""
     mine, theirs = _op_costs(plan), ref_costs if ref_costs is not None else _op_costs(ref)
     col.agreed = col.total = col.configured_agreed = col.configured_total = 0
     col.disagreements = []
     own = getattr(ref.graph, "parallel_only", None) or {}
     for name, rc in ref.choices.items():
         if rc.sharding is None or name in own:
-            continue        # (the operators a parallel build adds and configures itself: alike in every column)
+            continue        # (the operators the model's code configures in every parallel build: alike everywhere)
         configured = name in ref.anchors
         col.total += 1
         col.configured_total += configured
@@ -349,13 +349,13 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     if "semi_auto" not in experts:
         experts["semi_auto"] = expert_strategies(model, mesh, "semi_auto", graph=graph, **opts)
     ex_c = experts["semi_auto"]
-    # the loss's x + 0 adds, configured by MindFormers in every parallel build (every column's plan starts from
+    # the loss's own primitives, configured by MindFormers in every parallel build (every column's plan starts from
     # them: strategist.engine.plan.parallel_only_anchors), read from the experts' build already made
     own = getattr(graph, "parallel_only", None) or {}
     if own:
         fixed = parallel_only_anchors(graph, mesh)
-        cmp.notes.append(f"the model's own in every column (a parallel build adds and configures them; not counted "
-                         f"as anchors or in the agreement): "
+        cmp.notes.append(f"the model's own in every column (its code configures them in every parallel build; not "
+                         f"counted as anchors or in the agreement): "
                          + ", ".join(f"{n} {a.describe()}" for n, a in fixed.items()))
     ref = semi_auto_plan(graph, mesh, dict(ex_c), use_model_strategies=False, dataset_strategy=dataset_strategy,
                          hardware=hw)

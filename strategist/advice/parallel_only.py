@@ -1,5 +1,5 @@
-"""The advice beside the operators a parallel build adds and configures itself (``graph.parallel_only``:
-MindFormers' CrossEntropyLoss ``logits + 0`` / ``labels + 0``, see
+"""The advice beside the operators the model's code configures in every parallel build (``graph.parallel_only``:
+MindFormers' CrossEntropyLoss, its ``logits + 0`` / ``labels + 0`` first, see
 :func:`strategist.engine.plan.parallel_only_anchors`). Every plan of such a graph starts from their strategies, as
 the real run does; a configured operator ends MindSpore's BFS, so the layout they take is handed back to the
 operators before them. A language-model head laid out otherwise than that pays a redistribution of its whole logits

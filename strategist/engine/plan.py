@@ -17,9 +17,9 @@ DATASET = "<dataset>"
 #: the origin of an anchor set in semi_auto_parallel mode, where every operator is configured and MindSpore
 #: takes a Layout on operators whose Layout its propagation refuses (their refusal is SetCostUnderLayout's)
 SEMI_AUTO = "mindformers semi_auto"
-#: the origin of an anchor on an operator only a parallel build of the model has, configured by the model's own
-#: code there (MindFormers' CrossEntropyLoss's ``logits + 0`` / ``labels + 0``): part of the model, in every plan,
-#: never an advice anchor (:func:`parallel_only_anchors`)
+#: the origin of an anchor the model's own code sets in every parallel build (MindFormers' CrossEntropyLoss: its
+#: ``logits + 0`` / ``labels + 0``, which only a parallel build has, its softmax, NLL and reductions): part of the
+#: model, in every plan, never an advice anchor (:func:`parallel_only_anchors`)
 PARALLEL_ONLY = "model, parallel build"
 
 
@@ -223,9 +223,10 @@ class Plan:
 
 
 def parallel_only_anchors(graph: OpGraph, mesh: Mesh, warnings: list | None = None) -> dict[str, Anchor]:
-    """The strategies ``graph``'s own code sets, at ``mesh``, on the operators only its parallel builds have
-    (``graph.parallel_only``: MindFormers' CrossEntropyLoss adds ``logits + 0`` and ``labels + 0`` and configures
-    them in any semi/auto parallel mode). Configured operators end MindSpore's BFS, so every plan of the model
+    """The strategies ``graph``'s own code sets, at ``mesh``, in every parallel build, on operators no shard() or
+    sharding_propagation() method reconfigures (``graph.parallel_only``: MindFormers' CrossEntropyLoss adds
+    ``logits + 0`` and ``labels + 0`` in any semi/auto parallel mode and configures them, its softmax, NLL and
+    reductions in ``__init__``). Configured operators end MindSpore's BFS, so every plan of the model
     (propagated, semi_auto, advised) starts from them, as the real parallel run does; they are the model's, not
     anchors anyone writes. ``graph.parallel_only_strategies(graph, mesh)`` reads them (cached by the front end);
     ``{}`` for a graph without such operators. A reading that fails leaves them unconfigured, with a warning."""

@@ -1735,7 +1735,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
            fully_use_devices: bool = False) -> "_Engine":
     """MindSpore's search from ``anchors`` (see the module docstring): the engine holding every operator's
     choice, unpriced. :func:`strategist.engine.propagate.propagate` is the public entry point."""
-    # the operators a parallel build adds and configures itself (MindFormers' loss x + 0): in every plan
+    # the operators the model's code configures in every parallel build (MindFormers' loss): in every plan
     fixed_notes: list[str] = []
     all_anchors: dict[str, Anchor] = parallel_only_anchors(graph, mesh, fixed_notes)
     if use_model_strategies:

@@ -177,7 +177,7 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = 
     """The plan MindSpore's semi_auto_parallel runs for ``graph`` with ``anchors`` configured (see the module). As in
     :func:`strategist.engine.propagate.propagate`, the model's own ``shard()`` calls count too unless
     ``use_model_strategies`` is False, and ``anchors`` override them."""
-    # the operators a parallel build adds and configures itself (MindFormers' loss x + 0) are configured here too
+    # the operators the model's code configures in every parallel build (MindFormers' loss) are configured here too
     anchors = {**parallel_only_anchors(graph, mesh), **(model_anchors(graph) if use_model_strategies else {}),
                **(anchors or {})}
     fixed, casts, configured = semi_auto_anchors(graph, mesh, anchors or {})

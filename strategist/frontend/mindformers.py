@@ -900,11 +900,9 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         graph.training = True
         for op in graph:
             op.attrs.pop(_UID, None)
-        # the loss's x + 0 adds: operators of the parallel run only, configured by MindFormers there
-        graph.parallel_only = {op.name: f"MindFormers' {type(dict(net.cells_and_names())[op.cell_path]).__name__}: "
-                                        f"{'labels' if op.instance_name == 'add_label' else 'logits'} + 0, configured "
-                                        f"by its own code in every parallel build"
-                               for op in graph if op.cell_path in loss_cells and op.instance_name in _LOSS_ADDS}
+        # the loss's primitives MindFormers configures in __init__ in every parallel build (its x + 0 adds, which
+        # only the parallel run has, and its softmax / NLL / reduction primitives): the model's own in every plan
+        graph.parallel_only = loss_own_operators(graph, net, loss_cells)
         graph.parallel_only_strategies = loss_add_strategies
         # the sequence the inputs carry (a config without model_config.seq_length takes _inputs' default)
         mark_local_rows(graph, int(ids.shape[1]), b)
@@ -1066,6 +1064,43 @@ def _param_reader(graph: OpGraph):
 
 
 _LOSS_ADDS = ("add", "add_label")
+#: the primitives MindFormers' CrossEntropyLoss (legacy ``core/loss/loss.py`` and ``parallel_core/training_graph/
+#: loss_func.py``) and its ``_LogSoftmax`` / ``_NLLLoss`` configure in ``__init__`` in every semi/auto parallel mode,
+#: with no ``shard()`` / ``sharding_propagation()`` method to take them back: a real sharding-propagation run has
+#: their strategies whatever else is configured. (loss cell's attribute) -> {primitive attribute: what it computes}
+_LOSS_OWN = {
+    "": {"add": "logits + 0", "add_label": "labels + 0", "sum2": "the masked loss's sums",
+         "mul2": "loss * mask", "relu": "relu"},
+    "_log_softmax": {"max": "the logits' max", "sub": "logits - max, - log(sum exp)", "exp": "exp",
+                     "sum": "sum of exp", "log": "log", "onehot": "the labels' one-hot"},
+    "_nllloss": {"mul": "log-softmax * one-hot", "neg": "negation", "sum": "the per-token loss sum"},
+}
+
+
+def _loss_own_prims(net, loss_cells) -> list[tuple[str, str, object, str]]:
+    """(cell path, attribute, primitive, what it computes) for each primitive of :data:`_LOSS_OWN` the loss Cells
+    at ``loss_cells`` (:func:`add_loss_adds`) and their softmax / NLL sub-Cells hold."""
+    cells = dict(net.cells_and_names())
+    out = []
+    for path in loss_cells:
+        for sub, prims in _LOSS_OWN.items():
+            sub_path = f"{path}.{sub}" if sub else path
+            cell = cells.get(sub_path)
+            for attr, what in (prims.items() if cell is not None else ()):
+                prim = getattr(cell, attr, None)
+                if prim is not None and hasattr(prim, "attrs"):
+                    out.append((sub_path, attr, prim, what))
+    return out
+
+
+def loss_own_operators(graph: OpGraph, net, loss_cells) -> dict[str, str]:
+    """``graph.parallel_only``: the operators of the loss's own configured primitives (:data:`_LOSS_OWN`; the
+    x + 0 adds only a parallel build has, :func:`add_loss_adds`), each with where its strategy comes from."""
+    cells = dict(net.cells_and_names())
+    prims = {(p, a): what for p, a, _, what in _loss_own_prims(net, loss_cells)}
+    return {op.name: f"MindFormers' {type(cells[op.cell_path]).__name__}.{op.instance_name} "
+                     f"({prims[op.cell_path, op.instance_name]}): configured in its __init__ in every parallel build"
+            for op in graph if (op.cell_path, op.instance_name) in prims}
 
 
 def add_loss_adds(net) -> list[str]:
@@ -1100,9 +1135,10 @@ def _loss_adds_key(graph: OpGraph, mesh: Mesh) -> tuple:
 
 
 def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], list[str]]:
-    """The strategies MindFormers' CrossEntropyLoss gives its ``x + 0`` adds (``graph.parallel_only``) at ``mesh``
-    -- ``self.add.shard(((dp * cp, mp), ()))`` and ``self.add_label.shard(((dp * cp,), ()))`` in ``__init__`` in
-    any semi/auto parallel mode, with the dp/mp of the loss's own parallel config (ChatGLM2's is vocabulary-parallel:
+    """The strategies MindFormers' CrossEntropyLoss gives its own primitives (``graph.parallel_only``,
+    :data:`_LOSS_OWN`) at ``mesh`` -- e.g. ``self.add.shard(((dp * cp, mp), ()))``,
+    ``self.add_label.shard(((dp * cp,), ()))``, ``self.sum2.shard(((1,),))`` in ``__init__`` in any semi/auto
+    parallel mode, with the dp/mp of the loss's own parallel config (ChatGLM2's is vocabulary-parallel:
     ``((1, dp*cp*mp), ())``) -- read from the model built at the mesh (:func:`expert_strategies`, once per
     model, options and mesh), origin :data:`~strategist.engine.plan.PARALLEL_ONLY`. Returns (anchors, notes); a
     mesh MindFormers cannot build leaves them unconfigured, with a note."""
@@ -1120,8 +1156,8 @@ def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
             notes = [f"MindFormers' loss configures no strategy strategist could read on {', '.join(miss)} at "
                      f"{mesh}: left to propagation"] if miss else []
         except StrategistError as err:
-            got, notes = {}, [f"MindFormers' loss x + 0 adds left to propagation: its strategies at {mesh} could "
-                              f"not be read ({str(err).splitlines()[0]})"]
+            got, notes = {}, [f"MindFormers' loss primitives left to propagation: their strategies at {mesh} "
+                              f"could not be read ({str(err).splitlines()[0]})"]
         _LOSS_ADD_STRATEGIES[key] = (got, notes)
     got, notes = _LOSS_ADD_STRATEGIES[key]
     return dict(got), list(notes)
@@ -1211,7 +1247,7 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
         t = ext - 1
         out.unmapped += [_shift(w, t, t, k - t) for k in range(ext, total) for w in list(out.unmapped)
                          if _layer_of(w) == t]
-    # the loss's x + 0 adds are configured alike in either mode: read here, loss_add_strategies builds nothing more
+    # the loss's own primitives are configured alike in either mode: read here, loss_add_strategies builds nothing more
     note_loss_add_strategies(graph, mesh, out)
     return out
 

@@ -468,8 +468,8 @@ def advice_dict(advice) -> dict:
 
 
 def _parallel_only_calls(advice) -> list[dict]:
-    """The shard() calls of the operators only a parallel build has (MindFormers' loss ``x + 0``): the model's own,
-    kept in every plan, never advice anchors (:func:`strategist.engine.plan.parallel_only_anchors`)."""
+    """The shard() calls the model's code makes on its operators in every parallel build (MindFormers' loss: its
+    ``x + 0`` adds, softmax, NLL and reductions): the model's own, kept in every plan, never advice anchors (:func:`strategist.engine.plan.parallel_only_anchors`)."""
     from ..engine.plan import parallel_only_anchors
     own = getattr(advice.graph, "parallel_only", None) or {}
     return [{"op": n, "status": "the model's own (parallel build)",

@@ -455,23 +455,22 @@ def _clear_strategies(net, notes: list) -> None:
     """Forget every strategy MindFormers' build set on the model's primitives (its sharding_propagation()
     anchors, and the Morphs' layouts): an anchors file configures the model instead."""
     from ..frontend import mindformers as mf
-    # the loss's "force redistribution" adds (logits + 0, labels + 0) exist in every parallel run, configured by
-    # the loss's __init__: they stay so, as in the real run of the file's plan (strategist's graph has them too,
-    # configured alike: strategist.engine.plan.parallel_only_anchors); the file may still configure them itself
+    # the loss's primitives its __init__ configures in every parallel run (its "force redistribution" adds
+    # logits + 0 and labels + 0, its softmax, NLL and reductions): they stay so, as in the real run of the file's
+    # plan (strategist's graph has them configured alike: strategist.engine.plan.parallel_only_anchors); the file
+    # may still configure them itself
+    loss_cells = [p for p, cell in net.cells_and_names() if getattr(cell, "enable_force_redistribute", False)]
     kept = []
-    for _, cell in net.cells_and_names():
-        if getattr(cell, "enable_force_redistribute", False):
-            for attr in mf._LOSS_ADDS:
-                prim = getattr(cell, attr, None)
-                st = getattr(prim, "attrs", {}).get("in_strategy")
-                if st is not None:
-                    kept.append((prim, st))
+    for _, _, prim, _ in mf._loss_own_prims(net, loss_cells):
+        st = prim.attrs.get("in_strategy")
+        if st is not None and all(prim is not q for q, _ in kept):
+            kept.append((prim, st))
     cleared = mf._clear_strategies(net, keep_self_defined=True)
     for prim, st in kept:
         prim.shard(tuple(tuple(r) for r in st))
-    notes.append(f"MindFormers' own strategies cleared on {cleared - len(kept)} primitives; the anchors file configures "
-                 f"the model" + (f"; the loss's {len(kept)} x + 0 adds keep theirs (configured in every parallel run)"
-                                 if kept else ""))
+    notes.append(f"MindFormers' own strategies cleared on {cleared - len(kept)} primitives; the anchors file "
+                 f"configures the model" + (f"; the loss's {len(kept)} own primitives keep theirs (configured in "
+                                            f"every parallel run)" if kept else ""))
 
 
 def _die_with_parent() -> None:
