@@ -447,11 +447,16 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     assert "+            self.shared_experts.linear_fc1.matmul.shard(((8, 1), (1, 1)))\n" in moe
     assert ("configured from its owner as the plan has it: model.decoder.layers.1.mlp.shared_experts.linear_fc1."
             "matmul: ColumnParallelLinear's own shard() of matmul sets ((2, 1), (4, 1)), the plan ((8, 1), (1, 1))") in err
-    # the dense MLP's interior, from TransformerLayer, whose self.mlp is a MoELayer (no mul) in layer 1: guarded
+    # the dense MLP's data-parallel fc2, from TransformerLayer, whose self.mlp is a MoELayer (no linear_fc2) in
+    # layer 1: guarded
     layer = files["mindformers/parallel_core/training_graph/transformer/transformer_layer.py"]
-    assert "+        if hasattr(self.mlp, 'mul'):\n+            self.mlp.mul.shard(((1, 2, 4), (1, 2, 4)))\n" in layer
+    assert ("+        if hasattr(self.mlp, 'linear_fc2') and hasattr(self.mlp.linear_fc2, 'matmul'):\n"
+            "+            self.mlp.linear_fc2.matmul.shard((strategist_layout((\"tp\", \"dp\"), \"None\"), "
+            "strategist_layout(\"None\", \"None\")))\n") in layer
     # what the experts' own methods already set at this mesh is left as it is
-    assert "already in the source: _LogSoftmax.max" in err
+    assert "already in the source: MultiTokenPredictionBlock.concat_2d" in err
+    # the loss MindFormers configures in every parallel build is the model's own: no advice line, no diff line
+    assert "loss" not in patch and not any(a["op"].startswith("model.loss.") for a in anchors)
     subprocess.run(["git", "apply", "--check", str(tmp_path / "ds.patch")], cwd=repo, check=True)
     r = cli("--apply")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -460,7 +465,7 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     unwritten = set(re.findall(r"not written: (\S+):", err))
     advised = {a["op"]: tuple(tuple(x) for x in a["strategy"]) for a in anchors
                if a["held"] and a["op"] not in unwritten and a["tuple_equivalent"]}
-    assert "model.decoder.layers.0.mlp.mul" in advised and len(advised) > 20
+    assert "model.decoder.layers.0.mlp.linear_fc1.matmul" in advised and len(advised) > 20
     code = ("import json\nfrom strategist.frontend.mindformers import expert_strategies\n"
             f"ex = expert_strategies({DS3[0]!r}, 'dp=2,tp=4', 'propagation', layers=2, batch=8, "
             "overrides={'first_k_dense_replace': 1})\n"
