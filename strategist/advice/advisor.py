@@ -1109,6 +1109,7 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
 
 
 def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> "_Pass":
+    priced: dict = {}           # anchor set -> (its search, its priced plan)
 
     def run(anchors, price=True):
         anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
@@ -1120,7 +1121,10 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                                             dataset_strategy=dataset_strategy, hardware=hardware, price=False)
         if not price:
             return hit
-        plan = price_plan(hit)
+        # a plan priced once is not priced again (the final stages price the same anchors several times)
+        done = priced.get(key)
+        plan = done[1] if done is not None and done[0] is hit else price_plan(hit)
+        priced[key] = (hit, plan)
         plan.anchors = {n: plan.anchors[n] for n in anchors}
         return plan
 
