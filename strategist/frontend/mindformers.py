@@ -840,7 +840,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     ``loss_adds``: the loss's "force redistribution" adds (``logits + 0``, ``labels + 0``; :func:`add_loss_adds`)
     in the graph, as every parallel build has them, configured by MindFormers' own code: ``graph.parallel_only``
     names them and every plan of the graph (advice, propagate, compare, verify) starts from their strategies at its
-    mesh (:func:`strategist.engine.plan.parallel_only_anchors`, read by :func:`loss_add_strategies`). Off: the
+    mesh (:func:`strategist.engine.plan.parallel_only_anchors`, read by :func:`loss_own_strategies`). Off: the
     stand-alone graph, without them.
 
     ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
@@ -903,7 +903,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         # the loss's primitives MindFormers configures in __init__ in every parallel build (its x + 0 adds, which
         # only the parallel run has, and its softmax / NLL / reduction primitives): the model's own in every plan
         graph.parallel_only = loss_own_operators(graph, net, loss_cells)
-        graph.parallel_only_strategies = loss_add_strategies
+        graph.parallel_only_strategies = loss_own_strategies
         # the sequence the inputs carry (a config without model_config.seq_length takes _inputs' default)
         mark_local_rows(graph, int(ids.shape[1]), b)
         if ext != total:
@@ -1063,7 +1063,6 @@ def _param_reader(graph: OpGraph):
     return out
 
 
-_LOSS_ADDS = ("add", "add_label")
 #: the primitives MindFormers' CrossEntropyLoss (legacy ``core/loss/loss.py`` and ``parallel_core/training_graph/
 #: loss_func.py``) and its ``_LogSoftmax`` / ``_NLLLoss`` configure in ``__init__`` in every semi/auto parallel mode,
 #: with no ``shard()`` / ``sharding_propagation()`` method to take them back: a real sharding-propagation run has
@@ -1077,9 +1076,9 @@ _LOSS_OWN = {
 }
 
 
-def _loss_own_prims(net, loss_cells) -> list[tuple[str, str, object, str]]:
-    """(cell path, attribute, primitive, what it computes) for each primitive of :data:`_LOSS_OWN` the loss Cells
-    at ``loss_cells`` (:func:`add_loss_adds`) and their softmax / NLL sub-Cells hold."""
+def _loss_own_prims(net, loss_cells) -> list[tuple[str, object, str, object, str]]:
+    """(cell path, cell, attribute, primitive, what it computes) for each primitive of :data:`_LOSS_OWN` the loss
+    Cells at ``loss_cells`` (:func:`add_loss_adds`) and their softmax / NLL sub-Cells hold."""
     cells = dict(net.cells_and_names())
     out = []
     for path in loss_cells:
@@ -1089,17 +1088,16 @@ def _loss_own_prims(net, loss_cells) -> list[tuple[str, str, object, str]]:
             for attr, what in (prims.items() if cell is not None else ()):
                 prim = getattr(cell, attr, None)
                 if prim is not None and hasattr(prim, "attrs"):
-                    out.append((sub_path, attr, prim, what))
+                    out.append((sub_path, cell, attr, prim, what))
     return out
 
 
 def loss_own_operators(graph: OpGraph, net, loss_cells) -> dict[str, str]:
     """``graph.parallel_only``: the operators of the loss's own configured primitives (:data:`_LOSS_OWN`; the
     x + 0 adds only a parallel build has, :func:`add_loss_adds`), each with where its strategy comes from."""
-    cells = dict(net.cells_and_names())
-    prims = {(p, a): what for p, a, _, what in _loss_own_prims(net, loss_cells)}
-    return {op.name: f"MindFormers' {type(cells[op.cell_path]).__name__}.{op.instance_name} "
-                     f"({prims[op.cell_path, op.instance_name]}): configured in its __init__ in every parallel build"
+    prims = {(p, a): f"{type(cell).__name__}.{a} ({what})" for p, cell, a, _, what in _loss_own_prims(net, loss_cells)}
+    return {op.name: f"MindFormers' {prims[op.cell_path, op.instance_name]}: configured in its __init__ in every "
+                     f"parallel build"
             for op in graph if (op.cell_path, op.instance_name) in prims}
 
 
@@ -1110,7 +1108,7 @@ def add_loss_adds(net) -> list[str]:
     ``((dp,), ())``), so they steer MindSpore's propagation: a configured operator ends every other configured
     operator's BFS (glm4: ReduceMax's BFS stops at the logits' add, and the unconfigured output layer is decided
     forward from the final norm, ((8, 1), (1, 1)); without the add strategist decided it backward from the
-    ReduceMax, ((1, 1), (8, 1))). Puts them in a stand-alone build (unconfigured: :func:`loss_add_strategies`
+    ReduceMax, ((1, 1), (8, 1))). Puts them in a stand-alone build (unconfigured: :func:`loss_own_strategies`
     reads their strategies at a mesh); returns the paths of the loss Cells that got them."""
     from mindspore import ops as P
     paths = []
@@ -1124,17 +1122,17 @@ def add_loss_adds(net) -> list[str]:
     return paths
 
 
-#: (model, build options, mesh, operators) -> (anchors, notes): loss_add_strategies' readings
-_LOSS_ADD_STRATEGIES: dict = {}
+#: (model, build options, mesh, operators) -> (anchors, notes): loss_own_strategies' readings
+_LOSS_OWN_STRATEGIES: dict = {}
 
 
-def _loss_adds_key(graph: OpGraph, mesh: Mesh) -> tuple:
+def _loss_own_key(graph: OpGraph, mesh: Mesh) -> tuple:
     import json
     opts = json.dumps(getattr(graph, "mf_options", None) or {}, sort_keys=True, default=str)
     return graph.model, opts, str(mesh), tuple(sorted(getattr(graph, "parallel_only", None) or ()))
 
 
-def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], list[str]]:
+def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], list[str]]:
     """The strategies MindFormers' CrossEntropyLoss gives its own primitives (``graph.parallel_only``,
     :data:`_LOSS_OWN`) at ``mesh`` -- e.g. ``self.add.shard(((dp * cp, mp), ()))``,
     ``self.add_label.shard(((dp * cp,), ()))``, ``self.sum2.shard(((1,),))`` in ``__init__`` in any semi/auto
@@ -1145,8 +1143,8 @@ def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
     import dataclasses
     from ..engine.plan import PARALLEL_ONLY
     from ..errors import StrategistError
-    key = _loss_adds_key(graph, mesh)
-    if key not in _LOSS_ADD_STRATEGIES:
+    key = _loss_own_key(graph, mesh)
+    if key not in _LOSS_OWN_STRATEGIES:
         names = key[3]
         try:
             ex = expert_strategies(graph.model, mesh, "propagation", graph=graph,
@@ -1158,23 +1156,23 @@ def loss_add_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
         except StrategistError as err:
             got, notes = {}, [f"MindFormers' loss primitives left to propagation: their strategies at {mesh} "
                               f"could not be read ({str(err).splitlines()[0]})"]
-        _LOSS_ADD_STRATEGIES[key] = (got, notes)
-    got, notes = _LOSS_ADD_STRATEGIES[key]
+        _LOSS_OWN_STRATEGIES[key] = (got, notes)
+    got, notes = _LOSS_OWN_STRATEGIES[key]
     return dict(got), list(notes)
 
 
-def note_loss_add_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
+def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
     """Record the loss adds' strategies from experts read at ``mesh`` (either mode: MindFormers configures the adds
-    in ``__init__`` alike), so that :func:`loss_add_strategies` builds nothing more. :func:`expert_strategies` calls
+    in ``__init__`` alike), so that :func:`loss_own_strategies` builds nothing more. :func:`expert_strategies` calls
     it on every reading."""
     import dataclasses
     from ..engine.plan import PARALLEL_ONLY
     names = getattr(graph, "parallel_only", None)
     if not names or experts is None:
         return
-    key = _loss_adds_key(graph, mesh)
-    if key not in _LOSS_ADD_STRATEGIES and all(n in experts for n in names):
-        _LOSS_ADD_STRATEGIES[key] = ({n: dataclasses.replace(experts[n], origin=PARALLEL_ONLY) for n in names}, [])
+    key = _loss_own_key(graph, mesh)
+    if key not in _LOSS_OWN_STRATEGIES and all(n in experts for n in names):
+        _LOSS_OWN_STRATEGIES[key] = ({n: dataclasses.replace(experts[n], origin=PARALLEL_ONLY) for n in names}, [])
 
 
 def _validate(graph: OpGraph, anchor: Anchor, n: int):
@@ -1247,8 +1245,8 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
         t = ext - 1
         out.unmapped += [_shift(w, t, t, k - t) for k in range(ext, total) for w in list(out.unmapped)
                          if _layer_of(w) == t]
-    # the loss's own primitives are configured alike in either mode: read here, loss_add_strategies builds nothing more
-    note_loss_add_strategies(graph, mesh, out)
+    # the loss's own primitives are configured alike in either mode: read here, loss_own_strategies builds nothing more
+    note_loss_own_strategies(graph, mesh, out)
     return out
 
 

@@ -460,13 +460,10 @@ def _clear_strategies(net, notes: list) -> None:
     # plan (strategist's graph has them configured alike: strategist.engine.plan.parallel_only_anchors); the file
     # may still configure them itself
     loss_cells = [p for p, cell in net.cells_and_names() if getattr(cell, "enable_force_redistribute", False)]
-    kept = []
-    for _, _, prim, _ in mf._loss_own_prims(net, loss_cells):
-        st = prim.attrs.get("in_strategy")
-        if st is not None and all(prim is not q for q, _ in kept):
-            kept.append((prim, st))
+    kept = {id(prim): (prim, prim.attrs["in_strategy"]) for _, _, _, prim, _ in mf._loss_own_prims(net, loss_cells)
+            if prim.attrs.get("in_strategy") is not None}     # (by primitive: the subs and sum2 calls share one)
     cleared = mf._clear_strategies(net, keep_self_defined=True)
-    for prim, st in kept:
+    for prim, st in kept.values():
         prim.shard(tuple(tuple(r) for r in st))
     notes.append(f"MindFormers' own strategies cleared on {cleared - len(kept)} primitives; the anchors file "
                  f"configures the model" + (f"; the loss's {len(kept)} own primitives keep theirs (configured in "
