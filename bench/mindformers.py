@@ -69,6 +69,12 @@ def compare_hook(graph, info, mesh, experts):
             # many of those a shard() line can carry (the rest are functional calls: MindFormers' Morph bodies)
             "differ_a_reference_faster": len(a.reference_faster),
             "differ_a_reference_faster_held": sum(d.held for d in a.reference_faster),
+            # the same by connected region (each repeated layer's together), and (c)'s layout at every difference
+            # at once on top of the advice: what taking the experts' choices wherever the advice differs would cost
+            "differ_a_regions": len(a.regions),
+            "differ_a_regions_reference_faster": len(a.regions_reference_faster),
+            "step_change_if_reference_everywhere_ms": None if a.if_reference_everywhere is None
+            else round(a.if_reference_everywhere * 1e3, 3),
             "step_ratio": round(ratio, 4) if ratio is not None else None,
             "step_ms": {k: round(cmp[k].totals["step_seconds"] * 1e3, 3) for k in "abc" if cmp[k].totals},
             "rss_mb": round(peak_rss_mb())}
@@ -109,6 +115,10 @@ def run_case(name: str, meshes) -> dict:
     return row
 
 
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:+.1f}ms"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", choices=list(CASES), action="append", help="default: all")
@@ -136,7 +146,7 @@ def main() -> None:
         return
     print(f"{'case':<12} {'ops':>5} {'params':>8} {'extract':>8} {'peak RSS':>9}  "
           f"{'mesh':<10} {'anchors a/b/c (c: mm/fa/emb)':>30} {'experts':>8} {'advise':>7} {'agree a|b':>13} {'cfg a':>6} "
-          f"{'a quiet':>8} {'c faster':>9} {'ratio a/c':>9} {'compare':>8}")
+          f"{'a quiet':>8} {'c faster':>9} {'regions':>8} {'all (c)':>10} {'ratio a/c':>9} {'compare':>8}")
     for r in rows:
         first = True
         for m, res in r["meshes"].items():
@@ -152,6 +162,8 @@ def main() -> None:
                   f"{agree:>13} {100 * (cp.get('configured_agreement_a') or 0):>5.1f}% "
                   f"{cp.get('differ_a_moving_no_data', 0):>3}/{cp.get('differ_a', 0):<4} "
                   f"{cp.get('differ_a_reference_faster', 0):>4} ({cp.get('differ_a_reference_faster_held', 0)}) "
+                  f"{cp.get('differ_a_regions_reference_faster', 0):>3}/{cp.get('differ_a_regions', 0):<4} "
+                  f"{_ms(cp.get('step_change_if_reference_everywhere_ms')):>10} "
                   f"{cp.get('step_ratio') or 0:>9.4f} "
                   f"{cp.get('seconds_with_experts', 0):>7.1f}s")
             first = False
@@ -160,7 +172,10 @@ def main() -> None:
           "both MindFormers builds; agree = operators whose layouts equal (c)'s; cfg a = the same over the operators the experts' shard() configured; a quiet = of the operators (a) lays out "
           "otherwise than (c), those moving no data in either plan; c faster = of them, those where (c)'s layout "
           "anchored on top of the advice (with the same operator of every repeated layer) speeds the step up by more "
-          "than 100 us (in brackets: those a shard() line can carry, not functional calls); ratio = step estimate (a)/(c); "
+          "than 100 us (in brackets: those a shard() line can carry, not functional calls); regions = of (a)'s differences "
+          "joined into connected regions (each repeated layer's together), those where (c)'s layout on the whole region "
+          "is faster / all regions; all (c) = the step change with (c)'s layout at every difference at once on top of "
+          "the advice; ratio = step estimate (a)/(c); "
           "compare = experts + three propagations + advise (extraction excluded). Targets: agree a >= 98 %, "
           "ratio <= 1.00, anchors a <= b, 64-layer compare <= 60 s.")
 

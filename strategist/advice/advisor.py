@@ -449,21 +449,33 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
         patterns.setdefault(_group_key(c.op), []).append((c, why))
     if len(patterns) < 2:
         return keep, plan
-    for key in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k])):
-        pat = patterns[key]
-        ops = {c.op for c, _ in pat}
-        trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in pat], key=lambda x: graph.op(x.op).topo_index)
-        try:
-            q = run(trial)
-        except (PropagationError, StrategyError):
-            continue
-        changed, dt = _diff(plan, q)
-        if dt < -_worth(plan):
-            keep, plan = trial, q
-            for c, why in pat:
-                dropped.remove((c, why))
-                c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
-                            f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+    left = sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k]))
+    tried: dict[str, float] = {}       # pattern -> the step it was tried on and refused
+    back = True
+    while back:
+        # until none comes back: a pattern may pay only once a later one is back (the router's gating Softmax
+        # split by tokens pays once its TopkExt is)
+        back = False
+        for key in list(left):
+            if tried.get(key) == plan.totals()["step_seconds"]:
+                continue
+            pat = patterns[key]
+            ops = {c.op for c, _ in pat}
+            trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in pat],
+                           key=lambda x: graph.op(x.op).topo_index)
+            tried[key] = plan.totals()["step_seconds"]
+            try:
+                q = run(trial)
+            except (PropagationError, StrategyError):
+                continue
+            changed, dt = _diff(plan, q)
+            if dt < -_worth(plan):
+                keep, plan, back = trial, q, True
+                left.remove(key)
+                for c, why in pat:
+                    dropped.remove((c, why))
+                    c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
+                                f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
     return keep, plan
 
 

@@ -76,6 +76,24 @@ class Disagreement:
 
 
 @dataclass
+class Region:
+    """A connected set of (a)'s differing operators -- joined by graph edges directly or through operators with no
+    strategy (Reshapes) -- together with the same set in every repeated layer, priced at once with (c)'s layout:
+    the experts' choices often only pay together (a router chain split by tokens pays its gather once)."""
+    ops: list[str]                    # every differing operator of the region, each repeated layer's, graph order
+    patterns: list[str]               # their patterns across layers (``layers.*``), graph order
+    #: the step estimate's change with every non-Cast operator of the region anchored as (c) has it on top of the
+    #: advice (seconds; None: nothing to anchor (Casts only) or MindSpore's search refuses it)
+    if_reference: float | None = None
+    held: bool = True                 # a shard() line can carry every anchor the region takes
+    name: str = ""                    # its first pattern that is not a Cast's (the first pattern if all are)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "ops": self.ops, "patterns": self.patterns, "step_change_if_reference": self.if_reference,
+                "held": self.held}
+
+
+@dataclass
 class Column:
     key: str
     title: str
@@ -88,6 +106,10 @@ class Column:
     configured_agreed: int = 0        # over the operators the experts configured in (c) (their shard() calls)
     configured_total: int = 0
     disagreements: list[Disagreement] = field(default_factory=list)
+    #: (a) only: the disagreements by connected region (:func:`_what_if_regions`), and the step estimate's change
+    #: with (c)'s layout at every one of them at once (seconds)
+    regions: list[Region] = field(default_factory=list)
+    if_reference_everywhere: float | None = None
     seconds: float = 0.0              # time to produce this column (advise / experts' build + propagation)
     error: str | None = None          # the column could not be produced (one line)
     notes: list[str] = field(default_factory=list)
@@ -110,6 +132,13 @@ class Column:
         return [d for d in self.disagreements if d.if_reference is not None and d.if_reference < -PAY_FLOOR]
 
     @property
+    def regions_reference_faster(self) -> list[Region]:
+        """The regions where (c)'s layout, all of the region at once on top of this column's plan, speeds the step
+        up by more than the step model resolves."""
+        from .advisor import PAY_FLOOR
+        return [r for r in self.regions if r.if_reference is not None and r.if_reference < -PAY_FLOOR]
+
+    @property
     def configured_agreement(self) -> float | None:
         """Agreement over the operators the experts configured in (c)."""
         return self.configured_agreed / self.configured_total if self.configured_total else None
@@ -127,6 +156,9 @@ class Column:
                 "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
                 "disagreements_moving_no_data": self.quiet_disagreements,
                 "disagreements_reference_faster": len(self.reference_faster),
+                "regions": [r.to_dict() for r in self.regions],
+                "regions_reference_faster": len(self.regions_reference_faster),
+                "step_change_if_reference_everywhere": self.if_reference_everywhere,
                 "notes": self.notes}
 
 
@@ -214,6 +246,8 @@ class Comparison3:
                            f"every repeated layer) anchored as (c) has it, on top of the advice (* a functional "
                            f"call: no shard() line can carry it); "
                            f"{len(faster)} faster" + (": " + _patterns_text(faster) if faster else ""))
+            if c.key == "a" and c.regions:
+                out += _regions_text(c, max_rows)
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
             out += ["", "notes:"] + [f"  {n}" for n in notes]
@@ -227,6 +261,26 @@ def _patterns_text(ds: list[Disagreement]) -> str:
         groups.setdefault(_group_key(d.op), []).append(d)
     return ", ".join((key if len(g) > 1 else g[0].op) + (f" ({len(g)} layers)" if len(g) > 1 else "")
                      + ("" if g[0].held else " (functional call: no shard() line)") for key, g in groups.items())
+
+
+def _regions_text(c: Column, max_rows: int) -> list[str]:
+    from ..report.render import render_table
+    from .advisor import PAY_FLOOR
+    priced = [r for r in c.regions if r.if_reference is not None]
+    faster = c.regions_reference_faster
+    out = ["", f"{c.title}: its differences by region (differing operators joined by edges, each repeated layer's "
+               f"together), (c)'s layout on the whole region on top of the advice: {len(c.regions)} regions, "
+               f"{len(priced)} priced, {len(faster)} faster"]
+    shown = sorted(priced, key=lambda r: (r.if_reference, r.patterns))
+    shown = shown[:max_rows] if max_rows else shown
+    out += render_table(["region (its first operator)", "patterns", "operators", "step if (c)'s"],
+                        [[r.name, str(len(r.patterns)), str(len(r.ops)),
+                          f"{r.if_reference * 1e3:+.3f} ms" + ("" if r.held else " *")] for r in shown])
+    if c.if_reference_everywhere is not None:
+        worth = "faster" if c.if_reference_everywhere < -PAY_FLOOR else "no faster"
+        out.append(f"(c)'s layout at every difference at once, on top of the advice: "
+                   f"{c.if_reference_everywhere * 1e3:+.3f} ms ({worth})")
+    return out
 
 
 def _what_if_text(d: Disagreement) -> str:
@@ -429,6 +483,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     if what_if:
         t0 = time.perf_counter()
         n = _what_if(a, graph, plan_a, ref, mesh, run)
+        n += _what_if_regions(a, graph, plan_a, ref, mesh, run)
         a.notes.append(f"step if (c)'s: {n} propagations, {time.perf_counter() - t0:.1f} s")
     cmp.advice = adv
     return cmp
@@ -439,7 +494,6 @@ def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run
     its pattern across repeated layers that disagree too -- is anchored with (c)'s layout on top of ``plan``'s
     anchors: whether the experts' choice there would have been faster (one propagation per pattern). Casts are
     not tried (MindSpore ignores a Cast's shard()). Returns the number of propagations."""
-    from .advisor import anchor_of
     base = dict(plan.anchors)
     t0 = plan.totals()["step_seconds"]
     groups: dict[str, list[Disagreement]] = {}
@@ -452,8 +506,7 @@ def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run
     for key in sorted(groups, key=lambda k: graph.op(groups[k][0].op).topo_index):
         anchors = dict(base)
         for d in groups[key]:
-            rc = ref.choices[d.op]
-            anchors[d.op] = ref.anchors.get(d.op) or anchor_of(d.op, rc.sharding, mesh, d.type)
+            anchors[d.op] = _reference_anchor(d.op, ref, mesh, d.type)
         try:
             q = run(anchors)
         except StrategistError:
@@ -461,6 +514,86 @@ def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run
         for d in groups[key]:
             d.if_reference = q.totals()["step_seconds"] - t0
     return len(groups)
+
+
+def _reference_anchor(op: str, ref: Plan, mesh: Mesh, op_type: str):
+    from .advisor import anchor_of
+    return ref.anchors.get(op) or anchor_of(op, ref.choices[op].sharding, mesh, op_type)
+
+
+def regions(col: Column, graph: OpGraph, ref: Plan) -> list[Region]:
+    """``col``'s disagreements as connected regions: two differing operators are joined where one reads the
+    other's output, directly or through operators that have no strategy (Reshape); a region and its copies in
+    the repeated layers (the same patterns) are one :class:`Region`. In graph order of their first operator."""
+    differ = {d.op: d for d in col.disagreements}
+    parent = {n: n for n in differ}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def producers(name, seen):
+        for x in graph.op(name).inputs:
+            if x.kind != "op" or x.ref in seen:
+                continue
+            seen.add(x.ref)
+            if x.ref in differ:
+                yield x.ref
+            elif (rc := ref.choices.get(x.ref)) is None or rc.sharding is None:
+                yield from producers(x.ref, seen)
+    for n in differ:
+        for p in producers(n, set()):
+            parent[find(p)] = find(n)
+    comps: dict[str, list[str]] = {}
+    for n in differ:
+        comps.setdefault(find(n), []).append(n)
+    order = lambda n: graph.op(n).topo_index
+    merged: dict[tuple, list[str]] = {}
+    for ops in comps.values():
+        key = tuple(sorted({_group_key(n) for n in ops}, key=lambda k: min(order(n) for n in ops
+                                                                             if _group_key(n) == k)))
+        merged.setdefault(key, []).extend(ops)
+    out = []
+    for key, ops in merged.items():
+        ops = sorted(ops, key=order)
+        named = [n for n in ops if differ[n].type != "Cast"] or ops
+        out.append(Region(ops, list(key), held=all(differ[n].held for n in ops if differ[n].type != "Cast"),
+                          name=_group_key(named[0])))
+    return sorted(out, key=lambda r: order(r.ops[0]))
+
+
+def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:
+    """``col.regions`` priced: each region's non-Cast operators anchored as (c) has them on top of ``plan``'s
+    anchors, one propagation per region (a region of one pattern takes its operators' own ``if_reference``); then
+    every difference at once (``col.if_reference_everywhere``). Returns the number of propagations."""
+    col.regions = regions(col, graph, ref)
+    types = {d.op: d.type for d in col.disagreements}
+    base, t0, n = dict(plan.anchors), plan.totals()["step_seconds"], 0
+    everywhere = dict(base)
+    single = {d.op: d.if_reference for d in col.disagreements}
+    for r in col.regions:
+        ops = [o for o in r.ops if types[o] != "Cast" and ref.choices[o].sharding is not None]
+        if not ops:
+            continue
+        anchors = {o: _reference_anchor(o, ref, mesh, types[o]) for o in ops}
+        everywhere.update(anchors)
+        if len({_group_key(o) for o in ops}) == 1 and single.get(ops[0]) is not None:
+            r.if_reference = single[ops[0]]
+            continue
+        n += 1
+        try:
+            r.if_reference = run({**base, **anchors}).totals()["step_seconds"] - t0
+        except StrategistError:
+            pass
+    if len(everywhere) > len(base):
+        n += 1
+        try:
+            col.if_reference_everywhere = run(everywhere).totals()["step_seconds"] - t0
+        except StrategistError:
+            pass
+    return n
 
 
 def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout,
