@@ -87,10 +87,11 @@ class Region:
     if_reference: float | None = None
     held: bool = True                 # a shard() line can carry every anchor the region takes
     name: str = ""                    # its first pattern that is not a Cast's (the first pattern if all are)
+    unpriced: str = ""                # why ``if_reference`` is None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "ops": self.ops, "patterns": self.patterns, "step_change_if_reference": self.if_reference,
-                "held": self.held}
+                "held": self.held, "unpriced": self.unpriced}
 
 
 @dataclass
@@ -271,11 +272,12 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
     out = ["", f"{c.title}: its differences by region (differing operators joined by edges, each repeated layer's "
                f"together), (c)'s layout on the whole region on top of the advice: {len(c.regions)} regions, "
                f"{len(priced)} priced, {len(faster)} faster"]
-    shown = sorted(priced, key=lambda r: (r.if_reference, r.patterns))
+    shown = sorted(priced, key=lambda r: (r.if_reference, r.patterns)) + [r for r in c.regions if r not in priced]
     shown = shown[:max_rows] if max_rows else shown
     out += render_table(["region (its first operator)", "patterns", "operators", "step if (c)'s"],
                         [[r.name, str(len(r.patterns)), str(len(r.ops)),
-                          f"{r.if_reference * 1e3:+.3f} ms" + ("" if r.held else " *")] for r in shown])
+                          f"{r.if_reference * 1e3:+.3f} ms" + ("" if r.held else " *") if r.if_reference is not None
+                          else "- " + r.unpriced] for r in shown])
     if c.if_reference_everywhere is not None:
         worth = "faster" if c.if_reference_everywhere < -PAY_FLOOR else "no faster"
         out.append(f"(c)'s layout at every difference at once, on top of the advice: "
@@ -573,20 +575,26 @@ def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: M
     base, t0, n = dict(plan.anchors), plan.totals()["step_seconds"], 0
     everywhere = dict(base)
     single = {d.op: d.if_reference for d in col.disagreements}
+    by_key: dict[str, set] = {}
+    for d in col.disagreements:
+        if d.type != "Cast" and ref.choices[d.op].sharding is not None:
+            by_key.setdefault(_group_key(d.op), set()).add(d.op)
     for r in col.regions:
         ops = [o for o in r.ops if types[o] != "Cast" and ref.choices[o].sharding is not None]
         if not ops:
+            r.unpriced = "Casts only (MindSpore ignores a Cast's shard(); they follow their inputs)"
             continue
         anchors = {o: _reference_anchor(o, ref, mesh, types[o]) for o in ops}
         everywhere.update(anchors)
-        if len({_group_key(o) for o in ops}) == 1 and single.get(ops[0]) is not None:
-            r.if_reference = single[ops[0]]
+        keys = {_group_key(o) for o in ops}
+        if len(keys) == 1 and single.get(ops[0]) is not None and set(ops) == by_key[keys.pop()]:
+            r.if_reference = single[ops[0]]        # the same anchors as that pattern's own "step if (c)'s"
             continue
         n += 1
         try:
             r.if_reference = run({**base, **anchors}).totals()["step_seconds"] - t0
-        except StrategistError:
-            pass
+        except StrategistError as err:
+            r.unpriced = "(c)'s layout refused on top of the advice: " + str(err).splitlines()[0]
     if len(everywhere) > len(base):
         n += 1
         try:
