@@ -18,6 +18,7 @@ Rule 4, fused operators: FlashAttentionScore, RmsNorm/LayerNorm, MoE dispatch/co
 """
 from __future__ import annotations
 
+import collections
 import math
 import os
 import re
@@ -443,39 +444,36 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
     than they save) may hold patterns -- one operator across repeated layers, one shard() line -- that pay alone on
     top of what is kept: each is tried back, in graph order, and kept where the step is faster by more than the
     step model resolves (qwen3_moe at dp=2,tp=4: the router's TopkExt and an aux-loss mean split by tokens, as
-    MindFormers' experts have them, each 0.10-0.14 ms faster; the other aux-loss mean then follows)."""
+    MindFormers' experts have them, each 0.10-0.14 ms faster; the other aux-loss mean then follows; then, on a
+    second round, the gating Softmax, which the TopkExt follows from then on)."""
     patterns: dict[str, list] = {}
     for c, why in members:
         patterns.setdefault(_group_key(c.op), []).append((c, why))
     if len(patterns) < 2:
         return keep, plan
-    left = sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k]))
-    tried: dict[str, float] = {}       # pattern -> the step it was tried on and refused
-    back = True
-    while back:
-        # until none comes back: a pattern may pay only once a later one is back (the router's gating Softmax
-        # split by tokens pays once its TopkExt is)
-        back = False
-        for key in list(left):
-            if tried.get(key) == plan.totals()["step_seconds"]:
-                continue
-            pat = patterns[key]
-            ops = {c.op for c, _ in pat}
-            trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in pat],
-                           key=lambda x: graph.op(x.op).topo_index)
-            tried[key] = plan.totals()["step_seconds"]
-            try:
-                q = run(trial)
-            except (PropagationError, StrategyError):
-                continue
-            changed, dt = _diff(plan, q)
-            if dt < -_worth(plan):
-                keep, plan, back = trial, q, True
-                left.remove(key)
-                for c, why in pat:
-                    dropped.remove((c, why))
-                    c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
-                                f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+    # in graph order, round and round until every pattern left was refused on the plan as it now is: a pattern
+    # may pay only once a later one is back (the router's gating Softmax split by tokens pays once its TopkExt is)
+    queue = collections.deque(sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k])))
+    refused = 0
+    while queue and refused < len(queue):
+        key = queue.popleft()
+        pat = patterns[key]
+        ops = {c.op for c, _ in pat}
+        trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in pat], key=lambda x: graph.op(x.op).topo_index)
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            q = None
+        changed, dt = _diff(plan, q) if q is not None else (0, 0.0)
+        if q is None or dt >= -_worth(plan):
+            queue.append(key)
+            refused += 1
+            continue
+        keep, plan, refused = trial, q, 0
+        for c, why in pat:
+            dropped.remove((c, why))
+            c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
+                        f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
     return keep, plan
 
 

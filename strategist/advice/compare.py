@@ -272,7 +272,7 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
     out = ["", f"{c.title}: its differences by region (differing operators joined by edges, each repeated layer's "
                f"together), (c)'s layout on the whole region on top of the advice: {len(c.regions)} regions, "
                f"{len(priced)} priced, {len(faster)} faster"]
-    shown = sorted(priced, key=lambda r: (r.if_reference, r.patterns)) + [r for r in c.regions if r not in priced]
+    shown = sorted(priced, key=lambda r: (r.if_reference, r.patterns)) + [r for r in c.regions if r.if_reference is None]
     shown = shown[:max_rows] if max_rows else shown
     out += render_table(["region (its first operator)", "patterns", "operators", "step if (c)'s"],
                         [[r.name, str(len(r.patterns)), str(len(r.ops)),
@@ -498,13 +498,9 @@ def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run
     not tried (MindSpore ignores a Cast's shard()). Returns the number of propagations."""
     base = dict(plan.anchors)
     t0 = plan.totals()["step_seconds"]
-    groups: dict[str, list[Disagreement]] = {}
     for d in col.disagreements:
         d.held = graph.op(d.op).held
-        rc = ref.choices.get(d.op)
-        if d.type == "Cast" or rc is None or rc.sharding is None:
-            continue
-        groups.setdefault(_group_key(d.op), []).append(d)
+    groups = _pattern_groups(col, ref)
     for key in sorted(groups, key=lambda k: graph.op(groups[k][0].op).topo_index):
         anchors = dict(base)
         for d in groups[key]:
@@ -516,6 +512,17 @@ def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run
         for d in groups[key]:
             d.if_reference = q.totals()["step_seconds"] - t0
     return len(groups)
+
+
+def _pattern_groups(col: Column, ref: Plan) -> dict[str, list[Disagreement]]:
+    """``col``'s disagreements an anchor can set as (c) has them -- not Casts (MindSpore ignores a Cast's shard())
+    and with a strategy in (c) -- by pattern across repeated layers."""
+    groups: dict[str, list[Disagreement]] = {}
+    for d in col.disagreements:
+        rc = ref.choices.get(d.op)
+        if d.type != "Cast" and rc is not None and rc.sharding is not None:
+            groups.setdefault(_group_key(d.op), []).append(d)
+    return groups
 
 
 def _reference_anchor(op: str, ref: Plan, mesh: Mesh, op_type: str):
@@ -554,8 +561,7 @@ def regions(col: Column, graph: OpGraph, ref: Plan) -> list[Region]:
     order = lambda n: graph.op(n).topo_index
     merged: dict[tuple, list[str]] = {}
     for ops in comps.values():
-        key = tuple(sorted({_group_key(n) for n in ops}, key=lambda k: min(order(n) for n in ops
-                                                                             if _group_key(n) == k)))
+        key = tuple(dict.fromkeys(_group_key(n) for n in sorted(ops, key=order)))    # patterns in graph order
         merged.setdefault(key, []).extend(ops)
     out = []
     for key, ops in merged.items():
@@ -571,24 +577,21 @@ def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: M
     anchors, one propagation per region (a region of one pattern takes its operators' own ``if_reference``); then
     every difference at once (``col.if_reference_everywhere``). Returns the number of propagations."""
     col.regions = regions(col, graph, ref)
-    types = {d.op: d.type for d in col.disagreements}
+    groups = _pattern_groups(col, ref)
+    settable = {d.op: d for g in groups.values() for d in g}
     base, t0, n = dict(plan.anchors), plan.totals()["step_seconds"], 0
     everywhere = dict(base)
-    single = {d.op: d.if_reference for d in col.disagreements}
-    by_key: dict[str, set] = {}
-    for d in col.disagreements:
-        if d.type != "Cast" and ref.choices[d.op].sharding is not None:
-            by_key.setdefault(_group_key(d.op), set()).add(d.op)
     for r in col.regions:
-        ops = [o for o in r.ops if types[o] != "Cast" and ref.choices[o].sharding is not None]
-        if not ops:
+        ds = [settable[o] for o in r.ops if o in settable]
+        if not ds:
             r.unpriced = "Casts only (MindSpore ignores a Cast's shard(); they follow their inputs)"
             continue
-        anchors = {o: _reference_anchor(o, ref, mesh, types[o]) for o in ops}
+        anchors = {d.op: _reference_anchor(d.op, ref, mesh, d.type) for d in ds}
         everywhere.update(anchors)
-        keys = {_group_key(o) for o in ops}
-        if len(keys) == 1 and single.get(ops[0]) is not None and set(ops) == by_key[keys.pop()]:
-            r.if_reference = single[ops[0]]        # the same anchors as that pattern's own "step if (c)'s"
+        keys = {_group_key(d.op) for d in ds}
+        whole = len(keys) == 1 and {d.op for d in ds} == {d.op for d in groups[keys.pop()]}
+        if whole and ds[0].if_reference is not None:
+            r.if_reference = ds[0].if_reference        # the same anchors as that pattern's own "step if (c)'s"
             continue
         n += 1
         try:
