@@ -1426,8 +1426,8 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
     layers, the input path, the tables) changed what they stand beside, and judged a package's members only as
     "propagation reproduces it": deepseek3 (dp=2,tp=4) ended with a router LogicalNot reinstated early whose line
     made the final step 0.39 ms slower, and a dense SwiGLU interior and MLA joins that change nothing once the
-    alternatives around them were taken (10 of 55 anchors). Each pattern is tried without, in graph order, and goes
-    where the step is no slower by more than what the step model resolves. Declared anchors (a --boundary, the
+    alternatives around them were taken (10 of 55 anchors). Each pattern is tried without, in graph order and
+    again after any drop, and goes where the step is no slower by more than what the step model resolves. Declared anchors (a --boundary, the
     config's sequence-parallel norms and rows, the MoE FFN Morph MindFormers fixes) stay; a sequence-parallel
     package's residual adds must pay like any line."""
     if not keep:
@@ -1436,21 +1436,30 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
     patterns: dict[str, list[Choice]] = {}
     for c in keep:
         patterns.setdefault(_group_key(c.op), []).append(c)
-    for key in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c in patterns[k])):
+    # in graph order, round and round until every line left was found paying beside the lines as they now are: a
+    # line that paid beside one dropped after it may not pay any more (deepseek3's router tc_topk, reinstated
+    # beside its aux means)
+    queue = collections.deque(k for k in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index
+                                                                            for c in patterns[k]))
+                              if not any(c.declared and c.template != "residual_sequence_parallel"
+                                         for c in patterns[k]))
+    paid = 0
+    while queue and paid < len(queue):
+        key = queue.popleft()
         members = patterns[key]
-        if any(c.declared and c.template != "residual_sequence_parallel" for c in members):
-            continue
         gone = {id(c) for c in members}
         trial = [c for c in keep if id(c) not in gone]
         try:
             q = run(trial) if trial else run({})
         except (PropagationError, StrategyError):
-            continue
-        changed, dt = _diff(cur, q)
+            q = None
+        changed, dt = _diff(cur, q) if q is not None else (0, 0.0)
         worth = _worth(cur)
-        if dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
-            continue            # it pays in step time, or in the weight, gradient and optimizer state it shards
-        keep, cur = trial, q
+        if q is None or dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
+            queue.append(key)   # it pays in step time, or in the weight, gradient and optimizer state it shards
+            paid += 1
+            continue
+        keep, cur, paid = trial, q, 0
         for c in members:
             dropped.append((c, f"does not pay for its line in the final advice: without it, {changed} operators "
                                f"change layout and the step estimate changes by {dt * 1e3:+.3f} ms" +
