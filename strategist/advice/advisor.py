@@ -1158,6 +1158,11 @@ def _reshape_back(out: Layout, in_shape: tuple[int, ...]) -> Layout | None:
         return None
 
 
+#: how many operators the walk back from a Transpose back looks through for the chain's first Transpose (glm4's
+#: rotary chain between them: about 15 operators; the walk stops at weights and fused operators anyway)
+_CHAIN_WALK = 64
+
+
 def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], anchored: set, rules: Rules,
                            mesh: Mesh) -> list[Choice]:
     """Rule 2, fused consumers through a chain: a fused attention input that arrives ``Transpose -> (rotary
@@ -1190,14 +1195,14 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
             if lay_r is None or _same(r.inputs[0], lay_r):
                 continue
             tb = graph.op(src.ref)
-            st_b = _follow(_cached_rule(tb), lay_r, src.index, "out", mesh.size) if lay_r is not None else None
+            st_b = _follow(_cached_rule(tb), lay_r, src.index, "out", mesh.size)
             if st_b is None:
                 continue
             mid = st_b.inputs[0]
             # back from the Transpose back, through operators of the same graph region, to the Transpose whose
             # output has the shape the Transpose back takes
             head, seen, todo = None, set(), [tb.name]
-            while todo and head is None and len(seen) < 64:
+            while todo and head is None and len(seen) < _CHAIN_WALK:
                 n = todo.pop()
                 for y in graph.op(n).inputs:
                     if y.kind != "op" or y.ref in seen or y.ref in anchored:
