@@ -422,23 +422,23 @@ def test_every_line_of_the_final_advice_pays(graph_of):
     assert head.totals()["step_seconds"] < t and _state_bytes(head) - _state_bytes(a.plan) > 2 * 2**30
 
 
-def test_reshape_back_puts_a_merged_split_on_the_leading_dimension():
-    """The rotary-chain rule traces a fused attention's input layout back through the Reshape in front of it.
-    By hand: [B, S, N*D] with N*D by (tp, tp_group) comes from [B, S, N, D] with N by both (the split sits on the
-    merged group's leading dimension and divides it); a split on a non-leading merged dimension has no such
-    input layout, nor one that does not divide the leading dimension."""
-    from strategist.advice.advisor import _reshape_back
+def test_reshape_traced_back_for_the_rotary_chain():
+    """The rotary-chain rule traces a fused attention's input layout back through the Reshape in front of it with
+    the engine's ``reshape_layout`` (the layout that reshapes in place), the output shape's layout mapped onto the
+    input shape. By hand: [B, S, N*D] with N*D by (tp, tp_group) comes from [B, S, N, D] with N by both; a merged
+    [B*S] rows split 64 ways is B by the outer axis and S by the inner one (64 contiguous blocks of 64 rows: block k
+    is b = k // 8, the k % 8-th eighth of S); a split on S alone has no in-place [B*S] layout."""
     from strategist.engine.layout import Layout
+    from strategist.engine.ops import reshape_layout
     heads = Layout((8, 512, 4096), (8, 2, 4), ((0,), (), (1, 2)))
-    assert _reshape_back(heads, (8, 512, 32, 128)) == Layout((8, 512, 32, 128), (8, 2, 4), ((0,), (), (1, 2), ()))
+    assert reshape_layout(heads, (8, 512, 32, 128)) == Layout((8, 512, 32, 128), (8, 2, 4), ((0,), (), (1, 2), ()))
     seq = Layout((8, 512, 4096), (8, 8), ((0,), (1,), ()))
-    assert _reshape_back(seq, (8, 512, 32, 128)) == Layout((8, 512, 32, 128), (8, 8), ((0,), (1,), (), ()))
-    # merging [B, S] -> [B*S]: the rows' split must fit B (8 rows by 64 do not)
-    assert _reshape_back(Layout((4096, 64), (8, 8), ((0, 1), ())), (8, 512, 64)) is None
-    assert _reshape_back(Layout((4096, 64), (8, 8), ((0,), ())), (8, 512, 64)) == \
+    assert reshape_layout(seq, (8, 512, 32, 128)) == Layout((8, 512, 32, 128), (8, 8), ((0,), (1,), (), ()))
+    assert reshape_layout(Layout((4096, 64), (8, 8), ((0, 1), ())), (8, 512, 64)) == \
+        Layout((8, 512, 64), (8, 8), ((0,), (1,), ()))
+    assert reshape_layout(Layout((4096, 64), (8, 8), ((0,), ())), (8, 512, 64)) == \
         Layout((8, 512, 64), (8, 8), ((0,), (), ()))
-    # splitting [B*S] by a split on S only has no [B*S] input layout from a split past the group's lead
-    assert _reshape_back(Layout((8, 512, 64), (8, 8), ((), (1,), ())), (4096, 64)) is None
+    assert reshape_layout(Layout((8, 512, 64), (8, 8), ((), (1,), ())), (4096, 64)) is None
     # a trailing 1
-    assert _reshape_back(Layout((8, 512, 4096), (8, 8), ((0,), (), (1,))), (8, 512, 4096, 1)) == \
+    assert reshape_layout(Layout((8, 512, 4096), (8, 8), ((0,), (), (1,))), (8, 512, 4096, 1)) == \
         Layout((8, 512, 4096, 1), (8, 8), ((0,), (), (1,), ()))

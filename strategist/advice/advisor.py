@@ -29,9 +29,9 @@ import yaml
 from ..errors import PropagationError, RulesError, StrategyError
 from ..yamlio import compose_file
 from ..frontend.graph import Op, OpGraph, ShardLayout
-from ..engine.layout import Layout, squeeze
+from ..engine.layout import squeeze
 from ..engine.mesh import Hardware, Mesh
-from ..engine.ops import FactorRule, Sharding, _sharding, candidates, shard_anchor
+from ..engine.ops import FactorRule, Sharding, _sharding, candidates, reshape_layout, shard_anchor
 from ..engine.plan import Anchor, Plan
 from ..engine.propagate import price_plan, propagate
 from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
@@ -451,30 +451,45 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
         patterns.setdefault(_group_key(c.op), []).append((c, why))
     if len(patterns) < 2:
         return keep, plan
-    # in graph order, round and round until every pattern left was refused on the plan as it now is: a pattern
-    # may pay only once a later one is back (the router's gating Softmax split by tokens pays once its TopkExt is)
-    queue = collections.deque(sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k])))
-    refused = 0
-    while queue and refused < len(queue):
-        key = queue.popleft()
+    # a pattern may pay only once a later one is back (the router's gating Softmax split by tokens pays once its
+    # TopkExt is): tried until every pattern left was refused on the plan as it now is
+
+    def back(key) -> bool:
+        nonlocal keep, plan
         pat = patterns[key]
         ops = {c.op for c, _ in pat}
         trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in pat], key=lambda x: graph.op(x.op).topo_index)
         try:
             q = run(trial)
         except (PropagationError, StrategyError):
-            q = None
-        changed, dt = _diff(plan, q) if q is not None else (0, 0.0)
-        if q is None or dt >= -_worth(plan):
-            queue.append(key)
-            refused += 1
-            continue
-        keep, plan, refused = trial, q, 0
+            return False
+        changed, dt = _diff(plan, q)
+        if dt >= -_worth(plan):
+            return False
+        keep, plan = trial, q
         for c, why in pat:
             dropped.remove((c, why))
             c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
                         f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+        return True
+
+    _settle(sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k])), back)
     return keep, plan
+
+
+def _settle(keys, attempt) -> None:
+    """``attempt(key)`` for each key in order, round and round, a key that succeeded leaving the round: until every
+    key left has failed since the last success (on the state as it now is). The advisor's greedy passes that an
+    earlier step can change the verdict of (_reinstate_patterns, _every_line_pays)."""
+    queue = collections.deque(keys)
+    failed = 0
+    while queue and failed < len(queue):
+        key = queue.popleft()
+        if attempt(key):
+            failed = 0
+        else:
+            queue.append(key)
+            failed += 1
 
 
 def _same_plan(a: Plan, b: Plan) -> bool:
@@ -1118,46 +1133,6 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     return best
 
 
-def _reshape_back(out: Layout, in_shape: tuple[int, ...]) -> Layout | None:
-    """The input layout of a Reshape whose output has layout ``out``, where the reshape only splits or merges
-    neighbouring dimensions and each group's split sits on its leading dimension (``[B, S, N*D]`` by heads back to
-    ``[B, S, N, D]`` by heads); None where the split would not land on one dimension whole."""
-    if out.partial or math.prod(in_shape) != math.prod(out.shape):
-        return None
-    dims: list[tuple[int, ...]] = []
-    i = j = 0
-    while i < len(in_shape) or j < len(out.shape):
-        gi, gj = [i], [j]
-        pi = in_shape[i] if i < len(in_shape) else 1
-        pj = out.shape[j] if j < len(out.shape) else 1
-        while pi != pj:
-            if pi < pj:
-                i += 1
-                if i >= len(in_shape):
-                    return None
-                gi.append(i)
-                pi *= in_shape[i]
-            else:
-                j += 1
-                if j >= len(out.shape):
-                    return None
-                gj.append(j)
-                pj *= out.shape[j]
-        split = [k for k in gj if k < len(out.shape) and out.dims[k]]
-        if split and split != [gj[0]]:
-            return None                    # a merged group split past its leading dimension
-        axes = out.dims[gj[0]] if split else ()
-        lead = [k for k in gi if k < len(in_shape)]
-        if axes and (not lead or in_shape[lead[0]] % math.prod(out.dev_matrix[a] for a in axes)):
-            return None
-        dims += [axes if k == lead[0] else () for k in lead] if lead else []
-        i, j = i + 1, j + 1
-    try:
-        return Layout(tuple(in_shape), out.dev_matrix, tuple(dims))
-    except StrategyError:
-        return None
-
-
 #: how many operators the walk back from a Transpose back looks through for the chain's first Transpose (glm4's
 #: rotary chain between them: about 15 operators; the walk stops at weights and fused operators anyway)
 _CHAIN_WALK = 64
@@ -1168,11 +1143,12 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
     """Rule 2, fused consumers through a chain: a fused attention input that arrives ``Transpose -> (rotary
     embedding, element-wise, same shape) -> Transpose back -> Reshape`` (the legacy BNSD rotary of ChatGLM / LLaMA
     layers) with a redistribution in front of the fused operator. The first Transpose is anchored with the layout
-    the fused operator takes, traced back through the Reshape and the Transpose back, so the rotary runs in the
+    the fused operator takes, traced back through the Reshape (``reshape_layout``) and the Transpose back, so the rotary runs in the
     attention's heads split instead of a sequence split the search brought forward from the QKV projection. glm4 at
     40 layers (dp=8,tp=8): the query Transposes took a sequence split by 4 (32 of 64 devices) behind the kept QKV
     column; heads by tp as the experts have them: -15.0 ms a step. Minimality keeps it only where it pays."""
     out: list[Choice] = []
+    batch_only = _sp_templates(graph, rules.templates, mesh)[1]
     for c in proposed:
         d = graph.op(c.op)
         if d.type != "FlashAttentionScore":
@@ -1190,8 +1166,9 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
             src = next((y for y in back.inputs if y.kind == "op"), None)
             if src is None or graph.op(src.ref).type != "Transpose" or src.ref in anchored:
                 continue
-            # the Reshape hands the fused operator its layout and takes the redistribution at its own input
-            lay_r = _reshape_back(want, r.inputs[0].shape)
+            # the Reshape hands the fused operator its layout and takes the redistribution at its own input: the
+            # input layout that reshapes to it in place
+            lay_r = reshape_layout(want, r.inputs[0].shape)
             if lay_r is None or _same(r.inputs[0], lay_r):
                 continue
             tb = graph.op(src.ref)
@@ -1209,7 +1186,7 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
                         continue
                     seen.add(y.ref)
                     u = graph.op(y.ref)
-                    if u.type == "Transpose" and u.name != tb.name:
+                    if u.type == "Transpose":
                         o = plan.choices[u.name].outputs
                         if o and o[0] is not None and o[0].shape == mid.shape:
                             head = u
@@ -1243,7 +1220,7 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
             sp = graph.op(name) if name is not None else None
             if sp is None or sp.type not in ("Split", "SplitWithSize") or sp.name in anchored:
                 continue
-            ss = template_sharding(sp, _cached_rule(sp), _sp_templates(graph, rules.templates, mesh)[1], mesh)
+            ss = template_sharding(sp, _cached_rule(sp), batch_only, mesh)
             if ss is None or _same(plan.choices[sp.name].inputs[0], ss.inputs[0]):
                 continue
             anchored.add(sp.name)
@@ -1564,43 +1541,40 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
     "propagation reproduces it": deepseek3 (dp=2,tp=4) ended with a router LogicalNot reinstated early whose line
     made the final step 0.39 ms slower, and a dense SwiGLU interior and MLA joins that change nothing once the
     alternatives around them were taken (10 of 55 anchors). Each pattern is tried without, in graph order and
-    again after any drop, and goes where the step is no slower by more than what the step model resolves. Declared anchors (a --boundary, the
-    config's sequence-parallel norms and rows, the MoE FFN Morph MindFormers fixes) stay; a sequence-parallel
-    package's residual adds must pay like any line."""
+    again after any drop, and goes where the step is no slower by more than what the step model resolves. Declared
+    anchors (a --boundary, the config's sequence-parallel norms and rows, the MoE FFN Morph MindFormers fixes) stay;
+    a sequence-parallel package's residual adds must pay like any line."""
     if not keep:
         return keep
     cur = run(keep)
     patterns: dict[str, list[Choice]] = {}
     for c in keep:
         patterns.setdefault(_group_key(c.op), []).append(c)
-    # in graph order, round and round until every line left was found paying beside the lines as they now are: a
-    # line that paid beside one dropped after it may not pay any more (deepseek3's router tc_topk, reinstated
-    # beside its aux means)
-    queue = collections.deque(k for k in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index
-                                                                            for c in patterns[k]))
-                              if not any(c.declared and c.template != "residual_sequence_parallel"
-                                         for c in patterns[k]))
-    paid = 0
-    while queue and paid < len(queue):
-        key = queue.popleft()
+    # a line that paid beside one dropped after it may not pay any more (deepseek3's router tc_topk, reinstated
+    # beside its aux means): tried until every line left was found paying beside the lines as they now are
+
+    def without(key) -> bool:
+        nonlocal keep, cur
         members = patterns[key]
         gone = {id(c) for c in members}
         trial = [c for c in keep if id(c) not in gone]
         try:
             q = run(trial) if trial else run({})
         except (PropagationError, StrategyError):
-            q = None
-        changed, dt = _diff(cur, q) if q is not None else (0, 0.0)
+            return False
+        changed, dt = _diff(cur, q)
         worth = _worth(cur)
-        if q is None or dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
-            queue.append(key)   # it pays in step time, or in the weight, gradient and optimizer state it shards
-            paid += 1
-            continue
-        keep, cur, paid = trial, q, 0
+        if dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
+            return False        # it pays in step time, or in the weight, gradient and optimizer state it shards
+        keep, cur = trial, q
         for c in members:
             dropped.append((c, f"does not pay for its line in the final advice: without it, {changed} operators "
                                f"change layout and the step estimate changes by {dt * 1e3:+.3f} ms" +
                                (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))
+        return True
+
+    _settle([k for k in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c in patterns[k]))
+             if not any(c.declared and c.template != "residual_sequence_parallel" for c in patterns[k])], without)
     return keep
 
 
