@@ -75,6 +75,14 @@ def compare_hook(graph, info, mesh, experts):
             "differ_a_regions_reference_faster": len(a.regions_reference_faster),
             "step_change_if_reference_everywhere_ms": None if a.if_reference_everywhere is None
             else round(a.if_reference_everywhere * 1e3, 3),
+            # toward (c): (c)'s layout taken region by region on top of the advice (shard()-carried regions only, the
+            # cheapest per operator first): the most agreement any step reaches, and the most within (c)'s step
+            # estimate and (b)'s anchors (the issue's other two targets) with its anchors
+            "toward_max_agreement": round(max(t.agreement for t in a.toward), 4) if a.toward else None,
+            "closest_agreement": round(a.closest.agreement, 4) if a.closest else None,
+            "closest_anchors": a.closest.anchors if a.closest else None,
+            "closest_step_change_ms": round((a.closest.step_seconds - a.totals["step_seconds"]) * 1e3, 3)
+            if a.closest else None,
             "step_ratio": round(ratio, 4) if ratio is not None else None,
             "step_ms": {k: round(cmp[k].totals["step_seconds"] * 1e3, 3) for k in "abc" if cmp[k].totals},
             "rss_mb": round(peak_rss_mb())}
@@ -115,6 +123,12 @@ def run_case(name: str, meshes) -> dict:
     return row
 
 
+def _near(cp) -> str:
+    if cp.get("closest_agreement") is None:
+        return "-"
+    return f"{100 * cp['closest_agreement']:.1f}% {cp['closest_anchors']} {cp['closest_step_change_ms']:+.2f}ms"
+
+
 def _ms(v) -> str:
     return "-" if v is None else f"{v:+.1f}ms"
 
@@ -146,7 +160,7 @@ def main() -> None:
         return
     print(f"{'case':<12} {'ops':>5} {'params':>8} {'extract':>8} {'peak RSS':>9}  "
           f"{'mesh':<10} {'anchors a/b/c (c: mm/fa/emb)':>30} {'experts':>8} {'advise':>7} {'agree a|b':>13} {'cfg a':>6} "
-          f"{'a quiet':>8} {'c faster':>9} {'regions':>8} {'all (c)':>10} {'ratio a/c':>9} {'compare':>8}")
+          f"{'a quiet':>8} {'c faster':>9} {'regions':>8} {'all (c)':>10} {'near (c)':>16} {'max':>6} {'ratio a/c':>9} {'compare':>8}")
     for r in rows:
         first = True
         for m, res in r["meshes"].items():
@@ -164,6 +178,7 @@ def main() -> None:
                   f"{cp.get('differ_a_reference_faster', 0):>4} ({cp.get('differ_a_reference_faster_held', 0)}) "
                   f"{cp.get('differ_a_regions_reference_faster', 0):>3}/{cp.get('differ_a_regions', 0):<4} "
                   f"{_ms(cp.get('step_change_if_reference_everywhere_ms')):>10} "
+                  f"{_near(cp):>16} {100 * (cp.get('toward_max_agreement') or 0):>5.1f}% "
                   f"{cp.get('step_ratio') or 0:>9.4f} "
                   f"{cp.get('seconds_with_experts', 0):>7.1f}s")
             first = False
@@ -175,7 +190,10 @@ def main() -> None:
           "than 100 us (in brackets: those a shard() line can carry, not functional calls); regions = of (a)'s differences "
           "joined into connected regions (each repeated layer's together), those where (c)'s layout on the whole region "
           "is faster / all regions; all (c) = the step change with (c)'s layout at every difference at once on top of "
-          "the advice; ratio = step estimate (a)/(c); "
+          "the advice; near (c) = (c)'s layout taken region by region on top of the advice (regions a shard() line can "
+          "carry, the cheapest per operator first): the most agreement with a step no slower than (c)'s and anchors "
+          "no more than (b)'s, its anchors and step change; max = the most agreement any step of that way reaches; "
+          "ratio = step estimate (a)/(c); "
           "compare = experts + three propagations + advise (extraction excluded). Targets: agree a >= 98 %, "
           "ratio <= 1.00, anchors a <= b, 64-layer compare <= 60 s.")
 

@@ -95,6 +95,25 @@ class Region:
 
 
 @dataclass
+class Step:
+    """One step of the way from the advice toward (c) (:func:`_toward_reference`): (c)'s layout taken on one more
+    region, on top of the advice and the regions before it."""
+    region: str                       # the region taken ("" for the advice itself)
+    agreed: int
+    total: int
+    anchors: int                      # the advice's anchors and every operator anchored as (c) so far
+    step_seconds: float
+
+    @property
+    def agreement(self) -> float:
+        return self.agreed / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict:
+        return {"region": self.region, "agreed": self.agreed, "operators": self.total,
+                "agreement": self.agreement, "anchors": self.anchors, "step_seconds": self.step_seconds}
+
+
+@dataclass
 class Column:
     key: str
     title: str
@@ -111,6 +130,10 @@ class Column:
     #: with (c)'s layout at every one of them at once (seconds)
     regions: list[Region] = field(default_factory=list)
     if_reference_everywhere: float | None = None
+    #: (a) only: the way toward (c), region by region, the cheapest per operator first (:func:`_toward_reference`);
+    #: ``closest``: its step agreeing most within (c)'s step estimate and (b)'s anchors (None: not computed)
+    toward: list[Step] = field(default_factory=list)
+    closest: Step | None = None
     seconds: float = 0.0              # time to produce this column (advise / experts' build + propagation)
     error: str | None = None          # the column could not be produced (one line)
     notes: list[str] = field(default_factory=list)
@@ -160,6 +183,8 @@ class Column:
                 "regions": [r.to_dict() for r in self.regions],
                 "regions_reference_faster": len(self.regions_reference_faster),
                 "step_change_if_reference_everywhere": self.if_reference_everywhere,
+                "toward_reference": [t.to_dict() for t in self.toward],
+                "closest_within_reference": self.closest.to_dict() if self.closest else None,
                 "notes": self.notes}
 
 
@@ -249,6 +274,8 @@ class Comparison3:
                            f"{len(faster)} faster" + (": " + _patterns_text(faster) if faster else ""))
             if c.key == "a" and c.regions:
                 out += _regions_text(c, max_rows)
+            if c.key == "a" and len(c.toward) > 1:
+                out += _toward_text(c, self.columns["c"].totals.get("step_seconds"), self.columns["b"])
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
             out += ["", "notes:"] + [f"  {n}" for n in notes]
@@ -282,6 +309,25 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
         worth = "faster" if c.if_reference_everywhere < -PAY_FLOOR else "no faster"
         out.append(f"(c)'s layout at every difference at once, on top of the advice: "
                    f"{c.if_reference_everywhere * 1e3:+.3f} ms ({worth})")
+    return out
+
+
+def _toward_text(c: Column, ref_step: float | None, b: Column) -> list[str]:
+    from ..report.render import render_table
+    held = sum(len(r.ops) for r in c.regions if not r.held)
+    out = ["", f"{c.title} toward (c): (c)'s layout region by region on top of the advice, the cheapest per "
+               f"operator first, each with the regions before it"
+           + (f" (not the {held} operator{'s' * (held > 1)} of regions no shard() line can carry)" if held else "")]
+    ratio = (lambda t: f"{t.step_seconds / ref_step:.3f}") if ref_step else (lambda t: "-")
+    out += render_table(["region taken", "agreement with (c)", "anchors", "step estimate", "step / (c)'s"],
+                        [[t.region or "(the advice)", f"{t.agreed}/{t.total} ({100 * t.agreement:.1f} %)",
+                          str(t.anchors), f"{t.step_seconds * 1e3:.3f} ms", ratio(t)] for t in c.toward])
+    limit = "" if b.error or b.anchors is None else f" and no more anchors than (b) ({b.anchors})"
+    t = c.closest
+    out.append(f"closest to (c) with a step no slower than (c)'s{limit}: "
+               + (f"{t.agreed}/{t.total} ({100 * t.agreement:.1f} %), {t.anchors} anchors, "
+                  f"step {t.step_seconds * 1e3:.3f} ms" + (f" (after {t.region})" if t.region else " (the advice)")
+                  if t else "none"))
     return out
 
 
@@ -486,6 +532,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
         t0 = time.perf_counter()
         n = _what_if(a, graph, plan_a, ref, mesh, run)
         n += _what_if_regions(a, graph, plan_a, ref, mesh, run)
+        n += _toward_reference(a, plan_a, ref, mesh, run, ref_costs, c.totals["step_seconds"],
+                               None if b.error else b.anchors)
         a.notes.append(f"step if (c)'s: {n} propagations, {time.perf_counter() - t0:.1f} s")
     cmp.advice = adv
     return cmp
@@ -604,6 +652,42 @@ def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: M
             col.if_reference_everywhere = run(everywhere).totals()["step_seconds"] - t0
         except StrategistError:
             pass
+    return n
+
+
+def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_costs, ref_step: float,
+                      max_anchors: int | None) -> int:
+    """How close to (c) the advice can come, and at what price: (c)'s layout taken region by region on top of the
+    advice, the cheapest per operator first (``Region.if_reference`` over its operators), each step priced and its
+    agreement counted again with every region before it kept (a region refused on top of the others is
+    skipped). Only regions a shard() line can carry (no functional call) and that were priced. ``col.closest``:
+    the step agreeing most with a step estimate no slower than (c)'s and no more anchors than ``max_anchors``
+    ((b)'s; None: no limit). Returns the number of propagations."""
+    if not col.regions:
+        return 0
+    groups = _pattern_groups(col, ref)
+    settable = {d.op: d for g in groups.values() for d in g}
+    base = dict(plan.anchors)
+    ways = [r for r in col.regions if r.held and r.if_reference is not None]
+    ways.sort(key=lambda r: (max(r.if_reference, 0.0) / len(r.ops), r.if_reference, r.name))
+    scratch = Column("toward", "")
+    col.toward = [Step("", col.agreed, col.total, col.anchors, plan.totals()["step_seconds"])]
+    taken: dict = {}
+    n = 0
+    for r in ways:
+        more = {o: _reference_anchor(o, ref, mesh, settable[o].type) for o in r.ops if o in settable}
+        n += 1
+        try:
+            q = run({**base, **taken, **more})
+        except StrategistError:
+            continue
+        taken.update(more)
+        agreement(q, ref, scratch, ref_costs)
+        col.toward.append(Step(r.name, scratch.agreed, scratch.total,
+                               col.anchors + sum(1 for o in taken if o not in base), q.totals()["step_seconds"]))
+    within = [t for t in col.toward if t.step_seconds <= ref_step * (1 + 1e-9)
+              and (max_anchors is None or t.anchors <= max_anchors)]
+    col.closest = max(within, key=lambda t: (t.agreed, -t.anchors, -t.step_seconds), default=None)
     return n
 
 
