@@ -108,12 +108,12 @@ def test_qwen3_tiny_three_plans():
     assert all(x["configured_in_reference"] == (x["op"] in ref.plan.anchors) for x in cb["disagreements"])
     text = c.text()
     assert "(c) MindFormers shard() (reference)" in text and "142/148 (95.9 %)" in text
-    # toward (c): the labels' mask region (NotEqual, NotEqual, Mul anchored; its Casts follow) is the one a shard()
-    # line can carry (the embedding is MindFormers' functional call): 147/148 at 3 more anchors, priced as the
-    # region alone, within (c)'s step and (b)'s anchors
+    # toward (c): the labels' mask region is the one a shard() line can carry (the embedding is MindFormers'
+    # functional call): 147/148 at 1 more anchor, the Mul (the NotEquals and Casts follow it back; anchored too,
+    # they give the same plan), priced as the region alone, within (c)'s step and (b)'s anchors
     mask = next(r for r in a.regions if r.name == labels[0])
     assert [t.region for t in a.toward] == ["", labels[0]] and a.closest is a.toward[1]
-    assert (a.closest.agreed, a.closest.anchors) == (147, a.anchors + 3)
+    assert (a.closest.agreed, a.closest.anchors, a.closest.anchored) == (147, a.anchors + 1, [labels[4]])
     assert a.closest.step_seconds == pytest.approx(a.totals["step_seconds"] + mask.if_reference, rel=1e-12)
     assert d["columns"]["a"]["closest_within_reference"]["agreed"] == 147
     assert "closest to (c) with a step no slower than (c)'s and no more anchors than (b) (27): 147/148" in text
@@ -544,8 +544,10 @@ def test_toward_the_reference_region_by_region(graph_of):
     again. Here (c) is the advice with the labels' mask replicated (which reaches back through the loss and the
     residual stream to the input slice: 17 operators, 15 of them not Casts) and each layer's SiLU data parallel
     over all 8 devices (its w1 and SiLU in both layers: 4). The first step takes the first region, priced as that
-    region alone; the last agrees on every operator at exactly (c)'s step; the anchors grow by the operators
-    anchored (Casts are not); ``closest`` obeys (c)'s step and (b)'s anchors."""
+    region alone; the last agrees on every operator at exactly (c)'s step. An anchored pattern the others give anyway
+    is dropped, so the anchors grow by as many as (c) was made with: one for the mask's region, then the two SiLUs
+    (the 13 patterns of the first region and the 2 of the second each tried without: 2 + 15 propagations).
+    ``closest`` obeys (c)'s step and (b)'s anchors."""
     from strategist.advice.advisor import advise
     from strategist.advice.compare import Column, _op_costs, _toward_reference, _what_if, _what_if_regions, agreement
     from strategist.engine.mesh import load_hardware
@@ -566,15 +568,18 @@ def test_toward_the_reference_region_by_region(graph_of):
     assert len(mask.ops) == 17 and mask.name == "slice" and len(ffn.ops) == 4
     assert mask.if_reference / 17 < ffn.if_reference / 4          # the cheaper per operator goes first
     t_a, t_c = a.plan.totals()["step_seconds"], ref.totals()["step_seconds"]
-    assert _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_c, None) == 2
+    assert _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_c, None) == 2 + 13 + 2
     first, one, two = col.toward
     assert (first.region, first.agreed, first.total, first.anchors, first.step_seconds) == ("", 21, 42, 4, t_a)
-    assert (one.region, one.agreed, one.anchors) == ("slice", 38, 4 + 15)
+    # (dropped in graph order while the rest gives the same plan: the last left, the loss's final sum replicated,
+    # takes the whole region back with it, as the mask's NotEqual would)
+    assert (one.region, one.agreed, one.anchors, one.anchored) == ("slice", 38, 4 + 1, ["loss.sum#1"])
     assert one.step_seconds == pytest.approx(t_a + mask.if_reference, rel=1e-12)
-    assert (two.region, two.agreed, two.anchors) == ("model.layers.*.feed_forward.w1.matmul", 42, 19 + 4)
+    assert (two.region, two.agreed, two.anchors) == ("model.layers.*.feed_forward.w1.matmul", 42, 5 + 2)
+    assert two.anchored == list(silu)
     assert two.step_seconds == pytest.approx(t_c, rel=1e-12)
     assert col.closest is two
-    _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_c, 20)     # (b) with 20 anchors
+    _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_c, 6)      # (b) with 6 anchors
     assert (col.closest.region, col.closest.agreed) == ("slice", 38)
     _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_a, None)   # (c) no slower than the advice
     assert col.closest.region == "" and col.closest.agreed == 21

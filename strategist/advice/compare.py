@@ -31,7 +31,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .advisor import _group_key
+from .advisor import _group_key, _same_plan
 from ..errors import StrategistError
 from ..frontend.graph import OpGraph
 from ..engine.mesh import Mesh, load_hardware
@@ -103,6 +103,7 @@ class Step:
     total: int
     anchors: int                      # the advice's anchors and every operator anchored as (c) so far
     step_seconds: float
+    anchored: list[str] = field(default_factory=list)     # the operators this step anchors as (c) has them
 
     @property
     def agreement(self) -> float:
@@ -110,7 +111,8 @@ class Step:
 
     def to_dict(self) -> dict:
         return {"region": self.region, "agreed": self.agreed, "operators": self.total,
-                "agreement": self.agreement, "anchors": self.anchors, "step_seconds": self.step_seconds}
+                "agreement": self.agreement, "anchors": self.anchors, "step_seconds": self.step_seconds,
+                "anchored": self.anchored}
 
 
 @dataclass
@@ -314,10 +316,11 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
 
 def _toward_text(c: Column, ref_step: float | None, b: Column) -> list[str]:
     from ..report.render import render_table
-    held = sum(len(r.ops) for r in c.regions if not r.held)
+    functional = sum(not d.held for d in c.disagreements if d.type != "Cast")
     out = ["", f"{c.title} toward (c): (c)'s layout region by region on top of the advice, the cheapest per "
                f"operator first, each with the regions before it"
-           + (f" (not the {held} operator{'s' * (held > 1)} of regions no shard() line can carry)" if held else "")]
+           + (f"; a functional call is anchored by no line ({functional} of the differing operators), it follows "
+              f"or not" if functional else "")]
     ratio = (lambda t: f"{t.step_seconds / ref_step:.3f}") if ref_step else (lambda t: "-")
     out += render_table(["region taken", "agreement with (c)", "anchors", "step estimate", "step / (c)'s"],
                         [[t.region or "(the advice)", f"{t.agreed}/{t.total} ({100 * t.agreement:.1f} %)",
@@ -660,7 +663,9 @@ def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_c
     """How close to (c) the advice can come, and at what price: (c)'s layout taken region by region on top of the
     advice, the cheapest per operator first (``Region.if_reference`` over its operators), each step priced and its
     agreement counted again with every region before it kept (a region refused on top of the others is
-    skipped). Only regions a shard() line can carry (no functional call) and that were priced. ``col.closest``:
+    skipped; an anchored pattern the others give anyway is dropped, as minimality drops it). Only what a shard()
+    line can carry is anchored: a functional call of a region (MindFormers' Morph bodies, the routers' mint
+    calls) follows its neighbours or not. ``col.closest``:
     the step agreeing most with a step estimate no slower than (c)'s and no more anchors than ``max_anchors``
     ((b)'s; None: no limit). Returns the number of propagations."""
     if not col.regions:
@@ -668,23 +673,35 @@ def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_c
     groups = _pattern_groups(col, ref)
     settable = {d.op: d for g in groups.values() for d in g}
     base = dict(plan.anchors)
-    ways = [r for r in col.regions if r.held and r.if_reference is not None]
+    held = {o for o, d in settable.items() if d.held}
+    ways = [r for r in col.regions if r.if_reference is not None and held.intersection(r.ops)]
     ways.sort(key=lambda r: (max(r.if_reference, 0.0) / len(r.ops), r.if_reference, r.name))
     scratch = Column("toward", "")
     col.toward = [Step("", col.agreed, col.total, col.anchors, plan.totals()["step_seconds"])]
     taken: dict = {}
     n = 0
     for r in ways:
-        more = {o: _reference_anchor(o, ref, mesh, settable[o].type) for o in r.ops if o in settable}
+        more = {o: _reference_anchor(o, ref, mesh, settable[o].type) for o in r.ops if o in held}
         n += 1
         try:
             q = run({**base, **taken, **more})
         except StrategistError:
             continue
+        # a pattern the others give anyway is no line to write: tried without, one pattern at a time in graph order
+        for key in dict.fromkeys(_group_key(o) for o in more if o not in base):
+            rest = {o: v for o, v in more.items() if o in base or _group_key(o) != key}
+            n += 1
+            try:
+                q2 = run({**base, **taken, **rest})
+            except StrategistError:
+                continue
+            if _same_plan(q, q2):
+                more, q = rest, q2
         taken.update(more)
         agreement(q, ref, scratch, ref_costs)
         col.toward.append(Step(r.name, scratch.agreed, scratch.total,
-                               col.anchors + sum(1 for o in taken if o not in base), q.totals()["step_seconds"]))
+                               col.anchors + sum(1 for o in taken if o not in base), q.totals()["step_seconds"],
+                               list(more)))
     within = [t for t in col.toward if t.step_seconds <= ref_step * (1 + 1e-9)
               and (max_anchors is None or t.anchors <= max_anchors)]
     col.closest = max(within, key=lambda t: (t.agreed, -t.anchors, -t.step_seconds), default=None)
