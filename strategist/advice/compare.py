@@ -473,6 +473,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
                    f"MindSpore's batch strategy; {casts} Casts pass their input's layout on")
     c.seconds = time.perf_counter() - t0
     c.notes += [f"{len(ex_c.unmapped)} shard() calls map to no operator of the graph"] if getattr(ex_c, "unmapped", None) else []
+    c.notes += _refused(ex_c)
     ref_costs = _op_costs(ref)
     agreement(ref, ref, c, ref_costs)
     # (b) the experts' propagation anchors
@@ -483,6 +484,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     ex_b = experts["propagation"]
     b.anchors = sum(1 for n in ex_b if n not in own)
     b.notes += [n for n in getattr(ex_b, "notes", []) if n.startswith("MindFormers bug")]
+    b.notes += _refused(ex_b)
     try:
         pb = run(dict(ex_b))
         _fill(b, pb)
@@ -656,6 +658,14 @@ def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: M
         except StrategistError:
             pass
     return n
+
+
+def _refused(experts) -> list[str]:
+    """The experts' strategies an operator of the graph cannot take, read and skipped (the column is without them):
+    a primitive configured once and used by operators of other shapes (deepseek3's rotary Mul on MLA's q_pe and its
+    one-head k_pe, which MindSpore refuses too), or a shape the tp=1 build has otherwise (the router's
+    ``(dp, -1, E)`` reshape)."""
+    return [f"the experts' strategy at {n}" for n in getattr(experts, "notes", []) if "cannot take" in n]
 
 
 def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_costs, ref_step: float,
