@@ -484,21 +484,27 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     assert float(fc2.needed.split("step estimate ")[1].split(" ms")[0]) < -5.0
 
 
+def _advised(graph_of, target, *kwargs):
+    """The advice on a zoo model at dp=2,tp=4 (full-batch dataset, the default hardware) and a propagation of the
+    same graph for any anchors: (graph, mesh, run, advice)."""
+    from strategist.advice.advisor import advise
+    from strategist.engine.mesh import load_hardware
+    hw = load_hardware("atlas-800t-a2")
+    g = graph_of(target, *kwargs)
+    mesh = Mesh.parse("dp=2,tp=4")
+
+    def run(anchors):
+        return propagate(g, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
+    return g, mesh, run, advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+
+
 def test_each_disagreement_priced_with_the_references_layout(graph_of):
     """compare's "step if (c)'s": each operator (a) lays out otherwise than (c), with the same operator of every
     repeated layer, anchored as (c) has it on top of (a)'s anchors, one propagation per pattern. Here (c) is (a)
     plus fc1 data parallel over all 8 devices: anchoring fc1 as (c) has it gives (c)'s plan itself, so its
     step change is exactly (c)'s step minus (a)'s, and the other way round its negative."""
-    from strategist.advice.advisor import advise
     from strategist.advice.compare import Column, _what_if, agreement
-    from strategist.engine.mesh import load_hardware
-    hw = load_hardware("atlas-800t-a2")
-    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
-    mesh = Mesh.parse("dp=2,tp=4")
-
-    def run(anchors):
-        return propagate(g, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
-    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    g, mesh, run, a = _advised(graph_of, "examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
     fc1 = "linear_fc1.matmul"
     assert a.plan.strategy(fc1) == ((2, 1), (1, 4))
     ref = run({**a.anchors, fc1: ((8, 1), (1, 1))})
@@ -524,16 +530,8 @@ def test_differences_priced_by_region_and_all_at_once(graph_of):
     up-projections and the head data parallel over all 8 devices, which reaches the whole residual stream: one
     region, whose price -- every differing operator anchored as (c) has it -- is exactly (c)'s step minus (a)'s, as
     is the all-at-once figure; each pattern alone is priced lower than the whole."""
-    from strategist.advice.advisor import advise
     from strategist.advice.compare import Column, _what_if, _what_if_regions, agreement
-    from strategist.engine.mesh import load_hardware
-    hw = load_hardware("atlas-800t-a2")
-    g = graph_of("examples/llama.py:tiny", "batch=8")
-    mesh = Mesh.parse("dp=2,tp=4")
-
-    def run(anchors):
-        return propagate(g, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
-    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    g, mesh, run, a = _advised(graph_of, "examples/llama.py:tiny", "batch=8")
     dp8 = ((8, 1), (1, 1))
     ups = {f"model.layers.{i}.feed_forward.{w}.matmul": dp8 for i in (0, 1) for w in ("w1", "w3")}
     ref = run({**a.anchors, **ups, "lm_head.matmul": dp8})
@@ -562,16 +560,8 @@ def test_toward_the_reference_region_by_region(graph_of):
     is dropped, so the anchors grow by as many as (c) was made with: one for the mask's region, then the two SiLUs
     (the 13 patterns of the first region and the 2 of the second each tried without: 2 + 15 propagations).
     ``closest`` obeys (c)'s step and (b)'s anchors."""
-    from strategist.advice.advisor import advise
     from strategist.advice.compare import Column, _op_costs, _toward_reference, _what_if, _what_if_regions, agreement
-    from strategist.engine.mesh import load_hardware
-    hw = load_hardware("atlas-800t-a2")
-    g = graph_of("examples/llama.py:tiny", "batch=8")
-    mesh = Mesh.parse("dp=2,tp=4")
-
-    def run(anchors):
-        return propagate(g, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
-    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    g, mesh, run, a = _advised(graph_of, "examples/llama.py:tiny", "batch=8")
     silu = {f"model.layers.{i}.feed_forward.silu": ((8, 1),) for i in (0, 1)}
     ref = run({**a.anchors, "not_equal": ((1, 1), ()), **silu})
     col = Column("a", "advice", anchors=len(a.chosen))
