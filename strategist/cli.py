@@ -213,6 +213,7 @@ def _main(argv: list[str] | None = None) -> int:
                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                                 **split_model_options(args.kwargs))
             sys.stdout.write(cmp.to_json(args.max_rows) + "\n" if args.format == "json" else cmp.text(args.max_rows))
+            said = list(said) + [cmp.timings()]
         _say(said)          # after the work: a refusal stays one line
         return 0
     except StrategistError as err:

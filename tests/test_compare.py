@@ -146,6 +146,12 @@ def test_cli_compare_json_clean(tmp_path):
     # --max-rows cuts each column's list, not its count
     assert len(d["columns"]["a"]["disagreements"]) == 3 and d["columns"]["a"]["disagreement_count"] > 3
     assert os.listdir(tmp_path) == []   # no output/ directory in the user's cwd
+    # the same inputs, the same report, byte for byte: how long each part took goes to stderr, one line
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                           env={**os.environ, "PYTHONPATH": ROOT})
+    assert again.stdout == r.stdout and "seconds" not in d and "seconds" not in d["columns"]["a"]
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("strategist: compare: extraction ")]
+    assert "(a) " in line and "step if (c)'s " in line and "(b') " not in line
 
 
 GLM4 = "mindformers:glm4/finetune_glm4_9b.yaml"

@@ -42,6 +42,7 @@ from ..engine.semi_auto import semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"
 COLUMNS = ("a", "b", "b_ms", "c")
+LABELS = {"a": "a", "b": "b", "b_ms": "b'", "c": "c"}
 TITLES = {"a": "(a) strategist advice", "b": "(b) MindFormers sharding_propagation(), strategist",
           "b_ms": "(b') MindFormers sharding_propagation(), MindSpore", "c": "(c) MindFormers shard() (reference)"}
 
@@ -137,6 +138,8 @@ class Column:
     toward: list[Step] = field(default_factory=list)
     closest: Step | None = None
     seconds: float = 0.0              # time to produce this column (advise / experts' build + propagation)
+    #: timings beyond ``seconds`` (the what-if pricing, MindSpore's compile): (what, seconds), not in the report
+    timings: list[tuple[str, float]] = field(default_factory=list)
     error: str | None = None          # the column could not be produced (one line)
     notes: list[str] = field(default_factory=list)
 
@@ -178,7 +181,7 @@ class Column:
                 "memory": self.memory, "agreed": self.agreed, "operators": self.total,
                 "agreement": self.agreement, "configured_agreed": self.configured_agreed,
                 "configured_operators": self.configured_total,
-                "configured_agreement": self.configured_agreement, "seconds": round(self.seconds, 3),
+                "configured_agreement": self.configured_agreement,
                 "disagreements": [d.to_dict() for d in dis], "disagreement_count": len(self.disagreements),
                 "disagreements_moving_no_data": self.quiet_disagreements,
                 "disagreements_reference_faster": len(self.reference_faster),
@@ -213,9 +216,16 @@ class Comparison3:
         return {"model": self.model, "mesh": str(self.mesh), "devices": self.mesh.size,
                 "dataset_strategy": self.dataset_strategy if isinstance(self.dataset_strategy, str)
                 else {k: list(v) for k, v in self.dataset_strategy.items()},
-                "operators": self.graph_ops, "extract_seconds": round(self.extract_seconds, 3),
+                "operators": self.graph_ops,
                 "step_ratio_a_over_c": self.step_ratio(),
                 "columns": {k: c.to_dict(max_rows) for k, c in self.columns.items()}, "notes": self.notes}
+
+    def timings(self) -> str:
+        """How long each part took, one line (kept out of the report: the same inputs give the same report)."""
+        cols = [c for k, c in self.columns.items() if not c.error]
+        return "compare: extraction {:.1f} s; ".format(self.extract_seconds) + "; ".join(
+            f"({LABELS[c.key]}) {c.seconds:.1f} s" + "".join(f", {w} {t:.1f} s" for w, t in c.timings)
+            for c in cols)
 
     def to_json(self, max_rows: int = 0) -> str:
         return json.dumps(self.to_dict(max_rows), indent=1, sort_keys=False, default=str)
@@ -246,7 +256,6 @@ class Comparison3:
             ["on the experts' configured ops"] + [
                 cell(c, lambda c: f"{c.configured_agreed}/{c.configured_total} "
                                   f"({100 * c.configured_agreement:.1f} %)") for c in cols],
-            ["time"] + [cell(c, lambda c: f"{c.seconds:.1f} s") for c in cols],
         ]
         out += render_table([""] + [c.title for c in cols], rows)
         r = self.step_ratio()
@@ -539,7 +548,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
         n += _what_if_regions(a, graph, plan_a, ref, mesh, run)
         n += _toward_reference(a, plan_a, ref, mesh, run, ref_costs, c.totals["step_seconds"],
                                None if b.error else b.anchors)
-        a.notes.append(f"step if (c)'s: {n} propagations, {time.perf_counter() - t0:.1f} s")
+        a.notes.append(f"step if (c)'s: {n} propagations")
+        a.timings.append(("step if (c)'s", time.perf_counter() - t0))
     cmp.advice = adv
     return cmp
 
@@ -735,7 +745,8 @@ def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, da
         rb = vcompare(b_plan, ms)
         col.notes.append(f"MindSpore's propagation vs strategist's (b), same anchors: {rb.agreed}/{rb.total} "
                          f"operators equal; {len(rb.only_ours)} only strategist, {len(rb.only_theirs)} only MindSpore")
-    col.notes += [f"MindSpore ({ms.compile_seconds:.1f} s compile, {ms.process_seconds:.1f} s child): {n}"
+    col.timings += [("MindSpore's compile", ms.compile_seconds), ("its child process", ms.process_seconds)]
+    col.notes += [f"MindSpore: {n}"
                   for n in ms.notes if not n.startswith("MindFormers bug: MoELayer")
                   and not n.startswith("MindFormers bug: FlashAttention")]
     col.totals = {}
