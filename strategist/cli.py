@@ -204,7 +204,7 @@ def _main(argv: list[str] | None = None) -> int:
                                   semi_auto=args.semi_auto, redistributions=args.redistributions,
                                   communication=args.communication)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
-            _say(said)
+            _say(list(said) + [result.timings()])
             return 0 if result.all_agree else 1
         elif args.command == "compare":
             from .advice.compare import compare_model

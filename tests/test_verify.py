@@ -373,6 +373,10 @@ def test_cli_verify_megatron_mlp_json():
     assert ms["linear_fc1.matmul"] == [[8, 1], [1, 1]] and ms["linear_fc2.matmul"] == [[8, 1], [1, 1]]
     assert d["dataset_strategy"] == "data_parallel" and d["dataset"]["mindspore"] == [[8, 1]]
     assert r.returncode == (0 if d["all_agree"] else 1)
+    # the report holds no time (the same inputs, the same report); the times are one line on stderr
+    assert "seconds" not in d
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("strategist: verify: MindSpore compile ")]
+    assert "strategist propagate " in line
 
 
 @pytest.mark.slow
