@@ -330,7 +330,7 @@ def test_megatron_pairs(graph_of):
     """The linears the advisor also tries as Megatron's pair: each row MatMul and the column MatMuls feeding it
     before a norm. Llama: q/k/v -> o through the attention, w1/w3 -> w2 through SwiGLU; the vocabulary head
     feeds no row, so it is in no pair."""
-    from strategist.advice.advisor import _megatron_pairs
+    from strategist.advice.anatomy import _megatron_pairs
     g = graph_of(LLAMA, "layers=1", "batch=8")
     pairs = {n.split(".", 3)[-1] for n in _megatron_pairs(g, load_rules())}      # model.layers.0.<name>
     assert pairs == {"attention.wq.matmul", "attention.wk.matmul", "attention.wv.matmul", "attention.wo.matmul",
@@ -386,15 +386,16 @@ def test_advice_text_on_a_functional_call_names_the_strategy_once(graph_of):
 
 
 def test_every_line_of_the_final_advice_pays(graph_of):
-    """The last pass (advisor._every_line_pays): each pattern (one shard() line across repeated layers) is tried
+    """The last pass (minimality._every_line_pays): each pattern (one shard() line across repeated layers) is tried
     without, beside the rest of the final advice, and goes where the step is no slower by more than what the step
     model resolves. On the 2-layer LLaMA's advice, a line anchoring each layer's attention norm exactly as
     propagation lays it changes nothing: it goes, with that reason; the same line declared (a --boundary) stays;
     every line of the advice itself pays: its removal slows the step by more than PAY_FLOOR, or leaves at least
     MEMORY_WORTH more weight, gradient and optimizer state per device (the vocabulary-parallel head: 20 ms slower
     than the table whole on every device, which costs 2.2 GiB more)."""
-    from strategist.advice.advisor import (MEMORY_WORTH, PAY_FLOOR, Choice, _every_line_pays, _group_key,
-                                           _state_bytes, anchor_of)
+    from strategist.advice.advisor import MEMORY_WORTH, PAY_FLOOR, Choice, anchor_of
+    from strategist.advice.footprint import _state_bytes
+    from strategist.advice.minimality import _every_line_pays, _group_key
     g = graph_of(LLAMA, "layers=2", "batch=8")
     mesh = Mesh.parse("dp=2,tp=4")
     a = advise(g, mesh, hardware=HW, dataset_strategy=FB)

@@ -389,7 +389,7 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
     q_layernorm, reached from the layer's qkv linear until that linear's anchor went, then replicated, 8.4 ms).
     The advisor tries each such anchor back and keeps it where the step is faster. Here on the Megatron MLP,
     with a step model in which only fc1's column layout is fast (numbers by hand: 1 s otherwise)."""
-    from strategist.advice import advisor
+    from strategist.advice import minimality
     from strategist.advice.advisor import Choice
     from strategist.engine.propagate import Anchor
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
@@ -405,7 +405,7 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
         p.totals = lambda: {"step_seconds": 0.5 if fast else 1.5}
         return p
     dropped = [(col, "propagation gives the same layouts (test)"), (other, "does not pay for itself (test)")]
-    keep = advisor._reinstate(g, mesh, [], dropped, run)
+    keep = minimality._reinstate(g, mesh, [], dropped, run)
     assert [c.op for c in keep] == [fc1] and col.needed.startswith("reinstated") and "+1000.000 ms" in col.needed
     assert dropped == [(other, "does not pay for itself (test)")]          # tried back too: it does not pay
     # and not where it does not pay
@@ -413,7 +413,7 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
     dropped = [(col, "propagation gives the same layouts (test)")]
     slow = lambda keep: (lambda p: (setattr(p, "totals", lambda: {"step_seconds": 1.0}), p)[1])(
         propagate(g, mesh, {c.op: c.anchor for c in keep}, use_model_strategies=False))
-    assert advisor._reinstate(g, mesh, [], dropped, slow) == [] and len(dropped) == 1
+    assert minimality._reinstate(g, mesh, [], dropped, slow) == [] and len(dropped) == 1
 
 
 
@@ -426,7 +426,8 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     whole fp32 output over every device ((8, 1): the vocabulary by all 8); with the Concat's batch split over the
     devices (rule 3 on the input path, tried per operator that reads only the dataset) the search takes a (2, 4)
     table there, 38.7 ms a step less (by all 8 devices, 38.4)."""
-    from strategist.advice.advisor import MEMORY_WORTH, PAY_FLOOR, _group_key, _state_bytes
+    from strategist.advice.footprint import MEMORY_WORTH, _state_bytes
+    from strategist.advice.minimality import PAY_FLOOR, _group_key
     from strategist.advice.compare import compare_model
     c = compare_model("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "dp=2,tp=4", layers=2, batch=8,
                       overrides={"first_k_dense_replace": 1})
@@ -685,7 +686,7 @@ def test_minimality_compares_the_layout_a_cast_slices_a_parameter_with():
     decided backward from them with the layout its anchor gives, but its weight's Cast is then whole on every device
     ((1, 1) against (4, 1)): on the full-size config the advice dropped the head as "propagation gives the same
     layouts and cost without it" and paid 8.2 ms a step more (622.1 ms against 613.9)."""
-    from strategist.advice.advisor import _layouts_differ, _same_plan
+    from strategist.advice.minimality import _layouts_differ, _same_plan
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers(QWEN3, layers=2, seq=128, batch=8, overrides=DENSE)
     mesh = Mesh.parse("dp=2,tp=4")

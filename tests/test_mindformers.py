@@ -906,7 +906,7 @@ def test_glm4_legacy_model_loads_with_its_experts(tmp_path, monkeypatch, capfd):
     use_legacy=True, batch-first [B, S, H], construct(input_ids, labels). Its layers configure in __init__, in
     global shapes: the experts' shard() at the mesh maps onto the tp=1 graph as for the mcore families. It used
     to be refused ("model_config needs model_type and architectures")."""
-    from strategist.advice.advisor import _sequence_first
+    from strategist.advice.anatomy import _sequence_first
     from strategist.frontend.mindformers import _import_mindformers, expert_strategies, load_mindformers
     monkeypatch.chdir(tmp_path)
     _import_mindformers()

@@ -269,7 +269,7 @@ def test_llama_repeated_layers_several_files(tmp_path):
         for m in ("common", "attention"):
             sys.modules.pop(m, None)
     assert net.lm_head.matmul.in_strategy == ((8, 1), (8, 1))
-    # the embedding table hidden by tp (the fastest of its layouts: advisor._embedding_tables), the ids by dp
+    # the embedding table hidden by tp (the fastest of its layouts: refine._embedding_tables), the ids by dp
     assert net.model.tok_embeddings.gather.in_strategy == ((1, 8), (8, 1))
     for layer in net.model.layers:
         assert layer.attention.wo.matmul.in_strategy == ((8, 8), (8, 1))

@@ -31,7 +31,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .advisor import _group_key, _same_plan
+from .minimality import _group_key, _same_plan
 from ..errors import StrategistError
 from ..frontend.graph import OpGraph
 from ..engine.mesh import Mesh, load_hardware

@@ -5,7 +5,7 @@ the real run does; a configured operator ends MindSpore's BFS, so the layout the
 operators before them. A language-model head laid out otherwise than that pays a redistribution of its whole logits
 there (glm4: MindFormers' vocabulary-parallel loss takes them ``(1, dp*cp*tp)``, the advisor's vocabulary-by-tp
 head gives ``(dp, tp)``), so the head is proposed in the loss's layout, with the template's as its alternative,
-taken where the step is faster (:func:`strategist.advice.advisor._take_alternatives`)."""
+taken where the step is faster (:func:`strategist.advice.refine._take_alternatives`)."""
 from __future__ import annotations
 
 

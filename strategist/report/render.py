@@ -360,7 +360,7 @@ def anchor_file_keys(ops: list[str], names: list[str]) -> dict[str, list[str]]:
     >>> anchor_file_keys(["m.layers.0.rope.add", "m.layers.1.rope.add"], names)
     {'m.layers.*.rope.add': ['m.layers.0.rope.add', 'm.layers.1.rope.add']}
     """
-    from ..advice.advisor import _group_key
+    from ..advice.minimality import _group_key
     groups: dict[str, list[str]] = {}
     for n in ops:
         groups.setdefault(_group_key(n), []).append(n)

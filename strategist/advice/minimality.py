@@ -1,0 +1,212 @@
+"""Every line of the advice pays: what a shard() line must save (:data:`PAY_FLOOR`, :data:`PAY_WORTH`), dropped
+anchors tried back, and the last check of every line beside the others (:func:`_every_line_pays`)."""
+from __future__ import annotations
+
+import collections
+import math
+import re
+
+from ..errors import PropagationError, StrategyError
+from ..frontend.graph import OpGraph
+from ..engine.layout import squeeze
+from ..engine.mesh import Mesh
+from ..engine.ops import shard_anchor
+from ..engine.plan import Plan
+from ..engine.search import _cached_rule
+from .choice import Choice
+from .footprint import MEMORY_WORTH, _state_bytes
+
+
+# an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
+# estimate: a smaller saving is within what the step model resolves on a large step (it prices no kernel launch
+# and no overlap; 100 us is ten collective latency steps, a few launches), not worth a shard() line: the labels'
+# mask split by dp behind the loss, a 64 KiB gather, saves 17-65 us of a 136-600 ms step. A small model's step
+# is its own scale (an encoder's 25 us of 1 ms pays)
+PAY_WORTH = 1e-3
+PAY_FLOOR = 100e-6
+
+
+def _worth(plan: Plan) -> float:
+    """What one line of configuration must save of ``plan``'s step to be worth writing (PAY_FLOOR, PAY_WORTH)."""
+    return min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
+
+
+def _lines(members) -> int:
+    """The shard() lines a group of anchors takes: one per pattern (an operator across repeated layers)."""
+    return len({_group_key(c.op) for c in members})
+
+
+def _group_key(name: str) -> str:
+    """``model.layers.12.attention.wq.matmul`` -> ``model.layers.*.attention.wq.matmul``."""
+    return re.sub(r"(?<=\.)\d+(?=\.)", "*", name)
+
+
+def _layouts_differ(ca, cb) -> bool:
+    """Different placement of any input or output (device matrices compared without size-1 axes)."""
+    if ca.inputs == cb.inputs and ca.outputs == cb.outputs:
+        return False
+    sq = lambda ls: tuple(squeeze(l) for l in ls)
+    return sq(ca.inputs) != sq(cb.inputs) or sq(ca.outputs) != sq(cb.outputs)
+
+
+def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> list:
+    """Minimality drops greedily, each group judged with the anchors then left; a drop can be wrong once a group
+    checked after it went. An anchor dropped because propagation reproduced it may be needed again when the
+    search that reached its operator started at an anchor dropped later (measured: qwen3_moe's layer-1
+    q_layernorm, reached from the layer's qkv linear until that linear's anchor went, then left unreached and
+    replicated, 8.4 ms); a group dropped as not paying may pay beside what is left (measured: qwen3_moe's qkv
+    linears, dropped while the attention after them was still anchored to match). Each dropped group (a package
+    as one) whose operators the plan now lays out otherwise is tried back, in graph order, and kept where the
+    step is faster by more than the step model resolves."""
+    plan = run(keep) if keep else run({})
+    groups: dict[str, list] = {}
+    for c, why in dropped:
+        if why.startswith(("propagation gives the same layouts", "does not pay for itself")):
+            groups.setdefault(_group_key(c.with_op or c.op), []).append((c, why))     # minimality's groups
+    for key in sorted(groups, key=lambda k: min(graph.op(c.op).topo_index for c, _ in groups[k])):
+        members = groups[key]
+        ops = {c.op for c, _ in members}
+        differ = False
+        for c, _ in members:
+            try:
+                sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, _cached_rule(graph.op(c.op)))
+            except StrategyError:          # the search would refuse it too
+                differ = False
+                break
+            differ = differ or _layouts_differ(sh, plan.choices[c.op])
+        if not differ:
+            continue
+        # (a package's fallbacks, adopted when it went, give way to it)
+        trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in members],
+                       key=lambda x: graph.op(x.op).topo_index)
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            continue
+        changed, dt = _diff(plan, q)
+        if dt < -_worth(plan) * _lines(c for c, _ in members):
+            keep, plan = trial, q
+            for c, why in members:
+                dropped.remove((c, why))
+                c.needed = (f"reinstated after the anchors checked later went: without "
+                            f"{'these' if len(members) > 1 else 'it'} {changed} operators change layout and the "
+                            f"step estimate changes by {-dt * 1e3:+.3f} ms")
+            continue
+        keep, plan = _reinstate_patterns(graph, keep, plan, members, dropped, run)
+    return keep
+
+
+def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, dropped: list, run):
+    """A package that does not pay back whole (an MoE router: its gating Softmax and Mul cost more at their edges
+    than they save) may hold patterns -- one operator across repeated layers, one shard() line -- that pay alone on
+    top of what is kept: each is tried back, in graph order, and kept where the step is faster by more than the
+    step model resolves (qwen3_moe at dp=2,tp=4: the router's TopkExt and an aux-loss mean split by tokens, as
+    MindFormers' experts have them, each 0.10-0.14 ms faster; the other aux-loss mean then follows; then, on a
+    second round, the gating Softmax, which the TopkExt follows from then on)."""
+    patterns: dict[str, list] = {}
+    for c, why in members:
+        patterns.setdefault(_group_key(c.op), []).append((c, why))
+    if len(patterns) < 2:
+        return keep, plan
+    # a pattern may pay only once a later one is back (the router's gating Softmax split by tokens pays once its
+    # TopkExt is): tried until every pattern left was refused on the plan as it now is
+
+    def back(key) -> bool:
+        nonlocal keep, plan
+        pat = patterns[key]
+        ops = {c.op for c, _ in pat}
+        trial = sorted([k for k in keep if k.op not in ops] + [c for c, _ in pat], key=lambda x: graph.op(x.op).topo_index)
+        try:
+            q = run(trial)
+        except (PropagationError, StrategyError):
+            return False
+        changed, dt = _diff(plan, q)
+        if dt >= -_worth(plan):
+            return False
+        keep, plan = trial, q
+        for c, why in pat:
+            dropped.remove((c, why))
+            c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
+                        f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+        return True
+
+    _settle(sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k])), back)
+    return keep, plan
+
+
+def _settle(keys, attempt) -> None:
+    """``attempt(key)`` for each key in order, round and round, a key that succeeded leaving the round: until every
+    key left has failed since the last success (on the state as it now is). The advisor's greedy passes that an
+    earlier step can change the verdict of (_reinstate_patterns, _every_line_pays)."""
+    queue = collections.deque(keys)
+    failed = 0
+    while queue and failed < len(queue):
+        key = queue.popleft()
+        if attempt(key):
+            failed = 0
+        else:
+            queue.append(key)
+            failed += 1
+
+
+def _same_plan(a: Plan, b: Plan) -> bool:
+    """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
+    the layouts, so this only guards the pricing itself). A Cast's searched layout is not compared: MindSpore
+    drops it after the search, and the Cast runs in its input's layout (:func:`strategist.cost.pricing.cast_overlay`),
+    which the other operators' decide -- except a Cast of a Parameter, whose layout slices the Parameter."""
+    for name, ca in a.choices.items():
+        if (ca.op.type != "Cast" or ca.op.inputs[0].kind == "param") and _layouts_differ(ca, b.choices[name]):
+            return False
+    if not (a.priced and b.priced):
+        return True
+    ta, tb = a.totals(), b.totals()
+    return all(math.isclose(ta[k], tb[k], rel_tol=1e-9, abs_tol=1e-9) for k in ta)
+
+
+def _diff(a: Plan, b: Plan) -> tuple[int, float]:
+    changed = sum(1 for n, ca in a.choices.items() if _layouts_differ(ca, b.choices[n]))
+    return changed, b.totals()["step_seconds"] - a.totals()["step_seconds"]
+
+
+def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
+    """Each line of the final advice (a pattern: one operator across repeated layers) must pay for itself beside
+    the others. Minimality judged most of them before the stages after it (reinstated groups, alternatives, aligned
+    layers, the input path, the tables) changed what they stand beside, and judged a package's members only as
+    "propagation reproduces it": deepseek3 (dp=2,tp=4) ended with a router LogicalNot reinstated early whose line
+    made the final step 0.39 ms slower, and a dense SwiGLU interior and MLA joins that change nothing once the
+    alternatives around them were taken (10 of 55 anchors). Each pattern is tried without, in graph order and
+    again after any drop, and goes where the step is no slower by more than what the step model resolves. Declared
+    anchors (a --boundary, the config's sequence-parallel norms and rows, the MoE FFN Morph MindFormers fixes) stay;
+    a sequence-parallel package's residual adds must pay like any line."""
+    if not keep:
+        return keep
+    cur = run(keep)
+    patterns: dict[str, list[Choice]] = {}
+    for c in keep:
+        patterns.setdefault(_group_key(c.op), []).append(c)
+    # a line that paid beside one dropped after it may not pay any more (deepseek3's router tc_topk, reinstated
+    # beside its aux means): tried until every line left was found paying beside the lines as they now are
+
+    def without(key) -> bool:
+        nonlocal keep, cur
+        members = patterns[key]
+        gone = {id(c) for c in members}
+        trial = [c for c in keep if id(c) not in gone]
+        try:
+            q = run(trial) if trial else run({})
+        except (PropagationError, StrategyError):
+            return False
+        changed, dt = _diff(cur, q)
+        worth = _worth(cur)
+        if dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
+            return False        # it pays in step time, or in the weight, gradient and optimizer state it shards
+        keep, cur = trial, q
+        for c in members:
+            dropped.append((c, f"does not pay for its line in the final advice: without it, {changed} operators "
+                               f"change layout and the step estimate changes by {dt * 1e3:+.3f} ms" +
+                               (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))
+        return True
+
+    _settle([k for k in sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c in patterns[k]))
+             if not any(c.declared and c.template != "residual_sequence_parallel" for c in patterns[k])], without)
+    return keep
