@@ -1296,7 +1296,8 @@ def _add(graph, out: Experts, op, st, where, n, in_layouts=None, out_layouts=Non
             out.notes.append(f"{where}: on {op.name} {how}")
         out[op.name] = cand
         return
-    out.notes.append(f"{where}: {op.name} ({op.type}) cannot take {anchor.describe()}: {first}; skipped")
+    why = str(first).removeprefix(f"{op.name} ({op.type}) ").removeprefix(f"{op.name} ({op.type}): ")
+    out.notes.append(f"{where}: {op.name} ({op.type}) cannot take {anchor.describe()}: {why}; skipped")
 
 
 def _variants(op, a: Anchor):
