@@ -145,22 +145,31 @@ def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
     return cols | {r for r in rows if any(c in cols for c in _column_partners(graph, r, weight_mm))}
 
 
-def _walk_back_to_weights(graph: OpGraph, row: str, weight_mm) -> tuple[set[str], list[str]]:
-    """Walking back from ``row``'s activation input, stopping at each weight MatMul: (the weight MatMuls
-    reached, the operators passed on the way)."""
-    out, passed, seen = set(), [], {row}
-    todo = [x.ref for x in graph.op(row).inputs if x.kind == "op"]
+def _walk(graph: OpGraph, start: str, nexts, expand) -> None:
+    """Depth first over the operators ``nexts(name)`` reaches from ``start`` (each once; ``start`` itself is not
+    visited); ``expand(name, op)`` is called on each and says whether the walk goes on past it."""
+    seen, todo = {start}, list(nexts(start))
     while todo:
         n = todo.pop()
         if n in seen or n not in graph:
             continue
         seen.add(n)
-        op = graph.op(n)
+        if expand(n, graph.op(n)):
+            todo.extend(nexts(n))
+
+
+def _walk_back_to_weights(graph: OpGraph, row: str, weight_mm) -> tuple[set[str], list[str]]:
+    """Walking back from ``row``'s activation input, stopping at each weight MatMul: (the weight MatMuls
+    reached, the operators passed on the way)."""
+    out, passed = set(), []
+
+    def expand(n, op):
         if op.type in weight_mm and _weight_params(graph, op):
             out.add(n)
-            continue
+            return False
         passed.append(n)
-        todo.extend(x.ref for x in op.inputs if x.kind == "op")
+        return True
+    _walk(graph, row, lambda n: [x.ref for x in graph.op(n).inputs if x.kind == "op"], expand)
     return out, passed
 
 
@@ -252,25 +261,19 @@ def _attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[
     """The weight MatMuls around each FlashAttentionScore: the column-role ones whose output reaches it
     before another weight MatMul or a norm (q/k/v, MLA's up-projections), and the row-role one its output
     reaches first (the output projection)."""
-    succ = graph.nx.successors
-    pred = graph.nx.predecessors
     out: set[str] = set()
+
+    def expand(role):
+        def go(n, op):
+            if n in roles:
+                if roles[n] == role and not (role == "column" and _feeds_latent(graph, n, roles, norms)):
+                    out.add(n)
+                return False
+            return op.type not in norms and op.type != "FlashAttentionScore"
+        return go
     for fa in (op.name for op in graph if op.type == "FlashAttentionScore"):
-        for walk, role in ((pred, "column"), (succ, "row")):
-            seen, todo = {fa}, list(walk(fa))
-            while todo:
-                n = todo.pop()
-                if n in seen or n not in graph:
-                    continue
-                seen.add(n)
-                op = graph.op(n)
-                if n in roles:
-                    if roles[n] == role and not (role == "column" and _feeds_latent(graph, n, roles, norms)):
-                        out.add(n)
-                    continue
-                if op.type in norms or op.type == "FlashAttentionScore":
-                    continue
-                todo.extend(walk(n))
+        _walk(graph, fa, lambda n: list(graph.nx.predecessors(n)), expand("column"))
+        _walk(graph, fa, lambda n: list(graph.nx.successors(n)), expand("row"))
     return out
 
 
@@ -280,26 +283,24 @@ def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str] | None, norms
     latent (MLA's ``linear_kv_down_proj`` into ``kv_layernorm``, its rotary slice alone reaching the
     attention), not a head projection (a per-head q/k norm on ``[S, B, N, D]`` does not count). Without
     ``roles`` a path ends at any weight MatMul."""
-    seen, todo = {name}, list(graph.nx.successors(name))
-    while todo:
-        n = todo.pop()
-        if n in seen or n not in graph:
-            continue
-        seen.add(n)
-        op = graph.op(n)
-        if op.type == "FlashAttentionScore":
-            continue
+    found = []
+
+    def expand(n, op):
+        if found or op.type == "FlashAttentionScore":
+            return False
         if roles is not None and n in roles:
-            return True
+            found.append(n)
+            return False
         if roles is None and op.type in WEIGHT_MATMULS and _weight_params(graph, op):
-            continue
+            return False
         if op.type in norms:
             x = op.inputs[0].spec if op.inputs else None
             if x is not None and len(x.shape) <= 3:
-                return True
-            continue
-        todo.extend(graph.nx.successors(n))
-    return False
+                found.append(n)
+            return False
+        return True
+    _walk(graph, name, lambda n: list(graph.nx.successors(n)), expand)
+    return bool(found)
 
 
 def _grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s: Sharding | None):
