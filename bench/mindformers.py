@@ -75,9 +75,10 @@ def compare_hook(graph, info, mesh, experts):
             "differ_a_regions_reference_faster": len(a.regions_reference_faster),
             "step_change_if_reference_everywhere_ms": None if a.if_reference_everywhere is None
             else round(a.if_reference_everywhere * 1e3, 3),
-            # toward (c): (c)'s layout taken region by region on top of the advice (shard()-carried regions only, the
-            # cheapest per operator first): the most agreement any step reaches, and the most within (c)'s step
-            # estimate and (b)'s anchors (the issue's other two targets) with its anchors
+            # toward (c): (c)'s layout taken region by region on top of the advice (what a shard() line can carry
+            # anchored, functional calls following or not; the cheapest per operator first): the most agreement any
+            # step reaches, and the most within (c)'s step estimate and (b)'s anchors (the issue's other two targets)
+            # with its anchors
             "toward_max_agreement": round(max(t.agreement for t in a.toward), 4) if a.toward else None,
             "closest_agreement": round(a.closest.agreement, 4) if a.closest else None,
             "closest_anchors": a.closest.anchors if a.closest else None,
@@ -190,8 +191,8 @@ def main() -> None:
           "than 100 us (in brackets: those a shard() line can carry, not functional calls); regions = of (a)'s differences "
           "joined into connected regions (each repeated layer's together), those where (c)'s layout on the whole region "
           "is faster / all regions; all (c) = the step change with (c)'s layout at every difference at once on top of "
-          "the advice; near (c) = (c)'s layout taken region by region on top of the advice (regions a shard() line can "
-          "carry, the cheapest per operator first): the most agreement with a step no slower than (c)'s and anchors "
+          "the advice; near (c) = (c)'s layout taken region by region on top of the advice (what a shard() line can "
+          "carry anchored, functional calls following or not; the cheapest per operator first): the most agreement with a step no slower than (c)'s and anchors "
           "no more than (b)'s, its anchors and step change; max = the most agreement any step of that way reaches; "
           "ratio = step estimate (a)/(c); "
           "compare = experts + three propagations + advise (extraction excluded). Targets: agree a >= 98 %, "

@@ -42,7 +42,6 @@ from ..engine.semi_auto import semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"
 COLUMNS = ("a", "b", "b_ms", "c")
-LABELS = {"a": "a", "b": "b", "b_ms": "b'", "c": "c"}
 TITLES = {"a": "(a) strategist advice", "b": "(b) MindFormers sharding_propagation(), strategist",
           "b_ms": "(b') MindFormers sharding_propagation(), MindSpore", "c": "(c) MindFormers shard() (reference)"}
 
@@ -222,9 +221,9 @@ class Comparison3:
 
     def timings(self) -> str:
         """How long each part took, one line (kept out of the report: the same inputs give the same report)."""
-        cols = [c for k, c in self.columns.items() if not c.error]
+        cols = [c for c in self.columns.values() if not c.error]
         return "compare: extraction {:.1f} s; ".format(self.extract_seconds) + "; ".join(
-            f"({LABELS[c.key]}) {c.seconds:.1f} s" + "".join(f", {w} {t:.1f} s" for w, t in c.timings)
+            f"{c.title.split()[0]} {c.seconds:.1f} s" + "".join(f", {w} {t:.1f} s" for w, t in c.timings)
             for c in cols)
 
     def to_json(self, max_rows: int = 0) -> str:
