@@ -307,12 +307,14 @@ def test_mindformers_qwen3_copy(tmp_path):
     assert "self.embedding.shard" not in patch and "tensor_parallel/layers.py" not in patch
     # the key norm where the attention holds it (the layer's other norms take other layouts)
     assert "diff --git a/mindformers/parallel_core/training_graph/transformer/attention.py" in patch
-    assert "+            self.k_layernorm.norm.shard(((1, 2, 4, 1), (1,)))\n" in patch
+    # (written from the run's config, so the class holds at any mesh: below, rebuilt at dp=4,tp=2)
+    assert "+            self.k_layernorm.norm.shard(((1, config.data_parallel_size, " \
+           "config.tensor_model_parallel_size, 1), (1,)))\n" in patch
     # the query's BSND -> BNSD transpose, one of the three calls of FlashAttention's one primitive: the other two
     # (key, value) take that strategy in the plan anyway, so one shard() in the method FlashAttention calls
     # (and MindFormers 1.9.0 does not define) keeps the plan
-    assert "+    def sharding_propagation(self, config=None):\n+        self.bnsd_transpose.shard(((1, 2, 4, 1),))\n" \
-        in patch
+    assert "+    def sharding_propagation(self, config=None):\n+        self.bnsd_transpose.shard(((1, " \
+           "config.data_parallel_size, config.tensor_model_parallel_size, 1),))\n" in patch
     anchors = json.loads(r.stdout)["anchors"]
     unheld = {a["op"] for a in anchors if not a["held"]}
     # what the diff could not place is reported ("not written: <op>: why"), never guessed: functional calls,
@@ -343,6 +345,14 @@ def test_mindformers_qwen3_copy(tmp_path):
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for op, st in advised.items():
         assert op in got and got[op] is not None and tuple(tuple(s) for s in got[op]) == st, (op, got.get(op), st)
+    # the applied lines hold at another mesh: MindFormers rebuilt at dp=4,tp=2 reads them from its config
+    r = subprocess.run([sys.executable, "-c", code.replace("'dp=2,tp=4'", "'dp=4,tp=2'")], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    attn = "model.decoder.layers.0.self_attention."
+    assert got[attn + "k_layernorm.norm"] == [[1, 4, 2, 1], [1]]
+    assert got[attn + "core_attention.bnsd_transpose"] == [[1, 4, 2, 1]]
 
 
 def test_mindformers_target_method_only_where_the_class_runs_it():
@@ -360,11 +370,75 @@ def test_mindformers_target_method_only_where_the_class_runs_it():
     s = Strategy("x", ((2,), (2,)), True, None, ((("dp",),), (("dp",),)))
     new, _ = edit_source(code, [Placement("f", None, 3, "mul2", s), Placement("f", None, 8, "mul", s)], [], mesh,
                          target="sharding_propagation")
-    assert "        self.mul2 = Mul().shard(((2,), (2,)))\n" in new
+    # (the batch split written as the run's config holds it: see test_mindformers_lines_hold_at_any_mesh)
+    assert "        self.mul2 = Mul().shard(((config.data_parallel_size,), (config.data_parallel_size,)))\n" in new
     assert new.count("def sharding_propagation") == 1          # Attn's, which its __init__ calls
     assert new.index("def sharding_propagation") > new.index("class Attn")
     assert "            self.sharding_propagation(config)\n\n    def sharding_propagation(self, config=None):\n" \
-           "        self.mul.shard(((2,), (2,)))\n" in new
+           "        self.mul.shard(((config.data_parallel_size,), (config.data_parallel_size,)))\n" in new
+
+
+def test_mindformers_lines_hold_at_any_mesh():
+    """The experts write MindFormers' strategies from the run's config (``dp = config.data_parallel_size``,
+    ``layout("cp", "dp", "tp")``), so a class holds at any mesh. strategist's lines do the same where the config
+    is at hand: a split by one axis is the config attribute holding it, a Layout is MindFormers' own ``layout``
+    (imported where the file lacks it). Where the config is not the run's (a method called without it) or does
+    not hold the split (with an ep axis MindFormers' data_parallel_size is dp * ep), the numbers are written."""
+    from mindspore import nn  # noqa: F401  (Mesh import chain)
+    from strategist.engine.mesh import Mesh
+    from strategist.source.edit import edit_source
+    from strategist.source.locate import Placement, Strategy
+    code = ("from mindformers.parallel_core.training_graph.device_matrix import layout\n\n\n"
+            "class Attn:\n    def __init__(self, config):\n        self.mul = Mul()\n        self.tr = Transpose()\n"
+            "        if mode():\n            self.sharding_propagation(config)\n\n"
+            "    def sharding_propagation(self, config):\n        dp = config.data_parallel_size\n        pass\n\n\n"
+            "class Mla:\n    def __init__(self, config):\n        self.add = Add()\n"
+            "        if mode():\n            self.sharding_propagation()\n\n\n"
+            "class Moe:\n    def __init__(self, config):\n        self.dp = config.data_parallel_size * "
+            "config.tensor_model_parallel_size\n        self.tp = 1 if config.tensor_model_parallel_size is None "
+            "else config.tensor_model_parallel_size\n        self.sub = Sub()\n        self.sharding_propagation()\n"
+            "        self.cp = config.context_parallel_size\n\n"
+            "    def sharding_propagation(self):\n        \"\"\"Set parallel strategy.\"\"\"\n")
+    mul = Strategy("mul", ((2, 4), (2, 4)), True, None, ((("dp",), ("tp",)), (("dp",), ("tp",))))
+    tr = Strategy("tr", ((8, 1),), False, '(layout(("tp", "dp"), "None"),)', ((("tp", "dp"), ()),))
+    add = Strategy("add", ((2, 1), (2, 1)), True, None, ((("dp",), ()), (("dp",), ())))
+    pls = [Placement("f", None, 6, "mul", mul), Placement("f", None, 7, "tr", tr), Placement("f", None, 17, "add", add)]
+    new, _ = edit_source(code, pls, [], Mesh.parse("dp=2,tp=4"), target="sharding_propagation")
+    # the class's own dp, the config's tp; MindFormers' layout, already imported; Mla's method runs without a config
+    assert "        dp = config.data_parallel_size\n        self.mul.shard(((dp, config.tensor_model_parallel_size), " \
+           "(dp, config.tensor_model_parallel_size)))\n        self.tr.shard((layout((\"tp\", \"dp\"), \"None\"),))\n" in new
+    assert "pass" not in new and "strategist_layout" not in new and "import Layout" not in new
+    assert "    def sharding_propagation(self, config=None):\n        self.add.shard(((2, 1), (2, 1)))\n" in new
+    again, _ = edit_source(new, [Placement("f", None, 6, "mul", mul), Placement("f", None, 7, "tr", tr),
+                                 Placement("f", None, 19, "add", add)], [], Mesh.parse("dp=2,tp=4"),
+                           target="sharding_propagation")
+    assert again == new                                          # idempotent
+    # a class's own self.tp from the config (MindFormers' ``1 if ... is None else``); its self.dp is dp * tp, no axis
+    sub = Strategy("sub", ((2, 4),), True, None, ((("dp",), ("tp",)),))
+    new, _ = edit_source(code, [Placement("f", None, 26, "sub", sub)], [], Mesh.parse("dp=2,tp=4"),
+                         target="sharding_propagation")
+    assert '        """Set parallel strategy."""\n        self.sub.shard(((2, self.tp),))\n' in new
+    # (its self.cp is set after __init__ calls the method: not there yet when it runs)
+    cp = Strategy("sub", ((2, 2),), True, None, ((("dp",), ("cp",)),))
+    new, _ = edit_source(code, [Placement("f", None, 26, "sub", cp)], [], Mesh.parse("dp=2,cp=2"),
+                         target="sharding_propagation")
+    assert "self.sub.shard(((2, 2),))" in new
+    # an ep axis: data_parallel_size is dp * ep = 4, neither the class's dp nor the config hold dp = 2
+    mul2 = Strategy("mul", ((2, 2), (2, 2)), True, None, mul.axes)
+    new, _ = edit_source(code, [Placement("f", None, 6, "mul", mul2)], [], Mesh.parse("dp=2,ep=2,tp=2"),
+                         target="sharding_propagation")
+    assert "self.mul.shard(((2, config.tensor_model_parallel_size), (2, config.tensor_model_parallel_size)))" in new
+    # no MindFormers layout in the file: imported; a mesh MindFormers lays out otherwise: declared over it
+    bare = code.replace("from mindformers.parallel_core.training_graph.device_matrix import layout\n\n\n", "")
+    tr_bare = [Placement("f", None, 4, "tr", tr)]
+    new, _ = edit_source(bare, tr_bare, [], Mesh.parse("dp=2,tp=4"), target="sharding_propagation")
+    assert new.startswith("from mindformers.parallel_core.training_graph.device_matrix import layout\n")
+    assert '        self.tr.shard((layout(("tp", "dp"), "None"),))\n' in new
+    new, _ = edit_source(bare, tr_bare, [], Mesh.parse("tp=4,dp=2"), target="sharding_propagation")
+    assert "strategist_layout = Layout((4, 2), ('tp', 'dp'))" in new and "device_matrix" not in new
+    # a user's model file (no target): numbers, as before
+    new, _ = edit_source(bare, [Placement("f", None, 3, "mul", mul)], [], Mesh.parse("dp=2,tp=4"))
+    assert "        self.mul = Mul().shard(((2, 4), (2, 4)))\n" in new
 
 
 def test_locate_leaves_what_the_source_already_sets(graph_of):
@@ -444,15 +518,18 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     # sets Megatron's column split: configured from the MoE layer (the MLP class also serves layer 0's MLP, whose
     # fc1 keeps the class's column split)
     moe = files["mindformers/parallel_core/training_graph/transformer/moe/moe_layer.py"]
-    assert "+            self.shared_experts.linear_fc1.matmul.shard(((8, 1), (1, 1)))\n" in moe
+    assert "+            self.shared_experts.linear_fc1.matmul.shard(((config.data_parallel_size * " \
+           "config.tensor_model_parallel_size, 1), (1, 1)))\n" in moe
     assert ("configured from its owner as the plan has it: model.decoder.layers.1.mlp.shared_experts.linear_fc1."
             "matmul: ColumnParallelLinear's own shard() of matmul sets ((2, 1), (4, 1)), the plan ((8, 1), (1, 1))") in err
     # the dense MLP's data-parallel fc2, from TransformerLayer, whose self.mlp is a MoELayer (no linear_fc2) in
     # layer 1: guarded
     layer = files["mindformers/parallel_core/training_graph/transformer/transformer_layer.py"]
     assert ("+        if hasattr(self.mlp, 'linear_fc2') and hasattr(self.mlp.linear_fc2, 'matmul'):\n"
-            "+            self.mlp.linear_fc2.matmul.shard((strategist_layout((\"tp\", \"dp\"), \"None\"), "
-            "strategist_layout(\"None\", \"None\")))\n") in layer
+            "+            self.mlp.linear_fc2.matmul.shard((layout((\"tp\", \"dp\"), \"None\"), "
+            "layout(\"None\", \"None\")))\n") in layer
+    # (MindFormers' own layout, whose device matrix comes from the run's config, not one declared at this mesh)
+    assert "strategist_layout" not in patch and "Layout(" not in patch
     # what the experts' own methods already set at this mesh is left as it is
     assert "already in the source: MultiTokenPredictionBlock.concat_2d" in err
     # the loss MindFormers configures in every parallel build is the model's own: no advice line, no diff line

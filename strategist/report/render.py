@@ -89,8 +89,22 @@ def strategy_text(strategy) -> str:
 def layout_text(layouts, mesh) -> str | None:
     """The same layouts as ``mindspore.Layout`` calls over the mesh's named axes, or None when a
     layout uses only part of a mesh axis (then only the tuple form expresses it)."""
-    from ..engine.layout import Layout, common_matrix, refine, squeeze
+    axes = layout_axes(layouts, mesh)
+    if axes is None:
+        return None
     parts = []
+    for lay in axes:
+        dims = ['"None"' if not names else f'"{names[0]}"' if len(names) == 1
+                else "(" + ", ".join(f'"{x}"' for x in names) + ")" for names in lay]
+        parts.append("layout(" + ", ".join(dims) + ")")
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def layout_axes(layouts, mesh) -> tuple | None:
+    """Per layout, per tensor dimension: the mesh axes splitting it, outer first (``("tp", "dp")``); None
+    when a layout uses only part of a mesh axis."""
+    from ..engine.layout import Layout, common_matrix, refine, squeeze
+    out = []
     mesh_l = Layout(mesh.shape, mesh.shape, tuple((i,) for i in range(len(mesh.shape))))
     for lay in layouts:
         s = squeeze(Layout(lay.shape, lay.dev_matrix, lay.dims))
@@ -108,10 +122,9 @@ def layout_text(layouts, mesh) -> str | None:
                     return None
                 names.append(groups[hit])
                 rest = rest[len(hit):]
-            dims.append('"None"' if not names else f'"{names[0]}"' if len(names) == 1
-                        else "(" + ", ".join(f'"{x}"' for x in names) + ")")
-        parts.append("layout(" + ", ".join(dims) + ")")
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+            dims.append(tuple(names))
+        out.append(tuple(dims))
+    return tuple(out)
 
 
 def mesh_layout_decl(mesh) -> str:

@@ -72,19 +72,25 @@ def _args(expr: str) -> list[cst.Arg]:
 # rendering
 
 
-def render(placement: Placement, mesh, scope: dict[str, int]) -> tuple[str, bool]:
+def render(placement: Placement, mesh, scope: dict[str, int], mf_layout: bool = False) -> tuple[str, bool]:
     """The shard() argument text and whether it needs the Layout declaration.
 
-    ``scope``: the class's parallel-config variables visible at the edit, with their known values."""
+    ``scope``: the class's parallel-config variables visible at the edit, with their known values (a
+    MindFormers config's attributes as ``config.data_parallel_size``, used where no variable holds the axis).
+    ``mf_layout``: a Layout is written with MindFormers' own ``layout`` (its device matrix built from the
+    config), which needs no declaration."""
     st = placement.strategy
     if not st.tuple_ok:
         if st.layout is None:
             raise SourceEditError(f"{st.op}: neither the tuple nor the Layout form expresses the advised layout")
+        if mf_layout:
+            return st.layout, False
         return st.layout.replace("layout(", f"{LAYOUT_VAR}("), True
     size = dict(zip(mesh.names, mesh.shape))
     by_axis = {}
-    for var, value in sorted(scope.items()):
-        axis = AXIS_VARS.get(var)
+    # the method's own names first, then the class's (``self.dp``), then the config's attributes
+    for var, value in sorted(scope.items(), key=lambda kv: ("." in kv[0], not kv[0].startswith("self."), kv[0])):
+        axis = AXIS_VARS.get(var.rsplit(".", 1)[-1])
         if axis is not None and size.get(axis) == value and axis not in by_axis:
             by_axis[axis] = var
     rows = []
@@ -127,6 +133,7 @@ class _Plan:
         self.remove: set[int] = set()               # ids of statements to delete
         self.append_method: dict[str, list[str]] = {}  # (class id, method) handled by caller
         self.needs_layout_import = False
+        self.needs_mf_layout_import = False
 
 
 class _Rewriter(cst.CSTTransformer):
@@ -231,18 +238,88 @@ def _infer_values(klass: cst.ClassDef, strategies: dict[str, tuple]) -> dict[str
     return values
 
 
+# MindFormers' TransformerConfig attributes and the mesh axes whose product each holds: data_parallel_size
+# counts the ep devices too (MindFormers splits its data-parallel devices into experts)
+CONFIG_AXES = {"data_parallel_size": ("dp", "ep"), "tensor_model_parallel_size": ("tp",),
+               "context_parallel_size": ("cp",), "expert_model_parallel_size": ("ep",)}
+
+
+def config_size(attr: str, mesh) -> int:
+    """The value MindFormers' config attribute ``attr`` takes on ``mesh``."""
+    out = 1
+    for a in CONFIG_AXES[attr]:
+        out *= mesh.get(a, 1)
+    return out
+
+
+def _config_read(value) -> str | None:
+    """The one config attribute an expression holds: ``config.tensor_model_parallel_size``, also through
+    ``self.config`` and MindFormers' ``1 if config.X is None else config.X``; None for anything else (a
+    product such as MoELayer's ``self.dp = config.data_parallel_size * config.tensor_model_parallel_size``)."""
+    if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.Attribute) \
+            and isinstance(value.body, cst.Integer) and value.body.value == "1":
+        value = value.orelse
+    if isinstance(value, cst.Attribute) and value.attr.value in CONFIG_AXES and \
+            _dotted(value.value) in ("config", "self.config"):
+        return value.attr.value
+    return None
+
+
 def _config_values(fn: cst.FunctionDef, mesh) -> dict[str, int]:
-    """MindFormers: ``dp = config.data_parallel_size ...`` at the top of a method is the run's mesh axis."""
-    size = dict(zip(mesh.names, mesh.shape))
+    """MindFormers: ``dp = config.data_parallel_size ...`` at the top of a method: the variable holds what
+    the config attribute it reads holds on the mesh (``data_parallel_size`` is dp times ep)."""
     out = {}
     for stmt in fn.body.body:
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
             a = stmt.body[0]
-            reads_config = any(isinstance(n, cst.Name) and n.value == "config" for n in _walk(a.value))
+            read = _config_read(a.value)
             for t in a.targets:
-                if isinstance(t.target, cst.Name) and reads_config and t.target.value in AXIS_VARS:
-                    out[t.target.value] = size.get(AXIS_VARS[t.target.value], 1)
+                if isinstance(t.target, cst.Name) and read and t.target.value in AXIS_VARS:
+                    out[t.target.value] = config_size(read, mesh)
     return out
+
+
+def _self_config_values(klass: cst.ClassDef, mesh, method: str) -> dict[str, int]:
+    """MindFormers: ``self.dp = config.data_parallel_size`` in the class's ``__init__`` before it calls
+    ``method`` (MoELayer's ``self.tp``): ``self.tp`` holds what that attribute holds on the mesh; a name
+    assigned twice, or from anything but one attribute, is not used (MoELayer's ``self.dp`` is dp * tp * cp)."""
+    init = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"), None)
+    if init is None or not any(_self_call(n, method) for n in _walk(init)):
+        return {}
+    out, seen = {}, set()
+    for n in _walk(init):
+        if _self_call(n, method):
+            break
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                if isinstance(t.target, cst.Attribute) and _dotted(t.target.value) == "self":
+                    name = f"self.{t.target.attr.value}"
+                    read = _config_read(n.value)
+                    if name in seen or not read or t.target.attr.value not in AXIS_VARS:
+                        out.pop(name, None)
+                    else:
+                        out[name] = config_size(read, mesh)
+                    seen.add(name)
+    return out
+
+
+def _config_attrs(mesh) -> dict[str, int]:
+    """The config's attributes as scope entries (``config.tensor_model_parallel_size``: 4)."""
+    return {f"config.{attr}": config_size(attr, mesh) for attr in CONFIG_AXES}
+
+
+def _config_param(klass: cst.ClassDef, fn, name: str) -> bool:
+    """Is ``config`` a MindFormers config wherever method ``name`` of ``klass`` (``fn``, None when it is still to
+    be written) runs: a parameter without a default, or one every ``self.<name>(...)`` call of the class passes?"""
+    if fn is not None:
+        params = fn.params.params + fn.params.kwonly_params
+        p = next((p for p in params if p.name.value == "config"), None)
+        if p is None:
+            return False
+        if p.default is None:
+            return True
+    calls = [n for n in _walk(klass) if _self_call(n, name)]
+    return bool(calls) and all(c.args for c in calls)
 
 
 def _evaluate(node, values: dict[str, int]):
@@ -251,6 +328,8 @@ def _evaluate(node, values: dict[str, int]):
         return int(node.value)
     if isinstance(node, cst.Name):
         return values.get(node.value)
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+        return values.get(f"{node.value.value}.{node.attr.value}")
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         a, b = _evaluate(node.left, values), _evaluate(node.right, values)
         return None if a is None or b is None else a * b
@@ -344,6 +423,11 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
         return best
 
     plan = _Plan()
+    # MindFormers' own ``layout`` (device matrix (dp, cp, tp) from the run's config) writes a Layout that holds at
+    # any mesh of those axes, as the experts' own shard() methods do; where this file's ``layout`` is another
+    # name, or the mesh is not laid out as MindFormers lays it, the Layout is declared over the mesh
+    binds = _layout_binding(module)
+    mf_layout = bool(target) and binds != "other" and _mf_mesh(mesh)
     new_methods: dict[int, list[str]] = {}
     gated: dict[int, tuple] = {}        # mode-test statement -> (it, negated test, pre-lines, shard() lines)
     notes: list[str] = []
@@ -360,13 +444,27 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             node = parents.get(node)
         return node
 
-    def scope_values(klass, fn, before, tgt=None):
+    def scope_values(klass, fn, before, tgt=None, name=None):
+        """The parallel-config names visible at the edit, with their values; a MindFormers method (``tgt``)
+        whose ``config`` is the run's config (``name``: the method, when ``fn`` is still to be written) also
+        offers the config's own attributes."""
         rec = {inst: s for (ln, inst), s in recorded.items() if pos[klass].start.line <= ln <= pos[klass].end.line}
-        values = _infer_values(klass, rec)
+        values = _infer_values(klass, rec) if fn is not None else {}
         if tgt and fn is not None:
             values.update(_config_values(fn, mesh))
         visible = _method_scope(fn, before) if fn is not None else set()
-        return {k: v for k, v in values.items() if k in visible}
+        out = {k: v for k, v in values.items() if k in visible}
+        if target and (fn is not None or name) and _config_param(klass, fn, name or fn.name.value) \
+                and "config" not in (_assigned(fn, before) if fn is not None else set()):
+            out.update(_config_attrs(mesh))
+        if target and (fn is None or fn.name.value != "__init__"):
+            out.update(_self_config_values(klass, mesh, name or fn.name.value))    # set by __init__ before any other method runs
+        return out
+
+    def rend(pl, sc):
+        if mf_layout and not pl.strategy.tuple_ok:
+            plan.needs_mf_layout_import = True
+        return render(pl, mesh, sc, mf_layout)
 
     def add_insert(table, stmt, lines):
         cur = table.setdefault(id(stmt), [])
@@ -409,7 +507,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                 raise SourceEditError(f"{path}:{pl.line}: expected self.{first} = ... in class {kname}")
             fn = enclosing_fn(stmt)
             sc = scope_values(klass, fn, stmt, target)
-            text, lay = render(pl, mesh, sc)
+            text, lay = rend(pl, sc)
             target_name = f"{pl.via}.{pl.instance}"
             body = parents[stmt].body
             if pl.guard:
@@ -441,7 +539,8 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                        and pos[n].start.line == pl.line and _assign_to(n, pl.instance)), None)
         if tgt and not calls:
             fn = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == tgt), None)
-            text, lay = render(pl, mesh, scope_values(klass, fn, None, tgt) if fn is not None else {})
+            inherits = fn is None and kname in inherited
+            text, lay = rend(pl, {} if inherits else scope_values(klass, fn, None, tgt, tgt))
             lines = ([layout_decl(mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
             call_site = _own_call(klass, tgt) if fn is None and kname in inherited else None
             if call_site is not None:
@@ -470,7 +569,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
                 lines = [ln for ln in lines if not has_stmt(fn.body.body, ln)]
                 if lines:
                     add_insert(plan.insert_after, last, lines)
-                if len(fn.body.body) == 1 and _is_pass(last) and lines:
+                if _is_pass(last) and lines:       # a placeholder ``pass`` goes
                     plan.remove.add(id(last))
             plan.needs_layout_import |= lay
             notes.append(f"{kname}.{tgt}: self.{pl.instance}.shard({text})")
@@ -483,7 +582,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             stmt, test = gate
             init = enclosing_fn(stmt)
             sc = scope_values(klass, init, stmt, None)
-            text, lay = render(pl, mesh, sc)
+            text, lay = rend(pl, sc)
             block = parents[stmt].body
             cond = f"not ({test})"
             have = _calls_under(block, cond, pl.instance)
@@ -501,7 +600,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             direct = [c for c in calls if parents.get(c) is (fn.body if fn else None)]
             anchor_stmt = direct[0] if direct else top_stmt(calls[-1], fn)
             sc = scope_values(klass, fn, anchor_stmt, tgt)
-            text, lay = render(pl, mesh, sc)
+            text, lay = rend(pl, sc)
             body = fn.body.body
             if direct:
                 update(direct, pl.instance, text, sc, lay, pl)
@@ -523,7 +622,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             raise SourceEditError(f"{path}:{pl.line}: expected self.{pl.instance} = ... in class {kname}")
         fn = enclosing_fn(assign)
         sc = scope_values(klass, fn, assign, tgt)
-        text, lay = render(pl, mesh, sc)
+        text, lay = rend(pl, sc)
         a = assign.body[0]
         chained = _chained_shard(a.value)
         if lay:
@@ -558,6 +657,8 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
     new = module.visit(_Rewriter(plan, new_methods))
     if plan.needs_layout_import and not _imports_layout(new):
         new = _add_layout_import(new)
+    if plan.needs_mf_layout_import and binds is None:
+        new = _add_import(new, f"from {MF_LAYOUT_MODULE} import layout\n")
     return new.code, notes
 
 
@@ -577,11 +678,68 @@ def _imports_layout(module: cst.Module) -> bool:
 
 def _add_layout_import(module: cst.Module) -> cst.Module:
     """``from mindspore import Layout`` after the module's last top-level import."""
+    return _add_import(module, "from mindspore import Layout\n")
+
+
+MF_LAYOUT_MODULE = "mindformers.parallel_core.training_graph.device_matrix"
+
+
+def _mf_mesh(mesh) -> bool:
+    """Is the mesh laid out as MindFormers' ``layout`` lays its devices: axes in its order (dp, cp, tp), no ep?"""
+    order = ("dp", "cp", "tp")
+    return all(n in order for n in mesh.names) and list(mesh.names) == sorted(mesh.names, key=order.index)
+
+
+def _layout_binding(module: cst.Module) -> str | None:
+    """How the module binds the name ``layout``: "mf" (imported from MindFormers' device_matrix), "other"
+    (anything else, anywhere in the file), or None (not at all)."""
+    found = None
+    for n in _walk(module):
+        if isinstance(n, cst.ImportFrom) and not isinstance(n.names, cst.ImportStar):
+            for a in n.names:
+                if (a.asname.name.value if a.asname else _dotted(a.name)) == "layout":
+                    mod = _dotted(n.module) if n.module is not None else None
+                    if mod != MF_LAYOUT_MODULE or a.asname is not None:
+                        return "other"
+                    found = "mf"
+        elif isinstance(n, cst.Import):
+            if any((a.asname.name.value if a.asname else _dotted(a.name)) == "layout" for a in n.names):
+                return "other"
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)) and n.name.value == "layout":
+            return "other"
+        elif isinstance(n, cst.Param) and n.name.value == "layout":
+            return "other"
+        elif isinstance(n, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)) and "layout" in _bound(n.target):
+            return "other"
+        elif isinstance(n, cst.WithItem) and n.asname is not None and "layout" in _bound(n.asname.name):
+            return "other"
+    return found
+
+
+def _bound(target) -> set[str]:
+    """The bare names an assignment target binds (``a``, ``a, (b, c)``; not ``self.a``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_bound(e.value) for e in target.elements))
+    if isinstance(target, cst.StarredElement):
+        return _bound(target.value)
+    return set()
+
+
+def _assigned(fn: cst.FunctionDef, before=None) -> set[str]:
+    """Names ``fn``'s body assigns before statement ``before``."""
+    return _method_scope(fn, before) - {p.name.value for p in fn.params.params + fn.params.kwonly_params
+                                          + fn.params.posonly_params}
+
+
+def _add_import(module: cst.Module, line: str) -> cst.Module:
+    """``line`` after the module's last top-level import."""
     body = list(module.body)
     last = -1
     for i, stmt in enumerate(body):
         if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom))
                                                              for s in stmt.body):
             last = i
-    body.insert(last + 1, cst.parse_statement("from mindspore import Layout\n"))
+    body.insert(last + 1, cst.parse_statement(line))
     return module.with_changes(body=body)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..report.render import _tuple_equivalent, layout_text, strategy_text
+from ..report.render import _tuple_equivalent, layout_axes, layout_text, strategy_text
 
 # a class's parallel-config variable name -> the mesh axis it stands for
 AXIS_VARS = {"dp": "dp", "data_parallel": "dp", "data_parallel_size": "dp",
@@ -87,7 +87,8 @@ def strategy_of(advice, name: str) -> Strategy:
     ch = advice.plan.choices[name]
     mesh = advice.mesh
     anchor = advice.anchors[name]
-    axes = tuple(lay.axes() for lay in anchor.layouts) if anchor.layouts is not None else ()
+    axes = tuple(lay.axes() for lay in anchor.layouts) if anchor.layouts is not None else \
+        (layout_axes(ch.inputs, mesh) or ())
     c = next((c for c in advice.chosen if c.op == name), None)
     return Strategy(name, tuple(tuple(s) for s in ch.strategy), _tuple_equivalent(ch, mesh),
                     layout_text(ch.inputs, mesh), axes, c.rule if c else "", c.needed if c else "",
@@ -98,7 +99,8 @@ def _plan_strategy(advice, name: str) -> Strategy:
     """The plan's strategy of ``name`` (an operator the advice leaves to propagation) as a shard() needs it."""
     ch = advice.plan.choices[name]
     return Strategy(name, tuple(tuple(s) for s in ch.strategy), _tuple_equivalent(ch, advice.mesh),
-                    layout_text(ch.inputs, advice.mesh), (), why="the plan's own strategy, over the class's shard()")
+                    layout_text(ch.inputs, advice.mesh), layout_axes(ch.inputs, advice.mesh) or (),
+                    why="the plan's own strategy, over the class's shard()")
 
 
 def site_of(op) -> Site | None:
