@@ -324,3 +324,29 @@ def test_llama_embedding_read_by_two_consumers_is_transposed_once(capsys):
                  "--communication", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)["communication"]
     assert d["agree"] and d["backward"]["mindspore_count"] == d["backward"]["strategist_count"] == 7
+
+
+@pytest.mark.parametrize("mode", ["propagate", "semi"])
+def test_the_loss_sum_regathers_an_interleaved_reshape_output(mode, graph_of):
+    """CoreAttention on dp=2,cp=2,tp=2: its output is a Reshape laid out sequence by tp outside features by cp.
+    verify's training step configures the loss sum with the output's splits as a tuple, (2, 2, 2), which MindSpore
+    lays out in canonical order (sequence by the middle axis, cp; features by the inner one, tp): it redistributes
+    into the sum before the Reshape, in the model -- two AllGathers over 2, 2 KiB and 4 KiB of fp16 (MindSpore 2.9.0,
+    live, both modes: forward 24 KiB in 5, strategist 18 KiB in 3 until the sum's layout was priced). No backward:
+    the net has no weights. Any other output's redistribution into the sum is the wrapper's, left out."""
+    from strategist.engine.propagate import price_plan, propagate
+    from strategist.verify.compare import loss_sum_collectives
+    g = graph_of("examples/sharding_techniques.py:CoreAttention", "batch=8", "heads=8", "seq=16", "head_dim=8",
+                 "dp=2", "tp=2", "cp=2", f"mode={mode!r}")
+    mesh = Mesh.parse("dp=2,cp=2,tp=2")
+    plan = price_plan(semi_auto_plan(g, mesh) if mode == "semi" else propagate(g, mesh))
+    out = g.op(g.outputs[0].ref)
+    assert out.type == "Reshape" and out.outputs[0].shape == (8, 16, 64)
+    assert loss_sum_collectives(plan) == {"forward": [("AllGather", 2, 2048.0), ("AllGather", 2, 4096.0)],
+                                          "backward": [], "mirror": []}
+    # the output laid out in canonical order: nothing to add
+    g = graph_of("examples/sharding_techniques.py:CoreAttention", "batch=8", "heads=8", "seq=16", "head_dim=8",
+                 "dp=2", "tp=4", "cp=1", f"mode={mode!r}")
+    mesh = Mesh.parse("dp=2,tp=4")
+    plain = price_plan(semi_auto_plan(g, mesh) if mode == "semi" else propagate(g, mesh))
+    assert loss_sum_collectives(plain) == {"forward": [], "backward": [], "mirror": []}

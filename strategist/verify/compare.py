@@ -542,11 +542,61 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     return out
 
 
+def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
+    """The collectives verify's training step adds at the model's outputs, as MindSpore runs them: each output's
+    loss sum (and the Cast before it) is configured with the output's splits as a tuple strategy
+    (:func:`strategist.verify.runner.output_strategies`; MindSpore refuses a Layout on ReduceSum), which MindSpore
+    lays out in its canonical device order, repeated computation on the right of the device matrix. An output
+    the plan lays out in another order (CoreAttention with cp: the sequence by tp outside the features by cp) is
+    redistributed into that layout, and the gradient back out of it. Only a Reshape's output counts: a Reshape
+    has no layout of its own in MindSpore, so the redistribution runs before it, in the model (the training
+    step's graph has it: :func:`strategist.verify.ir.parse_collectives` keeps it); any other output is
+    redistributed on the edge into the sum, the wrapper's, which the comparison leaves out on both sides."""
+    from ..cost.pricing import _differentiable, _grad_flow
+    from ..engine.layout import Layout
+    from ..engine.redistribution import plan as plan_redistribution
+    from .runner import output_strategies
+    out: dict[str, list] = {p: [] for p in PHASES}
+    splits = output_strategies(plan)
+    if splits is True:
+        return out
+    a2a = bool(getattr(plan.graph, "enable_alltoall", False))
+    n = plan.mesh.size
+    needs_grad = _grad_flow(plan.graph)[0]
+    for x, sp in zip(plan.graph.outputs, splits):
+        if plan.graph.op(x.ref).type != "Reshape":
+            continue
+        lay = plan.choices[x.ref].outputs[getattr(x, "index", 0) or 0]
+        used = 1
+        for v in sp:
+            used *= v
+        rep = n // used
+        dm = tuple(sp) + ((rep,) if rep > 1 else ())
+        canonical = Layout(lay.shape, dm, tuple((i,) if v > 1 else () for i, v in enumerate(sp)))
+        if canonical.same_as(lay):
+            continue
+        spec = plan.graph.op(x.ref).outputs[getattr(x, "index", 0) or 0]
+        tl = _type_len(spec)
+        r = plan_redistribution(lay, canonical)
+        back = needs_grad.get(x.ref) and _differentiable(spec)
+        for phase, red in (("forward", r),) + ((("backward", r.transposed()),) if back else ()):
+            for label, b, _s in red.physical(tl, None, a2a).steps:
+                m = _STEP.match(label)
+                if m is not None and b:
+                    kind = ("AllGather" if "as AllGather" in label else "ReduceScatter"
+                            if "as Split + Concat + ReduceScatter" in label else m.group(2))
+                    out[phase].append((kind, int(m.group(3)), float(b)))
+    return out
+
+
 def compare_communication(plan, ms: MsPlan) -> Communication:
-    """strategist's priced ``plan`` beside the collectives of MindSpore's training step (:attr:`MsPlan.collectives`)."""
+    """strategist's priced ``plan`` beside the collectives of MindSpore's training step (:attr:`MsPlan.collectives`);
+    strategist's side also has what the step's loss sums add at the outputs (:func:`loss_sum_collectives`)."""
     theirs: dict[str, list] = {p: [] for p in PHASES}
     for c in ms.collectives or []:
         if c["bytes"]:
             theirs[c["phase"]].append((c["kind"], int(c["n"]), float(c["bytes"])))
-    return Communication(our_collectives(plan), theirs,
-                         strategies_differ=[r.op for r in compare(plan, ms).rows if not r.agree])
+    ours = our_collectives(plan)
+    for p, cs in loss_sum_collectives(plan).items():
+        ours[p] = ours.get(p, []) + cs
+    return Communication(ours, theirs, strategies_differ=[r.op for r in compare(plan, ms).rows if not r.agree])
