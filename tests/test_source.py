@@ -295,6 +295,7 @@ def test_mindformers_qwen3_copy(tmp_path):
     cli = _advise_in(tmp_path, env, MF_ARGS)
     r = cli("--diff-out", str(tmp_path / "mf.patch"), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
+    advice_json = r.stdout
     advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in json.loads(r.stdout)["anchors"]}
     assert advised
     patch = (tmp_path / "mf.patch").read_text()
@@ -353,6 +354,34 @@ def test_mindformers_qwen3_copy(tmp_path):
     attn = "model.decoder.layers.0.self_attention."
     assert got[attn + "k_layernorm.norm"] == [[1, 4, 2, 1], [1]]
     assert got[attn + "core_attention.bnsd_transpose"] == [[1, 4, 2, 1]]
+    # the user's loop closed: MindFormers as applied, in its own sharding-propagation mode, is the advised plan --
+    # strategist propagating the applied package's own anchors lays out every operator as the advice did, and
+    # MindSpore's own propagation of that package agrees with it on every operator
+    plan = {o["name"]: _placement(o) for o in json.loads(advice_json)["plan"]["ops"]}
+    r = subprocess.run([sys.executable, "-m", "strategist", "propagate", *MF_ARGS, "--format", "json"], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    own = {o["name"]: _placement(o) for o in json.loads(r.stdout)["ops"]}
+    assert own == plan
+    r = subprocess.run([sys.executable, "-m", "strategist", "verify", *MF_ARGS], cwd=tmp_path, capture_output=True,
+                       text=True, env=env, timeout=900)
+    assert r.returncode == 0 and "-> ALL AGREE" in r.stdout and "MindFormers bug" not in r.stdout, r.stdout[-3000:]
+
+
+def _placement(op: dict) -> tuple:
+    """An operator of a JSON plan as where its data lies: strategy, and each layout ``[shape]@[matrix][map]`` with
+    the device matrix's size-1 axes dropped (``@[2, 1, 4][d0,d2]`` is ``@[2, 4][d0,d1]``)."""
+    def norm(text):
+        m = re.fullmatch(r"(\[.*?\])@\[(.*?)\]\[(.*)\]", text)
+        if m is None:
+            return text
+        dm = [int(x) for x in m.group(2).split(",")] if m.group(2).strip() else []
+        keep = [i for i, v in enumerate(dm) if v > 1]
+        new = {f"d{i}": f"d{k}" for k, i in enumerate(keep)}
+        dims = ",".join("".join(new.get(t, "-" if t.startswith("d") else t) for t in re.findall(r"d\d+|[^d]+", d))
+                        for d in m.group(3).split(","))
+        return f"{m.group(1)}@{[dm[i] for i in keep]}[{dims}]"
+    return (op["strategy"], [norm(x) for x in op["inputs"]], [norm(x) for x in op["outputs"]])
 
 
 def test_mindformers_target_method_only_where_the_class_runs_it():
@@ -546,11 +575,23 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     code = ("import json\nfrom strategist.frontend.mindformers import expert_strategies\n"
             f"ex = expert_strategies({DS3[0]!r}, 'dp=2,tp=4', 'propagation', layers=2, batch=8, "
             "overrides={'first_k_dense_replace': 1})\n"
+            "print(json.dumps(ex.undefined))\n"
             "print(json.dumps({k: [list(s) for s in a.strategy] if a.strategy is not None else None "
             "for k, a in ex.items()}))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
+    # MindFormers' FlashAttention called sharding_propagation() without defining it (its propagation mode stopped
+    # there); the diff defined it, and MoELayer got it with its line: the applied package lacks none
+    assert "+    def sharding_propagation(self, config=None):\n+        \"\"\"Set parallel strategy in sharding-propagation " \
+           "mode: nothing here (MindFormers calls this method).\"\"\"" in \
+           files["mindformers/parallel_core/training_graph/transformer/flash_attention.py"]
+    assert "FlashAttention: defined sharding_propagation(), which MindFormers calls and the class lacked" in err
+    assert json.loads(r.stdout.strip().splitlines()[-2]) == []
+    # what the diff cannot mend is said: MindFormers' rotary Mul, one primitive for q_pe and MLA's one-head k_pe,
+    # configured with tp on the heads, which MindSpore refuses in sharding-propagation mode
+    assert ("the model's own strategy, left as it is, which MindSpore refuses in this mode: model.decoder.layers.0."
+            "self_attention.apply_rotary_emb2.mul (Mul) cannot take ((1, 2, 4, 1), (1, 1, 1, 1))") in err
     for op, st in advised.items():
         assert got.get(op) is not None and tuple(tuple(x) for x in got[op]) == st, (op, got.get(op), st)
     # the MoE layer's own operators did not take the dense MLP's lines

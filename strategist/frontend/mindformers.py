@@ -89,6 +89,9 @@ class Experts(dict):
         self.notes: list[str] = []
         self.unmapped: list[str] = []
         self.build_seconds = 0.0
+        #: propagation mode: (class name, source file) of the model's classes that MindFormers calls
+        #: ``sharding_propagation()`` on without defining it (FlashAttention, MoELayer)
+        self.undefined: list[tuple[str, str]] = []
 
 
 # --------------------------------------------------------------------------------------
@@ -567,7 +570,23 @@ def _configures_nothing(notes: list[str], cls, module: str):
     def sharding_propagation(self, *args, **kwargs):
         if line not in notes:
             notes.append(line)
+    sharding_propagation.strategist_missing = True
     return sharding_propagation
+
+
+def _undefined_sharding_propagation(cells) -> list[tuple[str, str]]:
+    """(class name, source file) of the classes among ``cells`` whose ``sharding_propagation`` is the no-op
+    :func:`_patch_missing_sharding_propagation` gave them (the class lacking it, not a subclass inheriting it)."""
+    out = set()
+    for _, cell in cells:
+        for cls in type(cell).__mro__:
+            fn = cls.__dict__.get("sharding_propagation")
+            if fn is not None:
+                if getattr(fn, "strategist_missing", False):
+                    with contextlib.suppress(OSError, TypeError):
+                        out.add((cls.__name__, os.path.realpath(inspect.getsourcefile(cls))))
+                break
+    return sorted(out)
 
 
 @contextlib.contextmanager
@@ -1212,6 +1231,8 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
         cfg = _load_yaml(path, ext or layers, seq, batch, overrides or {})
         net = _build(cfg, **sizes)
         cells = list(net.cells_and_names())
+        if mode == "propagation":
+            out.undefined = _undefined_sharding_propagation(cells)
         found = []
         for cpath, cell in cells:
             for attr, prim in _prims_of(cell).items():

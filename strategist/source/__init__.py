@@ -44,6 +44,9 @@ class SourceChanges:
     unresolved: list[str]
     kept: list[str] = field(default_factory=list)   # sites already carrying the advice: left as they are
     overridden: list[str] = field(default_factory=list)   # free instances a class's shard() sets otherwise
+    #: strategies the model's own target method sets that an operator cannot take: the diff leaves them, and
+    #: MindSpore refuses the build in that mode (deepseek3's rotary Mul, shared by q_pe and the one-head k_pe)
+    refused: list[str] = field(default_factory=list)
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
@@ -91,10 +94,14 @@ def _inheriting(path: str, method: str) -> frozenset:
     return frozenset()
 
 
-def current_strategies(advice, target: str | None = None) -> dict[str, tuple]:
+def current_strategies(advice, target: str | None = None, undefined: list | None = None,
+                       refused: list | None = None) -> dict[str, tuple]:
     """Operator -> the tuple strategy the model's own code sets on it at the advice's mesh: the shard() calls
     the graph recorded (a model file), or for a MindFormers model what its ``target`` method sets there (a
-    build at that mesh, nothing compiled: :func:`strategist.frontend.mindformers.expert_strategies`)."""
+    build at that mesh, nothing compiled: :func:`strategist.frontend.mindformers.expert_strategies`).
+    ``undefined`` (a list) gets the (class, file) pairs of the model's MindFormers classes that call
+    ``sharding_propagation()`` without defining it, ``refused`` (a list) the strategies its code sets that an
+    operator of the graph cannot take (MindSpore refuses such a build)."""
     g = advice.graph
     opts = getattr(g, "mf_options", None)
     if opts is None:
@@ -103,6 +110,10 @@ def current_strategies(advice, target: str | None = None) -> dict[str, tuple]:
     from ..frontend.mindformers import expert_strategies
     mode = "semi_auto" if (target or "sharding_propagation") == "shard" else "propagation"
     experts = expert_strategies(g.model, advice.mesh, mode, graph=g, **opts)
+    if undefined is not None:
+        undefined.extend(experts.undefined)
+    if refused is not None:
+        refused.extend(n for n in experts.notes if "cannot take" in n)
     return {name: a.strategy for name, a in experts.items() if a.strategy is not None}
 
 
@@ -119,13 +130,25 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
                               f"in shard(parallel_config) methods sharding-propagation mode skips: source diffs are "
                               f"not written for it; use --emit-strategy-file FILE.json (MindSpore's operator-strategy "
                               f"file) or the anchors file of the report")
-    loc = locate(advice, prune=prune, current=current_strategies(advice, target))
+    undefined: list[tuple[str, str]] = []
+    refused: list[str] = []
+    loc = locate(advice, prune=prune, current=current_strategies(advice, target, undefined, refused))
+    # MindFormers calls sharding_propagation() on FlashAttention and MoELayer without defining it, so its
+    # sharding-propagation mode fails in them (AttributeError): the diff defines it where the advice writes
+    # nothing into it, configuring nothing, as MindFormers' mode would if it worked
+    define: dict[str, set[str]] = {}
+    if (target or "sharding_propagation") == "sharding_propagation":
+        for klass, path in undefined:
+            define.setdefault(path, set()).add(klass)
     recorded: dict[str, dict] = {}
     for op in g:
         s = site_of(op)
         if s is not None and op.in_strategy is not None:
             recorded.setdefault(s.file, {}).setdefault((s.line, s.instance), op.in_strategy)
     files = sorted({p.file for p in loc.placements} | {s.file for s in loc.prune})
+    spelled = {os.path.realpath(f): f for f in files}
+    define = {spelled.get(os.path.realpath(f), f): names for f, names in define.items()}
+    files = sorted(set(files) | set(define))
     changes = []
     for path in files:
         with open(path, encoding="utf-8", newline="") as fh:
@@ -137,7 +160,8 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
         pls = sorted((p for p in loc.placements if p.file == path), key=lambda p: (p.line, p.via, p.instance))
         new, notes = edit_source(old, pls, [s for s in loc.prune if s.file == path], advice.mesh, target=tgt,
                                  recorded=recorded.get(path, {}), path=path,
-                                 inherited=_inheriting(path, tgt) if tgt else frozenset())
+                                 inherited=_inheriting(path, tgt) if tgt else frozenset(),
+                                 define=frozenset(define.get(path, ())))
         changes.append(FileChange(path, root_of(path), old, new, digest(old), notes))
     summary = []
     for p in sorted(loc.placements, key=lambda p: (p.file, p.line, p.via)):
@@ -148,7 +172,8 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
             saved = c.needed or "(declared)"
             summary.append(f"{g.op(name).cell_class} [{os.path.basename(p.file)}:{p.line}] {name}: rule {c.rule} "
                            f"({c.template}); {saved}")
-    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden)
+    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden,
+                         [r.replace("; skipped", "") for r in refused])
 
 
 def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,
@@ -180,10 +205,16 @@ def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, a
         err.write(f"strategist: instances disagree: {line}\n")
     for line in ch.unresolved:
         err.write(f"strategist: not written: {line}\n")
+    for line in ch.refused:
+        err.write(f"strategist: the model's own strategy, left as it is, which MindSpore refuses in this mode: "
+                  f"{line.partition(': ')[2]}\n")
     for f in ch.files:
         for note in f.notes:
             if "removed the redundant" in note:
                 err.write(f"strategist: --prune: {note} ({os.path.basename(f.path)})\n")
+            elif "which MindFormers calls and the class lacked" in note:
+                err.write(f"strategist: {note}: MindFormers' sharding-propagation mode stopped there "
+                          f"(AttributeError) ({os.path.basename(f.path)})\n")
     text = ch.diff()
     if diff_out:
         with open(diff_out, "w", encoding="utf-8") as f:

@@ -12,6 +12,8 @@ from ..errors import StrategistError
 from .locate import AXIS_VARS, Placement, Site
 
 LAYOUT_VAR = "strategist_layout"
+#: the docstring of a method a MindFormers class is called with but lacks (sharding_propagation)
+DEFINED_DOC = "Set parallel strategy in sharding-propagation mode: nothing here (MindFormers calls this method)."
 
 
 class SourceEditError(StrategistError):
@@ -397,14 +399,17 @@ def _uses_method(klass: cst.ClassDef, name: str) -> bool:
 
 def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh, *,
                 target: str | None = None, recorded: dict[tuple[int, str], tuple] | None = None,
-                path: str = "<source>", inherited: frozenset = frozenset()) -> tuple[str, list[str]]:
+                path: str = "<source>", inherited: frozenset = frozenset(),
+                define: frozenset = frozenset()) -> tuple[str, list[str]]:
     """``code`` with every placement written (and every pruned shard() removed); notes on what was done.
 
     ``target``: ``"sharding_propagation"`` or ``"shard"``: write into that method of the class (created if
     missing) instead of where the primitive is created. ``recorded``: (creation line, instance) -> the
     strategy the graph recorded for the model's own shard() of that primitive, to learn the values of
     the class's parallel-config variables. ``inherited``: names of this file's classes that inherit ``target``
-    from a base without defining it (the lines then go after the class's own call of it)."""
+    from a base without defining it (the lines then go after the class's own call of it). ``define``: names of
+    this file's classes that call ``target`` without defining it (MindFormers' FlashAttention): each gets the
+    method, configuring nothing where no placement writes into it."""
     try:
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as err:
@@ -640,6 +645,11 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
             add_insert(plan.insert_after, assign, [f"self.{pl.instance}.shard({text})"])
         plan.needs_layout_import |= lay
         notes.append(f"{kname}: self.{pl.instance} = ....shard({text})")
+    for klass in classes:
+        if target and klass.name.value in define and id(klass) not in new_methods and not any(
+                isinstance(n, cst.FunctionDef) and n.name.value == target for n in klass.body.body):
+            new_methods[id(klass)] = [f'def {target}(self, config=None):\n    """{DEFINED_DOC}"""\n']
+            notes.append(f"{klass.name.value}: defined {target}(), which MindFormers calls and the class lacked")
     for stmt, cond, pre, calls_ in gated.values():      # one negated block per mode test
         add_insert(plan.insert_after, stmt, pre + [f"if {cond}:\n" + "".join(f"    {c}\n" for c in calls_)])
     for site in prune:
