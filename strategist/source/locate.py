@@ -171,11 +171,12 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
             continue
         kinds = {None if v is None else v.key for v in wanted.values()}
         one = next(v for v in wanted.values() if v is not None)
-        if len(kinds - {None}) == 1 and one.tuple_ok and all(
-                wanted[u.name] is not None or (advice.plan.choices[u.name].strategy == one.strategy
+        if len(kinds - {None}) == 1 and all(
+                wanted[u.name] is not None or (_plan_strategy(advice, u.name).key == one.key
                                                and current.get(u.name) in (None, one.strategy)) for u in users):
             # the instances (or calls of one primitive) the advice leaves to propagation get the advised
-            # strategy there anyway: one shard() for them all keeps the plan
+            # strategy (tuple, or Layout: qwen3_moe's two residual adds of one primitive, sequence by tp outside
+            # the batch by dp) there anyway: one shard() for them all keeps the plan
             kinds = {one.key}
         if len(kinds) == 1:
             placements.append(Placement(s.file, None, s.line, s.instance, anchored[c.op], [u.name for u in users]))
