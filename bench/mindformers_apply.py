@@ -32,6 +32,7 @@ ROOT = os.path.dirname(HERE)
 PY = sys.executable
 # bench/mindformers.py would shadow the mindformers package: keep this folder off sys.path
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, ROOT)
 
 MESH = "dp=2,tp=4"
 CASES = {
@@ -43,22 +44,6 @@ CASES = {
     # row shows how far the rest goes
     "deepseek3": ("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", ["--set", "first_k_dense_replace=1"]),
 }
-
-
-def placement(op: dict) -> tuple:
-    """An operator of a JSON plan as where its data lies: strategy, and each layout ``[shape]@[matrix][map]``
-    with the device matrix's size-1 axes dropped (``@[2, 1, 4][d0,d2]`` is ``@[2, 4][d0,d1]``)."""
-    def norm(text):
-        m = re.fullmatch(r"(\[.*?\])@\[(.*?)\]\[(.*)\]", text)
-        if m is None:
-            return text
-        dm = [int(x) for x in m.group(2).split(",")] if m.group(2).strip() else []
-        keep = [i for i, v in enumerate(dm) if v > 1]
-        new = {f"d{i}": f"d{k}" for k, i in enumerate(keep)}
-        dims = ",".join("".join(new.get(t, "-" if t.startswith("d") else t) for t in re.findall(r"d\d+|[^d]+", d))
-                        for d in m.group(3).split(","))
-        return f"{m.group(1)}@{[dm[i] for i in keep]}[{dims}]"
-    return (op["strategy"], [norm(x) for x in op["inputs"]], [norm(x) for x in op["outputs"]])
 
 
 def package_copy(work: str) -> str:
@@ -77,6 +62,7 @@ def package_copy(work: str) -> str:
 
 
 def run_case(name: str, repo: str, work: str, env: dict) -> dict:
+    from strategist.report.render import json_placement
     model, extra = CASES[name]
     args = [model, "--layers", "2", "--batch", "8", "--mesh", MESH, *extra]
     subprocess.run(["git", "checkout", "-q", "."], cwd=repo, check=True)
@@ -90,7 +76,7 @@ def run_case(name: str, repo: str, work: str, env: dict) -> dict:
     if r.returncode:
         return {"case": name, "error": r.stderr.strip().splitlines()[-1]}
     advice = json.loads(r.stdout)
-    plan = {o["name"]: placement(o) for o in advice["plan"]["ops"]}
+    plan = {o["name"]: json_placement(o) for o in advice["plan"]["ops"]}
     r = cli("advise", *args, "--apply")
     err = r.stderr.splitlines()
     unwritten = sorted({m.group(1) for line in err if (m := re.search(r"not written: (\S+):", line))})
@@ -98,7 +84,7 @@ def run_case(name: str, repo: str, work: str, env: dict) -> dict:
     refused = sum("which MindSpore refuses in this mode" in line for line in err)
     changed = subprocess.run(["git", "diff", "--name-only"], cwd=repo, capture_output=True, text=True).stdout.split()
     r = cli("propagate", *args, "--format", "json")
-    own = {o["name"]: placement(o) for o in json.loads(r.stdout)["ops"]} if r.returncode == 0 else {}
+    own = {o["name"]: json_placement(o) for o in json.loads(r.stdout)["ops"]} if r.returncode == 0 else {}
     same = sum(plan[k] == own.get(k) for k in plan)
     r = cli("verify", *args)
     m = re.search(r"(\d+)/(\d+) operators agree", r.stdout)

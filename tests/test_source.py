@@ -357,31 +357,17 @@ def test_mindformers_qwen3_copy(tmp_path):
     # the user's loop closed: MindFormers as applied, in its own sharding-propagation mode, is the advised plan --
     # strategist propagating the applied package's own anchors lays out every operator as the advice did, and
     # MindSpore's own propagation of that package agrees with it on every operator
-    plan = {o["name"]: _placement(o) for o in json.loads(advice_json)["plan"]["ops"]}
+    from strategist.report.render import json_placement
+    plan = {o["name"]: json_placement(o) for o in json.loads(advice_json)["plan"]["ops"]}
     r = subprocess.run([sys.executable, "-m", "strategist", "propagate", *MF_ARGS, "--format", "json"], cwd=tmp_path,
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
-    own = {o["name"]: _placement(o) for o in json.loads(r.stdout)["ops"]}
+    own = {o["name"]: json_placement(o) for o in json.loads(r.stdout)["ops"]}
     assert own == plan
     r = subprocess.run([sys.executable, "-m", "strategist", "verify", *MF_ARGS], cwd=tmp_path, capture_output=True,
                        text=True, env=env, timeout=900)
     assert r.returncode == 0 and "-> ALL AGREE" in r.stdout and "MindFormers bug" not in r.stdout, r.stdout[-3000:]
 
-
-def _placement(op: dict) -> tuple:
-    """An operator of a JSON plan as where its data lies: strategy, and each layout ``[shape]@[matrix][map]`` with
-    the device matrix's size-1 axes dropped (``@[2, 1, 4][d0,d2]`` is ``@[2, 4][d0,d1]``)."""
-    def norm(text):
-        m = re.fullmatch(r"(\[.*?\])@\[(.*?)\]\[(.*)\]", text)
-        if m is None:
-            return text
-        dm = [int(x) for x in m.group(2).split(",")] if m.group(2).strip() else []
-        keep = [i for i, v in enumerate(dm) if v > 1]
-        new = {f"d{i}": f"d{k}" for k, i in enumerate(keep)}
-        dims = ",".join("".join(new.get(t, "-" if t.startswith("d") else t) for t in re.findall(r"d\d+|[^d]+", d))
-                        for d in m.group(3).split(","))
-        return f"{m.group(1)}@{[dm[i] for i in keep]}[{dims}]"
-    return (op["strategy"], [norm(x) for x in op["inputs"]], [norm(x) for x in op["outputs"]])
 
 
 def test_mindformers_target_method_only_where_the_class_runs_it():
@@ -597,3 +583,17 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     # the MoE layer's own operators did not take the dense MLP's lines
     assert not any(k.startswith("model.decoder.layers.1.mlp.") and k.endswith((".mul", ".split")) and
                    "shared_experts" not in k and "router" not in k for k in got)
+
+
+def test_json_placement_drops_size_one_device_axes():
+    """Two JSON plans of one placement written over different device matrices compare equal: the applied
+    package's anchors come as tuples over (2, 1, 4) or (1, 2, 4, 1), the advice's Layouts over (2, 4)."""
+    from strategist.report.render import json_placement
+    op = {"strategy": [[2, 4], [1, 4]], "inputs": ["[32768, 4096]@[2, 1, 4][d0,d2]", "[4096, 4096]@[1, 2, 4, 1][-,d2]"],
+          "outputs": ["[32768, 4096]@[2, 1, 4][d2xd0,-]"]}
+    assert json_placement(op) == ([[2, 4], [1, 4]], ["[32768, 4096]@[2, 4][d0,d1]", "[4096, 4096]@[2, 4][-,d1]"],
+                                  ["[32768, 4096]@[2, 4][d1xd0,-]"])
+    # a dim on a size-1 axis is whole; another axis order is another placement
+    assert json_placement({"strategy": None, "inputs": ["[8]@[1, 8][d0]"], "outputs": []})[1] == ["[8]@[8][-]"]
+    assert json_placement({"strategy": None, "inputs": ["[8, 8]@[2, 4][d1,d0]"], "outputs": []}) != \
+        json_placement({"strategy": None, "inputs": ["[8, 8]@[2, 4][d0,d1]"], "outputs": []})

@@ -559,3 +559,22 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     out.append(h("Propagated plan"))
     out.append(plan_text(advice.plan, markdown=markdown, max_rows=max_rows, d=d["plan"]))
     return "\n".join(out) + "\n"
+
+
+def json_placement(op: dict) -> tuple:
+    """An operator of a JSON plan (``--format json``'s ``ops``) as where its data lies: its strategy, and each
+    input and output layout ``[shape]@[matrix][map]`` with the device matrix's size-1 axes dropped
+    (``@[2, 1, 4][d0,d2]`` is ``@[2, 4][d0,d1]``), so two plans written over different matrices compare."""
+    import re
+
+    def norm(text):
+        m = re.fullmatch(r"(\[.*?\])@\[(.*?)\]\[(.*)\]", text)
+        if m is None:
+            return text
+        dm = [int(x) for x in m.group(2).split(",")] if m.group(2).strip() else []
+        keep = [i for i, v in enumerate(dm) if v > 1]
+        new = {f"d{i}": f"d{k}" for k, i in enumerate(keep)}
+        dims = ",".join("".join(new.get(t, "-" if t.startswith("d") else t) for t in re.findall(r"d\d+|[^d]+", d))
+                        for d in m.group(3).split(","))
+        return f"{m.group(1)}@{[dm[i] for i in keep]}[{dims}]"
+    return (op["strategy"], [norm(x) for x in op["inputs"]], [norm(x) for x in op["outputs"]])
