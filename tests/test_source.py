@@ -487,6 +487,16 @@ def test_locate_leaves_what_the_source_already_sets(graph_of):
     # the class sets fc2 otherwise: the owner's line, as without ``current``
     loc = locate(a, current={fc2: ((8, 1), (1, 1))})
     assert [(p.via, p.strategy.strategy) for p in loc.placements] == [("linear_fc2", row)]
+    # a site no anchor reaches, which the model's own code sets otherwise than the plan (the GeLU as (8, 1)):
+    # left, it would steer the applied model away from the plan (MindFormers' rotary Mul of MLA's one-head k_pe,
+    # which MindSpore refuses), so its own call takes the plan's strategy
+    gelu = a.plan.strategy("gelu")
+    assert gelu == ((2, 4),)
+    loc = locate(a, current={"gelu": ((8, 1),)})
+    assert {(p.instance, p.via): p.strategy.strategy for p in loc.placements} == {
+        ("matmul", "linear_fc2"): row, ("gelu", ""): gelu}
+    assert loc.overridden == ["gelu: MegatronMLP's own shard() of gelu sets ((8, 1),), the plan ((2, 4),)"]
+    assert not locate(a, current={"gelu": gelu}).overridden          # set as the plan has it: nothing to do
 
 
 def _mindformers_repo(tmp_path):
@@ -574,10 +584,17 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
            files["mindformers/parallel_core/training_graph/transformer/flash_attention.py"]
     assert "FlashAttention: defined sharding_propagation(), which MindFormers calls and the class lacked" in err
     assert json.loads(r.stdout.strip().splitlines()[-2]) == []
-    # what the diff cannot mend is said: MindFormers' rotary Mul, one primitive for q_pe and MLA's one-head k_pe,
-    # configured with tp on the heads, which MindSpore refuses in sharding-propagation mode
-    assert ("the model's own strategy, left as it is, which MindSpore refuses in this mode: model.decoder.layers.0."
-            "self_attention.apply_rotary_emb2.mul (Mul) cannot take ((1, 2, 4, 1), (1, 1, 1, 1))") in err
+    # MindFormers' rotary embedding of MLA's one-head k_pe (ApplyRotaryPosEmb(for_k_pos_emb=True)) sets tp on the
+    # heads in sharding_propagation(), which MindSpore refuses: the plan's strategy goes there from MLA, after it
+    # creates that instance (a line in ApplyRotaryPosEmb would reach the many-head q_pe too), so the applied
+    # package compiles in MindSpore; where the model's own strategy stays, stderr would say MindSpore refuses it
+    mla = files["mindformers/parallel_core/training_graph/transformer/multi_latent_attention.py"]
+    assert ("+        self.apply_rotary_emb2.mul.shard(((1, config.data_parallel_size, 1, 1), (1, 1, 1, 1)))\n"
+            in mla)
+    assert ("configured from its owner as the plan has it: model.decoder.layers.0.self_attention.apply_rotary_emb2.mul:"
+            " ApplyRotaryPosEmb's own shard() of mul sets ((1, 2, 4, 1), (1, 1, 1, 1)), the plan ((1, 2, 1, 1), "
+            "(1, 1, 1, 1))") in err
+    assert "which MindSpore refuses" not in err
     for op, st in advised.items():
         assert got.get(op) is not None and tuple(tuple(x) for x in got[op]) == st, (op, got.get(op), st)
     # the MoE layer's own operators did not take the dense MLP's lines

@@ -92,6 +92,8 @@ class Experts(dict):
         #: propagation mode: (class name, source file) of the model's classes that MindFormers calls
         #: ``sharding_propagation()`` on without defining it (FlashAttention, MoELayer)
         self.undefined: list[tuple[str, str]] = []
+        #: what MindFormers' code sets on an operator that cannot take it (read, not anchored; MindSpore refuses it)
+        self.refused: dict[str, Anchor] = {}
 
 
 # --------------------------------------------------------------------------------------
@@ -1319,6 +1321,7 @@ def _add(graph, out: Experts, op, st, where, n, in_layouts=None, out_layouts=Non
         return
     why = str(first).removeprefix(f"{op.name} ({op.type}) ").removeprefix(f"{op.name} ({op.type}): ")
     out.notes.append(f"{where}: {op.name} ({op.type}) cannot take {anchor.describe()}: {why}; skipped")
+    out.refused[op.name] = anchor
 
 
 def _variants(op, a: Anchor):

@@ -114,7 +114,11 @@ def current_strategies(advice, target: str | None = None, undefined: list | None
         undefined.extend(experts.undefined)
     if refused is not None:
         refused.extend(n for n in experts.notes if "cannot take" in n)
-    return {name: a.strategy for name, a in experts.items() if a.strategy is not None}
+    out = {name: a.strategy for name, a in experts.items() if a.strategy is not None}
+    # what the code sets on an operator that cannot take it is set all the same (MindSpore refuses it): the
+    # plan's strategy goes there (locate), so the applied package is not refused
+    out.update({name: a.strategy for name, a in experts.refused.items() if a.strategy is not None and name not in out})
+    return out
 
 
 def source_changes(advice, *, prune: bool = False, target: str | None = None) -> SourceChanges:
@@ -172,8 +176,11 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
             saved = c.needed or "(declared)"
             summary.append(f"{g.op(name).cell_class} [{os.path.basename(p.file)}:{p.line}] {name}: rule {c.rule} "
                            f"({c.template}); {saved}")
-    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden,
-                         [r.replace("; skipped", "") for r in refused])
+    # (a refused strategy the diff replaces with the plan's is not left)
+    written = {n for p in loc.placements for n in p.ops}
+    refused = [r.replace("; skipped", "") for r in refused
+               if r.partition(": ")[2].split(" (")[0] not in written]
+    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden, refused)
 
 
 def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,

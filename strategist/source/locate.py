@@ -145,17 +145,25 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
     disagreements: list[str] = []
     unresolved: list[str] = []
     done: set[tuple] = set()
-    for c in advice.chosen:
-        op = g.op(c.op)
+    # then every other site where the model's own code sets a strategy the plan does not have (MindFormers'
+    # rotary embedding of MLA's one-head k_pe, set with tp on the heads): left there, it would steer the
+    # applied package's propagation away from the plan (or be refused by MindSpore), so the plan's strategy
+    # goes there too, as for a free instance of an anchored site
+    conflicts = sorted({(site_of(op).file, site_of(op).line, site_of(op).instance): op.name for op in g
+                        if op.name in current and op.name not in anchored and op.held and site_of(op) is not None
+                        and op.name in advice.plan.choices and not _carries(op, None, current, advice.plan)}.items())
+    visits = [(c.op, None) for c in advice.chosen] + [(name, key) for key, name in conflicts]
+    for name, extra in visits:
+        op = g.op(name)
         s = site_of(op)
         if s is None:
-            unresolved.append(f"{c.op}: no source line for its primitive (created outside a Cell's __init__?)")
+            unresolved.append(f"{name}: no source line for its primitive (created outside a Cell's __init__?)")
             continue
         if not op.held:
             # a functional or tensor-method call: its Cell holds no primitive attribute to call shard() on
-            unresolved.append(f"{c.op}: a functional call at {_short(s.file)}:{s.line}, not a primitive its Cell "
+            unresolved.append(f"{name}: a functional call at {_short(s.file)}:{s.line}, not a primitive its Cell "
                               f"holds; configure it by hand (e.g. hold the primitive as an attribute, or shard "
-                              f"the calling Cell) with {strategy_text(anchored[c.op].strategy)}")
+                              f"the calling Cell) with {strategy_text(anchored[name].strategy)}")
             continue
         key = (s.file, s.line, s.instance)
         if key in done:
@@ -163,31 +171,42 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
         done.add(key)
         users = by_site[key]
         wanted = {u.name: anchored.get(u.name) for u in users}
+        if extra is not None:
+            mine = {u.name: _plan_strategy(advice, u.name) for u in users}
+            if len({m.key for m in mine.values()}) == 1:
+                # one strategy for every instance: the class's own call takes the plan's
+                overridden += [f"{u.name}: {op.cell_class}'s own shard() of {s.instance} sets "
+                               f"{strategy_text(current[u.name])}, the plan {strategy_text(mine[u.name].strategy)}"
+                               for u in users if u.name in current and not _carries(u, None, current, advice.plan)]
+                placements.append(Placement(s.file, None, s.line, s.instance, mine[users[0].name],
+                                            [u.name for u in users]))
+                continue
         if current and all(_carries(u, wanted[u.name], current, advice.plan) for u in users):
             n = sum(v is not None for v in wanted.values())
             kept.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}): the model's own shard() "
-                        f"already sets {strategy_text(anchored[c.op].strategy)} on the {n} anchored of its "
+                        f"already sets {strategy_text(anchored[name].strategy)} on the {n} anchored of its "
                         f"{len(users)} instances")
             continue
         kinds = {None if v is None else v.key for v in wanted.values()}
-        one = next(v for v in wanted.values() if v is not None)
-        if len(kinds - {None}) == 1 and all(
+        one = next((v for v in wanted.values() if v is not None), None)
+        if one is not None and len(kinds - {None}) == 1 and all(
                 wanted[u.name] is not None or (_plan_strategy(advice, u.name).key == one.key
                                                and current.get(u.name) in (None, one.strategy)) for u in users):
             # the instances (or calls of one primitive) the advice leaves to propagation get the advised
             # strategy (tuple, or Layout: qwen3_moe's two residual adds of one primitive, sequence by tp outside
             # the batch by dp) there anyway: one shard() for them all keeps the plan
             kinds = {one.key}
-        if len(kinds) == 1:
-            placements.append(Placement(s.file, None, s.line, s.instance, anchored[c.op], [u.name for u in users]))
+        if len(kinds) == 1 and one is not None:
+            placements.append(Placement(s.file, None, s.line, s.instance, anchored[name], [u.name for u in users]))
             continue
-        # instances disagree: configure each anchored one from its owner
-        parts = [f"{u.cell_path or '(root)'}: " + (strategy_text(wanted[u.name].strategy)
-                                                   if wanted[u.name] else "not anchored") for u in users]
-        desc = ", ".join(parts[:8]) + (f", and {len(parts) - 8} more" if len(parts) > 8 else "")
-        disagreements.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}) is used by "
-                             f"{len(users)} instances that disagree — {desc}; each anchored instance is "
-                             f"configured where its owner creates it")
+        if extra is None:
+            # instances disagree: configure each anchored one from its owner
+            parts = [f"{u.cell_path or '(root)'}: " + (strategy_text(wanted[u.name].strategy)
+                                                       if wanted[u.name] else "not anchored") for u in users]
+            desc = ", ".join(parts[:8]) + (f", and {len(parts) - 8} more" if len(parts) > 8 else "")
+            disagreements.append(f"{op.cell_class}.{s.instance} ({_short(s.file)}:{s.line}) is used by "
+                                 f"{len(users)} instances that disagree — {desc}; each anchored instance is "
+                                 f"configured where its owner creates it")
         pending: list[tuple] = []               # (instance, strategy) needing a line from an owner
         for u in users:
             st = wanted[u.name]
