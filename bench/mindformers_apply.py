@@ -87,8 +87,10 @@ def run_case(name: str, repo: str, work: str, env: dict) -> dict:
     own = {o["name"]: json_placement(o) for o in json.loads(r.stdout)["ops"]} if r.returncode == 0 else {}
     same = sum(plan[k] == own.get(k) for k in plan)
     r = cli("verify", *args)
-    m = re.search(r"(\d+)/(\d+) operators agree", r.stdout)
-    ms = f"{m.group(1)}/{m.group(2)}" if m else "refused: " + (r.stdout + r.stderr).strip().splitlines()[-1][:160]
+    m = re.search(r"(\d+)/(\d+) operators agree \([^)]*\); (\d+) only strategist, (\d+) only MindSpore", r.stdout)
+    ms = (f"{m.group(1)}/{m.group(2)}" + (f", {m.group(3)} only strategist, {m.group(4)} only MindSpore"
+                                         if m.group(3) != "0" or m.group(4) != "0" else "")
+          if m else "refused: " + (r.stdout + r.stderr).strip().splitlines()[-1][:160])
     return {"case": name, "anchors": len(advice["anchors"]), "unwritten": unwritten, "defined": defined,
             "refused": refused, "files": len(changed), "operators": len(plan), "same": same,
             "differ": [k for k in plan if plan[k] != own.get(k)], "mindspore": ms,
