@@ -20,6 +20,7 @@ Prints one row per case; the times go to stderr (same inputs, same stdout).
 import argparse
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -32,7 +33,9 @@ ROOT = os.path.dirname(HERE)
 PY = sys.executable
 # bench/mindformers.py would shadow the mindformers package: keep this folder off sys.path
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
+from test_source import _mindformers_repo  # noqa: E402
 
 MESH = "dp=2,tp=4"
 CASES = {
@@ -44,21 +47,6 @@ CASES = {
     # row shows how far the rest goes
     "deepseek3": ("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", ["--set", "first_k_dense_replace=1"]),
 }
-
-
-def package_copy(work: str) -> str:
-    """The installed MindFormers package and its configs copied into a git repository under ``work``."""
-    import importlib.util
-    src = list(importlib.util.find_spec("mindformers").submodule_search_locations)[0]
-    repo = os.path.join(work, "repo")
-    os.makedirs(repo)
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(src, os.path.join(repo, "mindformers"), ignore=ignore)
-    shutil.copytree(os.path.join(os.path.dirname(src), "configs"), os.path.join(repo, "configs"), ignore=ignore)
-    for cmd in (["git", "init", "-q", "."], ["git", "add", "-A"],
-                ["git", "-c", "user.email=b@b", "-c", "user.name=b", "commit", "-qm", "installed"]):
-        subprocess.run(cmd, cwd=repo, check=True)
-    return repo
 
 
 def run_case(name: str, repo: str, work: str, env: dict) -> dict:
@@ -107,7 +95,8 @@ def main():
            "LOG_MF_PATH": os.path.join(work, "mflog")}
     rows = []
     try:
-        repo = package_copy(work)
+        repo, _ = _mindformers_repo(pathlib.Path(work))    # the slow source tests' copy of the package
+        repo = str(repo)
         print(f"MindFormers applied, then run in its own sharding-propagation mode (2 layers, {MESH})")
         print(f"{'case':<14} {'anchors':>7} {'files':>5} {'not written':>11} {'methods defined':<22} "
               f"{'applied plan = advice':>22}  MindSpore beside strategist (applied)")

@@ -674,7 +674,7 @@ def _refused(experts) -> list[str]:
     a primitive configured once and used by operators of other shapes (deepseek3's rotary Mul on MLA's q_pe and its
     one-head k_pe, which MindSpore refuses too), or a shape the tp=1 build has otherwise (the router's
     ``(dp, -1, E)`` reshape)."""
-    return [f"the experts' strategy at {n}" for n in getattr(experts, "notes", []) if "cannot take" in n]
+    return [f"the experts' strategy at {note}" for _, _, note in getattr(experts, "refused", [])]
 
 
 def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_costs, ref_step: float,

@@ -92,8 +92,9 @@ class Experts(dict):
         #: propagation mode: (class name, source file) of the model's classes that MindFormers calls
         #: ``sharding_propagation()`` on without defining it (FlashAttention, MoELayer)
         self.undefined: list[tuple[str, str]] = []
-        #: what MindFormers' code sets on an operator that cannot take it (read, not anchored; MindSpore refuses it)
-        self.refused: dict[str, Anchor] = {}
+        #: what MindFormers' code sets on an operator that cannot take it (read, not anchored; MindSpore refuses
+        #: it): (operator, the strategy, the note saying so)
+        self.refused: list[tuple[str, Anchor, str]] = []
 
 
 # --------------------------------------------------------------------------------------
@@ -1320,8 +1321,9 @@ def _add(graph, out: Experts, op, st, where, n, in_layouts=None, out_layouts=Non
         out[op.name] = cand
         return
     why = str(first).removeprefix(f"{op.name} ({op.type}) ").removeprefix(f"{op.name} ({op.type}): ")
-    out.notes.append(f"{where}: {op.name} ({op.type}) cannot take {anchor.describe()}: {why}; skipped")
-    out.refused[op.name] = anchor
+    note = f"{where}: {op.name} ({op.type}) cannot take {anchor.describe()}: {why}; skipped"
+    out.notes.append(note)
+    out.refused.append((op.name, anchor, note))
 
 
 def _variants(op, a: Anchor):

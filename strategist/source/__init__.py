@@ -100,8 +100,8 @@ def current_strategies(advice, target: str | None = None, undefined: list | None
     the graph recorded (a model file), or for a MindFormers model what its ``target`` method sets there (a
     build at that mesh, nothing compiled: :func:`strategist.frontend.mindformers.expert_strategies`).
     ``undefined`` (a list) gets the (class, file) pairs of the model's MindFormers classes that call
-    ``sharding_propagation()`` without defining it, ``refused`` (a list) the strategies its code sets that an
-    operator of the graph cannot take (MindSpore refuses such a build)."""
+    ``sharding_propagation()`` without defining it, ``refused`` (a list) the (operator, note) pairs of the
+    strategies its code sets that an operator of the graph cannot take (MindSpore refuses such a build)."""
     g = advice.graph
     opts = getattr(g, "mf_options", None)
     if opts is None:
@@ -113,11 +113,12 @@ def current_strategies(advice, target: str | None = None, undefined: list | None
     if undefined is not None:
         undefined.extend(experts.undefined)
     if refused is not None:
-        refused.extend(n for n in experts.notes if "cannot take" in n)
+        refused.extend((name, note) for name, _, note in experts.refused)
     out = {name: a.strategy for name, a in experts.items() if a.strategy is not None}
     # what the code sets on an operator that cannot take it is set all the same (MindSpore refuses it): the
     # plan's strategy goes there (locate), so the applied package is not refused
-    out.update({name: a.strategy for name, a in experts.refused.items() if a.strategy is not None and name not in out})
+    set_anyway = {name: a.strategy for name, a, _ in experts.refused if a.strategy is not None}
+    out.update({name: st for name, st in set_anyway.items() if name not in out})
     return out
 
 
@@ -135,7 +136,7 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
                               f"not written for it; use --emit-strategy-file FILE.json (MindSpore's operator-strategy "
                               f"file) or the anchors file of the report")
     undefined: list[tuple[str, str]] = []
-    refused: list[str] = []
+    refused: list[tuple[str, str]] = []
     loc = locate(advice, prune=prune, current=current_strategies(advice, target, undefined, refused))
     # MindFormers calls sharding_propagation() on FlashAttention and MoELayer without defining it, so its
     # sharding-propagation mode fails in them (AttributeError): the diff defines it where the advice writes
@@ -178,9 +179,8 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
                            f"({c.template}); {saved}")
     # (a refused strategy the diff replaces with the plan's is not left)
     written = {n for p in loc.placements for n in p.ops}
-    refused = [r.replace("; skipped", "") for r in refused
-               if r.partition(": ")[2].split(" (")[0] not in written]
-    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden, refused)
+    left = [note.replace("; skipped", "") for name, note in refused if name not in written]
+    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden, left)
 
 
 def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,

@@ -5,6 +5,8 @@ byte for byte. The edits are idempotent: run on their own output they change not
 """
 from __future__ import annotations
 
+import math
+
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
@@ -206,10 +208,7 @@ def _method_scope(fn: cst.FunctionDef, before=None) -> set[str]:
             for s in stmt.body:
                 if isinstance(s, cst.Assign):
                     for t in s.targets:
-                        if isinstance(t.target, cst.Name):
-                            names.add(t.target.value)
-                        elif isinstance(t.target, cst.Tuple):
-                            names.update(e.value.value for e in t.target.elements if isinstance(e.value, cst.Name))
+                        names |= _bound(t.target)
     return names
 
 
@@ -248,10 +247,7 @@ CONFIG_AXES = {"data_parallel_size": ("dp", "ep"), "tensor_model_parallel_size":
 
 def config_size(attr: str, mesh) -> int:
     """The value MindFormers' config attribute ``attr`` takes on ``mesh``."""
-    out = 1
-    for a in CONFIG_AXES[attr]:
-        out *= mesh.get(a, 1)
-    return out
+    return math.prod(mesh.get(a, 1) for a in CONFIG_AXES[attr])
 
 
 def _config_read(value) -> str | None:
@@ -285,7 +281,7 @@ def _self_config_values(klass: cst.ClassDef, mesh, method: str) -> dict[str, int
     """MindFormers: ``self.dp = config.data_parallel_size`` in the class's ``__init__`` before it calls
     ``method`` (MoELayer's ``self.tp``): ``self.tp`` holds what that attribute holds on the mesh; a name
     assigned twice, or from anything but one attribute, is not used (MoELayer's ``self.dp`` is dp * tp * cp)."""
-    init = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"), None)
+    init = _method(klass, "__init__")
     if init is None or not any(_self_call(n, method) for n in _walk(init)):
         return {}
     out, seen = {}, set()
@@ -367,7 +363,7 @@ def _mode_gate(klass: cst.ClassDef, fn) -> tuple | None:
     ``self.shard(config)``); None when it is called otherwise, or not from __init__."""
     if fn is None or fn.name.value == "__init__":
         return None
-    init = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"), None)
+    init = _method(klass, "__init__")
     if init is None:
         return None
     hits = [st for st in init.body.body if any(_self_call(n, fn.name.value) for n in _walk(st))]
@@ -387,14 +383,14 @@ def _own_call(klass: cst.ClassDef, name: str):
     return found
 
 
+def _method(klass: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    """The class's own method ``name`` (defined in its body), or None."""
+    return next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == name), None)
+
+
 def _uses_method(klass: cst.ClassDef, name: str) -> bool:
     """Does the class define method ``name`` or call ``self.<name>(...)``?"""
-    for n in _walk(klass):
-        if isinstance(n, cst.FunctionDef) and n.name.value == name and n in klass.body.body:
-            return True
-        if _self_call(n, name):
-            return True
-    return False
+    return _method(klass, name) is not None or any(_self_call(n, name) for n in _walk(klass))
 
 
 def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh, *,
@@ -543,7 +539,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
         assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
                        and pos[n].start.line == pl.line and _assign_to(n, pl.instance)), None)
         if tgt and not calls:
-            fn = next((n for n in klass.body.body if isinstance(n, cst.FunctionDef) and n.name.value == tgt), None)
+            fn = _method(klass, tgt)
             inherits = fn is None and kname in inherited
             text, lay = rend(pl, {} if inherits else scope_values(klass, fn, None, tgt, tgt))
             lines = ([layout_decl(mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
@@ -646,8 +642,7 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
         plan.needs_layout_import |= lay
         notes.append(f"{kname}: self.{pl.instance} = ....shard({text})")
     for klass in classes:
-        if target and klass.name.value in define and id(klass) not in new_methods and not any(
-                isinstance(n, cst.FunctionDef) and n.name.value == target for n in klass.body.body):
+        if target and klass.name.value in define and id(klass) not in new_methods and _method(klass, target) is None:
             new_methods[id(klass)] = [f'def {target}(self, config=None):\n    """{DEFINED_DOC}"""\n']
             notes.append(f"{klass.name.value}: defined {target}(), which MindFormers calls and the class lacked")
     for stmt, cond, pre, calls_ in gated.values():      # one negated block per mode test

@@ -137,22 +137,23 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
     anchored = {c.op: strategy_of(advice, c.op) for c in advice.chosen}
     # every operator created at the same source site as an anchor: the class's other instances
     by_site: dict[tuple, list] = {}
+    # and every other site where the model's own code sets a strategy the plan does not have (MindFormers'
+    # rotary embedding of MLA's one-head k_pe, set with tp on the heads): left there, it would steer the
+    # applied package's propagation away from the plan (or be refused by MindSpore), so the plan's strategy
+    # goes there too, as for a free instance of an anchored site
+    conflicts: dict[tuple, str] = {}
     for op in g:
         s = site_of(op)
         if s is not None:
             by_site.setdefault((s.file, s.line, s.instance), []).append(op)
+            if op.name in current and op.name not in anchored and op.held and op.name in advice.plan.choices \
+                    and not _carries(op, None, current, advice.plan):
+                conflicts[(s.file, s.line, s.instance)] = op.name
     placements: list[Placement] = []
     disagreements: list[str] = []
     unresolved: list[str] = []
     done: set[tuple] = set()
-    # then every other site where the model's own code sets a strategy the plan does not have (MindFormers'
-    # rotary embedding of MLA's one-head k_pe, set with tp on the heads): left there, it would steer the
-    # applied package's propagation away from the plan (or be refused by MindSpore), so the plan's strategy
-    # goes there too, as for a free instance of an anchored site
-    conflicts = sorted({(site_of(op).file, site_of(op).line, site_of(op).instance): op.name for op in g
-                        if op.name in current and op.name not in anchored and op.held and site_of(op) is not None
-                        and op.name in advice.plan.choices and not _carries(op, None, current, advice.plan)}.items())
-    visits = [(c.op, None) for c in advice.chosen] + [(name, key) for key, name in conflicts]
+    visits = [(c.op, None) for c in advice.chosen] + [(name, key) for key, name in sorted(conflicts.items())]
     for name, extra in visits:
         op = g.op(name)
         s = site_of(op)

@@ -12,6 +12,7 @@ name). Reshape and Cast have no strategy in MindSpore's report and are left out;
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -520,26 +521,29 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     all-to-all without ``enable_alltoall`` counted as the AllGather it is written as)."""
     a2a = bool(getattr(plan.graph, "enable_alltoall", False))
     out: dict[str, list] = {p: [] for p in PHASES}
-
-    def add(phase, steps):
-        for label, b, _s in steps:
-            m = _STEP.match(label)
-            if m is None or not b:
-                continue
-            kind = ("AllGather" if "as AllGather" in label else "ReduceScatter" if "as Split + Concat + ReduceScatter"
-                    in label else m.group(2))
-            out[phase].append((kind, int(m.group(3)), float(b)))
     for e in plan.edges:
         tl = _type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)
         if e.fwd_bytes:         # (a redistribution shared with an earlier consumer is sent once)
-            add("forward", e.forward.physical(tl, None, a2a).steps)
+            _add_steps(out["forward"], e.forward.physical(tl, None, a2a).steps)
         if e.backward is not None and e.bwd_bytes:      # (one transpose for the consumers sharing it)
-            add("backward", e.backward.physical(tl, None, a2a).steps)
+            _add_steps(out["backward"], e.backward.physical(tl, None, a2a).steps)
     for c in plan.op_costs.values():
         for label, b, sec in c.steps:
             phase = "mirror" if label.startswith("grad ") else "backward" if label.startswith("backward ") else "forward"
-            add(phase, [(label, b, sec)])
+            _add_steps(out[phase], [(label, b, sec)])
     return out
+
+
+def _add_steps(into: list, steps) -> None:
+    """Priced steps (``(label, bytes, seconds)``) as collectives ``(kind, n, bytes)`` onto ``into``: an all-to-all
+    written without ``enable_alltoall`` counts as the AllGather (or ReduceScatter) it is written as."""
+    for label, b, _s in steps:
+        m = _STEP.match(label)
+        if m is None or not b:
+            continue
+        kind = ("AllGather" if "as AllGather" in label else "ReduceScatter" if "as Split + Concat + ReduceScatter"
+                in label else m.group(2))
+        into.append((kind, int(m.group(3)), float(b)))
 
 
 def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
@@ -564,28 +568,22 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     n = plan.mesh.size
     needs_grad = _grad_flow(plan.graph)[0]
     for x, sp in zip(plan.graph.outputs, splits):
-        if plan.graph.op(x.ref).type != "Reshape":
+        op = plan.graph.op(x.ref)
+        if op.type != "Reshape":
             continue
-        lay = plan.choices[x.ref].outputs[getattr(x, "index", 0) or 0]
-        used = 1
-        for v in sp:
-            used *= v
-        rep = n // used
+        j = getattr(x, "index", 0) or 0
+        lay = plan.choices[x.ref].outputs[j]
+        # the tuple's layout as MindSpore's shard() of an element-wise operator gives it (engine.ops.shard)
+        rep = n // math.prod(sp)
         dm = tuple(sp) + ((rep,) if rep > 1 else ())
         canonical = Layout(lay.shape, dm, tuple((i,) if v > 1 else () for i, v in enumerate(sp)))
         if canonical.same_as(lay):
             continue
-        spec = plan.graph.op(x.ref).outputs[getattr(x, "index", 0) or 0]
-        tl = _type_len(spec)
+        spec = op.outputs[j]
         r = plan_redistribution(lay, canonical)
         back = needs_grad.get(x.ref) and _differentiable(spec)
         for phase, red in (("forward", r),) + ((("backward", r.transposed()),) if back else ()):
-            for label, b, _s in red.physical(tl, None, a2a).steps:
-                m = _STEP.match(label)
-                if m is not None and b:
-                    kind = ("AllGather" if "as AllGather" in label else "ReduceScatter"
-                            if "as Split + Concat + ReduceScatter" in label else m.group(2))
-                    out[phase].append((kind, int(m.group(3)), float(b)))
+            _add_steps(out[phase], red.physical(_type_len(spec), None, a2a).steps)
     return out
 
 
