@@ -289,6 +289,21 @@ def test_cast_before_a_layout_anchor_takes_a_generated_candidate(graph_of):
     assert p.strategy("gelu") == ((4, 2, 1),)
 
 
+def test_a_multi_input_producer_gets_no_candidate_following_a_layout_consumer(graph_of):
+    """CostGraph::AddSwcUnderNextOpDevMatrix returns first when the producer is multi-input, even before a
+    Layout-configured consumer: tests/models/layouts.py:AddBeforeLayoutAdd (applied telechat3_moe's MoE add of
+    the routed and shared experts, before the residual add configured (S over tp, B over dp)). The Add is
+    decided backward among its generated strategies: (1, 2, 1), whose repeat sits right of B's axis, so B lies
+    over dp and only slices reach the residual's layout; the Transpose then follows it. MindSpore 2.9.0 via
+    verify: transpose ((2,1,1)), add ((1,2,1),(1,2,1)); the zero-cost follow of the layout gave ((4,2,1)) and
+    ((2,4,1))."""
+    g = graph_of(os.path.join(MODELS, "layouts.py:AddBeforeLayoutAdd"))
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    assert p.strategy("add") == ((1, 2, 1), (1, 2, 1))
+    assert p.strategy("transpose") == ((2, 1, 1),)
+    assert p.strategy("residual") == ((4, 2, 1), (4, 2, 1))
+
+
 @pytest.mark.parametrize("residual_first, add", [("True", (2, 1, 1)), ("False", (1, 2, 1))])
 def test_residual_cast_copies_and_a_waiting_add(graph_of, residual_first, add):
     """telechat3's residual (tests/models/layouts.py:ResidualCastCopies): the layer and its norm each Cast the

@@ -365,6 +365,18 @@ def test_residual_cast_copies_live(residual_first, add):
 
 @pytest.mark.slow
 @pytest.mark.verify_live
+def test_add_before_a_layout_add_live():
+    """A multi-input producer before a Layout-configured consumer keeps its generated candidates (test_propagate's
+    test of the same model, recorded here)."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "tests", "models", "layouts.py") + ":AddBeforeLayoutAdd", "dp=2,tp=4",
+                     dataset_strategy="full_batch")
+    assert {r.op: r.theirs for r in c.rows}["add"] == ((1, 2, 1), (1, 2, 1))
+    assert c.all_agree
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
 def test_cli_verify_megatron_mlp_json():
     """Pure data parallelism on 8 devices: MindSpore gives every MatMul ((8, 1), (1, 1)); exit 0 when all agree."""
     r = subprocess.run([sys.executable, "-m", "strategist", "verify", "examples/mlp.py:MegatronMLP", "--mesh",

@@ -514,7 +514,11 @@ class _Engine:
     def backward_options(self, name: str, j: int, dst: Layout, spec) -> list[tuple[Sharding, tuple]]:
         """Every option of ``name`` with its key against ``dst`` fixed on the consumer of output ``j``."""
         out = []
-        for s in self._options(name, dst, j, "out", self._follow_ok and not self.multi_input(name)):
+        # CostGraph::AddSwcUnderNextOpDevMatrix returns first for a multi-input producer, whatever its consumer
+        # (Layout-configured or not): applied telechat3_moe's MoE add before the Layout-configured residual add
+        # keeps its generated candidates only
+        follow = None if self.multi_input(name) else dst
+        for s in self._options(name, follow, j, "out", self._follow_ok):
             if j < len(s.outputs):
                 ek = self._edge_key(s.outputs[j], dst, spec)
                 out.append((s, (ek[0], ek[1], self._own_forward_comm(name, s))))

@@ -36,6 +36,23 @@ class CastBeforeLayout(nn.Cell):
         return self.gelu(self.cast(self.relu(x), ms.float16))
 
 
+class AddBeforeLayoutAdd(nn.Cell):
+    """MindFormers' MoELayer (telechat3_moe, shared experts): the routed experts' output, transposed back to
+    sequence-first, is added to the shared experts' output, and that sum to the residual by an Add configured
+    with a Layout (S over tp, B over dp). The first Add is decided backward from the configured one."""
+
+    def __init__(self):
+        super().__init__()
+        lay = Layout((2, 4), ("dp", "tp"))
+        self.transpose = ops.Transpose()
+        self.add = ops.Add()
+        self.residual = ops.Add().shard((lay("tp", "dp", "None"), lay("tp", "dp", "None")))
+        self.example_inputs = {"x": "float32[8,64,32]", "y": "float32[64,8,32]", "z": "float32[64,8,32]"}
+
+    def construct(self, x, y, z):
+        return self.residual(self.add(self.transpose(x, (1, 0, 2)), y), z)
+
+
 class _CastNorm(nn.Cell):
     """MindFormers' FusedRMSNorm: Cast to float32, then the Layout-configured norm (here a GeLU)."""
 
