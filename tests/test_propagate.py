@@ -304,6 +304,22 @@ def test_a_multi_input_producer_gets_no_candidate_following_a_layout_consumer(gr
     assert p.strategy("residual") == ((4, 2, 1), (4, 2, 1))
 
 
+def test_a_self_defined_tuple_operator_takes_its_layouts_and_propagates_nothing(graph_of):
+    """MindFormers' MTP Concat (tests/models/layouts.py:SelfDefinedConcat): marked ``self_define_shard``, its Layouts
+    on a tuple input are taken as set (MindSpore builds a SelfDefineShardInfo; a plain Concat refuses a Layout),
+    and, a "new shape" operator, its edges propagate nothing (IsOpNotPropagate). The ReLU before it, with no other
+    neighbour, keeps its default; the Reshape after it runs from the Concat's layout into the MatMul's rows.
+    MindSpore 2.9.0 via verify: relu ((1,1,1)), matmul ((8,1),(1,1)); no strategy recorded for the Concat; the
+    one edge moving data agrees. Propagating over the Concat gave relu ((4,2,1))."""
+    g = graph_of(os.path.join(MODELS, "layouts.py:SelfDefinedConcat"))
+    p = propagate(g, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch")
+    assert p.strategy("concat") == ((4, 2, 1), (4, 2, 1))
+    assert p.strategy("relu") == ((1, 1, 1),)
+    assert p.choices["relu"].provenance.direction != "backward"
+    assert p.choices["reshape"].inputs[0] == p.choices["concat"].outputs[0]
+    assert p.choices["reshape"].outputs[0] == p.choices["matmul"].inputs[0]
+
+
 @pytest.mark.parametrize("residual_first, add", [("True", (2, 1, 1)), ("False", (1, 2, 1))])
 def test_residual_cast_copies_and_a_waiting_add(graph_of, residual_first, add):
     """telechat3's residual (tests/models/layouts.py:ResidualCastCopies): the layer and its norm each Cast the

@@ -614,3 +614,27 @@ def test_json_placement_drops_size_one_device_axes():
     assert json_placement({"strategy": None, "inputs": ["[8]@[1, 8][d0]"], "outputs": []})[1] == ["[8]@[8][-]"]
     assert json_placement({"strategy": None, "inputs": ["[8, 8]@[2, 4][d1,d0]"], "outputs": []}) != \
         json_placement({"strategy": None, "inputs": ["[8, 8]@[2, 4][d0,d1]"], "outputs": []})
+
+
+def test_a_long_line_is_wrapped_and_stays_one_statement():
+    """A line the diff writes past MindFormers' 120-character lint limit (deepseek3's shared experts' fc1 split
+    by data_parallel_size * tensor_model_parallel_size, 133 characters) is broken after ``shard(`` with a hanging
+    indent; the file parses, the statement is the one the plan asks, and applying again adds nothing."""
+    import ast
+    from strategist.engine.mesh import Mesh
+    from strategist.source.edit import LINE_LIMIT, edit_source
+    from strategist.source.locate import Placement, Strategy
+    code = ("class MoELayer:\n    def __init__(self, config):\n        self.shared_experts = SharedExperts(config)\n"
+            "        if mode():\n            self.sharding_propagation(config)\n\n"
+            "    def sharding_propagation(self, config):\n        \"\"\"Set parallel strategy.\"\"\"\n\n\n"
+            "class SharedExperts:\n    def __init__(self, config):\n        self.linear_fc1 = Linear(config)\n")
+    fc1 = Strategy("shared_experts.linear_fc1.matmul", ((8, 1), (1, 1)), True, None,
+                   ((("dp", "tp"), ()), ((), ())))
+    pls = [Placement("f", None, 3, "shared_experts.linear_fc1.matmul", fc1)]
+    new, _ = edit_source(code, pls, [], Mesh.parse("dp=2,tp=4"), target="sharding_propagation")
+    assert max(len(x) for x in new.splitlines()) <= LINE_LIMIT, new
+    assert ("        self.shared_experts.linear_fc1.matmul.shard(\n            ((config.data_parallel_size * "
+            "config.tensor_model_parallel_size, 1), (1, 1)))\n") in new, new
+    ast.parse(new)
+    again, _ = edit_source(new, pls, [], Mesh.parse("dp=2,tp=4"), target="sharding_propagation")
+    assert again == new

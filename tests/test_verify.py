@@ -266,6 +266,42 @@ def test_matching_survives_first_layer_scopes_and_a_missing_op(graph_of):
     assert not c.only_theirs
 
 
+def test_a_self_defined_operator_is_listed_not_counted(graph_of):
+    """MindSpore records no strategy for a SelfDefineShardInfo (a Concat marked ``self_define_shard``) and records
+    one on the Reshape after it (MindSpore 2.9.0's answer for tests/models/layouts.py:SelfDefinedConcat, recorded):
+    the pair is listed as self-defined, neither side's one-sided operator, and the rest still all agree."""
+    from strategist.engine.mesh import Mesh
+    from strategist.engine.propagate import propagate
+    graph = graph_of(os.path.join(ROOT, "tests", "models", "layouts.py") + ":SelfDefinedConcat")
+    plan = propagate(graph, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch", price=False)
+    ops = [{"name": "Default/ReLU-op0", "type": "ReLU", "path": "relu", "in_strategy": [[1, 1, 1]],
+            "input_shapes": [[64, 8, 32]], "output_shapes": [[64, 8, 32]]},
+           {"name": "Default/Reshape", "type": "Reshape", "path": "reshape", "in_strategy": [[8, 1, 1]],
+            "input_shapes": [[64, 8, 64]], "output_shapes": [[512, 64]]},
+           {"name": "Default/MatMul-op0", "type": "MatMul", "path": "matmul", "in_strategy": [[8, 1], [1, 1]],
+            "configured": True, "input_shapes": [[512, 64], [16, 64]], "output_shapes": [[512, 16]]}]
+    ms = MsPlan(ops=[MsOp.from_dict(o) for o in ops], dataset_strategy="full_batch", device_num=8,
+                compile_seconds=0.0, process_seconds=0.0, dataset=((1, 1, 1), (1, 1, 1)))
+    c = compare(plan, ms)
+    assert [(r.op, r.agree) for r in c.rows] == [("relu", True), ("matmul", True)]
+    assert [(n, [m.type for m in after]) for n, _t, _s, after in c.self_defined] == [("concat", ["Reshape"])]
+    assert not c.only_ours and not c.only_theirs and c.all_agree
+    assert "1 self-defined, not compared" in c.text()
+    assert c.to_dict()["self_defined"][0]["mindspore_after"][0]["mindspore"] == [[8, 1, 1]]
+
+
+@pytest.mark.slow
+@pytest.mark.verify_live
+def test_self_defined_concat_live():
+    """test_propagate's self-defined Concat and the comparison above, against MindSpore itself."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "tests", "models", "layouts.py") + ":SelfDefinedConcat", "dp=2,tp=4",
+                     dataset_strategy="full_batch", redistributions=True)
+    assert {r.op: r.theirs for r in c.rows} == {"relu": ((1, 1, 1),), "matmul": ((8, 1), (1, 1))}
+    assert [n for n, *_ in c.self_defined] == ["concat"]
+    assert c.all_agree
+
+
 def test_strategist_failure_still_shows_mindspore_answer(graph_of, monkeypatch):
     """MindSpore may accept what strategist refuses: verify then reports a disagreement (exit 1), not an error."""
     import strategist.engine.propagate as propagate_mod

@@ -112,6 +112,15 @@ def _reshape_names(graph: OpGraph) -> frozenset:
     return hit[1]
 
 
+def self_defined_tuple_ops(graph: OpGraph) -> frozenset:
+    """The operators marked ``self_define_shard`` that take a tuple (MindFormers' MTP Concat): MindSpore builds a
+    SelfDefineShardInfo for them, a "new shape" operator, and its search propagates over none of their edges
+    (``IsOpNotPropagate``: "New shape op in edge ... doesn't propagate strategy"). Their neighbours are decided
+    from elsewhere, or take their defaults."""
+    return frozenset(op.name for op in graph
+                     if op.attrs.get("self_define_shard") and any(i.packed for i in op.inputs))
+
+
 def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     """``(succ, prev, data_prev, created, idents, ops, edge_specs)`` of ``graph``: adjacency in MindSpore's order
     (successors by consumer creation order, predecessors by input slot), every tensor flowing between two
@@ -218,6 +227,7 @@ class _Engine:
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
         self._follow_ok = False                           # the neighbour being left has a layout to follow
         self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
+        self.stand_alone = self_defined_tuple_ops(graph)  # no propagation over their edges (IsOpNotPropagate)
         # MindSpore's edge-cost cache: keyed by the two layouts' (device arrangement, tensor map) only, so
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
@@ -817,7 +827,8 @@ class _Engine:
             raise StrategyError(f"{name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
         # the experts' own anchors are a yardstick, propagated as MindFormers writes them (verify's (b') column
         # is MindSpore's own verdict on them)
-        if anchor.layouts is not None and op.type in LAYOUT_REJECTED and anchor.origin not in (SEMI_AUTO, "mindformers"):
+        if anchor.layouts is not None and op.type in LAYOUT_REJECTED and anchor.origin not in (SEMI_AUTO, "mindformers") \
+                and not op.attrs.get("self_define_shard"):      # SelfDefineShardInfo takes any layouts as set
             why = "vector::_M_range_check" if op.type in ("Gather", "GatherV2") else "SetCostUnderLayout failed"
             raise StrategyError(f"{name}: MindSpore 2.9 rejects a Layout strategy on {op.type} (its compile fails "
                                 f"with {why}); give the tuple form, e.g. {self._tuple_hint(anchor)}")
@@ -929,6 +940,8 @@ class _Engine:
 
     def _next(self, cur, nb, depth, j, slot, root, queue):
         """``BFSNextNode``: decide successor ``nb`` of ``cur`` over ``cur``'s output ``j``."""
+        if cur in self.stand_alone or nb in self.stand_alone:
+            return
         src = self.out_layout(cur, j)
         spec = self.edge_spec(cur, j)
         if src is None:
@@ -992,6 +1005,8 @@ class _Engine:
 
     def _prev(self, cur, nb, depth, j, slot, root, queue):
         """``BFSPrevNode``: decide predecessor ``nb`` of ``cur`` over ``cur``'s input ``slot``."""
+        if cur in self.stand_alone or nb in self.stand_alone:
+            return
         if nb == DATASET:
             return
         src = self.in_layout(cur, slot)

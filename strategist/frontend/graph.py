@@ -895,8 +895,10 @@ def _spec_of(type_proto) -> TensorSpec | tuple | None:
 
 
 def _layouts(value) -> tuple[ShardLayout, ...]:
+    """The Layouts of an operator's tensors; a tuple input's own tuple of Layouts (``Concat.shard(in_strategy=
+    ((lay(...), lay(...)),))``, MindFormers' MTP Concat) gives one per element, as a tuple strategy does."""
     out = []
-    for d in value:
+    for d in (x for v in value for x in (v if isinstance(v, (tuple, list)) else (v,))):
         tmap = tuple(tuple(t) if isinstance(t, tuple) else (() if t == -1 else (t,))
                      for t in d["tensor_map"])
         tmap = tuple(tuple(k for k in t if k != -1) for t in tmap)

@@ -71,6 +71,12 @@ class Comparison:
     #: MindFormers configures them: ``graph.parallel_only``), so they are paired like any operator; only a graph
     #: loaded with ``loss_adds=False`` leaves them here. Listed, not counted.
     parallel_only: list = field(default_factory=list)
+    #: strategist's operators marked ``self_define_shard`` (MindFormers' MTP Concat) that MindSpore does not report:
+    #: its SelfDefineShardInfo takes the user's layouts as they are and records no strategy. With each, the
+    #: MindSpore entries of an operator kind strategist reports by layout (a Reshape) at its consumers' cell paths:
+    #: MindSpore records one on the Reshape after such an operator. (our name, type, our strategy, [MsOp]).
+    #: Listed, not counted.
+    self_defined: list = field(default_factory=list)
     #: with ``verify --redistributions``: the edges that move data on both sides
     moves: "Moves | None" = None
     #: with ``verify --communication``: every collective of a training step, strategist's priced plan beside
@@ -113,6 +119,9 @@ class Comparison:
                                for o in self.only_theirs],
             "only_mindspore_parallel_build": [{"name": o.name, "type": o.type, "path": o.path,
                                                "mindspore": _lists(o.in_strategy)} for o in self.parallel_only],
+            "self_defined": [{"op": n, "type": t, "strategist": _lists(st),
+                              "mindspore_after": [{"name": o.name, "type": o.type, "mindspore": _lists(o.in_strategy)}
+                                                  for o in after]} for n, t, st, after in self.self_defined],
             "merged_by_cse": [{"name": o.name, "type": o.type, "copy_of": ours, "mindspore": _lists(o.in_strategy)}
                               for o, ours in self.merged],
             "mindspore": {"version": self.ms.mindspore_version, "backend": self.ms.backend,
@@ -285,10 +294,28 @@ def compare(plan, ms: MsPlan) -> Comparison:
     only_theirs = [m for m in only_theirs if all(m is not x for x, _ in merged)]
     parallel_only = [m for m in only_theirs if _mindformers_parallel_only(m)]
     only_theirs = [m for m in only_theirs if not any(m is x for x in parallel_only)]
+    self_defined, only_ours, only_theirs = _self_defined(plan.graph, only_ours, only_theirs)
     mesh = ",".join(f"{n}={s}" for n, s in plan.mesh.axes)
     return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
                       model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy,
-                      merged=merged, parallel_only=parallel_only)
+                      merged=merged, parallel_only=parallel_only, self_defined=self_defined)
+
+
+def _self_defined(graph, only_ours: list, only_theirs: list) -> tuple[list, list, list]:
+    """Split off :attr:`Comparison.self_defined`: our unmatched ``self_define_shard`` operators, each with the
+    unmatched MindSpore entries of a kind strategist does not report (Reshape, Cast) at the cell path of one of its
+    consumers. Returns (self_defined, only_ours, only_theirs) without them."""
+    out, mine, taken = [], [], set()
+    for name, typ, st in only_ours:
+        op = graph.op(name)
+        if not op.attrs.get("self_define_shard"):
+            mine.append((name, typ, st))
+            continue
+        paths = {_base(e.dst) for e in graph.out_edges(name)}
+        after = [m for m in only_theirs if m.type in UNREPORTED and m.path in paths and id(m) not in taken]
+        taken.update(id(m) for m in after)
+        out.append((name, typ, st, after))
+    return out, mine, [m for m in only_theirs if id(m) not in taken]
 
 
 def _mindformers_parallel_only(m) -> bool:
@@ -435,6 +462,12 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
         out += ["", "only in MindSpore's parallel build (MindFormers' CrossEntropyLoss adds logits + 0 and labels + 0 "
                     "only in a parallel mode; strategist's stand-alone graph cannot hold them): not compared"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}" for m in c.parallel_only]
+    if c.self_defined:
+        out += ["", "self-defined layouts (self_define_shard: MindSpore's SelfDefineShardInfo takes the layouts as set "
+                    "and records no strategy), with what MindSpore records after them: not compared"]
+        for n, t, st, after in c.self_defined:
+            out.append(f"  {n}  {t}  {fmt(st)}" + "".join(f"; MindSpore: {m.name}  {m.type}  {fmt(m.in_strategy)}"
+                                                          for m in after))
     if c.merged:
         out += ["", "in MindSpore's graph twice, merged in strategist's stand-alone compile (CSE); same strategy:"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}  = {ours}" for m, ours in c.merged]
@@ -446,6 +479,7 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
     out += ["", f"{c.agreed}/{c.total} operators agree ({pct:.1f} %); {len(c.only_ours)} only strategist, "
                 f"{len(c.only_theirs)} only MindSpore"
                 + (f" ({len(c.parallel_only)} more only in its parallel build)" if c.parallel_only else "")
+                + (f" ({len(c.self_defined)} self-defined, not compared)" if c.self_defined else "")
                 + f"; dataset {'agrees' if c.dataset_agrees else 'differs'}"
                 + (f"; edges moving data {'agree' if c.moves.agree else 'differ'}" if c.moves is not None else "")
                 + (f"; communication {'not compared' if c.communication.error else 'agrees' if c.communication.agree else 'differs'}"

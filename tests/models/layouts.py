@@ -53,6 +53,28 @@ class AddBeforeLayoutAdd(nn.Cell):
         return self.residual(self.add(self.transpose(x, (1, 0, 2)), y), z)
 
 
+class SelfDefinedConcat(nn.Cell):
+    """MindFormers' MultiTokenPredictionLayer: a Concat marked ``self_define_shard`` with Layouts on its tuple
+    input and output (S over tp, B over dp), then a Reshape to rows and a MatMul configured rows over (tp, dp). A
+    ReLU before the Concat has no other neighbour."""
+
+    def __init__(self):
+        super().__init__()
+        lay = Layout((2, 4), ("dp", "tp"))
+        self.concat = ops.Concat(axis=-1)
+        self.concat.add_prim_attr("self_define_shard", True)
+        self.concat.shard(in_strategy=((lay("tp", "dp", "None"), lay("tp", "dp", "None")),),
+                          out_strategy=(lay("tp", "dp", "None"),))
+        self.reshape = ops.Reshape()
+        self.relu = ops.ReLU()
+        self.w = Parameter(initializer("normal", (16, 64), ms.float32), name="w")
+        self.matmul = ops.MatMul(transpose_b=True).shard(((8, 1), (1, 1)))
+        self.example_inputs = {"x": "float32[64,8,32]", "y": "float32[64,8,32]"}
+
+    def construct(self, x, y):
+        return self.matmul(self.reshape(self.concat((self.relu(x), y)), (-1, 64)), self.w)
+
+
 class _CastNorm(nn.Cell):
     """MindFormers' FusedRMSNorm: Cast to float32, then the Layout-configured norm (here a GeLU)."""
 
