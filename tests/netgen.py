@@ -91,11 +91,14 @@ class NetSpec:
 
 
 def fixture_key(source: str, mesh: str, anchors_text: str | None, dataset_strategy: str, inputs=None,
-                kwargs=None) -> str:
-    """The cache key of a MindSpore answer: model source + mesh + anchors + dataset strategy (+ inputs)."""
-    blob = json.dumps({"source": source, "mesh": mesh, "anchors": anchors_text or "",
-                       "dataset_strategy": dataset_strategy, "inputs": list(inputs or []),
-                       "kwargs": list(kwargs or [])}, sort_keys=True)
+                kwargs=None, settings=None) -> str:
+    """The cache key of a MindSpore answer: model source + mesh + anchors + dataset strategy (+ inputs, and the
+    algorithm settings when any is set)."""
+    d = {"source": source, "mesh": mesh, "anchors": anchors_text or "", "dataset_strategy": dataset_strategy,
+         "inputs": list(inputs or []), "kwargs": list(kwargs or [])}
+    if settings:
+        d["settings"] = dict(settings)
+    blob = json.dumps(d, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -820,6 +823,7 @@ class Case:
     strategies: str | None = None     # anchors file path
     dataset_strategy: str = "data_parallel"
     spec: NetSpec | None = None       # random nets: regenerated from the seed, written on demand
+    settings: dict = field(default_factory=dict)    # MindSpore's algo parameters (fully_use_devices, ...)
 
     @property
     def devices(self) -> int:
@@ -842,7 +846,7 @@ class Case:
         path = self.model.rpartition(":")[0]
         src = _source_with_siblings(path) + "\n#" + self.model.rpartition(":")[2]
         anchors = open(self.strategies).read() if self.strategies else None
-        return fixture_key(src, self.mesh, anchors, self.dataset_strategy, self.inputs, self.kwargs)
+        return fixture_key(src, self.mesh, anchors, self.dataset_strategy, self.inputs, self.kwargs, self.settings)
 
 
 def _source_with_siblings(path: str) -> str:
@@ -914,6 +918,48 @@ def example_cases() -> list[Case]:
     return cases
 
 
+#: MindSpore's own unit tests of sharding propagation (mindspore_test, tests/ut/python/parallel/), re-expressed in
+#: tests/models/ms_ut/ (each module's docstring names the test file and function): (module, class, mesh, dataset
+#: strategy, MindSpore algo settings). Meshes name the Layouts' axes where the net uses Layouts.
+_FB, _DP = "full_batch", "data_parallel"
+MS_UT = [
+    *[("shard_propagation_reshape", f"ReshapeTupleConcat{k}", "dp=8", _FB, {}) for k in ("2", "3", "4", "5")],
+    ("shard_propagation_reshape", "ReshapeTupleConcat", "dp=1", _FB, {}),
+    ("out_strategy_propagation", "OutStrategy1", "dp=8", _DP, {"fully_use_devices": True}),
+    *[("out_strategy_propagation", f"OutStrategy{k}", "dp=8", _DP, {}) for k in range(2, 7)],
+    ("out_strategy_propagation", "SaveLoad1", "dp=8", _DP, {}),
+    ("out_strategy_propagation", "SaveLoad2", "dp=8", _DP, {"fully_use_devices": True}),
+    ("out_strategy_propagation", "SaveLoad4", "dp=2,mp=2,sp=2", _DP, {}),      # an interleaved_parallel Layout
+    ("out_strategy_propagation", "SaveLoad5", "dp=2,mp=2,sp=2", _DP, {}),
+    ("out_strategy_propagation", "SaveLoad6", "dp=2,mp=2,sp=2", _DP, {"fully_use_devices": True}),
+    ("shard_with_layout", "LayoutInNodeAttrs", "dp=2,mp=4,sp=2", _DP, {}),     # an interleaved_parallel Layout
+    ("shard_with_layout", "LayoutPropTwoMatMul", "dp=2,mp=4,sp=2", _DP, {}),
+    ("shard_with_layout", "LayoutMixedStrategy", "dp=2,mp=4,sp=2", _DP, {}),
+    ("sp_newshape", "ScatterUpdateSelfDefine", "dp=2,mp=1", _FB, {}),
+    ("sp_newshape", "ScatterUpdateNoAttr", "dp=2,mp=1", _FB, {}),              # MindSpore rejects it (the UT too)
+    ("sp_newshape", "ScatterUpdateNotDividable", "dp=4,mp=1", _FB, {}),        # MindSpore rejects it (the UT too)
+    ("sp_newshape", "AddSelfDefine", "dp=2,mp=1", _FB, {}),
+    ("sp_newshape", "AddTupleOneInput", "dp=2", _FB, {}),                      # MindSpore rejects it (the UT too)
+    ("resnet_sharding_propagation", "ResNet50WithLoss", "dp=8", _DP, {"elementwise_op_strategy_follow": True}),
+    *[("single_ops", c, m, _FB, {}) for c, m in (
+        ("ActivationMulSigmoid", "dp=16"), ("DropoutExtChain", "dp=16"), ("TraceV2Auto", "dp=2"),
+        ("LstsqV2Auto", "dp=2"), ("SwigluAuto", "dp=8"), ("GatherMatMulMul24", "dp=24"), ("SelectBetainc64", "dp=64"),
+        ("ScatterAddAdd24", "dp=24"), ("PadV3Auto", "dp=8"), ("OuterAfterMul", "dp=8"))],
+    *[("misc_nets", c, "dp=8", _FB, {}) for c in ("Conv3dNegAuto", "EmbeddingMulAuto")],
+    *[("misc_nets", c, "dp=8", {"x": (1, 8), "y": (1, 8), "b": (1, 8)}, {})
+      for c in ("VirtualDatasetAuto", "VirtualDatasetStrat", "VirtualDatasetExplicit")],
+    *[("activation", f"Activation{k}", "dp=16", _FB, {}) for k in range(1, 5)],
+    ("reshard", "ReshardTail", "dp=4,mp=2,sp=1", _DP, {}),
+]
+
+
+def ms_ut_cases() -> list[Case]:
+    """:data:`MS_UT` as differential cases (ids ``ms_ut.<module>.<Class>``)."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "ms_ut")
+    return [Case(f"ms_ut.{mod}.{cls}[{mesh}]", f"{os.path.join(here, mod + '.py')}:{cls}", mesh, [], [], None, ds,
+                 None, dict(st)) for mod, cls, mesh, ds, st in MS_UT]
+
+
 def random_cases(n: int, seed0: int = 0, meshes: list | None = None) -> list[Case]:
     """``n`` random nets, seeds ``seed0 .. seed0+n-1`` (fixed: the fixtures are keyed on them); ``meshes``:
     drawn from that list instead of MESHES (ids ``random+[seed]``)."""
@@ -945,7 +991,8 @@ def ms_answer(case: Case, timeout: float = 900) -> dict:
     case.materialise()
     try:
         msplan = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
-                                strategies=case.strategies, dataset_strategy=case.dataset_strategy, timeout=timeout)
+                                strategies=case.strategies, dataset_strategy=case.dataset_strategy, timeout=timeout,
+                                **case.settings)
     except StrategistError as err:
         # VerifyError: MindSpore rejected the net, crashed or timed out; anything else is strategist's own
         # refusal before MindSpore ran (e.g. an anchor naming an operator strategist's graph lacks)
@@ -1006,7 +1053,8 @@ def strategist_plan(case: Case):
     mesh = Mesh.parse(case.mesh)
     graph = load_graph(case.model, case.inputs or None, case.kwargs or None)
     anchors = load_anchors(case.strategies, graph, mesh) if case.strategies else {}
-    return propagate(graph, mesh, anchors, dataset_strategy=case.dataset_strategy, price=False)
+    return propagate(graph, mesh, anchors, dataset_strategy=case.dataset_strategy, price=False,
+                     fully_use_devices=case.settings.get("fully_use_devices", False))
 
 
 def compare_answer(plan, answer: dict):
@@ -1124,12 +1172,12 @@ def fixtures_main(argv=None):
     p.add_argument("--prune", action="store_true", help="delete cached answers of cases that no longer exist")
     a = p.parse_args(argv)
     both = not (a.examples or a.random)
-    cases = (example_cases() if a.examples or both else []) + \
+    cases = (example_cases() + ms_ut_cases() if a.examples or both else []) + \
         (random_cases(a.n - a.start, a.start) if a.random or both else [])
     if a.only:
         cases = [c for c in cases if c.id.startswith(tuple(a.only))]
     if a.prune:     # drop cached answers no current case asks for (edited models, generator changes)
-        keep = {c.key() + ".json" for c in example_cases() + random_cases(a.n) + pinned_cases()}
+        keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + random_cases(a.n) + pinned_cases()}
         for fn in sorted(os.listdir(FIXTURES)) if os.path.isdir(FIXTURES) else []:
             if fn.endswith(".json") and fn not in keep:
                 os.remove(os.path.join(FIXTURES, fn))

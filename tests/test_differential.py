@@ -76,6 +76,16 @@ def test_example_agrees_with_mindspore(case):
     check_against_mindspore(case, _cached(case))
 
 
+MS_UT_CASES = netgen.ms_ut_cases()
+
+
+@pytest.mark.parametrize("case", MS_UT_CASES, ids=[c.id for c in MS_UT_CASES])
+def test_mindspore_unit_test_net_agrees_with_mindspore(case):
+    """MindSpore's own unit tests of sharding propagation (tests/models/ms_ut/, netgen.MS_UT), against MindSpore's
+    recorded answers; a net MindSpore rejects, as its UT expects, strategist must refuse too."""
+    check_against_mindspore(case, _cached(case))
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if i >= N_FAST else [])
                                   for i, c in enumerate(RANDOM_CASES)], ids=[c.id for c in RANDOM_CASES])
 def test_random_net_agrees_with_mindspore(case, tmp_path):

@@ -128,15 +128,27 @@ def prelu_rule(op: Op) -> FactorRule:
 def dropout_rule(op: Op) -> FactorRule:
     """Dropout / DropoutExt: the input's dims split freely; outputs of the input's shape follow it
     (the bit mask of DropoutExt/DropoutGenMask is not a layout-carrying output)."""
-    x = _shape(op, _tslots(op)[0])
-    f = _letters(len(x))
-    outs = [f if tuple(o) == tuple(x) else [None] * len(o) for o in _out_shapes(op)]
-    return _rule(op, f, [f], outs, [_tslots(op)[0]])
+    rule = _dropout_first(op)
+    slots = _tslots(op)
+    if op.type == "DropoutExt" and len(slots) > 1:
+        # DropoutExt(input, p, seed, offset): the seed and offset tensors are strategy rows too, unsplit
+        # (MindSpore 2.9.0 reports ((1, 1), (), ()); its UT test_dropout_ext's net)
+        f = rule.inputs[0]
+        return _rule(op, f, [f] + [[None] * len(_shape(op, k)) for k in slots[1:]], rule.outputs, slots)
+    return rule
 
 
 def dropout_do_mask_rule(op: Op) -> FactorRule:
     """DropoutDoMask(x, mask, keep_prob): only x is a strategy input (the mask is regenerated)."""
-    return dropout_rule(op)
+    return _dropout_first(op)
+
+
+def _dropout_first(op: Op) -> FactorRule:
+    slots = _tslots(op)
+    x = _shape(op, slots[0])
+    f = _letters(len(x))
+    outs = [f if tuple(o) == tuple(x) else [None] * len(o) for o in _out_shapes(op)]
+    return _rule(op, f, [f], outs, [slots[0]])
 
 
 # --------------------------------------------------------------------------------------
@@ -776,7 +788,7 @@ def cross_entropy_rule(op: Op) -> FactorRule:
 
 
 def last2_rule(op: Op) -> FactorRule:
-    """Cholesky/LstsqV2/SolveTriangular/TraceV2: the matrix dims are whole; batch dims split."""
+    """Cholesky/LstsqV2/SolveTriangular: the matrix dims are whole; batch dims split."""
     slots = _tslots(op)
     x = _shape(op, slots[0])
     nb = max(len(x) - 2, 0)
@@ -788,6 +800,14 @@ def last2_rule(op: Op) -> FactorRule:
     outs = [bf[nb - min(nb, max(len(o) - 2, 0)):] + [None] * min(2, len(o)) if len(o) >= 2 else
             (bf[:len(o)] if len(o) <= nb else [None] * len(o)) for o in _out_shapes(op)]
     return _rule(op, bf, ins, outs, slots)
+
+
+def trace_v2_rule(op: Op) -> FactorRule:
+    """TraceV2(x, offset, axis1, axis2): the diagonal's two axes whole, the other dims split and kept, in order, by
+    the output (TraceV2Info; MindSpore 2.9.0 generates [[1, 1, 1]], [[2, 1, 1]] for x [2, 3, 3] on axes -2, -1)."""
+    rank = len(_shape(op, _tslots(op)[0]))
+    a1, a2 = _int(_const(op, 2, -2), -2), _int(_const(op, 3, -1), -1)
+    return axes_unsplit(op, (a1 % rank, a2 % rank), reduce_out=True, keep=False)
 
 
 def repeat_interleave_rule(op: Op) -> FactorRule:
@@ -922,6 +942,7 @@ NEW: dict[str, Callable[[Op], FactorRule]] = {
     "ResizeBilinearV2": resize_rule, "ResizeNearestNeighbor": resize_rule, "Cdist": cdist_rule,
     "CrossEntropyLoss": cross_entropy_rule,
     **{t: last2_rule for t in ("Cholesky", "LstsqV2", "SolveTriangular")},
+    "TraceV2": trace_v2_rule,
     "RepeatInterleaveInt": repeat_interleave_rule, "RepeatInterleaveTensor": repeat_interleave_rule,
     "QuantBatchMatmul": quant_matmul_rule, "WeightQuantBatchMatmul": quant_matmul_rule,
     "RotaryPositionEmbedding": rotary_rule, "ApplyRotaryPosEmb": rotary_rule,
@@ -983,7 +1004,7 @@ LEFT_OUT = {
     "DynamicQuantExt": "quantisation: per-token scale output; inference", "QuantLinearSparse": "inference quant",
     "FakeQuantPerChannel": "quantisation-aware training with per-channel axis attribute (not modelled)",
     "MinMaxUpdatePerChannel": "as FakeQuantPerChannel",
-    "TraceV2": "diagonal sum over two axes with an offset (not modelled)", "WKV": "RWKV kernel (not modelled)",
+    "WKV": "RWKV kernel (not modelled)",
 }
 
 

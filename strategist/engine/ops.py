@@ -698,6 +698,36 @@ def shard_anchor(op: Op, anchor, device_num: int, rule: FactorRule | None = None
     return shard(op, anchor.strategy, device_num, anchor.out_strategy, rule)
 
 
+def self_defined_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
+                          out_layouts: tuple[ShardLayout, ...] | None = None) -> Sharding:
+    """An operator marked ``self_define_shard`` under its Layouts exactly as set, whatever its own rule allows
+    (MindSpore's SelfDefineShardInfo: "User needs to ensure the accuracy and correctness of input/output layout";
+    MindSpore's UT test_auto_parallel_sp_newshape splits TensorScatterUpdate's indices). Its outputs are its out
+    Layouts, or, without them, the first input's where the shapes match (replicated otherwise)."""
+    specs = [op.inputs[i].spec for i in _tensor_slots(op)]
+    if len(layouts) != len(specs):
+        raise StrategyError(f"{op.name} ({op.type}): {len(layouts)} input layouts for {len(specs)} tensor inputs")
+    dm = tuple(layouts[0].device_matrix)
+    if math.prod(dm) != device_num:
+        raise StrategyError(f"{op.name} ({op.type}): Layout device matrix {dm} has {math.prod(dm)} devices, "
+                            f"the stage has {device_num}")
+    n = len(dm)
+
+    def lay(shape, sl):
+        if len(sl.tensor_map) != len(shape):
+            raise StrategyError(f"{op.name} ({op.type}): layout has {len(sl.tensor_map)} dims, tensor shape {shape}")
+        return Layout(tuple(shape), dm, tuple(tuple(n - 1 - k for k in rev) for rev in sl.tensor_map))
+    ins = tuple(lay(sp.shape, sl) for sp, sl in zip(specs, layouts))
+    shapes = [o.shape for o in op.outputs if o is not None]
+    if out_layouts:
+        outs = tuple(lay(sh, sl) for sh, sl in zip(shapes, out_layouts))
+    else:
+        outs = tuple(ins[0] if ins and tuple(sh) == ins[0].shape else Layout(tuple(sh), dm, ((),) * len(sh))
+                     for sh in shapes)
+    strategy = tuple(tuple(math.prod(dm[a] for a in d) for d in x.dims) for x in ins)
+    return Sharding(strategy, dm, {}, ins, outs, (), tuple(() for _ in ins), 1)
+
+
 def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
                  out_layouts: tuple[ShardLayout, ...] | None = None, rule: FactorRule | None = None) -> Sharding:
     """Layouts under ``mindspore.Layout`` in_strategy (named axes, several axes per dimension)."""

@@ -58,7 +58,7 @@ from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial,
                   output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor,
-                  shard_layout, swc_strategies)
+                  self_defined_sharding, shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
@@ -112,13 +112,12 @@ def _reshape_names(graph: OpGraph) -> frozenset:
     return hit[1]
 
 
-def self_defined_tuple_ops(graph: OpGraph) -> frozenset:
-    """The operators marked ``self_define_shard`` that take a tuple (MindFormers' MTP Concat): MindSpore builds a
-    SelfDefineShardInfo for them, a "new shape" operator, and its search propagates over none of their edges
-    (``IsOpNotPropagate``: "New shape op in edge ... doesn't propagate strategy"). Their neighbours are decided
-    from elsewhere, or take their defaults."""
-    return frozenset(op.name for op in graph
-                     if op.attrs.get("self_define_shard") and any(i.packed for i in op.inputs))
+def self_defined_ops(graph: OpGraph) -> frozenset:
+    """The operators marked ``self_define_shard`` (MindFormers' MTP Concat): MindSpore builds a SelfDefineShardInfo
+    for them, a "new shape" operator ("IsSupportNewShapeBaseNode ... supports new shape base", a tuple input or
+    not), and its search propagates over none of their edges (``IsOpNotPropagate``: "New shape op in edge ...
+    doesn't propagate strategy"). Their neighbours are decided from elsewhere, or take their defaults."""
+    return frozenset(op.name for op in graph if op.attrs.get("self_define_shard"))
 
 
 def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
@@ -227,7 +226,7 @@ class _Engine:
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
         self._follow_ok = False                           # the neighbour being left has a layout to follow
         self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
-        self.stand_alone = self_defined_tuple_ops(graph)  # no propagation over their edges (IsOpNotPropagate)
+        self.stand_alone = self_defined_ops(graph)      # no propagation over their edges (IsOpNotPropagate)
         # MindSpore's edge-cost cache: keyed by the two layouts' (device arrangement, tensor map) only, so
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
@@ -836,7 +835,13 @@ class _Engine:
         mk = ("seed", self.key(name), anchor.strategy, anchor.layouts, anchor.out_strategy, anchor.out_layouts, self.n)
         s = _CHOICES.get(mk)
         if s is None:
-            s = _CHOICES[mk] = shard_anchor(op, anchor, self.n, rule)
+            try:
+                s = shard_anchor(op, anchor, self.n, rule)
+            except StrategyError:
+                if anchor.layouts is None or name not in self.stand_alone:
+                    raise
+                s = self_defined_sharding(op, tuple(anchor.layouts), self.n, anchor.out_layouts)
+            _CHOICES[mk] = s
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
         if anchor.layouts is not None:
             self.layout_sources.update(s.inputs + s.outputs)
