@@ -1,7 +1,8 @@
 """Faithfulness benchmark: per-operator agreement of strategist's propagation with MindSpore 2.9.0's own.
 
 Sections:
-  1. the examples x meshes (and the sharding-techniques classes, the anchors files);
+  1. the examples x meshes (and the sharding-techniques classes, the anchors files), and MindSpore's own unit-test
+     nets of sharding propagation (tests/models/ms_ut, netgen.MS_UT);
   2. N random nets from tests/netgen.py (fixed seeds 0..N-1, default 500; --seed0 moves every random section);
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
@@ -477,6 +478,9 @@ def main(argv=None):
         if not a.no_examples:
             s, _, fails = run_cases(netgen.example_cases(), a.live, tmp, classes, "examples x meshes")
             report["examples"] = dict(s, failing=fails)
+            s, _, fails = run_cases(netgen.ms_ut_cases(), a.live, tmp, classes,
+                                    "MindSpore's own unit-test nets of sharding propagation (tests/models/ms_ut)")
+            report["mindspore_unit_tests"] = dict(s, failing=fails)
         if a.n:
             s, _, fails = run_cases(netgen.random_cases(a.n, a.seed0, meshes), a.live, tmp, classes,
                                     f"{a.n} random nets ({seeds(a.n)})")

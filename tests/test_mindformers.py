@@ -536,6 +536,11 @@ def test_deepseek3_mtp_loss_is_not_gathered():
     # nothing gathers the logits on their way into the loss
     into = [e for e in adv.plan.edges if e.dst.startswith(loss) and e.src_layout.shape == (32768, 129280)]
     assert into and all(e.fwd_bytes == 0 for e in into)
+    # the MTP layer's self_define_shard Concat propagates nothing (SelfDefineShardInfo) and MindFormers configures
+    # it in __init__ in every mode: its own layout is in every plan (sequence parallel: S over cp x tp, B over dp)
+    cat = "model.mtp.layers.0.concat"
+    assert cat in g.parallel_only and cat not in adv.anchors
+    assert adv.plan.choices[cat].configured and adv.plan.strategy(cat) == ((4, 2, 1), (4, 2, 1))
 
 
 @pytest.mark.slow

@@ -673,16 +673,24 @@ def fft_rule(op: Op) -> FactorRule:
     return axes_unsplit(op, axes)
 
 
+#: MindSpore's ScatterMathOpsInfo (scatter_math_ops_info.cc): these split the input's first dimension too
+SCATTER_MATH = frozenset(("ScatterAdd", "ScatterSub", "ScatterMul", "ScatterDiv"))
+
+
 def scatter_rule(op: Op) -> FactorRule:
-    """ScatterUpdate/ScatterAdd/...(input, indices, updates): input's first dim and the indices are
-    not split; updates' trailing dims follow input's other dims."""
+    """ScatterUpdate/ScatterAdd/...(input, indices, updates): the indices are not split; updates' trailing
+    dims follow input's other dims. ScatterUpdate/ScatterMax/ScatterMin (ScatterOpsInfo) refuse a split of
+    input's first dim; ScatterAdd/Sub/Mul/Div (ScatterMathOpsInfo) take it -- each device masks the indices
+    outside its rows (the replace graph's Sub/ReLU/Minimum/Equal mask) -- and generate it
+    (GenerateOpStrategies enumerates all of input's dims; measured: [96,64,128] on 24 devices lists
+    ``((3, 1, 1), (1, 1), (1, 1, 1, 1))`` first and takes ``((3, 2, 4), (1, 1), (1, 1, 2, 4))``)."""
     x, i, u = _shape(op, 0), _shape(op, 1), _shape(op, 2)
     f = _letters(len(x))
     fu = [None] * len(i) + f[1:]
     if len(fu) != len(u):
         return unknown_rule(op)
     return _rule(op, f, [f, [None] * len(i), fu], [f if len(o) == len(x) else [None] * len(o) for o in _out_shapes(op)],
-                 [0, 1, 2], unsplittable=[f[0]])
+                 [0, 1, 2], unsplittable=[] if op.type in SCATTER_MATH else [f[0]])
 
 
 def scatter_nd_rule(op: Op) -> FactorRule:
@@ -743,14 +751,76 @@ def index_add_rule(op: Op) -> FactorRule:
     return _rule(op, f, [f, [None] * len(_shape(op, 2)), f], [f], [0, 2, 3], unsplittable=[f[dim]])
 
 
+def _conv_spatial_units(n_in, n_out, ke, s, pad_mode, pads) -> int:
+    """Conv2DInfo::CheckHWStrategy for one spatial dim (ke: the dilated kernel, pads: its two pads): the
+    largest unit count a split of it must divide (1: unsplittable). Every condition is "the split divides X",
+    so this is their gcd: the input and the output (CheckHWStrategyBase), and by pad mode (0 'pad', 1 'same',
+    2 'valid'): 'pad'/'same' (CheckHWStrategyPadModeByDimension, after AdjustPadList trims the 'pad' mode's
+    bottom pad by (in + pad_all - k) % s): k <= s wants no padding and a slice divisible by s; k > s wants
+    (in + pad_all - k) % s == 0 and the split to divide out * s - in (the halo exchange); 'valid'
+    (CheckHWStrategyValidMode): k <= s and a slice divisible by s."""
+    pm = {"pad": 0, "same": 1, "valid": 2}.get(str(pad_mode).lower(), pad_mode)
+    try:
+        pm = int(pm)
+    except (TypeError, ValueError):
+        return 1
+    units = math.gcd(n_in, n_out)
+    p0, p1 = pads
+    if pm == 0:
+        useless = (n_in + p0 + p1 - ke) % s
+        if useless > p1:            # AdjustPadList raises
+            return 1
+        p1 -= useless
+    if pm in (0, 1):
+        if ke <= s:
+            return 1 if p0 + p1 or n_in % s else math.gcd(units, n_in // s)
+        if (n_in + p0 + p1 - ke) % s:
+            return 1
+        return math.gcd(units, abs(n_out * s - n_in))
+    if pm == 2 and ke <= s and n_in % s == 0:
+        return math.gcd(units, n_in // s)
+    return 1
+
+
+def _triple(v, default=1):
+    if v is None:
+        return (default,) * 3
+    if isinstance(v, int):
+        return (v,) * 3
+    v = tuple(v)
+    return v[-3:] if len(v) >= 3 else (v[0],) * 3
+
+
 def conv3d_rule(op: Op) -> FactorRule:
-    """Conv3D(x[N,C,D,H,W], w[O,C,kd,kh,kw]) / Convolution: N, O split, C reduces; spatial whole."""
+    """Conv3D(x[N,C,D,H,W], w[O,C,kd,kh,kw]) (Conv3DInfo, a Conv2DInfo): N and O split, C is the reduction
+    factor; D and H split as Conv2D's H and W (Conv2DInfo::CheckHWStrategy on dims 2 and 3, see
+    :func:`_conv_spatial_units`), W never (Conv3DInfo::CheckStrategy). The candidates search (N, C-in, D, H)
+    with C-out whole, as Conv2D's (measured: k3 s2 'pad' 1 on [2,16,56,56,24] lists 28 candidates, D/H up to
+    4 as the output's 28 refuses 8, and takes ``((1, 1, 2, 4, 1), (1, 1, 1, 1, 1))`` after a Neg so split).
+    Convolution keeps its spatial dims whole."""
     x = _shape(op, 0)
     sp = _letters(len(x) - 2, "s")
     w = _shape(op, 1)
     slots = [0, 1]
+    uns, sizes = list(sp), []
+    a = op.attrs
+    if op.type == "Conv3D" and len(x) == 5 and len(w) == 5:
+        out = _out_shapes(op)[0]
+        k = _triple(a.get("kernel_size"))
+        s = _triple(a.get("strides", a.get("stride")))
+        d = _triple(a.get("dilations", a.get("dilation")))
+        pads = a.get("pad_list") or a.get("pad") or 0
+        pads = (pads,) * 6 if isinstance(pads, int) else tuple(pads) * (6 if len(tuple(pads)) == 1 else 1)
+        for i in (0, 1):            # D and H
+            u = _conv_spatial_units(x[2 + i], out[2 + i], (k[i] - 1) * d[i] + 1, s[i], a.get("pad_mode", "valid"),
+                                    pads[2 * i:2 * i + 2])
+            if u > 1:
+                uns.remove(sp[i])
+                sizes.append((sp[i], u))
+        if int(a.get("group", 1) or 1) != 1:
+            uns.append("c")
     return _conv_candidates(_rule(op, ["n", "c", "o"] + sp, [["n", "c"] + sp, ["o", "c"] + [None] * (len(w) - 2)],
-                                  [["n", "o"] + sp], slots, unsplittable=sp))
+                                  [["n", "o"] + sp], slots, unsplittable=uns, sizes=sizes))
 
 
 def pool3d_rule(op: Op) -> FactorRule:

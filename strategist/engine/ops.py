@@ -849,7 +849,10 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
     factors are enumerated lexicographically ascending (the first factor outermost), so the
     all-ones strategy comes first. With MindSpore's default ``fully_use_devices=False`` every
     product dividing the device count is a candidate (the rest of the devices repeat the
-    computation); with ``fully_use_devices=True`` only products equal to it. For
+    computation); with ``fully_use_devices=True`` only products equal to it, and the all-ones
+    strategy (``PrepareStrategyBase`` accepts ``product == 1`` either way: measured, an Add of two
+    [64, 32] on 8 devices lists [[1, 1], [1, 1]] first and takes it backward from a MatMul
+    Layout-configured (2, 2) with sp repeated, MindSpore's UT sharding_strategy_save_and_load6). For
     ``device_num = 2^p * q`` (q odd), the power-of-two part is enumerated, one factor at a time
     is multiplied by ``q``, and the all-ones strategy is added.
     """
@@ -872,7 +875,8 @@ def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
         sizes[free.index(lead)] = math.gcd(*(sizes[free.index(f)] for f in tied))
         keep = [i for i, f in enumerate(free) if f not in tied[1:]]
         free, sizes = [free[i] for i in keep], [sizes[i] for i in keep]
-    out = [dict(zip(free, c)) for c in _enumerate_splits(sizes, device_num, fully_use_devices)] or [{}]
+    out = [dict(zip(free, c)) for c in _enumerate_splits(sizes, device_num, fully_use_devices,
+                                                                        keep_unsplit=True)] or [{}]
     if len(tied) > 1:       # each member is an axis of the device matrix: their product must fit the devices
         out = [dict(c, **{f: c.get(tied[0], 1) for f in tied[1:]}) for c in out]
         out = [c for c in out if device_num % math.prod(c.values()) == 0] or [{}]

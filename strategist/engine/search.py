@@ -985,6 +985,19 @@ class _Engine:
                 return
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", 0.0))
             self.no_before.add(nb)
+        elif self.out_strategy(cur) is not None:
+            # BFSNextNode: a current operator configured with an out_strategy (tuple or Layout) sets every
+            # successor it reaches by Edge::GetNextOpStrategyByOutStrategy -- the first of the successor's
+            # strategies-with-cost whose strategy row for this input equals the out_strategy's first row, else
+            # its first -- multi-input or not (no waiting for its other inputs), costs unread, and by strategy
+            # alone (SetCostUnderStrategy: no layout to follow after it). Measured, MindSpore's UT
+            # layout_propagation_in_two_matmul_net: matmul1 out Layout (dp, sp) -> matmul2 [[2, 2], [2, 1]]
+            s = self._by_out_strategy(cur, nb, slot, src)
+            if s is None:
+                return
+            self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", self._edge_key(
+                src, s.inputs[self.in_index(nb, slot)], spec)[0]))
+            self.no_before.add(nb)
         elif self.multi_input(nb):
             k = self.in_index(nb, slot)
             if k is None:
@@ -1007,6 +1020,38 @@ class _Engine:
                 return
         self.visited.add(nb)
         queue.append((nb, depth + 1))
+
+    def out_strategy(self, name: str) -> tuple | None:
+        """The out_strategy MindSpore's OperatorInfo keeps for a configured operator (``out_strategy()``): the
+        anchor's tuple, or its out Layouts' per-dimension splits; None without one."""
+        a = self.anchors.get(name)
+        if a is None or a.origin == "cast":
+            return None
+        if a.out_strategy is not None:
+            return tuple(tuple(r) for r in a.out_strategy)
+        if a.out_layouts and a.layouts:
+            dm = tuple(a.layouts[0].device_matrix)
+            n = len(dm)
+            return tuple(tuple(math.prod(dm[n - 1 - k] for k in rev) for rev in o.tensor_map) for o in a.out_layouts)
+        return None
+
+    def _by_out_strategy(self, cur: str, nb: str, slot: int, src: Layout) -> Sharding | None:
+        """``Edge::GetNextOpStrategyByOutStrategy``: ``nb``'s first strategy-with-cost (generated candidates in
+        MindSpore's order, then the one AddSwcUnderPrevOpDevMatrixSingle appended) whose row for this input is
+        ``cur``'s out_strategy row 0; with none, its first."""
+        k = self.in_index(nb, slot)
+        if k is None:
+            return None
+        want = self.out_strategy(cur)[0]
+        follow = None if self.multi_input(nb) else src
+        self._follow_ok = self._has_before(cur) and self.op(nb).type not in NO_LAYOUT_INIT
+        try:
+            opts = self._options(nb, follow, k, "in", self._follow_ok)
+        finally:
+            self._follow_ok = False
+        if not opts:
+            return None
+        return next((o for o in opts if k < len(o.strategy) and tuple(o.strategy[k]) == tuple(want)), opts[0])
 
     def _prev(self, cur, nb, depth, j, slot, root, queue):
         """``BFSPrevNode``: decide predecessor ``nb`` of ``cur`` over ``cur``'s input ``slot``."""
@@ -1206,12 +1251,20 @@ class _Engine:
         fixed = edges[0] if edges and all_in else None
         opts = self._options(name, self.out_layout(fixed[0], fixed[1]) if fixed else None,
                              self.in_index(name, fixed[2]) if fixed else 0, "in")
+        # OperatorInfo::InitVisitedEdges runs Edge::InitEdgeCost edge by edge, each over every candidate, before
+        # GetStrategyByVisitedEdges sums them: the shape-blind edge-cost cache fills edge-major. A key pair the
+        # first edge prices for any candidate serves the later edges too (VirtualDatasetAuto: x [128, 32]'s
+        # (1, 8) -> (8, 1) under ((8, 1), (1, 1)) prices y [32, 64]'s (1, 8) -> (8, 1) under ((1, 8), (8, 1)))
+        priced = [(self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec))
+                  for src, j, slot in edges]
+        for a, k, spec in priced:
+            for s in opts:
+                self._edge_key(a, s.inputs[k], spec)
         best = None
         for s in opts:
             comm = comp = 0.0
-            for src, j, slot in edges:
-                a, b = self.out_layout(src, j), s.inputs[self.in_index(name, slot)]
-                c1, c2 = self._edge_key(a, b, self.edge_spec(src, j, op.inputs[slot].spec))
+            for a, k, spec in priced:
+                c1, c2 = self._edge_key(a, s.inputs[k], spec)
                 comm, comp = comm + c1, comp + c2
             key = (comm, comp, computation_cost(op, self.rule(name), s, self.n))
             if best is None or _less(key, best[1]):

@@ -925,6 +925,12 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         # the loss's primitives MindFormers configures in __init__ in every parallel build (its x + 0 adds, which
         # only the parallel run has, and its softmax / NLL / reduction primitives): the model's own in every plan
         graph.parallel_only = loss_own_operators(graph, net, loss_cells)
+        # and the self_define_shard primitives its Cells configure in __init__ whatever the mode (the MTP layer's
+        # Concat): a SelfDefineShardInfo takes part in no propagation, so the plan has its layout from nowhere else
+        graph.parallel_only.update({
+            op.name: f"MindFormers' {op.cell_class}.{op.instance_name} (self_define_shard): configured in its "
+                     f"__init__ in every parallel build"
+            for op in graph if op.attrs.get("self_define_shard") and op.name not in graph.parallel_only})
         graph.parallel_only_strategies = loss_own_strategies
         # the sequence the inputs carry (a config without model_config.seq_length takes _inputs' default)
         mark_local_rows(graph, int(ids.shape[1]), b)
@@ -1173,7 +1179,7 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
                                    **(getattr(graph, "mf_options", None) or {}))
             got = {n: dataclasses.replace(ex[n], origin=PARALLEL_ONLY) for n in names if n in ex}
             miss = [n for n in names if n not in got]
-            notes = [f"MindFormers' loss configures no strategy strategist could read on {', '.join(miss)} at "
+            notes = [f"MindFormers configures no strategy strategist could read on {', '.join(miss)} at "
                      f"{mesh}: left to propagation"] if miss else []
         except StrategistError as err:
             got, notes = {}, [f"MindFormers' loss primitives left to propagation: their strategies at {mesh} "
