@@ -698,6 +698,17 @@ def shard_anchor(op: Op, anchor, device_num: int, rule: FactorRule | None = None
     return shard(op, anchor.strategy, device_num, anchor.out_strategy, rule)
 
 
+def _layouts_dev_matrix(op: Op, layouts, n_inputs: int, device_num: int) -> tuple[int, ...]:
+    """The device matrix of an operator's input Layouts: one per input, over the stage's devices."""
+    if len(layouts) != n_inputs:
+        raise StrategyError(f"{op.name} ({op.type}): {len(layouts)} input layouts for {n_inputs} inputs")
+    dm = tuple(layouts[0].device_matrix)
+    if math.prod(dm) != device_num:
+        raise StrategyError(f"{op.name} ({op.type}): Layout device matrix {dm} has {math.prod(dm)} devices, "
+                            f"the stage has {device_num}")
+    return dm
+
+
 def self_defined_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
                           out_layouts: tuple[ShardLayout, ...] | None = None) -> Sharding:
     """An operator marked ``self_define_shard`` under its Layouts exactly as set, whatever its own rule allows
@@ -705,12 +716,7 @@ def self_defined_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: 
     MindSpore's UT test_auto_parallel_sp_newshape splits TensorScatterUpdate's indices). Its outputs are its out
     Layouts, or, without them, the first input's where the shapes match (replicated otherwise)."""
     specs = [op.inputs[i].spec for i in _tensor_slots(op)]
-    if len(layouts) != len(specs):
-        raise StrategyError(f"{op.name} ({op.type}): {len(layouts)} input layouts for {len(specs)} tensor inputs")
-    dm = tuple(layouts[0].device_matrix)
-    if math.prod(dm) != device_num:
-        raise StrategyError(f"{op.name} ({op.type}): Layout device matrix {dm} has {math.prod(dm)} devices, "
-                            f"the stage has {device_num}")
+    dm = _layouts_dev_matrix(op, layouts, len(specs), device_num)
     n = len(dm)
 
     def lay(shape, sl):
@@ -733,12 +739,7 @@ def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
     """Layouts under ``mindspore.Layout`` in_strategy (named axes, several axes per dimension)."""
     rule = rule or rule_for(op)
     rule = rule.layout_rule or rule
-    if len(layouts) != len(rule.inputs):
-        raise StrategyError(f"{op.name} ({op.type}): {len(layouts)} input layouts for {len(rule.inputs)} inputs")
-    dm = tuple(layouts[0].device_matrix)
-    if math.prod(dm) != device_num:
-        raise StrategyError(f"{op.name} ({op.type}): Layout device matrix {dm} has {math.prod(dm)} devices, "
-                            f"the stage has {device_num}")
+    dm = _layouts_dev_matrix(op, layouts, len(rule.inputs), device_num)
     n = len(dm)
     axis: dict[str, tuple[int, ...]] = {}
     strategy = []

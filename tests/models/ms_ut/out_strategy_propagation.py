@@ -53,8 +53,10 @@ class OutStrategy2(nn.Cell):
         return self.add(self.matmul(self.relu(x), self.w), b)
 
 
-class OutStrategy3(nn.Cell):
-    def __init__(self, shape=(-1, 32)):
+class _ReshapeOutStrategy(nn.Cell):
+    """A Reshape before (OutStrategy3) or after (OutStrategy4, 5) a MatMul with an out_strategy."""
+
+    def __init__(self, shape, x):
         super().__init__()
         self.shape = shape
         self.reshape = ops.Reshape()
@@ -62,22 +64,20 @@ class OutStrategy3(nn.Cell):
                                                           out_strategy=((DP * MP, 1),))
         self.relu = ops.ReLU()
         self.w = _w((8, 32), "w")
-        self.example_inputs = {"x": "float32[32,64]"}
+        self.example_inputs = {"x": x}
+
+
+class OutStrategy3(_ReshapeOutStrategy):
+    def __init__(self, shape=(-1, 32)):
+        super().__init__(shape, "float32[32,64]")
 
     def construct(self, x):
         return self.relu(self.matmul(self.reshape(x, self.shape), self.w))
 
 
-class OutStrategy4(nn.Cell):
+class OutStrategy4(_ReshapeOutStrategy):
     def __init__(self, shape=(4, -1)):
-        super().__init__()
-        self.shape = shape
-        self.reshape = ops.Reshape()
-        self.matmul = ops.MatMul(transpose_b=True).shard(in_strategy=((DP, MP), (1, MP)),
-                                                          out_strategy=((DP * MP, 1),))
-        self.relu = ops.ReLU()
-        self.w = _w((8, 32), "w")
-        self.example_inputs = {"x": "float32[64,32]"}
+        super().__init__(shape, "float32[64,32]")
 
     def construct(self, x):
         return self.relu(self.reshape(self.matmul(x, self.w), self.shape))
