@@ -226,6 +226,10 @@ class _Engine:
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
         self._follow_ok = False                           # the neighbour being left has a layout to follow
         self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
+        # a MindFormers graph whose Morph rows are device-local: an out_strategy there is the Morph body's own
+        # collective (a row linear's reduce-scatter), which MindSpore refuses as an out_strategy on the global rows;
+        # its successors follow its layout, not GetNextOpStrategyByOutStrategy's strategy alone
+        self.local_rows = any(op.attrs.get("strategist_local_rows") for op in graph)
         self.stand_alone = self_defined_ops(graph)      # no propagation over their edges (IsOpNotPropagate)
         # MindSpore's edge-cost cache: keyed by the two layouts' (device arrangement, tensor map) only, so
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
@@ -985,7 +989,7 @@ class _Engine:
                 return
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", 0.0))
             self.no_before.add(nb)
-        elif self.out_strategy(cur) is not None:
+        elif not self.local_rows and self.out_strategy(cur) is not None:
             # BFSNextNode: a current operator configured with an out_strategy (tuple or Layout) sets every
             # successor it reaches by Edge::GetNextOpStrategyByOutStrategy -- the first of the successor's
             # strategies-with-cost whose strategy row for this input equals the out_strategy's first row, else
