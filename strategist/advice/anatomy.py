@@ -10,7 +10,7 @@ from ..frontend.graph import Op, OpGraph, ShardLayout
 from ..engine.mesh import Mesh
 from ..engine.ops import FactorRule, Sharding
 from ..engine.plan import Anchor
-from ..engine.search import _cached_rule
+from ..engine.search import _cached_rule, local_rows_marked
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 
@@ -44,7 +44,7 @@ def _sequence_parallel(graph: OpGraph, mesh: Mesh) -> bool:
     if not getattr(graph, "sequence_parallel", False) or mesh.get("tp") <= 1:
         return False
     if _sequence_first(graph):
-        return any(op.attrs.get("strategist_local_rows") for op in graph)
+        return local_rows_marked(graph)
     return _batch_first_rows(graph, mesh) is not None
 
 

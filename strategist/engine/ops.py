@@ -698,6 +698,13 @@ def shard_anchor(op: Op, anchor, device_num: int, rule: FactorRule | None = None
     return shard(op, anchor.strategy, device_num, anchor.out_strategy, rule)
 
 
+def layout_splits(dm: tuple[int, ...], layouts) -> tuple[tuple[int, ...], ...]:
+    """The strategy rows ``mindspore.Layout`` s over device matrix ``dm`` stand for: per tensor dimension, the
+    product of the device axes its tensor map names (counted from the right)."""
+    n = len(dm)
+    return tuple(tuple(math.prod(dm[n - 1 - k] for k in rev) for rev in lay.tensor_map) for lay in layouts)
+
+
 def _layouts_dev_matrix(op: Op, layouts, n_inputs: int, device_num: int) -> tuple[int, ...]:
     """The device matrix of an operator's input Layouts: one per input, over the stage's devices."""
     if len(layouts) != n_inputs:
@@ -730,8 +737,7 @@ def self_defined_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: 
     else:
         outs = tuple(ins[0] if ins and tuple(sh) == ins[0].shape else Layout(tuple(sh), dm, ((),) * len(sh))
                      for sh in shapes)
-    strategy = tuple(tuple(math.prod(dm[a] for a in d) for d in x.dims) for x in ins)
-    return Sharding(strategy, dm, {}, ins, outs, (), tuple(() for _ in ins), 1)
+    return Sharding(layout_splits(dm, layouts), dm, {}, ins, outs, (), tuple(() for _ in ins), 1)
 
 
 def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
@@ -768,7 +774,7 @@ def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
         axis.setdefault(f, ())
     out_strat = None
     if out_layouts:
-        out_strat = tuple(tuple(math.prod(dm[n - 1 - k] for k in rev) for rev in o.tensor_map) for o in out_layouts)
+        out_strat = layout_splits(dm, out_layouts)
     s = _sharding(rule, tuple(strategy), dm, splits, axis, 1, out_strat)
     if out_layouts:
         outs = []

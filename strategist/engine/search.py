@@ -56,9 +56,9 @@ from ..errors import PropagationError, StrategyError
 from ..frontend.graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, output_partial,
-                  output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor,
-                  self_defined_sharding, shard_layout, swc_strategies)
+from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, layout_splits,
+                  output_partial, output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard,
+                  shard_anchor, self_defined_sharding, shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
@@ -105,11 +105,22 @@ def _type_len(spec) -> int:
 _STRUCTURES: dict = {}
 
 
-def _reshape_names(graph: OpGraph) -> frozenset:
-    hit = _STRUCTURES.get(("reshapes", id(graph)))
+def _per_graph(what: str, graph: OpGraph, compute):
+    """``compute(graph)``, once per graph (kept with its structure): a scan every propagation over it would
+    otherwise repeat (the advisor runs some fifty)."""
+    hit = _STRUCTURES.get((what, id(graph)))
     if hit is None or hit[0] is not graph:
-        hit = _STRUCTURES[("reshapes", id(graph))] = (graph, frozenset(op.name for op in graph if op.type in RESHAPES))
+        hit = _STRUCTURES[(what, id(graph))] = (graph, compute(graph))
     return hit[1]
+
+
+def _reshape_names(graph: OpGraph) -> frozenset:
+    return _per_graph("reshapes", graph, lambda g: frozenset(op.name for op in g if op.type in RESHAPES))
+
+
+def local_rows_marked(graph: OpGraph) -> bool:
+    """Whether ``graph``'s Morph rows are device-local (:func:`strategist.frontend.mindformers.mark_local_rows`)."""
+    return any(op.attrs.get("strategist_local_rows") for op in graph)
 
 
 def self_defined_ops(graph: OpGraph) -> frozenset:
@@ -229,8 +240,8 @@ class _Engine:
         # a MindFormers graph whose Morph rows are device-local: an out_strategy there is the Morph body's own
         # collective (a row linear's reduce-scatter), which MindSpore refuses as an out_strategy on the global rows;
         # its successors follow its layout, not GetNextOpStrategyByOutStrategy's strategy alone
-        self.local_rows = any(op.attrs.get("strategist_local_rows") for op in graph)
-        self.stand_alone = self_defined_ops(graph)      # no propagation over their edges (IsOpNotPropagate)
+        self.local_rows = _per_graph("local_rows", graph, local_rows_marked)
+        self.stand_alone = _per_graph("self_defined", graph, self_defined_ops)  # IsOpNotPropagate: no propagation
         # MindSpore's edge-cost cache: keyed by the two layouts' (device arrangement, tensor map) only, so
         # the first cost computed for a pair serves every later edge with that pair, whatever its shape
         self.ms_edge_cache: dict = {}
@@ -1017,7 +1028,7 @@ class _Engine:
             self.visited_edges[nb] = []
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0]))
         else:
-            self._follow_ok = self._has_before(cur) and self.op(nb).type not in NO_LAYOUT_INIT
+            self._follow_ok = self._forward_follow(cur, nb)
             picked = self.choose_forward(nb, slot, src, spec)
             self._follow_ok = False
             if not self._take(nb, picked, root, cur, depth, "forward"):
@@ -1034,9 +1045,7 @@ class _Engine:
         if a.out_strategy is not None:
             return tuple(tuple(r) for r in a.out_strategy)
         if a.out_layouts and a.layouts:
-            dm = tuple(a.layouts[0].device_matrix)
-            n = len(dm)
-            return tuple(tuple(math.prod(dm[n - 1 - k] for k in rev) for rev in o.tensor_map) for o in a.out_layouts)
+            return layout_splits(tuple(a.layouts[0].device_matrix), a.out_layouts)
         return None
 
     def _by_out_strategy(self, cur: str, nb: str, slot: int, src: Layout) -> Sharding | None:
@@ -1047,12 +1056,7 @@ class _Engine:
         if k is None:
             return None
         want = self.out_strategy(cur)[0]
-        follow = None if self.multi_input(nb) else src
-        self._follow_ok = self._has_before(cur) and self.op(nb).type not in NO_LAYOUT_INIT
-        try:
-            opts = self._options(nb, follow, k, "in", self._follow_ok)
-        finally:
-            self._follow_ok = False
+        opts = self._options(nb, None if self.multi_input(nb) else src, k, "in", self._forward_follow(cur, nb))
         if not opts:
             return None
         return next((o for o in opts if k < len(o.strategy) and tuple(o.strategy[k]) == tuple(want)), opts[0])
@@ -1194,6 +1198,11 @@ class _Engine:
                 f"puts both output dims i and j on one device axis (invalid tensor map); MindSpore picks that "
                 f"candidate {[list(r) for r in follow.strategy]} and cannot build the redistribution after "
                 f"it (anchor {name} or its producer to another split)")
+
+    def _forward_follow(self, cur: str, nb: str) -> bool:
+        """``nb``, reached forward from ``cur``, gets a candidate following ``cur``'s output layout
+        (AddSwcUnderPrevOpDevMatrixSingle): ``cur`` carries one, and ``nb`` can be initialised from a layout."""
+        return self._has_before(cur) and self.op(nb).type not in NO_LAYOUT_INIT
 
     def _has_before(self, name: str) -> bool:
         """MindSpore's operator carries a layout to follow (``outputs_tensor_map_before``): set for a tuple
@@ -1799,16 +1808,13 @@ def no_cyclic_gc():
 def _sibling_calls(graph: OpGraph) -> dict[str, tuple[str, ...]]:
     """Operator -> the other calls of the same Cell-held primitive (same Cell, attribute and type), Casts and
     Reshapes left out (MindSpore ignores or refuses their strategies). Kept with the graph's structure."""
-    hit = _STRUCTURES.get(("siblings", id(graph)))
-    if hit is not None and hit[0] is graph:
-        return hit[1]
-    groups: dict[tuple, list[str]] = {}
-    for op in graph:
-        if op.held and op.type not in RESHAPES and op.type != "Cast":
-            groups.setdefault((op.cell_path, op.instance_name, op.type), []).append(op.name)
-    out = {n: tuple(m for m in names if m != n) for names in groups.values() if len(names) > 1 for n in names}
-    _STRUCTURES[("siblings", id(graph))] = (graph, out)
-    return out
+    def compute(g):
+        groups: dict[tuple, list[str]] = {}
+        for op in g:
+            if op.held and op.type not in RESHAPES and op.type != "Cast":
+                groups.setdefault((op.cell_path, op.instance_name, op.type), []).append(op.name)
+        return {n: tuple(m for m in names if m != n) for names in groups.values() if len(names) > 1 for n in names}
+    return _per_graph("siblings", graph, compute)
 
 
 def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
