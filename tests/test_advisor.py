@@ -443,3 +443,26 @@ def test_reshape_traced_back_for_the_rotary_chain():
     # a trailing 1
     assert reshape_layout(Layout((8, 512, 4096), (8, 8), ((0,), (), (1,))), (8, 512, 4096, 1)) == \
         Layout((8, 512, 4096, 1), (8, 8), ((0,), (), (1,), ()))
+
+
+def test_one_name_pattern_of_two_operators_is_two_lines(graph_of):
+    """telechat3_moe's dense layer 0 and MoE layer 1 both hold an ``mlp.transpose``, a 4-d permute in one and a
+    3-d one in the other: one name pattern, two operators. The advisor weighed them as one line (its drop of the MoE
+    one, which pays 1.18 ms, went with the dense one, which costs 79 ms without it) and the anchors file wrote one
+    glob ``layers.*.mlp.transpose`` with the dense layout, which MindSpore would have applied to the MoE one too.
+    Patterns now tell such operators apart (Cell class), and an anchors-file glob only covers operators anchored
+    alike."""
+    from strategist.advice.minimality import _group_key, pattern_keys, pattern_text
+    from strategist.report.render import anchor_file_keys
+    g = graph_of("tests/models/mixed_layers.py:MixedLayers")
+    t0, t1 = "layers.0.mlp.transpose", "layers.1.mlp.transpose"
+    assert pattern_keys(g) == {t0: "layers.*.mlp.transpose[DenseMLP]", t1: "layers.*.mlp.transpose[RoutedMLP]"}
+    assert _group_key(t0) == _group_key(t1) == pattern_text(_group_key(t1, g)) == "layers.*.mlp.transpose"
+    assert _group_key("layers.0.add", g) == _group_key("layers.1.add", g) == "layers.*.add"
+    names = [op.name for op in g]
+    assert anchor_file_keys([t0, t1], names) == {"layers.*.mlp.transpose": [t0, t1]}      # by name alone: one glob
+    assert anchor_file_keys([t0, t1], names, g) == {t0: [t0], t1: [t1]}
+    adds = ["layers.0.add", "layers.1.add"]
+    assert anchor_file_keys(adds, names, g, {adds[0]: ": [[2, 1, 1], [2, 1, 1]]",
+                                             adds[1]: ": [[1, 2, 1], [1, 2, 1]]"}) == {a: [a] for a in adds}
+    assert anchor_file_keys(adds, names, g, dict.fromkeys(adds, ": [[2, 1, 1], [2, 1, 1]]")) == {"layers.*.add": adds}

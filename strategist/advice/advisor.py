@@ -269,7 +269,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}
     for c in proposed:
-        groups.setdefault(_group_key(c.with_op or c.op), []).append(c)
+        groups.setdefault(_group_key(c.with_op or c.op, graph), []).append(c)
     priority = {"2 dimension": 0, "4 fused": 1, "1 weight": 2, "3 boundary": 3}
     keep = list(proposed)
     dropped: list[tuple[Choice, str]] = []
@@ -284,7 +284,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     def adopt(fallbacks):
         # the fallbacks now kept are checked by the next pass, one pattern per group
         for f in fallbacks:
-            k = "fallback:" + _group_key(f.op)
+            k = "fallback:" + _group_key(f.op, graph)
             if k not in groups:
                 order.append(k)
             groups.setdefault(k, []).append(f)
@@ -320,7 +320,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 # a saving within the step model's resolution is no reason for a line of configuration: a package
                 # must save that for each of its lines (patterns), e.g. an MoE router's 12 lines saving 0.6 ms of a
                 # 3 s step do not pay; its patterns are then tried back one by one (_reinstate_patterns)
-                worth = _worth(plan) * _lines(members)
+                worth = _worth(plan) * _lines(members, graph)
                 saved = _state_bytes(q) - _state_bytes(plan) if dt <= worth else 0.0
                 if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
@@ -356,8 +356,8 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     # across repeated layers) goes when the plan is the same without it
     members_of: dict[str, list[Choice]] = {}
     for c in keep:
-        if c.with_op and len(groups.get(_group_key(c.with_op), ())) > 1:
-            members_of.setdefault(_group_key(c.op), []).append(c)
+        if c.with_op and len(groups.get(_group_key(c.with_op, graph), ())) > 1:
+            members_of.setdefault(_group_key(c.op, graph), []).append(c)
     for key in sorted(members_of, key=lambda k: graph.op(members_of[k][0].op).topo_index):
         gone = {id(c) for c in members_of[key]}
         trial = [c for c in keep if id(c) not in gone]

@@ -281,7 +281,7 @@ class Comparison3:
                 out.append(f"step if (c)'s: the step estimate's change with the operator (and the same operator of "
                            f"every repeated layer) anchored as (c) has it, on top of the advice (* a functional "
                            f"call: no shard() line can carry it); "
-                           f"{len(faster)} faster" + (": " + _patterns_text(faster) if faster else ""))
+                           f"{len(faster)} faster" + (": " + _patterns_text(faster, getattr(c.plan, "graph", None)) if faster else ""))
             if c.key == "a" and c.regions:
                 out += _regions_text(c, max_rows)
             if c.key == "a" and len(c.toward) > 1:
@@ -292,11 +292,11 @@ class Comparison3:
         return "\n".join(out) + "\n"
 
 
-def _patterns_text(ds: list[Disagreement]) -> str:
+def _patterns_text(ds: list[Disagreement], graph=None) -> str:
     """The operators of ``ds`` one pattern across repeated layers at a time (``layers.*`` and how many), in order."""
     groups: dict[str, list[Disagreement]] = {}
     for d in ds:
-        groups.setdefault(_group_key(d.op), []).append(d)
+        groups.setdefault(_group_key(d.op, graph), []).append(d)
     return ", ".join((key if len(g) > 1 else g[0].op) + (f" ({len(g)} layers)" if len(g) > 1 else "")
                      + ("" if g[0].held else " (functional call: no shard() line)") for key, g in groups.items())
 
@@ -583,7 +583,7 @@ def _pattern_groups(col: Column, ref: Plan) -> dict[str, list[Disagreement]]:
     for d in col.disagreements:
         rc = ref.choices.get(d.op)
         if d.type != "Cast" and rc is not None and rc.sharding is not None:
-            groups.setdefault(_group_key(d.op), []).append(d)
+            groups.setdefault(_group_key(d.op, ref.graph), []).append(d)
     return groups
 
 
@@ -623,14 +623,14 @@ def regions(col: Column, graph: OpGraph, ref: Plan) -> list[Region]:
     order = lambda n: graph.op(n).topo_index
     merged: dict[tuple, list[str]] = {}
     for ops in comps.values():
-        key = tuple(dict.fromkeys(_group_key(n) for n in sorted(ops, key=order)))    # patterns in graph order
+        key = tuple(dict.fromkeys(_group_key(n, graph) for n in sorted(ops, key=order)))    # patterns in graph order
         merged.setdefault(key, []).extend(ops)
     out = []
     for key, ops in merged.items():
         ops = sorted(ops, key=order)
         named = [n for n in ops if differ[n].type != "Cast"] or ops
         out.append(Region(ops, list(key), held=all(differ[n].held for n in ops if differ[n].type != "Cast"),
-                          name=_group_key(named[0])))
+                          name=_group_key(named[0], graph)))
     return sorted(out, key=lambda r: order(r.ops[0]))
 
 
@@ -650,7 +650,7 @@ def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: M
             continue
         anchors = {d.op: _reference_anchor(d.op, ref, mesh, d.type) for d in ds}
         everywhere.update(anchors)
-        keys = {_group_key(d.op) for d in ds}
+        keys = {_group_key(d.op, graph) for d in ds}
         whole = len(keys) == 1 and {d.op for d in ds} == {d.op for d in groups[keys.pop()]}
         if whole and ds[0].if_reference is not None:
             r.if_reference = ds[0].if_reference        # the same anchors as that pattern's own "step if (c)'s"
@@ -707,8 +707,8 @@ def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_c
         except StrategistError:
             continue
         # a pattern the others give anyway is no line to write: tried without, one pattern at a time in graph order
-        for key in dict.fromkeys(_group_key(o) for o in more if o not in base):
-            rest = {o: v for o, v in more.items() if o in base or _group_key(o) != key}
+        for key in dict.fromkeys(_group_key(o, plan.graph) for o in more if o not in base):
+            rest = {o: v for o, v in more.items() if o in base or _group_key(o, plan.graph) != key}
             n += 1
             try:
                 q2 = run({**base, **taken, **rest})

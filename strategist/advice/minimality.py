@@ -31,14 +31,51 @@ def _worth(plan: Plan) -> float:
     return min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
 
 
-def _lines(members) -> int:
+def _lines(members, graph: OpGraph | None = None) -> int:
     """The shard() lines a group of anchors takes: one per pattern (an operator across repeated layers)."""
-    return len({_group_key(c.op) for c in members})
+    return len({_group_key(c.op, graph) for c in members})
 
 
-def _group_key(name: str) -> str:
-    """``model.layers.12.attention.wq.matmul`` -> ``model.layers.*.attention.wq.matmul``."""
+def _group_key(name: str, graph: OpGraph | None = None) -> str:
+    """``model.layers.12.attention.wq.matmul`` -> ``model.layers.*.attention.wq.matmul``: one operator across
+    repeated layers. With ``graph``, operators of one name pattern that are not the same operator -- another Cell
+    class, type or input shapes: telechat3_moe's dense layer-0 ``mlp.transpose`` (MLPInterleaved, 4-d) and its MoE
+    layer-1 ``mlp.transpose`` (MoELayer, 3-d) -- are told apart (:func:`pattern_keys`)."""
+    if graph is not None:
+        return pattern_keys(graph).get(name) or _plain_key(name)
+    return _plain_key(name)
+
+
+def _plain_key(name: str) -> str:
     return re.sub(r"(?<=\.)\d+(?=\.)", "*", name)
+
+
+def pattern_keys(graph: OpGraph) -> dict[str, str]:
+    """Each operator's pattern in ``graph``: its name with layer indices starred, and where the operators of that
+    name pattern are not all one operator (Cell class, type, input shapes), ``[Class]`` after it (``[Class|n]`` when
+    the class alone does not tell them apart). Once per graph. Display text: :func:`pattern_text`."""
+    from ..engine.search import _per_graph
+
+    def compute(g):
+        by_key: dict[str, dict] = {}
+        for op in g:
+            sig = (op.cell_class, op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
+            by_key.setdefault(_plain_key(op.name), {}).setdefault(sig, []).append(op.name)
+        out = {}
+        for key, sigs in by_key.items():
+            if len(sigs) == 1:
+                continue
+            classes = collections.Counter(sig[0] for sig in sigs)
+            for k, (sig, names) in enumerate(sorted(sigs.items(), key=lambda kv: g.op(kv[1][0]).topo_index)):
+                tag = sig[0] if classes[sig[0]] == 1 else f"{sig[0]}|{k}"
+                out.update((n, f"{key}[{tag}]") for n in names)
+        return out
+    return _per_graph("patterns", graph, compute)
+
+
+def pattern_text(key: str) -> str:
+    """A pattern key as a name glob (the ``[Class]`` tag of :func:`pattern_keys` dropped)."""
+    return key.split("[", 1)[0]
 
 
 def _layouts_differ(ca, cb) -> bool:
@@ -62,7 +99,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
     groups: dict[str, list] = {}
     for c, why in dropped:
         if why.startswith(("propagation gives the same layouts", "does not pay for itself")):
-            groups.setdefault(_group_key(c.with_op or c.op), []).append((c, why))     # minimality's groups
+            groups.setdefault(_group_key(c.with_op or c.op, graph), []).append((c, why))     # minimality's groups
     for key in sorted(groups, key=lambda k: min(graph.op(c.op).topo_index for c, _ in groups[k])):
         members = groups[key]
         ops = {c.op for c, _ in members}
@@ -84,7 +121,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
         except (PropagationError, StrategyError):
             continue
         changed, dt = _diff(plan, q)
-        if dt < -_worth(plan) * _lines(c for c, _ in members):
+        if dt < -_worth(plan) * _lines((c for c, _ in members), graph):
             keep, plan = trial, q
             for c, why in members:
                 dropped.remove((c, why))
@@ -105,7 +142,7 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
     second round, the gating Softmax, which the TopkExt follows from then on)."""
     patterns: dict[str, list] = {}
     for c, why in members:
-        patterns.setdefault(_group_key(c.op), []).append((c, why))
+        patterns.setdefault(_group_key(c.op, graph), []).append((c, why))
     if len(patterns) < 2:
         return keep, plan
     # a pattern may pay only once a later one is back (the router's gating Softmax split by tokens pays once its
@@ -183,7 +220,7 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
     cur = run(keep)
     patterns: dict[str, list[Choice]] = {}
     for c in keep:
-        patterns.setdefault(_group_key(c.op), []).append(c)
+        patterns.setdefault(_group_key(c.op, graph), []).append(c)
     # a line that paid beside one dropped after it may not pay any more (deepseek3's router tc_topk, reinstated
     # beside its aux means): tried until every line left was found paying beside the lines as they now are
 

@@ -433,7 +433,7 @@ def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -
     alts: dict[str, list[Choice]] = {}
     for c in keep:
         if c.alternative is not None and c.alternative.anchor is not None:
-            alts.setdefault(_group_key(c.op), []).append(c)
+            alts.setdefault(_group_key(c.op, graph), []).append(c)
     if not alts:
         return keep
     cur = run(keep)

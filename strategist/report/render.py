@@ -361,11 +361,14 @@ def _tuple_equivalent(ch, mesh) -> bool:
     return all(squeeze(a) == squeeze(b) or a.same_as(b) for a, b in zip(s.inputs, ch.inputs))
 
 
-def anchor_file_keys(ops: list[str], names: list[str]) -> dict[str, list[str]]:
+def anchor_file_keys(ops: list[str], names: list[str], graph=None, bodies: dict | None = None) -> dict[str, list[str]]:
     """The anchors file's keys for the anchored ``ops``: one glob per pattern across repeated layers
     (``model.layers.*.wo.matmul``) where it matches those operators and no other of ``names``, else each
     operator by name (a glob's ``*`` crosses dots: ``model.layers.*.add`` also matches every layer's
-    ``...apply_rotary_emb.add``, which MindSpore would then be asked to configure too).
+    ``...apply_rotary_emb.add``, which MindSpore would then be asked to configure too). With ``graph``, operators
+    of one name pattern that are not one operator (:func:`strategist.advice.minimality.pattern_keys`) are not one
+    glob; with ``bodies`` (op -> its anchor's text), neither are operators anchored otherwise: telechat3_moe's
+    dense ``layers.0.mlp.transpose`` and MoE ``layers.1.mlp.transpose`` each by name.
 
     >>> names = ["m.layers.0.add", "m.layers.0.rope.add", "m.layers.1.add", "m.layers.1.rope.add"]
     >>> anchor_file_keys(["m.layers.0.add", "m.layers.1.add"], names)
@@ -373,14 +376,15 @@ def anchor_file_keys(ops: list[str], names: list[str]) -> dict[str, list[str]]:
     >>> anchor_file_keys(["m.layers.0.rope.add", "m.layers.1.rope.add"], names)
     {'m.layers.*.rope.add': ['m.layers.0.rope.add', 'm.layers.1.rope.add']}
     """
-    from ..advice.minimality import _group_key
-    groups: dict[str, list[str]] = {}
+    from ..advice.minimality import _group_key, pattern_text
+    groups: dict[tuple, list[str]] = {}
     for n in ops:
-        groups.setdefault(_group_key(n), []).append(n)
+        groups.setdefault((_group_key(n, graph), (bodies or {}).get(n)), []).append(n)
     out: dict[str, list[str]] = {}
-    for key, members in groups.items():
-        if key == members[0] or {n for n in names if fnmatch.fnmatchcase(n, key)} == set(members):
-            out[key] = members
+    for (key, _), members in groups.items():
+        glob = pattern_text(key)
+        if glob == members[0] or {n for n in names if fnmatch.fnmatchcase(n, glob)} == set(members):
+            out[glob] = members
         else:
             out.update((m, [m]) for m in members)
     return out
@@ -436,7 +440,6 @@ def advice_dict(advice) -> dict:
                           "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
                           "step_seconds": t["step_seconds"], "mindspore_cost": t["redistribution_ms_cost"],
                           "conflicts": len(p.conflicts), "memory": memory(p)}
-    groups = anchor_file_keys([a["op"] for a in anchors], [op.name for op in advice.graph])
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
 
     def rows(layouts):
@@ -448,25 +451,26 @@ def advice_dict(advice) -> dict:
                            "[" + ", ".join(mesh.names[x] for x in d) + "]")
             dims.append("[" + ", ".join(row) + "]")
         return f"[{', '.join(dims)}]"
-    for key, members in groups.items():
-        a = next(x for x in anchors if x["op"] == members[0])
-        ch = advice.plan.choices[members[0]]
-        anchor = advice.plan.anchors[members[0]]
+    def body(op: str) -> str:
+        a = next(x for x in anchors if x["op"] == op)
+        ch, anchor = advice.plan.choices[op], advice.plan.anchors[op]
         own = _own_matrix(anchor, mesh)
         if own is not None:
             dm = own.layouts[0]
-            yaml_lines.append(f"{key}:\n  device_matrix: {{{', '.join(f'{n}: {v}' for n, v in zip(dm.alias_name, dm.device_matrix))}}}"
-                              f"\n  layout: {_named_rows(own.layouts)}")
-        elif ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
-            yaml_lines.append(f"{key}:\n  layout: {rows(ch.inputs)}")
-            if anchor.out_layouts is not None:
-                # the output layout it was configured with (a sequence-parallel row linear's reduce-scatter)
-                yaml_lines.append(f"  out_layout: {rows(ch.outputs)}")
-        elif anchor.out_strategy is not None:
-            yaml_lines.append(f"{key}:\n  in_strategy: {[list(s) for s in a['strategy']]}\n"
-                              f"  out_strategy: {[list(s) for s in anchor.out_strategy]}")
-        else:
-            yaml_lines.append(f"{key}: {[list(s) for s in a['strategy']]}")
+            return (f":\n  device_matrix: {{{', '.join(f'{n}: {v}' for n, v in zip(dm.alias_name, dm.device_matrix))}}}"
+                    f"\n  layout: {_named_rows(own.layouts)}")
+        if ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
+            # with the output layout it was configured with (a sequence-parallel row linear's reduce-scatter)
+            return f":\n  layout: {rows(ch.inputs)}" + (
+                f"\n  out_layout: {rows(ch.outputs)}" if anchor.out_layouts is not None else "")
+        if anchor.out_strategy is not None:
+            return (f":\n  in_strategy: {[list(s) for s in a['strategy']]}\n"
+                    f"  out_strategy: {[list(s) for s in anchor.out_strategy]}")
+        return f": {[list(s) for s in a['strategy']]}"
+    bodies = {a["op"]: body(a["op"]) for a in anchors}
+    groups = anchor_file_keys([a["op"] for a in anchors], [op.name for op in advice.graph], advice.graph, bodies)
+    for key, members in groups.items():
+        yaml_lines.append(key + bodies[members[0]])
     return {
         "model": advice.graph.model, "mesh": str(mesh), "devices": mesh.size,
         "hardware": advice.plan.hardware.name if advice.plan.hardware else None,
