@@ -950,6 +950,8 @@ MS_UT = [
       for c in ("VirtualDatasetAuto", "VirtualDatasetStrat", "VirtualDatasetExplicit")],
     *[("activation", f"Activation{k}", "dp=16", _FB, {}) for k in range(1, 5)],
     ("reshard", "ReshardTail", "dp=4,mp=2,sp=1", _DP, {}),
+    ("reshard", "ReshardDocExample", "dp=4,mp=2", _DP, {}),
+    ("reshard", "ReshardBetweenDense", "dp=4,mp=2", _DP, {}),
 ]
 
 

@@ -319,7 +319,7 @@ def test_qwen3_moe_layers_laid_out_alike():
 
 
 @pytest.mark.slow
-def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence():
+def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence(tmp_path):
     """telechat3_moe at its shipped size, 2 layers, dp=2,tp=4 (sequence parallel). The shared experts' linears
     are data parallel over every device (their activations outweigh their weights); their rows come from a
     device-local [S, B, H] -> [S*B, H] Reshape and a bf16 Cast, split S by tp outside B by dp. The data-parallel
@@ -343,6 +343,25 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence():
             assert plan.strategy(op) == ((8, 1), (1, 1)), op        # rows over every device, the weight whole
     assert not [e for e in plan.edges if e.dst.endswith("shared_experts.linear_fc1.matmul") and e.fwd_bytes]
     assert c.step_ratio() <= 1.0
+    # one name pattern, two operators: the dense layer 0's mlp.transpose (MLPInterleaved, 4-d) is anchored, the MoE
+    # layer 1's (MoELayer, 3-d) is not (anchored it made the step 1.18 ms slower, and went with the dense one's line
+    # while both were one pattern); the anchors file names each apart (a glob gave the MoE one the dense 4-d
+    # layout), and loaded back it gives the advice's plan
+    from strategist.engine.anchors import load_anchors
+    from strategist.engine.propagate import propagate
+    from strategist.report.render import advice_dict
+    assert "model.decoder.layers.0.mlp.transpose" in chosen and "model.decoder.layers.1.mlp.transpose" not in chosen
+    text = advice_dict(c.advice)["anchors_yaml"]
+    assert "layers.*.mlp.transpose:" not in text and "model.decoder.layers.0.mlp.transpose:" in text
+    f = tmp_path / "advice.yaml"
+    f.write_text(text)
+    g = plan.graph
+    loaded = load_anchors(str(f), g, c.mesh)
+    assert sorted(loaded) == sorted(chosen)
+    again = propagate(g, c.mesh, loaded, use_model_strategies=False, dataset_strategy="full_batch")
+    assert all(again.choices[n].inputs == ch.inputs and again.choices[n].outputs == ch.outputs
+               for n, ch in plan.choices.items())
+    assert not c["a"].regions_reference_faster
 
 
 def by_op(d, name):

@@ -429,3 +429,20 @@ def test_tuple_elements_get_mindspore_edges_and_attributes_own_their_names(graph
     assert not g.op("relu").inputs[0].packed and not g.op("split").inputs[0].packed
     muls = g.op("muls")
     assert muls.inputs[0].ref == "muls#1" and g.op("muls#1").inputs[0].ref == "concat2"
+
+
+def test_mindspore_reshard_is_read_as_a_configured_identity(graph_of):
+    """``mindspore.reshard(x, layout)`` returns ``x`` untouched on a one-device world, so a stand-alone compile lost
+    it; MindSpore's parallel compile makes it a configured AShardIdentity. Extraction keeps it (the world reads as
+    two devices while compiling, restored after): ReshardTail (MindSpore's UT) reshards its activation to Layout
+    (4, 2, 1) ("dp", "mp", "sp") ("dp", "mp") and a constant [128, 128] to ("mp", "sp"); MindSpore 2.9.0 records
+    AShardIdentity ((4, 2),) and ((2, 1),), both configured (tests/fixtures)."""
+    from mindspore.parallel.function import reshard_func
+    before = reshard_func.group_size
+    g = graph_of(os.path.join(MODELS, "ms_ut", "reshard.py") + ":ReshardTail")
+    assert reshard_func.group_size is before
+    ids = [op for op in g if op.type == "AShardIdentity"]
+    assert [(op.name, op.in_strategy) for op in ids] == [("reshard", ((4, 2),)), ("reshard#1", ((2, 1),))]
+    assert ids[0].in_layout == (ShardLayout((4, 2, 1), ("dp", "mp", "sp"), ((2,), (1,))),)
+    assert ids[1].inputs[0].kind == "const" and ids[1].inputs[0].spec.shape == (128, 128)
+    assert [x.ref for x in g.op("matmul").inputs[:2]] == ["reshard", "reshard#1"]

@@ -598,8 +598,10 @@ def kldiv_rule(op: Op) -> FactorRule:
 
 
 def identity_rule(op: Op) -> FactorRule:
-    """Identity-like (TensorMove, Identity, Depend-free copies, AShardIdentity): output = input."""
-    return unary(op)
+    """Identity-like (TensorMove, Identity, Depend-free copies, AShardIdentity): output = input. Its input may be a
+    constant tensor (``mindspore.reshard(self.y, layout)`` on a Tensor attribute: MindSpore's AShardIdentity of it
+    takes the layout, 2.9.0's UT ``ReshardTail``)."""
+    return elementwise(op, _tslots(op)[:1])
 
 
 def assign_rule(op: Op) -> FactorRule:

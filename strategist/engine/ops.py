@@ -560,7 +560,7 @@ def unknown_rule(op: Op) -> FactorRule:
     return FactorRule(**{**batch_parallel_rule(op).__dict__, "known": False})
 
 
-UNARY = ("AShardIdentity TmpIdentity ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
+UNARY = ("TmpIdentity ReLU ReLU6 GeLU FastGeLU SiLU Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Square Reciprocal Erf "
          "Cast LogicalNot Sin Cos Softplus HSwish HSigmoid Elu LeakyReLU Ones Zeros OnesLike ZerosLike "
          "Identity Round Floor Ceil IsFinite SquareSumAll Dropout DropoutExt Sign").split()
 BINARY = ("Muls Add AddExt Sub SubExt Mul Div RealDiv DivMod FloorDiv Maximum Minimum Pow Equal NotEqual "

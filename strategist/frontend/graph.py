@@ -427,8 +427,8 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
-    with _standalone_compile(cell), _training(cell), _call_site_scopes(), _owned_primitives(cell) as owners, \
-            _call_stacks() as stacks:
+    with _standalone_compile(cell), _reshard_kept(), _training(cell), _call_site_scopes(), \
+            _owned_primitives(cell) as owners, _call_stacks() as stacks:
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
         except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
@@ -510,6 +510,25 @@ def _standalone_compile(cell):
         if saved_mode != ms.GRAPH_MODE:
             ms.set_context(mode=saved_mode)
         tmp.cleanup()
+
+
+@contextlib.contextmanager
+def _reshard_kept():
+    """``mindspore.reshard(x, layout)`` -- a layout set on a tensor, which sharding propagation takes as set (MindSpore
+    turns it into a configured AShardIdentity) -- returns ``x`` unchanged when the world has one device, so a
+    stand-alone compile would lose it. While compiling, its world size reads as two: the Reshard primitive, its
+    Layout among its attributes, stays in the graph (it compiles stand-alone)."""
+    try:
+        from mindspore.parallel.function import reshard_func
+    except ImportError:         # a MindSpore without ms.reshard
+        yield
+        return
+    saved = reshard_func.__dict__.get("group_size")
+    reshard_func.group_size = lambda *a, **k: 2
+    try:
+        yield
+    finally:
+        reshard_func.group_size = saved
 
 
 @contextlib.contextmanager
@@ -1095,7 +1114,8 @@ def _from_proto(proto: bytes, ir_text: str | None, cell, model: str, parser: str
         path, klass, inst = where[n.name]
         name = op_name[n.name]
         op = Op(
-            name=name, type=n.op_type, cell_path=path, cell_class=klass,
+            # mindspore.reshard's primitive: MindSpore's step_parallel turns it into a configured AShardIdentity
+            name=name, type="AShardIdentity" if n.op_type == "Reshard" else n.op_type, cell_path=path, cell_class=klass,
             instance_name=inst, full_name=n.full_name, inputs=tuple(slots), outputs=outputs,
             attrs={k: v for k, v in attrs.items()
                    if k not in ("in_strategy", "out_strategy", "in_layout", "out_layout")},
