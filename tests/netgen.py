@@ -952,6 +952,19 @@ MS_UT = [
     ("reshard", "ReshardTail", "dp=4,mp=2,sp=1", _DP, {}),
     ("reshard", "ReshardDocExample", "dp=4,mp=2", _DP, {}),
     ("reshard", "ReshardBetweenDense", "dp=4,mp=2", _DP, {}),
+    *[("ut2_conv", c, "dp=8", _FB, {}) for c in ("ConvBnPool8111", "ConvBnPool1118")],
+    ("ut2_conv", "ConvBnPool1121", "dp=8", _FB, {}),                     # the UT sets fully_use_devices=False
+    ("ut2_conv", "Conv2dKernelLtStride", "dp=16", _FB, {}),
+    ("ut2_elementwise", "ElementWiseTwoInputs64", "dp=64", _FB, {}),
+    ("ut2_func_shard", "MintFuncMul", "axis0=4,axis1=2", _FB, {}),
+    *[("ut2_func_shard", c, "axis0=4,axis1=2", _FB, {}) for c in (
+        "MintMatMulLayout", "MintAddBroadcast", "ReluReluMatMulLayout", "MintAddMatMulDiv", "MintRmaSoftmaxCE",
+        "MintReluPropagateBack")],
+    ("ut2_func_shard", "MintMatMulLayout222", "axis0=2,axis1=2,axis2=2,axis3=1", _FB, {}),
+    ("ut2_func_shard", "MintAddLayout222", "axis0=2,axis1=1,axis2=2,axis3=2", _FB, {}),
+    *[("ut2_cell_shard_layout", c, "dp=2,sp=4,mp=1", _FB, {}) for c in (
+        "CellShardLayout", "MsShardLayout", "CellShardOutLayout", "CellShardOutStrategyRS")],
+    ("ut2_cell_shard_layout", "MsShardInterleaved", "dp=2,mp=4,sp=2", _FB, {}),   # an interleaved_parallel Layout
 ]
 
 

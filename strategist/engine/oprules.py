@@ -487,15 +487,22 @@ def _conv_candidates(r: FactorRule) -> FactorRule:
 
 def conv2d_transpose_rule(op: Op) -> FactorRule:
     """Conv2DTranspose / Conv2DBackpropInput(dout[N,Cin,H,W], w[Cin,Cout,kh,kw], input_size):
-    N and Cout split freely, Cin is the reduction factor (checked: ``((2, 2, 1, 1), (2, 1, 1, 1))``),
-    H/W like Conv2D (checked: k3 'same' H split taken)."""
+    N and Cout split freely, Cin is the reduction factor (checked: ``((2, 2, 1, 1), (2, 1, 1, 1))``).
+    H/W split as ``Conv2DBackpropInputInfo::CheckHWStrategy`` allows, whatever the kernel (a halo exchange
+    follows): pad mode 'same' only, the dim's input times its stride equal to its output, and the split dividing
+    both (CheckHWStrategyBase). Measured: k4 s2 'same' [32,8,32,32] -> [32,16,64,64] takes ``((1,1,1,8),(1,1,1,1))``
+    backward from a ReLU so split (MindSpore's UT test_sharding_propagation_1x1x1x8)."""
     a = op.attrs
-    k = _pair(a.get("kernel_size"), 1)
     s = _pair(a.get("stride"), 1)
-    d = _pair(a.get("dilation"), 1)
-    uns = [n for n, kk, ss, dd in zip(("h", "w"), k, s, d) if not _spatial_ok(kk, ss, a.get("pad_mode", "valid"), dd)]
+    x, out = _shape(op, 0), (_out_shapes(op) or ((),))[0]
+    uns, sizes = ["h", "w"], []
+    if len(x) == 4 and len(out) == 4 and str(a.get("pad_mode", "valid")).lower() in ("same", "1"):
+        for i, name in ((2, "h"), (3, "w")):
+            if x[i] * s[i - 2] == out[i] and math.gcd(x[i], out[i]) > 1:
+                uns.remove(name)
+                sizes.append((name, math.gcd(x[i], out[i])))
     return _conv_candidates(_rule(op, ["n", "c", "o", "h", "w"], [["n", "c", "h", "w"], ["c", "o", None, None]],
-                                  [["n", "o", "h", "w"]], [0, 1], unsplittable=uns))
+                                  [["n", "o", "h", "w"]], [0, 1], unsplittable=uns, sizes=sizes))
 
 
 def pool_rule(op: Op) -> FactorRule:
