@@ -694,8 +694,40 @@ def shard_anchor(op: Op, anchor, device_num: int, rule: FactorRule | None = None
     """The sharding an anchor (:class:`strategist.engine.plan.Anchor`: a strategy tuple or ``Layout`` rows, with their
     output forms) gives ``op``: :func:`shard_layout` or :func:`shard`."""
     if anchor.layouts is not None:
-        return shard_layout(op, tuple(anchor.layouts), device_num, anchor.out_layouts, rule)
+        outs = anchor.out_layouts
+        return shard_layout(op, without_interleaved(tuple(anchor.layouts)), device_num,
+                            without_interleaved(tuple(outs)) if outs else outs, rule)
     return shard(op, anchor.strategy, device_num, anchor.out_strategy, rule)
+
+
+#: the Layout axis MindSpore reserves for interleaved (micro-sliced) parallelism
+INTERLEAVED = "interleaved_parallel"
+
+
+def without_interleaved(layouts: tuple[ShardLayout, ...]) -> tuple[ShardLayout, ...]:
+    """Layouts over a device matrix with an ``interleaved_parallel`` axis, that axis dropped: it slices a dimension
+    further on the same devices (run interleaved), and MindSpore's strategy leaves it out (measured, 2.9.0:
+    ``Layout((2, 2, 2, 2), ("dp", "mp", "sp", "interleaved_parallel"))`` ``(("dp", "interleaved_parallel"), "mp")``
+    configures MatMul's ``(2, 2)``; its UT test_layout_propagation_save_and_load4). So sharding propagation sees
+    the layout without it.
+
+    >>> lay = ShardLayout((2, 2, 2, 2), ("dp", "mp", "sp", "interleaved_parallel"), ((3, 0), (2,)))
+    >>> without_interleaved((lay,))
+    (ShardLayout(device_matrix=(2, 2, 2), alias_name=('dp', 'mp', 'sp'), tensor_map=((2,), (1,))),)
+    """
+    out = []
+    for sl in layouts:
+        if not isinstance(sl, ShardLayout) or INTERLEAVED not in sl.alias_name:
+            out.append(sl)
+            continue
+        n = len(sl.device_matrix)
+        i = sl.alias_name.index(INTERLEAVED)
+        rev = n - 1 - i                     # its index counted from the right, as tensor maps count
+        dm = sl.device_matrix[:i] + sl.device_matrix[i + 1:]
+        names = sl.alias_name[:i] + sl.alias_name[i + 1:]
+        tmap = tuple(tuple(k - (k > rev) for k in t if k != rev) for t in sl.tensor_map)
+        out.append(ShardLayout(dm, names, tmap))
+    return tuple(out)
 
 
 def layout_splits(dm: tuple[int, ...], layouts) -> tuple[tuple[int, ...], ...]:
