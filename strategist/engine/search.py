@@ -1041,7 +1041,15 @@ class _Engine:
         """The out_strategy MindSpore's OperatorInfo keeps for a configured operator (``out_strategy()``): the
         anchor's tuple, or its out Layouts' per-dimension splits; None without one."""
         a = self.anchors.get(name)
-        if a is None or a.origin == "cast":
+        if a is None:
+            # an operator no strategy configures, given an out_strategy by its Cell's shard(out_strategy=...)
+            # (strategist.frontend.cellshard): MindSpore's OperatorInfo keeps it (UT test_cell_shard_with_out_strategy_
+            # be_set_and_propagate_reduce_scatter: the Cell's last MatMul's ((8, 1),), the ReLU after it (8, 1))
+            op = self.g.op(name) if name in self.g else None
+            if op is not None and not op.configured and op.out_strategy is not None:
+                return tuple(tuple(r) for r in op.out_strategy)
+            return None
+        if a.origin == "cast":
             return None
         if a.out_strategy is not None:
             return tuple(tuple(r) for r in a.out_strategy)

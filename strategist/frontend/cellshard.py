@@ -48,13 +48,20 @@ def _sharded_call_cell():
         a configured AShardIdentity on each argument of the call; the markers become those
         (:func:`insert_identities`)."""
 
-        def __init__(self, fn, call: int):
+        def __init__(self, fn, call: int, mark_out: bool = False):
             super().__init__(auto_prefix=False)
             object.__setattr__(self, "fn", fn)
             for k in range(_MAX_ARGS):
                 setattr(self, f"m{k}", ops.Identity().add_prim_attr(_MARK, k).add_prim_attr(_CALL, call))
+            self.mark_out = mark_out
+            self.mo = ops.Identity().add_prim_attr(_MARK, -1).add_prim_attr(_CALL, call)
 
         def construct(self, *args):
+            if self.mark_out:
+                return self.mo(self.call(*args))
+            return self.call(*args)
+
+        def call(self, *args):
             n = len(args)
             if n == 1:
                 return self.fn(self.m0(args[0]))
@@ -98,7 +105,7 @@ def recording():
     def fn_shard(fn, in_strategy, out_strategy=None, parameter_plan=None):
         call = len(calls.calls)
         calls.calls[call] = (in_strategy, out_strategy, _resolve_plan(fn, parameter_plan), fn)
-        return _sharded_call_cell()(fn, call)
+        return _sharded_call_cell()(fn, call, mark_out=bool(out_strategy) and len(out_strategy) == 1)
 
     nn.Cell.shard = cell_shard
     for mod, attr, _ in saved:
@@ -147,9 +154,10 @@ def insert_identities(graph: OpGraph, root, calls: ShardCalls) -> tuple[OpGraph,
     for path, cell in root.cells_and_names():
         if cell in calls.cells:
             paths[path] = calls.cells[cell]
-    for path, (in_strategy, _out, parameter_plan) in sorted(paths.items()):
+    for path, (in_strategy, out_strategy, parameter_plan) in sorted(paths.items()):
         plans.append((f"{path}.shard" if path else "shard", parameter_plan))
         ops = _cell_identities(graph, ops, path, in_strategy, notes, type(root).__name__)
+        ops = _cell_output(graph, ops, path, _out_strategy(out_strategy))
     for where, plan in plans:
         ops = _parameter_identities(ops, where, plan, notes)
     if ops == list(graph):
@@ -174,6 +182,7 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
     renamed: dict[str, Input] = {}
     dropped: set[str] = set()
     replaced: dict[str, Op] = {}
+    out_of: dict[str, tuple] = {}
     for call, (in_strategy, _out, parameter_plan, fn) in sorted(calls.calls.items()):
         what = getattr(fn, "__qualname__", None) or type(fn).__name__
         if parameter_plan:
@@ -182,6 +191,13 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
         if not mine:
             notes.append(f"mindspore.shard on {what} is never called in the graph: its strategy is not used")
             continue
+        outs = [op for op in mine if int(op.attrs[_MARK]) < 0]
+        mine = [op for op in mine if int(op.attrs[_MARK]) >= 0]
+        for op in outs:             # the output marker: its producer takes the call's out_strategy
+            dropped.add(op.name)
+            renamed[op.name] = op.inputs[0]
+            if op.inputs[0].kind == "op":
+                out_of[op.inputs[0].ref] = _out_strategy(_out)
         rows = tuple(_row(r) for r in (in_strategy or ()))
         args = sorted({int(op.attrs[_MARK]) for op in mine})
         if len(args) != len(rows):
@@ -208,8 +224,33 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
         if op.name in dropped:
             continue
         op = replaced.get(op.name, op)
+        op = _with_out_strategy(op, out_of.get(op.name))
         out.append(dataclasses.replace(op, inputs=tuple(_through(x, renamed, dropped) for x in op.inputs)))
     return out
+
+
+def _out_strategy(out_strategy) -> tuple | None:
+    """A shard's ``out_strategy`` as strategy rows (a Layout's splits, an interleaved axis left out)."""
+    from ..engine.ops import layout_splits, without_interleaved
+    rows = []
+    for r in out_strategy or ():
+        r = _row(r)
+        if isinstance(r, tuple):
+            rows.append(r)
+        else:
+            (sl,) = without_interleaved((r,))
+            rows.append(layout_splits(tuple(sl.device_matrix), (sl,))[0])
+    return tuple(rows) or None
+
+
+def _with_out_strategy(op: Op, rows) -> Op:
+    """``op`` producing a sharded Cell's (or call's) output, given the shard's out_strategy: MindSpore's OperatorInfo
+    keeps it (UT test_cell_shard_with_out_strategy_be_set_and_propagate_reduce_scatter: the Cell's last MatMul
+    ((8, 1),)), and its successors take it (:meth:`strategist.engine.search._Engine.out_strategy`). Only where no
+    strategy of its own configures it."""
+    if rows is None or op.configured or op.out_strategy is not None or len(rows) != len(op.outputs):
+        return op
+    return dataclasses.replace(op, out_strategy=rows)
 
 
 def _through(x: Input, renamed: dict, dropped: set) -> Input:
@@ -262,6 +303,21 @@ def _cell_identities(graph: OpGraph, ops: list, path: str, in_strategy, notes: l
         ops.insert(start, ident)
     return [dataclasses.replace(op, inputs=tuple(renamed.get((x.kind, x.ref, x.index), x) if op.type != "AShardIdentity"
                                                  else x for x in op.inputs)) if inside(op) else op for op in ops]
+
+
+def _cell_output(graph: OpGraph, ops: list, path: str, rows) -> list:
+    """``Cell.shard(out_strategy=...)``: the one operator of the Cell whose output leaves it takes the out_strategy
+    (:func:`_with_out_strategy`); none where the Cell's output comes from more than one."""
+    if rows is None or not path:
+        return ops
+    inside = lambda op: op.cell_path == path or op.cell_path.startswith(path + ".")
+    names = {op.name for op in ops if inside(op)}
+    leaving = {x.ref for op in ops if not inside(op) for x in op.inputs if x.kind == "op" and x.ref in names}
+    leaving |= {x.ref for x in graph.outputs if x.kind == "op" and x.ref in names}
+    if len(leaving) != 1:
+        return ops
+    (prod,) = leaving
+    return [_with_out_strategy(op, rows) if op.name == prod else op for op in ops]
 
 
 def _parameter_identities(ops: list, where: str, plan, notes: list) -> list:
