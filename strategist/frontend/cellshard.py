@@ -169,7 +169,8 @@ def insert_identities(graph: OpGraph, root, calls: ShardCalls) -> tuple[OpGraph,
 def _ident(name, path, cls, x: Input, row, source) -> Op:
     return Op(name, "AShardIdentity", path, cls, "AShardIdentity", "", (x,), (x.spec,), {},
               in_strategy=(row,) if isinstance(row, tuple) else None,
-              in_layout=None if isinstance(row, tuple) else (row,), source=source)
+              in_layout=None if isinstance(row, tuple) else (row,), source=source,
+              held=False)      # no Cell attribute to call shard() on: the shard call itself configures it
 
 
 def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> list:
