@@ -965,6 +965,19 @@ MS_UT = [
     *[("ut2_cell_shard_layout", c, "dp=2,sp=4,mp=1", _FB, {}) for c in (
         "CellShardLayout", "MsShardLayout", "CellShardOutLayout", "CellShardOutStrategyRS")],
     ("ut2_cell_shard_layout", "MsShardInterleaved", "dp=2,mp=4,sp=2", _FB, {}),   # an interleaved_parallel Layout
+    ("ut3_axis_ops", "CumOps8", "dp=8", _FB, {}),
+    ("ut3_axis_ops", "CholeskySoftmax8", "dp=8", _FB, {}),
+    *[("ut3_share_param", f"ShareParam{k}", "dp=8", _FB, {}) for k in (1, 2, 3)],
+    *[("ut3_strided_slice", c, m, _FB, {}) for c, m in (
+        ("NewAxisMask1024", "dp=1024"), ("NewAxisMaskOOR1024", "dp=1024"), ("ShrinkAxisMask16", "dp=16"),
+        ("NewShrinkMask512", "dp=512"), ("NewShrinkBeginMask512", "dp=512"))],
+    ("ut3_manual_split", "ManualSplit2x3", "dp=8", _FB, {}),
+    ("ut3_manual_split", "ManualSplit3x3", "dp=16", _FB, {}),
+    *[("ut3_sum_mean_ext", f"{op}{k}", "dp=8", _FB, {}) for op in ("SumExt", "MeanExt")
+      for k in ("KeepDim", "Dim0", "DimList", "DimNone")],
+    *[("ut3_max_ops", c, "dp=8", _FB, {}) for c in ("MaxDim0", "MaxDim1", "MaxAll2d", "MaxAll3d")],
+    *[("ut3_cumsum_ext", c, "dp=8", _FB, {}) for c in ("CumsumExt0", "CumsumExt1")],
+    ("ut3_pangu_alpha", "PanguAlphaWithLoss16", "dp=16", _DP, {}),
 ]
 
 
