@@ -978,6 +978,26 @@ MS_UT = [
     *[("ut3_max_ops", c, "dp=8", _FB, {}) for c in ("MaxDim0", "MaxDim1", "MaxAll2d", "MaxAll3d")],
     *[("ut3_cumsum_ext", c, "dp=8", _FB, {}) for c in ("CumsumExt0", "CumsumExt1")],
     ("ut3_pangu_alpha", "PanguAlphaWithLoss16", "dp=16", _DP, {}),
+    *[("ut4_nested_shard", c, "dp=2,mp=2", _DP, {}) for c in ("NestedShardReshard4", "NestedShardLayoutPlan4")],
+    ("ut4_nested_shard", "NestedShardReshard8", "dp=4,mp=2,sp=1", _DP, {}),
+    *[("ut4_nested_cell_shard", f"NestedCellShard{k}", "dp=2,sp=4,mp=1", _FB, {}) for k in (1, 2, 3)],
+    *[("ut4_reshape_prop", c, "dp=8", _FB, {}) for c in (
+        "ReshapeReshape", "ReshapeAuto1", "ReshapeAuto2", "ReshapeAuto3", "ReshapeAuto4", "ReshapeAuto5",
+        "ReshapeAuto6", "ReshapeDependReshape", "ReshapeAuto8", "ReshapeAuto9")],
+    ("ut4_for_loop", "ForLoopLayerNorm16", "dp=16", _FB, {}),
+    ("ut4_for_loop", "ForLoopReshape16", "dp=16", _FB, {}),
+    ("ut4_for_loop", "ForLoopSimplify16", "dp=16", _DP, {}),
+    ("ut4_for_loop", "ForLoopBatchMatMul8", "dp=8", _FB, {}),
+    *[("ut4_star_triangle", c, "dp=8", _FB, {}) for c in (
+        "StarConsistency1", "StarConsistency2", "StarConsistency3", "StarConsistency4",
+        "TriangleOverwrite", "DoubleSubgraphs8")],
+    ("ut4_matmul_graphs", "DoubleStar8", "dp=8", _FB, {}),
+    ("ut4_matmul_graphs", "TwoPartialMatMul8", "dp=8", _FB, {}),
+    *[("ut4_matmul_graphs", f"Rhombus{k}_16", "dp=16", _FB, {}) for k in (1, 2, 3)],
+    ("ut4_onehot_loss", "SoftmaxLossAuto", "dp=8", _FB, {}),
+    ("ut4_onehot_loss", "OneHotArith", "dp=8", _FB, {}),
+    ("ut4_onehot_loss", "OneHotModel", "dp=8", _DP, {}),
+    ("ut4_parallel_transformer", "ParallelTransformerEncoderSP", "dp=8", _FB, {}),
 ]
 
 

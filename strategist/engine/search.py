@@ -1308,7 +1308,12 @@ class _Engine:
                     raise StrategyError(
                         f"Incorrect strategy configuration, it may be caused by configuring inconsistent strategies "
                         f"for operators: {n1} and {n2} shard the shared parameter {param} differently")
-            ref = conf[0][2] if conf else layouts[0]
+            # MindSpore's ProcessDiffStraParams propagates from the parameter's TmpIdentity as the searches left it
+            # (decided by whichever search reached it first), re-decided from a configured reader first: its users
+            # follow it (UT test_star_strategy_consistency3: relu2's search sets mul4 (4, 1) and the identity, then
+            # mul1-mul3, set (1, 4) by later searches, take (4, 1)). Without an identity decided: the first reader's
+            ident = f"{param}<TmpIdentity>"
+            ref = conf[0][2] if conf else (self.out_layout(ident, 0) if ident in self.chosen else None) or layouts[0]
             for (n, s), l in zip(us, layouts):
                 if _same(l, ref) or self.chosen[n].configured:
                     continue
