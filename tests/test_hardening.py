@@ -203,6 +203,8 @@ SLOW = [
     ("model-syntax-error", ["inspect", "{D}/syntax.py:Net"], 2, "line 2: SyntaxError"),
     ("model-sys-exit", ["inspect", "{D}/sysexit.py:Net"], 2, "sysexit.py called sys.exit(4)"),
     ("model-os-exit", ["propagate", "{D}/osexit.py:Net", "--mesh", "dp=2"], 2, "osexit.py called os._exit(0)"),
+    ("shard-row-not-a-strategy", ["propagate", "{D}/badshard.py:Net", "--mesh", "dp=8"], 2,
+     "shard() strategy row 'dp' is neither a tuple of ints nor a mindspore Layout"),
     ("factory-sys-exit", ["inspect", "{M}:exits"], 2, "called sys.exit(3)"),
     ("model-name-missing", ["inspect", "{M}:Nett"], 2, "'Nett' not found"),
     ("model-name-not-callable", ["inspect", "{M}:VALUE"], 2, "VALUE is an integer, not a Cell"),
@@ -278,6 +280,11 @@ FILES = {
     "syntax.py": "import os\ndef broken(:\n",
     "sysexit.py": "import sys\nsys.exit(4)\n",
     "osexit.py": "import os\nos._exit(0)\n",
+    "badshard.py": ("import mindspore as ms\nfrom mindspore import nn, ops\n\nclass Net(nn.Cell):\n"
+                    "    def __init__(self):\n        super().__init__()\n"
+                    "        self.f = ms.shard(ops.Mul(), in_strategy=((8, 1), 'dp'))\n"
+                    "        self.example_inputs = {'x': 'float32[64,8]', 'y': 'float32[64,8]'}\n\n"
+                    "    def construct(self, x, y):\n        return self.f(x, y)\n"),
     "a_lay5.yaml": "matmul1:\n  layout: 5\n",
     "a_layints.yaml": "matmul1:\n  layout: [[1, 2], [None, tp]]\n",
     "a_bool.yaml": "matmul1: [[true, 1], [1, 4]]\n",

@@ -137,7 +137,11 @@ def _row(r):
     if hasattr(r, "to_dict"):
         from .graph import _layouts
         return _layouts([r.to_dict()])[0]
-    return tuple(r)
+    if isinstance(r, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
+        return tuple(r)
+    from ..errors import ModelLoadError
+    raise ModelLoadError(f"a shard() strategy row {r!r} is neither a tuple of ints nor a mindspore Layout "
+                         f"(MindSpore refuses it too): fix the model's shard call")
 
 
 def _rows_text(rows) -> str:
