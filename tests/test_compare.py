@@ -480,7 +480,8 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     # Since the router's patterns are tried back until none comes back (session 19), the decoder's and the MTP's
     # top-k TopkExt (tc_topk) come back beside the aux means, and pay for nothing once the means are back: the
     # every-line check, repeated after each drop, drops them again (one pass in graph order had kept them: 47)
-    assert c["a"].anchors == 45 and c["b"].anchors == 53
+    # (b) 52 since session 23: MindFormers' MTP Concat is self-defined, the model's own in every column
+    assert c["a"].anchors == 45 and c["b"].anchors == 52
     for n in ("model.decoder.layers.1.mlp.router.tc_topk", "model.mtp.layers.0.transformer_layer.mlp.router.tc_topk"):
         assert n not in chosen and dropped[n].startswith("does not pay for its line in the final advice")
     for k in {_group_key(ch.op) for ch in c.advice.chosen if not ch.declared}:
@@ -489,15 +490,16 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
                       hardware=plan.hardware)
         assert q.totals()["step_seconds"] - plan.totals()["step_seconds"] > PAY_FLOOR or \
             _state_bytes(q) - _state_bytes(plan) >= MEMORY_WORTH, k
-    # the way toward (c): within (c)'s step and (b)'s 53 anchors, 325/357 operators (91.0 %, the advice 311); with
-    # (c)'s layout on every region a shard() line reaches (64 anchors, 0.999 of (c)'s step) 345/357 (96.6 %): the
-    # rest are functional calls no line reaches (the routers' LogicalNot chain and SumExt) and their neighbours
+    # the way toward (c): within (c)'s step and (b)'s 52 anchors, 323/356 operators (90.7 %, the advice 310); with
+    # (c)'s layout on every region a shard() line reaches (64 anchors, 0.999 of (c)'s step) 344/356 (96.6 %): the
+    # rest are functional calls no line reaches (the routers' LogicalNot chain and SumExt) and their neighbours.
+    # (One fewer operator since session 23: the MTP Concat, self-defined, is the model's own and not counted)
     a = c["a"]
-    assert (a.agreed, a.total) == (311, 357)
-    assert a.closest.agreed == 325 and a.closest.anchors <= 53
+    assert (a.agreed, a.total) == (310, 356)
+    assert a.closest.agreed == 323 and a.closest.anchors <= 52
     assert a.closest.step_seconds <= c["c"].totals["step_seconds"]
     last = a.toward[-1]
-    assert max(t.agreed for t in a.toward) == last.agreed == 345 and last.anchors == 64
+    assert max(t.agreed for t in a.toward) == last.agreed == 344 and last.anchors == 64
     assert last.step_seconds < c["c"].totals["step_seconds"]
     # the experts' rotary Mul, one primitive MLA applies to q_pe (heads by tp) and to the one-head k_pe: (b) has it on
     # q_pe only (MindSpore refuses the whole configuration), and says so
