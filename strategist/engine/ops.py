@@ -753,6 +753,12 @@ def layout_splits(dm: tuple[int, ...], layouts) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(math.prod(dm[n - 1 - k] for k in rev) for rev in lay.tensor_map) for lay in layouts)
 
 
+def layout_strategy(layouts) -> tuple[tuple[int, ...], ...]:
+    """The strategy rows MindSpore reads from ``Layout`` s, each over its own device matrix, an
+    ``interleaved_parallel`` axis left out (:func:`without_interleaved`)."""
+    return tuple(layout_splits(tuple(sl.device_matrix), (sl,))[0] for sl in without_interleaved(tuple(layouts)))
+
+
 def _layouts_dev_matrix(op: Op, layouts, n_inputs: int, device_num: int) -> tuple[int, ...]:
     """The device matrix of an operator's input Layouts: one per input, over the stage's devices."""
     if len(layouts) != n_inputs:

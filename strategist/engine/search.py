@@ -56,8 +56,7 @@ from ..errors import PropagationError, StrategyError
 from ..frontend.graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, layout_splits,
-                  without_interleaved,
+from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, layout_strategy,
                   output_partial, output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard,
                   shard_anchor, self_defined_sharding, shard_layout, swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
@@ -1054,8 +1053,7 @@ class _Engine:
         if a.out_strategy is not None:
             return tuple(tuple(r) for r in a.out_strategy)
         if a.out_layouts and a.layouts:
-            outs = without_interleaved(tuple(a.out_layouts))
-            return layout_splits(tuple(without_interleaved(tuple(a.layouts))[0].device_matrix), outs)
+            return layout_strategy(a.out_layouts)      # (one device matrix: the in and out Layouts share it)
         return None
 
     def _by_out_strategy(self, cur: str, nb: str, slot: int, src: Layout) -> Sharding | None:

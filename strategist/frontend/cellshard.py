@@ -236,16 +236,9 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
 
 def _out_strategy(out_strategy) -> tuple | None:
     """A shard's ``out_strategy`` as strategy rows (a Layout's splits, an interleaved axis left out)."""
-    from ..engine.ops import layout_splits, without_interleaved
-    rows = []
-    for r in out_strategy or ():
-        r = _row(r)
-        if isinstance(r, tuple):
-            rows.append(r)
-        else:
-            (sl,) = without_interleaved((r,))
-            rows.append(layout_splits(tuple(sl.device_matrix), (sl,))[0])
-    return tuple(rows) or None
+    from ..engine.ops import layout_strategy
+    rows = tuple(r if isinstance(r, tuple) else layout_strategy((r,))[0] for r in map(_row, out_strategy or ()))
+    return rows or None
 
 
 def _with_out_strategy(op: Op, rows) -> Op:
@@ -271,7 +264,7 @@ def _cell_identities(graph: OpGraph, ops: list, path: str, in_strategy, notes: l
     """``Cell.shard(in_strategy)``: an AShardIdentity on each tensor entering the Cell's operators (by their cell
     path), inserted together where the Cell's operators begin."""
     inside = (lambda p: lambda op: op.cell_path == p or op.cell_path.startswith(p + ".") or p == "")(path)
-    names = {op.name for op in ops}
+    by_name = {op.name: op for op in ops}
     # the tensors entering the Cell, in the order its operators first read them (its arguments' order
     # for the usual single-input Cell)
     entering: list[tuple] = []
@@ -280,8 +273,7 @@ def _cell_identities(graph: OpGraph, ops: list, path: str, in_strategy, notes: l
             continue
         for x in op.inputs:
             key = (x.kind, x.ref, x.index)
-            outside = x.kind == "input" or (x.kind == "op" and x.ref in names and not inside(
-                next(o for o in ops if o.name == x.ref)))
+            outside = x.kind == "input" or (x.kind == "op" and x.ref in by_name and not inside(by_name[x.ref]))
             if outside and key not in entering:
                 entering.append(key)
     rows = tuple(_row(r) for r in (in_strategy or ()))
