@@ -1,9 +1,14 @@
 """Faithfulness benchmark: per-operator agreement of strategist's propagation with MindSpore 2.9.0's own.
 
+Sections 1-2 compare the eval forward every answer was first recorded for (verify --eval); 2b the training forward
+(strategist's default: set_train(True), as a training run compiles it); the live sections 6-7 and the
+communication section compile the training forward.
+
 Sections:
   1. the examples x meshes (and the sharding-techniques classes, the anchors files), and MindSpore's own unit-test
      nets of sharding propagation (tests/models/ms_ut, netgen.MS_UT);
   2. N random nets from tests/netgen.py (fixed seeds 0..N-1, default 500; --seed0 moves every random section);
+  2b. the training forward: the examples, the UT nets and --training-n random nets (netgen.training_cases);
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
   5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
@@ -160,10 +165,12 @@ ZOO_ADVICE = [("gpt_nn.py:GPT", ["hidden=4096", "heads=32", "seq=1024", "batch=8
               ("resnet50.py:ResNet50", ["batch=256", "classes=10000"])]
 
 
-def advice_section(mesh="dp=2,tp=4"):
+def advice_section(mesh="dp=2,tp=4", training=False):
     """Issue 10: ``verify`` agrees with every plan ``advise`` prints -- each zoo model advised on ``mesh``,
-    the printed anchors written to a file and handed to MindSpore (a child each, ~20-40 s)."""
-    print(f"\n== the zoo's advice ({mesh}), verified: MindSpore propagates the anchors advise prints")
+    the printed anchors written to a file and handed to MindSpore (a child each, ~20-40 s). ``training``: both
+    for the training compile (``--train``)."""
+    print(f"\n== the zoo's advice ({mesh}{', --train' if training else ''}), verified: MindSpore propagates the "
+          f"anchors advise prints")
     import tempfile
     from strategist.api import advise_model
     from strategist.report.render import advice_dict, configurable_anchors_yaml
@@ -173,12 +180,12 @@ def advice_section(mesh="dp=2,tp=4"):
         model = os.path.join(ROOT, "examples", ref)
         t0 = time.perf_counter()
         try:
-            adv = advise_model(model, mesh, kwargs=kw)
+            adv = advise_model(model, mesh, kwargs=kw, training=training)
             fd, path = tempfile.mkstemp(suffix=".yaml", prefix="advice-")
             with os.fdopen(fd, "w") as f:
                 f.write(advice_dict(adv)["anchors_yaml"])
             try:
-                cmp = verify_model(model, mesh, kwargs=kw, strategies=path)
+                cmp = verify_model(model, mesh, kwargs=kw, strategies=path, training=training)
             finally:
                 os.remove(path)
         except Exception as err:
@@ -300,6 +307,11 @@ def large_section(layers=80):
           f"({t_ms / max(t_prop, 1e-9):.0f}x than verify); {cmp.agreed}/{cmp.total} operators agree")
 
 
+def _train(cases):
+    """The live sections compile ``cases`` as their training forward, strategist's default."""
+    return [c.as_training() for c in cases]
+
+
 def _case_graph(case):
     """(graph, mesh, anchors) of ``case``."""
     from strategist.engine.anchors import load_anchors
@@ -307,7 +319,7 @@ def _case_graph(case):
     from strategist.engine.mesh import Mesh
     case.materialise()
     mesh = Mesh.parse(case.mesh)
-    g = load_graph(case.model, case.inputs or None, case.kwargs or None)
+    g = load_graph(case.model, case.inputs or None, case.kwargs or None, training=case.training)
     return g, mesh, load_anchors(case.strategies, g, mesh) if case.strategies else {}
 
 
@@ -461,6 +473,9 @@ def main(argv=None):
     ap.add_argument("--communication-n", type=int, default=60,
                     help="random nets in the training-step communication section (default 60)")
     ap.add_argument("--no-communication", action="store_true", help="skip the training-step communication section")
+    ap.add_argument("--training-n", type=int, default=netgen.N_TRAIN_RANDOM,
+                    help=f"random nets in the training-forward section (default {netgen.N_TRAIN_RANDOM}: the cached ones)")
+    ap.add_argument("--no-training", action="store_true", help="skip the training-forward section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
 
@@ -485,27 +500,38 @@ def main(argv=None):
             s, _, fails = run_cases(netgen.random_cases(a.n, a.seed0, meshes), a.live, tmp, classes,
                                     f"{a.n} random nets ({seeds(a.n)})")
             report["random"] = dict(s, failing=fails)
+        if not a.no_training:
+            report["training"] = {}
+            sets = ([] if a.no_examples else [("examples", netgen.example_cases(), "examples x meshes"),
+                                              ("mindspore_unit_tests", netgen.ms_ut_cases(), "the UT nets")])
+            sets.append(("random", netgen.random_cases(a.training_n, a.seed0, meshes),
+                         f"{a.training_n} random nets ({seeds(a.training_n)})"))
+            for key, cases, label in sets:
+                s, _, fails = run_cases([c.as_training() for c in cases], a.live, tmp, classes,
+                                        f"the training compile (--train: set_train(True)): {label}")
+                report["training"][key] = dict(s, failing=fails)
         if not a.no_mindformers:
             report["mindformers"] = mindformers_section(classes)
         if not a.no_advice:
             report["advice"] = advice_section()
+            report["advice_training"] = advice_section(training=True)
             if not a.no_mindformers:
                 report["mindformers_advice"] = mindformers_advice_section()
         if not a.no_semi_auto:
-            report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
+            report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(_train(netgen.example_cases()), "examples x meshes")}
             if a.semi_auto_n:
                 report["semi_auto"]["random"] = semi_auto_section(
-                    netgen.random_cases(a.semi_auto_n, a.seed0, meshes), f"{a.semi_auto_n} random nets ({seeds(a.semi_auto_n)})")
+                    _train(netgen.random_cases(a.semi_auto_n, a.seed0, meshes)), f"{a.semi_auto_n} random nets ({seeds(a.semi_auto_n)})")
         if not a.no_moves:
-            report["moves"] = {} if a.no_examples else {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
+            report["moves"] = {} if a.no_examples else {"examples": moves_section(_train(netgen.example_cases()), "examples x meshes")}
             if a.moves_n:
                 report["moves"]["random"] = moves_section(
-                    netgen.random_cases(a.moves_n, a.seed0, meshes), f"{a.moves_n} random nets ({seeds(a.moves_n)})")
+                    _train(netgen.random_cases(a.moves_n, a.seed0, meshes)), f"{a.moves_n} random nets ({seeds(a.moves_n)})")
         if not a.no_communication:
-            report["communication"] = {} if a.no_examples else {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
+            report["communication"] = {} if a.no_examples else {"examples": communication_section(_train(netgen.example_cases()), "examples x meshes")}
             if a.communication_n:
                 report["communication"]["random"] = communication_section(
-                    netgen.random_cases(a.communication_n, a.seed0, meshes),
+                    _train(netgen.random_cases(a.communication_n, a.seed0, meshes)),
                     f"{a.communication_n} random nets ({seeds(a.communication_n)})")
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):

@@ -53,8 +53,12 @@ def parse_dataset_strategy(text):
 
 def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                hardware: str | None = "atlas-800t-a2", use_model_strategies: bool = True,
-               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False) -> Plan:
+               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False, training: bool = False) -> Plan:
     """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
+
+    ``training`` (``--train``): propagate as MindSpore compiles the Cell after ``set_train(True)``, as a training
+    run does (no VirtualOutput, operators created in another order, which can change the plan); default: the Cell
+    compiled as built (:func:`strategist.frontend.loader.load_graph`).
 
     ``semi_auto``: no propagation -- the plan MindSpore's ``semi_auto_parallel`` runs with these anchors (every other
     operator takes its batch strategy, an unconfigured Cast passes its input's layout on: :mod:`strategist.engine.semi_auto`).
@@ -64,7 +68,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     """
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     hw = load_hardware(hardware) if hardware else None
-    graph = graph if graph is not None else load_graph(model, inputs, kwargs)
+    graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
     if not strategies and use_model_strategies and getattr(graph, "mf_options", None) is not None:
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
@@ -114,8 +118,10 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
 
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
-                 hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None):
-    """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``."""
+                 hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None,
+                 training: bool = False):
+    """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``
+    (``training``: as :func:`plan_model`)."""
     from .advice.advisor import advise, load_rules
     from .errors import InputSpecError
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
@@ -127,7 +133,7 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
         bounds[path] = kind
     hw = load_hardware(hardware) if hardware else None
     rules = load_rules(rules)           # a bad rules file fails before the model is built
-    graph = graph if graph is not None else load_graph(model, inputs, kwargs)
+    graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
     from .advice.advisor import check_boundaries
     check_boundaries(graph, bounds)
     from . import progress

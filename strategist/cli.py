@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="MindFormers: any config key, dotted from the YAML root or a model_config key, "
                              "e.g. --set hidden_size=256; repeatable")
+        sp.add_argument("--train", action="store_true",
+                        help="propagate as MindSpore compiles the Cell after set_train(True), as a training run "
+                             "does (no VirtualOutput; operators created in another order, which can change the "
+                             "plan); default: the Cell compiled as built. MindFormers configs always compile so")
 
     sp = sub.add_parser("inspect", help="walk the model's graph: ops by type, parameters, cell tree")
     model_args(sp)
@@ -158,7 +162,7 @@ def _main(argv: list[str] | None = None) -> int:
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text
-            graph = load_graph(args.model, args.input, args.kwargs)
+            graph = load_graph(args.model, args.input, args.kwargs, training=args.train)
             sys.stdout.write(graph.to_json() + "\n" if args.json else inspect_text(graph, args.depth))
         elif args.command == "advise":
             import json
@@ -166,7 +170,8 @@ def _main(argv: list[str] | None = None) -> int:
             from .report.render import advice_dict, advice_text
             advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
-                                  dataset_strategy=parse_dataset_strategy(args.dataset_strategy))
+                                  dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
+                                  training=args.train)
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs
@@ -185,7 +190,7 @@ def _main(argv: list[str] | None = None) -> int:
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                              semi_auto=getattr(args, "semi_auto", False))
+                              semi_auto=getattr(args, "semi_auto", False), training=args.train)
             note = mindformers_anchors_note(plan)
             said = list(said) + ([note] if note else [])
             if args.command == "explain":
@@ -202,7 +207,7 @@ def _main(argv: list[str] | None = None) -> int:
                                   fully_use_devices=args.fully_use_devices,
                                   elementwise_op_strategy_follow=args.elementwise_op_strategy_follow,
                                   semi_auto=args.semi_auto, redistributions=args.redistributions,
-                                  communication=args.communication)
+                                  communication=args.communication, training=args.train)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
             _say(list(said) + [result.timings()])
             return 0 if result.all_agree else 1

@@ -824,6 +824,9 @@ class Case:
     dataset_strategy: str = "data_parallel"
     spec: NetSpec | None = None       # random nets: regenerated from the seed, written on demand
     settings: dict = field(default_factory=dict)    # MindSpore's algo parameters (fully_use_devices, ...)
+    #: the compile compared: the training forward (both sides: set_train(True), TopoSort order) or, as every case
+    #: recorded before session 25, the eval forward (verify's child compiled plain Cells so then)
+    training: bool = False
 
     @property
     def devices(self) -> int:
@@ -842,11 +845,19 @@ class Case:
 
     def key(self) -> str:
         if self.spec is not None:
-            return self.spec.key()
-        path = self.model.rpartition(":")[0]
-        src = _source_with_siblings(path) + "\n#" + self.model.rpartition(":")[2]
-        anchors = open(self.strategies).read() if self.strategies else None
-        return fixture_key(src, self.mesh, anchors, self.dataset_strategy, self.inputs, self.kwargs, self.settings)
+            key = self.spec.key()
+        else:
+            path = self.model.rpartition(":")[0]
+            src = _source_with_siblings(path) + "\n#" + self.model.rpartition(":")[2]
+            anchors = open(self.strategies).read() if self.strategies else None
+            key = fixture_key(src, self.mesh, anchors, self.dataset_strategy, self.inputs, self.kwargs, self.settings)
+        # the eval-forward answers keep their keys; a training-forward answer is another one
+        return hashlib.sha256((key + ":train").encode()).hexdigest()[:20] if self.training else key
+
+    def as_training(self) -> "Case":
+        """This case compiled as its training forward (id prefixed ``train.``)."""
+        import dataclasses
+        return dataclasses.replace(self, id=f"train.{self.id}", training=True)
 
 
 def _source_with_siblings(path: str) -> str:
@@ -1026,6 +1037,17 @@ def random_cases(n: int, seed0: int = 0, meshes: list | None = None) -> list[Cas
 PINNED_SEEDS = [(777, False), (810, False), (38, True), (232, True), (1152, False)]
 
 
+#: random nets also recorded as their training forward (seeds 0 .. N_TRAIN_RANDOM-1)
+N_TRAIN_RANDOM = 100
+
+
+def training_cases(n_random: int = N_TRAIN_RANDOM) -> list[Case]:
+    """The examples, the UT nets and the first ``n_random`` random nets compiled as their training forward (ids
+    ``train.<id>``): MindSpore's child compiles them with ``set_train(True)``, as a training run does, and
+    creates its operators in TopoSort order (no VirtualOutput); strategist extracts and propagates them so."""
+    return [c.as_training() for c in example_cases() + ms_ut_cases() + random_cases(n_random)]
+
+
 def pinned_cases() -> list[Case]:
     return [random_cases(1, s, EXTRA_MESHES if extra else None)[0] for s, extra in PINNED_SEEDS]
 
@@ -1040,7 +1062,7 @@ def ms_answer(case: Case, timeout: float = 900) -> dict:
     try:
         msplan = mindspore_plan(case.model, case.mesh, inputs=case.inputs or None, kwargs=case.kwargs or None,
                                 strategies=case.strategies, dataset_strategy=case.dataset_strategy, timeout=timeout,
-                                **case.settings)
+                                eval_forward=not case.training, **case.settings)
     except StrategistError as err:
         # VerifyError: MindSpore rejected the net, crashed or timed out; anything else is strategist's own
         # refusal before MindSpore ran (e.g. an anchor naming an operator strategist's graph lacks)
@@ -1071,6 +1093,8 @@ def save_fixture(case: Case, answer: dict) -> str:
            "strategies": os.path.basename(case.strategies) if case.strategies and case.spec is None
            else (case.spec.anchors if case.spec else None),
            "dataset_strategy": case.dataset_strategy, "ok": answer["ok"], "error": answer["error"]}
+    if case.training:
+        doc["training"] = True
     if not answer["ok"]:
         doc["error_source"] = answer.get("error_source", "mindspore")
     p = fixture_path(case)
@@ -1099,7 +1123,7 @@ def strategist_plan(case: Case):
     from strategist.engine.propagate import propagate
     case.materialise()
     mesh = Mesh.parse(case.mesh)
-    graph = load_graph(case.model, case.inputs or None, case.kwargs or None)
+    graph = load_graph(case.model, case.inputs or None, case.kwargs or None, training=case.training)
     anchors = load_anchors(case.strategies, graph, mesh) if case.strategies else {}
     return propagate(graph, mesh, anchors, dataset_strategy=case.dataset_strategy, price=False,
                      fully_use_devices=case.settings.get("fully_use_devices", False))
@@ -1205,7 +1229,7 @@ def summarize(comparison, limit: int = 4) -> str:
 
 
 def fixtures_main(argv=None):
-    """``python tests/netgen.py fixtures [--n 500] [--examples] [--random] [--force]``: (re)generate the
+    """``python tests/netgen.py fixtures [--n 500] [--examples] [--random] [--training] [--force]``: (re)generate the
     cached MindSpore answers in tests/fixtures/ms/ (one MindSpore child per case, ~2-4 s each)."""
     import argparse
     import sys
@@ -1217,15 +1241,18 @@ def fixtures_main(argv=None):
     p.add_argument("--random", action="store_true")
     p.add_argument("--force", action="store_true")
     p.add_argument("--only", nargs="*", help="only cases whose id starts with one of these")
+    p.add_argument("--training", action="store_true", help="the cases compiled as their training forward")
     p.add_argument("--prune", action="store_true", help="delete cached answers of cases that no longer exist")
     a = p.parse_args(argv)
-    both = not (a.examples or a.random)
+    both = not (a.examples or a.random or a.training)
     cases = (example_cases() + ms_ut_cases() if a.examples or both else []) + \
-        (random_cases(a.n - a.start, a.start) if a.random or both else [])
+        (random_cases(a.n - a.start, a.start) if a.random or both else []) + \
+        (training_cases() if a.training or both else [])
     if a.only:
         cases = [c for c in cases if c.id.startswith(tuple(a.only))]
     if a.prune:     # drop cached answers no current case asks for (edited models, generator changes)
-        keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + random_cases(a.n) + pinned_cases()}
+        keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + random_cases(a.n) + pinned_cases()
+                + training_cases()}
         for fn in sorted(os.listdir(FIXTURES)) if os.path.isdir(FIXTURES) else []:
             if fn.endswith(".json") and fn not in keep:
                 os.remove(os.path.join(FIXTURES, fn))

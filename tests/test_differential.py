@@ -33,7 +33,7 @@ RANDOM_CASES = netgen.random_cases(N_RANDOM)
 def _materialised(case, tmp_path):
     if case.spec is not None:
         c = netgen.Case(case.id, case.model, case.mesh, list(case.inputs), list(case.kwargs), None,
-                        case.dataset_strategy, case.spec)
+                        case.dataset_strategy, case.spec, training=case.training)
         return c.materialise(str(tmp_path))
     return case
 
@@ -91,6 +91,17 @@ def test_mindspore_unit_test_net_agrees_with_mindspore(case):
 def test_random_net_agrees_with_mindspore(case, tmp_path):
     answer = _cached(case)
     check_against_mindspore(_materialised(case, tmp_path), answer)
+
+
+TRAINING_CASES = netgen.training_cases()
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if c.spec is not None and c.spec.seed >= N_FAST
+                                               else []) for c in TRAINING_CASES], ids=[c.id for c in TRAINING_CASES])
+def test_training_forward_agrees_with_mindspore(case, tmp_path):
+    """The training forward (``set_train(True)``: what a training run compiles, strategist's default) against
+    MindSpore's recorded answer for the same compile: TopoSort creation order, no VirtualOutput, Dropout kept."""
+    check_against_mindspore(_materialised(case, tmp_path), _cached(case))
 
 
 #: random nets past the fast sample that pinned a fix (each agrees with MindSpore since then)

@@ -291,6 +291,12 @@ class OpGraph:
     each op's ``inputs`` says where every slot comes from.
     """
 
+    #: the MindSpore compile the engine emulates: the Cell compiled after ``set_train(True)``, as a training run
+    #: compiles it (no VirtualOutput, operators created in ``TopoSort`` order; MindFormers' models, ``--train``)
+    #: or, False (the default), compiled as built (a VirtualOutput, ``DeepScopedGraphSearch`` order;
+    #: :func:`strategist.engine.search.creation_order`). The loader sets it.
+    training: bool = False
+
     def __init__(self, ops: list[Op], inputs: dict[str, TensorSpec], params: dict[str, Param],
                  outputs: list[Input], cells: dict[str, str], model: str = ""):
         self.model = model
@@ -405,8 +411,11 @@ class OpGraph:
 # extraction
 
 
-def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
+def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> OpGraph:
     """Compile ``cell`` on CPU in MindSpore's export phase and return its operator graph.
+
+    ``training``: compile its training forward (``set_train(True)``, the default: Dropout is there) or, False,
+    its eval forward. Which compile the engine emulates is ``graph.training`` (set by the loader), not this.
 
     ``inputs`` are ``mindspore.Tensor`` values or :class:`TensorSpec` (only shape and dtype
     matter). Weights are never materialised: build the Cell under
@@ -427,7 +436,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
-    with _standalone_compile(cell), _reshard_kept(), _training(cell), _call_site_scopes(), \
+    with _standalone_compile(cell), _reshard_kept(), _training(cell, training), _call_site_scopes(), \
             _owned_primitives(cell) as owners, _call_stacks() as stacks:
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
@@ -532,17 +541,18 @@ def _reshard_kept():
 
 
 @contextlib.contextmanager
-def _training(cell):
-    """Compile the training forward (``set_train(True)``): Dropout and other training-only operators
-    exist only there, and the advice is for training."""
+def _training(cell, training: bool = True):
+    """Compile the training forward (``set_train(True)``: Dropout and other training-only operators exist
+    only there, and the advice is for training) or, ``training=False``, the eval forward; the Cell's own
+    mode is restored after."""
     was = bool(getattr(cell, "training", False))
-    if not was:
-        cell.set_train(True)
+    if was != bool(training):
+        cell.set_train(bool(training))
     try:
         yield
     finally:
-        if not was:
-            cell.set_train(False)
+        if was != bool(training):
+            cell.set_train(was)
 
 
 #: Functions whose graphs hold no operator of the model (argument conversion, checks, Python

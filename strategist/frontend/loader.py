@@ -226,8 +226,15 @@ def order_inputs(cell, inputs: list[tuple[str, TensorSpec]]) -> list[TensorSpec]
     return out
 
 
-def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] | None = None) -> OpGraph:
+def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] | None = None,
+               training: bool = False) -> OpGraph:
     """``strategist inspect``'s whole front half: file -> Cell -> OpGraph.
+
+    The graph is the Cell's training forward (Dropout kept: the advice is for training). ``training`` says which
+    compile of it strategist emulates (``graph.training``): MindSpore's compile of the Cell as built (the default,
+    what verify has compared since the start: a VirtualOutput, operators created in ``DeepScopedGraphSearch``
+    order) or, True (``--train``), its compile after ``set_train(True)``, as a training run compiles it (no
+    VirtualOutput, ``TopoSort`` order); the two can propagate differently.
 
     ``mindformers:<config.yaml>`` or a path to a MindFormers YAML builds that config's training model
     (:mod:`strategist.frontend.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
@@ -259,5 +266,6 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     from .. import progress
     with progress.task("extracting the graph (MindSpore compile)"):
         graph = extract(cell, *args, model=str(ref))
+    graph.training = bool(training)
     progress.rearm_interrupts()
     return cellshard.apply(graph, cell, shard_calls)

@@ -126,8 +126,12 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
                    dataset_strategy="data_parallel", fully_use_devices=False, elementwise_op_strategy_follow=False,
                    timeout=900, graph=None, strategy_file: str | None = None,
                    strategy_file_mode: str = "LOAD", mindformers: dict | None = None,
-                   parallel_mode: str = "auto_parallel", redistributions: bool = False, training: bool = False) -> MsPlan:
+                   parallel_mode: str = "auto_parallel", redistributions: bool = False, training: bool = False,
+                   eval_forward: bool | None = None) -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
+
+    The child compiles the Cell as built or, ``eval_forward=False``, after ``set_train(True)``, as a training run
+    does; None: the compile ``graph`` emulates (``graph.training``; MindFormers models always train), else as built.
 
     ``inputs`` are strategist's ``--input`` specs with GLOBAL shapes; the child compiles with the
     per-device slices the dataset strategy implies. ``strategies`` is an anchors file (strategist op
@@ -162,11 +166,13 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         ref_path, sep, name = model.rpartition(":")
         if sep and ref_path:
             model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
+    if eval_forward is None:
+        eval_forward = not getattr(graph, "training", False)
     anchors = []
     if strategies:
         if graph is None:
             from ..frontend.loader import load_graph
-            graph = load_graph(model, inputs, kwargs)
+            graph = load_graph(model, inputs, kwargs, training=not eval_forward)
         anchors = _anchor_requests(strategies, graph, mesh)
     ms_dir = stubs.mindspore_dir()
     backend = stubs.detect_backend(ms_dir)
@@ -186,6 +192,12 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
             request["parallel_mode"] = parallel_mode
         request["ir_pass"] = _ir_pass(parallel_mode)       # the dump the child reads strategies from
         passes = request["ir_pass"]
+        if eval_forward and mf is None:
+            request["eval"] = True
+        elif mf is None:
+            # a compile that fails after the parallel passes (step_parallel_end dumped) still settled its
+            # strategies: the GPU plugin expands RmsNorm for a training graph and then fails its float16 Add
+            passes = ",".join(dict.fromkeys([passes, "step_parallel_end"]))
         if redistributions:
             request["redistributions"] = True              # ... and the redistributions from step_parallel_end
             passes = ",".join(dict.fromkeys([passes, "step_parallel_end"]))
@@ -392,7 +404,7 @@ def _crash_message(rc: int, where: str, log_file: str) -> str:
 
 def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None, dataset_strategy="data_parallel",
                  graph=None, plan=None, timeout=900, semi_auto: bool = False, redistributions: bool = False, communication: bool = False,
-                 **settings):
+                 training: bool = False, **settings):
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
     ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
@@ -405,6 +417,10 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
 
     ``redistributions``: also which edges move data, strategist's priced plan beside the redistributions MindSpore
     inserted in its ``step_parallel_end`` graph (:func:`strategist.verify.compare.compare_moves`).
+
+    ``training`` (``--train``): MindSpore's child compiles the Cell after ``set_train(True)``, as a training run
+    does, and strategist emulates that compile; default: the Cell compiled as built. The two compiles can propagate
+    differently: MindSpore creates its operators in another order (no VirtualOutput in training).
 
     ``communication``: also every collective of one training step -- MindSpore compiles the model under a loss
     (the sum of its output) with the gradients of its Parameters, in a second child, and its graph after autodiff
@@ -423,7 +439,8 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
                           f"its Morph bodies' collectives inline in verify's child, which semi_auto_parallel refuses")
     if mf is not None and graph is None and plan is None:
         graph = _load_mf(model, mf)
-    graph = graph if graph is not None else (plan.graph if plan is not None else load_graph(model, inputs, kwargs))
+    graph = graph if graph is not None else (plan.graph if plan is not None
+                                             else load_graph(model, inputs, kwargs, training=training))
     if mf is not None:
         mf = dict(mf, experts_stand_in=True)
     if mf is not None and any(op.type == "GroupedMatmul" for op in graph):
@@ -471,6 +488,9 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
                             notes=[f"strategist's propagate failed where MindSpore did not: {failed}"])
     else:
         result = compare(plan, ms)
+        # what MindSpore's child noted: a compile that failed after its sharding propagation (the plan read from
+        # the dumps), MindFormers' bugs worked around
+        result.notes = [n for n in ms.notes if n not in result.notes] + result.notes
         if redistributions:
             from ..engine.propagate import price_plan
             from .compare import compare_moves

@@ -1,0 +1,86 @@
+"""The two compiles MindSpore has for a plain Cell (``--train``): compiled as built, it adds a VirtualOutput and
+creates its operators walking back from the output (``DeepScopedGraphSearch``); compiled after
+``set_train(True)``, as a training run compiles it, it creates them from the inputs forward (``TopoSort``). The
+search takes seeds and waiting operators in that order, so the plans differ -- each against MindSpore's own
+recorded answer for that compile (tests/fixtures/ms, ``netgen.training_cases``)."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netgen  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+
+ENCODER = [c for c in netgen.example_cases() if c.id == "encoder[dp=2,tp=4]"][0]
+
+
+def _answer(case):
+    answer = netgen.load_fixture(case)
+    if answer is None:
+        pytest.skip(f"no cached MindSpore answer for {case.id} (run `make fixtures`)")
+    return answer
+
+
+def test_creation_order_follows_the_compile(graph_of):
+    """As built: the output's producer is created first (after the VirtualOutput); for training: the first
+    operator from the input is."""
+    from strategist.engine.search import creation_order
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
+    first, last = [op.name for op in g][0], [x.ref for x in g.outputs if x.kind == "op"][0]
+    built = creation_order(g)
+    assert built[last] == 1 and built[first] > built[last]
+    trained = creation_order(g.derived(list(g)))
+    assert trained == built                      # a derived graph keeps the compile it stands for
+    t = g.derived(list(g))
+    t.training = True
+    trained = creation_order(t)
+    assert trained[first] == 1 and trained[last] > trained[first]
+    assert not g.training                        # the cached graph is untouched
+
+
+def test_the_training_compile_propagates_otherwise_and_each_matches_mindspore():
+    """The encoder example at dp=2,tp=4: 42 of its 75 compared operators get other strategies in the training compile;
+    each plan equals MindSpore's for its compile, operator for operator."""
+    built, trained = ENCODER, ENCODER.as_training()
+    a_built, a_trained = _answer(built), _answer(trained)
+    p_built, p_trained = netgen.strategist_plan(built), netgen.strategist_plan(trained)
+    assert not p_built.graph.training and p_trained.graph.training
+    differ = [n for n in p_built.choices if p_built.choices[n].strategy != p_trained.choices[n].strategy]
+    assert len(differ) == 42, differ
+    theirs = []
+    for plan, answer in ((p_built, a_built), (p_trained, a_trained)):
+        c = netgen.compare_answer(plan, answer)
+        assert c.all_agree and c.total == 75, netgen.summarize(c)
+        theirs.append({r.op: r.theirs for r in c.rows})
+    # MindSpore's two answers differ on the same operators: the order is MindSpore's, not strategist's
+    assert sorted(k for k in theirs[0] if theirs[0][k] != theirs[1][k]) == sorted(differ)
+
+
+def test_train_flag_on_the_cli(capsys):
+    """``--train`` reaches the graph (inspect's JSON is the same graph) and changes propagate's plan."""
+    import json
+    from strategist.cli import main
+    model = os.path.join(ROOT, "examples", "encoder.py") + ":EncoderClassifier"
+    kw = ["--kwargs", "vocab=128", "d_model=64", "heads=8", "ffn=128", "seq=16", "batch=8"]
+    plans = []
+    for extra in ([], ["--train"]):
+        assert main(["propagate", model, *kw, "--mesh", "dp=2,tp=4", "--format", "json", *extra]) == 0
+        plans.append(json.loads(capsys.readouterr().out))
+    ops = [{o["name"]: o["strategy"] for o in p["ops"]} for p in plans]
+    assert ops[0].keys() == ops[1].keys()
+    assert sum(ops[0][k] != ops[1][k] for k in ops[0]) == 42
+
+
+@pytest.mark.verify_live
+def test_verify_train_reads_a_compile_that_fails_after_its_parallel_passes():
+    """MindSpore's GPU plugin expands RmsNorm in a training graph after its parallel passes and then rejects the
+    expansion's float16 + float32 Add: the strategies were settled before, verify reads them from the dumps and
+    says so; they agree with strategist's training-compile plan."""
+    from strategist.verify import verify_model
+    c = verify_model(os.path.join(ROOT, "examples", "llama.py") + ":tiny", "dp=2,tp=4", training=True,
+                     kwargs=["hidden=64", "ffn=128", "heads=8", "kv_heads=8", "vocab=128", "batch=8", "seq=16"])
+    assert c.all_agree and c.total == 40, c.text()
+    assert any("failed after its sharding propagation" in n for n in c.notes), c.notes
+    assert "note: MindSpore's compile failed after its sharding propagation" in c.text()
