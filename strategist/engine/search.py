@@ -1134,6 +1134,48 @@ class _Engine:
             return tuple((rule.factors.index(f),) if f is not None else None for f in rule.outputs[j])
         return tuple(d if d else None for d in out.dims)
 
+    def _multi_follow(self, name: str, edges) -> Sharding | None:
+        """``OperatorInfo::AddSwcUnderPrevOpDevMatrixMulti`` (every input of a multi-input operator reached): when
+        every producer carries a layout to follow (``CheckPrevOpStatus``) on ONE device matrix, a generated
+        strategy equal to the splits the producers' tensor maps imply is added once more, at the end, with the
+        producers' own layouts on its inputs (``InferLayoutsByStrategy``, then ``SetCostUnderLayout``: a layout
+        the operator's Init refuses adds nothing). It wins only where it is strictly cheaper: a generated
+        candidate with the same splits on the canonical device matrix comes first. Measured, UT
+        test_mint_matmul_layout_222 compiled for training: MatMulExt after two configured AShardIdentities,
+        x (axis3, axis1) and y (axis1, axis0), takes [[1, 2], [2, 2]] on their layouts."""
+        rule = self.rule(name)
+        fixed: dict[int, Layout] = {}
+        for src, j, slot in edges:
+            k = self.in_index(name, slot)
+            lay = self.out_layout(src, j)
+            if k is None or lay is None or not self._has_before(src):
+                return None
+            fixed[k] = _full(lay)
+        dms = {lay.dev_matrix for lay in fixed.values()}
+        if len(dms) != 1 or set(fixed) != set(range(len(rule.inputs))):
+            return None
+        dm = dms.pop()
+        axis: dict[str, tuple[int, ...]] = {}
+        for k, lay in fixed.items():
+            if len(lay.dims) != len(rule.inputs[k]) or lay.device_num != self.n:
+                return None
+            for f, axes in zip(rule.inputs[k], lay.dims):
+                if not axes:
+                    continue
+                if f is None or f in rule.unsplittable or axis.setdefault(f, axes) != axes:
+                    return None
+        splits = {f: math.prod(dm[a] for a in ax) for f, ax in axis.items()}
+        strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
+        if strategy not in set(self.candidates(name)):
+            return None
+        try:
+            s = _sharding(rule, strategy, dm, splits, axis, self.n // math.prod(splits.values() or [1]), None)
+        except StrategyError:
+            return None
+        if any(_full(s.inputs[k]) != lay for k, lay in fixed.items()):
+            return None
+        return s
+
     def _check_multi_follow(self, name: str) -> None:
         """MindSpore's ``AddSwcUnderPrevOpDevMatrixMulti``: when every input of a multi-input operator has
         been reached forward, it adds one more candidate whose inputs keep the producers' own layouts.
@@ -1260,8 +1302,9 @@ class _Engine:
         sig = tuple((self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec))
                     for src, j, slot in edges)
         all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
+        before = tuple(self._has_before(src) for src, _j, _slot in edges) if all_in else ()
         mk = ("v", self.key(name), sig, self.n, self.fully_use_devices,
-              bool(edges) and sig[0][0] in self.layout_sources, all_in)
+              bool(edges) and sig[0][0] in self.layout_sources, all_in, before)
         return self._memo(mk, lambda: self._by_visited_edges(name, op, edges, all_in))
 
     def _by_visited_edges(self, name, op, edges, all_in: bool) -> tuple[Sharding, tuple]:
@@ -1272,6 +1315,10 @@ class _Engine:
         fixed = edges[0] if edges and all_in else None
         opts = self._options(name, self.out_layout(fixed[0], fixed[1]) if fixed else None,
                              self.in_index(name, fixed[2]) if fixed else 0, "in")
+        if all_in and edges:
+            multi = self._multi_follow(name, edges)
+            if multi is not None and not any(o.inputs == multi.inputs and o.outputs == multi.outputs for o in opts):
+                opts = opts + [multi]
         # OperatorInfo::InitVisitedEdges runs Edge::InitEdgeCost edge by edge, each over every candidate, before
         # GetStrategyByVisitedEdges sums them: the shape-blind edge-cost cache fills edge-major. A key pair the
         # first edge prices for any candidate serves the later edges too (VirtualDatasetAuto: x [128, 32]'s
