@@ -1,14 +1,13 @@
 """Faithfulness benchmark: per-operator agreement of strategist's propagation with MindSpore 2.9.0's own.
 
-Sections 1-2 compare the eval forward every answer was first recorded for (verify --eval); 2b the training forward
-(strategist's default: set_train(True), as a training run compiles it); the live sections 6-7 and the
-communication section compile the training forward.
+Sections 1-2 and the live sections compare the Cell compiled as built (every command's default); 2b the training
+compile (--train: set_train(True), as a training run compiles it).
 
 Sections:
   1. the examples x meshes (and the sharding-techniques classes, the anchors files), and MindSpore's own unit-test
      nets of sharding propagation (tests/models/ms_ut, netgen.MS_UT);
   2. N random nets from tests/netgen.py (fixed seeds 0..N-1, default 500; --seed0 moves every random section);
-  2b. the training forward: the examples, the UT nets and --training-n random nets (netgen.training_cases);
+  2b. the training compile: the examples, the UT nets and --training-n random nets (netgen.training_cases);
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
   5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
@@ -307,11 +306,6 @@ def large_section(layers=80):
           f"({t_ms / max(t_prop, 1e-9):.0f}x than verify); {cmp.agreed}/{cmp.total} operators agree")
 
 
-def _train(cases):
-    """The live sections compile ``cases`` as their training forward, strategist's default."""
-    return [c.as_training() for c in cases]
-
-
 def _case_graph(case):
     """(graph, mesh, anchors) of ``case``."""
     from strategist.engine.anchors import load_anchors
@@ -474,8 +468,8 @@ def main(argv=None):
                     help="random nets in the training-step communication section (default 60)")
     ap.add_argument("--no-communication", action="store_true", help="skip the training-step communication section")
     ap.add_argument("--training-n", type=int, default=netgen.N_TRAIN_RANDOM,
-                    help=f"random nets in the training-forward section (default {netgen.N_TRAIN_RANDOM}: the cached ones)")
-    ap.add_argument("--no-training", action="store_true", help="skip the training-forward section")
+                    help=f"random nets in the training-compile section (default {netgen.N_TRAIN_RANDOM}: the cached ones)")
+    ap.add_argument("--no-training", action="store_true", help="skip the training-compile section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
     a = ap.parse_args(argv)
 
@@ -518,20 +512,20 @@ def main(argv=None):
             if not a.no_mindformers:
                 report["mindformers_advice"] = mindformers_advice_section()
         if not a.no_semi_auto:
-            report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(_train(netgen.example_cases()), "examples x meshes")}
+            report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
             if a.semi_auto_n:
                 report["semi_auto"]["random"] = semi_auto_section(
-                    _train(netgen.random_cases(a.semi_auto_n, a.seed0, meshes)), f"{a.semi_auto_n} random nets ({seeds(a.semi_auto_n)})")
+                    netgen.random_cases(a.semi_auto_n, a.seed0, meshes), f"{a.semi_auto_n} random nets ({seeds(a.semi_auto_n)})")
         if not a.no_moves:
-            report["moves"] = {} if a.no_examples else {"examples": moves_section(_train(netgen.example_cases()), "examples x meshes")}
+            report["moves"] = {} if a.no_examples else {"examples": moves_section(netgen.example_cases(), "examples x meshes")}
             if a.moves_n:
                 report["moves"]["random"] = moves_section(
-                    _train(netgen.random_cases(a.moves_n, a.seed0, meshes)), f"{a.moves_n} random nets ({seeds(a.moves_n)})")
+                    netgen.random_cases(a.moves_n, a.seed0, meshes), f"{a.moves_n} random nets ({seeds(a.moves_n)})")
         if not a.no_communication:
-            report["communication"] = {} if a.no_examples else {"examples": communication_section(_train(netgen.example_cases()), "examples x meshes")}
+            report["communication"] = {} if a.no_examples else {"examples": communication_section(netgen.example_cases(), "examples x meshes")}
             if a.communication_n:
                 report["communication"]["random"] = communication_section(
-                    _train(netgen.random_cases(a.communication_n, a.seed0, meshes)),
+                    netgen.random_cases(a.communication_n, a.seed0, meshes),
                     f"{a.communication_n} random nets ({seeds(a.communication_n)})")
         print("\n== disagreement classes: root disagreements only (operators, cases, class; one example)")
         for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):

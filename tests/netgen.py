@@ -824,8 +824,8 @@ class Case:
     dataset_strategy: str = "data_parallel"
     spec: NetSpec | None = None       # random nets: regenerated from the seed, written on demand
     settings: dict = field(default_factory=dict)    # MindSpore's algo parameters (fully_use_devices, ...)
-    #: the compile compared: the training forward (both sides: set_train(True), TopoSort order) or, as every case
-    #: recorded before session 25, the eval forward (verify's child compiled plain Cells so then)
+    #: the compile compared: the Cell as built (every case recorded before session 25) or, True, after
+    #: set_train(True) on both sides (``--train``: TopoSort creation order, no VirtualOutput)
     training: bool = False
 
     @property

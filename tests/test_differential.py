@@ -99,8 +99,8 @@ TRAINING_CASES = netgen.training_cases()
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if c.spec is not None and c.spec.seed >= N_FAST
                                                else []) for c in TRAINING_CASES], ids=[c.id for c in TRAINING_CASES])
 def test_training_forward_agrees_with_mindspore(case, tmp_path):
-    """The training forward (``set_train(True)``: what a training run compiles, strategist's default) against
-    MindSpore's recorded answer for the same compile: TopoSort creation order, no VirtualOutput, Dropout kept."""
+    """The training compile (``--train``: MindSpore's child calls ``set_train(True)``, as a training run does)
+    against MindSpore's recorded answer for it: TopoSort creation order, no VirtualOutput, Dropout on both sides."""
     check_against_mindspore(_materialised(case, tmp_path), _cached(case))
 
 
