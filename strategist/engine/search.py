@@ -468,11 +468,15 @@ class _Engine:
                 out.append(_cached_shard(op, strat, self.n, self.key(name)))
             except StrategyError:
                 continue
-        if fixed is not None and not rule.batch_parallel and (fixed in self.layout_sources or follow_ok):
+        if fixed is not None and not rule.batch_parallel and (fixed in self.layout_sources or follow_ok) \
+                and op.type not in LAYOUT_REJECTED:
             # MindSpore's AddSwcUnder{Prev,Next}OpDevMatrixSingle: one more candidate on the neighbour's own
             # device matrix and tensor map, after a Layout-configured neighbour and after any neighbour a
             # tuple seed or a candidate initialised (not after a Reshape). Backward, MindSpore puts the
-            # consumer's input tensor map on this operator's INPUT.
+            # consumer's input tensor map on this operator's INPUT. An operator whose CheckInputLayout refuses
+            # layouts gets none (SetCostUnderLayout fails: "Current op ReduceMeanInfo33 does not support config
+            # layout", UT test_mint_add_layout_222 compiled for training: the mean after a Layout-laid Add
+            # takes a generated (1, 1), not the Add's layout).
             f = None
             if side == "out" and not (fixed in self.layout_sources):
                 x = op.inputs[0].spec if op.inputs else None
