@@ -1423,8 +1423,8 @@ def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
     VirtualOutput only when ``IsInsertVirtualOutput``: the root graph is not a training graph (kTraining,
     from ``set_train(True)``) and no dataset strategy tuple is set. Then it re-collects the nodes with
     ``DeepScopedGraphSearch``: VirtualOutput k = 0, depth-first from the output with a stack, the last input
-    explored first. Otherwise (a tuple dataset strategy, or ``graph.training``: a training compile, ``--train`` or MindFormers' training
-    networks) the nodes stay in ``GetAllNodesForParallel``'s ``TopoSort(ret, SuccDeeperSimple)`` order
+    explored first. Otherwise (a tuple dataset strategy, or ``graph.training``: a training compile, ``--train``
+    or MindFormers' training networks) the nodes stay in ``GetAllNodesForParallel``'s ``TopoSort(ret, SuccDeeperSimple)`` order
     (:func:`topo_sort_order`). VirtualDataset's topo index is the maximum either way."""
     if forward or getattr(graph, "training", False):
         return topo_sort_order(graph)
