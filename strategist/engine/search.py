@@ -1155,30 +1155,13 @@ class _Engine:
             if k is None or lay is None or not self._has_before(src):
                 return None
             fixed[k] = _full(lay)
-        dms = {lay.dev_matrix for lay in fixed.values()}
-        if len(dms) != 1 or set(fixed) != set(range(len(rule.inputs))):
+        if set(fixed) != set(range(len(rule.inputs))) or any(len(lay.dims) != len(rule.inputs[k])
+                                                              for k, lay in fixed.items()):
             return None
-        dm = dms.pop()
-        axis: dict[str, tuple[int, ...]] = {}
-        for k, lay in fixed.items():
-            if len(lay.dims) != len(rule.inputs[k]) or lay.device_num != self.n:
-                return None
-            for f, axes in zip(rule.inputs[k], lay.dims):
-                if not axes:
-                    continue
-                if f is None or f in rule.unsplittable or axis.setdefault(f, axes) != axes:
-                    return None
-        splits = {f: math.prod(dm[a] for a in ax) for f, ax in axis.items()}
-        strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
-        if strategy not in set(self.candidates(name)):
+        s = _follow_all(rule, fixed, "in", self.n)
+        if s is None or s.strategy not in set(self.candidates(name)):
             return None
-        try:
-            s = _sharding(rule, strategy, dm, splits, axis, self.n // math.prod(splits.values() or [1]), None)
-        except StrategyError:
-            return None
-        if any(_full(s.inputs[k]) != lay for k, lay in fixed.items()):
-            return None
-        return s
+        return s if all(_full(s.inputs[k]) == lay for k, lay in fixed.items()) else None
 
     def _check_multi_follow(self, name: str) -> None:
         """MindSpore's ``AddSwcUnderPrevOpDevMatrixMulti``: when every input of a multi-input operator has
@@ -1424,8 +1407,8 @@ def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
     from ``set_train(True)``) and no dataset strategy tuple is set. Then it re-collects the nodes with
     ``DeepScopedGraphSearch``: VirtualOutput k = 0, depth-first from the output with a stack, the last input
     explored first. Otherwise (a tuple dataset strategy, or ``graph.training``: a training compile, ``--train``
-    or MindFormers' training networks) the nodes stay in ``GetAllNodesForParallel``'s ``TopoSort(ret, SuccDeeperSimple)`` order
-    (:func:`topo_sort_order`). VirtualDataset's topo index is the maximum either way."""
+    or MindFormers' training networks) the nodes stay in ``GetAllNodesForParallel``'s
+    ``TopoSort(ret, SuccDeeperSimple)`` order (:func:`topo_sort_order`). VirtualDataset's topo index is the maximum either way."""
     if forward or getattr(graph, "training", False):
         return topo_sort_order(graph)
     order: dict[str, int] = {}
@@ -1752,18 +1735,27 @@ def _gather_variants(layout: Layout):
 def _follow(rule: FactorRule, fixed: Layout, k: int, side: str, n: int) -> Sharding | None:
     """The sharding whose tensor ``k`` (input or output) has exactly ``fixed``'s layout: factors of that
     tensor take its device axes, every other factor stays unsplit."""
-    if fixed.partial or fixed.device_num != n:
-        return None
+    return _follow_all(rule, {k: fixed}, side, n)
+
+
+def _follow_all(rule: FactorRule, fixed: dict[int, Layout], side: str, n: int) -> Sharding | None:
+    """The sharding whose tensors ``k`` (inputs or outputs) have exactly the layouts ``fixed[k]``, all on one
+    device matrix: their factors take those device axes (one factor, one set of axes), every other factor stays
+    unsplit; None where they conflict or do not divide."""
     tensors = rule.inputs if side == "in" else rule.outputs
-    if k >= len(tensors):
+    dms = {lay.dev_matrix for lay in fixed.values()}
+    if len(dms) != 1:
         return None
     axis: dict[str, tuple[int, ...]] = {}
-    for f, axes in zip(tensors[k], fixed.dims):
-        if not axes:
-            continue
-        if f is None or f in rule.unsplittable or axis.setdefault(f, axes) != axes:
+    for k, lay in fixed.items():
+        if lay.partial or lay.device_num != n or k >= len(tensors):
             return None
-    dm = fixed.dev_matrix
+        for f, axes in zip(tensors[k], lay.dims):
+            if not axes:
+                continue
+            if f is None or f in rule.unsplittable or axis.setdefault(f, axes) != axes:
+                return None
+    dm = dms.pop()
     splits = {f: math.prod(dm[a] for a in ax) for f, ax in axis.items()}
     sizes = dict(rule.sizes)
     if any(f in sizes and sizes[f] % x for f, x in splits.items()):

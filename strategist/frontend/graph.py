@@ -411,11 +411,9 @@ class OpGraph:
 # extraction
 
 
-def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> OpGraph:
-    """Compile ``cell`` on CPU in MindSpore's export phase and return its operator graph.
-
-    ``training``: compile its training forward (``set_train(True)``, the default: Dropout is there) or, False,
-    its eval forward. Which compile the engine emulates is ``graph.training`` (set by the loader), not this.
+def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
+    """Compile ``cell`` on CPU in MindSpore's export phase and return its operator graph (its training forward;
+    which compile the engine emulates is ``graph.training``, set by the loader).
 
     ``inputs`` are ``mindspore.Tensor`` values or :class:`TensorSpec` (only shape and dtype
     matter). Weights are never materialised: build the Cell under
@@ -436,7 +434,7 @@ def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> 
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
-    with _standalone_compile(cell), _reshard_kept(), _training(cell, training), _call_site_scopes(), \
+    with _standalone_compile(cell), _reshard_kept(), _training(cell), _call_site_scopes(), \
             _owned_primitives(cell) as owners, _call_stacks() as stacks:
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
@@ -541,18 +539,17 @@ def _reshard_kept():
 
 
 @contextlib.contextmanager
-def _training(cell, training: bool = True):
-    """Compile the training forward (``set_train(True)``: Dropout and other training-only operators exist
-    only there, and the advice is for training) or, ``training=False``, the eval forward; the Cell's own
-    mode is restored after."""
+def _training(cell):
+    """Compile the training forward (``set_train(True)``): Dropout and other training-only operators
+    exist only there, and the advice is for training."""
     was = bool(getattr(cell, "training", False))
-    if was != bool(training):
-        cell.set_train(bool(training))
+    if not was:
+        cell.set_train(True)
     try:
         yield
     finally:
-        if was != bool(training):
-            cell.set_train(was)
+        if not was:
+            cell.set_train(False)
 
 
 #: Functions whose graphs hold no operator of the model (argument conversion, checks, Python
