@@ -53,12 +53,13 @@ def parse_dataset_strategy(text):
 
 def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                hardware: str | None = "atlas-800t-a2", use_model_strategies: bool = True,
-               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False, training: bool = False) -> Plan:
+               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False, training: bool = True) -> Plan:
     """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
 
-    ``training`` (``--train``): propagate as MindSpore compiles the Cell after ``set_train(True)``, as a training
-    run does (no VirtualOutput, operators created in another order, which can change the plan); default: the Cell
-    compiled as built (:func:`strategist.frontend.loader.load_graph`).
+    ``training`` (default True, ``--train``): propagate as MindSpore compiles the Cell after ``set_train(True)``, as
+    a training run does; False (``--eval``): as it compiles the Cell as built, not set to training, as inference
+    does (a VirtualOutput, operators created in another order, which can change the plan;
+    :func:`strategist.frontend.loader.load_graph`).
 
     ``semi_auto``: no propagation -- the plan MindSpore's ``semi_auto_parallel`` runs with these anchors (every other
     operator takes its batch strategy, an unconfigured Cast passes its input's layout on: :mod:`strategist.engine.semi_auto`).
@@ -119,7 +120,7 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
                  hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None,
-                 training: bool = False):
+                 training: bool = True):
     """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``
     (``training``: as :func:`plan_model`)."""
     from .advice.advisor import advise, load_rules

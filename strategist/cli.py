@@ -38,10 +38,15 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="MindFormers: any config key, dotted from the YAML root or a model_config key, "
                              "e.g. --set hidden_size=256; repeatable")
-        sp.add_argument("--train", action="store_true",
-                        help="propagate as MindSpore compiles the Cell after set_train(True), as a training run "
-                             "does (no VirtualOutput; operators created in another order, which can change the "
-                             "plan); default: the Cell compiled as built. MindFormers configs always compile so")
+        which = sp.add_mutually_exclusive_group()
+        which.add_argument("--train", dest="eval", action="store_false", default=False,
+                           help="propagate as MindSpore compiles the Cell for training (set_train(True), as "
+                                "Model.train or a TrainOneStepCell does: no VirtualOutput, operators created "
+                                "from the inputs forward); the default")
+        which.add_argument("--eval", dest="eval", action="store_true", default=False,
+                           help="propagate as MindSpore compiles the Cell as built, not set to training (an "
+                                "inference compile: a VirtualOutput, operators created from the output back), "
+                                "which can give another plan; MindFormers configs always compile for training")
 
     sp = sub.add_parser("inspect", help="walk the model's graph: ops by type, parameters, cell tree")
     model_args(sp)
@@ -162,7 +167,7 @@ def _main(argv: list[str] | None = None) -> int:
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text
-            graph = load_graph(args.model, args.input, args.kwargs, training=args.train)
+            graph = load_graph(args.model, args.input, args.kwargs, training=not args.eval)
             sys.stdout.write(graph.to_json() + "\n" if args.json else inspect_text(graph, args.depth))
         elif args.command == "advise":
             import json
@@ -171,7 +176,7 @@ def _main(argv: list[str] | None = None) -> int:
             advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                                  training=args.train)
+                                  training=not args.eval)
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs
@@ -190,7 +195,7 @@ def _main(argv: list[str] | None = None) -> int:
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                              semi_auto=getattr(args, "semi_auto", False), training=args.train)
+                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval)
             note = mindformers_anchors_note(plan)
             said = list(said) + ([note] if note else [])
             if args.command == "explain":
@@ -207,7 +212,7 @@ def _main(argv: list[str] | None = None) -> int:
                                   fully_use_devices=args.fully_use_devices,
                                   elementwise_op_strategy_follow=args.elementwise_op_strategy_follow,
                                   semi_auto=args.semi_auto, redistributions=args.redistributions,
-                                  communication=args.communication, training=args.train)
+                                  communication=args.communication, training=not args.eval)
             sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
             _say(list(said) + [result.timings()])
             return 0 if result.all_agree else 1

@@ -119,7 +119,9 @@ def _netgen_step(seed, tmp_path):
     spec = netgen.generate(seed)
     model, anchors_file = spec.write(str(tmp_path / f"net{seed}"))
     mesh = Mesh.parse(spec.mesh)
-    g = load_graph(f"{model}:Net", list(spec.inputs), None)
+    # recorded before training became the default: the step compiled without set_train(True), whose forward
+    # propagates as the Cell compiled as built (--eval)
+    g = load_graph(f"{model}:Net", list(spec.inputs), None, training=False)
     plan = propagate(g, mesh, load_anchors(anchors_file, g, mesh) if anchors_file else {},
                      dataset_strategy=spec.dataset_strategy)
     with open(os.path.join(HERE, "fixtures", "ir", f"netgen{seed}_step.validate.ir")) as f:

@@ -513,11 +513,12 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
 
 def _advised(graph_of, target, *kwargs):
     """The advice on a zoo model at dp=2,tp=4 (full-batch dataset, the default hardware) and a propagation of the
-    same graph for any anchors: (graph, mesh, run, advice)."""
+    same graph for any anchors: (graph, mesh, run, advice). The references below are built by hand on the Cell
+    compiled as built (``--eval``): what they exercise is compare's pricing, the same for either compile."""
     from strategist.advice.advisor import advise
     from strategist.engine.mesh import load_hardware
     hw = load_hardware("atlas-800t-a2")
-    g = graph_of(target, *kwargs)
+    g = graph_of(target, *kwargs, training=False)
     mesh = Mesh.parse("dp=2,tp=4")
 
     def run(anchors):

@@ -24,20 +24,21 @@ def _answer(case):
 
 
 def test_creation_order_follows_the_compile(graph_of):
-    """As built: the output's producer is created first (after the VirtualOutput); for training: the first
-    operator from the input is."""
+    """As built (``--eval``): the output's producer is created first (after the VirtualOutput); for training (the
+    default): the first operator from the input is."""
     from strategist.engine.search import creation_order
-    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64", training=False)
     first, last = [op.name for op in g][0], [x.ref for x in g.outputs if x.kind == "op"][0]
     built = creation_order(g)
     assert built[last] == 1 and built[first] > built[last]
-    trained = creation_order(g.derived(list(g)))
-    assert trained == built                      # a derived graph keeps the compile it stands for
+    assert creation_order(g.derived(list(g))) == built     # a derived graph keeps the compile it stands for
     t = g.derived(list(g))
     t.training = True
     trained = creation_order(t)
     assert trained[first] == 1 and trained[last] > trained[first]
     assert not g.training                        # the cached graph is untouched
+    default = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
+    assert default.training and creation_order(default) == trained      # the loader's default: the training compile
 
 
 def test_the_training_compile_propagates_otherwise_and_each_matches_mindspore():
@@ -58,19 +59,24 @@ def test_the_training_compile_propagates_otherwise_and_each_matches_mindspore():
     assert sorted(k for k in theirs[0] if theirs[0][k] != theirs[1][k]) == sorted(differ)
 
 
-def test_train_flag_on_the_cli(capsys):
-    """``--train`` reaches the graph (inspect's JSON is the same graph) and changes propagate's plan."""
+def test_train_and_eval_flags_on_the_cli(capsys):
+    """The training compile is the default (``--train`` says so explicitly); ``--eval`` reaches the graph and
+    changes propagate's plan on 42 of the encoder's operators (MindSpore's own answers differ on the same ones:
+    above); the two flags exclude each other."""
     import json
     from strategist.cli import main
     model = os.path.join(ROOT, "examples", "encoder.py") + ":EncoderClassifier"
     kw = ["--kwargs", "vocab=128", "d_model=64", "heads=8", "ffn=128", "seq=16", "batch=8"]
     plans = []
-    for extra in ([], ["--train"]):
+    for extra in ([], ["--train"], ["--eval"]):
         assert main(["propagate", model, *kw, "--mesh", "dp=2,tp=4", "--format", "json", *extra]) == 0
         plans.append(json.loads(capsys.readouterr().out))
     ops = [{o["name"]: o["strategy"] for o in p["ops"]} for p in plans]
-    assert ops[0].keys() == ops[1].keys()
-    assert sum(ops[0][k] != ops[1][k] for k in ops[0]) == 42
+    assert ops[0] == ops[1] and ops[0].keys() == ops[2].keys()
+    assert sum(ops[0][k] != ops[2][k] for k in ops[0]) == 42
+    with pytest.raises(SystemExit) as exc:
+        main(["propagate", model, *kw, "--mesh", "dp=2,tp=4", "--train", "--eval"])
+    assert exc.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 @pytest.mark.verify_live

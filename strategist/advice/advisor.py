@@ -34,8 +34,8 @@ from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyc
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, _state_bytes, memory
-from .minimality import (PAY_FLOOR, PAY_WORTH, _diff, _every_line_pays, _group_key, _lines, _reinstate, _same_plan,
-    _worth)
+from .minimality import (PAY_FLOOR, PAY_WORTH, _diff, _drop_siblings, _every_line_pays, _group_key, _lines,
+                         _reinstate, _same_plan, _worth)
 from .anatomy import SP_TEMPLATES, _flippable, _model_own, _preferences
 from .propose import propose
 from .refine import (_align_layers, _attention_chain_heads, _embedding_tables, _input_path, _take_alternatives,
@@ -352,6 +352,8 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                         " (kept: declared by --boundary, though the plan is faster without it)") if dt <= 0 else "")
         if len(gone_keys) == dropped_before or not keep:
             break
+    if len(keep) > 1:
+        keep = _drop_siblings(graph, keep, groups, gone_keys, plan, dropped, run)
     # a package kept whole may hold members propagation reproduces anyway: each such member (one pattern
     # across repeated layers) goes when the plan is the same without it
     members_of: dict[str, list[Choice]] = {}

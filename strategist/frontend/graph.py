@@ -292,9 +292,10 @@ class OpGraph:
     """
 
     #: the MindSpore compile the engine emulates: the Cell compiled after ``set_train(True)``, as a training run
-    #: compiles it (no VirtualOutput, operators created in ``TopoSort`` order; MindFormers' models, ``--train``)
-    #: or, False (the default), compiled as built (a VirtualOutput, ``DeepScopedGraphSearch`` order;
-    #: :func:`strategist.engine.search.creation_order`). The loader sets it.
+    #: compiles it (no VirtualOutput, operators created in ``TopoSort`` order; what the loader sets unless
+    #: ``--eval``) or, False, compiled as built, as inference compiles it (a VirtualOutput,
+    #: ``DeepScopedGraphSearch`` order; :func:`strategist.engine.search.creation_order`). A graph built by hand
+    #: (tests, netgen's cases) says which itself; unset, it is the as-built compile.
     training: bool = False
 
     def __init__(self, ops: list[Op], inputs: dict[str, TensorSpec], params: dict[str, Param],

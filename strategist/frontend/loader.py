@@ -227,14 +227,15 @@ def order_inputs(cell, inputs: list[tuple[str, TensorSpec]]) -> list[TensorSpec]
 
 
 def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] | None = None,
-               training: bool = False) -> OpGraph:
+               training: bool = True) -> OpGraph:
     """``strategist inspect``'s whole front half: file -> Cell -> OpGraph.
 
     The graph is the Cell's training forward (Dropout kept: the advice is for training). ``training`` says which
-    compile of it strategist emulates (``graph.training``): MindSpore's compile of the Cell as built (the default,
-    what verify has compared since the start: a VirtualOutput, operators created in ``DeepScopedGraphSearch``
-    order) or, True (``--train``), its compile after ``set_train(True)``, as a training run compiles it (no
-    VirtualOutput, ``TopoSort`` order); the two can propagate differently.
+    compile of it strategist emulates (``graph.training``): True (the default, ``--train``), MindSpore's compile
+    after ``set_train(True)``, as a training run compiles it (``Model.train``, a ``TrainOneStepCell``: no
+    VirtualOutput, operators created in ``TopoSort`` order), or False (``--eval``), its compile of the Cell as
+    built, not set to training, as an inference run compiles it (a VirtualOutput, operators created in
+    ``DeepScopedGraphSearch`` order); the two can propagate differently.
 
     ``mindformers:<config.yaml>`` or a path to a MindFormers YAML builds that config's training model
     (:mod:`strategist.frontend.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any

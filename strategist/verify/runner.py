@@ -404,7 +404,7 @@ def _crash_message(rc: int, where: str, log_file: str) -> str:
 
 def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None, dataset_strategy="data_parallel",
                  graph=None, plan=None, timeout=900, semi_auto: bool = False, redistributions: bool = False, communication: bool = False,
-                 training: bool = False, **settings):
+                 training: bool = True, **settings):
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
     ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
@@ -418,9 +418,10 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     ``redistributions``: also which edges move data, strategist's priced plan beside the redistributions MindSpore
     inserted in its ``step_parallel_end`` graph (:func:`strategist.verify.compare.compare_moves`).
 
-    ``training`` (``--train``): MindSpore's child compiles the Cell after ``set_train(True)``, as a training run
-    does, and strategist emulates that compile; default: the Cell compiled as built. The two compiles can propagate
-    differently: MindSpore creates its operators in another order (no VirtualOutput in training).
+    ``training`` (default True, ``--train``): MindSpore's child compiles the Cell after ``set_train(True)``, as a
+    training run does, and strategist emulates that compile; False (``--eval``): the Cell compiled as built, not
+    set to training, as inference does. The two compiles can propagate differently: MindSpore creates its
+    operators in another order (a VirtualOutput only in the inference compile).
 
     ``communication``: also every collective of one training step -- MindSpore compiles the model under a loss
     (the sum of its output) with the gradients of its Parameters, in a second child, and its graph after autodiff
