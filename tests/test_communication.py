@@ -93,17 +93,26 @@ def test_a_redistribution_transposes_with_its_bytes(src, dst, kinds):
 def test_verify_communication_live(capsys):
     """MindSpore compiles the step itself: the Megatron MLP above, and nn.TransformerEncoder on dp=8 under
     sharding propagation, whose q, k and v read one AllGather of the attention input (forward, once) and
-    transpose it three times (one ReduceScatter each)."""
+    transpose it three times (one ReduceScatter each) -- the step compiled as built (--eval). In the training
+    compile the step's loss sum, configured with the plan's replicated output, is a seed created before the
+    dataset's: its search lays 21 operators (the embedding, layer 0's attention) out before the dataset's does,
+    and verify says so (the forward plan itself agrees)."""
     args = ["verify", MLP, "--kwargs", *KW, "--mesh", "dp=2,tp=4", "--strategies", ANCHORS, "--dataset-strategy",
             "full_batch", "--semi-auto", "--communication"]
     assert main(args) == 0
     assert "communication agrees" in capsys.readouterr().out
     enc = os.path.join(ROOT, "examples", "encoder.py:EncoderClassifier")
-    assert main(["verify", enc, "--kwargs", "vocab=128", "d_model=64", "heads=8", "ffn=128", "seq=16", "batch=8",
-                 "--mesh", "dp=8", "--communication", "--format", "json"]) == 0
+    enc_args = ["verify", enc, "--kwargs", "vocab=128", "d_model=64", "heads=8", "ffn=128", "seq=16", "batch=8",
+                "--mesh", "dp=8", "--communication", "--format", "json"]
+    assert main(enc_args + ["--eval"]) == 0
     import json
     d = json.loads(capsys.readouterr().out)["communication"]
     assert d["agree"] and d["forward"]["mindspore_count"] == 2 and d["backward"]["mindspore_count"] == 6
+    assert main(enc_args) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["agreed"] == d["total"] == 75
+    assert any(n.startswith("MindSpore's training step chose other strategies than strategist for 21 operator(s)")
+               for n in d["notes"]), d["notes"]
 
 
 # ---- random nets' training steps, recorded (tests/netgen.py; MindSpore 2.9.0's validate dump, source-location
@@ -318,12 +327,14 @@ def test_cse_copies_of_a_pre_cse_graph():
 def test_llama_embedding_read_by_two_consumers_is_transposed_once(capsys):
     """examples/llama.py (2 layers, batch 8) on dp=2,tp=4, the embedding table split on the hidden dim by tp: its
     output feeds layer 0's residual Add and attention_norm, both wanting the hidden dim whole. MindSpore's step has
-    one AllGather(n=4) and ONE ReduceScatter for both (7 backward collectives); strategist priced 8."""
+    one AllGather(n=4) and ONE ReduceScatter for both (7 backward collectives); strategist priced 8. The step
+    compiled as built (--eval): set to training, MindSpore's GPU plugin expands RmsNorm in the step's graph and
+    rejects the expansion's float16 + float32 Add (Ascend has the kernel)."""
     import json
     anchors = os.path.join(HERE, "fixtures", "anchors", "llama_embedding_hidden_tp.yaml")
     assert main(["verify", os.path.join(ROOT, "examples", "llama.py:llama2_70b"), "--kwargs", "layers=2", "batch=8",
                  "--mesh", "dp=2,tp=4", "--dataset-strategy", "full_batch", "--strategies", anchors,
-                 "--communication", "--format", "json"]) == 0
+                 "--communication", "--format", "json", "--eval"]) == 0
     d = json.loads(capsys.readouterr().out)["communication"]
     assert d["agree"] and d["backward"]["mindspore_count"] == d["backward"]["strategist_count"] == 7
 

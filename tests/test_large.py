@@ -21,11 +21,13 @@ def test_llama2_70b_shape_advice(graph_of):
     assert len(g) == 22 * LAYERS + 17
     mesh = Mesh.parse("dp=8,tp=8")
     a = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy=FB)
-    # the same pattern in every layer: wo and w2 anchored row-parallel, the rest propagated; outside
-    # the layers, the embedding table (hidden by tp: the fastest of its layouts), the head where the search
-    # order needs it, and where the labels' batch split starts (their one-hot over every device)
+    # the same pattern in every layer (the training compile): q, k, v anchored column-parallel and w2
+    # row-parallel, the rest propagated (test_advisor.py::test_megatron_llama says why); outside the layers, the
+    # embedding table (the fastest of its layouts), the head, and where the labels' batch split starts (their
+    # one-hot over every device)
     chosen = {c.op for c in a.chosen}
-    layered = {f"model.layers.{i}.{w}.matmul" for i in range(LAYERS) for w in ("attention.wo", "feed_forward.w2")}
+    layered = {f"model.layers.{i}.{w}.matmul" for i in range(LAYERS)
+               for w in ("attention.wq", "attention.wk", "attention.wv", "feed_forward.w2")}
     emb = "model.tok_embeddings.gather"
     assert layered <= chosen and emb in chosen
     assert chosen - layered <= {emb, "lm_head.matmul", "loss.one_hot"}

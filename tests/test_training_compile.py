@@ -1,4 +1,4 @@
-"""The two compiles MindSpore has for a plain Cell (``--train``): compiled as built, it adds a VirtualOutput and
+"""The two compiles MindSpore has for a plain Cell (``--train``, the default, and ``--eval``): compiled as built, it adds a VirtualOutput and
 creates its operators walking back from the output (``DeepScopedGraphSearch``); compiled after
 ``set_train(True)``, as a training run compiles it, it creates them from the inputs forward (``TopoSort``). The
 search takes seeds and waiting operators in that order, so the plans differ -- each against MindSpore's own
@@ -90,3 +90,26 @@ def test_verify_train_reads_a_compile_that_fails_after_its_parallel_passes():
     assert c.all_agree and c.total == 40, c.text()
     assert any("failed after its sharding propagation" in n for n in c.notes), c.notes
     assert "note: MindSpore's compile failed after its sharding propagation" in c.text()
+
+
+@pytest.mark.verify_live
+def test_a_training_step_propagates_as_the_training_compile(tmp_path):
+    """Why the training compile is the default: the small GPT's anchors advised for the compile as built (v_proj,
+    out_proj and proj per layer, the head) give Megatron's column q/k there, and replicated q/k in a training run.
+    MindSpore's own training step (verify --communication: ``value_and_grad`` of the loss, ``set_train(True)``)
+    chooses exactly the training compile's strategies (no "training step chose other strategies" note), and every
+    collective agrees."""
+    from strategist.api import advise_model
+    from strategist.report.render import advice_dict
+    from strategist.verify import verify_model
+    model = os.path.join(ROOT, "examples", "gpt_nn.py") + ":GPT"
+    kw = ["hidden=512", "heads=8", "seq=128", "batch=8", "vocab=4096"]
+    built = advise_model(model, "dp=2,tp=4", kwargs=kw, training=False)
+    path = tmp_path / "as_built.yaml"
+    path.write_text(advice_dict(built)["anchors_yaml"])
+    q = "h.0.attn.q_proj.matmul"
+    assert built.plan.strategy(q) == ((2, 1), (4, 1)) and q not in built.anchors
+    c = verify_model(model, "dp=2,tp=4", kwargs=kw, strategies=str(path), communication=True)
+    assert c.all_agree and c.communication.agree and not c.notes, c.text()
+    theirs = {r.op: r.theirs for r in c.rows}
+    assert theirs[q] == theirs["h.0.attn.k_proj.matmul"] == ((2, 1), (1, 1))

@@ -391,10 +391,11 @@ def test_cast_before_a_layout_anchor_live():
 @pytest.mark.parametrize("residual_first, add", [("True", (2, 1, 1)), ("False", (1, 2, 1))])
 def test_residual_cast_copies_live(residual_first, add):
     """MindSpore keeps the layer's and the norm's equal Casts of one tensor apart, and decides a waiting Add
-    from its visited edge among its generated strategies (test_propagate's residual-cast test, recorded here)."""
+    from its visited edge among its generated strategies (test_propagate's residual-cast test, recorded here; the
+    Cell compiled as built, --eval)."""
     from strategist.verify import verify_model
     c = verify_model(os.path.join(ROOT, "tests", "models", "layouts.py") + ":ResidualCastCopies", "dp=2,tp=4",
-                     kwargs=[f"residual_first={residual_first}"], dataset_strategy="full_batch")
+                     kwargs=[f"residual_first={residual_first}"], dataset_strategy="full_batch", training=False)
     assert {r.op: r.theirs for r in c.rows}["add"] == (add, add)
     assert c.all_agree
 
@@ -531,10 +532,11 @@ def test_fully_use_devices_reaches_mindspore():
 @pytest.mark.verify_live
 def test_reshape_cost_cache_live():
     """MindSpore's Reshape cost cache is shape-blind: the small Reshape reads the big one's costs and the ReduceSum
-    before it splits its reduced axis ((1, 1, 2, 1)); strategist's answer too."""
+    before it splits its reduced axis ((1, 1, 2, 1)); strategist's answer too (the Cell compiled as built, --eval:
+    test_propagate's cache test)."""
     from strategist.verify import verify_model
     c = verify_model(os.path.join(ROOT, "tests", "models", "propagation.py") + ":ReshapeCostCache", "dp=2,tp=4",
-                     dataset_strategy="full_batch")
+                     dataset_strategy="full_batch", training=False)
     theirs = {r.op: r.theirs for r in c.rows}
     assert theirs["sum"] == ((1, 1, 2, 1),)
     assert c.all_agree
