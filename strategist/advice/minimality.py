@@ -268,8 +268,18 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
             return False
         changed, dt = _diff(cur, q)
         worth = _worth(cur)
-        if dt > worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH:
-            return False        # it pays in step time, or in the weight, gradient and optimizer state it shards
+        saved = _state_bytes(q) - _state_bytes(cur)
+        if dt > worth or saved >= MEMORY_WORTH:
+            # it pays in step time, or in the weight, gradient and optimizer state it shards. Its "needed" is said
+            # again beside the final advice where minimality worked it out beside other anchors (the lines after
+            # it changed what it stands beside); a table's or a reinstated line's own reason stays
+            what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
+            for c in members:
+                if c.needed.startswith("without") and "kept:" not in c.needed:
+                    c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + (
+                        f", but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device"
+                        if dt <= worth else "")
+            return False
         keep, cur = trial, q
         for c in members:
             dropped.append((c, f"does not pay for its line in the final advice: without it, {changed} operators "
