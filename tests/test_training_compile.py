@@ -90,6 +90,10 @@ def test_verify_train_reads_a_compile_that_fails_after_its_parallel_passes():
     assert c.all_agree and c.total == 40, c.text()
     assert any("failed after its sharding propagation" in n for n in c.notes), c.notes
     assert "note: MindSpore's compile failed after its sharding propagation" in c.text()
+    # the training step's graph after autodiff is not in the dumps: --communication says why and what to do
+    c = verify_model(os.path.join(ROOT, "examples", "llama.py") + ":tiny", "dp=2,tp=4", communication=True,
+                     kwargs=["hidden=64", "ffn=128", "heads=8", "kv_heads=8", "vocab=128", "batch=8", "seq=16"])
+    assert c.communication.error and c.communication.error.endswith("--eval compiles the step as built")
 
 
 @pytest.mark.verify_live

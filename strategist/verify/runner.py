@@ -515,8 +515,14 @@ def _training_step_communication(model, mesh, plan, result, semi_auto: bool, **m
         step = mindspore_plan(model, mesh, parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
                               training=output_strategies(plan), **ms_options)
     except VerifyError as err:
+        hint = ""
+        if "must have same data type" in str(err) and getattr(ms_options.get("graph"), "training", False) \
+                and ms_options.get("mindformers") is None:
+            # the forward was read from the dumps (its note says so); the step's graph after autodiff is not there
+            hint = ("; MindSpore's GPU plugin expands RmsNorm in a graph set to training and rejects the expansion's "
+                    "float16 + float32 Add (Ascend has the kernel): --eval compiles the step as built")
         return Communication({}, {}, error=f"MindSpore could not compile {os.path.basename(model)} as a training "
-                                           f"step: {err}")
+                                           f"step: {err}{hint}")
     c = compare_communication(price_plan(plan), step)
     if c.strategies_differ:
         result.notes.append(
