@@ -35,7 +35,7 @@ from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries,
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, _state_bytes, memory
 from .minimality import (PAY_FLOOR, PAY_WORTH, _diff, _drop_siblings, _every_line_pays, _group_key, _lines,
-                         _reinstate, _same_plan, _worth)
+                         _reinstate, _same_plan, _search_without, _worth)
 from .anatomy import SP_TEMPLATES, _flippable, _model_own, _preferences
 from .propose import propose
 from .refine import (_align_layers, _attention_chain_heads, _embedding_tables, _input_path, _take_alternatives,
@@ -361,11 +361,8 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         if c.with_op and len(groups.get(_group_key(c.with_op, graph), ())) > 1:
             members_of.setdefault(_group_key(c.op, graph), []).append(c)
     for key in sorted(members_of, key=lambda k: graph.op(members_of[k][0].op).topo_index):
-        gone = {id(c) for c in members_of[key]}
-        trial = [c for c in keep if id(c) not in gone]
-        try:
-            q = run(trial, price=False)
-        except PropagationError:
+        trial, q = _search_without(keep, {id(c) for c in members_of[key]}, run)
+        if q is None:
             continue
         if _same_plan(plan, q):
             keep = trial

@@ -186,6 +186,16 @@ def _settle(keys, attempt) -> None:
             failed += 1
 
 
+def _search_without(keep: list, gone: set, run) -> tuple[list, Plan | None]:
+    """``keep`` without the anchors whose ids are in ``gone``, and its search (unpriced; None where MindSpore's own
+    search fails without them: they are needed)."""
+    trial = [c for c in keep if id(c) not in gone]
+    try:
+        return trial, run(trial, price=False)
+    except PropagationError:
+        return trial, None
+
+
 def _drop_siblings(graph: OpGraph, keep: list, groups: dict, gone_keys: set, plan: Plan, dropped: list, run) -> list:
     """Kept groups whose operators read one tensor (w1 and w3 after the MLP's norm, q/k/v after the attention's)
     tried without all together: each can be needed while its sibling is there and neither when both go -- MindSpore
@@ -201,13 +211,8 @@ def _drop_siblings(graph: OpGraph, keep: list, groups: dict, gone_keys: set, pla
             by_input.setdefault((_group_key(src.ref, graph), src.index), []).append(key)
     for keys in sorted((k for k in by_input.values() if len(k) > 1),
                        key=lambda ks: graph.op(groups[ks[0]][0].op).topo_index):
-        gone = {id(c) for k in keys for c in groups[k]}
-        trial = [c for c in keep if id(c) not in gone]
-        if len(trial) == len(keep):
-            continue
-        try:
-            q = run(trial, price=False)
-        except PropagationError:
+        trial, q = _search_without(keep, {id(c) for k in keys for c in groups[k]}, run)
+        if len(trial) == len(keep) or q is None:
             continue
         if _same_plan(plan, q):
             keep = trial
