@@ -3,7 +3,7 @@
 Prints the time of each stage, peak RSS, and the ratio of the whole to MindSpore's bare compile of
 the same model measured in the same run. Targets: <= 1.5x bare compile, <= 2 GB.
 
-    .venv/bin/python bench/advise.py [--layers 80] [--batch 8]
+    .venv/bin/python bench/advise.py [--layers 80] [--batch 8] [--eval]
 """
 import argparse
 import os
@@ -25,6 +25,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=80)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--eval", action="store_true", help="advise for the compile as built (strategist --eval)")
     args = ap.parse_args()
     import mindspore as ms
     from mindspore.common.api import _cell_graph_executor as executor
@@ -53,7 +54,7 @@ def main():
 
     t0 = time.perf_counter()
     g = load_graph(os.path.join(ROOT, "examples/llama.py:llama2_70b"), None,
-                   [f"layers={args.layers}", f"batch={args.batch}"])
+                   [f"layers={args.layers}", f"batch={args.batch}"], training=not args.eval)
     t1 = time.perf_counter()
     c1 = time.process_time()
     a = advise(g, Mesh.parse("dp=8,tp=8"), rules=load_rules(), hardware=load_hardware("atlas-800t-a2"),
@@ -64,7 +65,8 @@ def main():
     t3 = time.perf_counter()
     total = t3 - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"LLaMA-2-70B shape, {args.layers} layers, batch {args.batch}, mesh dp=8,tp=8: {len(g)} operators")
+    print(f"LLaMA-2-70B shape, {args.layers} layers, batch {args.batch}, mesh dp=8,tp=8: {len(g)} operators "
+          f"({'the compile as built, --eval' if args.eval else 'the training compile'})")
     print(f"advice: {len(a.chosen)} anchors ({len(a.dropped)} proposed anchors dropped), "
           f"{len(text.splitlines())} report lines")
     print(f"stages: load + extract {t1 - t0:.2f} s, advise {t2 - t1:.2f} s (CPU {advise_cpu:.2f} s: the machine's "
