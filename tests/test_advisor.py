@@ -48,7 +48,7 @@ def test_megatron_mlp(graph_of, dp, tp):
     assert t["operator_bytes"] == 2 * ar_bytes(tp, 8192 // dp * 1024) and t["redistribution_bytes"] == 0
 
 
-@pytest.mark.parametrize("dp, tp, table", [(2, 4, {"p1": 4, "i0": 2}), (8, 8, {"p0": 2, "p1": 4, "i0": 8})])
+@pytest.mark.parametrize("dp, tp, table", [(2, 4, {"p1": 4, "i0": 2}), (8, 8, {"p0": 8, "i0": 8})])
 def test_megatron_llama(graph_of, dp, tp, table):
     """LLaMA-2-70B shape (2 layers, batch 8, seq 4096), the training compile: column q/k/v, w1/w3; row wo, w2;
     vocab-parallel head; FlashAttention split by heads. Per layer the activations move as Megatron's closed
@@ -64,14 +64,17 @@ def test_megatron_llama(graph_of, dp, tp, table):
             assert splits(p, f"model.layers.{i}.{w}.matmul") == {"i": dp, "k": tp}, w
         fa = splits(p, f"model.layers.{i}.attention.flash_attention")
         assert fa == {"b": dp, "n": tp}
-    # the table: the fastest of its layouts by the step model, each device reading its hidden slice of its rows (one
-    # AllGather of the [B*S/dp, H] output after it), faster than Megatron's vocabulary by tp (an AllReduce of it:
-    # twice the bytes); the indices keep the dataset's batch split
+    # the table: the fastest by the step model of the layouts MindSpore takes. At dp=2,tp=4 each device reads its
+    # hidden slice of its rows (one AllGather of the [B*S/dp, H] output after it), faster than Megatron's vocabulary
+    # by tp (an AllReduce of it: twice the bytes); at dp=8,tp=8 the hidden split by tp is slower there and
+    # MindSpore refuses a vocabulary split beside a hidden one with the ids split (((2, 4), (8, 1)):
+    # ops.gather_axis_refused), so Megatron's vocabulary split. The indices keep the dataset's batch split
     emb = "model.tok_embeddings.gather"
     assert emb in [c.op for c in a.chosen] and splits(p, emb) == table
-    vocab = propagate(g, Mesh.parse(f"dp={dp},tp={tp}"), {**a.anchors, emb: ((tp, 1), (dp, 1))},
-                      use_model_strategies=False, hardware=HW, dataset_strategy=FB)
-    assert p.totals()["step_seconds"] < vocab.totals()["step_seconds"]
+    other = ((tp, 1), (dp, 1)) if dp == 2 else ((1, tp), (dp, 1))
+    alt = propagate(g, Mesh.parse(f"dp={dp},tp={tp}"), {**a.anchors, emb: other},
+                    use_model_strategies=False, hardware=HW, dataset_strategy=FB)
+    assert p.totals()["step_seconds"] < alt.totals()["step_seconds"]
     assert splits(p, "lm_head.matmul") == {"i": dp, "j": tp}   # vocab-parallel head
     # fewer anchors than the page's propagation version (every Linear + FlashAttention: 8 per layer). In the
     # training compile MindSpore creates the embedding first, and its search lays out the residual stream and
@@ -94,7 +97,7 @@ def test_megatron_llama(graph_of, dp, tp, table):
     # (h-1)/h of the [B*S/dp, H] output each, h the table's hidden split
     into = [e for e in p.edges if e.src == emb]
     n = math.prod(p.graph.op(emb).outputs[0].shape) // dp
-    h = table["p1"]
+    h = table.get("p1", 1)
     assert sorted(e.dst for e in into) == ["model.layers.0.add", "model.layers.0.attention_norm.norm"]
     assert sum(e.bytes for e in into) == pytest.approx(2 * (h - 1) / h * n * 2)
     assert p.totals()["step_seconds"] < a.baseline.totals()["step_seconds"]

@@ -577,3 +577,24 @@ def test_mask_cast_before_a_cp_flash_attention_lands_on_its_devices(graph_of):
     p = propagate(g, Mesh.parse("dp=2,cp=2,tp=2"), dataset_strategy="full_batch")
     assert p.strategy("cast") == ((2, 1, 2, 1),)
     assert p.strategy("less") == ((2, 2, 1), ())
+
+
+def test_a_gather_table_split_on_its_axis_takes_no_other_split_beside_split_ids(graph_of):
+    """GatherInfo::GetGatherMode (gather_info.cc): a table split on its gathered axis beside split indices is
+    SHARD_BATCH_AND_AXIS only when a 2-d table and 2-d indices are each split on dim 0 alone, together on every
+    device (Megatron's vocabulary-parallel embedding); otherwise ShardAxisImpl refuses split indices. MindSpore
+    2.9.0 (verify, LLaMA-70B 2 layers, dp=8,tp=8, full_batch): the table ((2, 4), (8, 1)) configured fails with
+    "operator Gather SetCostUnderStrategy failed"; ((8, 1), (8, 1)) compiles (40/40 agree). The advisor took the
+    refused layout as the fastest of the table's candidates until strategist's generation dropped it as
+    MindSpore's does."""
+    from strategist.engine.ops import candidates, rule_for
+    g = graph_of("examples/llama.py:llama2_70b", "layers=2", "batch=8")
+    emb = "model.tok_embeddings.gather"
+    cands = candidates(g.op(emb), 64, rule_for(g.op(emb)))
+    assert ((8, 1), (8, 1)) in cands and ((1, 8), (8, 1)) in cands
+    assert not [s for s in cands if s[0][0] > 1 and (s[0][1] > 1 or s[1][1] > 1) and s[1][0] > 1]
+    mesh = Mesh.parse("dp=8,tp=8")
+    assert propagate(g, mesh, {emb: ((8, 1), (8, 1))}, dataset_strategy=FB, price=False).strategy(emb) == \
+        ((8, 1), (8, 1))
+    with pytest.raises(StrategyError, match=r"\(\(2, 4\), \(8, 1\)\): MindSpore 2.9 rejects it"):
+        propagate(g, mesh, {emb: ((2, 4), (8, 1))}, dataset_strategy=FB, price=False)

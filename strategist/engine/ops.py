@@ -46,6 +46,7 @@ class GatherAxis(NamedTuple):
     table_rank: int
     axis: int
     index_rows: int               # the indices' dim-0 size
+    table_factors: tuple = ()     # the table's factors, per dim
 
 
 @dataclass(frozen=True)
@@ -391,7 +392,7 @@ def gather_like_rule(op: Op, p_slot: int, i_slot: int, axis) -> FactorRule:
     # unless the table uses every device: MindSpore's param slice groups are then neighbouring ranks
     # ([[2, 1], [1, 1]] on 4 devices: ranks {0, 1} share a slice, not {0, 2})
     return FactorRule(**{**r.__dict__, "enum": tuple(fp + fi), "repeat_left_on": (fp[axis], tuple(fp)),
-                         "gather_axis": GatherAxis(fp[axis], tuple(fi), len(p), axis, i[0] if i else 0)})
+                         "gather_axis": GatherAxis(fp[axis], tuple(fi), len(p), axis, i[0] if i else 0, tuple(fp))})
 
 
 def onehot_rule(op: Op) -> FactorRule:
@@ -1033,11 +1034,29 @@ def _generated_ok(rule: FactorRule, strategy, device_num: int) -> bool:
     used = math.prod(splits.values())
     g = rule.gather_axis
     if g and splits.get(g.factor, 1) > 1:
-        if g.table_rank > 2:
+        if g.table_rank > 2 or gather_axis_refused(g, splits, device_num):
             return False
         if used != device_num and (g.axis != 0 or any(x > 1 for f, x in splits.items() if f != g.factor)):
             return False
     return used == device_num or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all)
+
+
+def gather_axis_refused(g: GatherAxis, splits: dict, device_num: int) -> str | None:
+    """Why MindSpore's GatherInfo refuses a table split on its gathered axis with the indices split too, or None.
+    ``GetGatherMode``: axis 0, a 2-d table and 2-d indices, each split on dim 0 only, together on every device and
+    neither alone, is ``SHARD_BATCH_AND_AXIS`` (Megatron's vocabulary-parallel embedding, ((8, 1), (8, 1)) on 64);
+    any other split of the axis is ``ShardAxisImpl``, whose ``CheckSplitAxisStrategy`` refuses split indices ("param
+    is split at dim (axis), index can't be split"): the LLaMA table ((2, 4), (8, 1)) on 64 devices, which
+    MindSpore 2.9.0 rejects configured ("operator Gather SetCostUnderStrategy failed") and drops generated."""
+    k = splits.get(g.factor, 1)
+    idx = [splits.get(f, 1) for f in g.index_factors]
+    if k == 1 or math.prod(idx) == 1:
+        return None
+    table = [splits.get(f, 1) for f in g.table_factors]
+    if g.axis == 0 and len(table) == 2 and len(idx) == 2 and table[1] == 1 and idx[1] == 1 \
+            and k * idx[0] == device_num and device_num not in (k, idx[0]):
+        return None
+    return "the table is split on its gathered axis, so the indices cannot be split (GatherInfo ShardAxisImpl)"
 
 
 def partition_num(strategy) -> int:

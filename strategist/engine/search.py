@@ -56,9 +56,10 @@ from ..errors import PropagationError, StrategyError
 from ..frontend.graph import DTYPE_BYTES, Op, OpGraph
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, layout_strategy,
-                  output_partial, output_scattered, partition_num, pre_reduce_layout, reshape_layout, rule_for, shard,
-                  shard_anchor, self_defined_sharding, shard_layout, swc_strategies)
+from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost,
+                  gather_axis_refused, layout_strategy, output_partial, output_scattered, partition_num,
+                  pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor, self_defined_sharding, shard_layout,
+                  swc_strategies)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
@@ -860,6 +861,12 @@ class _Engine:
                 if anchor.layouts is None or name not in self.stand_alone:
                     raise
                 s = self_defined_sharding(op, tuple(anchor.layouts), self.n, anchor.out_layouts)
+            why = gather_axis_refused(rule.gather_axis, s.splits, self.n) if rule.gather_axis else None
+            if why:
+                raise StrategyError(f"{name} ({op.type}) strategy {tuple(map(tuple, s.strategy))}: MindSpore 2.9 rejects "
+                                    f"it ({why}; its compile fails with SetCostUnderStrategy failed): split the table "
+                                    f"on its other dims, or split the indices only on dim 0 with the table on dim 0 "
+                                    f"only, both together on every device")
             _CHOICES[mk] = s
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
         if anchor.layouts is not None:
