@@ -586,7 +586,9 @@ def test_a_gather_table_split_on_its_axis_takes_no_other_split_beside_split_ids(
     2.9.0 (verify, LLaMA-70B 2 layers, dp=8,tp=8, full_batch): the table ((2, 4), (8, 1)) configured fails with
     "operator Gather SetCostUnderStrategy failed"; ((8, 1), (8, 1)) compiles (40/40 agree). The advisor took the
     refused layout as the fastest of the table's candidates until strategist's generation dropped it as
-    MindSpore's does."""
+    MindSpore's does. One-dimensional ids (nn.Embedding flattens them) take any table split beside them on every
+    device (MindSpore 2.9.0's "Sharding index, dp and mp": the GPT's ((2, 2), (2,)) on 8 taken, ((2, 1), (2,))
+    on 8 refused)."""
     from strategist.engine.ops import candidates, rule_for
     g = graph_of("examples/llama.py:llama2_70b", "layers=2", "batch=8")
     emb = "model.tok_embeddings.gather"
@@ -598,3 +600,6 @@ def test_a_gather_table_split_on_its_axis_takes_no_other_split_beside_split_ids(
         ((8, 1), (8, 1))
     with pytest.raises(StrategyError, match=r"\(\(2, 4\), \(8, 1\)\): MindSpore 2.9 rejects it"):
         propagate(g, mesh, {emb: ((2, 4), (8, 1))}, dataset_strategy=FB, price=False)
+    gpt = graph_of("examples/gpt_nn.py:GPT", "hidden=512", "heads=8", "seq=128", "batch=8", "vocab=4096")
+    cands = candidates(gpt.op("wte.gather"), 8, rule_for(gpt.op("wte.gather")))
+    assert {((4, 1), (2,)), ((2, 2), (2,)), ((2, 1), (4,))} <= set(cands) and ((2, 1), (2,)) not in cands

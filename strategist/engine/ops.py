@@ -1043,14 +1043,18 @@ def _generated_ok(rule: FactorRule, strategy, device_num: int) -> bool:
 
 def gather_axis_refused(g: GatherAxis, splits: dict, device_num: int) -> str | None:
     """Why MindSpore's GatherInfo refuses a table split on its gathered axis with the indices split too, or None.
-    ``GetGatherMode``: axis 0, a 2-d table and 2-d indices, each split on dim 0 only, together on every device and
+    One-dimensional indices (``nn.Embedding`` flattens its ids) take any table split so, on every device
+    (MindSpore 2.9.0's "Sharding index, dp and mp" mode, device matrix [ids, table...]: the GPT's ((4, 1), (2,)),
+    ((2, 2), (2,)), ((2, 1), (4,)) on 8 devices; the device count is checked with the other splits). Indices of
+    more dimensions: axis 0, a 2-d table and 2-d indices, each split on dim 0 only, together on every device and
     neither alone, is ``SHARD_BATCH_AND_AXIS`` (Megatron's vocabulary-parallel embedding, ((8, 1), (8, 1)) on 64);
-    any other split of the axis is ``ShardAxisImpl``, whose ``CheckSplitAxisStrategy`` refuses split indices ("param
-    is split at dim (axis), index can't be split"): the LLaMA table ((2, 4), (8, 1)) on 64 devices, which
-    MindSpore 2.9.0 rejects configured ("operator Gather SetCostUnderStrategy failed") and drops generated."""
+    any other split is ``ShardAxisImpl``, whose ``CheckSplitAxisStrategy`` refuses split indices ("param is split at
+    dim (axis), index can't be split"). Measured (verify's child, configured): LLaMA's [B, S] ids with the tables
+    ((2, 4), (8, 1)) on 64 devices, ((2, 2), (2, 1)) and ((4, 1), (1, 2)) on 8 rejected ("operator Gather
+    SetCostUnderStrategy failed"), ((4, 1), (2, 1)) taken."""
     k = splits.get(g.factor, 1)
     idx = [splits.get(f, 1) for f in g.index_factors]
-    if k == 1 or math.prod(idx) == 1:
+    if k == 1 or math.prod(idx) == 1 or len(idx) < 2:
         return None
     table = [splits.get(f, 1) for f in g.table_factors]
     if g.axis == 0 and len(table) == 2 and len(idx) == 2 and table[1] == 1 and idx[1] == 1 \
