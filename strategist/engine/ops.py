@@ -1031,36 +1031,47 @@ def _generated_ok(rule: FactorRule, strategy, device_num: int) -> bool:
                 splits[f] = x
     if any(splits.get(f, 1) == 1 for f in rule.must_split):
         return False
+    if rule.gather_axis and gather_axis_refused(rule.gather_axis, splits, device_num):
+        return False
     used = math.prod(splits.values())
-    g = rule.gather_axis
-    if g and splits.get(g.factor, 1) > 1:
-        if g.table_rank > 2 or gather_axis_refused(g, splits, device_num):
-            return False
-        if used != device_num and (g.axis != 0 or any(x > 1 for f, x in splits.items() if f != g.factor)):
-            return False
     return used == device_num or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all)
 
 
 def gather_axis_refused(g: GatherAxis, splits: dict, device_num: int) -> str | None:
-    """Why MindSpore's GatherInfo refuses a table split on its gathered axis with the indices split too, or None.
-    One-dimensional indices (``nn.Embedding`` flattens its ids) take any table split so, on every device
-    (MindSpore 2.9.0's "Sharding index, dp and mp" mode, device matrix [ids, table...]: the GPT's ((4, 1), (2,)),
-    ((2, 2), (2,)), ((2, 1), (4,)) on 8 devices; the device count is checked with the other splits). Indices of
-    more dimensions: axis 0, a 2-d table and 2-d indices, each split on dim 0 only, together on every device and
-    neither alone, is ``SHARD_BATCH_AND_AXIS`` (Megatron's vocabulary-parallel embedding, ((8, 1), (8, 1)) on 64);
-    any other split is ``ShardAxisImpl``, whose ``CheckSplitAxisStrategy`` refuses split indices ("param is split at
-    dim (axis), index can't be split"). Measured (verify's child, configured): LLaMA's [B, S] ids with the tables
-    ((2, 4), (8, 1)) on 64 devices, ((2, 2), (2, 1)) and ((4, 1), (1, 2)) on 8 rejected ("operator Gather
-    SetCostUnderStrategy failed"), ((4, 1), (2, 1)) taken."""
+    """Why MindSpore's GatherInfo refuses a table split on its gathered axis, or None: its checks of such a split
+    (``CheckSplitAxisStrategy``, ``GetGatherMode``), which refuse a generated candidate and a configured strategy
+    alike ("operator Gather SetCostUnderStrategy failed").
+
+    - Only a 1-d or 2-d table (``ShardAxisImpl::CheckStrategy``).
+    - With devices to spare (repeated calculation), only axis 0, split alone: measured on gpt_nn's position table
+      [16, 64], ``((2, 1), (1,))`` taken with 4 devices repeating, ``((2, 2), (1,))`` and ``((2, 1), (2,))``
+      refused; LLaMA's table ((2, 2), (1, 1)) on 8 refused, ((2, 1), (1, 1)) taken.
+    - Split indices: one-dimensional ones (``nn.Embedding`` flattens its ids) take any such table split on every
+      device (MindSpore 2.9.0's "Sharding index, dp and mp" mode, device matrix [ids, table...]: the GPT's
+      ((4, 1), (2,)), ((2, 2), (2,)), ((2, 1), (4,)) on 8). Indices of more dimensions: axis 0, a 2-d table and 2-d
+      indices, each split on dim 0 only, together on every device and neither alone, is ``SHARD_BATCH_AND_AXIS``
+      (Megatron's vocabulary-parallel embedding, ((8, 1), (8, 1)) on 64); any other split is ``ShardAxisImpl``,
+      which refuses split indices ("param is split at dim (axis), index can't be split"): LLaMA's [B, S] ids with
+      the tables ((2, 4), (8, 1)) on 64, ((2, 2), (2, 1)) and ((4, 1), (1, 2)) on 8 refused, ((4, 1), (2, 1))
+      taken."""
     k = splits.get(g.factor, 1)
+    if k == 1:
+        return None
+    if g.table_rank > 2:
+        return "a table of more than 2 dims cannot be split on its gathered axis: leave that axis whole"
+    if math.prod(splits.values()) != device_num and (g.axis != 0 or any(x > 1 for f, x in splits.items()
+                                                                        if f != g.factor)):
+        return ("a table split on its gathered axis with devices to spare takes no other split (no repeated "
+                "calculation): use every device, or split only the gathered axis")
     idx = [splits.get(f, 1) for f in g.index_factors]
-    if k == 1 or math.prod(idx) == 1 or len(idx) < 2:
+    if math.prod(idx) == 1 or len(idx) < 2:
         return None
     table = [splits.get(f, 1) for f in g.table_factors]
     if g.axis == 0 and len(table) == 2 and len(idx) == 2 and table[1] == 1 and idx[1] == 1 \
             and k * idx[0] == device_num and device_num not in (k, idx[0]):
         return None
-    return "the table is split on its gathered axis, so the indices cannot be split (GatherInfo ShardAxisImpl)"
+    return ("a table split on its gathered axis takes split indices only when the table and the indices are each "
+            "split on dim 0 alone, together on every device (GatherInfo ShardAxisImpl)")
 
 
 def partition_num(strategy) -> int:

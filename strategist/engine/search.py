@@ -864,9 +864,7 @@ class _Engine:
             why = gather_axis_refused(rule.gather_axis, s.splits, self.n) if rule.gather_axis else None
             if why:
                 raise StrategyError(f"{name} ({op.type}) strategy {tuple(map(tuple, s.strategy))}: MindSpore 2.9 "
-                                    f"rejects it ({why}; its compile fails with SetCostUnderStrategy failed): split "
-                                    f"the table on its other dims, or split the indices only on dim 0 with the table "
-                                    f"on dim 0 only, both together on every device")
+                                    f"rejects it, its compile fails with SetCostUnderStrategy failed: {why}")
             _CHOICES[mk] = s
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
         if anchor.layouts is not None:
