@@ -118,6 +118,19 @@ def test_pinned_random_net_agrees_with_mindspore(case, tmp_path):
     assert comparison.all_agree, netgen.summarize(comparison)
 
 
+#: training compiles past the fast sample that pinned a fix
+# 10: a Reshape read by a MatMul and a ReduceMean: its swc list walks the consumers in node_users order
+# (DeepScopedGraphSearch), not TopoSort's creation order -- MindSpore's swc index 4473 is the MatMul-first list's
+PINNED_TRAINING = [c.as_training() for c in netgen.random_cases(1, 10)]
+
+
+@pytest.mark.parametrize("case", PINNED_TRAINING, ids=[c.id for c in PINNED_TRAINING])
+def test_pinned_training_net_agrees_with_mindspore(case, tmp_path):
+    answer = _cached(case)
+    comparison = netgen.compare_answer(netgen.strategist_plan(_materialised(case, tmp_path)), answer)
+    assert comparison.all_agree, netgen.summarize(comparison)
+
+
 # --- the harness itself ---------------------------------------------------------------------
 
 def test_generator_is_deterministic_and_covers_30_kinds():

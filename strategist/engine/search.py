@@ -640,7 +640,7 @@ class _Engine:
         stop searching.", random net 1152: a Reshape read by a MatMul and a Concat lists the MatMul's 30 input
         layouts only, and its least-communication swc is another)."""
         out = []
-        for _, dst, slot in self.succ.get(name, ()):
+        for _, dst, slot in self.node_users(name):
             if getattr(self.op(dst).inputs[slot], "packed", False):
                 continue
             if self.is_reshape(dst):
@@ -655,6 +655,23 @@ class _Engine:
                 continue
             out.extend(sh.inputs[k] for sh in self.swc_shardings(dst) if k < len(sh.inputs))
         return out or None
+
+    def node_users(self, name: str) -> list[tuple[int, str, int]]:
+        """``name``'s successors in the order of the graph manager's ``node_users`` (an ordered set filled as the
+        manager acquires the graph's nodes: ``DeepScopedGraphSearch`` from the output, the last input explored
+        first), which ``FindReshapeNextNodeStraCosts`` walks. In the compile of the Cell as built that is the
+        creation order; in a training compile (TopoSort creation order) it is not. Measured: random net 10
+        compiled for training, a Reshape read by a MatMul (t2) and a ReduceMean (t3), TopoSort creates the
+        ReduceMean first, and MindSpore's swc index 4473 is the MatMul-first list's (the same index as in the
+        compile as built)."""
+        succ = self.succ.get(name, ())
+        if len(succ) < 2:
+            return succ
+        order = self._dfs_order()
+        return sorted(succ, key=lambda e: order.get(e[1], 1 << 30))
+
+    def _dfs_order(self) -> dict[str, int]:
+        return _per_graph("dfs_order", self.g, dfs_from_output)
 
     def _reshape_own_swcs(self, name: str) -> list[tuple[Layout, Layout]]:
         """The strategies-with-cost a Reshape has before ``ReshapeCostCompute`` appends the neighbour pairs
@@ -725,7 +742,7 @@ class _Engine:
             if slot == 0:
                 sig.append(("p", src if src == DATASET or self.is_reshape(src) else self.key(src), j,
                             self.out_layout(src, j) if self._swc_configured(src) or src == DATASET else None))
-        for _, dst, slot in self.succ.get(name, ()):
+        for _, dst, slot in self.node_users(name):
             sig.append(("c", self.is_reshape(dst), self.key(dst), slot,
                         self.in_layout(dst, slot) if self._swc_configured(dst) else None))
         return tuple(sig)
@@ -1416,6 +1433,12 @@ def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
     ``TopoSort(ret, SuccDeeperSimple)`` order (:func:`topo_sort_order`). VirtualDataset's topo index is the maximum either way."""
     if forward or getattr(graph, "training", False):
         return topo_sort_order(graph)
+    return dfs_from_output(graph)
+
+
+def dfs_from_output(graph: OpGraph) -> dict[str, int]:
+    """``DeepScopedGraphSearch`` from the output as operator indices: depth-first with a stack, pre-order, the
+    last input explored first; operators the output does not reach after the rest, VirtualDataset last."""
     order: dict[str, int] = {}
     k = 1
     stack = [x for x in graph.outputs]
