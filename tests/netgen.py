@@ -1038,7 +1038,7 @@ PINNED_SEEDS = [(777, False), (810, False), (38, True), (232, True), (1152, Fals
 
 
 #: random nets also recorded as their training forward (seeds 0 .. N_TRAIN_RANDOM-1)
-N_TRAIN_RANDOM = 100
+N_TRAIN_RANDOM = 300
 
 
 def training_cases(n_random: int = N_TRAIN_RANDOM) -> list[Case]:
