@@ -230,3 +230,19 @@ def test_nets_decided_at_a_reshape_agree_with_mindspore(seed, tmp_path):
     answer = _cached(case)
     comparison = netgen.compare_answer(netgen.strategist_plan(_materialised(case, tmp_path)), answer)
     assert comparison.all_agree, netgen.summarize(comparison)
+
+
+@pytest.mark.parametrize("cid", ["ms_ut.ut3_pangu_alpha.PanguAlphaWithLoss16[dp=16]",
+                                 "ms_ut.ut4_parallel_transformer.ParallelTransformerEncoderSP[dp=8]"])
+def test_the_compile_as_built_has_no_dropout_not_set_to_training(cid, tmp_path):
+    """``--eval`` extracts the Cell as built: an ``nn.Dropout`` not set to training is no operator there, as in
+    MindSpore's compile of it, so every operator pairs with MindSpore's (the UT PanGu-alpha's 7 and the parallel
+    transformer's 6 Dropouts were strategist's only while extraction always took the training forward); the
+    training compile keeps them, on both sides."""
+    case = next(c for c in MS_UT_CASES if c.id == cid)
+    comparison = check_against_mindspore(case, _cached(case))
+    assert comparison.all_agree and not comparison.only_ours and not comparison.only_theirs
+    train = next(c for c in TRAINING_CASES if c.id == "train." + cid)
+    plan = netgen.strategist_plan(_materialised(train, tmp_path))
+    assert sum(op.type == "Dropout" for op in plan.graph) in (6, 7)
+    assert not any(op.type == "Dropout" for op in netgen.strategist_plan(case).graph)

@@ -1,7 +1,7 @@
 """The operator graph of a MindSpore Cell, taken from MindSpore's own compiler on CPU.
 
 ``extract(cell, *inputs)`` compiles the Cell's training forward (``set_train(True)``, so Dropout
-and other training-only operators are there) stand-alone in an ``export`` phase (front end
+and other training-only operators are there; ``training=False``: the Cell as built) stand-alone in an ``export`` phase (front end
 only: no kernels, no device), reads the optimized ANF graph as MindSpore's ``anf_ir``
 ModelProto straight from the graph executor, and folds it into an :class:`OpGraph`: one node
 per real operator, one edge per tensor flowing between operators. Every operator is credited to the
@@ -412,9 +412,11 @@ class OpGraph:
 # extraction
 
 
-def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
-    """Compile ``cell`` on CPU in MindSpore's export phase and return its operator graph (its training forward;
-    which compile the engine emulates is ``graph.training``, set by the loader).
+def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> OpGraph:
+    """Compile ``cell`` on CPU in MindSpore's export phase and return its operator graph: its training forward
+    (``set_train(True)`` for the compile, restored after), or with ``training=False`` the Cell as built (an
+    ``nn.Dropout`` not set to training is no operator there, as in MindSpore's compile of it). Which compile the
+    engine emulates is ``graph.training``, set by the loader.
 
     ``inputs`` are ``mindspore.Tensor`` values or :class:`TensorSpec` (only shape and dtype
     matter). Weights are never materialised: build the Cell under
@@ -435,7 +437,7 @@ def extract(cell, *inputs, model: str = "", **kwargs) -> OpGraph:
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
-    with _standalone_compile(cell), _reshard_kept(), _training(cell), _call_site_scopes(), \
+    with _standalone_compile(cell), _reshard_kept(), _training(cell, training), _call_site_scopes(), \
             _owned_primitives(cell) as owners, _call_stacks() as stacks:
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
@@ -540,16 +542,16 @@ def _reshard_kept():
 
 
 @contextlib.contextmanager
-def _training(cell):
+def _training(cell, training: bool = True):
     """Compile the training forward (``set_train(True)``): Dropout and other training-only operators
-    exist only there, and the advice is for training."""
+    exist only there. ``training=False``: the Cell as built, untouched."""
     was = bool(getattr(cell, "training", False))
-    if not was:
+    if training and not was:
         cell.set_train(True)
     try:
         yield
     finally:
-        if not was:
+        if training and not was:
             cell.set_train(False)
 
 

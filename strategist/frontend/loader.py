@@ -230,12 +230,12 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
                training: bool = True) -> OpGraph:
     """``strategist inspect``'s whole front half: file -> Cell -> OpGraph.
 
-    The graph is the Cell's training forward (Dropout kept: the advice is for training). ``training`` says which
-    compile of it strategist emulates (``graph.training``): True (the default, ``--train``), MindSpore's compile
-    after ``set_train(True)``, as a training run compiles it (``Model.train``, a ``TrainOneStepCell``: no
-    VirtualOutput, operators created in ``TopoSort`` order), or False (``--eval``), its compile of the Cell as
-    built, not set to training, as an inference run compiles it (a VirtualOutput, operators created in
-    ``DeepScopedGraphSearch`` order); the two can propagate differently.
+    ``training`` says which compile strategist extracts and emulates (``graph.training``): True (the default,
+    ``--train``), MindSpore's compile after ``set_train(True)``, as a training run compiles it (``Model.train``, a
+    ``TrainOneStepCell``: Dropout there, no VirtualOutput, operators created in ``TopoSort`` order), or False
+    (``--eval``), its compile of the Cell as built, as an inference run compiles it (an ``nn.Dropout`` not set to
+    training is no operator, a VirtualOutput, operators created in ``DeepScopedGraphSearch`` order); the two can
+    propagate differently.
 
     ``mindformers:<config.yaml>`` or a path to a MindFormers YAML builds that config's training model
     (:mod:`strategist.frontend.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
@@ -266,7 +266,7 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     args = order_inputs(cell, named)
     from .. import progress
     with progress.task("extracting the graph (MindSpore compile)"):
-        graph = extract(cell, *args, model=str(ref))
+        graph = extract(cell, *args, model=str(ref), training=training)
     graph.training = bool(training)
     progress.rearm_interrupts()
     return cellshard.apply(graph, cell, shard_calls)
