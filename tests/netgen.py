@@ -1048,6 +1048,15 @@ def training_cases(n_random: int = N_TRAIN_RANDOM) -> list[Case]:
     return [c.as_training() for c in example_cases() + ms_ut_cases() + random_cases(n_random)]
 
 
+def demo_cases() -> list[Case]:
+    """``make demo``'s model (the LLaMA-2-70B shape, 2 layers, dp=8,tp=8) compiled for training with its advice less
+    one line (the plan behind that line's "needed: without ..."): a Reshape read by three linears, whose swc list
+    takes them in node_users order (docs/notes/ms_algo.md U)."""
+    return [Case("train.demo.llama2_70b.without_wq[dp=8,tp=8]", _ex("llama.py:llama2_70b"), "dp=8,tp=8", [],
+                 ["layers=2", "batch=8"], os.path.join(ROOT, "tests", "models", "llama70b_demo_without_wq.yaml"), "full_batch",
+                 training=True)]
+
+
 def pinned_cases() -> list[Case]:
     return [random_cases(1, s, EXTRA_MESHES if extra else None)[0] for s, extra in PINNED_SEEDS]
 
@@ -1247,12 +1256,12 @@ def fixtures_main(argv=None):
     both = not (a.examples or a.random or a.training)
     cases = (example_cases() + ms_ut_cases() if a.examples or both else []) + \
         (random_cases(a.n - a.start, a.start) if a.random or both else []) + \
-        (training_cases() if a.training or both else [])
+        (training_cases() + demo_cases() if a.training or both else [])
     if a.only:
         cases = [c for c in cases if c.id.startswith(tuple(a.only))]
     if a.prune:     # drop cached answers no current case asks for (edited models, generator changes)
         keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + random_cases(a.n) + pinned_cases()
-                + training_cases()}
+                + training_cases() + demo_cases()}
         for fn in sorted(os.listdir(FIXTURES)) if os.path.isdir(FIXTURES) else []:
             if fn.endswith(".json") and fn not in keep:
                 os.remove(os.path.join(FIXTURES, fn))
