@@ -94,10 +94,8 @@ class FactorRule:
     #: CheckProductValidity on a split table axis); the others fail SetCostUnderStrategy and are dropped
     split_uses_all: frozenset = frozenset()
     #: Gather's table split on its gathered axis (gather_info.cc ShardAxisImpl / ShardBatchAndAxis):
-    #: a :class:`GatherAxis`. Candidates: with the axis split,
-    #: a table of rank > 2 fails, and any other split (or ``axis != 0``) requires every device
-    #: (CheckSplitAxisStrategy; measured on gpt_nn's position table [16, 64]: ``((2, 1), (1,))`` taken with
-    #: 4 devices repeating, ``((2, 2), (1,))`` and ``((2, 1), (2,))`` refused). Layouts: axis 0 split with the
+    #: a :class:`GatherAxis`. Which strategies with the axis split MindSpore takes is :func:`gather_axis_refused`
+    #: (CheckSplitAxisStrategy, GetGatherMode), for generated candidates and configured strategies alike. Layouts: axis 0 split with the
     #: indices whole, the output's dim 0 is split by the axis' devices (``ShardAxisImpl::InferTensorMap``: its
     #: forward is a ReduceScatter, unless dim 0 does not divide: AllReduce)
     gather_axis: "GatherAxis | tuple" = ()
