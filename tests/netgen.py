@@ -1057,6 +1057,29 @@ def demo_cases() -> list[Case]:
                  training=True)]
 
 
+#: tests/models/rule_nets.py: (class, mesh, dataset strategy) -- each pins one operator rule (its docstring)
+RULE_NETS = [
+    ("TrilConfigured", "dp=8", "full_batch"), ("TrilColumns", "dp=8", "full_batch"),
+    ("TriuFollows", "dp=8", "full_batch"),
+    *[("MulReLUBias", "dp=16", ds) for ds in (
+        {"x": (16, 1, 1, 1), "b": (1,)}, {"x": (1, 16, 1, 1), "b": (1,)}, {"x": (1, 1, 1, 1), "b": (1,)},
+        {"x": (16, 1, 1, 1), "b": (2,)}, {"x": (8, 1, 1, 1), "b": (1,)}, {"x": (4, 4, 1, 1), "b": (1,)})],
+    ("BiasFirst", "dp=16", {"b": (1,), "x": (16, 1, 1, 1)}),
+]
+
+
+def rule_cases() -> list[Case]:
+    """:data:`RULE_NETS` as differential cases (ids ``rules.<Class>[<mesh>,<dataset>]``); a configuration MindSpore
+    refuses, strategist must refuse too."""
+    path = os.path.join(ROOT, "tests", "models", "rule_nets.py")
+    out = []
+    for cls, mesh, ds in RULE_NETS:
+        tag = ds if isinstance(ds, str) else ";".join(f"{k}={','.join(map(str, v))}" for k, v in ds.items())
+        out.append(Case(f"rules.{cls}[{mesh},{tag}]", f"{path}:{cls}", mesh, [], [], None,
+                        ds if isinstance(ds, str) else dict(ds)))
+    return out
+
+
 def pinned_cases() -> list[Case]:
     return [random_cases(1, s, EXTRA_MESHES if extra else None)[0] for s, extra in PINNED_SEEDS]
 
@@ -1254,13 +1277,14 @@ def fixtures_main(argv=None):
     p.add_argument("--prune", action="store_true", help="delete cached answers of cases that no longer exist")
     a = p.parse_args(argv)
     both = not (a.examples or a.random or a.training)
-    cases = (example_cases() + ms_ut_cases() if a.examples or both else []) + \
+    cases = (example_cases() + ms_ut_cases() + rule_cases() if a.examples or both else []) + \
         (random_cases(a.n - a.start, a.start) if a.random or both else []) + \
         (training_cases() + demo_cases() if a.training or both else [])
     if a.only:
         cases = [c for c in cases if c.id.startswith(tuple(a.only))]
     if a.prune:     # drop cached answers no current case asks for (edited models, generator changes)
-        keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + random_cases(a.n) + pinned_cases()
+        keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + rule_cases() + random_cases(a.n)
+                + pinned_cases()
                 + training_cases() + demo_cases()}
         for fn in sorted(os.listdir(FIXTURES)) if os.path.isdir(FIXTURES) else []:
             if fn.endswith(".json") and fn not in keep:

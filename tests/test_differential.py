@@ -86,6 +86,22 @@ def test_mindspore_unit_test_net_agrees_with_mindspore(case):
     check_against_mindspore(case, _cached(case))
 
 
+RULE_CASES = netgen.rule_cases()
+
+
+@pytest.mark.parametrize("case", RULE_CASES, ids=[c.id for c in RULE_CASES])
+def test_rule_net_agrees_with_mindspore(case):
+    """tests/models/rule_nets.py: Tril/Triu splits and per-input dataset strategies, each against MindSpore's
+    recorded answer; they must agree (both refusing counts)."""
+    answer = _cached(case)
+    if not answer["ok"]:
+        with pytest.raises(StrategistError):
+            netgen.strategist_plan(case)
+        return
+    comparison = netgen.compare_answer(netgen.strategist_plan(case), answer)
+    assert comparison.total and comparison.all_agree, netgen.summarize(comparison)
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.slow] if i >= N_FAST else [])
                                   for i, c in enumerate(RANDOM_CASES)], ids=[c.id for c in RANDOM_CASES])
 def test_random_net_agrees_with_mindspore(case, tmp_path):

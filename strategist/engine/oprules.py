@@ -384,9 +384,12 @@ def pad_rule(op: Op) -> FactorRule:
 
 
 def tril_rule(op: Op) -> FactorRule:
-    """Tril/Triu(x, diagonal): the last two dims cannot be split."""
-    x = _shape(op, 0)
-    return axes_unsplit(op, (len(x) - 2, len(x) - 1) if len(x) >= 2 else (0,))
+    """Tril/Triu(x, diagonal): one strategy input, every dim splittable, generated strategies included
+    (MindSpore's TrilInfo/TriuInfo rewrite ``diagonal`` per rank from its row/column slice, GetDiag); only
+    ranks 2 to 6 have a strategy (TrilInfo::CheckStrategy)."""
+    if not 2 <= len(_shape(op, _tslots(op)[0])) <= 6:
+        return unknown_rule(op)
+    return elementwise(op, _tslots(op)[:1])
 
 
 def onehot_rule(op: Op) -> FactorRule:

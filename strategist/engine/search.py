@@ -364,9 +364,15 @@ class _Engine:
     def _dataset_layouts(self, how) -> dict[str, Layout]:
         """MindSpore's VirtualDataset layouts. ``data_parallel`` (the default) splits every input's
         first dimension over all devices, ``full_batch`` splits nothing, and a per-input dict gives
-        MindSpore's tuple form. In auto_parallel mode MindSpore rejects a dataset strategy that does
-        not use every device ("No available strategy for: VirtualDatasetInfo"), and so do we."""
+        MindSpore's tuple form. MindSpore's VirtualDatasetInfo takes per-input strategies that split at
+        most one dim each, by one shard number shared by every split input; in auto_parallel mode that
+        number must be the device count, or nothing split at all ("No available strategy for:
+        VirtualDatasetInfo"), and so we check. Unsplit inputs beside split ones are taken (measured on 16
+        devices: x (16, 1, 1, 1) with b (1,) taken, either order; x (1, 1, 1, 1) with b (1,) taken;
+        x (8, 1, 1, 1), x (4, 4, 1, 1), or b (2,) or (8,) beside x (16, 1, 1, 1) refused)."""
         out = {}
+        if isinstance(how, dict):
+            self._check_dataset_dict(how)
         for name, spec in self.g.inputs.items():
             shape = tuple(spec.shape)
             if isinstance(how, dict) and name in how:
@@ -374,10 +380,6 @@ class _Engine:
                 if len(split) != len(shape):
                     raise StrategyError(f"dataset strategy {split} for input {name} has rank {len(split)}, "
                                         f"the input is {shape}")
-                if math.prod(split) != self.n:
-                    raise StrategyError(f"dataset strategy {split} for input {name} uses {math.prod(split)} of "
-                                        f"{self.n} devices: MindSpore's auto_parallel mode requires all of them "
-                                        f"(split the batch by {self.n}, or use full_batch)")
             elif how == "full_batch" or not shape:
                 split = (1,) * len(shape)
             elif how == "data_parallel":
@@ -393,6 +395,26 @@ class _Engine:
             dm = tuple(split) + ((self.n // used,) if used < self.n else ())
             out[name] = Layout(shape, dm, tuple((i,) if s > 1 else () for i, s in enumerate(split)))
         return out
+
+    def _check_dataset_dict(self, how: dict) -> None:
+        """VirtualDatasetInfo::CheckStrategy and auto_parallel's use-every-device rule (see
+        :meth:`_dataset_layouts`)."""
+        shards = set()
+        for name in self.g.inputs:
+            split = tuple(how.get(name, ()))
+            cut = [s for s in split if s != 1]
+            if len(cut) > 1:
+                raise StrategyError(f"dataset strategy {split} for input {name} splits {len(cut)} dims: MindSpore "
+                                    f"splits a dataset input in one dim only (e.g. {self.n} on the batch)")
+            shards.update(cut)
+        if len(shards) > 1:
+            raise StrategyError(f"dataset strategy splits inputs by {' and '.join(map(str, sorted(shards)))}: "
+                                f"MindSpore needs one shard number for every split input (leave an input "
+                                f"unsplit with 1s)")
+        if shards and shards != {self.n}:
+            raise StrategyError(f"dataset strategy splits inputs by {shards.pop()} of {self.n} devices: "
+                                f"MindSpore's auto_parallel mode requires all of them (split the batch by "
+                                f"{self.n}, or use full_batch)")
 
     # -- choosing ------------------------------------------------------------------------
     def _own_forward_comm(self, name: str, s: Sharding) -> float:
