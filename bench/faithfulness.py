@@ -278,10 +278,11 @@ def large_section(layers=80):
         f.writelines(lines)
     model = os.path.join(ROOT, "examples", "llama.py:llama2_70b")
     kwargs = [f"layers={layers}", "batch=8"]
-    print(f"\n== {layers}-layer LLaMA-2-70B shape, 64 devices (dp=8, tp=8), Megatron anchors, full_batch")
+    print(f"\n== {layers}-layer LLaMA-2-70B shape, 64 devices (dp=8, tp=8), Megatron anchors, full_batch, "
+          f"the training compile on both sides")
     mesh = Mesh.parse("dp=8,tp=8")
     t0 = time.perf_counter()
-    g = load_graph(model, None, kwargs)
+    g = load_graph(model, None, kwargs, training=True)
     t_extract = time.perf_counter() - t0
     a = load_anchors(anchors, g, mesh)
     clear_caches()
@@ -289,7 +290,7 @@ def large_section(layers=80):
     plan = propagate(g, mesh, a, dataset_strategy="full_batch", hardware=None, price=False)
     t_prop = time.perf_counter() - t0
     print(f"   strategist: extract {t_extract:.1f} s, propagate {t_prop:.2f} s ({len(g)} operators)")
-    case = netgen.Case(f"llama70b-{layers}", model, "dp=8,tp=8", [], kwargs, anchors, "full_batch")
+    case = netgen.Case(f"llama70b-{layers}", model, "dp=8,tp=8", [], kwargs, anchors, "full_batch", training=True)
     t0 = time.perf_counter()
     try:
         answer = netgen.ms_answer(case, timeout=1800)

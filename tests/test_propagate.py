@@ -610,3 +610,17 @@ def test_a_gather_table_split_on_its_axis_takes_no_other_split_beside_split_ids(
     gpt = graph_of("examples/gpt_nn.py:GPT", "hidden=512", "heads=8", "seq=128", "batch=8", "vocab=4096")
     cands = candidates(gpt.op("wte.gather"), 8, rule_for(gpt.op("wte.gather")))
     assert {((4, 1), (2,)), ((2, 2), (2,)), ((2, 1), (4,))} <= set(cands) and ((2, 1), (2,)) not in cands
+
+
+def test_per_input_dataset_strategy_names_inputs_and_leaves_the_rest_unsplit(graph_of):
+    """A per-input dataset strategy naming no input of the model is a one-line error naming the inputs; an input
+    it leaves out is unsplit, as verify asks MindSpore (which takes an unsplit input beside split ones: the
+    rules.MulReLUBias fixtures)."""
+    g = graph_of("tests/models/rule_nets.py:MulReLUBias")
+    mesh = Mesh.parse("dp=16")
+    with pytest.raises(StrategyError, match=r"names 'z', not an input of the model \(its inputs: x, b\)"):
+        propagate(g, mesh, dataset_strategy={"x": (16, 1, 1, 1), "z": (4,)}, price=False)
+    p = propagate(g, mesh, dataset_strategy={"x": (16, 1, 1, 1)}, price=False)
+    q = propagate(g, mesh, dataset_strategy={"x": (16, 1, 1, 1), "b": (1,)}, price=False)
+    assert strategies(p) == strategies(q)
+    assert strategies(p)["add"] == ((16, 1, 1, 1), (1,))

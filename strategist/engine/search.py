@@ -364,8 +364,9 @@ class _Engine:
     def _dataset_layouts(self, how) -> dict[str, Layout]:
         """MindSpore's VirtualDataset layouts. ``data_parallel`` (the default) splits every input's
         first dimension over all devices, ``full_batch`` splits nothing, and a per-input dict gives
-        MindSpore's tuple form. MindSpore's VirtualDatasetInfo takes per-input strategies that split at
-        most one dim each, by one shard number shared by every split input; in auto_parallel mode that
+        MindSpore's tuple form (an input it leaves out is unsplit, as verify asks MindSpore). MindSpore's
+        VirtualDatasetInfo takes per-input strategies that split at most one dim each, by one shard number
+        shared by every split input; in auto_parallel mode that
         number must be the device count, or nothing split at all ("No available strategy for:
         VirtualDatasetInfo"), and so we check. Unsplit inputs beside split ones are taken (measured on 16
         devices: x (16, 1, 1, 1) with b (1,) taken, either order; x (1, 1, 1, 1) with b (1,) taken;
@@ -380,7 +381,7 @@ class _Engine:
                 if len(split) != len(shape):
                     raise StrategyError(f"dataset strategy {split} for input {name} has rank {len(split)}, "
                                         f"the input is {shape}")
-            elif how == "full_batch" or not shape:
+            elif how == "full_batch" or not shape or isinstance(how, dict):   # an input a dict leaves out: unsplit
                 split = (1,) * len(shape)
             elif how == "data_parallel":
                 split = (self.n,) + (1,) * (len(shape) - 1)
@@ -399,6 +400,11 @@ class _Engine:
     def _check_dataset_dict(self, how: dict) -> None:
         """VirtualDatasetInfo::CheckStrategy and auto_parallel's use-every-device rule (see
         :meth:`_dataset_layouts`)."""
+        names = list(self.g.inputs)
+        unknown = [k for k in how if k not in self.g.inputs]
+        if unknown:
+            raise StrategyError(f"dataset strategy names {', '.join(map(repr, unknown))}, not an input of the model "
+                                f"(its inputs: {', '.join(names) or 'none'})")
         shards = set()
         for name in self.g.inputs:
             split = tuple(how.get(name, ()))
