@@ -1009,6 +1009,38 @@ MS_UT = [
     ("ut4_onehot_loss", "OneHotArith", "dp=8", _FB, {}),
     ("ut4_onehot_loss", "OneHotModel", "dp=8", _DP, {}),
     ("ut4_parallel_transformer", "ParallelTransformerEncoderSP", "dp=8", _FB, {}),
+    # ut5: more UT files (test_auto_parallel_four_matmul/fc_nobias/common_parameter/zig_zag/double_sources/
+    # partial_strategy/transpose/matmul_drop/cast/parameter_cast/arithmetic/l2normalize/two_bn/BN_PReLU/
+    # matmul_prelu/assign_sub_with_ref_key/tril/reduce_method/segment_sum/segment_min/reshape/tuple_depend/
+    # inference, test_auto_star_elimination, test_layer_norm, test_rms_norm, test_batch_matmul)
+    *[("ut5_matmul_chains", c, f"dp={c[-2:] if c[-2:].isdigit() else c[-1]}", _FB, {}) for c in (
+        "FourMatMulLinear16", "FourMatMulOnePrim16", "FourMatMulSub16", "FcNoBias16", "CommonParameter16",
+        "ZigZag8", "DoubleSource8", "DoubleSourceComplex8", "PartialStrategy64", "MarginCE4", "TwoMatMulTranspose16",
+        "TwoMatMulDropout8")],
+    ("ut5_cast_arith", "CastDoubleStar8", "dp=8", _FB, {}),
+    ("ut5_cast_arith", "ParameterCast8", "dp=8", _FB, {"elementwise_op_strategy_follow": True}),
+    *[("ut5_cast_arith", c, "dp=8", _FB, {}) for c in (
+        "FloorDiv8", "FloorDivBcastBoth8", "FloorDivBcastRight8", "FloorDivBcastLeft8")],
+    *[("ut5_norm", c, "dp=16", _FB, {}) for c in ("RmsNormAuto16", "RmsNormAuto2d16")],
+    ("ut5_norm", "L2Normalize8", "dp=8", _FB, {}),
+    ("ut5_norm", "TwoBN8", "dp=8", _FB, {"elementwise_op_strategy_follow": True}),
+    ("ut5_prelu", "MulPReLU16", "dp=16", _FB, {}),
+    *[("ut5_prelu", c, "dp=8", _FB, {}) for c in ("BnPReLU8", "PReLUCell8")],
+    ("ut5_tril", "TrilAuto8", "dp=8", _DP, {}),
+    ("ut5_tril", "TrilAuto8FullBatch", "dp=8", _FB, {}),                       # variant: full_batch
+    *[("ut5_reduce_segment", c, "dp=8", _FB, {}) for c in (
+        "SumMul1_8", "SumMul2_8", "SumMul3_8", "SegmentSum8", "SegmentMin8")],
+    *[("ut5_batch_matmul", c, "dp=16", _FB, {}) for c in ("BatchMatMulAuto16", "BatchMatMulAutoT16")],
+    *[("ut5_reshape", c, "dp=8", _FB, {}) for c in (
+        "ReshapeMatMul8", "ReshapeReshape8", "ReshapeAuto1_8", "ReshapeAuto2_8", "ReshapeAuto3_8", "ReshapeAuto4_8",
+        "ReshapeWideDeep5", "ReshapeWideDeep6")],
+    *[("ut5_dataset", c, "dp=8", _FB, {}) for c in ("VirtualDataset3Input8", "InferenceDense8")],
+    # variants: tuple dataset strategies (unsplit inputs beside ones split over all devices; all split)
+    ("ut5_dataset", "VirtualDataset3Input8DS", "dp=8", {"x": (8, 1), "y": (1, 1), "b": (1, 1)}, {}),
+    ("ut5_dataset", "InferenceDense8DS", "dp=8", {"predict": (8, 1), "label": (8, 1)}, {}),
+    ("ut5_matmul_chains", "FourMatMulLinear16DS", "dp=16",
+     {"x": (16, 1), "y": (1, 1), "z": (1, 1), "w": (1, 1), "b": (1, 1)}, {}),
+    ("ut5_matmul_chains", "CommonParameter16DS", "dp=16", {"x": (16, 1), "y": (16, 1), "z": (16, 1)}, {}),
 ]
 
 
