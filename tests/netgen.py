@@ -1045,6 +1045,14 @@ MS_UT = [
     ("ut5_matmul_chains", "FourMatMulLinear16DS", "dp=16",
      {"x": (16, 1), "y": (1, 1), "z": (1, 1), "w": (1, 1), "b": (1, 1)}, {}),
     ("ut5_matmul_chains", "CommonParameter16DS", "dp=16", {"x": (16, 1), "y": (16, 1), "z": (16, 1)}, {}),
+    # variants: "data_parallel" (every input's batch split over all devices) for nets whose UT is "full_batch"
+    *[(m, c + "DP", f"dp={n}", _DP, {}) for m, c, n in (
+        ("ut5_norm", "L2Normalize8", 8), ("ut5_norm", "RmsNormAuto16", 16),
+        ("ut5_prelu", "BnPReLU8", 8), ("ut5_reduce_segment", "SumMul1_8", 8), ("ut5_reduce_segment", "SegmentSum8", 8),
+        ("ut5_reduce_segment", "SegmentMin8", 8), ("ut5_batch_matmul", "BatchMatMulAuto16", 16),
+        ("ut5_reshape", "ReshapeAuto2_8", 8), ("ut5_cast_arith", "FloorDivBcastLeft8", 8),
+        ("ut5_cast_arith", "CastDoubleStar8", 8), ("ut5_matmul_chains", "ZigZag8", 8),
+        ("ut5_matmul_chains", "MarginCE4", 4))],
 ]
 
 

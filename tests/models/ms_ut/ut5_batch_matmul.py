@@ -32,3 +32,7 @@ class BatchMatMulAuto16(nn.Cell):
 
 class BatchMatMulAutoT16(BatchMatMulAuto16):
     TRANSPOSE_B = True
+
+
+class BatchMatMulAuto16DP(BatchMatMulAuto16):
+    """BatchMatMulAuto16 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""

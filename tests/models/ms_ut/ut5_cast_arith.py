@@ -84,3 +84,11 @@ class FloorDivBcastRight8(_FloorDivNet):
 
 class FloorDivBcastLeft8(_FloorDivNet):
     Y, B = "float32[32,32]", "float32[128,64,32]"
+
+
+class FloorDivBcastLeft8DP(FloorDivBcastLeft8):
+    """FloorDivBcastLeft8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""
+
+
+class CastDoubleStar8DP(CastDoubleStar8):
+    """CastDoubleStar8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""

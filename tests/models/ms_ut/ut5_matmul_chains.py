@@ -239,3 +239,11 @@ class FourMatMulLinear16DS(FourMatMulLinear16):
 
 class CommonParameter16DS(CommonParameter16):
     """CommonParameter16 under dataset_strategy ((16,1),(16,1),(16,1)) (a variant)."""
+
+
+class ZigZag8DP(ZigZag8):
+    """ZigZag8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""
+
+
+class MarginCE4DP(MarginCE4):
+    """MarginCE4 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""

@@ -106,3 +106,11 @@ class TwoBN8(nn.Cell):
         out = self.relu(out)
         out = self.add(out, self.bias)
         return self.block2(out)
+
+
+class L2Normalize8DP(L2Normalize8):
+    """L2Normalize8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""
+
+
+class RmsNormAuto16DP(RmsNormAuto16):
+    """RmsNormAuto16 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""

@@ -45,3 +45,7 @@ class PReLUCell8(nn.Cell):
 
     def construct(self, x):
         return self.prelu(x)
+
+
+class BnPReLU8DP(BnPReLU8):
+    """BnPReLU8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""

@@ -64,3 +64,15 @@ class SegmentMin8(nn.Cell):
 
     def construct(self, vectors, index):
         return self.merge_op(vectors, index, self.num_segments)
+
+
+class SumMul1_8DP(SumMul1_8):
+    """SumMul1_8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""
+
+
+class SegmentSum8DP(SegmentSum8):
+    """SegmentSum8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""
+
+
+class SegmentMin8DP(SegmentMin8):
+    """SegmentMin8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""

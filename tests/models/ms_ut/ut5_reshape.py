@@ -153,3 +153,7 @@ class ReshapeWideDeep6(nn.Cell):
         out1 = out1 - w
         out2 = self.mul(y, w)
         return out1 + out2
+
+
+class ReshapeAuto2_8DP(ReshapeAuto2_8):
+    """ReshapeAuto2_8 under dataset_strategy "data_parallel" (a variant; the UT's is "full_batch")."""
