@@ -1021,10 +1021,8 @@ MS_UT = [
     ("ut5_cast_arith", "ParameterCast8", "dp=8", _FB, {"elementwise_op_strategy_follow": True}),
     *[("ut5_cast_arith", c, "dp=8", _FB, {}) for c in (
         "FloorDiv8", "FloorDivBcastBoth8", "FloorDivBcastRight8", "FloorDivBcastLeft8")],
-    # ("ut5_norm", "LayerNormAuto16", "dp=16", _FB, {}): strategist crashes on it (TypeError in
-    # _Engine.bfs/by_visited_edges: no candidate for the LayerNorm) -- ops.norm_rule gives gamma/beta
-    # normed[len(normed) - len(gamma):], one factor for the [64, 32, 16] gamma when begin_params_axis (1) <
-    # begin_norm_axis (2); MindSpore's LayerNormInfo has gamma/beta follow x's trailing dims. Enable once fixed
+    # gamma/beta [64, 32, 16] reach before begin_norm_axis (2): they follow x's trailing dims (ops.norm_rule)
+    ("ut5_norm", "LayerNormAuto16", "dp=16", _FB, {}),
     *[("ut5_norm", c, "dp=16", _FB, {}) for c in ("RmsNormAuto16", "RmsNormAuto2d16")],
     ("ut5_norm", "L2Normalize8", "dp=8", _FB, {}),
     ("ut5_norm", "TwoBN8", "dp=8", _FB, {"elementwise_op_strategy_follow": True}),

@@ -407,7 +407,9 @@ def onehot_rule(op: Op) -> FactorRule:
 
 def norm_rule(op: Op, norm_from: int | None = None) -> FactorRule:
     """RmsNorm(x, gamma) / LayerNorm(x, gamma, beta): normalised dims unsplittable; statistics
-    outputs keep the leading dims with size-1 tails."""
+    outputs keep the leading dims with size-1 tails. gamma and beta take x's trailing dims, which may reach
+    before the normalised ones (LayerNorm's ``begin_params_axis`` < ``begin_norm_axis``: a split there is
+    theirs too, LayerNormInfo::GenerateGammaAndBetaStrategies; UT test_layer_norm's net)."""
     x = _shape(op, 0)
     slots = _tensor_slots(op)
     if norm_from is None:
@@ -415,7 +417,7 @@ def norm_rule(op: Op, norm_from: int | None = None) -> FactorRule:
         norm_from = len(x) - len(g)
     factors = _letters(len(x))
     normed = factors[norm_from:]
-    ins = [factors] + [normed[len(normed) - len(_shape(op, s)):] for s in slots[1:]]
+    ins = [factors] + [factors[len(x) - len(_shape(op, s)):] for s in slots[1:]]
     outs = [factors if len(o) == len(x) and o == x else factors[:norm_from] + [None] * (len(o) - norm_from)
             for o in _out_shapes(op)]
     return _rule(op, factors, ins, outs, slots, unsplittable=normed)
