@@ -10,7 +10,8 @@ Sections:
   2b. the training compile: the examples, the UT nets and --training-n random nets (netgen.training_cases);
   3. MindFormers training models (2 layers) when MindFormers and strategist.verify can build them;
   4. disagreement classes (operator type and how the strategies differ) with counts and one example;
-  5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints;
+  5. the zoo's advice: ``advise`` on each zoo model, then MindSpore propagating the anchors it prints; the same on
+     --advice-n random nets (default 60, advised from scratch: many get no anchor, propagation from the dataset alone);
   6. semi_auto_parallel (compare's reference (c), strategist.engine.semi_auto): the batch strategies MindSpore's
      semi_auto gives the operators no shard() configures, and the Casts that pass layouts on, on the examples
      x meshes and --semi-auto-n random nets, each against a live MindSpore semi_auto compile;
@@ -194,6 +195,50 @@ def advice_section(mesh="dp=2,tp=4", training=True):
               f"({time.perf_counter() - t0:.0f} s)")
         out[ref] = (cmp.agreed, cmp.total)
     return out
+
+
+def advice_random_section(cases, label):
+    """``verify`` agrees with the plan ``advise`` prints, on random nets: each net advised from scratch (its own
+    anchors file left out), the printed anchors handed to MindSpore's training compile (live, ~3 s a net). An
+    advice of no anchors checks propagation from the dataset alone."""
+    print(f"\n== the advice on {label}, verified: MindSpore propagates the anchors advise prints (training compile)")
+    import tempfile
+    from strategist.api import advise_model
+    from strategist.errors import StrategistError
+    from strategist.report.render import advice_dict
+    from strategist.verify import verify_model
+    agreed = total = nets = nets_ok = refused = no_anchor = 0
+    t0 = time.perf_counter()
+    for case in cases:
+        case = case.materialise(tempfile.mkdtemp(prefix="advice-random-"))
+        try:
+            adv = advise_model(case.model, case.mesh, inputs=case.inputs or None, dataset_strategy=case.dataset_strategy)
+            path = None
+            if adv.chosen:
+                fd, path = tempfile.mkstemp(suffix=".yaml", prefix="advice-")
+                with os.fdopen(fd, "w") as f:
+                    f.write(advice_dict(adv)["anchors_yaml"])
+            try:
+                cmp = verify_model(case.model, case.mesh, inputs=case.inputs or None, strategies=path,
+                                   dataset_strategy=case.dataset_strategy)
+            finally:
+                if path:
+                    os.remove(path)
+        except StrategistError as err:
+            refused += 1
+            print(f"   {case.id}: {type(err).__name__}: {str(err).splitlines()[0][:160]}")
+            continue
+        nets += 1
+        no_anchor += not adv.chosen
+        agreed += cmp.agreed
+        total += cmp.total
+        nets_ok += cmp.agreed == cmp.total
+        if cmp.agreed != cmp.total:
+            print(f"   {case.id} ({len(adv.chosen)} anchors): {cmp.agreed}/{cmp.total} operators agree")
+    print(f"   operators agreeing: {agreed}/{total}; nets agreeing on every operator: {nets_ok}/{nets} ({no_anchor} "
+          f"advised no anchor); refused {refused} ({time.perf_counter() - t0:.0f} s)")
+    return {"agreed": agreed, "total": total, "nets": nets, "nets_ok": nets_ok, "no_anchor": no_anchor,
+            "refused": refused}
 
 
 def mindformers_advice_section(mesh="dp=2,tp=4"):
@@ -459,6 +504,8 @@ def main(argv=None):
                     help="skip the examples x meshes, in every section (with --seed0: only new random nets)")
     ap.add_argument("--no-mindformers", action="store_true")
     ap.add_argument("--no-advice", action="store_true", help="skip verifying the zoo's advice (4 MindSpore runs)")
+    ap.add_argument("--advice-n", type=int, default=60,
+                    help="random nets whose advice is verified live (~3 s each; 0: none)")
     ap.add_argument("--semi-auto-n", type=int, default=100,
                     help="random nets for the semi_auto_parallel section (live MindSpore, ~3 s each; 0: examples only)")
     ap.add_argument("--no-semi-auto", action="store_true", help="skip the semi_auto_parallel section")
@@ -512,6 +559,9 @@ def main(argv=None):
             report["advice_eval"] = advice_section(training=False)
             if not a.no_mindformers:
                 report["mindformers_advice"] = mindformers_advice_section()
+            if a.advice_n:
+                report["advice_random"] = advice_random_section(netgen.random_cases(a.advice_n, a.seed0, meshes),
+                                                                f"{a.advice_n} random nets ({seeds(a.advice_n)})")
         if not a.no_semi_auto:
             report["semi_auto"] = {} if a.no_examples else {"examples": semi_auto_section(netgen.example_cases(), "examples x meshes")}
             if a.semi_auto_n:
