@@ -264,4 +264,41 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) >= 3), default=0)
     if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
         notes.append(f"long sequence ({seq}): a cp axis (--mesh ...,cp=N) would split it (rule 3)")
-    return out, notes
+    return _one_layout_per_shared_parameter(graph, mesh, out, notes), notes
+
+
+def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choice], notes: list[str]) -> list[Choice]:
+    """Drop a proposal that would configure a Parameter another proposal (an earlier one) configures differently:
+    MindSpore refuses such a configuration ("Incorrect strategy configuration ... shared parameter"), and the
+    dropped operator takes the kept layout through the parameter's TmpIdentity anyway (random net 37: an
+    embedding table that a MatMul reads as its weight; the embedding's data-parallel table and the MatMul's
+    column split)."""
+    from ..engine.ops import shard_anchor
+    from ..engine.search import _same, shared_param_users
+    from ..errors import StrategyError
+    shared = {p for p, us in shared_param_users(graph).items() if len(us) > 1}
+    if not shared:
+        return out
+    seen: dict[str, tuple[str, object]] = {}
+    keep = []
+    for c in out:
+        op = graph.op(c.op)
+        rule = _cached_rule(op)
+        try:
+            s = shard_anchor(op, c.anchor, mesh.size, rule)
+        except StrategyError:
+            keep.append(c)
+            continue
+        mine = {}
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "param" and x.ref in shared and slot in rule.slots:
+                mine[x.ref] = s.inputs[rule.slots.index(slot)]
+        clash = next(((p, seen[p][0]) for p, lay in mine.items() if p in seen and not _same(seen[p][1], lay)), None)
+        if clash:
+            notes.append(f"{c.op}: not configured ({c.template}): it would shard the parameter {clash[0]} unlike "
+                         f"{clash[1]}, which MindSpore refuses; it takes {clash[1]}'s layout of it")
+            continue
+        for p, lay in mine.items():
+            seen.setdefault(p, (c.op, lay))
+        keep.append(c)
+    return keep
