@@ -1051,6 +1051,11 @@ MS_UT = [
         ("ut5_reshape", "ReshapeAuto2_8", 8), ("ut5_cast_arith", "FloorDivBcastLeft8", 8),
         ("ut5_cast_arith", "CastDoubleStar8", 8), ("ut5_matmul_chains", "ZigZag8", 8),
         ("ut5_matmul_chains", "MarginCE4", 4))],
+    # ut6: LLM operators (test_flash_attention_score_info, ...): the UT's shard() of the key operators kept as anchors
+    *[("ut6_flash_attention", c, "dp=8", _FB, {}) for c in (
+        "FaBSH8", "FaBSHMqa8", "FaBNSD8", "FaBNSDNoPse8", "FaBSNDSp8", "FaSBHSp8", "FaBSHCompressed8", "FaBSHDrop8",
+        "FaBSHAuto8", "FaBNSDMqaAuto8")],
+    ("ut6_flash_attention", "FaBSHGqaLayout8", "dp=2,sp=2,mp=2", _FB, {}),     # a Layout (dp, sp, mp)
 ]
 
 
