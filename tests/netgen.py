@@ -1056,6 +1056,20 @@ MS_UT = [
         "FaBSH8", "FaBSHMqa8", "FaBNSD8", "FaBNSDNoPse8", "FaBSNDSp8", "FaSBHSp8", "FaBSHCompressed8", "FaBSHDrop8",
         "FaBSHAuto8", "FaBNSDMqaAuto8")],
     ("ut6_flash_attention", "FaBSHGqaLayout8", "dp=2,sp=2,mp=2", _FB, {}),     # a Layout (dp, sp, mp)
+    *[("ut6_gather", c, "dp=8", _FB, {}) for c in (
+        "GatherAxis0Table8", "GatherAxis1Rows8", "GatherMulOnly8", "Gather1d8", "GatherAuto0_8", "GatherAuto1_8",
+        "GatherIdsBatch8", "GatherTableRows8")],
+    *[("ut6_split_concat", c, "dp=8", _FB, {}) for c in (
+        "SplitTensor8", "SplitParameter8", "SplitOutput8", "SplitNoStrategy8", "SplitAuto8", "ConcatParameter8",
+        "ConcatTensorParam8", "ConcatOutput8", "ConcatNoStrategy8", "ConcatAuto8", "ConcatAuto2_8", "Concat3Auto8")],
+    *[("ut6_bmm_high_dim", c, m, _FB, {}) for c, m in (
+        ("BmmTP2D8", "b=1,x=2,y=4"), ("BmmTP2DT8", "b=1,x=2,y=4"), ("BmmTP2DR1D8", "b=1,x=1,y=8"),
+        ("BmmTP3D16", "z=2,x=2,y=4"), ("BmmTP3DT16", "z=2,x=2,y=4"), ("MatMulTP2D8", "x=2,y=4"),
+        ("MatMulTP3D16", "x=2,y=2,z=4"), ("BmmTP2DBoth8", "b=1,x=2,y=4"), ("BmmTP2DNdAnchor8", "b=1,x=2,y=4"))],
+    *[("ut6_transpose_loss", c, "dp=8", _DP, {}) for c in (
+        "TransposeCE8", "TransposeCEKeepT8", "CrossEntropy8", "CrossEntropyAuto8")],
+    *[("ut6_triu_rope", c, "dp=8", _DP, {}) for c in ("TriuStrat124_8", "TriuStrat214_8", "TriuAuto8")],
+    *[("ut6_triu_rope", c, "dp=8", _FB, {}) for c in ("ApplyRope8", "ApplyRopeAuto8")],
 ]
 
 
