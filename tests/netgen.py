@@ -1051,7 +1051,15 @@ MS_UT = [
         ("ut5_reshape", "ReshapeAuto2_8", 8), ("ut5_cast_arith", "FloorDivBcastLeft8", 8),
         ("ut5_cast_arith", "CastDoubleStar8", 8), ("ut5_matmul_chains", "ZigZag8", 8),
         ("ut5_matmul_chains", "MarginCE4", 4))],
-    # ut6: LLM operators (test_flash_attention_score_info, ...): the UT's shard() of the key operators kept as anchors
+    # ut6: LLM operators (test_flash_attention_score_info, test_gather_v2, test_split, test_concat,
+    # test_batch_matmul_high_dimension, test_transpose, test_auto_parallel_cross_entropy_info, test_auto_parallel_triu,
+    # test_apply_rotary_pos_emb): the UT's shard() of the key operators kept as anchors. xfails: FaBSHMqa8 (MQA:
+    # FlashAttentionScoreInfo's kv_split_ false, the kv heads never split; ops.flash_attention_rule ties them to the
+    # query's n), FaBSHDrop8 (DropoutGenMask has no OperatorInfo in MindSpore's report), CrossEntropyAuto8 (MindSpore:
+    # an unconfigured CrossEntropyLoss with a weight cannot generate strategies), ApplyRope8/ApplyRopeAuto8
+    # (ApplyRotaryPosEmbInfo's 4-D rows; it generates no strategy unconfigured), BmmTP2DBoth8/BmmTP2DNdAnchor8
+    # (enable_nd_tp is not modelled). The seven one-anchor bmm ports "agree" only as both refusing: MindSpore fails
+    # propagating onto an unconfigured enable_nd_tp (Batch)MatMul, strategist refuses the nd-TP anchor itself
     *[("ut6_flash_attention", c, "dp=8", _FB, {}) for c in (
         "FaBSH8", "FaBSHMqa8", "FaBNSD8", "FaBNSDNoPse8", "FaBSNDSp8", "FaSBHSp8", "FaBSHCompressed8", "FaBSHDrop8",
         "FaBSHAuto8", "FaBNSDMqaAuto8")],
