@@ -566,3 +566,18 @@ def test_advice_never_configures_a_shared_parameter_two_ways(tmp_path):
     case = netgen.random_cases(1, 37)[0].materialise(str(tmp_path))
     adv = advise_model(case.model, "dp=2,cp=2,tp=2", inputs=case.inputs, dataset_strategy=case.dataset_strategy)
     assert {c.op: c.anchor.strategy for c in adv.chosen} == {"gather": ((1, 1), (2, 2))}
+
+
+@pytest.mark.parametrize("model, anchors", [("ut6_triu_rope.py:ApplyRopeAuto8", "advice_apply_rope.yaml"),
+                                            ("ut6_transpose_loss.py:CrossEntropyAuto8", "advice_cross_entropy.yaml")])
+def test_advice_configures_what_mindspore_cannot_propagate(model, anchors):
+    """MindSpore generates no strategy for an unconfigured ApplyRotaryPosEmb, nor for a CrossEntropyLoss with a class
+    weight: its compile fails, and so did ``advise`` (its baseline propagates with no anchor). The advice now always
+    configures them (rule 4, in every plan it compares, tuple form: MindSpore refuses their Layouts) and prints the
+    anchors of tests/models/advice_*.yaml, which MindSpore's training compile propagates as strategist does
+    (``test_differential.py::test_rule_net_agrees_with_mindspore[train.rules.advice.*]``)."""
+    import yaml
+    adv = advise_model(os.path.join(ROOT, "tests", "models", "ms_ut", model), "dp=2,tp=4", dataset_strategy=FB)
+    want = yaml.safe_load(open(os.path.join(ROOT, "tests", "models", anchors)))
+    assert yaml.safe_load(advice_dict(adv)["anchors_yaml"]) == want
+    assert all(c.required and c.rule == "4 fused" for c in adv.chosen)

@@ -103,9 +103,12 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
 
 def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> "_Pass":
     priced: dict = {}           # anchor set -> (its search, its priced plan)
+    required: dict = {}         # operators MindSpore cannot leave unconfigured: in every plan, the baseline too
 
     def run(anchors, price=True):
         anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
+        if required:
+            anchors = {**anchors, **{n: a for n, a in required.items() if n not in anchors}}
         # the search does not depend on the anchors' order; the plan lists them in the order given
         key = frozenset((name, id(a)) for name, a in anchors.items())
         hit = searched.get(key)
@@ -122,6 +125,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         return plan
 
     proposed, notes = propose(graph, mesh, rules, boundaries, megatron=megatron)
+    required.update({c.op: c.anchor for c in proposed if c.required})
     plan = run(proposed, price=False)          # rule 2 reads provenance only
     n_before = len(proposed)
     # rule 2, unreached consumers (see _unreached_followers)
@@ -269,14 +273,15 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}
     for c in proposed:
-        groups.setdefault(_group_key(c.with_op or c.op, graph), []).append(c)
+        if not c.required:          # never tried without: MindSpore's compile fails there
+            groups.setdefault(_group_key(c.with_op or c.op, graph), []).append(c)
     priority = {"2 dimension": 0, "4 fused": 1, "1 weight": 2, "3 boundary": 3}
     keep = list(proposed)
     dropped: list[tuple[Choice, str]] = []
     baseline = run([])
     if proposed and _same_plan(plan, baseline):
-        dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed]
-        keep, groups = [], {}
+        dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed if not c.required]
+        keep, groups = [c for c in proposed if c.required], {}
     from .. import progress
     order = sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index))
     gone_keys: set[str] = set()
@@ -448,10 +453,10 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
                      "the anchored plan's step estimate exceeds plain propagation from the dataset's; "
                      "the advice is to configure nothing")
         for c in keep:
-            if c not in floor_keep:
+            if c not in floor_keep and not c.required:
                 dropped.append((c, "costlier than configuring nothing" if not floor_keep else
                                 "costlier than the model's fixed layouts alone"))
-        keep, final = floor_keep, floor
+        keep, final = floor_keep + [c for c in keep if c.required and c not in floor_keep], floor
     elif slower:
         dt = final.totals()["step_seconds"] - baseline.totals()["step_seconds"]
         notes.append(f"configuring nothing would be {dt * 1e3:.3f} ms faster by the step model, but it leaves the MoE "

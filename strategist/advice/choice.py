@@ -18,6 +18,7 @@ class Choice:
     anchor: Anchor
     needed: str = ""     # why it survived minimality
     declared: bool = False   # from a user-declared --boundary: kept even when it does not pay
+    required: bool = False   # MindSpore generates no strategy for the operator: every plan configures it
     with_op: str = ""        # tested by minimality together with this operator's anchor (a companion)
     fallback: "Choice | None" = None   # what replaces it when its package is dropped (sequence parallel -> plain)
     alternative: "Choice | None" = None  # another layout for the same operator, taken where the step is faster

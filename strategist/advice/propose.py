@@ -264,7 +264,31 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) >= 3), default=0)
     if seq >= rules.thresholds.get("long_sequence", 32768) and mesh.get("cp") == 1:
         notes.append(f"long sequence ({seq}): a cp axis (--mesh ...,cp=N) would split it (rule 3)")
+    out += _unconfigurable(graph, mesh, rules, {c.op for c in out} | own)
     return _one_layout_per_shared_parameter(graph, mesh, out, notes), notes
+
+
+def _unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) -> list[Choice]:
+    """Rule 4: the operators MindSpore cannot leave to propagation (it generates no strategy for them,
+    :func:`strategist.engine.search.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
+    (batch by dp, heads by tp), a weighted CrossEntropyLoss data parallel; all-ones where the template splits
+    nothing. Kept whatever they cost (without them MindSpore's compile fails)."""
+    from ..engine.ops import shard
+    from ..engine.search import no_generated_strategy
+    out = []
+    for op in graph:
+        why = no_generated_strategy(op) if op.name not in taken else None
+        if not why:
+            continue
+        tname = "rotary" if op.type == "ApplyRotaryPosEmb" else "loss_data_parallel"
+        rule = _cached_rule(op)
+        s = template_sharding(op, rule, rules.templates.get(tname, {}), mesh)
+        if s is None:
+            s = shard(op, tuple((1,) * len(r) for r in rule.strategy_rows), mesh.size, rule=rule)
+        out.append(Choice(op.name, "4 fused", tname, f"MindSpore generates no strategy for an unconfigured {op.type} "
+                          f"({why}): it must be configured", anchor_of(op.name, s, mesh, op.type), declared=True,
+                          required=True))
+    return out
 
 
 def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choice], notes: list[str]) -> list[Choice]:

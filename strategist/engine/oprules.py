@@ -952,6 +952,14 @@ def rotary_rule(op: Op) -> FactorRule:
     slots = _tslots(op)
     x = _shape(op, slots[0])
     f = _letters(len(x))
+    if op.type == "ApplyRotaryPosEmb" and len(x) == 4:
+        # ApplyRotaryPosEmbInfo (4-D): q/k (dp, 1, mp, 1), their batch and heads equal; seq and head_dim whole; the
+        # cos/sin rows are checked to be 1 on dims 0 and 1 (the configured (1, 1, 1, 1)); position_ids whole.
+        # (Their tensor map {0, -1, -1, -1} lays cos/sin out split by the batch's axis: not modelled here.)
+        ins = [list(f) if len(_shape(op, s)) == 4 and k < 2 else [None] * len(_shape(op, s))
+               for k, s in enumerate(slots)]
+        outs = [f if len(o) == len(x) else [None] * len(o) for o in _out_shapes(op)]
+        return _rule(op, f, ins, outs, slots, unsplittable=[f[1], f[3]])
     ins = []
     for s in slots:
         shp = _shape(op, s)
@@ -1047,7 +1055,7 @@ NEW: dict[str, Callable[[Op], FactorRule]] = {
                                           "UnsortedSegmentProd")},
     "GatherNd": gather_nd_rule, "SparseGatherV2": sparse_gather_rule,
     **{t: no_input_rule for t in ("Range Arange LinSpace LinSpaceExt StandardNormal UniformReal FillV2 GetNext "
-                                  "Gamma UniformCandidateSampler RandomChoiceWithMask GenerateEodMaskV2").split()},
+                                  "Gamma UniformCandidateSampler RandomChoiceWithMask GenerateEodMaskV2 DropoutGenMask").split()},
     "Unique": unique_rule, "IndexAddExt": index_add_rule,
     "Conv3D": conv3d_rule, "Convolution": conv3d_rule, "MaxPool3D": pool3d_rule, "AvgPool3D": pool3d_rule,
     "ResizeBilinearV2": resize_rule, "ResizeNearestNeighbor": resize_rule, "Cdist": cdist_rule,

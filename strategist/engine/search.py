@@ -92,10 +92,12 @@ GATHER_INFO = frozenset({"Gather", "GatherV2", "IndexSelect", "SparseGatherV2"})
 #: and those whose OperatorInfo keeps the base CheckInputLayout ("Current op ... does not support config layout"),
 #: or fails reading one, each measured on MindSpore 2.9 with a configured Layout beside a tuple that compiles:
 #: TopK/TopkExt, OneHot/OneHotExt, Select, Concat, SoftmaxCrossEntropyWithLogits, TrilExt (batch-parallel),
-#: MaskedFill ("size of input_tensor_layout is 3 rather than 2"), MaxDim, SortExt, GatherD (the MoE router's gate gather)
+#: MaskedFill ("size of input_tensor_layout is 3 rather than 2"), MaxDim, SortExt, GatherD (the MoE router's gate gather),
+#: ApplyRotaryPosEmb and CrossEntropyLoss ("... SetCostUnderLayout failed", UT nets ut6_triu_rope.ApplyRopeAuto8 and
+#: ut6_transpose_loss.CrossEntropyAuto8 at dp=2,tp=4)
 LAYOUT_REJECTED = frozenset({"Gather", "GatherV2", "TopK", "TopkExt", "OneHot", "OneHotExt", "Select", "Concat",
                              "SoftmaxCrossEntropyWithLogits", "TrilExt", "MaskedFill", "MaxDim",
-                             "SortExt", "GatherD"}) | NO_LAYOUT_INIT
+                             "SortExt", "GatherD", "ApplyRotaryPosEmb", "CrossEntropyLoss"}) | NO_LAYOUT_INIT
 
 
 def _type_len(spec) -> int:
@@ -169,6 +171,19 @@ def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     out = (succ, prev, data_prev, created, idents, ops, {})
     _STRUCTURES[key] = (graph, out)
     return out
+
+
+def no_generated_strategy(op: Op) -> str | None:
+    """Why MindSpore 2.9 generates no strategy for ``op`` left unconfigured (its compile then fails), or None:
+    ApplyRotaryPosEmbInfo::GenerateOpStrategies returns none ("Edge cost initialization failed"), and
+    CrossEntropyLossInfo hands its three inputs (with the class weight) to GenerateStrategiesWithBroadcast, which
+    takes two ("Generate strategies failed"). Measured on the UT nets ``ut6_triu_rope.ApplyRopeAuto8`` and
+    ``ut6_transpose_loss.CrossEntropyAuto8``."""
+    if op.type == "ApplyRotaryPosEmb":
+        return "Edge cost initialization failed"
+    if op.type == "CrossEntropyLoss" and len(_cached_rule(op).inputs) == 3:
+        return "Generate strategies failed (a CrossEntropyLoss with a class weight)"
+    return None
 
 
 def shared_param_users(graph: OpGraph) -> dict[str, list[tuple[str, int]]]:
@@ -1969,6 +1984,11 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
     if not all_anchors and not eng.dataset:
         raise StrategyError("There is no operator that is configured sharding strategy. "
                             "(give anchors with --strategies, or a model input)")
+    for op in graph:
+        why = no_generated_strategy(op)
+        if why and op.name not in all_anchors:
+            raise PropagationError(f"{op.name} ({op.type}): {why} -- MindSpore generates no strategy for it "
+                                   f"unconfigured; configure it (an anchor, or shard() in the model)")
     for a in all_anchors.values():
         eng.seed(a)
     eng.configure_casts()
