@@ -1159,6 +1159,28 @@ def rule_cases() -> list[Case]:
     return out
 
 
+#: random nets whose advice is checked against MindSpore's recorded answer for it (seeds 0 .. N_ADVICE-1)
+N_ADVICE = 20
+
+
+def advice_case(seed: int) -> Case:
+    """Random net ``seed`` with the anchors ``advise`` prints for it today (from scratch, its own anchors left out),
+    compiled for training as advise assumes (id ``train.advice.random[seed]``). The answer recorded for it is keyed
+    on those anchors: an advisor that prints other anchors misses its answer until ``make fixtures`` records it."""
+    import dataclasses
+    import tempfile
+    import yaml
+    from strategist.api import advise_model
+    from strategist.report.render import advice_dict
+    spec = generate(seed)
+    folder = tempfile.mkdtemp(prefix=f"netgen-advice-{seed}-")
+    model, _ = dataclasses.replace(spec, anchors=None).write(folder)
+    adv = advise_model(f"{model}:Net", spec.mesh, inputs=list(spec.inputs), dataset_strategy=spec.dataset_strategy)
+    anchors = yaml.safe_load(advice_dict(adv)["anchors_yaml"]) or None
+    return Case(f"train.advice.random[{seed}]", f"<netgen {seed}>:Net", spec.mesh, list(spec.inputs), [], None,
+                spec.dataset_strategy, dataclasses.replace(spec, anchors=anchors), training=True)
+
+
 def pinned_cases() -> list[Case]:
     return [random_cases(1, s, EXTRA_MESHES if extra else None)[0] for s, extra in PINNED_SEEDS]
 
@@ -1353,18 +1375,20 @@ def fixtures_main(argv=None):
     p.add_argument("--force", action="store_true")
     p.add_argument("--only", nargs="*", help="only cases whose id starts with one of these")
     p.add_argument("--training", action="store_true", help="the cases compiled as their training forward")
+    p.add_argument("--advice", action="store_true", help="random nets 0..N_ADVICE-1 with the anchors advise prints")
     p.add_argument("--prune", action="store_true", help="delete cached answers of cases that no longer exist")
     a = p.parse_args(argv)
-    both = not (a.examples or a.random or a.training)
+    both = not (a.examples or a.random or a.training or a.advice)
     cases = (example_cases() + ms_ut_cases() + rule_cases() if a.examples or both else []) + \
         (random_cases(a.n - a.start, a.start) if a.random or both else []) + \
-        (training_cases() + demo_cases() if a.training or both else [])
+        (training_cases() + demo_cases() if a.training or both else []) + \
+        ([advice_case(k) for k in range(N_ADVICE)] if a.advice or both else [])
     if a.only:
         cases = [c for c in cases if c.id.startswith(tuple(a.only))]
     if a.prune:     # drop cached answers no current case asks for (edited models, generator changes)
         keep = {c.key() + ".json" for c in example_cases() + ms_ut_cases() + rule_cases() + random_cases(a.n)
                 + pinned_cases()
-                + training_cases() + demo_cases()}
+                + training_cases() + demo_cases() + [advice_case(k) for k in range(N_ADVICE)]}
         for fn in sorted(os.listdir(FIXTURES)) if os.path.isdir(FIXTURES) else []:
             if fn.endswith(".json") and fn not in keep:
                 os.remove(os.path.join(FIXTURES, fn))

@@ -149,6 +149,20 @@ def test_pinned_training_net_agrees_with_mindspore(case, tmp_path):
     assert comparison.all_agree, netgen.summarize(comparison)
 
 
+@pytest.mark.parametrize("seed", range(netgen.N_ADVICE), ids=[f"advice.random[{k}]" for k in range(netgen.N_ADVICE)])
+def test_advice_on_random_net_agrees_with_mindspore(seed, tmp_path):
+    """The plan ``advise`` prints for a random net (from scratch) is the plan MindSpore's training compile gives the
+    anchors it prints (its recorded answer for exactly those anchors). Random net 4 is the one known exception
+    (docs/notes/ms_algo.md X: a Reshape's consumer order after a tuple unpacking decides a tie)."""
+    case = netgen.advice_case(seed)
+    if seed == 4:
+        pytest.xfail("random net 4: the Reshape's consumer order after `_, t6 = argmax(...)` (notes X)")
+    answer = _cached(case)
+    assert answer["ok"], f"MindSpore refuses the advice: {answer['error'][:200]}"
+    comparison = netgen.compare_answer(netgen.strategist_plan(_materialised(case, tmp_path)), answer)
+    assert comparison.total and comparison.all_agree, netgen.summarize(comparison)
+
+
 # --- the harness itself ---------------------------------------------------------------------
 
 def test_generator_is_deterministic_and_covers_30_kinds():
