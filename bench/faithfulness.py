@@ -165,29 +165,35 @@ ZOO_ADVICE = [("gpt_nn.py:GPT", ["hidden=4096", "heads=32", "seq=1024", "batch=8
               ("resnet50.py:ResNet50", ["batch=256", "classes=10000"])]
 
 
+def _advise_and_verify(model, mesh, **kw):
+    """(advice, verify's comparison): ``advise`` on ``model``, then MindSpore propagating the anchors it prints (the
+    anchors file written, handed to verify, removed). ``kw``: the model's inputs/kwargs, dataset strategy, compile."""
+    import tempfile
+    from strategist.api import advise_model
+    from strategist.report.render import advice_dict
+    from strategist.verify import verify_model
+    adv = advise_model(model, mesh, **kw)
+    fd, path = tempfile.mkstemp(suffix=".yaml", prefix="advice-")
+    with os.fdopen(fd, "w") as f:
+        f.write(advice_dict(adv)["anchors_yaml"])
+    try:
+        return adv, verify_model(model, mesh, strategies=path, **kw)
+    finally:
+        os.remove(path)
+
+
 def advice_section(mesh="dp=2,tp=4", training=True):
     """Issue 10: ``verify`` agrees with every plan ``advise`` prints -- each zoo model advised on ``mesh``,
     the printed anchors written to a file and handed to MindSpore (a child each, ~20-40 s). ``training``: both
     for the training compile (the default), else both for the compile as built (``--eval``)."""
     print(f"\n== the zoo's advice ({mesh}{'' if training else ', --eval'}), verified: MindSpore propagates the "
           f"anchors advise prints")
-    import tempfile
-    from strategist.api import advise_model
-    from strategist.report.render import advice_dict, configurable_anchors_yaml
-    from strategist.verify import verify_model
     out = {}
     for ref, kw in ZOO_ADVICE:
         model = os.path.join(ROOT, "examples", ref)
         t0 = time.perf_counter()
         try:
-            adv = advise_model(model, mesh, kwargs=kw, training=training)
-            fd, path = tempfile.mkstemp(suffix=".yaml", prefix="advice-")
-            with os.fdopen(fd, "w") as f:
-                f.write(advice_dict(adv)["anchors_yaml"])
-            try:
-                cmp = verify_model(model, mesh, kwargs=kw, strategies=path, training=training)
-            finally:
-                os.remove(path)
+            adv, cmp = _advise_and_verify(model, mesh, kwargs=kw, training=training)
         except Exception as err:
             print(f"   {ref}: failed ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
             continue
@@ -203,27 +209,14 @@ def advice_random_section(cases, label):
     advice of no anchors checks propagation from the dataset alone."""
     print(f"\n== the advice on {label}, verified: MindSpore propagates the anchors advise prints (training compile)")
     import tempfile
-    from strategist.api import advise_model
     from strategist.errors import StrategistError
-    from strategist.report.render import advice_dict
-    from strategist.verify import verify_model
     agreed = total = nets = nets_ok = refused = no_anchor = 0
     t0 = time.perf_counter()
     for case in cases:
         case = case.materialise(tempfile.mkdtemp(prefix="advice-random-"))
         try:
-            adv = advise_model(case.model, case.mesh, inputs=case.inputs or None, dataset_strategy=case.dataset_strategy)
-            path = None
-            if adv.chosen:
-                fd, path = tempfile.mkstemp(suffix=".yaml", prefix="advice-")
-                with os.fdopen(fd, "w") as f:
-                    f.write(advice_dict(adv)["anchors_yaml"])
-            try:
-                cmp = verify_model(case.model, case.mesh, inputs=case.inputs or None, strategies=path,
-                                   dataset_strategy=case.dataset_strategy)
-            finally:
-                if path:
-                    os.remove(path)
+            adv, cmp = _advise_and_verify(case.model, case.mesh, inputs=case.inputs or None,
+                                          dataset_strategy=case.dataset_strategy)
         except StrategistError as err:
             refused += 1
             print(f"   {case.id}: {type(err).__name__}: {str(err).splitlines()[0][:160]}")

@@ -499,9 +499,10 @@ def flash_attention_rule(op: Op) -> FactorRule:
         kv_heads = k[1]
     elif layout in ("BSND", "TND"):
         kv_heads = k[-2]
-    if kv_heads == 1 and heads > 1 and layout != "TND":
-        # MQA: FlashAttentionScoreInfo's kv_split_ is false (query heads == key heads x head_num): n2_split_num is 1,
-        # the key/value head dim is never split while the query's heads split freely
+    # MQA: FlashAttentionScoreInfo's kv_split_ is false (query heads == key heads x head_num): n2_split_num is 1,
+    # the key/value head dim is never split while the query's heads split freely
+    mqa = kv_heads == 1 and heads > 1 and layout != "TND"
+    if mqa:
         fk = [None if f == "n" else f for f in fk]
     slots, ins = [0, 1, 2], [fq, fk, fk]
     # a constant mask tensor is a strategy input too (deepseek3's compressed [2048, 2048] causal mask: MindSpore
@@ -537,7 +538,7 @@ def flash_attention_rule(op: Op) -> FactorRule:
     factors = [f for f in factors if any(f in t for t in ins + outs)]
     unsplittable = ["s2", "t2", "dq", "dk"]
     r = _rule(op, factors, ins, outs, slots, unsplittable=unsplittable,
-              sizes=[("n", heads if kv_heads == 1 else math.gcd(heads, kv_heads))])
+              sizes=[("n", heads if mqa else math.gcd(heads, kv_heads))])
     # Under a Layout the key/value heads are a factor of their own, n2: MindSpore 2.9 lays a configured Layout out as
     # given (InferSplitNumAndDevMatrixShapeByLayout reads the query's maps; the tuple path's CheckStrategy, "The split
     # num of N1-dim and N2-dim must be equal", is not run), so the kv heads may be split by fewer axes than the query's

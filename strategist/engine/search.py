@@ -1984,9 +1984,9 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
     if not all_anchors and not eng.dataset:
         raise StrategyError("There is no operator that is configured sharding strategy. "
                             "(give anchors with --strategies, or a model input)")
-    for op in graph:
-        why = no_generated_strategy(op)
-        if why and op.name not in all_anchors:
+    for op, why in _per_graph("no_generated_strategy", graph,
+                              lambda g: [(op, w) for op in g if (w := no_generated_strategy(op))]):
+        if op.name not in all_anchors:
             raise PropagationError(f"{op.name} ({op.type}): {why} -- MindSpore generates no strategy for it "
                                    f"unconfigured; configure it (an anchor, or shard() in the model)")
     for a in all_anchors.values():
