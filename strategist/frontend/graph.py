@@ -437,8 +437,9 @@ def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> 
 
     args = tuple(_as_tensor(x) for x in inputs)
     phase = f"export.strategist{next(_COUNTER)}"
+    lazy = lazy_inline_cells(cell)
     with _standalone_compile(cell), _reshard_kept(), _training(cell, training), _call_site_scopes(), \
-            _owned_primitives(cell) as owners, _call_stacks() as stacks:
+            _owned_primitives(cell) as owners, _call_stacks() as stacks, _lazy_inlined(cell):
         try:
             phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
         except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
@@ -456,7 +457,48 @@ def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> 
     graph = _from_proto(proto, text, cell, model, owners=owners, calls=stacks.calls())
     _mark_copies(graph, stacks.pre_cse)
     graph.deferred_cells = deferred_cells(cell)
+    if lazy:
+        graph.lazy_inline_cells = lazy
+        graph.notes = list(getattr(graph, "notes", []) or []) + [_lazy_note(cell, lazy)]
     return graph
+
+
+_LAZY = "lazy_inline_"
+
+
+def lazy_inline_cells(cell) -> tuple[str, ...]:
+    """Paths of the sub-Cells built under ``@mindspore.lazy_inline`` (their ``cell_init_args`` starts
+    ``lazy_inline_``). A parallel compile keeps each such Cell as one reused func graph, called once per instance;
+    a stand-alone compile keeps it too, as a call strategist's extraction could not see into, so
+    :func:`_lazy_inlined` compiles them inlined."""
+    return tuple(path for path, c in cell.cells_and_names()
+                 if path and str(c.__dict__.get("_cell_init_args", "")).startswith(_LAZY))
+
+
+@contextlib.contextmanager
+def _lazy_inlined(cell):
+    """Compile ``@lazy_inline`` Cells inlined: their ``cell_init_args`` lose the ``lazy_inline_`` prefix for the
+    compile (keeping the rest, so instances of one class and arguments still share one parse, as
+    ``cell_attr_register`` Cells do), restored after."""
+    saved = []
+    for _, c in cell.cells_and_names():
+        args = c.__dict__.get("_cell_init_args")
+        if isinstance(args, str) and args.startswith(_LAZY):
+            saved.append((c, args))
+            object.__setattr__(c, "_cell_init_args", "strategist_inlined_" + args[len(_LAZY):])
+    try:
+        yield
+    finally:
+        for c, args in saved:
+            object.__setattr__(c, "_cell_init_args", args)
+
+
+def _lazy_note(cell, paths) -> str:
+    classes = sorted({type(c).__name__ for p, c in cell.cells_and_names() if p in set(paths)})
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"@lazy_inline Cells ({', '.join(classes)}: {shown}): MindSpore's parallel compile keeps each class as one "
+            f"reused graph whose operators share one strategy across its calls; strategist plans every call on its "
+            f"own (not modelled: compare with `strategist verify`), or remove @lazy_inline for this plan to hold")
 
 
 def deferred_cells(cell) -> tuple[str, ...]:
