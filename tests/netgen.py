@@ -1143,6 +1143,27 @@ ADVICE_NETS = [
 ]
 
 
+#: tests/models/reused_blocks.py: ``@lazy_inline`` Cells, one reused graph per class (training compile; kwargs, mesh)
+LAZY_NETS = [
+    ("LazyGPT", ["layers=1", "q=True"]), ("LazyGPT", ["layers=2"]), ("LazyGPT", ["layers=4", "q=True"]),
+    ("LazyGPT", ["layers=2", "q=True", "gather=True"]),     # the block's anchor seeds first (its body is created first)
+    ("LazyGPT", ["layers=2", "q=True", "head=True"]),
+    ("LazyStack", ["layers=1", "m1=((2,1),(1,4))"]), ("LazyStack", ["layers=3", "m1=((2,1),(1,4))"]),
+    ("LazyStack", ["layers=3", "m1=((2,1),(1,4))", "mid=((1,8))"]),   # a Mul between calls 1 and 2
+    ("LazyStack", ["layers=2", "m1=((2,1),(1,4))", "side=1"]),       # call 1's output read after the last call
+    ("LazyStack", ["layers=2", "rin=1", "m1=((2,1),(1,4))"]),        # the block reshapes its input first
+    ("LazyStack", ["layers=2", "pre=((1,8),(8,))"]),                  # anchored before the stack only
+    ("LazyStack", ["layers=2", "lazy=0", "m1=((2,1),(1,4))"]),      # the same without @lazy_inline
+]
+
+
+def lazy_cases() -> list[Case]:
+    """:data:`LAZY_NETS` as differential cases (ids ``train.lazy.<Class>[<kwargs>]``, dp=2,tp=4, data_parallel)."""
+    path = os.path.join(ROOT, "tests", "models", "reused_blocks.py")
+    return [Case(f"train.lazy.{cls}[{','.join(kw)}]", f"{path}:{cls}", "dp=2,tp=4", [], list(kw), None,
+                 "data_parallel", training=True) for cls, kw in LAZY_NETS]
+
+
 def rule_cases() -> list[Case]:
     """:data:`RULE_NETS` as differential cases (ids ``rules.<Class>[<mesh>,<dataset>]``); a configuration MindSpore
     refuses, strategist must refuse too."""
@@ -1156,7 +1177,7 @@ def rule_cases() -> list[Case]:
     for mod, cls, mesh, ds, anchors in ADVICE_NETS:
         out.append(Case(f"train.rules.advice.{cls}[{mesh}]", f"{os.path.join(models, mod)}:{cls}", mesh, [], [],
                         os.path.join(models, anchors), ds, training=True))      # advise's default compile
-    return out
+    return out + lazy_cases()
 
 
 #: random nets whose advice is checked against MindSpore's recorded answer for it (seeds 0 .. N_ADVICE-1)

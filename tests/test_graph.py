@@ -260,12 +260,11 @@ def test_repeated_blocks_get_their_own_operators():
     assert not any("strategist_owner" in op.attrs for op in g)
 
 
-def test_lazy_inline_blocks_are_extracted_inlined_with_a_note():
+def test_lazy_inline_blocks_are_extracted_inlined():
     """``@lazy_inline`` blocks: a stand-alone compile keeps them one reused graph, called per block (strategist saw a
     single opaque call before); extraction compiles them inlined, every block owning its operators as without the
-    decorator, records them as lazy-inline Cells (their weights get no TmpIdentity) and notes that MindSpore's
-    parallel compile shares one strategy across the calls, which the plan does not model. The Cells' own marking is
-    restored."""
+    decorator, and records them as lazy-inline Cells (their weights get no TmpIdentity) grouped by the reused graph
+    they share (the engine folds each group: test_propagate). The Cells' own marking is restored."""
     from strategist.frontend.graph import extract, lazy_inline_cells
     plain = extract(_blocks_net(3), TensorSpec((4, 16), "float32"))
     net = _blocks_net(3, lazy=True)
@@ -277,10 +276,8 @@ def test_lazy_inline_blocks_are_extracted_inlined_with_a_note():
     assert _per_layer(g, "blocks.") == _per_layer(plain, "blocks.")
     assert g.lazy_inline_cells == ("blocks.0", "blocks.1", "blocks.2")
     assert getattr(plain, "lazy_inline_cells", ()) == ()
-    assert [n for n in g.notes if "@lazy_inline" in n] == [
-        "@lazy_inline Cells (Block: blocks.0, blocks.1, blocks.2): MindSpore's parallel compile keeps each class as one "
-        "reused graph whose operators share one strategy across its calls; strategist plans every call on its own "
-        "(not modelled: compare with `strategist verify`), or remove @lazy_inline for this plan to hold"]
+    assert g.lazy_groups == (("blocks.0", "blocks.1", "blocks.2"),)
+    assert g.lazy_classes == {"blocks.0": "Block", "blocks.1": "Block", "blocks.2": "Block"}
     assert [c.cell_init_args for c in net.blocks] == before
 
 

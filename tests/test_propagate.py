@@ -540,14 +540,42 @@ def test_lazy_inline_parameters_get_no_tmp_identity(graph_of, kw):
     ``FindParameterUsers`` skips those. qwen3_moe's router (MindFormers' GPTModel is lazy-inline): ``fi_accu`` read by
     ``add_accu`` and ``assignadd``; strategist crossed a TmpIdentity from add_accu to the AssignAdd (((8,), (8,))),
     MindSpore left it unreached behind a stuck waiting list (((1,), (1,)))."""
-    g = graph_of(os.path.join(MODELS, "propagation.py:LazyAccum"), "lazy=False", "s=((8,), (8,))")
-    if kw == "lazy=True":
-        # as load_mindformers records it (strategist's stand-alone extraction does not inline a @lazy_inline Cell's
-        # reused graph: the plain block's graph stands in)
-        g = g.derived(list(g))
-        g.lazy_inline_cells = ("block",)
+    g = graph_of(os.path.join(MODELS, "propagation.py:LazyAccum"), kw, "s=((8,), (8,))")
+    assert getattr(g, "lazy_inline_cells", ()) == (("block",) if kw == "lazy=True" else ())
     p = propagate(g, MESH, dataset_strategy=FB)
     assert {n: p.strategy(n) for n in LAZY_ACCUM_MS[kw]} == LAZY_ACCUM_MS[kw]
+    if kw == "lazy=True":
+        # as load_mindformers records it (MindFormers' GPTModel: built stand-alone without the decorator, its Cell
+        # path recorded): the same plan
+        plain = graph_of(os.path.join(MODELS, "propagation.py:LazyAccum"), "lazy=False", "s=((8,), (8,))")
+        plain = plain.derived(list(plain))
+        plain.lazy_inline_cells = ("block",)
+        q = propagate(plain, MESH, dataset_strategy=FB)
+        assert {n: q.strategy(n) for n in LAZY_ACCUM_MS[kw]} == LAZY_ACCUM_MS[kw]
+
+
+def test_lazy_inline_copies_take_the_first_call_strategy(graph_of):
+    """Three ``@lazy_inline`` blocks are one reused graph in MindSpore (tests/models/reused_blocks.py): every call's
+    operator takes the first call's strategy, an anchor on a later call's operator is ignored with a warning, and
+    the plan prices every call's edges -- the same communication as the same blocks without the decorator, whose
+    shard() also reaches every call. Without a tuple dataset strategy the compile as built (--eval) is not folded:
+    each call is planned on its own, and the warning says so."""
+    path = os.path.join(MODELS, "reused_blocks.py:LazyStack")
+    g = graph_of(path, "layers=3", "m1=((2,1),(1,4))")
+    assert g.lazy_groups == (("blocks.0", "blocks.1", "blocks.2"),)
+    p = propagate(g, MESH, {"blocks.2.m2": ((1, 4), (4, 2))})
+    for k in (1, 2):
+        for n in ("m1", "act", "m2", "add"):
+            assert p.choices[f"blocks.{k}.{n}"] is p.choices[f"blocks.0.{n}"]
+    assert p.strategy("blocks.2.m2") == p.strategy("blocks.0.m2") != ((1, 4), (4, 2))
+    assert any(w.startswith("the anchor of blocks.2.m2 is ignored: it is a later call of a @lazy_inline Cell")
+               for w in p.warnings)
+    assert any("planned so (the first call's operators stand for all" in w for w in p.warnings)
+    plain = propagate(graph_of(path, "layers=3", "m1=((2,1),(1,4))", "lazy=0"), MESH)
+    assert {n: p.strategy(n) for n in p.choices} == {n: plain.strategy(n) for n in plain.choices}
+    assert p.totals()["total_bytes"] == plain.totals()["total_bytes"] > 0
+    ev = propagate(graph_of(path, "layers=3", "m1=((2,1),(1,4))", training=False), MESH)
+    assert any("in the compile as built (--eval) that is not modelled" in w for w in ev.warnings)
 
 
 def test_index_select_candidates_are_gathers(graph_of):

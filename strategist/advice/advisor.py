@@ -30,7 +30,7 @@ from ..engine.mesh import Hardware, Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Anchor, Plan
 from ..engine.propagate import price_plan, propagate
-from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, no_cyclic_gc
+from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, lazy_copies, no_cyclic_gc
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, _state_bytes, memory
@@ -105,8 +105,13 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     priced: dict = {}           # anchor set -> (its search, its priced plan)
     required: dict = {}         # operators MindSpore cannot leave unconfigured: in every plan, the baseline too
 
+    # the later calls of a reused @lazy_inline graph take the first call's strategy: no anchor of their own
+    copies = lazy_copies(graph, isinstance(dataset_strategy, dict))
+
     def run(anchors, price=True):
         anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
+        if copies:
+            anchors = {n: a for n, a in anchors.items() if n not in copies}
         if required:
             anchors = {**anchors, **{n: a for n, a in required.items() if n not in anchors}}
         # the search does not depend on the anchors' order; the plan lists them in the order given
@@ -125,6 +130,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         return plan
 
     proposed, notes = propose(graph, mesh, rules, boundaries, megatron=megatron)
+    proposed = [c for c in proposed if c.op not in copies]
     required.update({c.op: c.anchor for c in proposed if c.required})
     plan = run(proposed, price=False)          # rule 2 reads provenance only
     n_before = len(proposed)

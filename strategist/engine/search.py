@@ -53,7 +53,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import PropagationError, StrategyError
-from ..frontend.graph import DTYPE_BYTES, Op, OpGraph
+from ..frontend.graph import DTYPE_BYTES, Op, OpGraph, lazy_note
 from .layout import Layout
 from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost,
@@ -134,6 +134,91 @@ def self_defined_ops(graph: OpGraph) -> frozenset:
     return frozenset(op.name for op in graph if op.attrs.get("self_define_shard"))
 
 
+def lazy_copies(graph: OpGraph, forward: bool = False) -> dict[str, str]:
+    """``{operator of a later call: the same operator of the first call}`` for the ``@lazy_inline`` Cells of
+    ``graph`` (``graph.lazy_groups``), when the compile collects its nodes in ``TopoSort`` order (a training compile,
+    or a tuple dataset strategy: ``forward``); else empty. See :func:`_lazy_fold`."""
+    return _lazy_fold(graph, forward)[0]
+
+
+def _lazy_fold(graph: OpGraph, forward: bool) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(:func:`lazy_copies`, the first call's Cell path of each reused graph), or ``({}, ())``.
+
+    MindSpore 2.9 keeps the instances of one ``@lazy_inline`` class (equal ``__init__`` arguments) one func graph
+    called once per instance (even once): one OperatorInfo per operator of it, named after the first instance, so
+    one strategy for every call (measured with verify: a GPT's lazy-inline blocks at 1 to 4 layers give the 1-layer
+    plan). Its cost graph (``ConstructCNodeCostGraphEdges``): an input that is the reused graph's parameter is the
+    argument of the first call in node order (``FindRealInputByFormalParameter``: the first layer's); a consumer of
+    any call's output reads the body's return operator; the later calls' arguments make no edge. The body is created
+    first (``TopoSort`` enters a call at its callee's return). Each copy must have its first-call counterpart (the
+    same name after the instance path), or its group is not folded. The compile as built (``DeepScopedGraphSearch``)
+    resolves the parameter to the last call's argument instead (self-loops); not modelled."""
+    if not (forward or getattr(graph, "training", False)) or not getattr(graph, "lazy_groups", ()):
+        return {}, ()
+
+    def compute(g):
+        by_path: dict[str, list] = {}
+        for op in g:
+            by_path.setdefault(op.cell_path, []).append(op)
+        copies: dict[str, str] = {}
+        reps: list[str] = []
+        for group in g.lazy_groups:
+            per = {p: [op for q, ops in by_path.items() if q == p or q.startswith(p + ".") for op in ops]
+                   for p in group}
+            first = min((p for p in group if per[p]), key=lambda p: min(op.topo_index for op in per[p]), default=None)
+            if first is None:
+                continue
+            rep_names = {op.name[len(first):] for op in per[first]}
+            found: dict[str, str] | None = {}
+            for p in group:
+                if p == first:
+                    continue
+                for op in per[p]:
+                    suffix = op.name[len(p):]
+                    if not op.name.startswith(p) or suffix not in rep_names:
+                        found = None
+                        break
+                    found[op.name] = first + suffix
+                if found is None:
+                    break
+            if found is not None:
+                copies.update(found)
+                reps.append(first)
+        return copies, tuple(reps)
+    return _per_graph("lazy_fold", graph, compute)
+
+
+def _folded(graph: OpGraph, forward: bool) -> OpGraph:
+    """``graph`` as MindSpore's cost graph sees its reused ``@lazy_inline`` graphs (:func:`_lazy_fold`): the later
+    calls' operators gone, every reader of one of them outside the copies reading the first call's operator, and
+    the first calls' Cells deferred (``topo_sort_order`` creates a body first, at the first call met). ``graph``
+    itself when nothing folds."""
+    copies, reps = _lazy_fold(graph, forward)
+    if not reps:
+        return graph
+
+    def compute(g):
+        import dataclasses
+
+        def moved(x):
+            return dataclasses.replace(x, ref=copies[x.ref]) if x.kind == "op" and x.ref in copies else x
+        ops = []
+        for op in g:
+            if op.name in copies:
+                continue
+            ins = [moved(x) for x in op.inputs]
+            ops.append(dataclasses.replace(op, inputs=ins) if ins != list(op.inputs) else op)
+        fg = OpGraph(ops, g.inputs, g.params, [moved(x) for x in g.outputs], g.cells, g.model)
+        for k, v in vars(g).items():
+            if k not in vars(fg):
+                setattr(fg, k, v)
+        fg.training = g.training
+        fg.deferred_cells = tuple(getattr(g, "deferred_cells", ()) or ()) + tuple(sorted(reps))
+        fg.lazy_groups = ()
+        return fg
+    return _per_graph(f"lazy_folded{int(bool(forward))}", graph, compute)
+
+
 def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     """``(succ, prev, data_prev, created, idents, ops, edge_specs)`` of ``graph``: adjacency in MindSpore's order
     (successors by consumer creation order, predecessors by input slot), every tensor flowing between two
@@ -147,6 +232,8 @@ def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     succ: dict[str, list[tuple[int, str, int]]] = {n: [] for n in [DATASET] + [op.name for op in graph]}
     prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
     data_prev: dict[str, list[tuple[str, int, int]]] = {op.name: [] for op in graph}
+    copies = lazy_copies(graph, forward)
+    cost_graph = _folded(graph, forward)        # the search's edges and order: one reused graph per lazy class
     for op in graph:
         for slot, x in enumerate(op.inputs):
             if x.kind == "op":
@@ -156,11 +243,21 @@ def _structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
             else:
                 continue
             data_prev[op.name].append(e)
+    for op in cost_graph:
+        for slot, x in enumerate(op.inputs):
+            if x.kind == "op":
+                e = (x.ref, x.index, slot)
+            elif x.kind == "input" and x.ref in dataset:
+                e = (DATASET, dataset.index(x.ref), slot)
+            else:
+                continue
             if x.edge:
                 prev[op.name].append(e)
                 succ[e[0]].append((e[1], op.name, slot))
-    created = creation_order(graph, forward=forward)
-    idents = _tmp_identities(graph, succ, prev, created)
+    created = creation_order(cost_graph, forward=forward)
+    for name in copies:             # no OperatorInfo of their own: after everything (they take the first call's)
+        created[name] = len(created) + 1
+    idents = _tmp_identities(cost_graph, succ, prev, created)
     # MindSpore creates edges per consumer in creation order: a producer's successors follow it
     for n, lst in succ.items():
         lst.sort(key=lambda e: created.get(e[1], 1 << 30))
@@ -1989,6 +2086,17 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
         if op.name not in all_anchors:
             raise PropagationError(f"{op.name} ({op.type}): {why} -- MindSpore generates no strategy for it "
                                    f"unconfigured; configure it (an anchor, or shard() in the model)")
+    copies, reps = _lazy_fold(graph, isinstance(dataset_strategy, dict))
+    note = lazy_note(graph, bool(reps))
+    if note:
+        eng.warnings.append(note)
+    for name in [n for n in all_anchors if n in copies]:
+        # a later call of a reused @lazy_inline graph: the first call's operator holds the one strategy
+        a = all_anchors.pop(name)
+        first = all_anchors.get(copies[name])
+        if name in explicit and (first is None or first.strategy != a.strategy or first.layouts != a.layouts):
+            eng.warnings.append(f"the anchor of {name} is ignored: it is a later call of a @lazy_inline Cell, whose "
+                                f"operators take the first call's strategy ({copies[name]}); anchor that one")
     for a in all_anchors.values():
         eng.seed(a)
     eng.configure_casts()
@@ -1999,4 +2107,6 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
         eng.bfs(root, seeds[i + 1:])
     eng.shared_parameters()
     eng.defaults()
+    for name, first in copies.items():
+        eng.chosen[name] = eng.chosen[first]
     return eng

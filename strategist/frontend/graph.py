@@ -459,7 +459,8 @@ def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> 
     graph.deferred_cells = deferred_cells(cell)
     if lazy:
         graph.lazy_inline_cells = lazy
-        graph.notes = list(getattr(graph, "notes", []) or []) + [_lazy_note(cell, lazy)]
+        graph.lazy_groups = lazy_inline_groups(cell)
+        graph.lazy_classes = {p: type(c).__name__ for p, c in cell.cells_and_names() if p in set(lazy)}
     return graph
 
 
@@ -475,17 +476,30 @@ def lazy_inline_cells(cell) -> tuple[str, ...]:
                  if path and str(c.__dict__.get("_cell_init_args", "")).startswith(_LAZY))
 
 
+def lazy_inline_groups(cell) -> tuple[tuple[str, ...], ...]:
+    """The ``@lazy_inline`` Cells by the reused graph they share: MindSpore's parser keys a lazy-inline Cell's graph
+    by its ``cell_init_args`` (``lazy_inline_`` + class name + ``__init__`` arguments), so instances of one class
+    built with equal arguments are one func graph, called once per instance. Each group lists its instances' paths
+    in the Cell tree's order (a one-instance group is a reused graph called once)."""
+    groups: dict[str, list[str]] = {}
+    for path, c in cell.cells_and_names():
+        args = str(c.__dict__.get("_cell_init_args", ""))
+        if path and args.startswith(_LAZY):
+            groups.setdefault(args, []).append(path)
+    return tuple(tuple(v) for v in groups.values())
+
+
 @contextlib.contextmanager
 def _lazy_inlined(cell):
-    """Compile ``@lazy_inline`` Cells inlined: their ``cell_init_args`` lose the ``lazy_inline_`` prefix for the
-    compile (keeping the rest, so instances of one class and arguments still share one parse, as
-    ``cell_attr_register`` Cells do), restored after."""
+    """Compile ``@lazy_inline`` Cells inlined: their ``cell_init_args`` is taken away for the compile, restored after.
+    (Renaming its ``lazy_inline_`` prefix is not enough: MindSpore's parser keys a Cell having one by its class path
+    as well, and a key holding "lazy_inline" anywhere -- a module named so -- still makes a reused graph.)"""
     saved = []
     for _, c in cell.cells_and_names():
         args = c.__dict__.get("_cell_init_args")
         if isinstance(args, str) and args.startswith(_LAZY):
             saved.append((c, args))
-            object.__setattr__(c, "_cell_init_args", "strategist_inlined_" + args[len(_LAZY):])
+            del c.__dict__["_cell_init_args"]
     try:
         yield
     finally:
@@ -493,12 +507,23 @@ def _lazy_inlined(cell):
             object.__setattr__(c, "_cell_init_args", args)
 
 
-def _lazy_note(cell, paths) -> str:
-    classes = sorted({type(c).__name__ for p, c in cell.cells_and_names() if p in set(paths)})
-    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return (f"@lazy_inline Cells ({', '.join(classes)}: {shown}): MindSpore's parallel compile keeps each class as one "
-            f"reused graph whose operators share one strategy across its calls; strategist plans every call on its "
-            f"own (not modelled: compare with `strategist verify`), or remove @lazy_inline for this plan to hold")
+def lazy_note(graph, folded: bool) -> str | None:
+    """What a plan of ``graph`` says of its ``@lazy_inline`` Cells sharing a reused graph (None: none share one)."""
+    groups = getattr(graph, "lazy_groups", ()) or ()
+    if not groups:
+        return None
+    classes = getattr(graph, "lazy_classes", {}) or {}
+    parts = []
+    for g in groups:
+        shown = ", ".join(g[:3]) + (f" and {len(g) - 3} more" if len(g) > 3 else "")
+        parts.append(f"{classes.get(g[0], '?')}: {shown}")
+    head = (f"@lazy_inline Cells ({'; '.join(parts)}): MindSpore's parallel compile keeps them one reused graph per "
+            f"class, whose operators take one strategy for every call")
+    if folded:
+        return (head + "; planned so (the first call's operators stand for all, with its inputs and every call's "
+                "consumers); MindSpore 2.9 may still fail later in its compile of such a graph")
+    return (head + "; in the compile as built (--eval) that is not modelled: strategist plans every call on its "
+            "own (compare with `strategist verify`)")
 
 
 def deferred_cells(cell) -> tuple[str, ...]:

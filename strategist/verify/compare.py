@@ -77,6 +77,11 @@ class Comparison:
     #: MindSpore records one on the Reshape after such an operator. (our name, type, our strategy, [MsOp]).
     #: Listed, not counted.
     self_defined: list = field(default_factory=list)
+    #: strategist's operators of the later calls of a reused ``@lazy_inline`` graph
+    #: (:func:`strategist.engine.search.lazy_copies`): MindSpore has one OperatorInfo for all the calls, reported
+    #: once under the first call's name; each takes that operator's strategy. (our name, the first call's). Listed,
+    #: not counted.
+    lazy_copies: list = field(default_factory=list)
     #: with ``verify --redistributions``: the edges that move data on both sides
     moves: "Moves | None" = None
     #: with ``verify --communication``: every collective of a training step, strategist's priced plan beside
@@ -124,6 +129,7 @@ class Comparison:
                                                   for o in after]} for n, t, st, after in self.self_defined],
             "merged_by_cse": [{"name": o.name, "type": o.type, "copy_of": ours, "mindspore": _lists(o.in_strategy)}
                               for o, ours in self.merged],
+            "lazy_inline_copies": [{"op": n, "copy_of": first} for n, first in self.lazy_copies],
             "mindspore": {"version": self.ms.mindspore_version, "backend": self.ms.backend,
                           "compile_inputs": self.ms.compile_inputs, "output": _lists(self.ms.output)},
             "notes": self.notes,
@@ -238,10 +244,19 @@ def _our_dataset(plan) -> tuple | None:
 
 def compare(plan, ms: MsPlan) -> Comparison:
     """Pair strategist's operators with MindSpore's and compare their strategies (see the module doc)."""
+    from ..engine.search import _lazy_fold
+    copies, reps = _lazy_fold(plan.graph, isinstance(plan.dataset_strategy, dict))
     ours_by_type: dict[str, list] = {}
     for op in plan.graph.ops:
-        if op.type not in UNREPORTED and op.name in plan.choices:
+        if op.type not in UNREPORTED and op.name in plan.choices and op.name not in copies:
             ours_by_type.setdefault(op.type, []).append(op)
+    if reps:
+        # MindSpore's report follows its creation order, which takes a reused graph's body first: pair in that order
+        from ..engine.search import _folded, creation_order
+        forward = isinstance(plan.dataset_strategy, dict)
+        created = creation_order(_folded(plan.graph, forward), forward=forward)
+        for ours in ours_by_type.values():
+            ours.sort(key=lambda op: created.get(op.name, 1 << 30))
     theirs_by_type: dict[str, list[MsOp]] = {}
     for m in ms.ops:
         theirs_by_type.setdefault(m.type, []).append(m)
@@ -298,7 +313,8 @@ def compare(plan, ms: MsPlan) -> Comparison:
     mesh = ",".join(f"{n}={s}" for n, s in plan.mesh.axes)
     return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
                       model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy,
-                      merged=merged, parallel_only=parallel_only, self_defined=self_defined)
+                      merged=merged, parallel_only=parallel_only, self_defined=self_defined,
+                      lazy_copies=[(n, copies[n]) for n in sorted(copies, key=lambda n: order[n])])
 
 
 def _self_defined(graph, only_ours: list, only_theirs: list) -> tuple[list, list, list]:
@@ -468,6 +484,10 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
         for n, t, st, after in c.self_defined:
             out.append(f"  {n}  {t}  {fmt(st)}" + "".join(f"; MindSpore: {m.name}  {m.type}  {fmt(m.in_strategy)}"
                                                           for m in after))
+    if c.lazy_copies:
+        out += ["", f"{len(c.lazy_copies)} operators of later calls of @lazy_inline Cells take the first call's "
+                    f"strategy (one reused graph: MindSpore reports each operator once, under the first call): not "
+                    f"compared"]
     if c.merged:
         out += ["", "in MindSpore's graph twice, merged in strategist's stand-alone compile (CSE); same strategy:"]
         out += [f"  {m.name}  {m.type}  {fmt(m.in_strategy)}  = {ours}" for m, ours in c.merged]
