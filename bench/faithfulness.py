@@ -531,6 +531,10 @@ def main(argv=None):
             s, _, fails = run_cases(netgen.ms_ut_cases(), a.live, tmp, classes,
                                     "MindSpore's own unit-test nets of sharding propagation (tests/models/ms_ut)")
             report["mindspore_unit_tests"] = dict(s, failing=fails)
+            s, _, fails = run_cases(netgen.lazy_cases(), a.live, tmp, classes,
+                                    "@lazy_inline blocks, one reused graph per class (tests/models/reused_blocks.py, "
+                                    "training compile)")
+            report["lazy_inline"] = dict(s, failing=fails)
         if a.n:
             s, _, fails = run_cases(netgen.random_cases(a.n, a.seed0, meshes), a.live, tmp, classes,
                                     f"{a.n} random nets ({seeds(a.n)})")
