@@ -1056,10 +1056,12 @@ MS_UT = [
     # test_apply_rotary_pos_emb): the UT's shard() of the key operators kept as anchors. Fixed from them (session
     # 28): FaBSHMqa8 (MQA: FlashAttentionScoreInfo's kv_split_ false, the kv heads never split), FaBSHDrop8
     # (DropoutGenMask has no OperatorInfo), CrossEntropyAuto8 and ApplyRopeAuto8 (MindSpore generates no strategy for
-    # them unconfigured: both refuse), ApplyRope8 (ApplyRotaryPosEmbInfo's 4-D rows). xfail: BmmTP2DBoth8 and
-    # BmmTP2DNdAnchor8 (enable_nd_tp, a contraction split differently in the two inputs, is not modelled). The seven
-    # one-anchor bmm ports "agree" only as both refusing: MindSpore fails propagating onto an unconfigured enable_nd_tp
-    # (Batch)MatMul, strategist refuses the nd-TP anchor itself
+    # them unconfigured: both refuse), ApplyRope8 (ApplyRotaryPosEmbInfo's 4-D rows), BmmTP2DBoth8 and
+    # BmmTP2DNdAnchor8 (enable_nd_tp: 2D/3D tensor parallelism, ops.nd_tp_sharding; the <Port>Nd1, BmmTP2DBatch8,
+    # BmmTP2DRows8, BmmTP2DOut8 and *TA* variants propagate from its output layout). The seven one-anchor bmm ports,
+    # BmmNdTuple8, BmmNdMegatron8 and BmmTP2DOutOther8 agree as both refusing: MindSpore's NDTP replace graph fails
+    # on an enable_nd_tp (Batch)MatMul no 2D/3D Layout configures (propagate refuses it unconfigured or
+    # tuple-configured, nd_tp_sharding any other Layout; a configured output Layout must be the inferred one)
     *[("ut6_flash_attention", c, "dp=8", _FB, {}) for c in (
         "FaBSH8", "FaBSHMqa8", "FaBNSD8", "FaBNSDNoPse8", "FaBSNDSp8", "FaSBHSp8", "FaBSHCompressed8", "FaBSHDrop8",
         "FaBSHAuto8", "FaBNSDMqaAuto8")],
@@ -1073,7 +1075,12 @@ MS_UT = [
     *[("ut6_bmm_high_dim", c, m, _FB, {}) for c, m in (
         ("BmmTP2D8", "b=1,x=2,y=4"), ("BmmTP2DT8", "b=1,x=2,y=4"), ("BmmTP2DR1D8", "b=1,x=1,y=8"),
         ("BmmTP3D16", "z=2,x=2,y=4"), ("BmmTP3DT16", "z=2,x=2,y=4"), ("MatMulTP2D8", "x=2,y=4"),
-        ("MatMulTP3D16", "x=2,y=2,z=4"), ("BmmTP2DBoth8", "b=1,x=2,y=4"), ("BmmTP2DNdAnchor8", "b=1,x=2,y=4"))],
+        ("MatMulTP3D16", "x=2,y=2,z=4"), ("BmmTP2DBoth8", "b=1,x=2,y=4"), ("BmmTP2DNdAnchor8", "b=1,x=2,y=4"),
+        ("BmmTP2DT8Nd1", "b=1,x=2,y=4"), ("BmmTP2DR1D8Nd1", "b=1,x=1,y=8"), ("BmmTP3D16Nd1", "z=2,x=2,y=4"),
+        ("BmmTP3DT16Nd1", "z=2,x=2,y=4"), ("MatMulTP2D8Nd1", "x=2,y=4"), ("MatMulTP3D16Nd1", "x=2,y=2,z=4"),
+        ("BmmTP2DBatch8", "b=2,x=2,y=2"), ("BmmTP2DRows8", "b=2,x=2,y=2"), ("BmmNdTuple8", "b=1,x=2,y=4"),
+        ("BmmNdMegatron8", "b=1,x=2,y=4"), ("BmmTP2DOut8", "b=1,x=2,y=4"), ("BmmTP2DOutOther8", "b=1,x=2,y=4"),
+        ("BmmTP2DTA8", "b=1,x=2,y=4"), ("BmmTP3DTA16", "z=2,x=2,y=4"))],
     *[("ut6_transpose_loss", c, "dp=8", _DP, {}) for c in (
         "TransposeCE8", "TransposeCEKeepT8", "CrossEntropy8", "CrossEntropyAuto8")],
     *[("ut6_triu_rope", c, "dp=8", _DP, {}) for c in ("TriuStrat124_8", "TriuStrat214_8", "TriuAuto8")],

@@ -90,6 +90,59 @@ def test_matmul_transpose_and_own_communication():
     assert s3.outputs[0].strategy == (8, 1) and output_partial(s3) == ()
 
 
+def test_nd_tp_matmul_2d_and_3d_layouts():
+    """enable_nd_tp (matmul_info.cc Check2DTPInputLayout / Check3DTPInputLayout, InferNDTPOutputLayout; MindSpore
+    2.9.0's INFO log "the output tensor map is ..." for tests/models/ms_ut/ut6_bmm_high_dim.py). Worked by hand:
+
+    2D, BatchMatMul x [128, 64, 32] ("b", None, ("x", "y")), w [128, 32, 64] ("b", "x", "y") over (1, 2, 4): x is
+    gathered over y on K (K/2 left), the local [64, 16] @ [16, 16] is partial over x, a ReduceScatter over x puts it
+    on N after y: ("b", None, ("y", "x")), MindSpore's map [2, -1, 0, 1]; slice [128, 64, 8]. Strategy rows
+    (1, 1, 8), (1, 2, 4) (MindSpore's in_strategy). Per device 2*128*64*32*64 / 8 FLOPs forward (k by 2, j by 4).
+
+    3D, MatMul x [64, 32] (("z", "x"), "y"), w [32, 64] (("y", "z"), "x") over (2, 2, 4) named ("x", "y", "z"): x is
+    gathered over x on M, w over z on K, the product is partial over y, scattered onto M in x's place: ((z, y), x),
+    MindSpore's map [0, 1, 2]; slice [8, 32]. Strategy (8, 2), (8, 2)."""
+    from strategist.engine.ops import nd_tp_sharding, output_scattered, pre_reduce_layout, training_flops
+    x, w = T(128, 64, 32), Input("param", "w", spec=T(128, 32, 64))
+    bmm = op("BatchMatMul", [x, w, False, False], [T(128, 64, 64)], "bmm", enable_nd_tp=True)
+    lay = lambda *t: ShardLayout((1, 2, 4), ("b", "x", "y"), t)             # noqa: E731 (axes counted from the right)
+    s = shard_layout(bmm, (lay((2,), (), (1, 0)), lay((2,), (1,), (0,))), 8)
+    assert s.strategy == ((1, 1, 8), (1, 2, 4)) and s.dev_matrix == (1, 2, 4)
+    out = s.outputs[0]
+    assert out.dims == ((0,), (), (2, 1)) and out.tensor_map() == (2, -1, (0, 1)) and out.slice_shape == (128, 64, 8)
+    # the operator's own ReduceScatter over x (axis 1) lies on the output: nothing partial is left after it
+    assert output_partial(s) == () and output_scattered(s) == (1,)
+    assert [o.kind for o in plan(pre_reduce_layout(s), out).ops] == ["ReduceScatter"]
+    assert s.grad_partial == ((), ())
+    assert training_flops(bmm, rule_for(bmm), s) == 3 * 2.0 * 128 * 64 * 32 * 64 / 8
+    # transpose_b: w [128, 64, 32] ("b", "y", "x") is the same 2D split
+    bmm_t = op("BatchMatMul", [x, Input("param", "w", spec=T(128, 64, 32)), False, True], [T(128, 64, 64)], "bt",
+               enable_nd_tp=True)
+    assert shard_layout(bmm_t, (lay((2,), (), (1, 0)), lay((2,), (0,), (1,))), 8).outputs[0] == out
+    # 3D MatMul
+    mm = op("MatMul", [T(64, 32), Input("param", "w", spec=T(32, 64)), False, False], [T(64, 64)], "mm",
+            enable_nd_tp=True)
+    lay3 = lambda *t: ShardLayout((2, 2, 4), ("x", "y", "z"), t)            # noqa: E731 x=2, y=1, z=0
+    s3 = shard_layout(mm, (lay3((0, 2), (1,)), lay3((1, 0), (2,))), 16)
+    assert s3.strategy == ((8, 2), (8, 2))
+    assert s3.outputs[0].dims == ((2, 1), (0,)) and s3.outputs[0].tensor_map() == ((0, 1), 2)
+    assert s3.outputs[0].slice_shape == (8, 32) and output_scattered(s3) == (1,)
+    # every output axis is one either input holds: no gradient is left partial
+    assert s3.grad_partial == ((), ())
+    # a configured output Layout must be the inferred one (MindSpore: SetCostUnderLayout failed otherwise)
+    assert nd_tp_sharding(mm, (lay3((0, 2), (1,)), lay3((1, 0), (2,))), 16, (lay3((0, 1), (2,)),)).outputs[0] == \
+        s3.outputs[0]
+    with pytest.raises(StrategyError, match="output Layout must be the one MindSpore infers"):
+        nd_tp_sharding(mm, (lay3((0, 2), (1,)), lay3((1, 0), (2,))), 16, (lay3((1, 0), (2,)),))
+    # a contraction split alike in both inputs (no 2D/3D pattern): MindSpore's NDTP replace graph fails
+    with pytest.raises(StrategyError, match="only 2D/3D tensor parallel layouts"):
+        shard_layout(bmm, (lay((2,), (), (0,)), lay((2,), (0,), (1,))), 8)
+    # without the attribute the same Layouts are an ordinary MatMul's, which refuses k split two ways
+    plain = op("BatchMatMul", [x, w, False, False], [T(128, 64, 64)], "plain")
+    with pytest.raises(StrategyError, match="conflict with another input's split of the same dimension factor 'k'"):
+        shard_layout(plain, (lay((2,), (), (1, 0)), lay((2,), (1,), (0,))), 8)
+
+
 def test_candidates_are_mindspore_29s_lists():
     """MindSpore 2.9.0's own GenerateStrategies logs (GLOG_v=1, 8 devices, fully_use_devices=False):
     powers of two, lexicographically ascending over the loop dims, all-ones first, any product dividing 8."""

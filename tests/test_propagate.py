@@ -130,6 +130,19 @@ def test_self_gram_after_a_transpose_fails_as_mindspore_does(graph_of):
     assert strategies(p) == {"tr": ((8, 1),), "mm": ((1, 1), (1, 8)), "relu": ((1, 8),)}     # MindSpore's answer
 
 
+def test_nd_tp_matmul_propagates_from_its_2d_output_and_fails_unconfigured(graph_of):
+    """MindSpore 2.9.0 (8 devices, full_batch, both compiles; tests/models/ms_ut/ut6_bmm_high_dim.py): the enable_nd_tp
+    anchor's output ("b", None, ("y", "x")) reaches bmm2, which takes ((2, 1, 4), (2, 4, 1)); an enable_nd_tp
+    BatchMatMul no Layout configures fails the compile (its NDTP replace graph: "The dimension 18446744073709551586
+    is out of the size of the device shape!"), as does one a tuple configures."""
+    target = os.path.join(MODELS, "ms_ut", "ut6_bmm_high_dim.py:")
+    p = propagate(graph_of(target + "BmmTP2DNdAnchor8"), Mesh.parse("b=1,x=2,y=4"), dataset_strategy=FB, price=False)
+    assert strategies(p) == {"mul1": ((1, 1, 8), (1, 2, 4)), "mul2": ((2, 1, 4), (2, 4, 1))}      # MindSpore's answer
+    for cls, name in (("BmmTP2D8", "mul2"), ("BmmNdTuple8", "mul1")):
+        with pytest.raises(PropagationError, match=name + r" \(BatchMatMul\) carries enable_nd_tp but no Layout"):
+            propagate(graph_of(target + cls), Mesh.parse("b=1,x=2,y=4"), dataset_strategy=FB, price=False)
+
+
 def test_tied_table_no_reader_strategy_matches_fails_as_mindspore_does(graph_of):
     """MindSpore 2.9.0 (4 devices, full_batch): the table split (2, 1) by the MatMul anchor reaches the Gather
     over the TmpIdentity's identity edge; no Gather candidate has that layout exactly (a table split on the

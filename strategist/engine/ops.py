@@ -801,9 +801,110 @@ def self_defined_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: 
     return Sharding(layout_splits(dm, layouts), dm, {}, ins, outs, (), tuple(() for _ in ins), 1)
 
 
+#: the operators whose ``enable_nd_tp`` attribute MindSpore reads (``MatMulBase::GetAttrs``; MatMulExtInfo's own
+#: GetAttrs does not)
+ND_TP_TYPES = frozenset({"MatMul", "BatchMatMul"})
+
+
+def nd_tp(op: Op) -> bool:
+    """True for a (Batch)MatMul carrying the prim attr ``enable_nd_tp=True`` (2D/3D tensor parallelism)."""
+    return op.type in ND_TP_TYPES and op.attrs.get("enable_nd_tp") == True     # noqa: E712 (a numpy bool too)
+
+
+def nd_tp_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
+                   out_layouts: tuple[ShardLayout, ...] | None = None, rule: FactorRule | None = None) -> Sharding:
+    """An ``enable_nd_tp`` (Batch)MatMul under its ``Layout`` s: MindSpore 2.9's 2D/3D tensor parallelism
+    (matmul_info.cc: ``MatMul::CheckInputLayout`` -> ``CheckNDTPInputLayout`` / ``Check2DTPInputLayout`` /
+    ``Check3DTPInputLayout``, ``InferNDTPOutputLayout``, ``ComputeNDTPReplaceGraph``: AllGather, MatMul,
+    ReduceScatter). The contraction dimension is split differently in the two inputs. With ``a`` the left input's
+    last two dims (M, K) and ``b`` the right's (K, N) (each swapped by its transpose flag):
+
+    * 2D, a ``(M, (p, q))``, b ``(p, q)``: ``a`` is gathered over ``q`` on K, the local product is partial over
+      ``p``, which a ReduceScatter puts on N: output ``(..., M, (q, p))``;
+    * 3D, a ``((..., z, y), x)``, b ``((x, z), y)``: ``a`` is gathered over ``y`` on M, ``b`` over ``z`` on K, the
+      product is partial over ``x``, scattered onto M in ``y``'s place: output ``(..., (..., z, x), y)``.
+
+    Measured, MindSpore 2.9.0 (its INFO log, ``InferAsLossDivisorByLayout``'s output tensor map; UT
+    test_batch_matmul_high_dimension re-expressed in tests/models/ms_ut/ut6_bmm_high_dim.py): BatchMatMul
+    ``("b", None, ("x", "y")), ("b", "x", "y")`` gives ``("b", None, ("y", "x"))``; ``(None, ("z", "x"), "y"),
+    (None, ("y", "z"), "x")`` gives ``(None, ("z", "y"), "x")``. Any other layout MindSpore refuses: its check
+    fails, or (a single-axis contraction, which its 2D check lets through) its replace graph does ("The dimension
+    18446744073709551585 is out of the size of the device shape!"). The output is no partial sum: the
+    ReduceScatter's axis is listed in ``partial_axes`` and lies on the output (:func:`output_scattered`).
+
+    >>> from strategist.frontend.graph import Input, TensorSpec
+    >>> x, w = TensorSpec((64, 32), "float32"), TensorSpec((32, 64), "float32")
+    >>> mm = Op("mm", "MatMul", "", "", "mm", "", (Input("input", "x", spec=x), Input("param", "w", spec=w),
+    ...         Input("const", value=False), Input("const", value=False)), (TensorSpec((64, 64), "float32"),),
+    ...         attrs={"enable_nd_tp": True})
+    >>> lay = lambda *t: ShardLayout((2, 4), ("x", "y"), t)
+    >>> s = nd_tp_sharding(mm, (lay((), (1, 0)), lay((1,), (0,))), 8)
+    >>> [str(l) for l in s.inputs], str(s.outputs[0]), s.strategy
+    (['[64, 32]@[2, 4][-,d0xd1]', '[32, 64]@[2, 4][d0,d1]'], '[64, 64]@[2, 4][-,d1xd0]', ((1, 8), (2, 4)))
+    """
+    rule = rule or rule_for(op)
+    dm = _layouts_dev_matrix(op, layouts, 2, device_num)
+    n = len(dm)
+    dims = []
+    for i, (lay, shape) in enumerate(zip(layouts, rule.input_shapes)):
+        if tuple(lay.device_matrix) != dm:
+            raise StrategyError(f"{_where(op, i)}: all inputs must use one Layout device matrix")
+        if len(lay.tensor_map) != len(shape):
+            raise StrategyError(f"{_where(op, i)}: layout has {len(lay.tensor_map)} dims, tensor shape {shape}")
+        dims.append(tuple(tuple(n - 1 - k for k in rev) for rev in lay.tensor_map))
+    ta, tb = bool(_const(op, 2, False)), bool(_const(op, 3, False))
+    da, db = dims
+    ra, rb = len(da), len(db)
+    a_m, a_k = (da[-1], da[-2]) if ta else (da[-2], da[-1])
+    b_k, b_n = (db[-1], db[-2]) if tb else (db[-2], db[-1])
+    if len(a_k) == 2 and b_k == a_k[:1] and b_n == a_k[1:]:
+        out_m, out_n, scatter, kind = a_m, (a_k[1], a_k[0]), a_k[0], "2D"
+    elif len(a_k) == 1 and len(b_n) == 1 and len(b_k) == 2 and len(a_m) >= 2 and b_k == (a_k[0], a_m[-2]) \
+            and b_n[0] == a_m[-1]:
+        out_m, out_n, scatter, kind = a_m[:-1] + a_k, b_n, a_k[0], "3D"
+    else:
+        names = lambda d: tuple(tuple(layouts[0].alias_name[a] for a in t) for t in d)
+        raise StrategyError(
+            f"{op.name} ({op.type}) enable_nd_tp: MindSpore 2.9 runs only 2D/3D tensor parallel layouts, the last "
+            f"two dims like (M, (x, y)), (x, y) (2D) or ((..., z, y), x), ((x, z), y) (3D), transposes swapping "
+            f"them; got {names(da[-2:])}, {names(db[-2:])}")
+    nb = max(ra, rb) - 2
+    batch = []
+    for d in range(nb):
+        ia, ib = d - (nb - (ra - 2)), d - (nb - (rb - 2))
+        batch.append(da[ia] if ia >= 0 else db[ib])
+    out_dims = tuple(batch) + (out_m, out_n)
+    out_shape = rule.output_shapes[0]
+    try:
+        ins = tuple(Layout(tuple(shape), dm, d) for shape, d in zip(rule.input_shapes, dims))
+        out = Layout(tuple(out_shape), dm, out_dims)
+    except StrategyError as err:
+        raise StrategyError(f"{op.name} ({op.type}) enable_nd_tp {kind}: {err}") from None
+    if out_layouts:
+        # MatMul::CheckOutputLayout: a configured output Layout must be the inferred one (else SetCostUnderLayout
+        # fails; measured); it stays the operator's out_strategy, which propagation onward follows
+        got = tuple(tuple(n - 1 - k for k in rev) for rev in out_layouts[0].tensor_map)
+        if len(out_layouts) != 1 or tuple(out_layouts[0].device_matrix) != dm or got != out_dims:
+            raise StrategyError(f"{op.name} ({op.type}) enable_nd_tp {kind}: the output Layout must be the one "
+                                f"MindSpore infers, {ShardLayout.of(out, layouts[0].alias_name)} (its compile fails "
+                                f"with SetCostUnderLayout failed)")
+    strategy = layout_splits(dm, layouts)
+    split = lambda t: math.prod(dm[a] for a in t)
+    # the local product after the AllGathers: batch, M less the gathered axis (3D), K, N
+    local_m = a_m[:-1] if kind == "3D" else a_m
+    splits = {f: split(t) for f, t in zip(rule.factors, tuple(batch) + (local_m, (scatter,), out_n[:1]))}
+    partial = (scatter,) if dm[scatter] > 1 else ()
+    out_axes = {a for t in out_dims for a in t}
+    grad = tuple(tuple(sorted(out_axes - {a for t in d for a in t})) for d in dims)
+    return Sharding(strategy, dm, splits, ins, (out,), partial, grad, 1)
+
+
 def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
                  out_layouts: tuple[ShardLayout, ...] | None = None, rule: FactorRule | None = None) -> Sharding:
-    """Layouts under ``mindspore.Layout`` in_strategy (named axes, several axes per dimension)."""
+    """Layouts under ``mindspore.Layout`` in_strategy (named axes, several axes per dimension); an
+    ``enable_nd_tp`` (Batch)MatMul's: :func:`nd_tp_sharding`."""
+    if nd_tp(op):
+        return nd_tp_sharding(op, layouts, device_num, out_layouts, rule)
     rule = rule or rule_for(op)
     rule = rule.layout_rule or rule
     dm = _layouts_dev_matrix(op, layouts, len(rule.inputs), device_num)

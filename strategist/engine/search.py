@@ -56,7 +56,7 @@ from ..errors import PropagationError, StrategyError
 from ..frontend.graph import DTYPE_BYTES, Op, OpGraph, lazy_note
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost,
+from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, nd_tp,
                   gather_axis_refused, layout_strategy, output_partial, output_scattered, partition_num,
                   pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor, self_defined_sharding, shard_layout,
                   swc_strategies)
@@ -2150,6 +2150,13 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
         if op.name not in all_anchors:
             raise PropagationError(f"{op.name} ({op.type}): {why} -- MindSpore generates no strategy for it "
                                    f"unconfigured; configure it (an anchor, or shard() in the model)")
+    for op in graph:
+        if nd_tp(op) and (op.name not in all_anchors or all_anchors[op.name].layouts is None):
+            raise PropagationError(
+                f"{op.name} ({op.type}) carries enable_nd_tp but no Layout configures it: MindSpore 2.9 builds its "
+                f"2D/3D tensor-parallel graph from a strategy's layout and fails (\"The dimension "
+                f"18446744073709551586 is out of the size of the device shape!\"); configure it with a 2D/3D Layout "
+                f"or drop the attribute")
     copies, reps = _lazy_fold(graph, isinstance(dataset_strategy, dict))
     note = lazy_note(graph, bool(reps))
     if note:

@@ -23,6 +23,21 @@ w1 [64,32], w2 [32,64]).
   (("y","z"),"x")) kept, mul2 dropped)
 * BmmTP2DBoth8  <- test_batch_matmul_2D_TP with both Layouts kept (the UT's configuration entire; a variant)
 * BmmTP2DNdAnchor8 <- test_batch_matmul_2D_TP, bmm1's Layout kept, enable_nd_tp on bmm1 only (a variant)
+* <Port>Nd1 (BmmTP2DT8Nd1, BmmTP2DR1D8Nd1, BmmTP3D16Nd1, BmmTP3DT16Nd1, MatMulTP2D8Nd1, MatMulTP3D16Nd1) <- the other
+  one-anchor ports the same way: enable_nd_tp on the anchor only, MindSpore propagates from its 2D/3D output layout
+  (variants)
+* BmmTP2DBatch8, BmmTP2DRows8 <- BmmTP2DNdAnchor8 on Layout((2, 2, 2), ("b", "x", "y")) with the batch, or the rows,
+  split by "b" besides the 2D contraction (variants)
+* BmmNdTuple8 <- enable_nd_tp on bmm1 only, bmm1 configured by a tuple strategy ((1, 1, 8), (1, 8, 1)): MindSpore
+  fails as on the ports (variant)
+* BmmNdMegatron8 <- enable_nd_tp on bmm1 only, a Layout splitting the contraction alike in both inputs
+  (("b", None, "y"), ("b", "y", "x")): MindSpore's 2D check passes it, its NDTP replace graph then fails ("The
+  dimension 18446744073709551585 is out of the size of the device shape!") (variant)
+* BmmTP2DOut8, BmmTP2DOutOther8 <- BmmTP2DNdAnchor8 with bmm1's out_strategy the Layout MindSpore infers
+  ("b", None, ("y", "x")) (propagation then follows its splits), or another one ("b", None, ("x", "y")): refused,
+  SetCostUnderLayout failed (variants)
+* BmmTP2DTA8, BmmTP3DTA16 <- bmm1 with transpose_a (x [128, 32, 64]), its 2D / 3D Layout transposed, enable_nd_tp on
+  bmm1 only (variants)
 
 MindSpore 2.9 rejects the seven one-anchor ports as they stand: propagating onto the unconfigured (Batch)MatMul that
 carries enable_nd_tp fails ("The dimension 18446744073709551586 is out of the size of the device shape!"); without
@@ -131,3 +146,99 @@ class BmmTP2DNdAnchor8(_TwoMM):
     def __init__(self):
         super().__init__()
         self.mul2.del_prim_attr("enable_nd_tp")
+
+
+class _NdAnchorOnly:
+    """enable_nd_tp on the anchor (mul1) only."""
+
+    def __init__(self):
+        super().__init__()
+        self.mul2.del_prim_attr("enable_nd_tp")
+
+
+class BmmTP2DT8Nd1(_NdAnchorOnly, BmmTP2DT8):
+    pass
+
+
+class BmmTP2DR1D8Nd1(_NdAnchorOnly, BmmTP2DR1D8):
+    pass
+
+
+class BmmTP3D16Nd1(_NdAnchorOnly, BmmTP3D16):
+    pass
+
+
+class BmmTP3DT16Nd1(_NdAnchorOnly, BmmTP3DT16):
+    pass
+
+
+class MatMulTP2D8Nd1(_NdAnchorOnly, MatMulTP2D8):
+    pass
+
+
+class MatMulTP3D16Nd1(_NdAnchorOnly, MatMulTP3D16):
+    pass
+
+
+class BmmTP2DBatch8(_NdAnchorOnly, _TwoMM):
+    DEV = (2, 2, 2)
+
+
+class BmmTP2DRows8(_NdAnchorOnly, _TwoMM):
+    DEV = (2, 2, 2)
+
+    def strategies(self, layout):
+        return (layout("None", "b", ("x", "y")), layout("None", "x", "y")), None
+
+
+class BmmNdTuple8(_NdAnchorOnly, _TwoMM):
+    def strategies(self, layout):
+        return ((1, 1, 8), (1, 8, 1)), None
+
+
+class BmmNdMegatron8(_NdAnchorOnly, _TwoMM):
+    def strategies(self, layout):
+        return (layout("b", "None", "y"), layout("b", "y", "x")), None
+
+
+class BmmTP2DOut8(_NdAnchorOnly, _TwoMM):
+    OUT = ("b", "None", ("y", "x"))
+
+    def __init__(self):
+        super().__init__()
+        lay = Layout(self.DEV, self.NAMES)
+        self.mul1.shard(in_strategy=(lay("b", "None", ("x", "y")), lay("b", "x", "y")), out_strategy=(lay(*self.OUT),))
+
+
+class BmmTP2DOutOther8(BmmTP2DOut8):
+    OUT = ("b", "None", ("x", "y"))
+
+
+class BmmTP2DTA8(nn.Cell):
+    """bmm1 = BatchMatMul(transpose_a=True) on x [128, 32, 64]."""
+    DEV = (1, 2, 4)
+    NAMES = ("b", "x", "y")
+
+    def strategies(self, layout):
+        return layout("b", ("x", "y"), "None"), layout("b", "x", "y")
+
+    def __init__(self):
+        super().__init__()
+        self.mul1 = P.BatchMatMul(transpose_a=True)
+        self.mul2 = P.BatchMatMul()
+        self.mul1.shard(in_strategy=self.strategies(Layout(self.DEV, self.NAMES)))
+        self.mul1.add_prim_attr("enable_nd_tp", True)
+        self.w1 = Parameter(_t([128, 32, 64]), "w1")
+        self.w2 = Parameter(_t([128, 64, 64]), "w2")
+        self.example_inputs = {"x": "float32[128,32,64]"}
+
+    def construct(self, x):
+        return self.mul2(self.mul1(x, self.w1), self.w2)
+
+
+class BmmTP3DTA16(BmmTP2DTA8):
+    DEV = (2, 2, 4)
+    NAMES = ("z", "x", "y")
+
+    def strategies(self, layout):
+        return layout("None", "y", ("z", "x")), layout("None", ("y", "z"), "x")
