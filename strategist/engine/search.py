@@ -1142,7 +1142,9 @@ class _Engine:
             s = shard_layout(self.op(anchor.op), tuple(anchor.layouts), self.n, None, self.rule(anchor.op))
             return str([list(r) for r in s.strategy])
         except StrategyError:
-            return "[[8, 1], [8, 1]]"
+            # the split counts the Layouts name, one row per input (a rule refusing them still shows the form)
+            return str([[math.prod(lay.device_matrix[len(lay.device_matrix) - 1 - a] for a in dim)
+                         for dim in lay.tensor_map] for lay in anchor.layouts])
 
     def bfs(self, root: str, later_seeds: list[str]) -> None:
         """``CostGraph::BFS``: a FIFO queue from ``root``; at each operator its successors, then its
