@@ -114,6 +114,8 @@ def test_nd_tp_matmul_2d_and_3d_layouts():
     assert output_partial(s) == () and output_scattered(s) == (1,)
     assert [o.kind for o in plan(pre_reduce_layout(s), out).ops] == ["ReduceScatter"]
     assert s.grad_partial == ((), ())
+    # its replace graph's AllGather: x over y on K (K/2 left), w as laid out
+    assert s.gathered[0].dims == ((0,), (), (1,)) and s.gathered[0].slice_shape == (128, 64, 16) and s.gathered[1] is None
     assert training_flops(bmm, rule_for(bmm), s) == 3 * 2.0 * 128 * 64 * 32 * 64 / 8
     # transpose_b: w [128, 64, 32] ("b", "y", "x") is the same 2D split
     bmm_t = op("BatchMatMul", [x, Input("param", "w", spec=T(128, 64, 32)), False, True], [T(128, 64, 64)], "bt",
@@ -129,6 +131,8 @@ def test_nd_tp_matmul_2d_and_3d_layouts():
     assert s3.outputs[0].slice_shape == (8, 32) and output_scattered(s3) == (1,)
     # every output axis is one either input holds: no gradient is left partial
     assert s3.grad_partial == ((), ())
+    # x gathered over x on M (z left), w over z on K (y left)
+    assert [g.dims for g in s3.gathered] == [((2,), (1,)), ((1,), (0,))]
     # a configured output Layout must be the inferred one (MindSpore: SetCostUnderLayout failed otherwise)
     assert nd_tp_sharding(mm, (lay3((0, 2), (1,)), lay3((1, 0), (2,))), 16, (lay3((0, 1), (2,)),)).outputs[0] == \
         s3.outputs[0]

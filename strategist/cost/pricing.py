@@ -371,6 +371,25 @@ def price(eng: _Engine) -> Plan:
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
                 steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
+        for k, gl in enumerate(s.gathered):
+            # its own AllGather of an input before computing (an enable_nd_tp MatMul's replace graph), and its
+            # transpose, a ReduceScatter of that input's gradient
+            if gl is None or k >= len(s.inputs):
+                continue
+            x = op.inputs[eng.rule(op.name).slots[k]]
+            spec = x.spec
+            tl = _type_len(spec)
+            r = _cached_plan(s.inputs[k], gl)
+            p = r.physical(tl, hw, a2a)
+            c.fwd_bytes += p.bytes_sent
+            c.fwd_seconds += p.seconds
+            steps.extend(p.steps)
+            if _differentiable(spec) and (_trainable(g, x, param_casts) or
+                                          (x.kind == "op" and needs_grad.get(x.ref, False))):
+                _bwd, pb = _backward(r, tl, hw, a2a)
+                c.bwd_bytes += pb.bytes_sent
+                c.bwd_seconds += pb.seconds
+                steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
         if op.type not in PARAM_CASTS:
             # the mirror of each Parameter it reads (through a Cast too: a Cast has no OperatorInfo after the
             # search, MindSpore mirrors the weight where it is consumed)

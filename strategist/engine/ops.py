@@ -151,6 +151,9 @@ class Sharding:
     partial_axes: tuple[int, ...]                 # reduction factors' axes: output partial sums
     grad_partial: tuple[tuple[int, ...], ...]     # per input: axes its gradient is partial over
     repeat: int = 1
+    #: per input, the layout the operator all-gathers it to before computing (an ``enable_nd_tp`` MatMul's
+    #: inputs), or None: its own AllGather forward, ReduceScatter of the gradient backward
+    gathered: tuple = ()
 
     @property
     def partition_num(self) -> int:
@@ -896,7 +899,16 @@ def nd_tp_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
     partial = (scatter,) if dm[scatter] > 1 else ()
     out_axes = {a for t in out_dims for a in t}
     grad = tuple(tuple(sorted(out_axes - {a for t in d for a in t})) for d in dims)
-    return Sharding(strategy, dm, splits, ins, (out,), partial, grad, 1)
+    # the replace graph's AllGathers: 2D gathers a's K over q; 3D a's M over y and b's K over z
+    ga, gb = list(da), list(db)
+    if kind == "2D":
+        ga[-2 if ta else -1] = a_k[:1]
+    else:
+        ga[-1 if ta else -2] = a_m[:-1]
+        gb[-1 if tb else -2] = b_k[:1]
+    gathered = tuple(Layout(lay.shape, dm, tuple(g)) if tuple(g) != lay.dims else None
+                     for lay, g in zip(ins, (ga, gb)))
+    return Sharding(strategy, dm, splits, ins, (out,), partial, grad, 1, gathered)
 
 
 def shard_layout(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
