@@ -408,7 +408,7 @@ class _Pass:
 def _polish(graph: OpGraph, mesh: Mesh, rules: Rules, p: _Pass) -> _Pass:
     """The last choices, on the winning pass only (each tries a few anchors, one propagation each): where the
     input's batch split starts, the embedding tables' layouts, then the check that every line pays for itself."""
-    keep = _input_path(graph, mesh, p.keep, p.run)
+    keep = _input_path(graph, mesh, p.keep, p.run, p.dropped)
     keep = _embedding_tables(graph, mesh, rules, keep, p.dropped, p.run)
     keep = _every_line_pays(graph, keep, p.dropped, p.run)
     return _Pass(keep, p.dropped, p.notes, p.baseline, p.run, p.run(keep) if keep else p.baseline)

@@ -274,7 +274,27 @@ INPUT_CANDIDATES = 32
 INPUT_KEEP = 3
 
 
-def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
+def _downstream_anchors(graph: OpGraph, name: str, keep: list[Choice]) -> list[Choice]:
+    """The anchors of ``keep`` on the operators reading ``name``'s output (through Reshapes, Casts and Flattens),
+    with their companions: what a batch split starting at ``name`` may make redundant."""
+    readers: dict[str, list[str]] = {}
+    for op in graph:
+        for x in op.inputs:
+            if x.kind == "op":
+                readers.setdefault(x.ref, []).append(op.name)
+    hit, todo, seen = set(), list(readers.get(name, ())), set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if graph.op(n).type in ("Reshape", "Cast", "Flatten"):
+            todo.extend(readers.get(n, ()))
+        hit.add(n)
+    return [c for c in keep if c.op in hit or c.with_op in hit]
+
+
+def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: list | None = None) -> list[Choice]:
     """Rule 3 on the input path: where the data's batch split begins. With a full-batch dataset every device
     reads the whole batch and propagation decides where the split starts; an operator that reads only the
     dataset (through others that do) can start it, its inputs' batch dimension over every device or by dp.
@@ -319,23 +339,33 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
                    f"reads only the dataset: the batch split starts here, its inputs' batch by "
                    f"{max(r[0] for r in st if r)}",
                    Anchor(name, st, origin="advisor"))
-        trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
-        try:
-            if _same_plan(cur, run(trial, price=False)):
-                continue        # propagation lays everything out as before: nothing to price
-            q = run(trial)
-        except (PropagationError, StrategyError):
-            continue
-        scored.append((q.totals()["step_seconds"], graph.op(name).topo_index, c, trial, q))
+        # ... alone, and in place of the anchors on what reads it (an embedding anchored earlier, which the
+        # split reaching it lays out otherwise: deepseek3's MTP embedding once its table anchor was tuple-form)
+        best = None
+        for gone in ([], _downstream_anchors(graph, name, keep)):
+            if best is not None and not gone:
+                continue
+            rest = [x for x in keep if x not in gone]
+            trial = sorted(rest + [c], key=lambda x: graph.op(x.op).topo_index)
+            try:
+                if _same_plan(cur, run(trial, price=False)):
+                    continue        # propagation lays everything out as before: nothing to price
+                q = run(trial)
+            except (PropagationError, StrategyError):
+                continue
+            if best is None or q.totals()["step_seconds"] < best[0] * (1 - 1e-12):
+                best = (q.totals()["step_seconds"], graph.op(name).topo_index, c, tuple(gone), q)
+        if best is not None:
+            scored.append(best)
     scored.sort(key=lambda x: (x[0], x[1]))
     taken = 0
-    for _t, _i, c, trial, q in scored:
+    for _t, _i, c, gone, q in scored:
         if taken >= INPUT_KEEP:
             break
-        if c.op in {x.op for x in keep}:
+        if c.op in {x.op for x in keep} or any(x not in keep for x in gone):
             continue
+        trial = sorted([x for x in keep if x not in gone] + [c], key=lambda x: graph.op(x.op).topo_index)
         if taken:       # the anchors kept so far changed the plan this one was scored on
-            trial = sorted(keep + [c], key=lambda x: graph.op(x.op).topo_index)
             try:
                 q = run(trial)
             except (PropagationError, StrategyError):
@@ -345,6 +375,10 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Cho
             continue
         changed, dt = _diff(q, cur)
         c.needed = f"without it: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms"
+        for x in gone:
+            if dropped is not None:
+                dropped.append((x, f"replaced by the batch split starting at {c.op}: {changed} operators change "
+                                   f"layout, step estimate {dt * 1e3:+.3f} ms"))
         keep, cur, base_t = trial, q, t
         taken += 1
     return keep
