@@ -59,7 +59,7 @@ from .mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, nd_tp,
                   gather_axis_refused, layout_strategy, output_partial, output_scattered, partition_num,
                   pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor, self_defined_sharding, shard_layout,
-                  swc_strategies)
+                  swc_strategies, interleaved_priced, with_interleaved_axis)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
@@ -375,6 +375,11 @@ class _Engine:
         self.waiting: dict[str, int] = {}                 # multi-input ops waiting for their inputs
         self._waiting_heap: list[tuple[int, str]] = []    # the same by creation order (stale entries skipped)
         self.layout_sources: set[Layout] = set()          # tensors of Layout-configured operators
+        # a Layout-configured operator's inputs laid with an interleaved_parallel axis, as MindSpore's cost model
+        # prices an edge into them: name -> {input index: Layout over the whole device matrix, that axis kept}
+        self.interleaved_in: dict[str, dict[int, Layout]] = {}
+        # and its outputs so laid (its sharding over the whole device matrix): name -> {output index: Layout}
+        self.interleaved_out: dict[str, dict[int, Layout]] = {}
         self._follow_ok = False                           # the neighbour being left has a layout to follow
         self.no_before: set[str] = set()                  # operators set by strategy alone (after a Reshape)
         # a MindFormers graph whose Morph rows are device-local: an out_strategy there is the Morph body's own
@@ -593,6 +598,13 @@ class _Engine:
         if src is None or dst is None or src.shape != dst.shape:
             return (0.0, 0.0)
         src = _full(src)
+        if src.device_num != dst.device_num:
+            # an interleaved consumer's input over its Layout's whole device matrix (interleaved_priced): the
+            # producer's candidate gains an innermost axis of repeated copies (with_interleaved_axis)
+            n = max(src.device_num, dst.device_num)
+            src, dst = with_interleaved_axis(src, n), with_interleaved_axis(dst, n)
+            if src is None or dst is None:
+                return (0.0, 0.0)
         ck = (_norm_key(src), _norm_key(dst))
         hit = self.ms_edge_cache.get(ck)
         if hit is not None:
@@ -1090,6 +1102,17 @@ class _Engine:
         self.set_choice(name, s, Provenance(name, None, 0, "seed"), configured=True)
         if anchor.layouts is not None:
             self.layout_sources.update(s.inputs + s.outputs)
+            priced = interleaved_priced(anchor.layouts, [x.shape for x in s.inputs])
+            if priced:
+                self.interleaved_in[name] = priced
+                dm = tuple(anchor.layouts[0].device_matrix)
+                try:
+                    full = shard_layout(op, tuple(anchor.layouts), math.prod(dm),
+                                        tuple(anchor.out_layouts) if anchor.out_layouts else None, rule)
+                    self.interleaved_out[name] = {j: _full(o) for j, o in enumerate(full.outputs)
+                                                  if o is not None and math.prod(o.dev_matrix) != self.n}
+                except StrategyError:
+                    pass
 
     def configure_casts(self) -> None:
         """MindSpore's ``PreProcessPreCastForSP``: building the cost graph, a Cast feeding a configured
@@ -1261,6 +1284,10 @@ class _Engine:
             self.set_choice(nb, s, Provenance(root, cur, depth + 1, "forward", key[0]))
         else:
             self._follow_ok = self._forward_follow(cur, nb)
+            inter = self.interleaved_out.get(cur)
+            if inter and j in inter:
+                src = inter[j]          # priced as MindSpore's cost model lays it (interleaved_priced)
+                self._follow_ok = False
             picked = self.choose_forward(nb, slot, src, spec)
             self._follow_ok = False
             if not self._take(nb, picked, root, cur, depth, "forward"):
@@ -1338,6 +1365,14 @@ class _Engine:
         else:
             self._follow_ok = (self._has_before(cur) and not self.multi_input(nb)
                                and self.op(nb).type not in NO_LAYOUT_INIT)
+            inter = self.interleaved_in.get(cur)
+            if inter:
+                # an interleaved input: priced as MindSpore's cost model lays it (interleaved_priced); no
+                # candidate follows it (MindSpore lists the producer's generated candidates only)
+                k = self.in_index(cur, slot)
+                if k in inter:
+                    src = inter[k]
+                    self._follow_ok = False
             picked = self.choose_backward(nb, j, src, spec)
             self._follow_ok = False
             if not self._take(nb, picked, root, cur, depth, "backward"):
@@ -1514,7 +1549,8 @@ class _Engine:
         edges = [(src, j, slot) for src, j, slot in self.visited_edges.get(name, ())
                  if self.out_layout(src, j) is not None and self.in_index(name, slot) is not None]
         # memoised across propagations on what decides it: each visited edge's layout, input and priced tensor
-        sig = tuple((self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec))
+        sig = tuple((self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec),
+                     self.interleaved_out.get(src, {}).get(j))
                     for src, j, slot in edges)
         all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
         before = tuple(self._has_before(src) for src, _j, _slot in edges) if all_in else ()
@@ -1538,8 +1574,8 @@ class _Engine:
         # GetStrategyByVisitedEdges sums them: the shape-blind edge-cost cache fills edge-major. A key pair the
         # first edge prices for any candidate serves the later edges too (VirtualDatasetAuto: x [128, 32]'s
         # (1, 8) -> (8, 1) under ((8, 1), (1, 1)) prices y [32, 64]'s (1, 8) -> (8, 1) under ((1, 8), (8, 1)))
-        priced = [(self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec))
-                  for src, j, slot in edges]
+        priced = [(self.interleaved_out.get(src, {}).get(j) or self.out_layout(src, j), self.in_index(name, slot),
+                   self.edge_spec(src, j, op.inputs[slot].spec)) for src, j, slot in edges]
         for a, k, spec in priced:
             for s in opts:
                 self._edge_key(a, s.inputs[k], spec)
