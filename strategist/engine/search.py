@@ -1549,16 +1549,21 @@ class _Engine:
         edges = [(src, j, slot) for src, j, slot in self.visited_edges.get(name, ())
                  if self.out_layout(src, j) is not None and self.in_index(name, slot) is not None]
         # memoised across propagations on what decides it: each visited edge's layout, input and priced tensor
-        sig = tuple((self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec),
-                     self.interleaved_out.get(src, {}).get(j))
-                    for src, j, slot in edges)
+        sig = tuple(self._edge_rows(name, op, edges))
         all_in = len(self.visited_edges.get(name, ())) >= len(self.rule(name).slots)
         before = tuple(self._has_before(src) for src, _j, _slot in edges) if all_in else ()
         mk = ("v", self.key(name), sig, self.n, self.fully_use_devices,
               bool(edges) and sig[0][0] in self.layout_sources, all_in, before)
-        return self._memo(mk, lambda: self._by_visited_edges(name, op, edges, all_in))
+        return self._memo(mk, lambda: self._by_visited_edges(name, op, edges, sig, all_in))
 
-    def _by_visited_edges(self, name, op, edges, all_in: bool) -> tuple[Sharding, tuple]:
+    def _edge_rows(self, name, op, edges):
+        """Per visited edge: the producer's output layout, the input it enters, the priced tensor, and the layout
+        MindSpore's cost model prices it as when the producer's Layout is interleaved (else None)."""
+        for src, j, slot in edges:
+            yield (self.out_layout(src, j), self.in_index(name, slot), self.edge_spec(src, j, op.inputs[slot].spec),
+                   self.interleaved_out.get(src, {}).get(j))
+
+    def _by_visited_edges(self, name, op, edges, rows, all_in: bool) -> tuple[Sharding, tuple]:
         # the candidate following the producers' layout exists only once EVERY input was reached forward
         # (CostGraph::AddSwcUnderPrevOpDevMatrix: a multi-input operator gets no single-edge follow candidate,
         # only AddSwcUnderPrevOpDevMatrixMulti when AllInputsVisited); an operator decided from the waiting list
@@ -1574,8 +1579,7 @@ class _Engine:
         # GetStrategyByVisitedEdges sums them: the shape-blind edge-cost cache fills edge-major. A key pair the
         # first edge prices for any candidate serves the later edges too (VirtualDatasetAuto: x [128, 32]'s
         # (1, 8) -> (8, 1) under ((8, 1), (1, 1)) prices y [32, 64]'s (1, 8) -> (8, 1) under ((1, 8), (8, 1)))
-        priced = [(self.interleaved_out.get(src, {}).get(j) or self.out_layout(src, j), self.in_index(name, slot),
-                   self.edge_spec(src, j, op.inputs[slot].spec)) for src, j, slot in edges]
+        priced = [(a if inter is None else inter, k, spec) for a, k, spec, inter in rows]
         for a, k, spec in priced:
             for s in opts:
                 self._edge_key(a, s.inputs[k], spec)
