@@ -9,9 +9,11 @@ no-ops otherwise, so library code calls them unconditionally::
     for name in progress.bar(candidates, "minimality checks"):   # a bar over a loop
         ...
 
-:func:`run_guarded` runs the CLI: Ctrl-C at any moment -- during MindSpore's import, inside its C++
-compile, during propagation or the report -- prints ``strategist: interrupted`` and exits 130, after
-removing this run's private temporary directory; a closed (``| head``) or full (``> /dev/full``)
+:func:`run_guarded` runs the CLI: Ctrl-C (SIGINT) at any moment -- during MindSpore's import, inside its
+C++ compile, during propagation or the report, once or several times -- prints ``strategist: interrupted``
+once and exits 130 (SIGTERM: 143), after killing this run's child processes and removing its private
+temporary directory. One function, :func:`_leave`, performs that exit, whether the Python handler or the
+watcher thread (which sees a signal even while the main thread is inside C++) gets there first; a closed (``| head``) or full (``> /dev/full``)
 stdout ends quietly with a non-zero code.
 """
 from __future__ import annotations
@@ -24,10 +26,10 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 _ENABLED: bool | None = None      # None: decide from stderr (a TTY) on first use
 _RUN_TMP: str | None = None
-_LEAVING = threading.Lock()
 
 
 def enabled() -> bool:
@@ -99,20 +101,58 @@ def task(desc: str):
 # Ctrl-C and stdout
 
 
+_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_GRACE_S = 2.0                    # how long a second exit path waits for the first before ending the process
+_LEAVING = threading.RLock()      # held by the one path that performs the exit
+_leaving = False                  # set by that path once it holds the lock
+_CHILDREN: set[int] = set()       # process groups of this run's children (verify's MindSpore child)
+_EXIT = os._exit                  # taken now: a model file being imported runs with os._exit refused
+
+
+def add_child(pgid: int) -> None:
+    """Record a child process group: an interrupted run kills it before exiting."""
+    _CHILDREN.add(pgid)
+
+
+def remove_child(pgid: int) -> None:
+    _CHILDREN.discard(pgid)
+
+
+def _leave(code: int) -> None:
+    """The one exit of an interrupted run: one line, this run's children killed and temporary files
+    removed, ``os._exit(code)`` (which skips MindSpore's C++ destructors, which abort when torn down
+    mid-import or mid-compile).
+
+    Whoever comes first (the Python handler in the main thread, or the watcher thread) performs it.
+    A later signal never blocks on it: re-entered in the thread that is leaving (a second Ctrl-C
+    arriving inside this function), it returns so the first call goes on; from another thread it
+    gives the first path ``_GRACE_S`` seconds, then ends the process itself."""
+    global _leaving
+    if _LEAVING.acquire(blocking=False):
+        if _leaving:                       # re-entered by a signal in the thread already leaving
+            _LEAVING.release()
+            return
+        _leaving = True
+        try:
+            with contextlib.suppress(Exception):
+                os.write(2, (b"\r\x1b[K" if enabled() else b"") + b"strategist: interrupted\n")
+            for pgid in list(_CHILDREN):
+                with contextlib.suppress(OSError):
+                    os.killpg(pgid, signal.SIGKILL)
+            if _RUN_TMP:
+                shutil.rmtree(_RUN_TMP, ignore_errors=True)
+        finally:
+            _EXIT(code)
+    time.sleep(_GRACE_S)                   # the other thread is leaving; it ends the process first
+    _EXIT(code)
+
+
 def _interrupted() -> None:
-    """Leave now: one line, this run's temporary files removed, exit 130. ``os._exit`` skips
-    MindSpore's C++ destructors (which abort when torn down mid-import or mid-compile)."""
-    if not _LEAVING.acquire(blocking=False):   # the other thread (handler or watcher) is already leaving
-        threading.Event().wait()
-    with contextlib.suppress(OSError):
-        os.write(2, (b"\r\x1b[K" if enabled() else b"") + b"strategist: interrupted\n")
-    if _RUN_TMP:
-        shutil.rmtree(_RUN_TMP, ignore_errors=True)
-    os._exit(130)
+    _leave(130)
 
 
-def _on_sigint(signum, frame):
-    _interrupted()
+def _on_signal(signum, frame):
+    _leave(_EXIT_CODES.get(signum, 128 + int(signum)))
 
 
 def _watch(rfd: int) -> None:
@@ -129,15 +169,17 @@ def _watch(rfd: int) -> None:
             with contextlib.suppress(OSError):
                 os.close(rfd)
             return
-        if signal.SIGINT in data:
-            _interrupted()
+        for signum, code in _EXIT_CODES.items():
+            if signum in data:
+                _leave(code)
 
 
 def _rearm() -> None:
     """MindSpore's import and compile may install their own SIGINT handling; take it back."""
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGINT) is not _on_sigint:
-            signal.signal(signal.SIGINT, _on_sigint)
+    for signum in _EXIT_CODES:
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signum) is not _on_signal:
+                signal.signal(signum, _on_signal)
 
 
 def rearm_interrupts() -> None:
@@ -180,7 +222,7 @@ def run_guarded(fn, *args) -> int:
     """Run ``fn(*args)`` (the CLI body) under strategist's Ctrl-C and stdout handling; its exit code."""
     global _RUN_TMP
     in_main = threading.current_thread() is threading.main_thread()
-    saved_handler = signal.getsignal(signal.SIGINT) if in_main else None
+    saved_handlers = {n: signal.getsignal(n) for n in _EXIT_CODES} if in_main else {}
     saved_tmp = tempfile.tempdir
     saved_wakeup = None
     rfd = wfd = None
@@ -191,7 +233,8 @@ def run_guarded(fn, *args) -> int:
         # directory, removed on any exit, interrupted or not
         _RUN_TMP = tempfile.mkdtemp(prefix="strategist-run-")
         tempfile.tempdir = _RUN_TMP
-        signal.signal(signal.SIGINT, _on_sigint)
+        for signum in _EXIT_CODES:
+            signal.signal(signum, _on_signal)
         with contextlib.suppress(OSError, ValueError):
             rfd, wfd = os.pipe()
             os.set_blocking(wfd, False)
@@ -226,8 +269,9 @@ def run_guarded(fn, *args) -> int:
                 if fd is not None:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            with contextlib.suppress(ValueError, TypeError):
-                signal.signal(signal.SIGINT, saved_handler)
+            for signum, handler in saved_handlers.items():
+                with contextlib.suppress(ValueError, TypeError):
+                    signal.signal(signum, handler)
             tempfile.tempdir = saved_tmp
             if _RUN_TMP:
                 shutil.rmtree(_RUN_TMP, ignore_errors=True)

@@ -10,6 +10,7 @@ test feeds random text to every parser: a StrategistError or success, never anot
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -413,12 +414,27 @@ def test_stdout_closed_or_full_during_a_report(project):
 # Ctrl-C
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("phase, delay", [("importing MindSpore", 0.5), ("extracting the graph", 1.0),
-                                          ("advising", 0.3), ("writing the report", 0.0)])
-def test_interrupt_exits_130(project, tmp_path, phase, delay):
-    """SIGINT during MindSpore's import, its compile, the advisor's propagations and the report of a
-    20-layer advise run: exit 130, one line, nothing left behind (model folder, cwd, temporary files)."""
+# Points of a 20-layer advise run, spread over MindSpore's import, its compile (C++), the advisor's
+# propagations and the report: (the step whose start is marked, seconds after it).
+POINTS = [("importing MindSpore", 0.0), ("importing MindSpore", 0.3), ("importing MindSpore", 0.8),
+          ("extracting the graph", 0.05), ("extracting the graph", 0.4), ("extracting the graph", 0.9),
+          ("extracting the graph", 1.5), ("advising", 0.0), ("advising", 0.2), ("advising", 0.6),
+          ("minimality checks", 0.05), ("writing the report", 0.0)]
+# what is sent, ~50 ms apart
+BURSTS = {"int": [signal.SIGINT], "int-int": [signal.SIGINT] * 2, "int-int-int": [signal.SIGINT] * 3,
+          "term": [signal.SIGTERM], "term-term": [signal.SIGTERM] * 2, "int-term": [signal.SIGINT, signal.SIGTERM]}
+CASES = [pytest.param(phase, delay, burst, id=f"{phase.split()[0]}-{delay}-{burst}",
+                      marks=[pytest.mark.slow] + ([pytest.mark.ci_sample] if burst.startswith("int-int")
+                                                  or burst == "int" or (burst == "term" and i % 2 == 0) else []))
+         for i, (phase, delay) in enumerate(POINTS) for burst in BURSTS]
+DEADLINE_S = 5.0
+
+
+@pytest.mark.parametrize("phase, delay, burst", CASES)
+def test_signals_exit_once_and_in_time(project, tmp_path, phase, delay, burst):
+    """One, two or three SIGINTs (or SIGTERMs) ~50 ms apart at a point of a 20-layer advise run: exit 130
+    (143 for a first SIGTERM) within 5 s of the first signal, one line, nothing left behind (model
+    folder, cwd, temporary files). A run that does not exit in time is killed and fails."""
     d, cwd = project
     marks = tmp_path / "phases"
     before = _tree_sum(d, cwd, EXAMPLES)
@@ -429,20 +445,55 @@ def test_interrupt_exits_130(project, tmp_path, phase, delay):
     p = subprocess.Popen([sys.executable, "-m", "strategist", "advise", os.path.join(EXAMPLES, "llama.py:tiny"),
                           "--kwargs", "layers=20", "--mesh", "dp=2,tp=4", "--dataset-strategy", "full_batch"],
                          cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sent_at = None
     t0 = time.time()
-    while time.time() - t0 < 300:
-        if p.poll() is not None:
-            break
+    while time.time() - t0 < 300 and p.poll() is None:
         if marks.exists() and phase in marks.read_text():
             time.sleep(delay)
-            p.send_signal(signal.SIGINT)
+            sent_at = time.time()
+            for k, signum in enumerate(BURSTS[burst]):
+                if k:
+                    time.sleep(0.05)
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signum)
             break
-        time.sleep(0.02)
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 130, (p.returncode, err[-2000:])
+        time.sleep(0.01)
+    assert sent_at is not None, f"the run ended before {phase!r}: {p.returncode}"
+    try:
+        out, err = p.communicate(timeout=max(0.1, sent_at + DEADLINE_S - time.time()))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail(f"no exit within {DEADLINE_S} s of the first signal ({burst} at {phase} +{delay} s)")
+    first = BURSTS[burst][0]
+    assert p.returncode == (130 if first == signal.SIGINT else 143), (p.returncode, err[-2000:])
     assert err.strip().splitlines()[-1:] == ["strategist: interrupted"] and err.count("\n") == 1, err[-2000:]
     assert _tree_sum(d, cwd, EXAMPLES) == before
     assert os.listdir(tmpdir) == []
+
+
+def test_a_signal_in_the_leaving_thread_lets_the_exit_finish(monkeypatch):
+    """The handler re-entered while it performs the exit (a second Ctrl-C arriving inside it) returns at
+    once, so the first call finishes: one line, one exit, nothing waits forever."""
+    from strategist import progress
+    exits, lines = [], []
+
+    def fake_exit(code):
+        exits.append(code)
+        raise SystemExit(code)
+
+    def fake_write(fd, data):
+        if not lines:                      # the second signal arrives while the first is writing its line
+            progress._on_signal(signal.SIGINT, None)
+        lines.append(data)
+        return len(data)
+    monkeypatch.setattr(progress, "_EXIT", fake_exit)
+    monkeypatch.setattr(progress.os, "write", fake_write)
+    monkeypatch.setattr(progress, "_leaving", False)
+    with pytest.raises(SystemExit):
+        progress._on_signal(signal.SIGTERM, None)
+    assert exits == [143] and lines == [b"strategist: interrupted\n"]
+    progress._LEAVING.release()           # the fake exit returned through the held lock
 
 
 # ---------------------------------------------------------------------------------------------

@@ -362,8 +362,9 @@ def _run_child(work: str, request: dict, env: dict, timeout: float) -> tuple[int
     with open(log_file, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "strategist.verify.child", req_file, res_file],
                                 cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        from .. import progress
+        progress.add_child(proc.pid)           # an interrupted run kills it before exiting
         try:
-            from .. import progress
             with progress.task("MindSpore's own sharding propagation (child process)"):
                 rc = proc.wait(timeout=timeout)
         except BaseException as err:           # timeout, Ctrl-C: never leave MindSpore running
@@ -373,6 +374,8 @@ def _run_child(work: str, request: dict, env: dict, timeout: float) -> tuple[int
             if isinstance(err, subprocess.TimeoutExpired):
                 return None, None, log_file
             raise
+        finally:
+            progress.remove_child(proc.pid)
     if not os.path.exists(res_file):
         return rc, None, log_file
     with open(res_file) as f:
