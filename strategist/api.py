@@ -1,10 +1,11 @@
 """The library calls behind the CLI, for notebooks too: file -> graph -> anchors -> plan."""
 from __future__ import annotations
 
-from .engine.anchors import load_anchors
+from .files.anchors import load_anchors
 from .errors import StrategistError
 from .frontend.loader import load_graph
-from .engine.mesh import Mesh, load_hardware
+from .vocab.mesh import Mesh
+from .files.hardware import load_hardware
 from .engine.plan import Plan
 from .engine.propagate import propagate
 
@@ -71,7 +72,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     hw = load_hardware(hardware) if hardware else None
     graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
-    if not strategies and use_model_strategies and getattr(graph, "mf_options", None) is not None:
+    if not strategies and use_model_strategies and graph.mf_options is not None:
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
         # sharding_propagation() anchors (shard() under semi_auto), as verify and compare's (b) and (c) take them
         # (their origin says so: mindformers_anchors_note)
@@ -108,7 +109,7 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
     """A mesh axis that divides no dimension of the model, or a mesh MindFormers would refuse for the config the
     graph was built from: a warning in the report and on stderr."""
     import sys
-    from .engine.mesh import mesh_fit_warning
+    from .vocab.mesh import mesh_fit_warning
     from .frontend.mindformers import mesh_warnings
     at = 0
     for w in [mesh_fit_warning(graph, mesh)] + mesh_warnings(graph, mesh):

@@ -1336,9 +1336,9 @@ def save_fixture(case: Case, answer: dict) -> str:
 
 def strategist_plan(case: Case):
     """strategist's propagated plan for ``case`` (same model, mesh, anchors, dataset strategy; layouts only)."""
-    from strategist.engine.anchors import load_anchors
+    from strategist.files.anchors import load_anchors
     from strategist.frontend.loader import load_graph
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.engine.propagate import propagate
     case.materialise()
     mesh = Mesh.parse(case.mesh)

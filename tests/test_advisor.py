@@ -10,7 +10,8 @@ from strategist.advice.advisor import advise, load_rules
 from strategist.api import advise_model
 from strategist.cli import main
 from strategist.errors import RulesError
-from strategist.engine.mesh import Mesh, load_hardware
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
 from strategist.engine.propagate import propagate
 from strategist.report.render import advice_dict
 
@@ -514,7 +515,7 @@ def test_reshape_traced_back_for_the_rotary_chain():
     input shape. By hand: [B, S, N*D] with N*D by (tp, tp_group) comes from [B, S, N, D] with N by both; a merged
     [B*S] rows split 64 ways is B by the outer axis and S by the inner one (64 contiguous blocks of 64 rows: block k
     is b = k // 8, the k % 8-th eighth of S); a split on S alone has no in-place [B*S] layout."""
-    from strategist.engine.layout import Layout
+    from strategist.vocab.layout import Layout
     from strategist.engine.ops import reshape_layout
     heads = Layout((8, 512, 4096), (8, 2, 4), ((0,), (), (1, 2)))
     assert reshape_layout(heads, (8, 512, 32, 128)) == Layout((8, 512, 32, 128), (8, 2, 4), ((0,), (), (1, 2), ()))

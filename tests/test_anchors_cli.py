@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from strategist.engine.anchors import load_anchors
+from strategist.files.anchors import load_anchors
 from strategist.cli import main
 from strategist.errors import RulesError
-from strategist.engine.mesh import Mesh
+from strategist.vocab.mesh import Mesh
 
 from conftest import ROOT
 
@@ -119,7 +119,7 @@ def test_advice_anchor_over_its_own_device_matrix_round_trips(tmp_path, graph_of
     from strategist.engine.propagate import propagate
     from strategist.report.render import advice_dict
     g = graph_of("examples/attention.py:AttentionBlock", "kv_heads=2")
-    from strategist.engine.mesh import load_hardware
+    from strategist.files.hardware import load_hardware
     hw = load_hardware("atlas-800t-a2")
     adv = advise(g, MESH, rules=load_rules(), dataset_strategy="full_batch", hardware=hw)
     fa = "attention.flash_attention"

@@ -11,10 +11,11 @@ import os
 
 import pytest
 
-from strategist.engine.anchors import load_anchors
+from strategist.files.anchors import load_anchors
 from strategist.cli import main
-from strategist.engine.layout import Layout
-from strategist.engine.mesh import Mesh, load_hardware
+from strategist.vocab.layout import Layout
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
 from strategist.engine.redistribution import plan as plan_redistribution
 from strategist.engine.semi_auto import semi_auto_plan
 from strategist.verify.compare import compare_communication

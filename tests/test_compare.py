@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from strategist.errors import StrategistError
-from strategist.engine.mesh import Mesh
+from strategist.vocab.mesh import Mesh
 from strategist.engine.propagate import propagate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -345,7 +345,7 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence(tmp
     # layer 1's (MoELayer, 3-d) is not (anchored it made the step 1.18 ms slower, and went with the dense one's line
     # while both were one pattern); the anchors file names each apart (a glob gave the MoE one the dense 4-d
     # layout), and loaded back it gives the advice's plan
-    from strategist.engine.anchors import load_anchors
+    from strategist.files.anchors import load_anchors
     from strategist.engine.propagate import propagate
     from strategist.report.render import advice_dict
     assert "model.decoder.layers.0.mlp.transpose" in chosen and "model.decoder.layers.1.mlp.transpose" not in chosen
@@ -516,7 +516,7 @@ def _advised(graph_of, target, *kwargs):
     same graph for any anchors: (graph, mesh, run, advice). The references below are built by hand on the Cell
     compiled as built (``--eval``): what they exercise is compare's pricing, the same for either compile."""
     from strategist.advice.advisor import advise
-    from strategist.engine.mesh import load_hardware
+    from strategist.files.hardware import load_hardware
     hw = load_hardware("atlas-800t-a2")
     g = graph_of(target, *kwargs, training=False)
     mesh = Mesh.parse("dp=2,tp=4")
@@ -665,7 +665,7 @@ def test_parallel_only_operators_are_the_models_own_in_every_plan(graph_of):
     import copy
     from strategist.advice.advisor import advise
     from strategist.advice.compare import Column, agreement
-    from strategist.engine.mesh import load_hardware
+    from strategist.files.hardware import load_hardware
     from strategist.engine.plan import PARALLEL_ONLY, Anchor
     from strategist.engine.semi_auto import semi_auto_plan
     from strategist.report.render import advice_dict, configurable_anchors_yaml

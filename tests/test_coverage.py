@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from strategist.errors import StrategyError
-from strategist.frontend.graph import Input, Op, TensorSpec
+from strategist.vocab.graph import Input, Op, TensorSpec
 from strategist.engine.ops import RULES, candidates, pre_reduce_layout, rule_for, shard
 from strategist.engine.redistribution import plan
 from strategist.engine import oprules

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from strategist.frontend.graph import PLUMBING, ShardLayout, TensorSpec
+from strategist.vocab.graph import PLUMBING, ShardLayout, TensorSpec
 
 from conftest import EXAMPLES, MODELS, ROOT
 

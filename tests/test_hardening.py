@@ -502,9 +502,10 @@ def test_a_signal_in_the_leaving_thread_lets_the_exit_finish(monkeypatch):
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from strategist.api import parse_dataset_strategy  # noqa: E402
-from strategist.frontend.graph import TensorSpec  # noqa: E402
+from strategist.vocab.graph import TensorSpec  # noqa: E402
 from strategist.frontend.loader import ModelRef, parse_inputs, parse_kwargs  # noqa: E402
-from strategist.engine.mesh import Mesh, load_hardware  # noqa: E402
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware  # noqa: E402
 
 _atoms = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(allow_nan=True),
                    st.text(max_size=12), st.sampled_from(["dp", "tp", "cp", "None", "matmul1", "in_strategy",
@@ -572,8 +573,8 @@ def test_fuzz_rules_and_hardware_files(tmp_path_factory, text):
 @given(_yaml_text)
 def test_fuzz_anchor_values(text):
     """Anchors files: the YAML reader, duplicate/line bookkeeping and each value's schema."""
-    from strategist.engine.anchors import parse_anchor
-    from strategist.schema import _Lines, to_python
+    from strategist.files.anchors import parse_anchor
+    from strategist.files.schema import _Lines, to_python
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:

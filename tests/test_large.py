@@ -5,7 +5,8 @@ import os
 import pytest
 
 from strategist.advice.advisor import advise
-from strategist.engine.mesh import Mesh, load_hardware
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
 
 LAYERS = int(os.environ.get("STRATEGIST_LARGE_LAYERS", "8"))
 

@@ -2,7 +2,8 @@
 import pytest
 
 from strategist.errors import MeshError
-from strategist.engine.mesh import Mesh, load_hardware
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
 
 
 def test_mesh_parse_and_device_ordering():

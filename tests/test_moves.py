@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from strategist.engine.mesh import Mesh
+from strategist.vocab.mesh import Mesh
 from strategist.engine.propagate import propagate
 from strategist.verify.compare import compare_moves
 from strategist.verify.ir import parse_redistributions
@@ -118,7 +118,7 @@ def test_random_nets_move_data_where_mindspore_does(seed, tmp_path):
     import sys
     sys.path.insert(0, HERE)
     import netgen
-    from strategist.engine.anchors import load_anchors
+    from strategist.files.anchors import load_anchors
     from strategist.frontend.loader import load_graph
     from strategist.verify import mindspore_plan
     spec = netgen.generate(seed)

@@ -3,8 +3,8 @@ communication, against the spec's facts (§2, §4, §5) and hand derivations."""
 import pytest
 
 from strategist.errors import StrategyError
-from strategist.frontend.graph import Input, Op, ShardLayout, TensorSpec
-from strategist.engine.layout import Layout
+from strategist.vocab.graph import Input, Op, ShardLayout, TensorSpec
+from strategist.vocab.layout import Layout
 from strategist.engine.ops import (candidates, output_partial, partition_num, reshape_layout, rule_for, shard,
                             shard_layout, strategy_better)
 from strategist.engine.redistribution import plan

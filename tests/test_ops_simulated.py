@@ -5,7 +5,7 @@ operator's global result."""
 import numpy as np
 import pytest
 
-from strategist.frontend.graph import Input, Op, TensorSpec
+from strategist.vocab.graph import Input, Op, TensorSpec
 from strategist.engine.ops import candidates, pre_reduce_layout, shard
 from strategist.engine.redistribution import plan
 

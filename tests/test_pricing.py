@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from strategist.engine.mesh import Mesh
+from strategist.vocab.mesh import Mesh
 from strategist.engine.plan import CAST_PASS
 from strategist.engine.propagate import propagate
 from strategist.engine.redistribution import plan as plan_redistribution

@@ -5,7 +5,8 @@ import os
 import pytest
 
 from strategist.errors import PropagationError, StrategyError
-from strategist.engine.mesh import Mesh, load_hardware
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
 from strategist.engine.ops import shard
 from strategist.engine.propagate import Anchor, creation_order, propagate
 from strategist.engine.plan import CAST_PASS
@@ -306,7 +307,7 @@ def test_shard_on_a_plain_function_anchors_its_arguments_as_in_mindspore(graph_o
 def test_layout_anchor_on_gather_is_refused_as_mindspore_does(graph_of):
     """MindSpore 2.9.0 fails to compile a Layout strategy on Gather (vector::_M_range_check, via verify);
     the tuple form is the way, and the error says which tuple."""
-    from strategist.frontend.graph import ShardLayout
+    from strategist.vocab.graph import ShardLayout
     g = graph_of("examples/llama.py:tiny", "batch=8")
     mesh = Mesh.parse("dp=2,tp=4")
     lay = (ShardLayout((2, 4), ("dp", "tp"), ((0,), ())), ShardLayout((2, 4), ("dp", "tp"), ((1,), ())))  # (tp), (dp)
@@ -433,7 +434,7 @@ def test_propagation_pauses_the_cyclic_gc_and_restores_it():
 
 def test_layouts_hash_once_as_their_fields_do():
     import pickle
-    from strategist.engine.layout import Layout
+    from strategist.vocab.layout import Layout
     a = Layout((8, 4), (2, 4), ((0,), (1,)))
     b = Layout((8, 4), (2, 4), ((0,), (1,)))
     assert a == b and a is not b and hash(a) == hash(b) == hash(((8, 4), (2, 4), ((0,), (1,)), ()))

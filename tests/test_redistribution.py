@@ -5,8 +5,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from strategist.engine.layout import Layout, common_matrix, refine
-from strategist.engine.mesh import load_hardware
+from strategist.vocab.layout import Layout, common_matrix, refine
+from strategist.files.hardware import load_hardware
 from strategist.engine.redistribution import plan, refine_cost
 
 from collectives import check

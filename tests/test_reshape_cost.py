@@ -10,7 +10,7 @@ the ReshapeInfo and its input strategy, and the features the row exercises.
 """
 import pytest
 
-from strategist.engine.layout import Layout as L
+from strategist.vocab.layout import Layout as L
 from strategist.engine.reshape_cost import reshape_swc_cost, reshape_swc_logged
 
 # (src, dst, type length, (computation, communication, communication_without_parameter) as logged, bytes)

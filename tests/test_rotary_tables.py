@@ -9,7 +9,7 @@ then "MulsInfo3232: Set strategy [[2, 1, 1, 1]]" for all 8 Muls, and their Cos/S
 (2 Muls readers: 30 swcs) the same std::sort lands on (8, 1, 1, 1). The propagation itself is checked live
 (`strategist verify` of the experts' anchors: qwen3 110/110, telechat3 106/106 after this; 94/100 and 90/96 before): a hand-made
 copy of the subgraph does not reach the Reshape the way the full model does (its seeds order differs)."""
-from strategist.frontend.graph import Input, Op, OpGraph, TensorSpec
+from strategist.vocab.graph import Input, Op, OpGraph, TensorSpec
 from strategist.frontend.mindformers import unmerge_rotary_tables
 
 S, D, B, N = 4096, 128, 8, 64

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from strategist.frontend.loader import load_graph
-from strategist.engine.mesh import Mesh
+from strategist.vocab.mesh import Mesh
 from strategist.engine.semi_auto import semi_auto_plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))

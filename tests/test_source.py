@@ -174,7 +174,7 @@ def test_edit_source_unit():
     """Pure libcst edits, no MindSpore: chain a strategy, replace one, Layout form with its import,
     prune, idempotence, comments kept."""
     from mindspore import nn  # noqa: F401  (Mesh import chain)
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.source.edit import edit_source
     from strategist.source.locate import Placement, Site, Strategy
     code = ("import x  # keep\n\n\nclass A:  # c\n    def __init__(self, dp, tp):\n"
@@ -380,7 +380,7 @@ def test_mindformers_target_method_only_where_the_class_runs_it():
     calls it (MindFormers' CrossEntropyLoss configures in __init__, in every mode) gets the edit where it
     configures the primitive, not a method nothing calls."""
     from mindspore import nn  # noqa: F401  (Mesh import chain)
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.source.edit import edit_source
     from strategist.source.locate import Placement, Strategy
     code = ("class Loss:\n    def __init__(self, config):\n        self.mul2 = Mul().shard(((1,), (1,)))\n\n\n"
@@ -405,7 +405,7 @@ def test_mindformers_lines_hold_at_any_mesh():
     (imported where the file lacks it). Where the config is not the run's (a method called without it) or does
     not hold the split (with an ep axis MindFormers' data_parallel_size is dp * ep), the numbers are written."""
     from mindspore import nn  # noqa: F401  (Mesh import chain)
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.source.edit import edit_source
     from strategist.source.locate import Placement, Strategy
     code = ("from mindformers.parallel_core.training_graph.device_matrix import layout\n\n\n"
@@ -466,7 +466,7 @@ def test_locate_leaves_what_the_source_already_sets(graph_of):
     MindFormers method sets there) decides which sites need a line. MegatronMLP's one Linear class serves fc1
     (left to propagation: ((2, 1), (1, 4))) and fc2 (advised row-parallel: ((2, 4), (4, 1)))."""
     from strategist.advice.advisor import advise
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.source.locate import locate
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=4096", "ffn=16384", inputs=("x:float16[8192,4096]",))
     a = advise(g, Mesh.parse("dp=2,tp=4"))
@@ -627,7 +627,7 @@ def test_a_long_line_is_wrapped_and_stays_one_statement():
     by data_parallel_size * tensor_model_parallel_size, 133 characters) is broken after ``shard(`` with a hanging
     indent; the file parses, the statement is the one the plan asks, and applying again adds nothing."""
     import ast
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.source.edit import LINE_LIMIT, edit_source
     from strategist.source.locate import Placement, Strategy
     code = ("class MoELayer:\n    def __init__(self, config):\n        self.shared_experts = SharedExperts(config)\n"

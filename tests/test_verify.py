@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from strategist.errors import VerifyError
-from strategist.frontend.graph import TensorSpec
+from strategist.vocab.graph import TensorSpec
 from strategist.verify import MsOp, MsPlan, compare
 from strategist.verify.child import compile_specs
 from strategist.verify.ir import parse_ir, parse_tuple
@@ -155,7 +155,7 @@ def test_compile_specs_slice_global_inputs_per_device():
 
 
 def _docs_plan(graph_of):
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.engine.propagate import propagate
     graph = graph_of("examples/sharding_techniques.py:DocsFFN")
     return propagate(graph, Mesh.parse("dp=2,tp=4"), dataset_strategy="data_parallel", price=False)
@@ -242,7 +242,7 @@ def test_matching_falls_back_to_names_when_shapes_differ(graph_of):
 def test_matching_survives_first_layer_scopes_and_a_missing_op(graph_of):
     """MindSpore credits repeated layers' functional ops to layer 0 and names them by type; pairing goes by
     graph order and shapes, so every operator still meets its own counterpart."""
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.engine.propagate import propagate
     graph = graph_of("examples/llama.py:tiny", "layers=2")
     plan = propagate(graph, Mesh.parse("dp=2,tp=2"), dataset_strategy="full_batch", price=False)
@@ -270,7 +270,7 @@ def test_a_self_defined_operator_is_listed_not_counted(graph_of):
     """MindSpore records no strategy for a SelfDefineShardInfo (a Concat marked ``self_define_shard``) and records
     one on the Reshape after it (MindSpore 2.9.0's answer for tests/models/layouts.py:SelfDefinedConcat, recorded):
     the pair is listed as self-defined, neither side's one-sided operator, and the rest still all agree."""
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.engine.propagate import propagate
     graph = graph_of(os.path.join(ROOT, "tests", "models", "layouts.py") + ":SelfDefinedConcat")
     plan = propagate(graph, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch", price=False)
@@ -587,7 +587,7 @@ def test_operators_of_one_name_matched_where_mindspores_order_differs(graph_of, 
     alignment of the Subs kept the rotary pairs, and the two loss Subs were left on both sides ("only in
     strategist's plan" / "only in MindSpore's report") with the same strategies. Leftovers of one name, as
     many on each side, with compatible shapes, are paired in order."""
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.engine.propagate import propagate
     f = tmp_path / "twosubs.py"
     f.write_text(_TWO_SUB_CELLS)

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import PropagationError, StrategyError
-from ..frontend.graph import OpGraph
-from ..engine.mesh import Hardware, Mesh
+from ..vocab.graph import OpGraph
+from ..vocab.mesh import Hardware, Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Anchor, Plan
 from ..engine.propagate import price_plan, propagate

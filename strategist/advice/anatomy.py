@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..frontend.graph import Op, OpGraph, ShardLayout
-from ..engine.mesh import Mesh
+from ..vocab.graph import Op, OpGraph, ShardLayout
+from ..vocab.mesh import Mesh
 from ..engine.ops import FactorRule, Sharding
 from ..engine.plan import Anchor
 from ..engine.search import _cached_rule, local_rows_marked
@@ -31,7 +31,7 @@ def _weight_slot(op: Op) -> int | None:
 def _sequence_first(graph: OpGraph) -> bool:
     """MindFormers' (mcore) training graphs carry activations sequence-first, ``[S, B, H]``; its front end says
     so (``graph.sequence_first``: False for the batch-first legacy models)."""
-    given = getattr(graph, "sequence_first", None)
+    given = graph.sequence_first
     if given is not None:
         return bool(given)
     m = str(getattr(graph, "model", "") or "")
@@ -41,7 +41,7 @@ def _sequence_first(graph: OpGraph) -> bool:
 def _sequence_parallel(graph: OpGraph, mesh: Mesh) -> bool:
     """The config asks for sequence parallelism (MindFormers' use_seq_parallel): on mcore's sequence-first rows
     (the Morph-inlined linears' local rows), or on a legacy model's batch-first ``[B, S, H]`` (ChatGLM2)."""
-    if not getattr(graph, "sequence_parallel", False) or mesh.get("tp") <= 1:
+    if not graph.sequence_parallel or mesh.get("tp") <= 1:
         return False
     if _sequence_first(graph):
         return local_rows_marked(graph)
@@ -465,7 +465,7 @@ def _model_own(graph: OpGraph) -> set[str]:
     """The operators the model's own code configures in every parallel build (``graph.parallel_only``: MindFormers'
     loss): every plan starts from their strategies (:func:`strategist.engine.plan.parallel_only_anchors`), so the
     advice never anchors them, and hands them no follower either."""
-    return set(getattr(graph, "parallel_only", None) or ())
+    return set(graph.parallel_only or ())
 
 
 def _flippable(graph: OpGraph, rules: Rules, prefs: dict[str, str], boundaries) -> list[str]:

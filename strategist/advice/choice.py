@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..frontend.graph import OpGraph
-from ..engine.mesh import Mesh
+from ..vocab.graph import OpGraph
+from ..vocab.mesh import Mesh
 from ..engine.plan import Anchor, Plan
 from .rules import Rules
 

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 
 from .minimality import _group_key, _same_plan
 from ..errors import StrategistError
-from ..frontend.graph import OpGraph
-from ..engine.mesh import Mesh, load_hardware
+from ..vocab.graph import OpGraph
+from ..vocab.mesh import Mesh
+from ..files.hardware import load_hardware
 from ..engine.plan import Plan
 from ..engine.propagate import propagate
 from ..engine.search import _same
@@ -382,7 +383,7 @@ def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
     mine, theirs = _op_costs(plan), ref_costs if ref_costs is not None else _op_costs(ref)
     col.agreed = col.total = col.configured_agreed = col.configured_total = 0
     col.disagreements = []
-    own = getattr(ref.graph, "parallel_only", None) or {}
+    own = ref.graph.parallel_only or {}
     for name, rc in ref.choices.items():
         if rc.sharding is None or name in own:
             continue        # (the operators the model's code configures in every parallel build: alike everywhere)
@@ -447,7 +448,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     experts = dict(experts or {})
     cols = {k: Column(k, TITLES[k]) for k in COLUMNS}
     cmp = Comparison3(model, mesh, dataset_strategy, cols, len(graph), t_extract)
-    cmp.notes += list(getattr(graph, "notes", []))      # the front end's (layer-count keys fitted to --layers)
+    cmp.notes += list(graph.notes)      # the front end's (layer-count keys fitted to --layers)
     if dataset_strategy == DEFAULT_DATASET:
         cmp.notes.append("dataset full_batch for all three: MindFormers' own (dp, 1) input split leaves the tp "
                          "devices unused, which auto_parallel refuses; slicing a whole batch costs no communication")
@@ -464,7 +465,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     ex_c = experts["semi_auto"]
     # the loss's own primitives, configured by MindFormers in every parallel build (every column's plan starts from
     # them: strategist.engine.plan.parallel_only_anchors), read from the experts' build already made
-    own = getattr(graph, "parallel_only", None) or {}
+    own = graph.parallel_only or {}
     if own:
         fixed = parallel_only_anchors(graph, mesh)
         cmp.notes.append(f"the model's own in every column (its code configures them in every parallel build; not "
@@ -516,7 +517,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     # (a) the advice
     a = cols["a"]
     t0 = time.perf_counter()
-    base = getattr(graph, "mf_base_graph", None) if fast_advice else None
+    base = graph.mf_base_graph if fast_advice else None
     adv = plan_a = None
     if base is not None:
         # a replicated graph: advise on the compiled layers, copy the last layer's anchors onto the copies

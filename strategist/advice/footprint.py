@@ -26,7 +26,7 @@ def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
     :class:`~strategist.frontend.graph.OptimizerSharding` says; its communication (the gradient's reduce-scatter and
     the weight's all-gather) moves what the gradient's all-reduce would, so the step is priced as without."""
     g = plan.graph
-    zero = getattr(g, "optimizer_sharding", None)
+    zero = g.optimizer_sharding
     seen: dict[str, tuple[int, ...]] = {}     # parameter -> its slice's shape
     for op in g:
         ch = plan.choices[op.name]

@@ -7,9 +7,9 @@ import math
 import re
 
 from ..errors import PropagationError, StrategyError
-from ..frontend.graph import OpGraph
-from ..engine.layout import squeeze
-from ..engine.mesh import Mesh
+from ..vocab.graph import OpGraph
+from ..vocab.layout import squeeze
+from ..vocab.mesh import Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Plan
 from ..engine.search import _cached_rule

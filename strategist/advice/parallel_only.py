@@ -15,7 +15,7 @@ def loss_layout_alternatives(graph, mesh, proposed: list, run) -> int:
     root is one of them) and it differs; the template's layout becomes its alternative. ``run``: the advisor pass's
     propagation. Returns how many heads changed."""
     from .advisor import Choice, anchor_of
-    own = getattr(graph, "parallel_only", None) or {}
+    own = graph.parallel_only or {}
     heads = [c for c in proposed if c.alternative is None and c.template == "matmul_column"
              and c.why.startswith("language-model head")]
     if not own or not heads:

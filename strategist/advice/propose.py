@@ -2,8 +2,8 @@
 (:func:`propose`)."""
 from __future__ import annotations
 
-from ..frontend.graph import OpGraph
-from ..engine.mesh import Mesh
+from ..vocab.graph import OpGraph
+from ..vocab.mesh import Mesh
 from ..engine.search import _cached_rule
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
@@ -99,7 +99,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                     name = "norm_sequence_first"      # MindFormers' [S, B, H]: batch by dp, sequence by cp
                     if rank >= 4 and "norm_heads_sequence_first" in t:
                         name = "norm_heads_sequence_first"     # q/k norms on [S, B, N, D]: heads by tp
-                    elif getattr(graph, "sequence_parallel", False) and "norm_sequence_parallel" in t \
+                    elif graph.sequence_parallel and "norm_sequence_parallel" in t \
                             and mesh.get("tp") > 1:
                         # the config asks for sequence parallelism: S by cp and tp between the tp blocks
                         name = "norm_sequence_parallel"

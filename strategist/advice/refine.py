@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from ..errors import PropagationError, StrategyError
-from ..frontend.graph import Op, OpGraph
-from ..engine.layout import squeeze
-from ..engine.mesh import Mesh
+from ..vocab.graph import Op, OpGraph
+from ..vocab.layout import squeeze
+from ..vocab.mesh import Mesh
 from ..engine.ops import candidates, reshape_layout, shard_anchor
 from ..engine.plan import Anchor, Plan
 from ..engine.search import _cached_rule, _follow, _same

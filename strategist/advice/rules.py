@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 
 from ..errors import RulesError
-from ..yamlio import compose_file
-from ..frontend.graph import Op, OpGraph, ShardLayout
-from ..engine.mesh import Mesh
+from ..files.yamlio import compose_file
+from ..vocab.graph import Op, OpGraph, ShardLayout
+from ..vocab.mesh import Mesh
 from ..engine.ops import FactorRule, Sharding, _sharding
 from ..engine.plan import Anchor
 
@@ -47,9 +47,9 @@ def load_rules(extra: list[str] | None = None) -> Rules:
 
 
 def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
-    """One rules file, validated against :class:`strategist.schema.RulesSpec` (types, positive finite
+    """One rules file, validated against :class:`strategist.files.schema.RulesSpec` (types, positive finite
     thresholds, unknown keys with "did you mean", duplicate keys)."""
-    from ..schema import validate_rules
+    from ..files.schema import validate_rules
     out = validate_rules(compose_file(path, "rules file"), path, known_templates, known_categories)
     if "templates" in out:
         out["templates"] = {name: {f: (ax,) if isinstance(ax, str) else tuple(ax) for f, ax in v.items()}
@@ -59,7 +59,7 @@ def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
 
 def check_boundaries(graph: OpGraph, boundaries: dict[str, str]) -> None:
     """Each ``--boundary CELL.PATH`` must name a cell of the model (a prefix of some operator's cell path)."""
-    from ..schema import did_you_mean
+    from ..files.schema import did_you_mean
     cells = {op.cell_path for op in graph}
     prefixes = {".".join(c.split(".")[:k]) for c in cells for k in range(1, len(c.split(".")) + 1) if c}
     for path in boundaries:

@@ -9,8 +9,8 @@ import math
 from functools import lru_cache
 
 from ..errors import StrategyError
-from ..frontend.graph import OpGraph, ShardLayout
-from ..engine.layout import Layout
+from ..vocab.graph import OpGraph, ShardLayout
+from ..vocab.layout import Layout
 from ..engine.ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
 from ..engine.redistribution import Collective, Physical
@@ -264,7 +264,7 @@ def price(eng: _Engine) -> Plan:
     g, hw = eng.g, eng.hw
     needs_grad, grads_on_of, param_casts = _grad_flow(g)
     casts = cast_overlay(eng)
-    a2a = bool(getattr(g, "enable_alltoall", False))      # MindSpore's enable_alltoall (a MindFormers config's)
+    a2a = bool(g.enable_alltoall)      # MindSpore's enable_alltoall (a MindFormers config's)
     chosen = {op.name: casts.get(op.name) or eng.chosen[op.name] for op in g}
     const_out, const_params = constant_gradients(eng, chosen, casts)
     edges: list[EdgeCost] = []

@@ -23,7 +23,7 @@ import dataclasses
 import math
 from typing import Callable
 
-from ..frontend.graph import Op
+from ..vocab.graph import Op
 
 #: filled at the end of this module; defined first so that ``ops._register_families`` finds it even
 #: when this module is imported before ``strategist.engine.ops`` (import cycle)

@@ -9,7 +9,7 @@ outputs is a *reduction* factor: splitting it leaves partial sums the operator r
 
 A MindSpore strategy tuple gives one split per dimension of each strategy input; the operator's
 device matrix is ``[split(f) for f in factors] + [repeat]`` (MindSpore appends the repeated-calculation
-count on the right), and every tensor's :class:`~strategist.engine.layout.Layout` follows from its factors.
+count on the right), and every tensor's :class:`~strategist.vocab.layout.Layout` follows from its factors.
 
 The registry (``RULES``) maps primitive names to builders ``(op) -> FactorRule``. Most families
 are one line; Reshape (:func:`reshape_layout`), Gather, StridedSlice and FlashAttentionScore have
@@ -33,8 +33,8 @@ from functools import lru_cache
 from typing import Callable, NamedTuple
 
 from ..errors import StrategyError
-from ..frontend.graph import Op, ShardLayout
-from .layout import Layout
+from ..vocab.graph import Op, ShardLayout
+from ..vocab.layout import Layout
 
 log = logging.getLogger("strategist")
 
@@ -1281,7 +1281,7 @@ def _computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) ->
 
 
 def _type_bytes(spec) -> int:
-    from ..frontend.graph import DTYPE_BYTES
+    from ..vocab.graph import DTYPE_BYTES
     return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
 
 

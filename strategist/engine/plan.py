@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..frontend.graph import Op, OpGraph, ShardLayout
-from .layout import Layout
-from .mesh import Hardware, Mesh
+from ..vocab.graph import Op, OpGraph, ShardLayout
+from ..vocab.layout import Layout
+from ..vocab.mesh import Hardware, Mesh
 from .ops import Sharding
 from .redistribution import Redistribution
 
@@ -230,9 +230,9 @@ def parallel_only_anchors(graph: OpGraph, mesh: Mesh, warnings: list | None = No
     (propagated, semi_auto, advised) starts from them, as the real parallel run does; they are the model's, not
     anchors anyone writes. ``graph.parallel_only_strategies(graph, mesh)`` reads them (cached by the front end);
     ``{}`` for a graph without such operators. A reading that fails leaves them unconfigured, with a warning."""
-    if not getattr(graph, "parallel_only", None):
+    if not graph.parallel_only:
         return {}
-    read = getattr(graph, "parallel_only_strategies", None)
+    read = graph.parallel_only_strategies
     if read is None:
         return {}
     got, notes = read(graph, mesh)

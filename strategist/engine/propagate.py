@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frontend.graph import OpGraph
-from .mesh import Hardware, Mesh
+from ..vocab.graph import OpGraph
+from ..vocab.mesh import Hardware, Mesh
 from .plan import DATASET, SEMI_AUTO, Anchor, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance, model_anchors
 from ..cost import pricing
 from . import search as _search

@@ -26,7 +26,7 @@ Two costs per plan:
   re-runs MindSpore's own cost-mode inference (expanded layouts, permute = AllGather + Split, Reshape
   pair), not from the steps above; calibrated on 167 edge costs MindSpore printed.
 * :meth:`Redistribution.physical` — what each device actually sends, and the time under a
-  :class:`~strategist.engine.mesh.Hardware` profile (alpha-beta per link class, ring algorithms).
+  :class:`~strategist.vocab.mesh.Hardware` profile (alpha-beta per link class, ring algorithms).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from .layout import Layout, unify
+from ..vocab.layout import Layout, unify
 
 #: MindSpore CostModelContext defaults (costmodel_context.h).
 COMMUNI_THRESHOLD = 2048.0

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from .layout import Layout, unify
+from ..vocab.layout import Layout, unify
 from .redistribution import (ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, _ms_infer, cut_axis,
                              refine_cost, squeeze_shape)
 

@@ -53,9 +53,9 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import PropagationError, StrategyError
-from ..frontend.graph import DTYPE_BYTES, Op, OpGraph, lazy_note
-from .layout import Layout
-from .mesh import Hardware, Mesh
+from ..vocab.graph import DTYPE_BYTES, Op, OpGraph, lazy_note
+from ..vocab.layout import Layout
+from ..vocab.mesh import Hardware, Mesh
 from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, nd_tp,
                   gather_axis_refused, layout_strategy, output_partial, output_scattered, partition_num,
                   pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor, self_defined_sharding, shard_layout,
@@ -180,7 +180,7 @@ def _lazy_fold(graph: OpGraph, forward: bool) -> tuple[dict[str, str], tuple[str
     first (``TopoSort`` enters a call at its callee's return). Each copy must have its first-call counterpart (the
     same name after the instance path), or its group is not folded. The compile as built (``DeepScopedGraphSearch``)
     resolves the parameter to the last call's argument instead (self-loops); not modelled."""
-    if not (forward or getattr(graph, "training", False)) or not getattr(graph, "lazy_groups", ()):
+    if not (forward or graph.training) or not graph.lazy_groups:
         return {}, ()
 
     def compute(g):
@@ -236,12 +236,8 @@ def _folded(graph: OpGraph, forward: bool) -> OpGraph:
             ins = [moved(x) for x in op.inputs]
             ops.append(dataclasses.replace(op, inputs=ins) if ins != list(op.inputs) else op)
         fg = OpGraph(ops, g.inputs, g.params, [moved(x) for x in g.outputs], g.cells, g.model)
-        for k, v in vars(g).items():
-            if k not in vars(fg):
-                setattr(fg, k, v)
-        fg.training = g.training
-        fg.deferred_cells = tuple(getattr(g, "deferred_cells", ()) or ()) + tuple(sorted(reps))
-        fg.lazy_groups = ()
+        fg.meta = dataclasses.replace(g.meta, deferred_cells=tuple(g.deferred_cells or ()) + tuple(sorted(reps)),
+                                      lazy_groups=())
         return fg
     return _per_graph(f"lazy_folded{int(bool(forward))}", graph, compute)
 
@@ -317,7 +313,7 @@ def shared_param_users(graph: OpGraph) -> dict[str, list[tuple[str, int]]]:
     value, which ``FindParameterUsers`` skips (no TmpIdentity, no shared-parameter check). MindFormers' ``GPTModel``
     is one (:func:`strategist.frontend.mindformers.mf_lazy_inline_cells`): the qwen3_moe router's ``fi_accu``, read by
     ``add_accu`` and ``assignadd``, gets no TmpIdentity there."""
-    lazy = tuple(getattr(graph, "lazy_inline_cells", ()) or ())
+    lazy = tuple(graph.lazy_inline_cells or ())
     users: dict[str, list[tuple[str, int]]] = {}
     for op in graph:
         if lazy and any(op.cell_path == c or op.cell_path.startswith(c + ".") for c in lazy):
@@ -1677,7 +1673,7 @@ def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
     explored first. Otherwise (a tuple dataset strategy, or ``graph.training``: a training compile, ``--train``
     or MindFormers' training networks) the nodes stay in ``GetAllNodesForParallel``'s
     ``TopoSort(ret, SuccDeeperSimple)`` order (:func:`topo_sort_order`). VirtualDataset's topo index is the maximum either way."""
-    if forward or getattr(graph, "training", False):
+    if forward or graph.training:
         return topo_sort_order(graph)
     return dfs_from_output(graph)
 
@@ -1716,7 +1712,7 @@ def topo_sort_order(graph: OpGraph) -> dict[str, int]:
     operator"): the loss' ``_NLLLoss`` then ``_LogSoftmax`` bodies are operators 0-9, then the model from its
     embedding on, in execution order."""
     ops = {op.name: op for op in graph}
-    deferred = sorted(getattr(graph, "deferred_cells", ()) or (), key=len)    # outermost first
+    deferred = sorted(graph.deferred_cells or (), key=len)    # outermost first
 
     def callee(name: str):
         path = ops[name].cell_path
@@ -2166,7 +2162,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
     explicit = set(anchors or ())
     siblings = _sibling_calls(graph)
     eng = _Engine(graph, mesh, all_anchors, dataset_strategy, hardware, fully_use_devices)
-    eng.warnings.extend(getattr(graph, "notes", []))
+    eng.warnings.extend(graph.notes)
     eng.warnings.extend(fixed_notes)
     # a strategy lives on the primitive: configuring a Cell-held primitive configures every call of it
     # (``self.transpose.shard(...)`` reaches q's, k's and v's transposes alike), as in MindSpore

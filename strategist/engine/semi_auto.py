@@ -26,9 +26,9 @@ import math
 from typing import Any
 
 from ..errors import StrategyError
-from ..frontend.graph import OpGraph, ShardLayout
-from .layout import Layout
-from .mesh import Hardware, Mesh
+from ..vocab.graph import OpGraph, ShardLayout
+from ..vocab.layout import Layout
+from ..vocab.mesh import Hardware, Mesh
 from .ops import shard
 from .plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
 from .oprules import BINARY, TENSOR_BINARY

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import weakref
 
-from .graph import Input, Op, OpGraph
+from ..vocab.graph import Input, Op, OpGraph
 
 
 @dataclasses.dataclass
@@ -347,5 +347,5 @@ def _parameter_identities(ops: list, where: str, plan, notes: list) -> list:
 def apply(graph: OpGraph, root, calls: ShardCalls) -> OpGraph:
     """:func:`insert_identities`, its notes kept on the graph (``graph.notes``) for the reports."""
     out, notes = insert_identities(graph, root, calls)
-    out.notes = list(getattr(graph, "notes", [])) + notes
+    out.notes = list(graph.notes) + notes
     return out

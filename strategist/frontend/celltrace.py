@@ -14,7 +14,7 @@ a patched ``Primitive.__call__``) sees them; PyNative also runs different primit
 (FlashAttentionScore, MoE routing) the CPU backend does not have.
 
 :func:`reference_paths` gives ``[(op type, cell path)]`` in the compiled graph's order;
-:func:`compare` aligns it with an :class:`~strategist.frontend.graph.OpGraph` by operator type and lists the
+:func:`compare` aligns it with an :class:`~strategist.vocab.graph.OpGraph` by operator type and lists the
 operators whose cell path differs. Operators that the reference leaves at the root scope ``Default``
 because a later pass created them (``_enclosing_cells`` in graph.py) are counted apart: the reference
 cannot say where they ran.
@@ -25,7 +25,8 @@ import contextlib
 import difflib
 from dataclasses import dataclass, field
 
-from .graph import PLUMBING, OpGraph, _as_tensor, _cell_path, _standalone_compile, _training, _COUNTER
+from ..vocab.graph import PLUMBING, OpGraph
+from .graph import _as_tensor, _cell_path, _standalone_compile, _training, _COUNTER
 
 
 @contextlib.contextmanager

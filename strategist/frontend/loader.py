@@ -13,7 +13,8 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import InputSpecError, ModelLoadError
-from .graph import OpGraph, TensorSpec, extract
+from ..vocab.graph import OpGraph, TensorSpec
+from .graph import extract
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         raise ModelLoadError(
             f"{ref.name!r} not found in {ref.path} (available: {', '.join(cells) or 'none'})")
     if not callable(obj):
-        from ..schema import type_name
+        from ..files.schema import type_name
         raise ModelLoadError(f"{ref} is {type_name(obj)}, not a Cell class or factory function")
     ms.set_context(mode=ms.GRAPH_MODE)
     try:

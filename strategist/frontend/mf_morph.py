@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .graph import Input, Op, OpGraph
+from ..vocab.graph import Input, Op, OpGraph
 
 #: the collapsed operator's type (no MindSpore primitive: strategist's own)
 MORPH_FFN = "MorphFFN"

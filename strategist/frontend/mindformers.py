@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputSpecError, ModelLoadError, StrategyError
-from .graph import OpGraph, OptimizerSharding, ShardLayout, TensorSpec, extract
-from ..engine.mesh import Mesh
+from ..vocab.graph import OpGraph, OptimizerSharding, ShardLayout, TensorSpec
+from .graph import extract
+from ..vocab.mesh import Mesh
 from ..engine.plan import Anchor
 
 PREFIX = "mindformers:"
@@ -942,7 +943,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         if not experts_stand_in:
             # the MoE FFN Morph runs per device on its own tokens: one operator, not a global permutation
             from .mf_morph import collapse_moe_ffn
-            base = getattr(graph, "mf_base_graph", None)
+            base = graph.mf_base_graph
             graph = collapse_moe_ffn(graph)
             if base is not None:
                 graph.mf_base_graph = collapse_moe_ffn(base)
@@ -952,13 +953,13 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             if line not in notes:
                 notes.append(line)
     # the config's sequence parallelism (norms and residual adds split along S by tp): the advice follows it
-    for g in (graph, getattr(graph, "mf_base_graph", None)):
+    for g in (graph, graph.mf_base_graph):
         if g is not None:
             # how it was built: the experts' strategies of the same config (source diffs read what the
             # model's own methods set at a mesh: expert_strategies)
             g.mf_options = {"layers": layers, "seq": seq, "batch": batch, "overrides": dict(overrides or {})}
             g.mf_batch = b
-            g.notes = list(getattr(g, "notes", [])) + [n for n in fitted if n not in getattr(g, "notes", [])]
+            g.notes = list(g.notes) + [n for n in fitted if n not in g.notes]
             g.mf_model_config = {k: v for k, v in fit.items() if v is not None}    # (mesh_warnings)
             g.sequence_parallel = bool((cfg.get("parallel_config") or {}).get("use_seq_parallel"))
             g.sequence_first = not legacy       # mcore's [S, B, H]; the legacy layers are batch-first
@@ -992,7 +993,7 @@ def _plain(d):
 def mesh_warnings(graph: OpGraph, mesh: Mesh) -> list[str]:
     """What MindFormers itself would refuse of ``mesh`` for the model ``graph`` was built from (the tp=1 graph
     takes any mesh): tp not dividing the attention heads, ep not dividing the experts, axes it does not know."""
-    mc = getattr(graph, "mf_model_config", None)
+    mc = getattr(graph, "mf_model_config", None)      # any graph: one not from MindFormers has none
     if not mc:
         return []
     out = []
@@ -1156,8 +1157,8 @@ _LOSS_OWN_STRATEGIES: dict = {}
 
 def _loss_own_key(graph: OpGraph, mesh: Mesh) -> tuple:
     import json
-    opts = json.dumps(getattr(graph, "mf_options", None) or {}, sort_keys=True, default=str)
-    return graph.model, opts, str(mesh), tuple(sorted(getattr(graph, "parallel_only", None) or ()))
+    opts = json.dumps(graph.mf_options or {}, sort_keys=True, default=str)
+    return graph.model, opts, str(mesh), tuple(sorted(graph.parallel_only or ()))
 
 
 def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], list[str]]:
@@ -1176,7 +1177,7 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
         names = key[3]
         try:
             ex = expert_strategies(graph.model, mesh, "propagation", graph=graph,
-                                   **(getattr(graph, "mf_options", None) or {}))
+                                   **(graph.mf_options or {}))
             got = {n: dataclasses.replace(ex[n], origin=PARALLEL_ONLY) for n in names if n in ex}
             miss = [n for n in names if n not in got]
             notes = [f"MindFormers configures no strategy strategist could read on {', '.join(miss)} at "
@@ -1195,7 +1196,7 @@ def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
     it on every reading."""
     import dataclasses
     from ..engine.plan import PARALLEL_ONLY
-    names = getattr(graph, "parallel_only", None)
+    names = graph.parallel_only
     if not names or experts is None:
         return
     key = _loss_own_key(graph, mesh)
@@ -1233,7 +1234,7 @@ def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, gr
     out = Experts(mode, mesh)
     path = resolve_config(ref)
     # a replicated graph (load_mindformers): read the experts at the extracted layer count, copy the last layer's
-    ext = getattr(graph, "mf_extracted_layers", None)
+    ext = graph.mf_extracted_layers
     total = max((_layer_of(op.cell_path) or 0 for op in graph), default=0) + 1
     t0 = time.perf_counter()
     with mindformers_world(mode=mode, device_num=n, notes=out.notes):
@@ -1683,7 +1684,7 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
     from layer k-1; what followed the decoder reads layer ``layers-1``. MindFormers' layers are identical
     modules, so this is the graph a ``layers``-layer extraction gives (tests: op for op at 4 layers)."""
     import dataclasses
-    from .graph import Input, Param
+    from ..vocab.graph import Input, Param
     ops = graph.ops
     idx = [_layer_of(op.cell_path) for op in ops]
     present = sorted({i for i in idx if i is not None})

@@ -5,7 +5,7 @@ import fnmatch
 
 import os
 
-from ..frontend.graph import OpGraph
+from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
 
 
@@ -57,7 +57,7 @@ def inspect_text(graph: OpGraph, depth: int = 3) -> str:
             continue
         label = path.rsplit(".", 1)[-1] if path else "(root)"
         out.append(f"  {'  ' * level}{label} [{graph.cells.get(path, '?')}] {counts[path]}")
-    out += [f"note: {n}" for n in getattr(graph, "notes", [])]
+    out += [f"note: {n}" for n in graph.notes]
     return "\n".join(out) + "\n"
 
 
@@ -103,7 +103,7 @@ def layout_text(layouts, mesh) -> str | None:
 def layout_axes(layouts, mesh) -> tuple | None:
     """Per layout, per tensor dimension: the mesh axes splitting it, outer first (``("tp", "dp")``); None
     when a layout uses only part of a mesh axis."""
-    from ..engine.layout import Layout, common_matrix, refine, squeeze
+    from ..vocab.layout import Layout, common_matrix, refine, squeeze
     out = []
     mesh_l = Layout(mesh.shape, mesh.shape, tuple((i,) for i in range(len(mesh.shape))))
     for lay in layouts:
@@ -352,7 +352,7 @@ def _shard_layout_text(layouts) -> str:
 
 def _tuple_equivalent(ch, mesh) -> bool:
     """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
-    from ..engine.layout import squeeze
+    from ..vocab.layout import squeeze
     from ..engine.ops import shard
     try:
         s = shard(ch.op, ch.strategy, mesh.size)
@@ -488,7 +488,7 @@ def _parallel_only_calls(advice) -> list[dict]:
     """The shard() calls the model's code makes on its operators in every parallel build (MindFormers' loss: its
     ``x + 0`` adds, softmax, NLL and reductions): the model's own, kept in every plan, never advice anchors (:func:`strategist.engine.plan.parallel_only_anchors`)."""
     from ..engine.plan import parallel_only_anchors
-    own = getattr(advice.graph, "parallel_only", None) or {}
+    own = advice.graph.parallel_only or {}
     return [{"op": n, "status": "the model's own (parallel build)",
              "detail": f"{a.describe()}: {own.get(n, '')}; every plan here starts from it"}
             for n, a in parallel_only_anchors(advice.graph, advice.mesh).items()]
@@ -554,7 +554,7 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     m = d["configurations"]["advice"]["memory"]
     out.append(h("Memory under the advice (per device)"))
     table(["what", "bytes"], [("parameters", human_bytes(m["parameters"])), ("gradients", human_bytes(m["gradients"])),
-                              ("optimizer states (Adam, fp32" + (", parallel optimizer" if getattr(advice.graph, "optimizer_sharding", None)
+                              ("optimizer states (Adam, fp32" + (", parallel optimizer" if advice.graph.optimizer_sharding
                                                                  else ", unsharded") + ")", human_bytes(m["optimizer_states"])),
                               ("activations (upper bound: every output kept)", human_bytes(m["activations"])),
                               ("total", human_bytes(m["total"]))])

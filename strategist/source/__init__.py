@@ -103,7 +103,7 @@ def current_strategies(advice, target: str | None = None, undefined: list | None
     ``sharding_propagation()`` without defining it, ``refused`` (a list) the (operator, note) pairs of the
     strategies its code sets that an operator of the graph cannot take (MindSpore refuses such a build)."""
     g = advice.graph
-    opts = getattr(g, "mf_options", None)
+    opts = g.mf_options
     if opts is None:
         return {op.name: tuple(tuple(r) for r in op.in_strategy) for op in g
                 if op.in_strategy is not None and op.in_layout is None}
@@ -128,7 +128,7 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
     ``target``: for MindFormers classes, the method the strategies go into (``"sharding_propagation"``,
     the default, or ``"shard"``); plain model files get them where the primitive is configured today."""
     g = advice.graph
-    if getattr(g, "mf_legacy", False):
+    if g.mf_legacy:
         # MindFormers' legacy layers configure in __init__ and in shard(parallel_config) methods their owners call
         # only outside sharding-propagation mode: a line there does not run where the advice is meant to
         raise SourceEditError(f"{g.model} is a MindFormers legacy model (use_legacy=True), whose layers configure "

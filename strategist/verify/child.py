@@ -94,7 +94,7 @@ def compile_specs(names: list[str], specs, device_num: int, how) -> tuple[list, 
     ([TensorSpec(shape=(128, 16), dtype='float32')], ((2, 4),))
     """
     from ..errors import InputSpecError
-    from ..frontend.graph import TensorSpec
+    from ..vocab.graph import TensorSpec
     if how == "full_batch":
         return list(specs), "full_batch"
     if how == "data_parallel":
@@ -437,7 +437,7 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     runs in :func:`strategist.frontend.mindformers.mindformers_world` (simulated communication, logs in a temp dir,
     the FlashAttention/MoELayer missing-method patch), which stays open through the compile."""
     from ..frontend import mindformers as mf
-    from ..engine.mesh import Mesh
+    from ..vocab.mesh import Mesh
     opts = req["mindformers"]
     mesh = Mesh.parse(req["mf_mesh"])
     sizes = mf.mesh_sizes(mesh)

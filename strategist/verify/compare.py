@@ -573,7 +573,7 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     """strategist's priced collectives of one training step, by phase: every edge's redistribution and its
     transpose, every operator's own reduction and its transpose, every Parameter's mirror (a MindSpore-style
     all-to-all without ``enable_alltoall`` counted as the AllGather it is written as)."""
-    a2a = bool(getattr(plan.graph, "enable_alltoall", False))
+    a2a = bool(plan.graph.enable_alltoall)
     out: dict[str, list] = {p: [] for p in PHASES}
     for e in plan.edges:
         tl = _type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)
@@ -611,14 +611,14 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     step's graph has it: :func:`strategist.verify.ir.parse_collectives` keeps it); any other output is
     redistributed on the edge into the sum, the wrapper's, which the comparison leaves out on both sides."""
     from ..cost.pricing import _differentiable, _grad_flow
-    from ..engine.layout import Layout
+    from ..vocab.layout import Layout
     from ..engine.redistribution import plan as plan_redistribution
     from .runner import output_strategies
     out: dict[str, list] = {p: [] for p in PHASES}
     splits = output_strategies(plan)
     if splits is True:
         return out
-    a2a = bool(getattr(plan.graph, "enable_alltoall", False))
+    a2a = bool(plan.graph.enable_alltoall)
     n = plan.mesh.size
     needs_grad = _grad_flow(plan.graph)[0]
     for x, sp in zip(plan.graph.outputs, splits):

@@ -327,7 +327,7 @@ def _input_bytes(sig: str | None) -> float:
     t = _TENSOR_SIG.search(sig.split("->")[0]) if sig else None
     if t is None:
         return 0.0
-    from ..frontend.graph import DTYPE_BYTES
+    from ..vocab.graph import DTYPE_BYTES
     shape = [int(x) for x in t.group(2).split(",") if x.strip()]
     return float(math.prod(shape) * DTYPE_BYTES.get(t.group(1).lower(), 4))
 

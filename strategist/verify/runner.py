@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..errors import VerifyError
-from ..engine.mesh import Mesh
+from ..vocab.mesh import Mesh
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -96,7 +96,7 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 def _anchor_requests(strategies: str, graph, mesh: Mesh) -> list[dict]:
     """The anchors file resolved against strategist's graph: what the child must ``shard()``."""
-    from ..engine.anchors import load_anchors
+    from ..files.anchors import load_anchors
     out = []
     for name, a in load_anchors(strategies, graph, mesh).items():
         op = graph.op(name)
@@ -167,7 +167,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         if sep and ref_path:
             model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
     if eval_forward is None:
-        eval_forward = not getattr(graph, "training", False)
+        eval_forward = not (graph is not None and graph.training)
     anchors = []
     if strategies:
         if graph is None:
@@ -431,7 +431,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     is read (:func:`strategist.verify.compare.compare_communication`): forward, backward and mirror collectives,
     kind, group and bytes, beside strategist's priced plan.
     """
-    from ..engine.anchors import load_anchors
+    from ..files.anchors import load_anchors
     from ..frontend.loader import load_graph
     from ..engine.propagate import propagate
     from ..errors import StrategistError

@@ -18,9 +18,9 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter,
                       ValidationError)
 
-from .errors import InputSpecError, MeshError, RulesError
+from ..errors import InputSpecError, MeshError, RulesError
 
-from .engine.mesh import MAX_DEVICES  # a cluster bigger than any built bounds meshes, nodes, splits
+from ..vocab.mesh import MAX_DEVICES  # a cluster bigger than any built bounds meshes, nodes, splits
 
 
 # --------------------------------------------------------------------------------------

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import fnmatch
 
-import yaml
 
 from ..errors import RulesError
-from ..frontend.graph import OpGraph, ShardLayout
-from .mesh import Mesh
-from .plan import Anchor
-from ..yamlio import compose_file
+from ..vocab.graph import OpGraph, ShardLayout
+from ..vocab.mesh import Mesh
+from ..engine.plan import Anchor
+from .yamlio import compose_file
 
 
 def layout_over_mesh(dims, mesh: Mesh, where: str = "") -> ShardLayout:
@@ -51,8 +50,8 @@ def _rows(v, where):
 
 
 def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = ()) -> Anchor:
-    """One anchors-file value (validated by :func:`strategist.schema.validate_anchor`) -> Anchor."""
-    from ..schema import _Lines, validate_anchor
+    """One anchors-file value (validated by :func:`strategist.files.schema.validate_anchor`) -> Anchor."""
+    from .schema import _Lines, validate_anchor
     path, _, line = where.rpartition(" line ")
     if lines is None:
         lines = _Lines({(): int(line) if line.isdigit() else 1})
@@ -80,8 +79,8 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
 def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
     from ..errors import StrategyError
-    from .ops import shard, shard_layout
-    from .search import RESHAPES, _cached_rule
+    from ..engine.ops import shard, shard_layout
+    from ..engine.search import RESHAPES, _cached_rule
     op = graph.op(anchor.op)
     try:
         if op.type in RESHAPES:
@@ -100,7 +99,7 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
     twice, or two keys (globs) configuring one operator, is an error naming both lines. ``check``: try
     each anchor on its operator now, so a strategy the operator refuses names the file and line
     (``verify`` leaves it off: MindSpore is asked even about what strategist refuses)."""
-    from ..schema import mapping_data
+    from .schema import mapping_data
     data, lines = mapping_data(compose_file(path, "anchors file"), path,
                                "an anchors file maps operator names to strategies")
     if data is None:
@@ -117,7 +116,7 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
         if not names:
             raise RulesError(f"{where}: pattern {key!r} matches no operator (see strategist inspect --json)")
         if len(names) == 1 and names[0] not in graph:
-            from ..schema import did_you_mean
+            from .schema import did_you_mean
             hint = did_you_mean(key, [op.name for op in graph])
             raise RulesError(f"{where}: {key!r} names no operator of the model"
                              + (hint if hint.startswith(" (did") else " (see strategist inspect --json)"))

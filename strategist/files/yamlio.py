@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import yaml
 
-from .errors import RulesError
+from ..errors import RulesError
 
 
 def compose_file(path: str, what: str):

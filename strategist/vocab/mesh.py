@@ -10,18 +10,13 @@ class, bandwidth and latency; ``collective_seconds`` prices one collective with 
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-import yaml
-
 from ..errors import MeshError
 
 MAX_DEVICES = 2 ** 20   # more devices than any real cluster: a typo, refused
-
-HARDWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "rules", "hardware")
 
 
 @dataclass(frozen=True)
@@ -135,29 +130,6 @@ def _intra_axes(dev_matrix: tuple[int, ...], axes: tuple[int, ...], per_node: in
         if base // per_node != (base + span) // per_node:
             return False
     return True
-
-
-def load_hardware(name_or_path: str) -> Hardware:
-    """A profile by file path or by name under ``rules/hardware/`` (``atlas-800t-a2``)."""
-    path = name_or_path
-    if not isinstance(path, str) or not path.strip():
-        raise MeshError("bad --hardware '': give a profile name (atlas-800t-a2, gpu-8x-nvlink) or a YAML path")
-    if not os.path.isfile(path):
-        path = os.path.join(HARDWARE_DIR, name_or_path + ".yaml")
-    if not os.path.isfile(path):
-        known = sorted(f[:-5] for f in os.listdir(HARDWARE_DIR) if f.endswith(".yaml"))
-        raise MeshError(f"hardware profile not found: {name_or_path} (known: {', '.join(known)}, or a YAML path)")
-    from ..schema import validate_hardware
-    from ..yamlio import compose_file
-    try:
-        root = compose_file(path, "hardware profile")
-    except Exception as err:  # RulesError from the YAML reader: same words, hardware's error class
-        raise MeshError(f"bad hardware profile {err}") from None
-    d = validate_hardware(root, path)
-    links = {k: Link(getattr(d, k).bandwidth_GBps * 1e9, getattr(d, k).latency_us / 1e6)
-             for k in ("intra_node", "inter_node")}
-    return Hardware(d.name or os.path.basename(path), d.devices_per_node, links["intra_node"], links["inter_node"],
-                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9, d.hbm_GBps * d.hbm_efficiency * 1e9)
 
 
 def mesh_fit_warning(graph, mesh: Mesh) -> str | None:
