@@ -34,8 +34,10 @@ def main():
     import llama
     from strategist import load_graph
     from strategist.advice.advisor import advise, load_rules
-    from strategist.frontend.graph import TensorSpec, _as_tensor, _standalone_compile
-    from strategist.engine.mesh import Mesh, load_hardware
+    from strategist.vocab.graph import TensorSpec
+    from strategist.frontend.graph import _as_tensor, _standalone_compile
+    from strategist.vocab.mesh import Mesh
+    from strategist.files.hardware import load_hardware
     from strategist.report.render import advice_text
 
     ms.set_context(mode=ms.GRAPH_MODE)

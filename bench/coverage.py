@@ -111,7 +111,7 @@ class _Reference:
 
 def _advise_seconds(g) -> float | str:
     from strategist.advice.advisor import advise, load_rules
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     t0 = time.perf_counter()
     try:
         advise(g, Mesh.parse("dp=2,tp=4"), rules=load_rules())

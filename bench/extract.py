@@ -38,7 +38,8 @@ def main() -> None:
     from mindspore.common.api import _cell_graph_executor as executor
     from mindspore.nn.utils import no_init_parameters
 
-    from strategist.frontend.graph import TensorSpec, _as_tensor, _standalone_compile, extract
+    from strategist.vocab.graph import TensorSpec
+    from strategist.frontend.graph import _as_tensor, _standalone_compile, extract
     import llama
 
     ms.set_context(mode=ms.GRAPH_MODE)

@@ -245,7 +245,8 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
         print("   skipped: MindFormers is not installed")
         return None
     from strategist.advice.advisor import advise
-    from strategist.engine.mesh import Mesh, load_hardware
+    from strategist.vocab.mesh import Mesh
+    from strategist.files.hardware import load_hardware
     from strategist.frontend.mindformers import load_mindformers, split_model_options
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     from strategist.verify import verify_model
@@ -293,8 +294,8 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
 def large_section(layers=80):
     """MindSpore's own search next to strategist's propagate on the 80-layer 70B shape, 64 devices."""
     from strategist import load_graph
-    from strategist.engine.anchors import load_anchors
-    from strategist.engine.mesh import Mesh
+    from strategist.files.anchors import load_anchors
+    from strategist.vocab.mesh import Mesh
     from strategist.engine.propagate import clear_caches, propagate
     # Megatron anchors, less the embedding's layout: MindSpore 2.9 fails on a Layout on Gather
     # (vector::_M_range_check), so the timing run leaves the embedding to propagation
@@ -347,9 +348,9 @@ def large_section(layers=80):
 
 def _case_graph(case):
     """(graph, mesh, anchors) of ``case``."""
-    from strategist.engine.anchors import load_anchors
+    from strategist.files.anchors import load_anchors
     from strategist.frontend.loader import load_graph
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     case.materialise()
     mesh = Mesh.parse(case.mesh)
     g = load_graph(case.model, case.inputs or None, case.kwargs or None, training=case.training)

@@ -90,7 +90,7 @@ def compare_hook(graph, info, mesh, experts):
 
 
 def run_case(name: str, meshes) -> dict:
-    from strategist.engine.mesh import Mesh
+    from strategist.vocab.mesh import Mesh
     from strategist.frontend.mindformers import expert_strategies, load_mindformers
     ref, layers, ov = CASES[name]
     t0 = time.perf_counter()

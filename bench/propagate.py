@@ -32,8 +32,9 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     args = ap.parse_args()
     from strategist import load_graph
-    from strategist.engine.mesh import Mesh, load_hardware
-    from strategist.engine.anchors import load_anchors
+    from strategist.vocab.mesh import Mesh
+    from strategist.files.hardware import load_hardware
+    from strategist.files.anchors import load_anchors
     from strategist.engine.propagate import clear_caches, propagate
 
     mesh, hw = Mesh.parse("dp=8,tp=8"), load_hardware("atlas-800t-a2")

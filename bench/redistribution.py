@@ -14,8 +14,8 @@ import time
 # this checkout's strategist, not the one installed in .venv (an editable install of another tree)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from strategist.engine.layout import Layout
-from strategist.engine.mesh import load_hardware
+from strategist.vocab.layout import Layout
+from strategist.files.hardware import load_hardware
 from strategist.engine.redistribution import plan
 
 

@@ -18,7 +18,8 @@ import sys
 import pytest
 
 from strategist.errors import InputSpecError, ModelLoadError
-from strategist.engine.mesh import Mesh, load_hardware
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
 from strategist.frontend.mindformers import is_mindformers_ref, mesh_sizes, resolve_config, split_model_options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -699,7 +700,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     assert a.configured_agreement >= 0.87 and c["c"].configured_agreed == c["c"].configured_total
     # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
     # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
-    from strategist.engine.anchors import load_anchors
+    from strategist.files.anchors import load_anchors
     from strategist.engine.propagate import propagate
     from strategist.report.render import advice_dict
     text = advice_dict(c.advice)["anchors_yaml"]
