@@ -413,9 +413,9 @@ def test_megatron_pairs(graph_of):
     """The linears the advisor also tries as Megatron's pair: each row MatMul and the column MatMuls feeding it
     before a norm. Llama: q/k/v -> o through the attention, w1/w3 -> w2 through SwiGLU; the vocabulary head
     feeds no row, so it is in no pair."""
-    from strategist.advice.anatomy import _megatron_pairs
+    from strategist.advice.anatomy import megatron_pairs
     g = graph_of(LLAMA, "layers=1", "batch=8")
-    pairs = {n.split(".", 3)[-1] for n in _megatron_pairs(g, load_rules())}      # model.layers.0.<name>
+    pairs = {n.split(".", 3)[-1] for n in megatron_pairs(g, load_rules())}      # model.layers.0.<name>
     assert pairs == {"attention.wq.matmul", "attention.wk.matmul", "attention.wv.matmul", "attention.wo.matmul",
                      "feed_forward.w1.matmul", "feed_forward.w3.matmul", "feed_forward.w2.matmul"}, pairs
 
@@ -470,7 +470,7 @@ def test_advice_text_on_a_functional_call_names_the_strategy_once(graph_of):
 
 @pytest.mark.parametrize("training", [True, False])
 def test_every_line_of_the_final_advice_pays(graph_of, training):
-    """The last pass (minimality._every_line_pays): each pattern (one shard() line across repeated layers) is tried
+    """The last pass (minimality.every_line_pays): each pattern (one shard() line across repeated layers) is tried
     without, beside the rest of the final advice, and goes where the step is no slower by more than what the step
     model resolves. On the 2-layer LLaMA's advice, a line anchoring each layer's attention norm exactly as
     propagation lays it changes nothing: it goes, with that reason; the same line declared (a --boundary) stays;
@@ -479,8 +479,8 @@ def test_every_line_of_the_final_advice_pays(graph_of, training):
     head: 20 ms slower than the table whole on every device, which costs 2.2 GiB more; in the training compile the
     head's anchor also saves time: without it the embedding's search, created first, reaches the head)."""
     from strategist.advice.advisor import MEMORY_WORTH, PAY_FLOOR, Choice, anchor_of
-    from strategist.advice.footprint import _state_bytes
-    from strategist.advice.minimality import _every_line_pays, _group_key
+    from strategist.advice.footprint import state_bytes
+    from strategist.advice.minimality import every_line_pays, group_key
     g = graph_of(LLAMA, "layers=2", "batch=8", training=training)
     mesh = Mesh.parse("dp=2,tp=4")
     a = advise(g, mesh, hardware=HW, dataset_strategy=FB)
@@ -492,20 +492,20 @@ def test_every_line_of_the_final_advice_pays(graph_of, training):
     extra = [Choice(n, "4 fused", "norm", "test", anchor_of(n, a.plan.choices[n].sharding, mesh, g.op(n).type))
              for n in norms]
     dropped = []
-    keep = _every_line_pays(g, list(a.chosen) + extra, dropped, run)
+    keep = every_line_pays(g, list(a.chosen) + extra, dropped, run)
     assert [c.op for c in keep] == [c.op for c in a.chosen]
     assert [c.op for c, _ in dropped] == norms
     assert all(why.startswith("does not pay for its line in the final advice: without it, 0 operators change")
                for _, why in dropped)
     for c in extra:
         c.declared = True
-    assert len(_every_line_pays(g, list(a.chosen) + extra, [], run)) == len(a.chosen) + 2
+    assert len(every_line_pays(g, list(a.chosen) + extra, [], run)) == len(a.chosen) + 2
     t = a.plan.totals()["step_seconds"]
-    for k in {_group_key(c.op) for c in a.chosen}:
-        q = run([c for c in a.chosen if _group_key(c.op) != k])
-        assert q.totals()["step_seconds"] - t > PAY_FLOOR or _state_bytes(q) - _state_bytes(a.plan) >= MEMORY_WORTH, k
+    for k in {group_key(c.op) for c in a.chosen}:
+        q = run([c for c in a.chosen if group_key(c.op) != k])
+        assert q.totals()["step_seconds"] - t > PAY_FLOOR or state_bytes(q) - state_bytes(a.plan) >= MEMORY_WORTH, k
     head = run([c for c in a.chosen if c.op != "lm_head.matmul"])
-    assert _state_bytes(head) - _state_bytes(a.plan) > 2 * 2**30
+    assert state_bytes(head) - state_bytes(a.plan) > 2 * 2**30
     assert (head.totals()["step_seconds"] > t + 0.1) if training else (head.totals()["step_seconds"] < t)
 
 
@@ -538,13 +538,13 @@ def test_one_name_pattern_of_two_operators_is_two_lines(graph_of):
     glob ``layers.*.mlp.transpose`` with the dense layout, which MindSpore would have applied to the MoE one too.
     Patterns now tell such operators apart (Cell class), and an anchors-file glob only covers operators anchored
     alike."""
-    from strategist.advice.minimality import _group_key, pattern_keys, pattern_text
+    from strategist.advice.minimality import group_key, pattern_keys, pattern_text
     from strategist.report.render import anchor_file_keys
     g = graph_of("tests/models/mixed_layers.py:MixedLayers")
     t0, t1 = "layers.0.mlp.transpose", "layers.1.mlp.transpose"
     assert pattern_keys(g) == {t0: "layers.*.mlp.transpose[DenseMLP]", t1: "layers.*.mlp.transpose[RoutedMLP]"}
-    assert _group_key(t0) == _group_key(t1) == pattern_text(_group_key(t1, g)) == "layers.*.mlp.transpose"
-    assert _group_key("layers.0.add", g) == _group_key("layers.1.add", g) == "layers.*.add"
+    assert group_key(t0) == group_key(t1) == pattern_text(group_key(t1, g)) == "layers.*.mlp.transpose"
+    assert group_key("layers.0.add", g) == group_key("layers.1.add", g) == "layers.*.add"
     names = [op.name for op in g]
     assert anchor_file_keys([t0, t1], names) == {"layers.*.mlp.transpose": [t0, t1]}      # by name alone: one glob
     assert anchor_file_keys([t0, t1], names, g) == {t0: [t0], t1: [t1]}

@@ -20,7 +20,7 @@ from strategist.engine.redistribution import plan as plan_redistribution
 from strategist.engine.semi_auto import semi_auto_plan
 from strategist.verify.compare import compare_communication
 from strategist.verify.ir import parse_collectives
-from strategist.verify.runner import MsPlan
+from strategist.verify.msplan import MsPlan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -422,7 +422,7 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
         p.totals = lambda: {"step_seconds": 0.5 if fast else 1.5}
         return p
     dropped = [(col, "propagation gives the same layouts (test)"), (other, "does not pay for itself (test)")]
-    keep = minimality._reinstate(g, mesh, [], dropped, run)
+    keep = minimality.reinstate(g, mesh, [], dropped, run)
     assert [c.op for c in keep] == [fc1] and col.needed.startswith("reinstated") and "+1000.000 ms" in col.needed
     assert dropped == [(other, "does not pay for itself (test)")]          # tried back too: it does not pay
     # and not where it does not pay
@@ -430,7 +430,7 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
     dropped = [(col, "propagation gives the same layouts (test)")]
     slow = lambda keep: (lambda p: (setattr(p, "totals", lambda: {"step_seconds": 1.0}), p)[1])(
         propagate(g, mesh, {c.op: c.anchor for c in keep}, use_model_strategies=False))
-    assert minimality._reinstate(g, mesh, [], dropped, slow) == [] and len(dropped) == 1
+    assert minimality.reinstate(g, mesh, [], dropped, slow) == [] and len(dropped) == 1
 
 
 
@@ -443,8 +443,8 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     whole fp32 output over every device ((8, 1): the vocabulary by all 8); with the Concat's batch split over the
     devices (rule 3 on the input path, tried per operator that reads only the dataset) the search takes a (2, 4)
     table there, 38.7 ms a step less (by all 8 devices, 38.4)."""
-    from strategist.advice.footprint import MEMORY_WORTH, _state_bytes
-    from strategist.advice.minimality import PAY_FLOOR, _group_key
+    from strategist.advice.footprint import MEMORY_WORTH, state_bytes
+    from strategist.advice.minimality import PAY_FLOOR, group_key
     from strategist.advice.compare import compare_model
     c = compare_model("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "dp=2,tp=4", layers=2, batch=8,
                       overrides={"first_k_dense_replace": 1})
@@ -484,12 +484,12 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     assert c["a"].anchors == 45 and c["b"].anchors == 52
     for n in ("model.decoder.layers.1.mlp.router.tc_topk", "model.mtp.layers.0.transformer_layer.mlp.router.tc_topk"):
         assert n not in chosen and dropped[n].startswith("does not pay for its line in the final advice")
-    for k in {_group_key(ch.op) for ch in c.advice.chosen if not ch.declared}:
-        rest = {n: a for n, a in c.advice.anchors.items() if _group_key(n) != k}
+    for k in {group_key(ch.op) for ch in c.advice.chosen if not ch.declared}:
+        rest = {n: a for n, a in c.advice.anchors.items() if group_key(n) != k}
         q = propagate(plan.graph, plan.mesh, rest, use_model_strategies=False, dataset_strategy="full_batch",
                       hardware=plan.hardware)
         assert q.totals()["step_seconds"] - plan.totals()["step_seconds"] > PAY_FLOOR or \
-            _state_bytes(q) - _state_bytes(plan) >= MEMORY_WORTH, k
+            state_bytes(q) - state_bytes(plan) >= MEMORY_WORTH, k
     # the way toward (c): within (c)'s step and (b)'s 52 anchors, 323/356 operators (90.7 %, the advice 310); with
     # (c)'s layout on every region a shard() line reaches (64 anchors, 0.999 of (c)'s step) 344/356 (96.6 %): the
     # rest are functional calls no line reaches (the routers' LogicalNot chain and SumExt) and their neighbours.
@@ -531,7 +531,7 @@ def test_each_disagreement_priced_with_the_references_layout(graph_of):
     repeated layer, anchored as (c) has it on top of (a)'s anchors, one propagation per pattern. Here (c) is (a)
     plus fc1 data parallel over all 8 devices: anchoring fc1 as (c) has it gives (c)'s plan itself, so its
     step change is exactly (c)'s step minus (a)'s, and the other way round its negative."""
-    from strategist.advice.compare import Column, _what_if, agreement
+    from strategist.advice.compare import Column, what_if_plan, agreement
     g, mesh, run, a = _advised(graph_of, "examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
     fc1 = "linear_fc1.matmul"
     assert a.plan.strategy(fc1) == ((2, 1), (1, 4))
@@ -539,7 +539,7 @@ def test_each_disagreement_priced_with_the_references_layout(graph_of):
     col = Column("a", "advice")
     agreement(a.plan, ref, col)
     assert [d.op for d in col.disagreements] == [fc1]      # fc2 (the anchored row linear) and the adds agree
-    _what_if(col, g, a.plan, ref, mesh, run)
+    what_if_plan(col, g, a.plan, ref, mesh, run)
     d = next(d for d in col.disagreements if d.op == fc1)
     dt = ref.totals()["step_seconds"] - a.plan.totals()["step_seconds"]
     assert d.if_reference == pytest.approx(dt, rel=1e-12) and dt > 0      # data parallel fc1 is slower here
@@ -547,7 +547,7 @@ def test_each_disagreement_priced_with_the_references_layout(graph_of):
     # (c) faster: the what-if of the reverse comparison is the same difference, negative
     back = Column("c", "reference")
     agreement(ref, a.plan, back)
-    _what_if(back, g, ref, a.plan, mesh, run)
+    what_if_plan(back, g, ref, a.plan, mesh, run)
     assert back.disagreements[0].if_reference == pytest.approx(-dt, rel=1e-12)
     assert back.reference_faster == back.disagreements
 
@@ -558,7 +558,7 @@ def test_differences_priced_by_region_and_all_at_once(graph_of):
     up-projections and the head data parallel over all 8 devices, which reaches the whole residual stream: one
     region, whose price -- every differing operator anchored as (c) has it -- is exactly (c)'s step minus (a)'s, as
     is the all-at-once figure; each pattern alone is priced lower than the whole."""
-    from strategist.advice.compare import Column, _what_if, _what_if_regions, agreement
+    from strategist.advice.compare import Column, what_if_plan, what_if_regions, agreement
     g, mesh, run, a = _advised(graph_of, "examples/llama.py:tiny", "batch=8")
     dp8 = ((8, 1), (1, 1))
     ups = {f"model.layers.{i}.feed_forward.{w}.matmul": dp8 for i in (0, 1) for w in ("w1", "w3")}
@@ -566,8 +566,8 @@ def test_differences_priced_by_region_and_all_at_once(graph_of):
     col = Column("a", "advice")
     agreement(a.plan, ref, col)
     assert set(ups) | {"lm_head.matmul", "model.layers.1.add#1"} <= {d.op for d in col.disagreements}
-    _what_if(col, g, a.plan, ref, mesh, run)
-    n = _what_if_regions(col, g, a.plan, ref, mesh, run)
+    what_if_plan(col, g, a.plan, ref, mesh, run)
+    n = what_if_regions(col, g, a.plan, ref, mesh, run)
     dt = ref.totals()["step_seconds"] - a.plan.totals()["step_seconds"]
     assert n == 2 and len(col.regions) == 1 and dt > 0
     (r,) = col.regions
@@ -588,19 +588,19 @@ def test_toward_the_reference_region_by_region(graph_of):
     is dropped, so the anchors grow by as many as (c) was made with: one for the mask's region, then the two SiLUs
     (the 13 patterns of the first region and the 2 of the second each tried without: 2 + 15 propagations).
     ``closest`` obeys (c)'s step and (b)'s anchors."""
-    from strategist.advice.compare import Column, _op_costs, _toward_reference, _what_if, _what_if_regions, agreement
+    from strategist.advice.compare import Column, op_costs, steps_toward_reference, what_if_plan, what_if_regions, agreement
     g, mesh, run, a = _advised(graph_of, "examples/llama.py:tiny", "batch=8")
     silu = {f"model.layers.{i}.feed_forward.silu": ((8, 1),) for i in (0, 1)}
     ref = run({**a.anchors, "not_equal": ((1, 1), ()), **silu})
     col = Column("a", "advice", anchors=len(a.chosen))
     agreement(a.plan, ref, col)
-    _what_if(col, g, a.plan, ref, mesh, run)
-    _what_if_regions(col, g, a.plan, ref, mesh, run)
+    what_if_plan(col, g, a.plan, ref, mesh, run)
+    what_if_regions(col, g, a.plan, ref, mesh, run)
     mask, ffn = col.regions
     assert len(mask.ops) == 17 and mask.name == "slice" and len(ffn.ops) == 4
     assert mask.if_reference / 17 < ffn.if_reference / 4          # the cheaper per operator goes first
     t_a, t_c = a.plan.totals()["step_seconds"], ref.totals()["step_seconds"]
-    assert _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_c, None) == 2 + 13 + 2
+    assert steps_toward_reference(col, a.plan, ref, mesh, run, op_costs(ref), t_c, None) == 2 + 13 + 2
     first, one, two = col.toward
     assert (first.region, first.agreed, first.total, first.anchors, first.step_seconds) == ("", 21, 42, 4, t_a)
     # (dropped in graph order while the rest gives the same plan: the last left, the loss's final sum replicated,
@@ -611,9 +611,9 @@ def test_toward_the_reference_region_by_region(graph_of):
     assert two.anchored == list(silu)
     assert two.step_seconds == pytest.approx(t_c, rel=1e-12)
     assert col.closest is two
-    _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_c, 6)      # (b) with 6 anchors
+    steps_toward_reference(col, a.plan, ref, mesh, run, op_costs(ref), t_c, 6)      # (b) with 6 anchors
     assert (col.closest.region, col.closest.agreed) == ("slice", 38)
-    _toward_reference(col, a.plan, ref, mesh, run, _op_costs(ref), t_a, None)   # (c) no slower than the advice
+    steps_toward_reference(col, a.plan, ref, mesh, run, op_costs(ref), t_a, None)   # (c) no slower than the advice
     assert col.closest.region == "" and col.closest.agreed == 21
 
 
@@ -644,13 +644,13 @@ def test_regions_join_through_reshapes_and_merge_repeated_layers(graph_of):
 def test_faster_list_one_pattern_per_line_across_layers():
     """compare's "step if (c)'s ... N faster:" list names each pattern across repeated layers once, with how many
     layers (glm4 at 40 layers listed 163 operator names, four per layer)."""
-    from strategist.advice.compare import Disagreement, _patterns_text
+    from strategist.advice.compare import Disagreement, patterns_text
 
     def d(op, held=True):
         return Disagreement(op, "MatMul", None, None, 0, 0, 0, 0, held=held)
     ds = [d(f"m.layers.{i}.attn.dense.matmul") for i in range(3)] + [d("m.layers.0.rope.mul", held=False),
                                                                       d("loss.sum2")]
-    assert _patterns_text(ds) == ("m.layers.*.attn.dense.matmul (3 layers), m.layers.0.rope.mul (functional call: "
+    assert patterns_text(ds) == ("m.layers.*.attn.dense.matmul (3 layers), m.layers.0.rope.mul (functional call: "
                                   "no shard() line), loss.sum2")
 
 
@@ -707,13 +707,13 @@ def test_minimality_compares_the_layout_a_cast_slices_a_parameter_with():
     decided backward from them with the layout its anchor gives, but its weight's Cast is then whole on every device
     ((1, 1) against (4, 1)): on the full-size config the advice dropped the head as "propagation gives the same
     layouts and cost without it" and paid 8.2 ms a step more (622.1 ms against 613.9)."""
-    from strategist.advice.minimality import _layouts_differ, _same_plan
+    from strategist.advice.minimality import layouts_differ, same_plan
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers(QWEN3, layers=2, seq=128, batch=8, overrides=DENSE)
     mesh = Mesh.parse("dp=2,tp=4")
     run = dict(use_model_strategies=False, dataset_strategy="full_batch", price=False)
     a = propagate(g, mesh, {"model.output_layer.matmul": ((2, 1), (4, 1))}, **run)
     b = propagate(g, mesh, {}, **run)
-    assert [n for n, ca in a.choices.items() if _layouts_differ(ca, b.choices[n])] == ["model.output_layer.cast"]
+    assert [n for n, ca in a.choices.items() if layouts_differ(ca, b.choices[n])] == ["model.output_layer.cast"]
     assert a.choices["model.output_layer.cast"].strategy == ((4, 1),) != b.choices["model.output_layer.cast"].strategy
-    assert not _same_plan(a, b)
+    assert not same_plan(a, b)

@@ -574,7 +574,7 @@ def test_fuzz_rules_and_hardware_files(tmp_path_factory, text):
 def test_fuzz_anchor_values(text):
     """Anchors files: the YAML reader, duplicate/line bookkeeping and each value's schema."""
     from strategist.files.anchors import parse_anchor
-    from strategist.files.schema import _Lines, to_python
+    from strategist.files.schema import SourceLines, to_python
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:
@@ -582,7 +582,7 @@ def test_fuzz_anchor_values(text):
     if root is None:
         return
     mesh = Mesh.parse("dp=2,tp=4")
-    lines = _Lines()
+    lines = SourceLines()
     try:
         data = to_python(root, "a.yaml", lines)
         if isinstance(data, dict):

@@ -663,9 +663,9 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     # split into the norm, 95 ms of a 106 ms gap), and the advice's step is not above theirs
     pre = [n for n in norms if n.rsplit(".", 2)[-2] in ("input_layernorm", "pre_mlp_layernorm", "final_layernorm",
                                                          "enorm", "hnorm")]
-    from strategist.advice.compare import _op_costs
+    from strategist.advice.compare import op_costs
     from strategist.engine.search import _same
-    ca, cc = _op_costs(a.plan), _op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
+    ca, cc = op_costs(a.plan), op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
     assert len(pre) == 10
     for n in pre:
         cast = n.rsplit(".", 1)[0] + ".cast"
@@ -912,7 +912,7 @@ def test_glm4_legacy_model_loads_with_its_experts(tmp_path, monkeypatch, capfd):
     use_legacy=True, batch-first [B, S, H], construct(input_ids, labels). Its layers configure in __init__, in
     global shapes: the experts' shard() at the mesh maps onto the tp=1 graph as for the mcore families. It used
     to be refused ("model_config needs model_type and architectures")."""
-    from strategist.advice.anatomy import _sequence_first
+    from strategist.advice.anatomy import is_sequence_first
     from strategist.frontend.mindformers import _import_mindformers, expert_strategies, load_mindformers
     monkeypatch.chdir(tmp_path)
     _import_mindformers()
@@ -920,7 +920,7 @@ def test_glm4_legacy_model_loads_with_its_experts(tmp_path, monkeypatch, capfd):
     g, info = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
     assert info.train_class == "ChatGLM2ForConditionalGeneration" and info.layers == 2 == info.extracted_layers
     assert _state() == before and os.listdir(tmp_path) == [] and capfd.readouterr().out == ""
-    assert not any(op.configured for op in g) and not _sequence_first(g) and g.mf_legacy
+    assert not any(op.configured for op in g) and not is_sequence_first(g) and g.mf_legacy
     norm = g.op("transformer.encoder.layers.0.input_layernorm.norm")
     assert norm.inputs[0].spec.shape == (BATCH, 128, 256)          # batch-first
     opts = dict(graph=g, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)

@@ -12,7 +12,7 @@ from strategist.vocab.mesh import Mesh
 from strategist.engine.propagate import propagate
 from strategist.verify.compare import compare_moves
 from strategist.verify.ir import parse_redistributions
-from strategist.verify.runner import MsPlan
+from strategist.verify.msplan import MsPlan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IR = os.path.join(HERE, "fixtures", "ir")

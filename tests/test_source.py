@@ -270,7 +270,7 @@ def test_llama_repeated_layers_several_files(tmp_path):
         for m in ("common", "attention"):
             sys.modules.pop(m, None)
     assert net.lm_head.matmul.in_strategy == ((8, 1), (8, 1))
-    # the embedding table by vocabulary (the fastest of the layouts MindSpore takes: refine._embedding_tables), the
+    # the embedding table by vocabulary (the fastest of the layouts MindSpore takes: refine.embedding_tables), the
     # ids by dp
     assert net.model.tok_embeddings.gather.in_strategy == ((8, 1), (8, 1))
     for layer in net.model.layers:

@@ -136,11 +136,11 @@ def test_parse_ir_reads_semi_auto_batch_strategies_from_the_end_dump():
 
 
 def test_names_attach_across_scopes_the_ir_credits_to_layer_0():
-    from strategist.verify.child import _attach_names
+    from strategist.verify.child import attach_names
     l0, l1 = "Default/layers-CellList/0-Blk", "Default/layers-CellList/1-Blk"
     nodes = [{"type": "Add", "scope": l0, "in_strategy": ((2, 1), (2, 1))},
              {"type": "Add", "scope": l0, "in_strategy": ((4, 1), (4, 1))}]     # layer 1's, credited to layer 0
-    out = _attach_names(nodes, {f"{l0}/Add-op0": [[2, 1], [2, 1]], f"{l1}/Add-op1": [[4, 1], [4, 1]]})
+    out = attach_names(nodes, {f"{l0}/Add-op0": [[2, 1], [2, 1]], f"{l1}/Add-op1": [[4, 1], [4, 1]]})
     assert [n["name"] for n in out] == [f"{l0}/Add-op0", f"{l1}/Add-op1"]
 
 

@@ -33,13 +33,14 @@ from ..engine.propagate import price_plan, propagate
 from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, lazy_copies, no_cyclic_gc
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
 from .choice import Advice, Choice
-from .footprint import MEMORY_WORTH, _state_bytes, memory
-from .minimality import (PAY_FLOOR, PAY_WORTH, _diff, _drop_siblings, _every_line_pays, _group_key, _lines,
-                         _reinstate, _same_plan, _search_without, _worth)
-from .anatomy import SP_TEMPLATES, _flippable, _model_own, _preferences
+from .footprint import MEMORY_WORTH, state_bytes, memory
+from .minimality import (PAY_FLOOR, PAY_WORTH, plan_diff, drop_siblings, every_line_pays, group_key, line_count,
+                         reinstate, same_plan, search_without, plan_worth)
+from .anatomy import SP_TEMPLATES, flippable, model_own, preferences
+from .parallel_only import loss_layout_alternatives
 from .propose import propose
-from .refine import (_align_layers, _attention_chain_heads, _embedding_tables, _input_path, _take_alternatives,
-    _unreached_followers)
+from .refine import (align_layers, attention_chain_heads, embedding_tables, input_path, take_alternatives,
+    unreached_followers)
 
 #: the advice's API (the parts re-exported from the modules beside this one)
 __all__ = ["advise", "propose", "load_rules", "check_boundaries", "Rules", "Choice", "Advice", "anchor_of",
@@ -57,7 +58,7 @@ def _advise(graph, mesh, rules, boundaries, hardware, dataset_strategy) -> Advic
     rules = rules or load_rules()
     searched: dict = {}        # anchor set -> its unpriced plan: a plan checked by layouts, then priced, is searched once
     first = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched)
-    flip = _flippable(graph, rules, _preferences(graph, rules, boundaries or {}), boundaries) \
+    flip = flippable(graph, rules, preferences(graph, rules, boundaries or {}), boundaries) \
         if mesh.get("tp") > 1 else []
     if flip:
         first = _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, first, flip)
@@ -71,7 +72,7 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     alt = _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=True)
     ta, tb = first.plan.totals()["step_seconds"], alt.plan.totals()["step_seconds"]
     name = {id(alt): "Megatron column/row", id(first): "data parallel"}
-    state = {id(p): _state_bytes(p.plan) for p in (first, alt)}      # weight, gradient, optimizer per device
+    state = {id(p): state_bytes(p.plan) for p in (first, alt)}      # weight, gradient, optimizer per device
     if abs(ta - tb) <= 1e-9 * max(ta, tb):
         # the same step (deepseek3: the Megatron pass's alternatives take data parallel back for these
         # linears): the pass holding less state per device, then the one with fewer anchors
@@ -86,7 +87,7 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         return best
     best = alt if tb < ta else first
     other = first if best is alt else alt
-    # as for any alternative layout (_take_alternatives): not at MEMORY_WORTH more weight, gradient and optimizer
+    # as for any alternative layout (take_alternatives): not at MEMORY_WORTH more weight, gradient and optimizer
     # state per device (telechat3's data-parallel MLPs: 64 ms faster, 2.5 GiB more state per device than Megatron's)
     more = state[id(best)] - state[id(other)]
     if more >= MEMORY_WORTH:
@@ -134,9 +135,9 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     required.update({c.op: c.anchor for c in proposed if c.required})
     plan = run(proposed, price=False)          # rule 2 reads provenance only
     n_before = len(proposed)
-    # rule 2, unreached consumers (see _unreached_followers)
-    own = _model_own(graph)
-    proposed += _unreached_followers(graph, plan, {c.op for c in proposed} | own, rules, mesh)
+    # rule 2, unreached consumers (see unreached_followers)
+    own = model_own(graph)
+    proposed += unreached_followers(graph, plan, {c.op for c in proposed} | own, rules, mesh)
     if len(proposed) > n_before:
         plan = run(proposed, price=False)
     # rule 2: dimension-changing operators propagation reached with a redistribution, or not at all
@@ -216,7 +217,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 anchored.add(op_.name)
                 proposed.append(Choice(op_.name, "2 dimension", "follow_output", why,
                                        anchor_of(op_.name, sh, mesh, op_.type), with_op=t.name))
-    proposed += _attention_chain_heads(graph, plan, proposed, anchored, rules, mesh)
+    proposed += attention_chain_heads(graph, plan, proposed, anchored, rules, mesh)
     # rule 2, consumer side: a dimension-changing operator whose output reaches a configured operator only
     # through a redistribution MindSpore's search leaves there ("Inconsistency occurred at edge": two seeds'
     # searches met) is anchored to hand that operator the layout it takes
@@ -273,19 +274,18 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     proposed = [c for c in proposed if c.op not in own]
     proposed.sort(key=lambda c: graph.op(c.op).topo_index)
     # the head beside the loss layout the model configures itself in a parallel build (MindFormers' x + 0)
-    from .parallel_only import loss_layout_alternatives
     loss_layout_alternatives(graph, mesh, proposed, run)
     plan = run(proposed)                       # the reference every minimality check compares with
     # minimality: drop every group of anchors (one pattern across repeated layers) the plan does not need
     groups: dict[str, list[Choice]] = {}
     for c in proposed:
         if not c.required:          # never tried without: MindSpore's compile fails there
-            groups.setdefault(_group_key(c.with_op or c.op, graph), []).append(c)
+            groups.setdefault(group_key(c.with_op or c.op, graph), []).append(c)
     priority = {"2 dimension": 0, "4 fused": 1, "1 weight": 2, "3 boundary": 3}
     keep = list(proposed)
     dropped: list[tuple[Choice, str]] = []
     baseline = run([])
-    if proposed and _same_plan(plan, baseline):
+    if proposed and same_plan(plan, baseline):
         dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed if not c.required]
         keep, groups = [c for c in proposed if c.required], {}
     from .. import progress
@@ -295,7 +295,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     def adopt(fallbacks):
         # the fallbacks now kept are checked by the next pass, one pattern per group
         for f in fallbacks:
-            k = "fallback:" + _group_key(f.op, graph)
+            k = "fallback:" + group_key(f.op, graph)
             if k not in groups:
                 order.append(k)
             groups.setdefault(k, []).append(f)
@@ -318,7 +318,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 for c in members:
                     c.needed = f"without {'these anchors' if len(members) > 1 else 'it'} MindSpore's search fails: {err}"
                 continue
-            if _same_plan(plan, q):
+            if same_plan(plan, q):
                 keep = trial
                 gone_keys.add(key)
                 for c in members:
@@ -326,13 +326,13 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 adopt(fallbacks)
             else:
                 q = run(trial) if trial else baseline
-                changed, dt = _diff(plan, q)
+                changed, dt = plan_diff(plan, q)
                 what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
                 # a saving within the step model's resolution is no reason for a line of configuration: a package
                 # must save that for each of its lines (patterns), e.g. an MoE router's 12 lines saving 0.6 ms of a
                 # 3 s step do not pay; its patterns are then tried back one by one (_reinstate_patterns)
-                worth = _worth(plan) * _lines(members, graph)
-                saved = _state_bytes(q) - _state_bytes(plan) if dt <= worth else 0.0
+                worth = plan_worth(plan) * line_count(members, graph)
+                saved = state_bytes(q) - state_bytes(plan) if dt <= worth else 0.0
                 if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
                     for c in members:
@@ -364,33 +364,33 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         if len(gone_keys) == dropped_before or not keep:
             break
     if len(keep) > 1:
-        keep = _drop_siblings(graph, keep, groups, gone_keys, plan, dropped, run)
+        keep = drop_siblings(graph, keep, groups, gone_keys, plan, dropped, run)
     # a package kept whole may hold members propagation reproduces anyway: each such member (one pattern
     # across repeated layers) goes when the plan is the same without it
     members_of: dict[str, list[Choice]] = {}
     for c in keep:
-        if c.with_op and len(groups.get(_group_key(c.with_op, graph), ())) > 1:
-            members_of.setdefault(_group_key(c.op, graph), []).append(c)
+        if c.with_op and len(groups.get(group_key(c.with_op, graph), ())) > 1:
+            members_of.setdefault(group_key(c.op, graph), []).append(c)
     for key in sorted(members_of, key=lambda k: graph.op(members_of[k][0].op).topo_index):
-        trial, q = _search_without(keep, {id(c) for c in members_of[key]}, run)
+        trial, q = search_without(keep, {id(c) for c in members_of[key]}, run)
         if q is None:
             continue
-        if _same_plan(plan, q):
+        if same_plan(plan, q):
             keep = trial
             for c in members_of[key]:
                 dropped.append((c, "propagation gives the same layouts and cost without it (its package is kept)"))
         elif all(c.template == "residual_sequence_parallel" for c in members_of[key]):
             # the residual adds of a sequence-parallel package must pay for themselves, as a pattern
             q = run(trial)
-            changed, dt = _diff(plan, q)
+            changed, dt = plan_diff(plan, q)
             if dt < 0:
                 keep, plan = trial, q
                 for c in members_of[key]:
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
-    keep = _reinstate(graph, mesh, keep, dropped, run)
-    keep = _take_alternatives(graph, keep, dropped, run)
-    keep = _align_layers(graph, mesh, keep, run)
+    keep = reinstate(graph, mesh, keep, dropped, run)
+    keep = take_alternatives(graph, keep, dropped, run)
+    keep = align_layers(graph, mesh, keep, run)
     return _Pass(keep, dropped, notes, baseline, run, run(keep) if keep else baseline)
 
 
@@ -408,9 +408,9 @@ class _Pass:
 def _polish(graph: OpGraph, mesh: Mesh, rules: Rules, p: _Pass) -> _Pass:
     """The last choices, on the winning pass only (each tries a few anchors, one propagation each): where the
     input's batch split starts, the embedding tables' layouts, then the check that every line pays for itself."""
-    keep = _input_path(graph, mesh, p.keep, p.run, p.dropped)
-    keep = _embedding_tables(graph, mesh, rules, keep, p.dropped, p.run)
-    keep = _every_line_pays(graph, keep, p.dropped, p.run)
+    keep = input_path(graph, mesh, p.keep, p.run, p.dropped)
+    keep = embedding_tables(graph, mesh, rules, keep, p.dropped, p.run)
+    keep = every_line_pays(graph, keep, p.dropped, p.run)
     return _Pass(keep, p.dropped, p.notes, p.baseline, p.run, p.run(keep) if keep else p.baseline)
 
 

@@ -23,12 +23,12 @@ SP_TEMPLATES = frozenset({"norm_sequence_parallel", "matmul_row_sequence_paralle
 WEIGHT_MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
 
 
-def _weight_slot(op: Op) -> int | None:
+def weight_slot(op: Op) -> int | None:
     p = op.params
     return next(iter(p)) if p else None
 
 
-def _sequence_first(graph: OpGraph) -> bool:
+def is_sequence_first(graph: OpGraph) -> bool:
     """MindFormers' (mcore) training graphs carry activations sequence-first, ``[S, B, H]``; its front end says
     so (``graph.sequence_first``: False for the batch-first legacy models)."""
     given = graph.sequence_first
@@ -38,12 +38,12 @@ def _sequence_first(graph: OpGraph) -> bool:
     return m.startswith("mindformers:") or m.endswith((".yaml", ".yml"))
 
 
-def _sequence_parallel(graph: OpGraph, mesh: Mesh) -> bool:
+def uses_sequence_parallel(graph: OpGraph, mesh: Mesh) -> bool:
     """The config asks for sequence parallelism (MindFormers' use_seq_parallel): on mcore's sequence-first rows
     (the Morph-inlined linears' local rows), or on a legacy model's batch-first ``[B, S, H]`` (ChatGLM2)."""
     if not graph.sequence_parallel or mesh.get("tp") <= 1:
         return False
-    if _sequence_first(graph):
+    if is_sequence_first(graph):
         return local_rows_marked(graph)
     return _batch_first_rows(graph, mesh) is not None
 
@@ -77,16 +77,16 @@ def _batch_first_rows(graph: OpGraph, mesh: Mesh) -> dict | None:
     return {"d0": d0, "d1": d1}
 
 
-def _sp_templates(graph: OpGraph, t: dict, mesh: Mesh) -> tuple[dict, dict]:
+def sp_templates(graph: OpGraph, t: dict, mesh: Mesh) -> tuple[dict, dict]:
     """(the sequence-parallel norm's template, the plain norm's) for the graph's orientation: ``[S, B, H]`` S by cp
     and tp, B by dp; batch-first ``[B, S, H]`` as the row linears' reduce-scattered rows arrive
     (:func:`_batch_first_rows`)."""
-    if _sequence_first(graph):
+    if is_sequence_first(graph):
         return t.get("norm_sequence_parallel", {}), t.get("norm_sequence_first", {})
     return _batch_first_rows(graph, mesh) or {}, t.get("norm", {})
 
 
-def _weight_params(graph: OpGraph, op: Op) -> dict[int, str]:
+def weight_params(graph: OpGraph, op: Op) -> dict[int, str]:
     """Input slot -> Parameter, directly or through one Cast (MindFormers' Morph-inlined linears cast the
     weight to the compute dtype before the MatMul)."""
     out = dict(op.params)
@@ -98,7 +98,7 @@ def _weight_params(graph: OpGraph, op: Op) -> dict[int, str]:
     return dict(sorted(out.items()))
 
 
-def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
+def op_roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
     """Weight MatMul -> "column" | "row" by data flow: a column MatMul's output reaching another weight
     MatMul before a norm makes that one its row partner."""
     weight_mm = {"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"}
@@ -107,7 +107,7 @@ def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
     roles: dict[str, str] = {}
     for op in graph:
         incoming = any(carry.get(x.ref, False) for x in op.inputs if x.kind == "op")
-        if op.type in weight_mm and _weight_params(graph, op):
+        if op.type in weight_mm and weight_params(graph, op):
             roles[op.name] = "row" if incoming else "column"
             carry[op.name] = roles[op.name] == "column"
         elif op.type in norms:
@@ -117,7 +117,7 @@ def _roles(graph: OpGraph, rules: Rules) -> dict[str, str]:
     return roles
 
 
-def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
+def megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
     """The weight MatMuls of Megatron column -> row pairs: each row-role MatMul and every column-role one whose
     output reaches it before a norm (a lone projection into a norm or the head is not in a pair)."""
     weight_mm = {"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"}
@@ -127,7 +127,7 @@ def _megatron_pairs(graph: OpGraph, rules: Rules) -> set[str]:
     rows: set[str] = set()
     for op in graph:
         incoming = frozenset().union(*(carry.get(x.ref, frozenset()) for x in op.inputs if x.kind == "op"))
-        if op.type in weight_mm and _weight_params(graph, op):
+        if op.type in weight_mm and weight_params(graph, op):
             if incoming:
                 rows.add(op.name)
                 out.update(incoming)
@@ -164,7 +164,7 @@ def _walk_back_to_weights(graph: OpGraph, row: str, weight_mm) -> tuple[set[str]
     out, passed = set(), []
 
     def expand(n, op):
-        if op.type in weight_mm and _weight_params(graph, op):
+        if op.type in weight_mm and weight_params(graph, op):
             out.add(n)
             return False
         passed.append(n)
@@ -178,7 +178,7 @@ def _column_partners(graph: OpGraph, row: str, weight_mm) -> set[str]:
     return _walk_back_to_weights(graph, row, weight_mm)[0]
 
 
-def _pair_interior(graph: OpGraph, row: Op, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
+def pair_interior(graph: OpGraph, row: Op, mesh: Mesh, tmpl: dict, with_op: str) -> list["Choice"]:
     """The operators between row-role MatMul ``row`` and its column partners (Reshapes, Casts and Transposes
     left to the search), each anchored by ``tmpl``: one package with ``with_op``."""
     out = [Choice(n, "1 weight", "pair_interior_sequence_parallel",
@@ -210,12 +210,12 @@ def _activation_bytes(op: Op) -> int:
     return max(ins + outs + [1])
 
 
-def _preferences(graph: OpGraph, rules: Rules, boundaries: dict[str, str]) -> dict[str, str]:
+def preferences(graph: OpGraph, rules: Rules, boundaries: dict[str, str]) -> dict[str, str]:
     """Weight op -> "dp" | "tp" | "" by parameter vs activation bytes (rule 3), or by a declared boundary."""
     ratio = float(rules.thresholds.get("boundary_ratio", 8.0))
     out = {}
     for op in graph:
-        if op.type not in rules.categories.get("weight", ()) or not _weight_params(graph, op):
+        if op.type not in rules.categories.get("weight", ()) or not weight_params(graph, op):
             continue
         declared = next((v for path, v in sorted(boundaries.items(), key=lambda kv: -len(kv[0]))
                          if op.cell_path == path or op.cell_path.startswith(path + ".") or op.name.startswith(path)),
@@ -223,20 +223,20 @@ def _preferences(graph: OpGraph, rules: Rules, boundaries: dict[str, str]) -> di
         if declared:
             out[op.name] = declared
             continue
-        pbytes = sum(op.inputs[s].spec.nbytes for s in _weight_params(graph, op))
+        pbytes = sum(op.inputs[s].spec.nbytes for s in weight_params(graph, op))
         r = pbytes / _activation_bytes(op)
         out[op.name] = "tp" if r > ratio else "dp" if r < 1 / ratio else ""
     return out
 
 
-def _cut_before(graph: OpGraph, name: str) -> str | None:
+def cut_before(graph: OpGraph, name: str) -> str | None:
     """The operator producing ``name``'s only activation input, looking through Reshape and Cast (which
     cannot or need not be configured): every path from the data into ``name`` passes through it."""
     acts = [x for x in graph.op(name).inputs if x.kind == "op"]
-    return _producer_through(graph, acts[0]) if len(acts) == 1 else None
+    return producer_through(graph, acts[0]) if len(acts) == 1 else None
 
 
-def _producer_through(graph: OpGraph, x, through=("Reshape", "Cast")) -> str | None:
+def producer_through(graph: OpGraph, x, through=("Reshape", "Cast")) -> str | None:
     """The operator producing input ``x``, looking through the ``through`` types (each with one activation input)."""
     while x.kind == "op":
         op = graph.op(x.ref)
@@ -249,7 +249,7 @@ def _producer_through(graph: OpGraph, x, through=("Reshape", "Cast")) -> str | N
     return None
 
 
-def _splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
+def splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
     """A template whose model-parallel factors (those mapped only to tp / ep) all land on axes the mesh
     lacks (or of size 1): "column-parallel by tp" on a pure dp mesh would split nothing."""
     mp = [v if isinstance(v, (list, tuple)) else [v] for v in (tmpl or {}).values()]
@@ -257,7 +257,7 @@ def _splits_nothing_model_parallel(tmpl: dict, mesh: Mesh) -> bool:
     return bool(mp) and all(mesh.get(a) <= 1 for axes in mp for a in axes)
 
 
-def _attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[str]:
+def attention_projections(graph: OpGraph, roles: dict[str, str], norms) -> set[str]:
     """The weight MatMuls around each FlashAttentionScore: the column-role ones whose output reaches it
     before another weight MatMul or a norm (q/k/v, MLA's up-projections), and the row-role one its output
     reaches first (the output projection)."""
@@ -291,7 +291,7 @@ def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str] | None, norms
         if roles is not None and n in roles:
             found.append(n)
             return False
-        if roles is None and op.type in WEIGHT_MATMULS and _weight_params(graph, op):
+        if roles is None and op.type in WEIGHT_MATMULS and weight_params(graph, op):
             return False
         if op.type in norms:
             x = op.inputs[0].spec if op.inputs else None
@@ -303,7 +303,7 @@ def _feeds_latent(graph: OpGraph, name: str, roles: dict[str, str] | None, norms
     return bool(found)
 
 
-def _grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s: Sharding | None):
+def grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s: Sharding | None):
     """FlashAttentionScore with fewer key/value heads than tp can split (glm4: 32 query heads, 2 key/value heads,
     tp=8): the template's heads-by-tp split must divide both head counts, so it leaves the heads whole and every tp
     device computes all the attention. Under a Layout MindSpore splits the query heads by more axes than the
@@ -337,14 +337,14 @@ def _grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s
     return gs, sub
 
 
-def _split_interiors(graph: OpGraph, fa: Op, roles: dict[str, str], tmpl: dict, mesh: Mesh) -> list["Choice"]:
+def split_interiors(graph: OpGraph, fa: Op, roles: dict[str, str], tmpl: dict, mesh: Mesh) -> list["Choice"]:
     """The companions of a grouped-query FlashAttention anchor: in the same layer, the operators between each
     row-role MatMul and its column partners whose way back holds a Split (a fused gate/up SwiGLU: the Split cuts
     the features the column linear splits by tp, which MindSpore's Split needs whole), laid out batch-only by
     ``tmpl``, as MindFormers' ChatGLM2 MLP has them. Propagated from the grouped-query layout, that Split takes
     the sequence split by tp, and the row linear then gathers its input over dp (glm4 at dp=8,tp=8, 4 layers:
     828 ms with the attention alone, 315 ms with this package, 337 ms the advice without either)."""
-    m = _LAYER.search(fa.name)
+    m = LAYER_PATH.search(fa.name)
     if m is None:
         return []
     prefix = fa.name[:m.end()]
@@ -364,7 +364,7 @@ def _split_interiors(graph: OpGraph, fa: Op, roles: dict[str, str], tmpl: dict, 
     return sorted(out, key=lambda c: graph.op(c.op).topo_index)
 
 
-def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
+def token_template(op: Op, rule: FactorRule, axes) -> dict | None:
     """A template splitting ``op``'s token factor over ``axes``: the factor of the largest dimension of its
     activation inputs of rank >= 2 (an MoE router's [1, tokens, experts] scores, [1, tokens*k] indices)."""
     best = None
@@ -378,20 +378,20 @@ def _token_template(op: Op, rule: FactorRule, axes) -> dict | None:
     return {best[1]: tuple(axes)} if best else None
 
 
-def _data_parallel_template(graph: OpGraph, op: Op, templates: dict) -> str:
+def data_parallel_template(graph: OpGraph, op: Op, templates: dict) -> str:
     """The data-parallel template of weight MatMul ``op``: rows merged from sequence-first ``[S, B, H]`` take
     S's axes outer, as the reshape back to ``[S, B, N]`` deals them."""
     # looking through a bf16 cast between the rows' reshape and the linear
-    name = _producer_through(graph, op.inputs[0], through=("Cast",)) if op.inputs else None
+    name = producer_through(graph, op.inputs[0], through=("Cast",)) if op.inputs else None
     src = graph.op(name) if name is not None else None
     if src is not None and src.attrs.get("strategist_local_rows") and "matmul_data_parallel_sequence_first" in templates:
         return "matmul_data_parallel_sequence_first"
     return "matmul_data_parallel"
 
 
-def _data_parallel_choice(graph: OpGraph, op: Op, rule: FactorRule, templates: dict, mesh: Mesh) -> "Choice | None":
+def data_parallel_choice(graph: OpGraph, op: Op, rule: FactorRule, templates: dict, mesh: Mesh) -> "Choice | None":
     """``op`` (a weight MatMul) data parallel over every device, as an alternative to its Megatron layout."""
-    tname = _data_parallel_template(graph, op, templates)
+    tname = data_parallel_template(graph, op, templates)
     s = template_sharding(op, rule, templates.get(tname, {}), mesh)
     if s is None:
         return None
@@ -399,7 +399,7 @@ def _data_parallel_choice(graph: OpGraph, op: Op, rule: FactorRule, templates: d
                   "device is faster by the step model than the Megatron layout", anchor_of(op.name, s, mesh, op.type))
 
 
-def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh, sequence_first: bool = True) -> Anchor:
+def reduce_scatter_rows(anchor: Anchor, mesh: Mesh, sequence_first: bool = True) -> Anchor:
     """A row-parallel MatMul anchor (``[S*B, K] x [K, N]``, K by tp) whose output is reduce-scattered over
     its rows: sequence-first rows take S's axes (cp, tp) then B's (dp, ep), outer first, as a device-local
     reshape back to ``[S, B, N]`` hands them to the sequence-parallel norms; batch-first rows ``[B*S]`` B's axes
@@ -411,7 +411,7 @@ def _reduce_scatter_rows(anchor: Anchor, mesh: Mesh, sequence_first: bool = True
     return Anchor(anchor.op, anchor.strategy, anchor.layouts, out_layouts=(out,), origin=anchor.origin)
 
 
-def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: bool = False) -> Choice | None:
+def embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: bool = False) -> Choice | None:
     """The layout change right after a vocabulary-parallel Embedding (MindFormers: reshape to [B, S, H],
     then a Transpose to sequence-first [S, B, H]), anchored batch by dp. MindSpore generates an Embedding
     table split only over every device for 1-D ids, so the table's tp split exists only as an anchor; its
@@ -436,14 +436,14 @@ def _embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: b
                   anchor_of(t.name, s, mesh, t.type), with_op=op.name)
 
 
-def _moe_permute_companion(graph: OpGraph, op: Op, tmpl: dict, mesh: Mesh) -> Choice | None:
+def moe_permute_companion(graph: OpGraph, op: Op, tmpl: dict, mesh: Mesh) -> Choice | None:
     """The permute before a MindFormers MoE FFN Morph (``[S, B, H]`` -> ``[B, S, H]``, then the Reshape to tokens
     ``[B*S, H]``), anchored with its batch over the Morph's token axes: each device then holds its own tokens
     whole. Left to propagation it keeps the residual stream's layout (S by tp, B by dp), whose merged rows are not
     a contiguous slice of the tokens, and MindSpore's search resolves the Reshape with a gather of every token
     (deepseek3: 411 MiB forward, its transpose backward) where an all-to-all at the permute moves 88 MiB."""
     # the tokens' input: the one a Transpose feeds through Reshapes
-    t = next((graph.op(n) for n in (_producer_through(graph, x) for x in op.inputs)
+    t = next((graph.op(n) for n in (producer_through(graph, x) for x in op.inputs)
               if n is not None and graph.op(n).type == "Transpose"), None)
     if t is None:
         return None
@@ -461,19 +461,19 @@ def _moe_permute_companion(graph: OpGraph, op: Op, tmpl: dict, mesh: Mesh) -> Ch
                   anchor_of(t.name, s, mesh, t.type))
 
 
-def _model_own(graph: OpGraph) -> set[str]:
+def model_own(graph: OpGraph) -> set[str]:
     """The operators the model's own code configures in every parallel build (``graph.parallel_only``: MindFormers'
     loss): every plan starts from their strategies (:func:`strategist.engine.plan.parallel_only_anchors`), so the
     advice never anchors them, and hands them no follower either."""
     return set(graph.parallel_only or ())
 
 
-def _flippable(graph: OpGraph, rules: Rules, prefs: dict[str, str], boundaries) -> list[str]:
+def flippable(graph: OpGraph, rules: Rules, prefs: dict[str, str], boundaries) -> list[str]:
     """Linears of Megatron pairs that prefer data parallelism, outside any declared --boundary."""
     declared = lambda n: any(graph.op(n).cell_path == p or graph.op(n).cell_path.startswith(p + ".")
                              for p in (boundaries or {}))
-    return [n for n in sorted(_megatron_pairs(graph, rules), key=lambda n: graph.op(n).topo_index)
+    return [n for n in sorted(megatron_pairs(graph, rules), key=lambda n: graph.op(n).topo_index)
             if prefs.get(n) == "dp" and not declared(n)]
 
 
-_LAYER = re.compile(r"\.layers\.\d+\.")
+LAYER_PATH = re.compile(r"\.layers\.\d+\.")

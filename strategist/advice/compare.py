@@ -31,7 +31,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .minimality import _group_key, _same_plan
+from .minimality import group_key, same_plan
 from ..errors import StrategistError
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
@@ -97,7 +97,7 @@ class Region:
 
 @dataclass
 class Step:
-    """One step of the way from the advice toward (c) (:func:`_toward_reference`): (c)'s layout taken on one more
+    """One step of the way from the advice toward (c) (:func:`steps_toward_reference`): (c)'s layout taken on one more
     region, on top of the advice and the regions before it."""
     region: str                       # the region taken ("" for the advice itself)
     agreed: int
@@ -129,11 +129,11 @@ class Column:
     configured_agreed: int = 0        # over the operators the experts configured in (c) (their shard() calls)
     configured_total: int = 0
     disagreements: list[Disagreement] = field(default_factory=list)
-    #: (a) only: the disagreements by connected region (:func:`_what_if_regions`), and the step estimate's change
+    #: (a) only: the disagreements by connected region (:func:`what_if_regions`), and the step estimate's change
     #: with (c)'s layout at every one of them at once (seconds)
     regions: list[Region] = field(default_factory=list)
     if_reference_everywhere: float | None = None
-    #: (a) only: the way toward (c), region by region, the cheapest per operator first (:func:`_toward_reference`);
+    #: (a) only: the way toward (c), region by region, the cheapest per operator first (:func:`steps_toward_reference`);
     #: ``closest``: its step agreeing most within (c)'s step estimate and (b)'s anchors (None: not computed)
     toward: list[Step] = field(default_factory=list)
     closest: Step | None = None
@@ -282,7 +282,7 @@ class Comparison3:
                 out.append(f"step if (c)'s: the step estimate's change with the operator (and the same operator of "
                            f"every repeated layer) anchored as (c) has it, on top of the advice (* a functional "
                            f"call: no shard() line can carry it); "
-                           f"{len(faster)} faster" + (": " + _patterns_text(faster, getattr(c.plan, "graph", None)) if faster else ""))
+                           f"{len(faster)} faster" + (": " + patterns_text(faster, getattr(c.plan, "graph", None)) if faster else ""))
             if c.key == "a" and c.regions:
                 out += _regions_text(c, max_rows)
             if c.key == "a" and len(c.toward) > 1:
@@ -293,11 +293,11 @@ class Comparison3:
         return "\n".join(out) + "\n"
 
 
-def _patterns_text(ds: list[Disagreement], graph=None) -> str:
+def patterns_text(ds: list[Disagreement], graph=None) -> str:
     """The operators of ``ds`` one pattern across repeated layers at a time (``layers.*`` and how many), in order."""
     groups: dict[str, list[Disagreement]] = {}
     for d in ds:
-        groups.setdefault(_group_key(d.op, graph), []).append(d)
+        groups.setdefault(group_key(d.op, graph), []).append(d)
     return ", ".join((key if len(g) > 1 else g[0].op) + (f" ({len(g)} layers)" if len(g) > 1 else "")
                      + ("" if g[0].held else " (functional call: no shard() line)") for key, g in groups.items())
 
@@ -353,7 +353,7 @@ def _lists(s):
     return None if s is None else [list(x) for x in s]
 
 
-def _op_costs(plan: Plan) -> dict[str, tuple[float, float]]:
+def op_costs(plan: Plan) -> dict[str, tuple[float, float]]:
     """Per operator: its own communication plus the redistributions into its inputs (bytes, seconds)."""
     out: dict[str, list[float]] = {}
     for e in plan.edges:
@@ -380,7 +380,7 @@ def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
     over those of them ``ref`` anchors (the experts' own ``shard()`` calls; the rest of (c) is propagated).
     The operators the model's code configures in every parallel build (``graph.parallel_only``: MindFormers'
     loss), are the same in every column and not counted."""
-    mine, theirs = _op_costs(plan), ref_costs if ref_costs is not None else _op_costs(ref)
+    mine, theirs = op_costs(plan), ref_costs if ref_costs is not None else op_costs(ref)
     col.agreed = col.total = col.configured_agreed = col.configured_total = 0
     col.disagreements = []
     own = ref.graph.parallel_only or {}
@@ -430,7 +430,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     on qwen3 (4 and 64 layers), not on glm4 at 40 layers, dp=8,tp=8: choices the 2 compiled layers make against
     the embedding and head (the attention's layout) do not scale to 40 layers (3466 ms copied, 2509 ms whole,
     the experts' 3314 ms); the whole graph's advice takes 12 s on qwen3's 64 layers.
-    ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`_what_if`).
+    ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`what_if_plan`).
     """
     from .advisor import advise, load_rules
     from ..engine.plan import parallel_only_anchors
@@ -483,7 +483,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     c.seconds = time.perf_counter() - t0
     c.notes += [f"{len(ex_c.unmapped)} shard() calls map to no operator of the graph"] if getattr(ex_c, "unmapped", None) else []
     c.notes += _refused(ex_c)
-    ref_costs = _op_costs(ref)
+    ref_costs = op_costs(ref)
     agreement(ref, ref, c, ref_costs)
     # (b) the experts' propagation anchors
     b = cols["b"]
@@ -544,9 +544,9 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     agreement(plan_a, ref, a, ref_costs)
     if what_if:
         t0 = time.perf_counter()
-        n = _what_if(a, graph, plan_a, ref, mesh, run)
-        n += _what_if_regions(a, graph, plan_a, ref, mesh, run)
-        n += _toward_reference(a, plan_a, ref, mesh, run, ref_costs, c.totals["step_seconds"],
+        n = what_if_plan(a, graph, plan_a, ref, mesh, run)
+        n += what_if_regions(a, graph, plan_a, ref, mesh, run)
+        n += steps_toward_reference(a, plan_a, ref, mesh, run, ref_costs, c.totals["step_seconds"],
                                None if b.error else b.anchors)
         a.notes.append(f"step if (c)'s: {n} propagations")
         a.timings.append(("step if (c)'s", time.perf_counter() - t0))
@@ -554,7 +554,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     return cmp
 
 
-def _what_if(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:
+def what_if_plan(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:
     """Each disagreement's ``if_reference``: the step estimate's change when the operator -- with the others of
     its pattern across repeated layers that disagree too -- is anchored with (c)'s layout on top of ``plan``'s
     anchors: whether the experts' choice there would have been faster (one propagation per pattern). Casts are
@@ -584,7 +584,7 @@ def _pattern_groups(col: Column, ref: Plan) -> dict[str, list[Disagreement]]:
     for d in col.disagreements:
         rc = ref.choices.get(d.op)
         if d.type != "Cast" and rc is not None and rc.sharding is not None:
-            groups.setdefault(_group_key(d.op, ref.graph), []).append(d)
+            groups.setdefault(group_key(d.op, ref.graph), []).append(d)
     return groups
 
 
@@ -624,18 +624,18 @@ def regions(col: Column, graph: OpGraph, ref: Plan) -> list[Region]:
     order = lambda n: graph.op(n).topo_index
     merged: dict[tuple, list[str]] = {}
     for ops in comps.values():
-        key = tuple(dict.fromkeys(_group_key(n, graph) for n in sorted(ops, key=order)))    # patterns in graph order
+        key = tuple(dict.fromkeys(group_key(n, graph) for n in sorted(ops, key=order)))    # patterns in graph order
         merged.setdefault(key, []).extend(ops)
     out = []
     for key, ops in merged.items():
         ops = sorted(ops, key=order)
         named = [n for n in ops if differ[n].type != "Cast"] or ops
         out.append(Region(ops, list(key), held=all(differ[n].held for n in ops if differ[n].type != "Cast"),
-                          name=_group_key(named[0], graph)))
+                          name=group_key(named[0], graph)))
     return sorted(out, key=lambda r: order(r.ops[0]))
 
 
-def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:
+def what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:
     """``col.regions`` priced: each region's non-Cast operators anchored as (c) has them on top of ``plan``'s
     anchors, one propagation per region (a region of one pattern takes its operators' own ``if_reference``); then
     every difference at once (``col.if_reference_everywhere``). Returns the number of propagations."""
@@ -651,7 +651,7 @@ def _what_if_regions(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: M
             continue
         anchors = {d.op: _reference_anchor(d.op, ref, mesh, d.type) for d in ds}
         everywhere.update(anchors)
-        keys = {_group_key(d.op, graph) for d in ds}
+        keys = {group_key(d.op, graph) for d in ds}
         whole = len(keys) == 1 and {d.op for d in ds} == {d.op for d in groups[keys.pop()]}
         if whole and ds[0].if_reference is not None:
             r.if_reference = ds[0].if_reference        # the same anchors as that pattern's own "step if (c)'s"
@@ -678,7 +678,7 @@ def _refused(experts) -> list[str]:
     return [f"the experts' strategy at {note}" for _, _, note in getattr(experts, "refused", [])]
 
 
-def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_costs, ref_step: float,
+def steps_toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_costs, ref_step: float,
                       max_anchors: int | None) -> int:
     """How close to (c) the advice can come, and at what price: (c)'s layout taken region by region on top of the
     advice, the cheapest per operator first (``Region.if_reference`` over its operators), each step priced and its
@@ -708,14 +708,14 @@ def _toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, ref_c
         except StrategistError:
             continue
         # a pattern the others give anyway is no line to write: tried without, one pattern at a time in graph order
-        for key in dict.fromkeys(_group_key(o, plan.graph) for o in more if o not in base):
-            rest = {o: v for o, v in more.items() if o in base or _group_key(o, plan.graph) != key}
+        for key in dict.fromkeys(group_key(o, plan.graph) for o in more if o not in base):
+            rest = {o: v for o, v in more.items() if o in base or group_key(o, plan.graph) != key}
             n += 1
             try:
                 q2 = run({**base, **taken, **rest})
             except StrategistError:
                 continue
-            if _same_plan(q, q2):
+            if same_plan(q, q2):
                 more, q = rest, q2
         taken.update(more)
         agreement(q, ref, scratch, ref_costs)

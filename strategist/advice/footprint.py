@@ -13,7 +13,7 @@ from ..engine.search import _cached_rule
 MEMORY_WORTH = 2**30
 
 
-def _state_bytes(plan: Plan) -> float:
+def state_bytes(plan: Plan) -> float:
     m = memory(plan)
     return m["parameters"] + m["gradients"] + m["optimizer_states"]
 

@@ -1,5 +1,5 @@
 """Every line of the advice pays: what a shard() line must save (:data:`PAY_FLOOR`, :data:`PAY_WORTH`), dropped
-anchors tried back, and the last check of every line beside the others (:func:`_every_line_pays`)."""
+anchors tried back, and the last check of every line beside the others (:func:`every_line_pays`)."""
 from __future__ import annotations
 
 import collections
@@ -14,7 +14,7 @@ from ..engine.ops import shard_anchor
 from ..engine.plan import Plan
 from ..engine.search import _cached_rule
 from .choice import Choice
-from .footprint import MEMORY_WORTH, _state_bytes
+from .footprint import MEMORY_WORTH, state_bytes
 
 
 # an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
@@ -26,17 +26,17 @@ PAY_WORTH = 1e-3
 PAY_FLOOR = 100e-6
 
 
-def _worth(plan: Plan) -> float:
+def plan_worth(plan: Plan) -> float:
     """What one line of configuration must save of ``plan``'s step to be worth writing (PAY_FLOOR, PAY_WORTH)."""
     return min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
 
 
-def _lines(members, graph: OpGraph | None = None) -> int:
+def line_count(members, graph: OpGraph | None = None) -> int:
     """The shard() lines a group of anchors takes: one per pattern (an operator across repeated layers)."""
-    return len({_group_key(c.op, graph) for c in members})
+    return len({group_key(c.op, graph) for c in members})
 
 
-def _group_key(name: str, graph: OpGraph | None = None) -> str:
+def group_key(name: str, graph: OpGraph | None = None) -> str:
     """``model.layers.12.attention.wq.matmul`` -> ``model.layers.*.attention.wq.matmul``: one operator across
     repeated layers. With ``graph``, operators of one name pattern that are not the same operator -- another Cell
     class, type or input shapes: telechat3_moe's dense layer-0 ``mlp.transpose`` (MLPInterleaved, 4-d) and its MoE
@@ -78,7 +78,7 @@ def pattern_text(key: str) -> str:
     return key.split("[", 1)[0]
 
 
-def _layouts_differ(ca, cb) -> bool:
+def layouts_differ(ca, cb) -> bool:
     """Different placement of any input or output (device matrices compared without size-1 axes)."""
     if ca.inputs == cb.inputs and ca.outputs == cb.outputs:
         return False
@@ -86,7 +86,7 @@ def _layouts_differ(ca, cb) -> bool:
     return sq(ca.inputs) != sq(cb.inputs) or sq(ca.outputs) != sq(cb.outputs)
 
 
-def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> list:
+def reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> list:
     """Minimality drops greedily, each group judged with the anchors then left; a drop can be wrong once a group
     checked after it went. An anchor dropped because propagation reproduced it may be needed again when the
     search that reached its operator started at an anchor dropped later (measured: qwen3_moe's layer-1
@@ -99,7 +99,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
     groups: dict[str, list] = {}
     for c, why in dropped:
         if why.startswith(("propagation gives the same layouts", "does not pay for itself")):
-            groups.setdefault(_group_key(c.with_op or c.op, graph), []).append((c, why))     # minimality's groups
+            groups.setdefault(group_key(c.with_op or c.op, graph), []).append((c, why))     # minimality's groups
     for key in sorted(groups, key=lambda k: min(graph.op(c.op).topo_index for c, _ in groups[k])):
         members = groups[key]
         ops = {c.op for c, _ in members}
@@ -110,7 +110,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
             except StrategyError:          # the search would refuse it too
                 differ = False
                 break
-            differ = differ or _layouts_differ(sh, plan.choices[c.op])
+            differ = differ or layouts_differ(sh, plan.choices[c.op])
         if not differ:
             continue
         # (a package's fallbacks, adopted when it went, give way to it)
@@ -120,8 +120,8 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
             q = run(trial)
         except (PropagationError, StrategyError):
             continue
-        changed, dt = _diff(plan, q)
-        if dt < -_worth(plan) * _lines((c for c, _ in members), graph):
+        changed, dt = plan_diff(plan, q)
+        if dt < -plan_worth(plan) * line_count((c for c, _ in members), graph):
             keep, plan = trial, q
             for c, why in members:
                 dropped.remove((c, why))
@@ -142,7 +142,7 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
     second round, the gating Softmax, which the TopkExt follows from then on)."""
     patterns: dict[str, list] = {}
     for c, why in members:
-        patterns.setdefault(_group_key(c.op, graph), []).append((c, why))
+        patterns.setdefault(group_key(c.op, graph), []).append((c, why))
     if len(patterns) < 2:
         return keep, plan
     # a pattern may pay only once a later one is back (the router's gating Softmax split by tokens pays once its
@@ -157,8 +157,8 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
             q = run(trial)
         except (PropagationError, StrategyError):
             return False
-        changed, dt = _diff(plan, q)
-        if dt >= -_worth(plan):
+        changed, dt = plan_diff(plan, q)
+        if dt >= -plan_worth(plan):
             return False
         keep, plan = trial, q
         for c, why in pat:
@@ -174,7 +174,7 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
 def _settle(keys, attempt) -> None:
     """``attempt(key)`` for each key in order, round and round, a key that succeeded leaving the round: until every
     key left has failed since the last success (on the state as it now is). The advisor's greedy passes that an
-    earlier step can change the verdict of (_reinstate_patterns, _every_line_pays)."""
+    earlier step can change the verdict of (_reinstate_patterns, every_line_pays)."""
     queue = collections.deque(keys)
     failed = 0
     while queue and failed < len(queue):
@@ -186,7 +186,7 @@ def _settle(keys, attempt) -> None:
             failed += 1
 
 
-def _search_without(keep: list, gone: set, run) -> tuple[list, Plan | None]:
+def search_without(keep: list, gone: set, run) -> tuple[list, Plan | None]:
     """``keep`` without the anchors whose ids are in ``gone``, and its search (unpriced; None where MindSpore's own
     search fails without them: they are needed)."""
     trial = [c for c in keep if id(c) not in gone]
@@ -196,7 +196,7 @@ def _search_without(keep: list, gone: set, run) -> tuple[list, Plan | None]:
         return trial, None
 
 
-def _drop_siblings(graph: OpGraph, keep: list, groups: dict, gone_keys: set, plan: Plan, dropped: list, run) -> list:
+def drop_siblings(graph: OpGraph, keep: list, groups: dict, gone_keys: set, plan: Plan, dropped: list, run) -> list:
     """Kept groups whose operators read one tensor (w1 and w3 after the MLP's norm, q/k/v after the attention's)
     tried without all together: each can be needed while its sibling is there and neither when both go -- MindSpore
     lays siblings out from their common input, so one anchored sibling's search sets the tensor the other then
@@ -208,13 +208,13 @@ def _drop_siblings(graph: OpGraph, keep: list, groups: dict, gone_keys: set, pla
             continue
         src = next((x for x in graph.op(members[0].op).inputs if x.kind == "op"), None)
         if src is not None:
-            by_input.setdefault((_group_key(src.ref, graph), src.index), []).append(key)
+            by_input.setdefault((group_key(src.ref, graph), src.index), []).append(key)
     for keys in sorted((k for k in by_input.values() if len(k) > 1),
                        key=lambda ks: graph.op(groups[ks[0]][0].op).topo_index):
-        trial, q = _search_without(keep, {id(c) for k in keys for c in groups[k]}, run)
+        trial, q = search_without(keep, {id(c) for k in keys for c in groups[k]}, run)
         if len(trial) == len(keep) or q is None:
             continue
-        if _same_plan(plan, q):
+        if same_plan(plan, q):
             keep = trial
             gone_keys.update(keys)
             for k in keys:
@@ -224,13 +224,13 @@ def _drop_siblings(graph: OpGraph, keep: list, groups: dict, gone_keys: set, pla
     return keep
 
 
-def _same_plan(a: Plan, b: Plan) -> bool:
+def same_plan(a: Plan, b: Plan) -> bool:
     """Same layouts everywhere (and, when both are priced, the same totals: prices are a function of
     the layouts, so this only guards the pricing itself). A Cast's searched layout is not compared: MindSpore
     drops it after the search, and the Cast runs in its input's layout (:func:`strategist.cost.pricing.cast_overlay`),
     which the other operators' decide -- except a Cast of a Parameter, whose layout slices the Parameter."""
     for name, ca in a.choices.items():
-        if (ca.op.type != "Cast" or ca.op.inputs[0].kind == "param") and _layouts_differ(ca, b.choices[name]):
+        if (ca.op.type != "Cast" or ca.op.inputs[0].kind == "param") and layouts_differ(ca, b.choices[name]):
             return False
     if not (a.priced and b.priced):
         return True
@@ -238,12 +238,12 @@ def _same_plan(a: Plan, b: Plan) -> bool:
     return all(math.isclose(ta[k], tb[k], rel_tol=1e-9, abs_tol=1e-9) for k in ta)
 
 
-def _diff(a: Plan, b: Plan) -> tuple[int, float]:
-    changed = sum(1 for n, ca in a.choices.items() if _layouts_differ(ca, b.choices[n]))
+def plan_diff(a: Plan, b: Plan) -> tuple[int, float]:
+    changed = sum(1 for n, ca in a.choices.items() if layouts_differ(ca, b.choices[n]))
     return changed, b.totals()["step_seconds"] - a.totals()["step_seconds"]
 
 
-def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
+def every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
     """Each line of the final advice (a pattern: one operator across repeated layers) must pay for itself beside
     the others. Minimality judged most of them before the stages after it (reinstated groups, alternatives, aligned
     layers, the input path, the tables) changed what they stand beside, and judged a package's members only as
@@ -258,7 +258,7 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
     cur = run(keep)
     patterns: dict[str, list[Choice]] = {}
     for c in keep:
-        patterns.setdefault(_group_key(c.op, graph), []).append(c)
+        patterns.setdefault(group_key(c.op, graph), []).append(c)
     # a line that paid beside one dropped after it may not pay any more (deepseek3's router tc_topk, reinstated
     # beside its aux means): tried until every line left was found paying beside the lines as they now are
 
@@ -271,9 +271,9 @@ def _every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> 
             q = run(trial) if trial else run({})
         except (PropagationError, StrategyError):
             return False
-        changed, dt = _diff(cur, q)
-        worth = _worth(cur)
-        saved = _state_bytes(q) - _state_bytes(cur)
+        changed, dt = plan_diff(cur, q)
+        worth = plan_worth(cur)
+        saved = state_bytes(q) - state_bytes(cur)
         if dt > worth or saved >= MEMORY_WORTH:
             # it pays in step time, or in the weight, gradient and optimizer state it shards. Its "needed" is said
             # again beside the final advice where minimality worked it out beside other anchors (the lines after

@@ -5,8 +5,11 @@ the real run does; a configured operator ends MindSpore's BFS, so the layout the
 operators before them. A language-model head laid out otherwise than that pays a redistribution of its whole logits
 there (glm4: MindFormers' vocabulary-parallel loss takes them ``(1, dp*cp*tp)``, the advisor's vocabulary-by-tp
 head gives ``(dp, tp)``), so the head is proposed in the loss's layout, with the template's as its alternative,
-taken where the step is faster (:func:`strategist.advice.refine._take_alternatives`)."""
+taken where the step is faster (:func:`strategist.advice.refine.take_alternatives`)."""
 from __future__ import annotations
+
+from .choice import Choice
+from .rules import anchor_of
 
 
 def loss_layout_alternatives(graph, mesh, proposed: list, run) -> int:
@@ -14,7 +17,6 @@ def loss_layout_alternatives(graph, mesh, proposed: list, run) -> int:
     propagation from the model's own parallel-only operators alone gives it, when they decide it (its provenance's
     root is one of them) and it differs; the template's layout becomes its alternative. ``run``: the advisor pass's
     propagation. Returns how many heads changed."""
-    from .advisor import Choice, anchor_of
     own = graph.parallel_only or {}
     heads = [c for c in proposed if c.alternative is None and c.template == "matmul_column"
              and c.why.startswith("language-model head")]

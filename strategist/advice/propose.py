@@ -7,11 +7,11 @@ from ..vocab.mesh import Mesh
 from ..engine.search import _cached_rule
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
-from .anatomy import (WEIGHT_MATMULS, _attention_projections, _cut_before, _data_parallel_choice,
-    _data_parallel_template, _embedding_companion, _flippable, _grouped_query_attention, _model_own,
-    _moe_permute_companion, _pair_interior, _preferences, _reduce_scatter_rows, _roles, _sequence_first,
-    _sequence_parallel, _sp_templates, _split_interiors, _splits_nothing_model_parallel, _token_template,
-    _weight_params)
+from .anatomy import (WEIGHT_MATMULS, attention_projections, cut_before, data_parallel_choice,
+    data_parallel_template, embedding_companion, flippable, grouped_query_attention, model_own,
+    moe_permute_companion, pair_interior, preferences, reduce_scatter_rows, op_roles, is_sequence_first,
+    uses_sequence_parallel, sp_templates, split_interiors, splits_nothing_model_parallel, token_template,
+    weight_params)
 
 
 def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None,
@@ -21,25 +21,25 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     Megatron's pair instead (the advisor tries both, see :func:`advise`)."""
     t = rules.templates
     cats = rules.categories
-    roles = _roles(graph, rules)
-    prefs = _preferences(graph, rules, boundaries or {})
+    roles = op_roles(graph, rules)
+    prefs = preferences(graph, rules, boundaries or {})
     if megatron:
-        for n in _flippable(graph, rules, prefs, boundaries):
+        for n in flippable(graph, rules, prefs, boundaries):
             prefs[n] = ""
     notes: list[str] = []
     out: list[Choice] = []
     order = [op.name for op in graph if op.name in prefs]
     # the config asks for sequence parallelism (MindFormers' use_seq_parallel) on sequence-first rows
-    sp = _sequence_parallel(graph, mesh)
-    sp_norm, plain_norm = _sp_templates(graph, t, mesh)     # (the norms' templates with and without it)
+    sp = uses_sequence_parallel(graph, mesh)
+    sp_norm, plain_norm = sp_templates(graph, t, mesh)     # (the norms' templates with and without it)
     sp_head = ""
     router_head: dict[str, str] = {}
     # the embedding tables' row counts: a weight MatMul producing that many features is a language-model head
     # (a wide MLP linear is not: its features are the intermediate size)
     vocabularies = {op.inputs[s].spec.shape[0] for op in graph if op.type in ("Embedding", "Gather", "GatherV2")
-                    for s in _weight_params(graph, op)
+                    for s in weight_params(graph, op)
                     if op.inputs[s].spec is not None and len(op.inputs[s].spec.shape) == 2}
-    attention = _attention_projections(graph, roles, cats.get("norm", ()))
+    attention = attention_projections(graph, roles, cats.get("norm", ()))
     # rule 3: where the preference flips dp -> tp
     boundary_ops: dict[str, str] = {}
     last_dp = None
@@ -54,12 +54,12 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             # the dp side sits at the cut in front of the tp op: the producer of its activation. Under
             # MindSpore's seed order the tp op's search runs first and would flood the whole body
             # backward; a configured op at the cut stops it there, and the dataset gives the body dp
-            cut = _cut_before(graph, name)
+            cut = cut_before(graph, name)
             if cut is not None:
                 boundary_ops[cut] = "dp"
             boundary_ops[name] = "tp"
             last_dp = None
-    own = _model_own(graph)
+    own = model_own(graph)
     for op in graph:
         if op.name in own:          # configured by the model itself in every parallel build: never advice
             continue
@@ -80,8 +80,8 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 why = "parallelism boundary: parameters outweigh activations from here on (model parallel)"
             choice = ("3 boundary", tname, tmpl, why)
         elif op.cell_class in cats.get("moe_router", ()) and op.type not in ("Reshape", "Flatten", "Cast") \
-                and not _weight_params(graph, op) and "moe_router" in t:
-            tmpl = _token_template(op, rule, t["moe_router"].get("tokens", ()))
+                and not weight_params(graph, op) and "moe_router" in t:
+            tmpl = token_template(op, rule, t["moe_router"].get("tokens", ()))
             if tmpl is not None:
                 choice = ("4 fused", "moe_router", tmpl,
                           "MoE router: its tokens over every device (each device scores, picks and counts only "
@@ -95,7 +95,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 rank = len(op.inputs[0].spec.shape) if op.inputs and op.inputs[0].spec else 0
                 name = "norm" if rank >= 3 else "norm_2d"
                 why = "fused norm: tokens by dp (and cp), hidden unsplit"
-                if rank >= 3 and _sequence_first(graph) and "norm_sequence_first" in t:
+                if rank >= 3 and is_sequence_first(graph) and "norm_sequence_first" in t:
                     name = "norm_sequence_first"      # MindFormers' [S, B, H]: batch by dp, sequence by cp
                     if rank >= 4 and "norm_heads_sequence_first" in t:
                         name = "norm_heads_sequence_first"     # q/k norms on [S, B, N, D]: heads by tp
@@ -105,7 +105,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                         name = "norm_sequence_parallel"
                         why = "fused norm, sequence parallel (the config's use_seq_parallel): sequence by tp (and cp), batch by dp"
                 tmpl = t.get(name, {})
-                if rank == 3 and not _sequence_first(graph) and sp:
+                if rank == 3 and not is_sequence_first(graph) and sp:
                     # a legacy model's batch-first [B, S, H] under the config's sequence parallelism
                     name, tmpl = "norm_sequence_parallel", sp_norm
                     why = ("fused norm, sequence parallel (the config's use_seq_parallel): as the row linears' "
@@ -122,7 +122,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                           "dimension), each device computing only its own tokens")
             else:
                 choice = ("4 fused", "moe", t.get("moe", {}), "MoE dispatch/combine: experts by ep")
-        elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) == "dp" \
+        elif op.type in cats.get("weight", ()) and weight_params(graph, op) and prefs.get(op.name) == "dp" \
                 and op.type in WEIGHT_MATMULS and mesh.get("tp") > 1:
             oshape = op.outputs[0].shape if op.outputs and op.outputs[0] is not None else ()
             vocab = oshape[-1] if oshape else 0
@@ -142,11 +142,11 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
             else:
                 # activations outweigh the weight: data parallel over every device. Left to propagation
                 # (a full-batch dataset seeds nothing), the tp devices would repeat each other's work
-                tname = _data_parallel_template(graph, op, t)
+                tname = data_parallel_template(graph, op, t)
                 choice = ("1 weight", tname, t.get(tname, {}),
                           "activations outweigh the weight: data parallel over every device")
-        elif op.type in cats.get("weight", ()) and _weight_params(graph, op) and prefs.get(op.name) != "dp":
-            slot = next(iter(_weight_params(graph, op)))
+        elif op.type in cats.get("weight", ()) and weight_params(graph, op) and prefs.get(op.name) != "dp":
+            slot = next(iter(weight_params(graph, op)))
             if op.type == "Embedding" and slot == 1:
                 vocab = op.inputs[1].spec.shape[0]
                 if vocab >= rules.thresholds.get("large_vocab", 16384):
@@ -172,12 +172,12 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if choice is None:
             continue
         rule_name, tname, tmpl, why = choice
-        if _splits_nothing_model_parallel(tmpl, mesh):
+        if splits_nothing_model_parallel(tmpl, mesh):
             continue
         s = template_sharding(op, rule, tmpl, mesh)
         on = mesh
         if tname == "flash_attention":
-            gqa = _grouped_query_attention(op, rule, tmpl, mesh, s)
+            gqa = grouped_query_attention(op, rule, tmpl, mesh, s)
             if gqa is not None:
                 s, on = gqa
                 why += (f"; grouped-query attention ({rule.layout_rule.factor_size('n2')} key/value heads): the "
@@ -191,7 +191,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         if tname == "matmul_row" and sp:
             # sequence parallelism: the row-parallel output reduce-scattered over the sequence (Megatron-SP),
             # its rows [S*B] split by S's axes (cp, tp), then B's (dp, ep), as the norms after it take them
-            anchor = _reduce_scatter_rows(anchor, mesh, _sequence_first(graph))
+            anchor = reduce_scatter_rows(anchor, mesh, is_sequence_first(graph))
             tname, why = "matmul_row_sequence_parallel", why + "; output reduce-scattered over the sequence (sequence parallel)"
         choice_ = Choice(op.name, rule_name, tname, why, anchor, declared=declared)
         if tname in ("matmul_column", "matmul_row", "matmul_row_sequence_parallel") and prefs.get(op.name) == "" \
@@ -200,13 +200,13 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                                                        and op.outputs[0].shape[-1] in vocabularies):
             # neither its weight nor its activations clearly outweigh the other: data parallel over every
             # device is the alternative the step model weighs against the Megatron layout (MTP's eh_proj)
-            choice_.alternative = _data_parallel_choice(graph, op, rule, t, mesh)
+            choice_.alternative = data_parallel_choice(graph, op, rule, t, mesh)
         if tname == "matmul_row_sequence_parallel" and choice_.alternative is not None \
                 and sp_norm:
             # data parallel under sequence parallelism: the rows stay as the sequence-parallel norm split them
             # (S by cp and tp, B by dp), and so do the element-wise operators between the pair's linears (the
             # row linear's Reshape stops every search that would carry them the layout)
-            choice_.alternative.package = _pair_interior(graph, op, mesh, sp_norm,
+            choice_.alternative.package = pair_interior(graph, op, mesh, sp_norm,
                                                          choice_.alternative.op)
         if tname == "matmul_row_sequence_parallel":
             # without sequence parallelism: the plain row-parallel pair (its output all-reduced)
@@ -215,7 +215,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
         elif tname == "norm_sequence_parallel" and plain_norm:
             fs = template_sharding(op, rule, plain_norm, mesh)
             if fs is not None:
-                choice_.fallback = Choice(op.name, rule_name, "norm_sequence_first" if _sequence_first(graph)
+                choice_.fallback = Choice(op.name, rule_name, "norm_sequence_first" if is_sequence_first(graph)
                                           else "norm", "fused norm: tokens by dp "
                                           "(and cp), hidden unsplit (sequence parallelism does not pay here)",
                                           anchor_of(op.name, fs, mesh, op.type))
@@ -239,7 +239,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 # the residual stream between the tensor-parallel blocks is sequence parallel too: the residual
                 # add feeding this norm (through Casts) takes its layout; left to propagation it keeps whole
                 # sequences and every norm would re-split them
-                res = _cut_before(graph, op.name)
+                res = cut_before(graph, op.name)
                 r = graph.op(res) if res is not None else None
                 if r is not None and r.type in ("Add", "AddExt") and r.outputs and r.outputs[0] is not None \
                         and tuple(r.outputs[0].shape) == tuple(op.inputs[0].spec.shape):
@@ -251,13 +251,13 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                                           anchor_of(r.name, rs, mesh, r.type), with_op=sp_head, declared=True))
         out.append(choice_)
         if tname == "flash_attention" and on is not mesh:
-            out.extend(_split_interiors(graph, op, roles, plain_norm, mesh))
+            out.extend(split_interiors(graph, op, roles, plain_norm, mesh))
         if tname == "moe_ffn":
-            comp = _moe_permute_companion(graph, op, t.get("moe_ffn", {}), mesh)
+            comp = moe_permute_companion(graph, op, t.get("moe_ffn", {}), mesh)
             if comp is not None:
                 out.append(comp)
         if tname == "embedding_table_vocab_parallel":
-            comp = _embedding_companion(graph, op, rules, mesh, sp)
+            comp = embedding_companion(graph, op, rules, mesh, sp)
             if comp is not None:
                 out.append(comp)
     seq = max((op.inputs[0].spec.shape[1] for op in graph if op.type == "FlashAttentionScore"

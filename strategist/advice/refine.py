@@ -14,13 +14,13 @@ from ..engine.plan import Anchor, Plan
 from ..engine.search import _cached_rule, _follow, _same
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
-from .footprint import MEMORY_WORTH, _state_bytes
-from .minimality import PAY_FLOOR, PAY_WORTH, _diff, _group_key, _same_plan
-from .anatomy import (_LAYER, _embedding_companion, _producer_through, _sequence_parallel, _sp_templates,
-    _weight_params, _weight_slot)
+from .footprint import MEMORY_WORTH, state_bytes
+from .minimality import PAY_FLOOR, PAY_WORTH, plan_diff, group_key, same_plan
+from .anatomy import (LAYER_PATH, embedding_companion, producer_through, uses_sequence_parallel, sp_templates,
+    weight_params, weight_slot)
 
 
-def _unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules, mesh: Mesh) -> list[Choice]:
+def unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules, mesh: Mesh) -> list[Choice]:
     """Rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
     strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
     follows the largest such input; it would otherwise gather that tensor whole (MTP's loss on
@@ -84,7 +84,7 @@ def _unreached_consumers(graph: OpGraph, plan: Plan, name: str, skip: set) -> li
 _CHAIN_WALK = 64
 
 
-def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], anchored: set, rules: Rules,
+def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], anchored: set, rules: Rules,
                            mesh: Mesh) -> list[Choice]:
     """Rule 2, fused consumers through a chain: a fused attention input that arrives ``Transpose -> (rotary
     embedding, element-wise, same shape) -> Transpose back -> Reshape`` (the legacy BNSD rotary of ChatGLM / LLaMA
@@ -94,7 +94,7 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
     40 layers (dp=8,tp=8): the query Transposes took a sequence split by 4 (32 of 64 devices) behind the kept QKV
     column; heads by tp as the experts have them: -15.0 ms a step. Minimality keeps it only where it pays."""
     out: list[Choice] = []
-    batch_only = _sp_templates(graph, rules.templates, mesh)[1]
+    batch_only = sp_templates(graph, rules.templates, mesh)[1]
     for c in proposed:
         d = graph.op(c.op)
         if d.type != "FlashAttentionScore":
@@ -162,7 +162,7 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
             # the Split in front of it (a fused QKV projection cut into q, k, v) cuts the features the column
             # linear splits by tp, which MindSpore's Split needs whole: batch-only, as the SwiGLU's Split
             # (_split_interiors); brought forward from the projection it takes a sequence split instead
-            name = _producer_through(graph, head.inputs[0], through=("Reshape", "Cast")) if head.inputs else None
+            name = producer_through(graph, head.inputs[0], through=("Reshape", "Cast")) if head.inputs else None
             sp = graph.op(name) if name is not None else None
             if sp is None or sp.type not in ("Split", "SplitWithSize") or sp.name in anchored:
                 continue
@@ -177,14 +177,14 @@ def _attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], a
     return out
 
 
-#: candidates :func:`_align_layers` tries at most (each one propagation)
+#: candidates :func:`align_layers` tries at most (each one propagation)
 ALIGN_CANDIDATES = 48
 
 
 _CONTAINERS = ("CellList", "SequentialCell", "ModuleList", "CellDict")
 
 
-def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
+def align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Choice]:
     """Repeated layers laid out alike. MindSpore's search reaches each layer from other seeds and in another
     order (qwen3_moe: layer 0's rotary embedding is reached backward from the Cast the configured BNSD Transpose
     configures, layer 1's forward from the qkv linear, splitting heads by 8, then redistributing into the
@@ -207,17 +207,17 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
         # a twin of the decoder's layers the layer-index pattern alone does not see
         parts = op.cell_path.split(".") if op.cell_path else []
         if not op.name.startswith(op.cell_path + "."):
-            return _group_key(op.name)
+            return group_key(op.name)
         for k in range(1, len(parts) + 1):
             cls = graph.cells.get(".".join(parts[:k]))
             if uses.get(cls, 0) > 1 and cls not in _CONTAINERS:
-                return f"{cls}:" + _group_key(op.name[len(".".join(parts[:k])):])
-        return _group_key(op.name)
+                return f"{cls}:" + group_key(op.name[len(".".join(parts[:k])):])
+        return group_key(op.name)
     for name, ch in cur.choices.items():
         op = ch.op
         # a functional call has no shard() to write (an anchors file only): not worth a line nobody can apply
         if ch.sharding is None or op.type in ("Cast", "Reshape", "Flatten") or name in anchored \
-                or not _LAYER.search(name) or _weight_slot(op) is not None or not op.held:
+                or not LAYER_PATH.search(name) or weight_slot(op) is not None or not op.held:
             continue
         key = (twin(op), op.type, tuple(x.spec.shape if x.spec else None for x in op.inputs))
         groups.setdefault(key, []).append(name)
@@ -244,7 +244,7 @@ def _align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[C
     t, extra, trial, q = best
     if t_cur - t <= worth:
         return keep
-    changed, dt = _diff(q, cur)
+    changed, dt = plan_diff(q, cur)
     for c in extra:
         c.needed = (f"without these {len(extra)} anchors: {changed} operators change layout, step estimate "
                     f"{dt * 1e3:+.3f} ms")
@@ -267,7 +267,7 @@ def _fastest(graph: OpGraph, base: list[Choice], packages, run):
     return best
 
 
-#: anchors :func:`_input_path` tries at most (each one propagation), and keeps at most
+#: anchors :func:`input_path` tries at most (each one propagation), and keeps at most
 INPUT_CANDIDATES = 32
 
 
@@ -294,7 +294,7 @@ def _downstream_anchors(graph: OpGraph, name: str, keep: list[Choice]) -> list[C
     return [c for c in keep if c.op in hit or c.with_op in hit]
 
 
-def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: list | None = None) -> list[Choice]:
+def input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: list | None = None) -> list[Choice]:
     """Rule 3 on the input path: where the data's batch split begins. With a full-batch dataset every device
     reads the whole batch and propagation decides where the split starts; an operator that reads only the
     dataset (through others that do) can start it, its inputs' batch dimension over every device or by dp.
@@ -348,7 +348,7 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: li
             rest = [x for x in keep if x not in gone]
             trial = sorted(rest + [c], key=lambda x: graph.op(x.op).topo_index)
             try:
-                if _same_plan(cur, run(trial, price=False)):
+                if same_plan(cur, run(trial, price=False)):
                     continue        # propagation lays everything out as before: nothing to price
                 q = run(trial)
             except (PropagationError, StrategyError):
@@ -373,7 +373,7 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: li
         t = q.totals()["step_seconds"]
         if base_t - t <= min(PAY_WORTH * base_t, PAY_FLOOR):
             continue
-        changed, dt = _diff(q, cur)
+        changed, dt = plan_diff(q, cur)
         c.needed = f"without it: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms"
         for x in gone:
             if dropped is not None:
@@ -384,13 +384,13 @@ def _input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: li
     return keep
 
 
-#: table layouts :func:`_embedding_tables` tries per embedding at most (each with and without its companion)
+#: table layouts :func:`embedding_tables` tries per embedding at most (each with and without its companion)
 TABLE_CANDIDATES = 12
 
 
 def _embedding_table(graph: OpGraph, op: Op, rules: Rules) -> tuple[int, int] | None:
     """(input slot, row count) of ``op``'s weight table when ``op`` is an embedding of a large vocabulary."""
-    slots = _weight_params(graph, op)
+    slots = weight_params(graph, op)
     want = {"Embedding": 1, "Gather": 0, "GatherV2": 0}.get(op.type)
     if want is None or want not in slots or op.inputs[want].spec is None or len(op.inputs[want].spec.shape) != 2:
         return None
@@ -398,7 +398,7 @@ def _embedding_table(graph: OpGraph, op: Op, rules: Rules) -> tuple[int, int] | 
     return (want, vocab) if vocab >= rules.thresholds.get("large_vocab", 16384) else None
 
 
-def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice], dropped: list,
+def embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice], dropped: list,
                       run) -> list[Choice]:
     """Each large embedding table's layout, chosen by the step model among the layouts MindSpore generates for
     it with the indices split as the plan has them, and the vocabulary-parallel template, each alone and with
@@ -410,7 +410,7 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
     Only a table a Cell holds: a functional call has no shard() line to carry the layout (MindFormers' embedding
     runs inside VocabParallelEmbedding's Morph, whose body is written for its own table layouts: there a
     (2, 4) table was 18 ms faster on qwen3 by the model, but no shard() of that class can express it)."""
-    sp = _sequence_parallel(graph, mesh)
+    sp = uses_sequence_parallel(graph, mesh)
     for op in graph:
         found = _embedding_table(graph, op, rules)
         # a functional call (MindFormers' embedding, inside its Morph body) has no shard() line to write: its
@@ -436,7 +436,7 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
         if tmpl is not None and tmpl.strategy not in options:
             options.append(tmpl.strategy)
         options = [s for s in options if any(math.prod(r) > 1 for r in s)][:TABLE_CANDIDATES]
-        comp = _embedding_companion(graph, op, rules, mesh, sp)
+        comp = embedding_companion(graph, op, rules, mesh, sp)
         heads = [Choice(op.name, "1 weight", "embedding_table",
                         f"embedding with a large vocabulary ({vocab} rows): of {len(options)} table layouts, "
                         f"the fastest by the step model", Anchor(op.name, s, origin="advisor")) for s in options]
@@ -446,9 +446,9 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
             continue
         t, package, trial, q = best
         worth = min(PAY_WORTH * t_cur, PAY_FLOOR)
-        if t_cur - t <= worth or _state_bytes(q) - _state_bytes(cur) >= MEMORY_WORTH or _same_plan(cur, q):
+        if t_cur - t <= worth or state_bytes(q) - state_bytes(cur) >= MEMORY_WORTH or same_plan(cur, q):
             continue
-        changed, dt = _diff(cur, q)
+        changed, dt = plan_diff(cur, q)
         what = f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms"
         for c in package:
             c.needed = f"instead of propagation's table layout: {what}" if c.op == op.name else \
@@ -459,7 +459,7 @@ def _embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choic
     return keep
 
 
-def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
+def take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -> list[Choice]:
     """A kept anchor with another layout on offer (a weight MatMul whose weight and activations are of
     comparable size: Megatron's layout or data parallel) takes it where the step estimate is faster, one
     pattern (across repeated layers) at a time, unless that costs :data:`MEMORY_WORTH` more weight, gradient
@@ -467,7 +467,7 @@ def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -
     alts: dict[str, list[Choice]] = {}
     for c in keep:
         if c.alternative is not None and c.alternative.anchor is not None:
-            alts.setdefault(_group_key(c.op, graph), []).append(c)
+            alts.setdefault(group_key(c.op, graph), []).append(c)
     if not alts:
         return keep
     cur = run(keep)
@@ -490,8 +490,8 @@ def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -
         if best is None:
             continue
         _t, followers, trial, q = best
-        changed, dt = _diff(cur, q)
-        more = _state_bytes(q) - _state_bytes(cur)
+        changed, dt = plan_diff(cur, q)
+        more = state_bytes(q) - state_bytes(cur)
         if dt >= -1e-9 * cur.totals()["step_seconds"] or more >= MEMORY_WORTH:
             continue
         what = f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, " \
@@ -508,7 +508,7 @@ def _take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) -
             q = run(rest, price=False) if rest else None
         except (PropagationError, StrategyError):
             continue
-        if q is not None and _same_plan(cur, q):
+        if q is not None and same_plan(cur, q):
             keep = rest
             for c in members:
                 dropped.append((c.alternative, "propagation gives the same layouts and cost without it"))

@@ -51,10 +51,10 @@ def _rows(v, where):
 
 def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = ()) -> Anchor:
     """One anchors-file value (validated by :func:`strategist.files.schema.validate_anchor`) -> Anchor."""
-    from .schema import _Lines, validate_anchor
+    from .schema import SourceLines, validate_anchor
     path, _, line = where.rpartition(" line ")
     if lines is None:
-        lines = _Lines({(): int(line) if line.isdigit() else 1})
+        lines = SourceLines({(): int(line) if line.isdigit() else 1})
     kind, spec = validate_anchor(v, path or where, lines, loc)
     if kind == "rows":
         return Anchor(name, _rows(spec, where))

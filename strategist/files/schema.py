@@ -27,14 +27,14 @@ from ..vocab.mesh import MAX_DEVICES  # a cluster bigger than any built bounds m
 # YAML -> Python with a line for every key, duplicates refused
 
 
-class _Lines(dict):
+class SourceLines(dict):
     """``loc tuple -> 1-based YAML line`` of every mapping key and sequence item."""
 
 
-def to_python(node, path: str, lines: _Lines | None = None, loc: tuple = (), err=RulesError):
+def to_python(node, path: str, lines: SourceLines | None = None, loc: tuple = (), err=RulesError):
     """The Python value of a composed YAML ``node``; ``lines`` gets the line of every key/item.
     A key given twice in one mapping is an error naming both lines (YAML would silently keep the last)."""
-    lines = _Lines() if lines is None else lines
+    lines = SourceLines() if lines is None else lines
     lines.setdefault(loc, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict = {}
@@ -85,14 +85,14 @@ def type_name(value) -> str:
     return f"{_article(n)} {n}"
 
 
-def _line_of(lines: _Lines, loc: tuple) -> int:
+def _line_of(lines: SourceLines, loc: tuple) -> int:
     for k in range(len(loc), -1, -1):
         if loc[:k] in lines:
             return lines[loc[:k]]
     return 1
 
 
-def _clean_loc(loc: tuple, lines: _Lines) -> tuple:
+def _clean_loc(loc: tuple, lines: SourceLines) -> tuple:
     """pydantic's loc without its internal union/validator tags."""
     out = []
     for x in loc:
@@ -137,7 +137,7 @@ def did_you_mean(word: str, known) -> str:
     return f" (known: {', '.join(sorted(map(str, known)))})" if known else ""
 
 
-def one_line(err: ValidationError, path: str, lines: _Lines, model=None, fix: str = "") -> str:
+def one_line(err: ValidationError, path: str, lines: SourceLines, model=None, fix: str = "") -> str:
     """The first pydantic error as ``PATH line N: KEY: PROBLEM (FIX)``."""
     errs = err.errors(include_url=False)
     e = next((x for x in errs if x["type"] == "extra_forbidden"), errs[0])
@@ -214,7 +214,7 @@ def validate_hardware(root, path: str) -> HardwareSpec:
     """A composed hardware-profile YAML -> :class:`HardwareSpec`, or MeshError naming the line and key."""
     if root is None or not isinstance(root, yaml.MappingNode):
         raise MeshError(f"bad hardware profile {path}: not a mapping ({HARDWARE_FIX})")
-    lines = _Lines()
+    lines = SourceLines()
     data = to_python(root, path, lines, err=MeshError)
     try:
         return HardwareSpec.model_validate(data)
@@ -257,7 +257,7 @@ def mapping_data(root, path: str, not_a_mapping: str):
         return None, None
     if not isinstance(root, yaml.MappingNode):
         raise RulesError(f"{path} line 1: {not_a_mapping}")
-    lines = _Lines()
+    lines = SourceLines()
     return to_python(root, path, lines), lines
 
 
@@ -350,7 +350,7 @@ STRATEGY_FIX = "a strategy is a list of lists of positive integers, e.g. [[2, 1]
 _ROWS = TypeAdapter(Rows)
 
 
-def validate_anchor(value, path: str, lines: _Lines, loc: tuple):
+def validate_anchor(value, path: str, lines: SourceLines, loc: tuple):
     """One anchors-file value: a strategy list, or a mapping of in_strategy/out_strategy/layout/out_layout.
     Returns ``("rows", rows)`` or ``("map", AnchorSpec)``; RulesError naming the line otherwise."""
     where = f"{path} line {_line_of(lines, loc)}"
@@ -398,10 +398,10 @@ def validate_anchor(value, path: str, lines: _Lines, loc: tuple):
     return "map", spec
 
 
-def _shift(lines: _Lines, loc: tuple) -> _Lines:
+def _shift(lines: SourceLines, loc: tuple) -> SourceLines:
     """``lines`` re-rooted at ``loc`` (for pydantic locs relative to a sub-value)."""
     n = len(loc)
-    return _Lines({k[n:]: v for k, v in lines.items() if k[:n] == loc})
+    return SourceLines({k[n:]: v for k, v in lines.items() if k[:n] == loc})
 
 
 # --------------------------------------------------------------------------------------

@@ -350,7 +350,7 @@ def _shard_layout_text(layouts) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def _tuple_equivalent(ch, mesh) -> bool:
+def is_tuple_equivalent(ch, mesh) -> bool:
     """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
     from ..vocab.layout import squeeze
     from ..engine.ops import shard
@@ -376,10 +376,10 @@ def anchor_file_keys(ops: list[str], names: list[str], graph=None, bodies: dict 
     >>> anchor_file_keys(["m.layers.0.rope.add", "m.layers.1.rope.add"], names)
     {'m.layers.*.rope.add': ['m.layers.0.rope.add', 'm.layers.1.rope.add']}
     """
-    from ..advice.minimality import _group_key, pattern_text
+    from ..advice.minimality import group_key, pattern_text
     groups: dict[tuple, list[str]] = {}
     for n in ops:
-        groups.setdefault((_group_key(n, graph), (bodies or {}).get(n)), []).append(n)
+        groups.setdefault((group_key(n, graph), (bodies or {}).get(n)), []).append(n)
     out: dict[str, list[str]] = {}
     for (key, _), members in groups.items():
         glob = pattern_text(key)
@@ -416,7 +416,7 @@ def advice_dict(advice) -> dict:
         tup = strategy_text(ch.strategy)
         own = _own_matrix(advice.plan.anchors.get(c.op), mesh)
         lay = layout_text(ch.inputs, mesh) if own is None else _shard_layout_text(own.layouts)
-        tuple_ok = _tuple_equivalent(ch, mesh)
+        tuple_ok = is_tuple_equivalent(ch, mesh)
         anchors.append({
             "op": c.op, "type": ch.op.type, "rule": c.rule, "template": c.template, "why": c.why,
             "needed": c.needed, "source": ch.op.source, "cell_class": ch.op.cell_class,

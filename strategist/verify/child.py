@@ -161,7 +161,7 @@ def apply_anchors(net, anchors: list[dict], mesh: dict | None) -> None:
         prim.shard(**kw)
 
 
-def _attach_names(nodes: list[dict], shard_strategy: dict) -> list[dict]:
+def attach_names(nodes: list[dict], shard_strategy: dict) -> list[dict]:
     """Give each IR node MindSpore's ``fullname_with_scope`` from ``_get_shard_strategy``: same scope and
     type, equal strategy first, in op-number order. Names MindSpore reports that no IR node takes
     come back as extra operators (no path, no shapes)."""
@@ -315,7 +315,7 @@ def run(req: dict) -> dict:
             shard = {k.split(f"{_NET}.", 1)[1] if f"{_NET}." in k else k: v for k, v in shard.items()}
         for node in nodes:
             node["path"] = _node_path(node)
-        result["ops"] = _attach_names(nodes, shard)
+        result["ops"] = attach_names(nodes, shard)
         if req.get("redistributions"):
             from .ir import parse_redistributions
             found = parse_redistributions(_latest_dump(req["ir_dir"], "step_parallel_end"))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..engine.plan import DATASET
 from ..engine.search import _type_len
-from .runner import MsOp, MsPlan
+from .msplan import MsOp, MsPlan
 
 
 def _base(name: str) -> str:

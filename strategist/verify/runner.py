@@ -18,75 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
 
 from ..errors import VerifyError
 from ..vocab.mesh import Mesh
+from .msplan import MsOp, MsPlan, as_tuples
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@dataclass
-class MsOp:
-    """One operator as MindSpore's sharding propagation left it."""
-
-    name: str                        # MindSpore's fullname_with_scope: "Default/fc1-Dense/MatMul-op0"
-    type: str
-    path: str | None                 # cell attribute path + primitive instance name, like strategist's op names
-    in_strategy: tuple
-    out_strategy: tuple | None = None
-    configured: bool = False         # a user shard() (the model's or an anchor), not propagated
-    input_shapes: tuple | None = None    # global tensor shapes, as MindSpore's parallel pass sees them
-    output_shapes: tuple | None = None
-    in_layout: str | None = None     # MindSpore's text, for operators configured with a Layout
-    scope: str | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "MsOp":
-        return cls(name=d["name"], type=d["type"], path=d.get("path"), in_strategy=_tuples(d.get("in_strategy")),
-                   out_strategy=_tuples(d.get("out_strategy")), configured=bool(d.get("configured")),
-                   input_shapes=_tuples(d.get("input_shapes")), output_shapes=_tuples(d.get("output_shapes")),
-                   in_layout=d.get("in_layout"), scope=d.get("scope"))
-
-
-@dataclass
-class MsPlan:
-    """MindSpore's answer for one model, mesh, anchors and dataset strategy."""
-
-    ops: list[MsOp]                  # in graph order; the dataset and output are below, not here
-    dataset_strategy: object         # what was asked: "data_parallel", "full_batch" or {input: split}
-    device_num: int
-    compile_seconds: float
-    process_seconds: float
-    dataset: tuple | None = None     # _VirtualDataset's strategy: one row per model input
-    output: tuple | None = None      # _VirtualOutput's strategy (None when the output is a scalar)
-    backend: str = "stub"            # "stub" (GPU plugin on CUDA stubs, CPU only), "gpu" or "ascend"
-    mindspore_version: str = ""
-    compile_inputs: list[str] = field(default_factory=list)   # per-device shapes the child compiled with
-    model: str = ""
-    notes: list[str] = field(default_factory=list)   # MindFormers builds: its bugs worked around, late failures
-    #: with ``redistributions=True``: what MindSpore's parallel graph moves between operators, per consumer input
-    #: (``{"src": path, "dst": path, "src_type", "dst_type", "also": [other consumers' paths], "ops": [...],
-    #: "collectives": [...]}``)
-    redistributions: list[dict] | None = None
-    #: with ``training=True``: every collective of one training step of the model (MindSpore's graph after autodiff,
-    #: ``validate``): ``{"kind", "n", "bytes", "phase": "forward" | "backward" | "mirror", "instance", "scope"}``
-    collectives: list[dict] | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "MsPlan":
-        d = dict(d)
-        d["ops"] = [MsOp.from_dict(o) for o in d["ops"]]
-        d["dataset"] = _tuples(d.get("dataset"))
-        d["output"] = _tuples(d.get("output"))
-        return cls(**d)
-
-
-def _tuples(v):
-    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -241,9 +178,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     ops, dataset, output = [], None, None
     for d in res["ops"]:
         if d["type"] == "_VirtualDataset":
-            dataset = _tuples(d["in_strategy"])
+            dataset = as_tuples(d["in_strategy"])
         elif d["type"] == "_VirtualOutput":
-            output = _tuples(d["in_strategy"])
+            output = as_tuples(d["in_strategy"])
         else:
             ops.append(MsOp.from_dict(d))
     return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,

@@ -1,0 +1,69 @@
+"""MindSpore's answer for one model, as the verify child reports it: its operators' strategies, the dataset's, and
+(on request) the redistributions and collectives of its parallel graph."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class MsOp:
+    """One operator as MindSpore's sharding propagation left it."""
+
+    name: str                        # MindSpore's fullname_with_scope: "Default/fc1-Dense/MatMul-op0"
+    type: str
+    path: str | None                 # cell attribute path + primitive instance name, like strategist's op names
+    in_strategy: tuple
+    out_strategy: tuple | None = None
+    configured: bool = False         # a user shard() (the model's or an anchor), not propagated
+    input_shapes: tuple | None = None    # global tensor shapes, as MindSpore's parallel pass sees them
+    output_shapes: tuple | None = None
+    in_layout: str | None = None     # MindSpore's text, for operators configured with a Layout
+    scope: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MsOp":
+        return cls(name=d["name"], type=d["type"], path=d.get("path"), in_strategy=as_tuples(d.get("in_strategy")),
+                   out_strategy=as_tuples(d.get("out_strategy")), configured=bool(d.get("configured")),
+                   input_shapes=as_tuples(d.get("input_shapes")), output_shapes=as_tuples(d.get("output_shapes")),
+                   in_layout=d.get("in_layout"), scope=d.get("scope"))
+
+
+@dataclass
+class MsPlan:
+    """MindSpore's answer for one model, mesh, anchors and dataset strategy."""
+
+    ops: list[MsOp]                  # in graph order; the dataset and output are below, not here
+    dataset_strategy: object         # what was asked: "data_parallel", "full_batch" or {input: split}
+    device_num: int
+    compile_seconds: float
+    process_seconds: float
+    dataset: tuple | None = None     # _VirtualDataset's strategy: one row per model input
+    output: tuple | None = None      # _VirtualOutput's strategy (None when the output is a scalar)
+    backend: str = "stub"            # "stub" (GPU plugin on CUDA stubs, CPU only), "gpu" or "ascend"
+    mindspore_version: str = ""
+    compile_inputs: list[str] = field(default_factory=list)   # per-device shapes the child compiled with
+    model: str = ""
+    notes: list[str] = field(default_factory=list)   # MindFormers builds: its bugs worked around, late failures
+    #: with ``redistributions=True``: what MindSpore's parallel graph moves between operators, per consumer input
+    #: (``{"src": path, "dst": path, "src_type", "dst_type", "also": [other consumers' paths], "ops": [...],
+    #: "collectives": [...]}``)
+    redistributions: list[dict] | None = None
+    #: with ``training=True``: every collective of one training step of the model (MindSpore's graph after autodiff,
+    #: ``validate``): ``{"kind", "n", "bytes", "phase": "forward" | "backward" | "mirror", "instance", "scope"}``
+    collectives: list[dict] | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MsPlan":
+        d = dict(d)
+        d["ops"] = [MsOp.from_dict(o) for o in d["ops"]]
+        d["dataset"] = as_tuples(d.get("dataset"))
+        d["output"] = as_tuples(d.get("output"))
+        return cls(**d)
+
+
+def as_tuples(v):
+    """Lists (as JSON gives them) back to tuples, at every depth."""
+    return tuple(as_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
