@@ -7,7 +7,7 @@ PY      = $(VENV)/bin/python
 # pip keeps downloaded wheels (MindSpore's is ~800 MB) in its cache; keep that cache between runs.
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 
-.PHONY: demo test test-fast test-all bench fixtures check-cc clean
+.PHONY: demo test test-fast test-all lint bench fixtures check-cc clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,13 @@ check-cc:
 	       "(Debian/Ubuntu; or build-essential), sudo dnf install gcc (Fedora), or set CC"; exit 1; }
 	@command -v readelf >/dev/null 2>&1 || { echo "strategist verify needs readelf: sudo apt-get install binutils"; exit 1; }
 
-# CI: every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
-test: $(VENV)/.mindformers check-cc
+# the code's layering: ruff, and the import contracts in pyproject.toml (tests/test_layers.py checks the rest)
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check strategist tests bench
+	$(VENV)/bin/lint-imports
+
+# CI: the lint, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
+test: $(VENV)/.mindformers check-cc lint
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed

@@ -9,7 +9,7 @@ in its own process so its peak RSS is its own.
 
     .venv/bin/python bench/mindformers.py [--case qwen3-2] [--mesh dp=2,tp=4] [--json]
 
-and the compare columns (``strategist.advice.compare``): advise time, anchors of (a) advice / (b) the experts'
+and the compare columns (``strategist.compare``): advise time, anchors of (a) advice / (b) the experts'
 sharding_propagation() / (c) their full shard(), agreement of (a) with (c), step-estimate ratio (a)/(c).
 """
 import argparse
@@ -54,7 +54,7 @@ def peak_rss_mb() -> float:
 
 def compare_hook(graph, info, mesh, experts):
     """Issue 11 item 4: (a) advice, (b) the experts' propagation anchors, (c) their full shard(), compared."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     cmp = compare_model(info.ref, mesh, graph=graph, experts=experts, layers=info.layers, batch=info.batch)
     a, b, c = cmp["a"], cmp["b"], cmp["c"]
     ratio = cmp.step_ratio()

@@ -14,7 +14,8 @@ import os as _os
 _os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 from .errors import StrategistError  # noqa: E402
-from .vocab.graph import Edge  # noqa: E402, Input, Op, OpGraph, Param, ShardLayout, TensorSpec, extract
+from .vocab.graph import Edge, Input, Op, OpGraph, Param, ShardLayout, TensorSpec  # noqa: E402
+from .frontend.graph import extract  # noqa: E402
 from .frontend.loader import load_graph  # noqa: E402
 
 __all__ = ["Edge", "Input", "Op", "OpGraph", "Param", "ShardLayout", "StrategistError", "TensorSpec",

@@ -217,7 +217,7 @@ def _main(argv: list[str] | None = None) -> int:
             _say(list(said) + [result.timings()])
             return 0 if result.all_agree else 1
         elif args.command == "compare":
-            from .advice.compare import compare_model
+            from .compare import compare_model
             from .frontend.mindformers import split_model_options
             cmp = compare_model(args.model, args.mesh, hardware=args.hardware, verify=args.verify,
                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy),

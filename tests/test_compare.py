@@ -22,7 +22,7 @@ _CACHE = {}
 
 
 def _cmp(ref, mesh, overrides):
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     key = (ref, mesh)
     if key not in _CACHE:
         _CACHE[key] = compare_model(ref, mesh, layers=2, seq=128, batch=8, overrides=overrides)
@@ -30,7 +30,7 @@ def _cmp(ref, mesh, overrides):
 
 
 def test_compare_refuses_a_model_without_experts():
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     with pytest.raises(StrategistError, match="needs a MindFormers model"):
         compare_model("examples/mlp.py:MegatronMLP", "dp=2,tp=4")
 
@@ -188,7 +188,7 @@ def test_replicated_layers_equal_a_full_extraction(ref, overrides, ops, anchors)
 def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     """qwen3 at its shipped size, 4 layers (2 compiled + 2 copies): advising the compiled layers and copying
     the anchors gives the advice and plan of advising all 4 layers."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     from strategist.frontend.mindformers import expert_strategies, load_mindformers
     g, info = load_mindformers(QWEN3, layers=4, batch=8)
     assert info.extracted_layers == 2 and g.mf_base_graph is not None
@@ -230,9 +230,9 @@ def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
 def test_verify_column_b_prime_mindspore_propagates_the_experts_anchors(tmp_path, monkeypatch, capfd):
     """(b'): verify's child builds tiny qwen3 at dp=2,tp=4 in MindFormers' sharding-propagation mode and
     MindSpore 2.9.0 propagates MindFormers' own sharding_propagation() anchors (full_batch)."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     from strategist.verify.runner import mindspore_plan
-    from strategist.verify.compare import compare
+
     monkeypatch.chdir(tmp_path)
     ms = mindspore_plan(QWEN3, "dp=2,tp=4", dataset_strategy="full_batch", timeout=600,
                         mindformers=dict(layers=2, seq=128, batch=8, overrides=DENSE))
@@ -271,7 +271,7 @@ def test_qwen3_moe_advice_beats_the_experts_with_ep():
     anchors them data parallel over every device (no tp device repeating another's work), keeps the
     151936-row head vocabulary-parallel, and treats ep as a data-parallel axis outside the experts (MindFormers'
     convention: dp*ep)."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     c = compare_model(QWEN3_MOE, "dp=2,ep=2,tp=2", layers=2, batch=8)
     a, ref = c["a"], c["c"]
     # the config's sequence parallelism as one package, and the routers' patterns that pay alone: no more anchors
@@ -301,7 +301,7 @@ def test_qwen3_moe_layers_laid_out_alike():
     redistribution into the Transpose (and one into the q Reshape before it), 10 ms a step; the plan was 1.021x the
     experts'. The advisor tries the operators the repeated layers lay out differently, anchored alike in every layer,
     and keeps the fastest pattern that pays: the rotary Mul, as layer 0 has it."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     c = compare_model(QWEN3_MOE, "dp=2,tp=4", layers=2, batch=8)
     chosen = {ch.op: ch for ch in c.advice.chosen}
     for i in range(2):
@@ -326,7 +326,7 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence(tmp
     template looked for the Reshape right before the MatMul, found the Cast, and split rows (dp, tp): every such
     linear paid an all-to-all of its input forward and back (MTP's fc1: 140 MiB each way), and the plan was 1.012x
     the experts'. Looking through the Cast, the rows are (tp, dp) and nothing moves there."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     c = compare_model("mindformers:telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml", "dp=2,tp=4", layers=2,
                       batch=8)
     chosen = {ch.op: ch for ch in c.advice.chosen}
@@ -445,7 +445,7 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     table there, 38.7 ms a step less (by all 8 devices, 38.4)."""
     from strategist.advice.footprint import MEMORY_WORTH, state_bytes
     from strategist.advice.minimality import PAY_FLOOR, group_key
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     c = compare_model("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "dp=2,tp=4", layers=2, batch=8,
                       overrides={"first_k_dense_replace": 1})
     chosen = {ch.op: ch for ch in c.advice.chosen}
@@ -531,7 +531,7 @@ def test_each_disagreement_priced_with_the_references_layout(graph_of):
     repeated layer, anchored as (c) has it on top of (a)'s anchors, one propagation per pattern. Here (c) is (a)
     plus fc1 data parallel over all 8 devices: anchoring fc1 as (c) has it gives (c)'s plan itself, so its
     step change is exactly (c)'s step minus (a)'s, and the other way round its negative."""
-    from strategist.advice.compare import Column, what_if_plan, agreement
+    from strategist.compare import Column, what_if_plan, agreement
     g, mesh, run, a = _advised(graph_of, "examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
     fc1 = "linear_fc1.matmul"
     assert a.plan.strategy(fc1) == ((2, 1), (1, 4))
@@ -558,7 +558,7 @@ def test_differences_priced_by_region_and_all_at_once(graph_of):
     up-projections and the head data parallel over all 8 devices, which reaches the whole residual stream: one
     region, whose price -- every differing operator anchored as (c) has it -- is exactly (c)'s step minus (a)'s, as
     is the all-at-once figure; each pattern alone is priced lower than the whole."""
-    from strategist.advice.compare import Column, what_if_plan, what_if_regions, agreement
+    from strategist.compare import Column, what_if_plan, what_if_regions, agreement
     g, mesh, run, a = _advised(graph_of, "examples/llama.py:tiny", "batch=8")
     dp8 = ((8, 1), (1, 1))
     ups = {f"model.layers.{i}.feed_forward.{w}.matmul": dp8 for i in (0, 1) for w in ("w1", "w3")}
@@ -588,7 +588,7 @@ def test_toward_the_reference_region_by_region(graph_of):
     is dropped, so the anchors grow by as many as (c) was made with: one for the mask's region, then the two SiLUs
     (the 13 patterns of the first region and the 2 of the second each tried without: 2 + 15 propagations).
     ``closest`` obeys (c)'s step and (b)'s anchors."""
-    from strategist.advice.compare import Column, op_costs, steps_toward_reference, what_if_plan, what_if_regions, agreement
+    from strategist.compare import Column, op_costs, steps_toward_reference, what_if_plan, what_if_regions, agreement
     g, mesh, run, a = _advised(graph_of, "examples/llama.py:tiny", "batch=8")
     silu = {f"model.layers.{i}.feed_forward.silu": ((8, 1),) for i in (0, 1)}
     ref = run({**a.anchors, "not_equal": ((1, 1), ()), **silu})
@@ -621,7 +621,7 @@ def test_regions_join_through_reshapes_and_merge_repeated_layers(graph_of):
     """A region: differing operators that read each other's outputs, directly or through an operator without a
     strategy (the FFN's input Reshape between the norm and the up-projections), the same set in every repeated
     layer one region; an operator joined to none is a region of its own."""
-    from strategist.advice.compare import Column, Disagreement, regions
+    from strategist.compare import Column, Disagreement, regions
     g = graph_of("examples/llama.py:tiny", "batch=8")
     mesh = Mesh.parse("dp=2,tp=4")
     plan = propagate(g, mesh, {}, use_model_strategies=False, dataset_strategy="full_batch")
@@ -644,7 +644,7 @@ def test_regions_join_through_reshapes_and_merge_repeated_layers(graph_of):
 def test_faster_list_one_pattern_per_line_across_layers():
     """compare's "step if (c)'s ... N faster:" list names each pattern across repeated layers once, with how many
     layers (glm4 at 40 layers listed 163 operator names, four per layer)."""
-    from strategist.advice.compare import Disagreement, patterns_text
+    from strategist.compare import Disagreement, patterns_text
 
     def d(op, held=True):
         return Disagreement(op, "MatMul", None, None, 0, 0, 0, 0, held=held)
@@ -664,7 +664,7 @@ def test_parallel_only_operators_are_the_models_own_in_every_plan(graph_of):
     for the add, fixed at (8, 1) rows."""
     import copy
     from strategist.advice.advisor import advise
-    from strategist.advice.compare import Column, agreement
+    from strategist.compare import Column, agreement
     from strategist.files.hardware import load_hardware
     from strategist.engine.plan import PARALLEL_ONLY, Anchor
     from strategist.engine.semi_auto import semi_auto_plan

@@ -572,7 +572,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     Morph bodies' [S, B] <-> [S*B] reshapes stay device-local both ways: the experts' reduce-scattered rows
     reshape back to S by tp, B by dp (not B by tp*dp), and a reshape whose output is its input's own rows
     costs nothing (it was charged two AllGathers and a Split)."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     g = _deepseek3_full()
     assert g.sequence_parallel
     c = compare_model(DEEPSEEK3_FULL, "dp=2,tp=4", graph=g, layers=2, batch=8, overrides=DEEPSEEK3_FULL_SET)
@@ -663,7 +663,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     # split into the norm, 95 ms of a 106 ms gap), and the advice's step is not above theirs
     pre = [n for n in norms if n.rsplit(".", 2)[-2] in ("input_layernorm", "pre_mlp_layernorm", "final_layernorm",
                                                          "enorm", "hnorm")]
-    from strategist.advice.compare import op_costs
+    from strategist.compare import op_costs
     from strategist.engine.search import _same
     ca, cc = op_costs(a.plan), op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
     assert len(pre) == 10
@@ -723,7 +723,7 @@ def test_telechat3_heads_and_attention_projections():
     of features: the wide MLP fc2 (its weight's largest dim >= 16384) was taken for one and split by columns.
     The attention projections stay Megatron's head-parallel pair (column q/k/v, row output), so FlashAttention
     runs on each device's own heads; the advice's step estimate is then the experts'."""
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     ref = "mindformers:telechat3/pretrain_telechat3_36b.yaml"
     c = compare_model(ref, "dp=2,tp=4", layers=2, batch=8)
     chosen = {ch.op: ch for ch in c.advice.chosen + [d for d, _ in c.advice.dropped]}
@@ -1165,14 +1165,15 @@ def test_loss_adds_are_the_models_own_in_every_plan():
     nor in the agreement), propagate. Before, the advice was computed on a graph without the adds, then with the
     adds alone: the rest of the loss was left to the advice as if free."""
     from strategist.advice.advisor import advise
-    from strategist.advice.compare import compare_model
+    from strategist.compare import compare_model
     from strategist.engine.plan import PARALLEL_ONLY, parallel_only_anchors
     from strategist.frontend.mindformers import expert_strategies, load_mindformers
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     g, _ = _load("qwen3")
     own = set(QWEN3_LOSS_OWN)
-    adds = {"model.loss.add", "model.loss.add_label"}
-    assert set(g.parallel_only) == own and all("configured in its __init__" in v for v in g.parallel_only.values())
+    adds = {"model.loss.add", "model.loss.add_label"}      # MindFormers' logits + 0 and labels + 0
+    assert adds <= own and set(g.parallel_only) == own
+    assert all("configured in its __init__" in v for v in g.parallel_only.values())
     assert "CrossEntropyLoss.add (logits + 0)" in g.parallel_only["model.loss.add"]
     mesh = Mesh.parse("dp=2,tp=4")
     fixed = parallel_only_anchors(g, mesh)

@@ -279,7 +279,7 @@ def test_megatron_mlp_inside_a_model_costs_two_allreduces(graph_of):
 def test_cell_shard_is_an_anchor_as_in_mindspore(graph_of, functional):
     """MindSpore 2.9.0 (msoracle, 8 devices, full_batch) reports AShardIdentity ((2,4),) configured,
     MatMul ((2,4),(4,1)), ReLU ((2,1),), GeLU ((2,1),) for ``inner.shard(in_strategy=((2, 4),))``."""
-    g = graph_of(os.path.join(MODELS, f"propagation.py:CellShard"), f"functional={functional}")
+    g = graph_of(os.path.join(MODELS, "propagation.py:CellShard"), f"functional={functional}")
     ident = g.op("inner.AShardIdentity")
     assert ident.configured and ident.in_strategy == ((2, 4),)
     assert g.op("inner.mm").inputs[0].ref == "inner.AShardIdentity"

@@ -348,7 +348,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                         dropped.append((c, f"does not pay for itself: {what}" + (
                             f" (its {len(fallbacks)} norms and row linears without sequence parallelism)"
                             if any(c.template in SP_TEMPLATES for c in members) and fallbacks else
-                            f" (then tried without its package)" if fallbacks else "") +
+                            " (then tried without its package)" if fallbacks else "") +
                             f", {changed} operators change layout and "
                                            f"the step estimate changes by {dt * 1e3:+.3f} ms" +
                                            (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))

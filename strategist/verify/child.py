@@ -515,7 +515,7 @@ def _plain_embedding_body(self, input_, weight):
     bs, seq_len = input_.shape
     _, hidden = weight.shape
     input_ = self.reshape(input_, (bs * seq_len,))
-    output = mint.nn.functional.embedding(input_, weight)
+    output = mint.nn.functional.embedding(input_, weight)  # noqa: F821 (a module global, see above)
     return self.reshape(output, (bs, -1, hidden))
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..engine.plan import DATASET
 from ..engine.search import _type_len
-from .msplan import MsOp, MsPlan
+from .msplan import MsOp, MsPlan, output_strategies
 
 
 def _base(name: str) -> str:
@@ -603,7 +603,7 @@ def _add_steps(into: list, steps) -> None:
 def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     """The collectives verify's training step adds at the model's outputs, as MindSpore runs them: each output's
     loss sum (and the Cast before it) is configured with the output's splits as a tuple strategy
-    (:func:`strategist.verify.runner.output_strategies`; MindSpore refuses a Layout on ReduceSum), which MindSpore
+    (:func:`strategist.verify.msplan.output_strategies`; MindSpore refuses a Layout on ReduceSum), which MindSpore
     lays out in its canonical device order, repeated computation on the right of the device matrix. An output
     the plan lays out in another order (CoreAttention with cp: the sequence by tp outside the features by cp) is
     redistributed into that layout, and the gradient back out of it. Only a Reshape's output counts: a Reshape
@@ -613,7 +613,6 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     from ..cost.pricing import _differentiable, _grad_flow
     from ..vocab.layout import Layout
     from ..engine.redistribution import plan as plan_redistribution
-    from .runner import output_strategies
     out: dict[str, list] = {p: [] for p in PHASES}
     splits = output_strategies(plan)
     if splits is True:

@@ -1,5 +1,6 @@
-"""MindSpore's answer for one model, as the verify child reports it: its operators' strategies, the dataset's, and
-(on request) the redistributions and collectives of its parallel graph."""
+"""What passes between strategist and the verify child: MindSpore's answer for one model (its operators'
+strategies, the dataset's, and on request the redistributions and collectives of its parallel graph), and the
+output layouts a training step's request hands the child."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -67,3 +68,20 @@ class MsPlan:
 def as_tuples(v):
     """Lists (as JSON gives them) back to tuples, at every depth."""
     return tuple(as_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def output_strategies(plan) -> list | bool:
+    """Per model output, the splits of its layout in ``plan`` (a tuple strategy for the training step's loss
+    sums: configured so, they hand the propagation each output as the plan lays it out instead of joining it with
+    a layout of their own), or True where an output's layout is unknown."""
+    out = []
+    for x in plan.graph.outputs:
+        if x.kind != "op" or x.ref not in plan.choices:
+            return True
+        ch = plan.choices[x.ref]
+        j = getattr(x, "index", 0) or 0
+        if j >= len(ch.outputs) or ch.outputs[j] is None:
+            return True
+        lay = ch.outputs[j]
+        out.append([lay.split(d) for d in range(len(lay.shape))])
+    return out or True

@@ -21,7 +21,9 @@ import time
 
 from ..errors import VerifyError
 from ..vocab.mesh import Mesh
-from .msplan import MsOp, MsPlan, as_tuples
+from .msplan import MsOp, MsPlan, as_tuples, output_strategies
+from . import stubs
+from .compare import Communication, Comparison, compare, compare_communication, compare_moves
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -92,7 +94,6 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
     [('flatten', ((8, 1, 1, 1),))]
     """
-    from . import stubs
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     given = model
     mf = _mindformers_request(model, kwargs, strategies, mindformers)
@@ -186,23 +187,6 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     return MsPlan(ops, dataset_strategy, mesh.size, res.get("compile_seconds", 0.0), round(wall, 3), dataset, output,
                   backend, res.get("mindspore_version", ""), res.get("compile_inputs", []), given,
                   list(res.get("notes") or []), res.get("redistributions"), res.get("collectives"))
-
-
-def output_strategies(plan) -> list | bool:
-    """Per model output, the splits of its layout in ``plan`` (a tuple strategy for the training step's loss
-    sums: configured so, they hand the propagation each output as the plan lays it out instead of joining it with
-    a layout of their own), or True where an output's layout is unknown."""
-    out = []
-    for x in plan.graph.outputs:
-        if x.kind != "op" or x.ref not in plan.choices:
-            return True
-        ch = plan.choices[x.ref]
-        j = getattr(x, "index", 0) or 0
-        if j >= len(ch.outputs) or ch.outputs[j] is None:
-            return True
-        lay = ch.outputs[j]
-        out.append([lay.split(d) for d in range(len(lay.shape))])
-    return out or True
 
 
 def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | None) -> dict | None:
@@ -372,7 +356,6 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     from ..frontend.loader import load_graph
     from ..engine.propagate import propagate
     from ..errors import StrategistError
-    from .compare import Comparison, compare
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     mf = _mindformers_request(model, kwargs, strategies, settings.pop("mindformers", None))
     if semi_auto and mf is not None:
@@ -434,7 +417,6 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         result.notes = [n for n in ms.notes if n not in result.notes] + result.notes
         if redistributions:
             from ..engine.propagate import price_plan
-            from .compare import compare_moves
             result.moves = compare_moves(price_plan(plan), ms)
         if communication:
             result.communication = _training_step_communication(model, mesh, plan, result, semi_auto, inputs=inputs,
@@ -450,7 +432,6 @@ def _training_step_communication(model, mesh, plan, result, semi_auto: bool, **m
     autodiff beside ``plan`` priced. A step MindSpore cannot compile is reported as not compared (the forward
     comparison in ``result`` stands); where the step's strategies differ from the plan, ``result`` gets a note."""
     from ..engine.propagate import price_plan
-    from .compare import Communication, compare_communication
     try:
         step = mindspore_plan(model, mesh, parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
                               training=output_strategies(plan), **ms_options)

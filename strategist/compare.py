@@ -31,15 +31,19 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .minimality import group_key, same_plan
-from ..errors import StrategistError
-from ..vocab.graph import OpGraph
-from ..vocab.mesh import Mesh
-from ..files.hardware import load_hardware
-from ..engine.plan import Plan
-from ..engine.propagate import propagate
-from ..engine.search import _same
-from ..engine.semi_auto import semi_auto_plan
+from .advice.minimality import group_key, same_plan
+from .errors import StrategistError
+from .vocab.graph import OpGraph
+from .vocab.mesh import Mesh
+from .files.hardware import load_hardware
+from .engine.propagate import propagate
+from .engine.search import _same
+from .advice.advisor import PAY_FLOOR, advise, anchor_of, load_rules, memory
+from .engine.plan import Plan, parallel_only_anchors
+from .engine.semi_auto import BATCH, FOLLOW, semi_auto_plan
+from .report.render import human_bytes, render_table, strategy_text
+from .verify.compare import compare as vcompare
+from .verify.runner import mindspore_plan
 
 DEFAULT_DATASET = "full_batch"
 COLUMNS = ("a", "b", "b_ms", "c")
@@ -157,14 +161,12 @@ class Column:
     def reference_faster(self) -> list[Disagreement]:
         """The disagreements where anchoring (c)'s layout on top of this column's plan speeds the step up by more
         than the step model resolves (:data:`strategist.advice.advisor.PAY_FLOOR`)."""
-        from .advisor import PAY_FLOOR
         return [d for d in self.disagreements if d.if_reference is not None and d.if_reference < -PAY_FLOOR]
 
     @property
     def regions_reference_faster(self) -> list[Region]:
         """The regions where (c)'s layout, all of the region at once on top of this column's plan, speeds the step
         up by more than the step model resolves."""
-        from .advisor import PAY_FLOOR
         return [r for r in self.regions if r.if_reference is not None and r.if_reference < -PAY_FLOOR]
 
     @property
@@ -231,7 +233,6 @@ class Comparison3:
         return json.dumps(self.to_dict(max_rows), indent=1, sort_keys=False, default=str)
 
     def text(self, max_rows: int = 20) -> str:
-        from ..report.render import human_bytes, render_table, strategy_text
         cols = [self.columns[k] for k in COLUMNS if k in self.columns]
         out = [f"model: {self.model}   mesh: {self.mesh} ({self.mesh.size} devices)   operators: {self.graph_ops}   "
                f"dataset: {self.dataset_strategy}", ""]
@@ -303,8 +304,6 @@ def patterns_text(ds: list[Disagreement], graph=None) -> str:
 
 
 def _regions_text(c: Column, max_rows: int) -> list[str]:
-    from ..report.render import render_table
-    from .advisor import PAY_FLOOR
     priced = [r for r in c.regions if r.if_reference is not None]
     faster = c.regions_reference_faster
     out = ["", f"{c.title}: its differences by region (differing operators joined by edges, each repeated layer's "
@@ -324,7 +323,6 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
 
 
 def _toward_text(c: Column, ref_step: float | None, b: Column) -> list[str]:
-    from ..report.render import render_table
     functional = sum(not d.held for d in c.disagreements if d.type != "Cast")
     out = ["", f"{c.title} toward (c): (c)'s layout region by region on top of the advice, the cheapest per "
                f"operator first, each with the regions before it"
@@ -402,14 +400,12 @@ def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:
 
 
 def _decided_by(choice, configured: bool) -> str:
-    from ..engine.semi_auto import BATCH, FOLLOW
     if configured:
         return "experts"
     return {BATCH: "batch strategy", FOLLOW: "passes its input on"}.get(choice.provenance.direction, "propagation")
 
 
 def _fill(col: Column, plan: Plan) -> None:
-    from .advisor import memory
     col.plan = plan
     col.totals = plan.totals()
     col.memory = memory(plan)
@@ -432,9 +428,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     the experts' 3314 ms); the whole graph's advice takes 12 s on qwen3's 64 layers.
     ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`what_if_plan`).
     """
-    from .advisor import advise, load_rules
-    from ..engine.plan import parallel_only_anchors
-    from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers
+    from .frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers
     if not is_mindformers_ref(model):
         raise StrategistError(f"compare needs a MindFormers model (mindformers:<config.yaml> or a YAML path), "
                               f"not {model!r}: its experts' strategies are the yardstick")
@@ -468,8 +462,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     own = graph.parallel_only or {}
     if own:
         fixed = parallel_only_anchors(graph, mesh)
-        cmp.notes.append(f"the model's own in every column (its code configures them in every parallel build; not "
-                         f"counted as anchors or in the agreement): "
+        cmp.notes.append("the model's own in every column (its code configures them in every parallel build; not "
+                         "counted as anchors or in the agreement): "
                          + ", ".join(f"{n} {a.describe()}" for n, a in fixed.items()))
     ref = semi_auto_plan(graph, mesh, dict(ex_c), use_model_strategies=False, dataset_strategy=dataset_strategy,
                          hardware=hw)
@@ -523,7 +517,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
         # a replicated graph: advise on the compiled layers, copy the last layer's anchors onto the copies
         # (the advisor's anchors are per-layer patterns; the same anchors and plan as advising on the whole
         # graph -- checked at 4 and 64 qwen3 layers), and keep the advice only if it beats configuring nothing
-        from ..frontend.mindformers import _layer_of, replicate_anchors
+        from .frontend.mindformers import _layer_of, replicate_anchors
         adv = advise(base, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
         total = max((i for op in graph for i in [_layer_of(op.cell_path)] if i is not None), default=0) + 1
         anchors = replicate_anchors(adv.anchors, graph, graph.mf_extracted_layers, total)
@@ -589,7 +583,6 @@ def _pattern_groups(col: Column, ref: Plan) -> dict[str, list[Disagreement]]:
 
 
 def _reference_anchor(op: str, ref: Plan, mesh: Mesh, op_type: str):
-    from .advisor import anchor_of
     return ref.anchors.get(op) or anchor_of(op, ref.choices[op].sharding, mesh, op_type)
 
 
@@ -733,8 +726,6 @@ def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, da
     """(b'): MindSpore propagates the experts' anchors itself -- verify's child builds MindFormers at ``mesh`` in
     its sharding-propagation mode (the anchors are MindFormers' own ``sharding_propagation()`` calls) and
     compiles; agreement per operator with (c), and in a note with (b) (strategist's propagation of the same)."""
-    from ..verify.compare import compare as vcompare
-    from ..verify.runner import mindspore_plan
     ms = mindspore_plan(model, mesh, graph=graph, dataset_strategy=dataset_strategy, timeout=timeout,
                         mindformers={"mode": "propagation", **{k: v for k, v in opts.items() if v is not None}})
     res = vcompare(ref, ms)

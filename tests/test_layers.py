@@ -1,0 +1,109 @@
+"""The package's layering, checked as ``make lint`` checks it: ruff over the code, import-linter's contracts in
+pyproject.toml (the layers of the data path; MindSpore imported only by the front ends and the verify child),
+and what neither tool says: no import cycle between modules (imports inside functions included), no private
+name imported from another module, and no module or function past its size without a reason."""
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+
+import grimp
+import networkx as nx
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKG = os.path.join(ROOT, "strategist")
+BIN = os.path.dirname(sys.executable)
+MAX_MODULE_LINES = 1000
+MAX_FUNCTION_LINES = 120
+
+
+def _modules():
+    for base, _, files in os.walk(PKG):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(base, f)
+                rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                yield (rel[: -len(".__init__")] if rel.endswith(".__init__") else rel), path
+
+
+def _lint_imports(root: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=root)
+    return subprocess.run([os.path.join(BIN, "lint-imports"), "--config", os.path.join(root, "pyproject.toml"),
+                           "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_passes():
+    r = subprocess.run([os.path.join(BIN, "ruff"), "check", "--no-cache", "strategist", "tests", "bench"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_import_contracts_hold():
+    r = _lint_imports(ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "0 broken" in r.stdout
+
+
+@pytest.mark.parametrize("where, imports", [
+    ("vocab/probe_upward.py", "from ..engine import search  # noqa: F401\n"),        # the bottom reaching up
+    ("engine/probe_upward.py", "from ..advice import advisor  # noqa: F401\n"),      # the search reaching the advice
+    ("cost/probe_mindspore.py", "import mindspore  # noqa: F401\n"),                 # MindSpore outside the front ends
+])
+def test_an_import_from_a_wrong_layer_breaks_the_contract(tmp_path, where, imports):
+    """A module added where it does not belong makes the contract fail (on a copy of the package)."""
+    shutil.copytree(PKG, tmp_path / "strategist", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(ROOT, "pyproject.toml"), tmp_path / "pyproject.toml")
+    (tmp_path / "strategist" / where).write_text(imports)
+    r = _lint_imports(str(tmp_path))
+    assert r.returncode != 0 and "BROKEN" in r.stdout, r.stdout[-3000:]
+    assert where.split("/")[1][:-3] in r.stdout
+
+
+def test_no_import_cycles():
+    """Between modules, counting imports inside functions (which would otherwise hide a cycle)."""
+    g = grimp.build_graph("strategist")
+    dg = nx.DiGraph((m, d) for m in g.modules for d in g.find_modules_directly_imported_by(m)
+                    if d.startswith("strategist"))
+    cycles = sorted(sorted(c) for c in nx.strongly_connected_components(dg) if len(c) > 1)
+    assert cycles == [], cycles
+
+
+def _private_imports() -> list[str]:
+    out = []
+    for mod, path in _modules():
+        pkg = mod if path.endswith("__init__.py") else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+                out += [f"{mod}:{node.lineno} imports {a.name} from {target}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_private_names_across_modules():
+    """A name another module imports is part of its module's interface: public."""
+    assert _private_imports() == []
+
+
+def _reason(lines: list[str], start: int) -> bool:
+    """A ``# size: ...`` line among the first lines from ``start`` says why the unit is as long as it is."""
+    return any(line.strip().startswith("# size:") for line in lines[start: start + 4])
+
+
+def test_modules_and_functions_are_short_or_say_why():
+    long = []
+    for mod, path in _modules():
+        lines = open(path).read().split("\n")
+        if len(lines) > MAX_MODULE_LINES and not any(line.startswith("# size:") for line in lines[:40]):
+            long.append(f"{mod}: {len(lines)} lines")
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES and not _reason(lines, node.body[0].lineno - 1):
+                    long.append(f"{mod}.{node.name}: {n} lines")
+    assert long == [], long
