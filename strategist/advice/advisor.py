@@ -103,34 +103,46 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     return best
 
 
-def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> "_Pass":
-    priced: dict = {}           # anchor set -> (its search, its priced plan)
-    required: dict = {}         # operators MindSpore cannot leave unconfigured: in every plan, the baseline too
+class _Runner:
+    """One advisor pass's propagation of a set of anchors (a list of :class:`Choice` or ``{name: Anchor}``):
+    searched once per anchor set (``searched`` is shared by the passes), priced once; the later calls of a
+    reused ``@lazy_inline`` graph (``copies``) take no anchor of their own, and the operators MindSpore cannot
+    leave unconfigured (``required``) are in every plan, the baseline too."""
 
-    # the later calls of a reused @lazy_inline graph take the first call's strategy: no anchor of their own
-    copies = lazy_copies(graph, isinstance(dataset_strategy, dict))
+    def __init__(self, graph, mesh, hardware, dataset_strategy, searched: dict):
+        self.graph, self.mesh, self.hardware, self.dataset_strategy = graph, mesh, hardware, dataset_strategy
+        self.searched = searched
+        self.priced: dict = {}           # anchor set -> (its search, its priced plan)
+        self.required: dict = {}
+        # the later calls of a reused @lazy_inline graph take the first call's strategy: no anchor of their own
+        self.copies = lazy_copies(graph, isinstance(dataset_strategy, dict))
 
-    def run(anchors, price=True):
+    def __call__(self, anchors, price=True):
         anchors = {c.op: c.anchor for c in anchors} if isinstance(anchors, list) else anchors
-        if copies:
-            anchors = {n: a for n, a in anchors.items() if n not in copies}
-        if required:
-            anchors = {**anchors, **{n: a for n, a in required.items() if n not in anchors}}
+        if self.copies:
+            anchors = {n: a for n, a in anchors.items() if n not in self.copies}
+        if self.required:
+            anchors = {**anchors, **{n: a for n, a in self.required.items() if n not in anchors}}
         # the search does not depend on the anchors' order; the plan lists them in the order given
         key = frozenset((name, id(a)) for name, a in anchors.items())
-        hit = searched.get(key)
+        hit = self.searched.get(key)
         if hit is None or any(hit.anchors.get(n) is not a for n, a in anchors.items()):
-            hit = searched[key] = propagate(graph, mesh, anchors, use_model_strategies=False,
-                                            dataset_strategy=dataset_strategy, hardware=hardware, price=False)
+            hit = self.searched[key] = propagate(self.graph, self.mesh, anchors, use_model_strategies=False,
+                                                 dataset_strategy=self.dataset_strategy, hardware=self.hardware,
+                                                 price=False)
         if not price:
             return hit
         # a plan priced once is not priced again (the final stages price the same anchors several times)
-        done = priced.get(key)
+        done = self.priced.get(key)
         plan = done[1] if done is not None and done[0] is hit else price_plan(hit)
-        priced[key] = (hit, plan)
+        self.priced[key] = (hit, plan)
         plan.anchors = {n: plan.anchors[n] for n in anchors}
         return plan
 
+
+def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> "_Pass":
+    run = _Runner(graph, mesh, hardware, dataset_strategy, searched)
+    copies, required = run.copies, run.required
     proposed, notes = propose(graph, mesh, rules, boundaries, megatron=megatron)
     proposed = [c for c in proposed if c.op not in copies]
     required.update({c.op: c.anchor for c in proposed if c.required})
@@ -236,6 +248,15 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
             break
     if len(keep) > 1:
         keep = drop_siblings(graph, keep, groups, gone_keys, plan, dropped, run)
+    keep, plan = _drop_package_members(graph, keep, groups, plan, dropped, run)
+    keep = reinstate(graph, mesh, keep, dropped, run)
+    keep = take_alternatives(graph, keep, dropped, run)
+    keep = align_layers(graph, mesh, keep, run)
+    return _Pass(keep, dropped, notes, baseline, run, run(keep) if keep else baseline)
+
+
+def _drop_package_members(graph, keep: list[Choice], groups: dict, plan, dropped: list, run):
+    """``(keep, plan)`` without the members of a package kept whole that propagation reproduces anyway."""
     # a package kept whole may hold members propagation reproduces anyway: each such member (one pattern
     # across repeated layers) goes when the plan is the same without it
     members_of: dict[str, list[Choice]] = {}
@@ -259,10 +280,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 for c in members_of[key]:
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
                                        f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
-    keep = reinstate(graph, mesh, keep, dropped, run)
-    keep = take_alternatives(graph, keep, dropped, run)
-    keep = align_layers(graph, mesh, keep, run)
-    return _Pass(keep, dropped, notes, baseline, run, run(keep) if keep else baseline)
+    return keep, plan
 
 
 @dataclass
