@@ -407,81 +407,92 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
     from a base without defining it (the lines then go after the class's own call of it). ``define``: names of
     this file's classes that call ``target`` without defining it (MindFormers' FlashAttention): each gets the
     method, configuring nothing where no placement writes into it."""
-    try:
-        module = cst.parse_module(code)
-    except cst.ParserSyntaxError as err:
-        raise SourceEditError(f"{path} does not parse: {err.message} (line {err.raw_line})") from None
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    pos = wrapper.resolve(PositionProvider)
-    parents = wrapper.resolve(ParentNodeProvider)
-    classes = [n for n in _walk(module) if isinstance(n, cst.ClassDef)]
+    ed = _Editor(code, mesh, target, recorded, path, inherited, define)
+    for pl in placements:
+        ed.place(pl)
+    return ed.finish(code, prune)
 
-    def class_at(line) -> cst.ClassDef | None:
+
+class _Editor:
+    """One file's edit (:func:`edit_source`): the parsed module with its positions and parents, the edits planned
+    on it, and the notes."""
+
+    def __init__(self, code: str, mesh, target, recorded, path, inherited, define):
+        self.mesh, self.target, self.path, self.inherited, self.define = mesh, target, path, inherited, define
+        try:
+            self.module = module = cst.parse_module(code)
+        except cst.ParserSyntaxError as err:
+            raise SourceEditError(f"{path} does not parse: {err.message} (line {err.raw_line})") from None
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.pos = wrapper.resolve(PositionProvider)
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.classes = [n for n in _walk(module) if isinstance(n, cst.ClassDef)]
+        self.plan = _Plan()
+        # MindFormers' own ``layout`` (device matrix (dp, cp, tp) from the run's config) writes a Layout that holds
+        # at any mesh of those axes, as the experts' own shard() methods do; where this file's ``layout`` is another
+        # name, or the mesh is not laid out as MindFormers lays it, the Layout is declared over the mesh
+        self.binds = _layout_binding(module)
+        self.mf_layout = bool(target) and self.binds != "other" and _mf_mesh(mesh)
+        self.new_methods: dict[int, list[str]] = {}
+        self.gated: dict[int, tuple] = {}        # mode-test statement -> (it, negated test, pre-lines, shard() lines)
+        self.notes: list[str] = []
+        self.recorded = recorded or {}
+
+    def class_at(self, line) -> cst.ClassDef | None:
         best = None
-        for c in classes:
-            r = pos[c]
-            if r.start.line <= line <= r.end.line and (best is None or pos[best].start.line < r.start.line):
+        for c in self.classes:
+            r = self.pos[c]
+            if r.start.line <= line <= r.end.line and (best is None or self.pos[best].start.line < r.start.line):
                 best = c
         return best
 
-    plan = _Plan()
-    # MindFormers' own ``layout`` (device matrix (dp, cp, tp) from the run's config) writes a Layout that holds at
-    # any mesh of those axes, as the experts' own shard() methods do; where this file's ``layout`` is another
-    # name, or the mesh is not laid out as MindFormers lays it, the Layout is declared over the mesh
-    binds = _layout_binding(module)
-    mf_layout = bool(target) and binds != "other" and _mf_mesh(mesh)
-    new_methods: dict[int, list[str]] = {}
-    gated: dict[int, tuple] = {}        # mode-test statement -> (it, negated test, pre-lines, shard() lines)
-    notes: list[str] = []
-    recorded = recorded or {}
-
-    def top_stmt(node, fn):
+    def top_stmt(self, node, fn):
         """The statement of ``fn``'s body containing ``node``."""
-        while node is not None and parents.get(node) is not fn.body:
-            node = parents.get(node)
+        while node is not None and self.parents.get(node) is not fn.body:
+            node = self.parents.get(node)
         return node
 
-    def enclosing_fn(node):
+    def enclosing_fn(self, node):
         while node is not None and not isinstance(node, cst.FunctionDef):
-            node = parents.get(node)
+            node = self.parents.get(node)
         return node
 
-    def scope_values(klass, fn, before, tgt=None, name=None):
+    def scope_values(self, klass, fn, before, tgt=None, name=None):
         """The parallel-config names visible at the edit, with their values; a MindFormers method (``tgt``)
         whose ``config`` is the run's config (``name``: the method, when ``fn`` is still to be written) also
         offers the config's own attributes."""
-        rec = {inst: s for (ln, inst), s in recorded.items() if pos[klass].start.line <= ln <= pos[klass].end.line}
+        rec = {inst: s for (ln, inst), s in self.recorded.items() if self.pos[klass].start.line <= ln <= self.pos[klass].end.line}
         values = _infer_values(klass, rec) if fn is not None else {}
         if tgt and fn is not None:
-            values.update(_config_values(fn, mesh))
+            values.update(_config_values(fn, self.mesh))
         visible = _method_scope(fn, before) if fn is not None else set()
         out = {k: v for k, v in values.items() if k in visible}
-        if target and (fn is not None or name) and _config_param(klass, fn, name or fn.name.value) \
+        if self.target and (fn is not None or name) and _config_param(klass, fn, name or fn.name.value) \
                 and "config" not in (_assigned(fn, before) if fn is not None else set()):
-            out.update(_config_attrs(mesh))
-        if target and (fn is None or fn.name.value != "__init__"):
-            out.update(_self_config_values(klass, mesh, name or fn.name.value))    # set by __init__ before any other method runs
+            out.update(_config_attrs(self.mesh))
+        if self.target and (fn is None or fn.name.value != "__init__"):
+            out.update(_self_config_values(klass, self.mesh, name or fn.name.value))    # set by __init__ before any other method runs
         return out
 
-    def rend(pl, sc):
-        if mf_layout and not pl.strategy.tuple_ok:
-            plan.needs_mf_layout_import = True
-        return render(pl, mesh, sc, mf_layout)
+    def rend(self, pl, sc):
+        if self.mf_layout and not pl.strategy.tuple_ok:
+            self.plan.needs_mf_layout_import = True
+        return render(pl, self.mesh, sc, self.mf_layout)
 
-    def add_insert(table, stmt, lines):
+    def add_insert(self, table, stmt, lines):
         cur = table.setdefault(id(stmt), [])
         for ln in lines:
             if ln not in cur:
                 cur.append(ln)
 
-    def update(stmts, name, text, sc, lay, pl):
+    def update(self, stmts, name, text, sc, lay, pl):
         # the model's own shard() calls of ``name``: their arguments become the advice (kept if already so)
         for x in stmts:
-            plan.set_args[id(_shard_call_of(x, name))] = (text, sc, None if lay else pl.strategy.strategy)
+            self.plan.set_args[id(_shard_call_of(x, name))] = (text, sc, None if lay else pl.strategy.strategy)
 
-    def add_to_method(klass, head: str, lines):
+    def add_to_method(self, klass, head: str, lines):
         # the new method ``head`` of the class, one line per strategy (several instances merged into it)
-        cur = new_methods.setdefault(id(klass), [])
+        cur = self.new_methods.setdefault(id(klass), [])
         body = [f"    {ln}\n" for ln in lines]
         if not cur:
             cur.append(head + "".join(body))
@@ -490,183 +501,205 @@ def edit_source(code: str, placements: list[Placement], prune: list[Site], mesh,
         rest += [b for b in body if b not in rest]
         cur[0] = first + "".join(rest)
 
+    @staticmethod
     def has_stmt(body, text):
         # by syntax, not layout: a line the diff wrapped (wrap_long_lines) is the same statement
         want = ast.dump(ast.parse(text))
         return any(_syntax(s) == want for s in body)
 
-    for pl in placements:
-        klass = class_at(pl.line)
+    def place(self, pl: Placement) -> None:
+        """Write one placement: from its owner (``pl.via``), into the target method, after a mode test, at the
+        class's own shard() calls, or where the primitive is created."""
+        klass = self.class_at(pl.line)
         if klass is None:
-            raise SourceEditError(f"{path}:{pl.line}: no class around the line that creates "
+            raise SourceEditError(f"{self.path}:{pl.line}: no class around the line that creates "
                                   f"self.{pl.via or pl.instance}")
         kname = klass.name.value
         if pl.via:
-            # configure one instance from its owner, right after the owner creates it
-            first = pl.via.split(".")[0]
-            stmt = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
-                         and pos[n].start.line == pl.line and _assign_to(n, first)), None)
-            if stmt is None:
-                raise SourceEditError(f"{path}:{pl.line}: expected self.{first} = ... in class {kname}")
-            fn = enclosing_fn(stmt)
-            sc = scope_values(klass, fn, stmt, target)
-            text, lay = rend(pl, sc)
-            target_name = f"{pl.via}.{pl.instance}"
-            body = parents[stmt].body
-            if pl.guard:
-                # the owner's line also runs where the chain is not there: under the guard (an earlier
-                # run's guarded block is updated, not repeated)
-                existing = _calls_under(body, pl.guard, target_name)
-            else:
-                existing = [s for s in body if _shard_call_of(s, target_name) is not None]
-            if existing:
-                update(existing, target_name, text, sc, lay, pl)
-            else:
-                call = f"self.{target_name}.shard({text})"
-                lines = ([layout_decl(mesh)] if lay and not has_stmt(body, layout_decl(mesh)) else []) + \
-                        [f"if {pl.guard}:\n    {call}\n" if pl.guard else call]
-                add_insert(plan.insert_after, stmt, lines)
-            plan.needs_layout_import |= lay
-            notes.append(f"{kname}: self.{target_name}.shard({text})")
-            continue
+            return self._place_via(pl, klass, kname)
         # class-level: where the class configures this primitive today. A MindFormers class that neither
         # defines nor calls the target method (CrossEntropyLoss configures in __init__ in every mode): a new
         # method would never run, so the strategy goes where the class configures the primitive
-        tgt = target if target and _uses_method(klass, target) else None
+        tgt = self.target if self.target and _uses_method(klass, self.target) else None
         calls = [n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
                  and _shard_call_of(n, pl.instance) is not None]
         if tgt:   # MindFormers: only the target method's own calls count
-            calls = [n for n in calls if getattr(enclosing_fn(n), "name", None) is not None
-                     and enclosing_fn(n).name.value == tgt]
+            calls = [n for n in calls if getattr(self.enclosing_fn(n), "name", None) is not None
+                     and self.enclosing_fn(n).name.value == tgt]
         assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
-                       and pos[n].start.line == pl.line and _assign_to(n, pl.instance)), None)
+                       and self.pos[n].start.line == pl.line and _assign_to(n, pl.instance)), None)
         if tgt and not calls:
-            fn = _method(klass, tgt)
-            inherits = fn is None and kname in inherited
-            text, lay = rend(pl, {} if inherits else scope_values(klass, fn, None, tgt, tgt))
-            lines = ([layout_decl(mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
-            call_site = _own_call(klass, tgt) if fn is None and kname in inherited else None
-            if call_site is not None:
-                # the method comes from a base (MultiLatentAttention's): a new one would override its strategies,
-                # and the base's __init__ calls it before this class creates its primitives; the lines go right
-                # after this class's own call of it instead (an earlier run's lines there are updated)
-                block = parents[call_site].body
-                after = list(block[list(block).index(call_site) + 1:])
-                have = [x for x in after if _shard_call_of(x, pl.instance) is not None]
-                if have:
-                    update(have, pl.instance, text, {}, lay, pl)
-                    lines = [ln for ln in lines if ln == layout_decl(mesh) and not has_stmt(block, ln)]
-                else:
-                    lines = [ln for ln in lines if not (ln == layout_decl(mesh) and has_stmt(block, ln))]
-                if lines:
-                    add_insert(plan.insert_after, call_site, lines)
-            elif fn is None and kname in inherited:
-                # inherited and only a base calls it: an override that keeps the base's strategies
-                add_to_method(klass, f"def {tgt}(self, *args, **kwargs):\n    super().{tgt}(*args, **kwargs)\n",
-                              lines)
-            elif fn is None:
-                # MindFormers calls it with a config, or with none (MLASelfAttention)
-                add_to_method(klass, f"def {tgt}(self, config=None):\n", lines)
-            else:
-                last = fn.body.body[-1]
-                lines = [ln for ln in lines if not has_stmt(fn.body.body, ln)]
-                if lines:
-                    add_insert(plan.insert_after, last, lines)
-                if _is_pass(last) and lines:       # a placeholder ``pass`` goes
-                    plan.remove.add(id(last))
-            plan.needs_layout_import |= lay
-            notes.append(f"{kname}.{tgt}: self.{pl.instance}.shard({text})")
-            continue
-        gate = _mode_gate(klass, enclosing_fn(calls[-1])) if (target and not tgt and calls) else None
+            return self._place_in_target(pl, klass, kname, tgt)
+        gate = _mode_gate(klass, self.enclosing_fn(calls[-1])) if (self.target and not tgt and calls) else None
         if gate is not None:
-            # the class configures this primitive in a method its __init__ calls under a mode test alone
-            # (TopKRouter: shard() in semi_auto_parallel): there the line would never run in the target's mode.
-            # It goes after that test, under its negation (an earlier run's block is updated, not repeated)
-            stmt, test = gate
-            init = enclosing_fn(stmt)
-            sc = scope_values(klass, init, stmt, None)
-            text, lay = rend(pl, sc)
-            block = parents[stmt].body
-            cond = f"not ({test})"
-            have = _calls_under(block, cond, pl.instance)
-            call = f"self.{pl.instance}.shard({text})"
-            if have:
-                update(have, pl.instance, text, sc, lay, pl)
-            else:
-                pre = [layout_decl(mesh)] if lay and not has_stmt(block, layout_decl(mesh)) else []
-                gated.setdefault(id(stmt), (stmt, cond, pre, []))[3].append(call)
-            plan.needs_layout_import |= lay
-            notes.append(f"{kname}: self.{pl.instance}.shard({text}) (under `if {cond}:` in __init__)")
-            continue
+            return self._place_gated(pl, klass, kname, gate)
         if calls:
-            fn = enclosing_fn(calls[-1])
-            direct = [c for c in calls if parents.get(c) is (fn.body if fn else None)]
-            anchor_stmt = direct[0] if direct else top_stmt(calls[-1], fn)
-            sc = scope_values(klass, fn, anchor_stmt, tgt)
-            text, lay = rend(pl, sc)
-            body = fn.body.body
-            if direct:
-                update(direct, pl.instance, text, sc, lay, pl)
-                if lay and not has_stmt(body, layout_decl(mesh)):
-                    add_insert(plan.insert_before, direct[0], [layout_decl(mesh)])
-                where = "its shard() call"
-            else:
-                # only conditional shard() calls: the advised one runs after them, whatever branch ran
-                lines = ([layout_decl(mesh)] if lay and not has_stmt(body, layout_decl(mesh)) else []) + \
-                        [f"self.{pl.instance}.shard({text})"]
-                lines = [ln for ln in lines if not has_stmt(body, ln)]
-                if lines:
-                    add_insert(plan.insert_after, anchor_stmt, lines)
-                where = "after its conditional shard() calls"
-            plan.needs_layout_import |= lay
-            notes.append(f"{kname}: self.{pl.instance}.shard({text}) ({where})")
-            continue
+            return self._place_at_calls(pl, klass, kname, calls, tgt)
         if assign is None:
-            raise SourceEditError(f"{path}:{pl.line}: expected self.{pl.instance} = ... in class {kname}")
-        fn = enclosing_fn(assign)
-        sc = scope_values(klass, fn, assign, tgt)
-        text, lay = rend(pl, sc)
+            raise SourceEditError(f"{self.path}:{pl.line}: expected self.{pl.instance} = ... in class {kname}")
+        return self._place_at_assign(pl, klass, kname, assign, tgt)
+
+    def _place_via(self, pl, klass, kname) -> None:
+        """One instance configured from its owner, right after the owner creates it."""
+        # configure one instance from its owner, right after the owner creates it
+        first = pl.via.split(".")[0]
+        stmt = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
+                     and self.pos[n].start.line == pl.line and _assign_to(n, first)), None)
+        if stmt is None:
+            raise SourceEditError(f"{self.path}:{pl.line}: expected self.{first} = ... in class {kname}")
+        fn = self.enclosing_fn(stmt)
+        sc = self.scope_values(klass, fn, stmt, self.target)
+        text, lay = self.rend(pl, sc)
+        target_name = f"{pl.via}.{pl.instance}"
+        body = self.parents[stmt].body
+        if pl.guard:
+            # the owner's line also runs where the chain is not there: under the guard (an earlier
+            # run's guarded block is updated, not repeated)
+            existing = _calls_under(body, pl.guard, target_name)
+        else:
+            existing = [s for s in body if _shard_call_of(s, target_name) is not None]
+        if existing:
+            self.update(existing, target_name, text, sc, lay, pl)
+        else:
+            call = f"self.{target_name}.shard({text})"
+            lines = ([layout_decl(self.mesh)] if lay and not self.has_stmt(body, layout_decl(self.mesh)) else []) + \
+                    [f"if {pl.guard}:\n    {call}\n" if pl.guard else call]
+            self.add_insert(self.plan.insert_after, stmt, lines)
+        self.plan.needs_layout_import |= lay
+        self.notes.append(f"{kname}: self.{target_name}.shard({text})")
+
+    def _place_in_target(self, pl, klass, kname, tgt) -> None:
+        """MindFormers: into the target method, where it does not configure the primitive yet (created where missing)."""
+        fn = _method(klass, tgt)
+        inherits = fn is None and kname in self.inherited
+        text, lay = self.rend(pl, {} if inherits else self.scope_values(klass, fn, None, tgt, tgt))
+        lines = ([layout_decl(self.mesh)] if lay else []) + [f"self.{pl.instance}.shard({text})"]
+        call_site = _own_call(klass, tgt) if fn is None and kname in self.inherited else None
+        if call_site is not None:
+            # the method comes from a base (MultiLatentAttention's): a new one would override its strategies,
+            # and the base's __init__ calls it before this class creates its primitives; the lines go right
+            # after this class's own call of it instead (an earlier run's lines there are updated)
+            block = self.parents[call_site].body
+            after = list(block[list(block).index(call_site) + 1:])
+            have = [x for x in after if _shard_call_of(x, pl.instance) is not None]
+            if have:
+                self.update(have, pl.instance, text, {}, lay, pl)
+                lines = [ln for ln in lines if ln == layout_decl(self.mesh) and not self.has_stmt(block, ln)]
+            else:
+                lines = [ln for ln in lines if not (ln == layout_decl(self.mesh) and self.has_stmt(block, ln))]
+            if lines:
+                self.add_insert(self.plan.insert_after, call_site, lines)
+        elif fn is None and kname in self.inherited:
+            # inherited and only a base calls it: an override that keeps the base's strategies
+            self.add_to_method(klass, f"def {tgt}(self, *args, **kwargs):\n    super().{tgt}(*args, **kwargs)\n",
+                          lines)
+        elif fn is None:
+            # MindFormers calls it with a config, or with none (MLASelfAttention)
+            self.add_to_method(klass, f"def {tgt}(self, config=None):\n", lines)
+        else:
+            last = fn.body.body[-1]
+            lines = [ln for ln in lines if not self.has_stmt(fn.body.body, ln)]
+            if lines:
+                self.add_insert(self.plan.insert_after, last, lines)
+            if _is_pass(last) and lines:       # a placeholder ``pass`` goes
+                self.plan.remove.add(id(last))
+        self.plan.needs_layout_import |= lay
+        self.notes.append(f"{kname}.{tgt}: self.{pl.instance}.shard({text})")
+
+    def _place_gated(self, pl, klass, kname, gate) -> None:
+        """After the mode test under which the class configures the primitive, under its negation."""
+        # the class configures this primitive in a method its __init__ calls under a mode test alone
+        # (TopKRouter: shard() in semi_auto_parallel): there the line would never run in the target's mode.
+        # It goes after that test, under its negation (an earlier run's block is updated, not repeated)
+        stmt, test = gate
+        init = self.enclosing_fn(stmt)
+        sc = self.scope_values(klass, init, stmt, None)
+        text, lay = self.rend(pl, sc)
+        block = self.parents[stmt].body
+        cond = f"not ({test})"
+        have = _calls_under(block, cond, pl.instance)
+        call = f"self.{pl.instance}.shard({text})"
+        if have:
+            self.update(have, pl.instance, text, sc, lay, pl)
+        else:
+            pre = [layout_decl(self.mesh)] if lay and not self.has_stmt(block, layout_decl(self.mesh)) else []
+            self.gated.setdefault(id(stmt), (stmt, cond, pre, []))[3].append(call)
+        self.plan.needs_layout_import |= lay
+        self.notes.append(f"{kname}: self.{pl.instance}.shard({text}) (under `if {cond}:` in __init__)")
+
+    def _place_at_calls(self, pl, klass, kname, calls, tgt) -> None:
+        """Where the class configures the primitive today: its shard() calls updated, or a call after conditional ones."""
+        fn = self.enclosing_fn(calls[-1])
+        direct = [c for c in calls if self.parents.get(c) is (fn.body if fn else None)]
+        anchor_stmt = direct[0] if direct else self.top_stmt(calls[-1], fn)
+        sc = self.scope_values(klass, fn, anchor_stmt, tgt)
+        text, lay = self.rend(pl, sc)
+        body = fn.body.body
+        if direct:
+            self.update(direct, pl.instance, text, sc, lay, pl)
+            if lay and not self.has_stmt(body, layout_decl(self.mesh)):
+                self.add_insert(self.plan.insert_before, direct[0], [layout_decl(self.mesh)])
+            where = "its shard() call"
+        else:
+            # only conditional shard() calls: the advised one runs after them, whatever branch ran
+            lines = ([layout_decl(self.mesh)] if lay and not self.has_stmt(body, layout_decl(self.mesh)) else []) + \
+                    [f"self.{pl.instance}.shard({text})"]
+            lines = [ln for ln in lines if not self.has_stmt(body, ln)]
+            if lines:
+                self.add_insert(self.plan.insert_after, anchor_stmt, lines)
+            where = "after its conditional shard() calls"
+        self.plan.needs_layout_import |= lay
+        self.notes.append(f"{kname}: self.{pl.instance}.shard({text}) ({where})")
+
+    def _place_at_assign(self, pl, klass, kname, assign, tgt) -> None:
+        """Where the primitive is created: a chained shard(), or a call after the assignment."""
+        fn = self.enclosing_fn(assign)
+        sc = self.scope_values(klass, fn, assign, tgt)
+        text, lay = self.rend(pl, sc)
         a = assign.body[0]
         chained = _chained_shard(a.value)
         if lay:
             if chained is not None:
-                plan.unchain.add(id(a))
-            body = parents[assign].body
-            lines = [ln for ln in (layout_decl(mesh), f"self.{pl.instance}.shard({text})") if not has_stmt(body, ln)]
+                self.plan.unchain.add(id(a))
+            body = self.parents[assign].body
+            lines = [ln for ln in (layout_decl(self.mesh), f"self.{pl.instance}.shard({text})") if not self.has_stmt(body, ln)]
             if lines:
-                add_insert(plan.insert_after, assign, lines)
+                self.add_insert(self.plan.insert_after, assign, lines)
         elif chained is not None:
-            plan.set_args[id(chained)] = (text, sc, None if lay else pl.strategy.strategy)
+            self.plan.set_args[id(chained)] = (text, sc, None if lay else pl.strategy.strategy)
         elif isinstance(a.value, cst.Call):
-            plan.chain[id(a)] = text
+            self.plan.chain[id(a)] = text
         else:
-            add_insert(plan.insert_after, assign, [f"self.{pl.instance}.shard({text})"])
-        plan.needs_layout_import |= lay
-        notes.append(f"{kname}: self.{pl.instance} = ....shard({text})")
-    for klass in classes:
-        if target and klass.name.value in define and id(klass) not in new_methods and _method(klass, target) is None:
-            new_methods[id(klass)] = [f'def {target}(self, config=None):\n    """{DEFINED_DOC}"""\n']
-            notes.append(f"{klass.name.value}: defined {target}(), which MindFormers calls and the class lacked")
-    for stmt, cond, pre, calls_ in gated.values():      # one negated block per mode test
-        add_insert(plan.insert_after, stmt, pre + [f"if {cond}:\n" + "".join(f"    {c}\n" for c in calls_)])
-    for site in prune:
-        klass = class_at(site.line)
-        if klass is None:
-            continue
-        assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
-                       and pos[n].start.line == site.line and _assign_to(n, site.instance)), None)
-        if assign is not None and _chained_shard(assign.body[0].value) is not None:
-            plan.unchain.add(id(assign.body[0]))
-        for n in _walk(klass):
-            if isinstance(n, cst.SimpleStatementLine) and _shard_call_of(n, site.instance) is not None:
-                plan.remove.add(id(n))
-        notes.append(f"{klass.name.value}: removed the redundant shard() of self.{site.instance}")
-    new = module.visit(_Rewriter(plan, new_methods))
-    if plan.needs_layout_import and not _imports_layout(new):
-        new = _add_layout_import(new)
-    if plan.needs_mf_layout_import and binds is None:
-        new = _add_import(new, f"from {MF_LAYOUT_MODULE} import layout\n")
-    return wrap_long_lines(new.code, code), notes
+            self.add_insert(self.plan.insert_after, assign, [f"self.{pl.instance}.shard({text})"])
+        self.plan.needs_layout_import |= lay
+        self.notes.append(f"{kname}: self.{pl.instance} = ....shard({text})")
+
+    def finish(self, code: str, prune: list[Site]) -> tuple[str, list[str]]:
+        """The methods to define, the gated blocks, the pruned shard() calls; the edited code and the notes."""
+        for klass in self.classes:
+            if self.target and klass.name.value in self.define and id(klass) not in self.new_methods and _method(klass, self.target) is None:
+                self.new_methods[id(klass)] = [f'def {self.target}(self, config=None):\n    """{DEFINED_DOC}"""\n']
+                self.notes.append(f"{klass.name.value}: defined {self.target}(), which MindFormers calls and the class lacked")
+        for stmt, cond, pre, calls_ in self.gated.values():      # one negated block per mode test
+            self.add_insert(self.plan.insert_after, stmt, pre + [f"if {cond}:\n" + "".join(f"    {c}\n" for c in calls_)])
+        for site in prune:
+            klass = self.class_at(site.line)
+            if klass is None:
+                continue
+            assign = next((n for n in _walk(klass) if isinstance(n, cst.SimpleStatementLine)
+                           and self.pos[n].start.line == site.line and _assign_to(n, site.instance)), None)
+            if assign is not None and _chained_shard(assign.body[0].value) is not None:
+                self.plan.unchain.add(id(assign.body[0]))
+            for n in _walk(klass):
+                if isinstance(n, cst.SimpleStatementLine) and _shard_call_of(n, site.instance) is not None:
+                    self.plan.remove.add(id(n))
+            self.notes.append(f"{klass.name.value}: removed the redundant shard() of self.{site.instance}")
+        new = self.module.visit(_Rewriter(self.plan, self.new_methods))
+        if self.plan.needs_layout_import and not _imports_layout(new):
+            new = _add_layout_import(new)
+        if self.plan.needs_mf_layout_import and self.binds is None:
+            new = _add_import(new, f"from {MF_LAYOUT_MODULE} import layout\n")
+        return wrap_long_lines(new.code, code), self.notes
 
 
 #: the longest line the diff writes: MindFormers' own lint limit (its .pylintrc max-line-length)
