@@ -511,6 +511,26 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     # (a) the advice
     a = cols["a"]
     t0 = time.perf_counter()
+    adv, plan_a = _advice_column(a, graph, mesh, rules, hw, dataset_strategy, fast_advice, run)
+    a.seconds = time.perf_counter() - t0
+    a.notes += adv.notes
+    _fill(a, plan_a)
+    agreement(plan_a, ref, a, ref_costs)
+    if what_if:
+        t0 = time.perf_counter()
+        n = what_if_plan(a, graph, plan_a, ref, mesh, run)
+        n += what_if_regions(a, graph, plan_a, ref, mesh, run)
+        n += steps_toward_reference(a, plan_a, ref, mesh, run, ref_costs, c.totals["step_seconds"],
+                               None if b.error else b.anchors)
+        a.notes.append(f"step if (c)'s: {n} propagations")
+        a.timings.append(("step if (c)'s", time.perf_counter() - t0))
+    cmp.advice = adv
+    return cmp
+
+
+def _advice_column(a: Column, graph: OpGraph, mesh: Mesh, rules, hw, dataset_strategy, fast_advice: bool, run):
+    """(a)'s advice and plan: on the whole graph, or (``fast_advice``, a replicated graph) on the compiled layers
+    with their anchors copied, kept only if that beats configuring nothing."""
     base = graph.mf_base_graph if fast_advice else None
     adv = plan_a = None
     if base is not None:
@@ -532,20 +552,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
         adv = advise(graph, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
         plan_a = adv.plan
         a.anchors = len(adv.chosen)
-    a.seconds = time.perf_counter() - t0
-    a.notes += adv.notes
-    _fill(a, plan_a)
-    agreement(plan_a, ref, a, ref_costs)
-    if what_if:
-        t0 = time.perf_counter()
-        n = what_if_plan(a, graph, plan_a, ref, mesh, run)
-        n += what_if_regions(a, graph, plan_a, ref, mesh, run)
-        n += steps_toward_reference(a, plan_a, ref, mesh, run, ref_costs, c.totals["step_seconds"],
-                               None if b.error else b.anchors)
-        a.notes.append(f"step if (c)'s: {n} propagations")
-        a.timings.append(("step if (c)'s", time.perf_counter() - t0))
-    cmp.advice = adv
-    return cmp
+    return adv, plan_a
 
 
 def what_if_plan(col: Column, graph: OpGraph, plan: Plan, ref: Plan, mesh: Mesh, run) -> int:

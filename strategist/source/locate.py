@@ -221,57 +221,71 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
                                   f"{strategy_text(current[u.name])}, the plan {strategy_text(st.strategy)}")
             pending.append((u, st))
 
-        def final(n):       # the strategy instance n has in the plan
-            return wanted[n].strategy if wanted[n] is not None else advice.plan.choices[n].strategy
-        # the nearest owner first; a line there configures every instance that owner's class creates at that
-        # line, so where those need different strategies, the owner's owner (MindFormers' MLP serves a dense
-        # layer's MLP and the MoE's shared experts: the MoE layer configures its own shared experts)
-        why: dict[str, str] = {}
-        for up in range(4):
-            if not pending:
-                break
-            keys = {u.name: _owner_key(g, u, src, up, users) for u in users}     # (key, guard or why not)
-            sharing: dict[tuple, list] = {}
-            for u in users:
-                if keys[u.name][0] is not None:
-                    sharing.setdefault(keys[u.name][0], []).append(u.name)
-            per_owner: dict[tuple, list] = {}
-            guards = {}
-            for u, st in pending:
-                key, msg = keys[u.name]
-                if key is None:
-                    why.setdefault(u.name, msg)
-                    continue
-                guards[key] = msg           # with a key: the guard its line needs, if any
-                per_owner.setdefault(key, []).append((u, st))
-            left = []
-            for key, items in sorted(per_owner.items(), key=lambda kv: kv[0]):
-                file, line, chain = key
-                named = {u.name for u, _ in items}
-                clash = [(u.name, st.strategy) for u, st in items] + \
-                        [(n, final(n)) for n in sharing[key] if n not in named and final(n) != items[0][1].strategy]
-                if len({st.key for _, st in items}) > 1 or len(clash) > len(items):
-                    why.update({u.name: f"instances created at the same line {_short(file)}:{line} (repeated layers, "
-                                        f"or one class's several instances) need different strategies: "
-                                        + "; ".join(f"{n} {strategy_text(t)}" for n, t in clash) for u, _ in items})
-                    left += items
-                    continue
-                placements.append(Placement(file, None, line, s.instance, items[0][1], sorted(named), via=chain,
-                                            guard=guards.get(key, "")))
-            pending = left + [(u, st) for u, st in pending if keys[u.name][0] is None]
-        unresolved += [f"{u.name}: {why.get(u.name, 'no owner line configures it alone')}" for u, _ in pending]
-    pruned: list[Site] = []
-    if prune:
-        status_of = {name: status for name, status, _ in advice.existing}
-        for name, status, _ in advice.existing:
-            if status == "redundant":
-                s = site_of(g.op(name))
-                # only when every instance created there is redundant (the class may be shared)
-                if s is not None and all(status_of.get(u.name) == "redundant" for u in by_site[(s.file, s.line, s.instance)]
-                                         if u.configured) and s not in pruned and all((s.file, s.line, s.instance) != (p.file, p.line, p.instance)
-                                         for p in placements if not p.via):
-                    pruned.append(s)
+        unresolved += _place_from_owners(advice, src, s, users, wanted, pending, placements)
+    pruned = _pruned(advice, by_site, placements) if prune else []
     return Location(placements, disagreements, unresolved, pruned, kept, overridden)
+
+
+def _place_from_owners(advice, src: "_Sources", s, users, wanted: dict, pending: list, placements: list) -> list[str]:
+    """Configure each ``pending`` instance (with its strategy) from an owner: the nearest first; a line there
+    configures every instance that owner's class creates at that line, so where those need different strategies,
+    the owner's owner (MindFormers' MLP serves a dense layer's MLP and the MoE's shared experts: the MoE layer
+    configures its own shared experts). Appends to ``placements``; returns why each instance left was not placed."""
+    g = advice.graph
+
+    def final(n):       # the strategy instance n has in the plan
+        return wanted[n].strategy if wanted[n] is not None else advice.plan.choices[n].strategy
+    why: dict[str, str] = {}
+    for up in range(4):
+        if not pending:
+            break
+        keys = {u.name: _owner_key(g, u, src, up, users) for u in users}     # (key, guard or why not)
+        sharing: dict[tuple, list] = {}
+        for u in users:
+            if keys[u.name][0] is not None:
+                sharing.setdefault(keys[u.name][0], []).append(u.name)
+        per_owner: dict[tuple, list] = {}
+        guards = {}
+        for u, st in pending:
+            key, msg = keys[u.name]
+            if key is None:
+                why.setdefault(u.name, msg)
+                continue
+            guards[key] = msg           # with a key: the guard its line needs, if any
+            per_owner.setdefault(key, []).append((u, st))
+        left = []
+        for key, items in sorted(per_owner.items(), key=lambda kv: kv[0]):
+            file, line, chain = key
+            named = {u.name for u, _ in items}
+            clash = [(u.name, st.strategy) for u, st in items] + \
+                    [(n, final(n)) for n in sharing[key] if n not in named and final(n) != items[0][1].strategy]
+            if len({st.key for _, st in items}) > 1 or len(clash) > len(items):
+                why.update({u.name: f"instances created at the same line {_short(file)}:{line} (repeated layers, "
+                                    f"or one class's several instances) need different strategies: "
+                                    + "; ".join(f"{n} {strategy_text(t)}" for n, t in clash) for u, _ in items})
+                left += items
+                continue
+            placements.append(Placement(file, None, line, s.instance, items[0][1], sorted(named), via=chain,
+                                        guard=guards.get(key, "")))
+        pending = left + [(u, st) for u, st in pending if keys[u.name][0] is None]
+    return [f"{u.name}: {why.get(u.name, 'no owner line configures it alone')}" for u, _ in pending]
+
+
+def _pruned(advice, by_site: dict, placements: list) -> list[Site]:
+    """The sites of the model's own redundant shard() calls that can go: only where every instance created there
+    is redundant (the class may be shared) and no placement writes there."""
+    g = advice.graph
+    pruned: list[Site] = []
+    status_of = {name: status for name, status, _ in advice.existing}
+    for name, status, _ in advice.existing:
+        if status == "redundant":
+            s = site_of(g.op(name))
+            # only when every instance created there is redundant (the class may be shared)
+            if s is not None and all(status_of.get(u.name) == "redundant" for u in by_site[(s.file, s.line, s.instance)]
+                                     if u.configured) and s not in pruned and all((s.file, s.line, s.instance) != (p.file, p.line, p.instance)
+                                     for p in placements if not p.via):
+                pruned.append(s)
+    return pruned
 
 
 def _owner_key(g, u, src: "_Sources", up: int = 0, users=()) -> tuple[tuple | None, str]:

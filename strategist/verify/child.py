@@ -202,6 +202,39 @@ def _tuples(v):
     return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
 
 
+def _read_plan(req: dict, executor, cell, n: int, dump: str, result: dict) -> None:
+    """Into ``result``: the strategies MindSpore settled (from the ``dump`` pass's IR and the executor), and on
+    request the training step's collectives and the parallel graph's redistributions."""
+    if req.get("training"):
+        from .ir import parse_collectives
+        result["collectives"] = parse_collectives(_latest_dump(req["ir_dir"], "validate"), n,
+                                                  wrapper="/strategist_loss-", model=f"/{_NET}-",
+                                                  outputs_configured=isinstance(req["training"], list))
+    try:
+        shard = executor._get_shard_strategy(cell)
+    except Exception:
+        shard = {}
+    from .ir import parse_ir
+    nodes = parse_ir(_latest_dump(req["ir_dir"], dump))
+    if req.get("training"):
+        # the training step's wrapper: the model's operators are those under it, named without its prefix
+        nodes = [nd for nd in nodes if nd["scope"] and f"/{_NET}-" in nd["scope"]]
+        for nd in nodes:
+            nd["scope"] = "Default/" + nd["scope"].split(f"/{_NET}-", 1)[1].partition("/")[2]
+        shard = {k.split(f"{_NET}.", 1)[1] if f"{_NET}." in k else k: v for k, v in shard.items()}
+    for node in nodes:
+        node["path"] = _node_path(node)
+    result["ops"] = attach_names(nodes, shard)
+    if req.get("redistributions"):
+        from .ir import parse_redistributions
+        found = parse_redistributions(_latest_dump(req["ir_dir"], "step_parallel_end"))
+        result["redistributions"] = [{"src": _node_path(r["src"]), "dst": _node_path(r["dst"]),
+                                      "src_type": r["src"]["type"], "dst_type": r["dst"]["type"],
+                                      "also": [_node_path(d) for d in r["also"]],
+                                      "ops": list(r["ops"]), "collectives": list(r["collectives"])}
+                                     for r in found]
+
+
 def run(req: dict) -> dict:
     result: dict = {"ok": False}
     t_start = time.time()
@@ -296,34 +329,7 @@ def run(req: dict) -> dict:
                 f"MindSpore's compile failed after its sharding propagation (the plan is read from the "
                 f"{dump} dump): {_first_line(err)}")
         result["compile_seconds"] = round(time.time() - t0, 3)
-        if req.get("training"):
-            from .ir import parse_collectives
-            result["collectives"] = parse_collectives(_latest_dump(req["ir_dir"], "validate"), n,
-                                                      wrapper="/strategist_loss-", model=f"/{_NET}-",
-                                                      outputs_configured=isinstance(req["training"], list))
-        try:
-            shard = executor._get_shard_strategy(cell)
-        except Exception:
-            shard = {}
-        from .ir import parse_ir
-        nodes = parse_ir(_latest_dump(req["ir_dir"], dump))
-        if req.get("training"):
-            # the training step's wrapper: the model's operators are those under it, named without its prefix
-            nodes = [nd for nd in nodes if nd["scope"] and f"/{_NET}-" in nd["scope"]]
-            for nd in nodes:
-                nd["scope"] = "Default/" + nd["scope"].split(f"/{_NET}-", 1)[1].partition("/")[2]
-            shard = {k.split(f"{_NET}.", 1)[1] if f"{_NET}." in k else k: v for k, v in shard.items()}
-        for node in nodes:
-            node["path"] = _node_path(node)
-        result["ops"] = attach_names(nodes, shard)
-        if req.get("redistributions"):
-            from .ir import parse_redistributions
-            found = parse_redistributions(_latest_dump(req["ir_dir"], "step_parallel_end"))
-            result["redistributions"] = [{"src": _node_path(r["src"]), "dst": _node_path(r["dst"]),
-                                          "src_type": r["src"]["type"], "dst_type": r["dst"]["type"],
-                                          "also": [_node_path(d) for d in r["also"]],
-                                          "ops": list(r["ops"]), "collectives": list(r["collectives"])}
-                                         for r in found]
+        _read_plan(req, executor, cell, n, dump, result)
         result["ok"] = True
     except StrategistError as err:
         result["error_kind"] = "input"

@@ -156,26 +156,36 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         rc, res, log_file = _run_child(work, request, _child_env(backend, stub_paths, mesh.size, ir_dir, passes), timeout)
         wall = time.time() - t0
         where = f"{os.path.basename(given)} on {mesh.size} devices"
-        if rc is None:
-            raise VerifyError(f"MindSpore did not finish its sharding propagation of {where} within {timeout} s "
-                              f"(raise the timeout, or verify fewer layers)")
-        if res is None:
-            raise VerifyError(_crash_message(rc, where, log_file))
-        if not res.get("ok"):
-            if res.get("error_kind") == "input":
-                raise VerifyError(_one_line(res.get("error", "")))
-            if res.get("error_kind") == "internal":
-                tb = (res.get("traceback") or "").strip().splitlines()
-                raise VerifyError(_one_line(f"verify's MindSpore child failed: {res.get('error')} "
-                                            f"({tb[-3].strip() if len(tb) >= 3 else 'no traceback'}; "
-                                            f"please report this)", 600))
-            raise VerifyError(_one_line(f"MindSpore rejected the configuration ({where}, dataset strategy "
-                                        f"{_ds_text(dataset_strategy)}): {res.get('error', 'no message')}", 600))
+        _raise_on_failure(rc, res, log_file, where, timeout, dataset_strategy)
     finally:
         keep = os.environ.get("STRATEGIST_VERIFY_KEEP")     # a directory: a copy of the child's log, IR, request
         if keep:                                            # (debugging: GLOG_v=1 for MindSpore's INFO log)
             shutil.copytree(work, keep, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
+    return _ms_plan(res, given, mesh, dataset_strategy, backend, wall)
+
+
+def _raise_on_failure(rc, res, log_file, where: str, timeout: float, dataset_strategy) -> None:
+    """A VerifyError naming what went wrong when the child timed out, crashed or reported a failure."""
+    if rc is None:
+        raise VerifyError(f"MindSpore did not finish its sharding propagation of {where} within {timeout} s "
+                          f"(raise the timeout, or verify fewer layers)")
+    if res is None:
+        raise VerifyError(_crash_message(rc, where, log_file))
+    if not res.get("ok"):
+        if res.get("error_kind") == "input":
+            raise VerifyError(_one_line(res.get("error", "")))
+        if res.get("error_kind") == "internal":
+            tb = (res.get("traceback") or "").strip().splitlines()
+            raise VerifyError(_one_line(f"verify's MindSpore child failed: {res.get('error')} "
+                                        f"({tb[-3].strip() if len(tb) >= 3 else 'no traceback'}; "
+                                        f"please report this)", 600))
+        raise VerifyError(_one_line(f"MindSpore rejected the configuration ({where}, dataset strategy "
+                                    f"{_ds_text(dataset_strategy)}): {res.get('error', 'no message')}", 600))
+
+
+def _ms_plan(res: dict, given: str, mesh: Mesh, dataset_strategy, backend: str, wall: float) -> MsPlan:
+    """The child's result as an :class:`MsPlan` (the dataset's and output's strategies apart from the operators)."""
     ops, dataset, output = [], None, None
     for d in res["ops"]:
         if d["type"] == "_VirtualDataset":
