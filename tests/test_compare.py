@@ -666,7 +666,8 @@ def test_parallel_only_operators_are_the_models_own_in_every_plan(graph_of):
     from strategist.advice.advisor import advise
     from strategist.compare import Column, agreement
     from strategist.files.hardware import load_hardware
-    from strategist.engine.plan import PARALLEL_ONLY, Anchor
+    from strategist.engine.plan import PARALLEL_ONLY
+    from strategist.vocab.anchors import Anchor
     from strategist.engine.semi_auto import semi_auto_plan
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     plain = graph_of("examples/llama.py:tiny", "batch=8")

@@ -28,7 +28,8 @@ from ..errors import PropagationError, StrategyError
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
 from ..engine.ops import shard_anchor
-from ..engine.plan import Anchor, Plan
+from ..vocab.anchors import Anchor
+from ..engine.plan import Plan
 from ..engine.propagate import price_plan, propagate
 from ..engine.search import _same, lazy_copies, no_cyclic_gc
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding

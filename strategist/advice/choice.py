@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
-from ..engine.plan import Anchor, Plan
+from ..vocab.anchors import Anchor
+from ..engine.plan import Plan
 from .rules import Rules
 
 

@@ -10,7 +10,8 @@ from ..vocab.graph import Op, OpGraph
 from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
 from ..engine.ops import candidates, reshape_layout, shard_anchor
-from ..engine.plan import Anchor, Plan
+from ..vocab.anchors import Anchor
+from ..engine.plan import Plan
 from ..engine.search import _cached_rule, _follow, _same
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice

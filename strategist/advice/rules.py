@@ -11,7 +11,7 @@ from ..files.yamlio import compose_file
 from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..engine.ops import FactorRule, Sharding, _sharding
-from ..engine.plan import Anchor
+from ..vocab.anchors import Anchor
 
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "rules")

@@ -14,7 +14,8 @@ from ..vocab.layout import Layout
 from ..engine.ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
                   training_flops)
 from ..engine.redistribution import Collective, Physical
-from ..engine.plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
+from ..vocab.anchors import DATASET
+from ..engine.plan import CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
 from ..engine.search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
 
 _PRICES: dict = {}      # memoised edge and operator prices

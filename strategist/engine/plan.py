@@ -6,41 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..vocab.graph import Op, OpGraph, ShardLayout
+from ..vocab.anchors import Anchor, Direction, Origin
+from ..vocab.graph import Op, OpGraph
 from ..vocab.layout import Layout
 from ..vocab.mesh import Hardware, Mesh
 from .ops import Sharding
 from .redistribution import Redistribution
 
-#: the dataset's name as a provenance root and an edge source (MindSpore's VirtualDataset)
-DATASET = "<dataset>"
-#: the origin of an anchor set in semi_auto_parallel mode, where every operator is configured and MindSpore
-#: takes a Layout on operators whose Layout its propagation refuses (their refusal is SetCostUnderLayout's)
-SEMI_AUTO = "mindformers semi_auto"
-#: the origin of an anchor the model's own code sets in every parallel build (MindFormers' CrossEntropyLoss: its
-#: ``logits + 0`` / ``labels + 0``, which only a parallel build has, its softmax, NLL and reductions): part of the
-#: model, in every plan, never an advice anchor (:func:`parallel_only_anchors`)
-PARALLEL_ONLY = "model, parallel build"
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """A configured operator: a strategy tuple or ``mindspore.Layout`` per input (and optionally output)."""
-
-    op: str
-    strategy: tuple | None = None
-    layouts: tuple[ShardLayout, ...] | None = None
-    out_strategy: tuple | None = None
-    out_layouts: tuple[ShardLayout, ...] | None = None
-    origin: str = "user"          # "user" (anchors file / advisor), "model" (shard() in the source),
-    #                               "mindformers" (a MindFormers sharding_propagation() anchor),
-    #                               SEMI_AUTO (a MindFormers shard() read in semi_auto_parallel mode) or
-    #                               PARALLEL_ONLY (an operator the model adds and configures in parallel builds)
-
-    def describe(self) -> str:
-        if self.layouts is not None:
-            return "(" + ", ".join(f"layout({l})" for l in self.layouts) + ")"
-        return str(self.strategy)
+#: re-exported for the modules that name them as plan constants
+SEMI_AUTO = Origin.SEMI_AUTO
+PARALLEL_ONLY = Origin.PARALLEL_ONLY
+CAST_PASS = Direction.CAST_PASS
 
 
 @dataclass
@@ -50,14 +26,9 @@ class Provenance:
     root: str                     # the seed: an anchor's op name, DATASET, or "" (unreached default)
     parent: str | None            # the neighbour it was chosen against
     depth: int
-    direction: str                # "seed" | "forward" | "backward" | "default" | "parameter"
+    direction: Direction          # how the search reached it (a plain string equal to a member is the same)
     cost: float = 0.0             # refined redistribution communication on the deciding edge
     rejected: tuple | None = None  # best rejected alternative: (strategy, its refined communication)
-
-
-#: Provenance.direction of a Cast in MindSpore's parallel graph: its searched strategy dropped, it passes the
-#: layout its input arrives in on (:func:`strategist.cost.pricing.cast_overlay`)
-CAST_PASS = "passes its input on"
 
 
 @dataclass

@@ -7,7 +7,8 @@ from typing import Any
 
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
-from .plan import DATASET, SEMI_AUTO, Anchor, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance, model_anchors
+from ..vocab.anchors import DATASET, Anchor
+from .plan import SEMI_AUTO, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance, model_anchors
 from ..cost import pricing
 from . import search as _search
 from .search import LAYOUT_REJECTED, RESHAPES, creation_order, no_cyclic_gc, topo_sort_order

@@ -62,7 +62,8 @@ from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidat
                   swc_strategies, interleaved_priced, with_interleaved_axis)
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
-from .plan import DATASET, SEMI_AUTO, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
+from ..vocab.anchors import DATASET, Anchor
+from .plan import SEMI_AUTO, OpChoice, Provenance, model_anchors, parallel_only_anchors
 from .stdsort import std_sort
 
 RESHAPES = frozenset({"Reshape"})

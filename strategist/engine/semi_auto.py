@@ -26,11 +26,13 @@ import math
 from typing import Any
 
 from ..errors import StrategyError
+from ..vocab.anchors import Direction
 from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.layout import Layout
 from ..vocab.mesh import Hardware, Mesh
 from .ops import shard
-from .plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
+from ..vocab.anchors import DATASET, Anchor
+from .plan import Plan, Provenance, model_anchors, parallel_only_anchors
 from .oprules import BINARY, TENSOR_BINARY
 from .propagate import propagate
 
@@ -39,9 +41,9 @@ from .propagate import propagate
 NO_STRATEGY = frozenset({"Reshape"})
 
 #: the origin of a batch strategy MindSpore's semi_auto gives an unconfigured operator
-BATCH = "semi_auto batch parallel"
+BATCH = Direction.SEMI_AUTO_BATCH
 #: ... and of an unconfigured Cast's layout, its input's
-FOLLOW = "semi_auto cast follows its input"
+FOLLOW = Direction.SEMI_AUTO_FOLLOW
 
 #: OperatorInfos whose batch split flags are all set (``ReComputeBatchSplitFlagList``), Concat unless on axis 0
 ALL_ROWS = frozenset("""Stack AddN FlashAttentionScore Select SoftmaxCrossEntropyWithLogits

@@ -22,7 +22,7 @@ import fnmatch
 from ..errors import RulesError
 from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
-from ..engine.plan import Anchor
+from ..vocab.anchors import Anchor
 from .yamlio import compose_file
 
 

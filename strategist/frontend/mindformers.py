@@ -40,7 +40,7 @@ from ..errors import InputSpecError, ModelLoadError, StrategyError
 from ..vocab.graph import OpGraph, OptimizerSharding, ShardLayout, TensorSpec
 from .graph import extract
 from ..vocab.mesh import Mesh
-from ..engine.plan import Anchor
+from ..vocab.anchors import Anchor
 
 PREFIX = "mindformers:"
 

@@ -258,7 +258,7 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
 
 def explain_text(plan, name: str) -> str:
     """An operator's provenance chain and its candidates, costed against the edge that decided it."""
-    from ..engine.plan import DATASET
+    from ..vocab.anchors import DATASET
     ch = plan.choices[name]
     out = [f"{name} ({ch.op.type}) in {ch.op.cell_path or '(root)'} [{ch.op.cell_class}] at {rel(ch.op.source)}",
            f"strategy: {strategy_text(ch.strategy)}",

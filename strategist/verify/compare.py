@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..engine.plan import DATASET
+from ..vocab.anchors import DATASET
 from ..engine.search import _type_len
 from .msplan import MsOp, MsPlan, output_strategies
 
