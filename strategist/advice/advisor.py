@@ -29,7 +29,6 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
 from ..engine.ops import shard_anchor
 from ..vocab.anchors import Anchor
-from ..engine.plan import Plan
 from ..engine.propagate import price_plan, propagate
 from ..engine.search import _same, lazy_copies, no_cyclic_gc
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
@@ -43,6 +42,8 @@ from .propose import propose
 from .heuristics.dimensions import add_dimension_anchors
 from .refine import (align_layers, embedding_tables, input_path, take_alternatives,
     unreached_followers)
+from .. import progress
+from ..engine.plan import Plan, model_anchors
 
 #: the advice's API (the parts re-exported from the modules beside this one)
 __all__ = ["advise", "propose", "load_rules", "check_boundaries", "Rules", "Choice", "Advice", "anchor_of",
@@ -172,7 +173,6 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     if proposed and same_plan(plan, baseline):
         dropped = [(c, "propagation from the dataset alone gives the same plan") for c in proposed if not c.required]
         keep, groups = [c for c in proposed if c.required], {}
-    from .. import progress
     order = sorted(groups, key=lambda k: (priority[groups[k][0].rule], graph.op(groups[k][0].op).topo_index))
     gone_keys: set[str] = set()
 
@@ -366,7 +366,6 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
 
     No propagation per call (MindFormers models have hundreds): the advised plan already says what every
     operator gets without the model's calls, so each call's own sharding is just compared with it."""
-    from ..engine.plan import model_anchors
     out = []
     advised = {c.op for c in keep}
     for name, a in model_anchors(graph).items():

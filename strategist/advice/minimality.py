@@ -12,9 +12,9 @@ from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Plan
-from ..engine.search import _cached_rule
 from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes
+from ..engine.search import _cached_rule, _per_graph
 
 
 # an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
@@ -54,7 +54,6 @@ def pattern_keys(graph: OpGraph) -> dict[str, str]:
     """Each operator's pattern in ``graph``: its name with layer indices starred, and where the operators of that
     name pattern are not all one operator (Cell class, type, input shapes), ``[Class]`` after it (``[Class|n]`` when
     the class alone does not tell them apart). Once per graph. Display text: :func:`pattern_text`."""
-    from ..engine.search import _per_graph
 
     def compute(g):
         by_key: dict[str, dict] = {}

@@ -12,6 +12,8 @@ from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..engine.ops import FactorRule, Sharding, _sharding
 from ..vocab.anchors import Anchor
+from ..engine.search import LAYOUT_REJECTED
+from ..files.schema import did_you_mean, validate_rules
 
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "rules")
@@ -49,7 +51,6 @@ def load_rules(extra: list[str] | None = None) -> Rules:
 def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
     """One rules file, validated against :class:`strategist.files.schema.RulesSpec` (types, positive finite
     thresholds, unknown keys with "did you mean", duplicate keys)."""
-    from ..files.schema import validate_rules
     out = validate_rules(compose_file(path, "rules file"), path, known_templates, known_categories)
     if "templates" in out:
         out["templates"] = {name: {f: (ax,) if isinstance(ax, str) else tuple(ax) for f, ax in v.items()}
@@ -59,7 +60,6 @@ def _read_rules(path: str, known_templates=None, known_categories=None) -> dict:
 
 def check_boundaries(graph: OpGraph, boundaries: dict[str, str]) -> None:
     """Each ``--boundary CELL.PATH`` must name a cell of the model (a prefix of some operator's cell path)."""
-    from ..files.schema import did_you_mean
     cells = {op.cell_path for op in graph}
     prefixes = {".".join(c.split(".")[:k]) for c in cells for k in range(1, len(c.split(".")) + 1) if c}
     for path in boundaries:
@@ -101,7 +101,6 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
 def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
     """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh (the tuple form for
     operators MindSpore refuses a Layout on, such as Gather)."""
-    from ..engine.search import LAYOUT_REJECTED
     if op_type in LAYOUT_REJECTED or tuple(s.dev_matrix) != tuple(mesh.shape):
         # a sharding whose device matrix is its strategy's own (a tuple strategy's): the tuple reproduces it,
         # a Layout over the mesh's axes would not

@@ -19,11 +19,14 @@ from __future__ import annotations
 import fnmatch
 
 
-from ..errors import RulesError
 from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..vocab.anchors import Anchor
 from .yamlio import compose_file
+from ..engine.ops import shard, shard_layout
+from ..engine.search import RESHAPES, _cached_rule
+from ..errors import MeshError, RulesError, StrategyError
+from .schema import SourceLines, did_you_mean, mapping_data, validate_anchor
 
 
 def layout_over_mesh(dims, mesh: Mesh, where: str = "") -> ShardLayout:
@@ -51,7 +54,6 @@ def _rows(v, where):
 
 def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = ()) -> Anchor:
     """One anchors-file value (validated by :func:`strategist.files.schema.validate_anchor`) -> Anchor."""
-    from .schema import SourceLines, validate_anchor
     path, _, line = where.rpartition(" line ")
     if lines is None:
         lines = SourceLines({(): int(line) if line.isdigit() else 1})
@@ -61,7 +63,6 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
     if spec.layout is not None:
         on = mesh
         if spec.device_matrix is not None:
-            from ..errors import MeshError
             try:
                 on = Mesh.parse(",".join(f"{k}={v}" for k, v in spec.device_matrix.items()))
             except MeshError as err:
@@ -78,9 +79,6 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
 
 def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
-    from ..errors import StrategyError
-    from ..engine.ops import shard, shard_layout
-    from ..engine.search import RESHAPES, _cached_rule
     op = graph.op(anchor.op)
     try:
         if op.type in RESHAPES:
@@ -99,7 +97,6 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
     twice, or two keys (globs) configuring one operator, is an error naming both lines. ``check``: try
     each anchor on its operator now, so a strategy the operator refuses names the file and line
     (``verify`` leaves it off: MindSpore is asked even about what strategist refuses)."""
-    from .schema import mapping_data
     data, lines = mapping_data(compose_file(path, "anchors file"), path,
                                "an anchors file maps operator names to strategies")
     if data is None:
@@ -116,7 +113,6 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
         if not names:
             raise RulesError(f"{where}: pattern {key!r} matches no operator (see strategist inspect --json)")
         if len(names) == 1 and names[0] not in graph:
-            from .schema import did_you_mean
             hint = did_you_mean(key, [op.name for op in graph])
             raise RulesError(f"{where}: {key!r} names no operator of the model"
                              + (hint if hint.startswith(" (did") else " (see strategist inspect --json)"))

@@ -19,11 +19,15 @@ import sys
 import tempfile
 import time
 
-from ..errors import VerifyError
 from ..vocab.mesh import Mesh
 from .msplan import MsOp, MsPlan, as_tuples, output_strategies
 from . import stubs
 from .compare import Communication, Comparison, compare, compare_communication, compare_moves
+from .. import progress
+from ..engine.propagate import price_plan, propagate
+from ..engine.semi_auto import semi_auto_plan
+from ..errors import StrategistError, VerifyError
+from ..files.anchors import load_anchors
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -35,7 +39,6 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 def _anchor_requests(strategies: str, graph, mesh: Mesh) -> list[dict]:
     """The anchors file resolved against strategist's graph: what the child must ``shard()``."""
-    from ..files.anchors import load_anchors
     out = []
     for name, a in load_anchors(strategies, graph, mesh).items():
         op = graph.op(name)
@@ -293,7 +296,6 @@ def _run_child(work: str, request: dict, env: dict, timeout: float) -> tuple[int
     with open(log_file, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "strategist.verify.child", req_file, res_file],
                                 cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        from .. import progress
         progress.add_child(proc.pid)           # an interrupted run kills it before exiting
         try:
             with progress.task("MindSpore's own sharding propagation (child process)"):
@@ -362,10 +364,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     is read (:func:`strategist.verify.compare.compare_communication`): forward, backward and mirror collectives,
     kind, group and bytes, beside strategist's priced plan.
     """
-    from ..files.anchors import load_anchors
     from ..frontend.loader import load_graph
-    from ..engine.propagate import propagate
-    from ..errors import StrategistError
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     mf = _mindformers_request(model, kwargs, strategies, settings.pop("mindformers", None))
     if semi_auto and mf is not None:
@@ -405,7 +404,6 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             ours = global_rows_graph(graph)
         try:
             if semi_auto:
-                from ..engine.semi_auto import semi_auto_plan
                 plan = semi_auto_plan(ours, mesh, anchors, dataset_strategy=dataset_strategy)
             else:
                 plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
@@ -426,7 +424,6 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         # the dumps), MindFormers' bugs worked around
         result.notes = [n for n in ms.notes if n not in result.notes] + result.notes
         if redistributions:
-            from ..engine.propagate import price_plan
             result.moves = compare_moves(price_plan(plan), ms)
         if communication:
             result.communication = _training_step_communication(model, mesh, plan, result, semi_auto, inputs=inputs,
@@ -441,7 +438,6 @@ def _training_step_communication(model, mesh, plan, result, semi_auto: bool, **m
     """``verify --communication``: a second child compiles the model as one training step; its collectives after
     autodiff beside ``plan`` priced. A step MindSpore cannot compile is reported as not compared (the forward
     comparison in ``result`` stands); where the step's strategies differ from the plan, ``result`` gets a note."""
-    from ..engine.propagate import price_plan
     try:
         step = mindspore_plan(model, mesh, parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
                               training=output_strategies(plan), **ms_options)
