@@ -1,6 +1,12 @@
 """What a propagation produces: the anchors it starts from, every operator's choice with its provenance, and
 (once priced) every redistribution and each operator's own communication. Shared by the search
-(:mod:`strategist.engine.search`), the pricing (:mod:`strategist.cost.pricing`) and the reports."""
+(:mod:`strategist.engine.search`), the pricing (:mod:`strategist.cost.pricing`) and the reports.
+
+These are builders, not frozen values: the search fills a :class:`Provenance` and an :class:`OpChoice` per
+operator as it decides them, pricing fills :class:`EdgeCost` and :class:`OpCost` records and a :class:`Plan`
+from them, and the advisor sets a plan's ``anchors`` to the order it gave them. Once a plan is returned to a
+caller of :func:`strategist.engine.propagate.propagate` nothing changes it; readers treat every record as
+read-only. The anchors themselves (:class:`strategist.vocab.anchors.Anchor`) are frozen."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,7 +19,7 @@ from ..vocab.mesh import Hardware, Mesh
 from .ops import Sharding
 from .redistribution import Redistribution
 
-#: re-exported for the modules that name them as plan constants
+#: the plan's names for these members (``Anchor.origin``, ``Provenance.direction``)
 SEMI_AUTO = Origin.SEMI_AUTO
 PARALLEL_ONLY = Origin.PARALLEL_ONLY
 CAST_PASS = Direction.CAST_PASS
