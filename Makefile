@@ -1,13 +1,14 @@
 # strategist: two commands on a fresh machine.
 #   make demo   set up .venv (with MindFormers) and run the main job on a bundled example
-#   make test   set up .venv and run the test suite
+#   make test   set up .venv and run the test suite and the strict docs build (what CI runs)
+#   make docs   regenerate docs/reference/ from the code and build the site into site/
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # pip keeps downloaded wheels (MindSpore's is ~800 MB) in its cache; keep that cache between runs.
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 
-.PHONY: demo test test-fast test-all bench fixtures check-cc clean
+.PHONY: demo test test-fast test-all bench fixtures check-cc docs docs-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +18,10 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.mindformers: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,mindformers]'
+	touch $@
+
+$(VENV)/.docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
 
 demo: $(VENV)/.mindformers
@@ -29,8 +34,18 @@ check-cc:
 	       "(Debian/Ubuntu; or build-essential), sudo dnf install gcc (Fedora), or set CC"; exit 1; }
 	@command -v readelf >/dev/null 2>&1 || { echo "strategist verify needs readelf: sudo apt-get install binutils"; exit 1; }
 
-# CI: every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
-test: $(VENV)/.mindformers check-cc
+# the documentation site (MkDocs + Material), warnings and broken links as errors
+docs: $(VENV)/.docs
+	$(PY) docs/gen_reference.py
+	$(PY) -m mkdocs build --strict --quiet
+
+# CI's docs step: the generated reference pages must be what the code gives, and the site must build
+docs-check: $(VENV)/.docs
+	$(PY) docs/gen_reference.py --check
+	$(PY) -m mkdocs build --strict --quiet
+
+# CI: the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
+test: $(VENV)/.mindformers check-cc docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed
@@ -49,4 +64,4 @@ fixtures: $(VENV)/.installed check-cc
 	$(PY) tests/netgen.py fixtures --prune --n $(or $(N),500)
 
 clean:
-	rm -rf $(VENV) .pytest_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache *.egg-info site
