@@ -242,8 +242,15 @@ def _kwargs_words(argv: list[str]) -> list[str]:
     return out
 
 
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The subcommand's own parser (its errors point at ``strategist COMMAND --help``)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
 def _check(parser: argparse.ArgumentParser, args) -> None:
     """Option combinations argparse cannot express: each mistake is one line naming the fix (exit 2)."""
+    parser = _command_parser(parser, args.command)
     if getattr(args, "max_rows", 0) < 0 or getattr(args, "depth", 0) < 0:
         parser.error(f"--{'max-rows' if getattr(args, 'max_rows', 0) < 0 else 'depth'} must be >= 0 (0 = all)")
     if not 0 < getattr(args, "timeout", 1) < float("inf"):
