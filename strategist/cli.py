@@ -94,9 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         else:
             sp.set_defaults(input=None, kwargs=None, eval=False)
         g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>)")
-        g.add_argument("--layers", type=int, help="number of layers (num_hidden_layers)")
-        g.add_argument("--seq", type=int, help="sequence length (seq_length)")
-        g.add_argument("--batch", type=int, help="global batch size of the graph "
+        g.add_argument("--layers", type=int, metavar="N", help="number of layers (num_hidden_layers)")
+        g.add_argument("--seq", type=int, metavar="N", help="sequence length (seq_length)")
+        g.add_argument("--batch", type=int, metavar="N", help="global batch size of the graph "
                                                   "(default: the config's batch_size times the mesh's dp)")
         g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, dotted from the YAML root or a model_config key, "
@@ -104,10 +104,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
         g = sp.add_argument_group("mesh and hardware")
-        g.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+        g.add_argument("--mesh", required=True, metavar="AXIS=N,...", help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
         if hardware:
             profiles = _hardware_profiles()
-            g.add_argument("--hardware", default="atlas-800t-a2",
+            g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
                            help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)"
                                                         if profiles else "a name under rules/hardware/")
                                 + " or a YAML path (default atlas-800t-a2)")
@@ -119,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def anchors_args(g, what="operators to configure"):
         g.add_argument("--anchors", "--strategies", dest="strategies", metavar="ANCHORS.yaml",
-                       help=f"{what}: an anchors file (docs/reference/anchors-file.md)")
+                       help=f"{what}: an anchors file (format: docs/reference/file-formats.md)")
 
     def output_args(sp, max_rows="operator rows in each table"):
         g = sp.add_argument_group("output")
@@ -128,14 +128,14 @@ def _parser() -> argparse.ArgumentParser:
         g.add_argument("--json", action="store_true", help="same as --format json")
         g.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
         if max_rows:
-            g.add_argument("--max-rows", type=int, default=MAX_ROWS,
+            g.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
                            help=f"{max_rows} (default {MAX_ROWS}; 0 = all)")
         return g
 
     sp = command("inspect", "walk the model's graph: operators by type, parameters, cell tree")
     model_args(sp)
     g = output_args(sp, max_rows=None)
-    g.add_argument("--depth", type=int, default=3, help="cell tree depth to print (default 3)")
+    g.add_argument("--depth", type=int, default=3, metavar="N", help="cell tree depth to print (default 3)")
 
     def plan_args(sp, anchors=True):
         model_args(sp)
@@ -181,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = command("explain", "why an operator got its strategy: provenance chain and candidates")
     g = plan_args(sp)
-    g.add_argument("--op", required=True, help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
+    g.add_argument("--op", required=True, metavar="NAME", help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
     output_args(sp, max_rows=None)
 
     sp = command("verify", "run MindSpore's own sharding propagation and compare it with strategist's plan",
@@ -206,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--communication", action="store_true",
                    help="also compare every collective of one training step (forward, backward, gradient "
                         "mirrors) with MindSpore's graph after autodiff")
-    g.add_argument("--timeout", type=float, default=900, help="seconds MindSpore may take (default 900)")
+    g.add_argument("--timeout", type=float, default=900, metavar="SECONDS", help="seconds MindSpore may take (default 900)")
     output_args(sp, max_rows="operator rows in the table, disagreements first")
 
     sp = command("compare", "MindFormers models: the advice beside the experts' anchors and full strategies",
