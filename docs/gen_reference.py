@@ -207,12 +207,19 @@ def formats_page() -> str:
 
 
 def operators_page() -> str:
+    import importlib
     import yaml
-    from strategist.engine import ops, oprules
+    from strategist.engine import ops
+    try:                                    # the rule families beside ops.py (LEFT_OUT, INEXACT live there)
+        oprules = importlib.import_module("strategist.engine.oprules")
+    except ImportError:
+        oprules = ops
     with open(os.path.join(ROOT, "rules", "mindspore_operator_infos.yaml"), encoding="utf-8") as f:
         infos = set(yaml.safe_load(f)["primitives"])
-    rules = ops.RULES
-    names = sorted(set(rules) | infos | set(oprules.LEFT_OUT), key=str.lower)
+    rules = dict(ops.RULES)
+    left_out = getattr(oprules, "LEFT_OUT", getattr(ops, "LEFT_OUT", {}))
+    inexact = getattr(oprules, "INEXACT", getattr(ops, "INEXACT", {}))
+    names = sorted(set(rules) | infos | set(left_out), key=str.lower)
     covered = sum(1 for n in infos if n in rules)
     out = [HEADER.format(what="the rule registry (strategist/engine/ops.py, oprules.py) and "
                               "rules/mindspore_operator_infos.yaml"),
@@ -232,10 +239,10 @@ def operators_page() -> str:
         info = f"`{n.lstrip('_')}Info`" if n in infos else "-"
         rule = rules.get(n)
         rname = f"`{rule.__name__}`" if rule is not None and hasattr(rule, "__name__") else "-"
-        if n in oprules.LEFT_OUT:
-            status = "left out: " + oprules.LEFT_OUT[n]
-        elif n in oprules.INEXACT:
-            status = "narrower: " + oprules.INEXACT[n]
+        if n in left_out:
+            status = "left out: " + left_out[n]
+        elif n in inexact:
+            status = "narrower: " + inexact[n]
         elif n not in infos:
             status = "no OperatorInfo"
         elif rule is None:
