@@ -150,6 +150,8 @@ def markdown_page(argv: list[str], classes) -> str:
            "| set | cases with MindSpore's answer | operators agreeing | cases agreeing on every operator | "
            "both reject | other |", "|---|---|---|---|---|---|"]
     for label, st in SECTIONS:
+        if not st["cases"] and not st["no_answer"]:
+            continue                        # an empty set (--n 0, --training-n 0)
         ops = f"{st['ops_agree']} / {st['ops']} ({100 * st['ops_agree'] / max(1, st['ops']):.1f} %)" \
             if st["compared"] else "-"
         cases = f"{st['all_agree']} / {st['compared']}" if st["compared"] else "-"
