@@ -7,6 +7,8 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # pip keeps downloaded wheels (MindSpore's is ~800 MB) in its cache; keep that cache between runs.
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
+# mkdocs-material's notice about its successor is not a build warning; keep CI's log to the build's own lines
+export NO_MKDOCS_2_WARNING ?= 1
 
 .PHONY: demo test test-fast test-all bench fixtures check-cc docs docs-check clean
 
