@@ -39,12 +39,12 @@ check-cc:
 # the documentation site (MkDocs + Material), warnings and broken links as errors
 docs: $(VENV)/.docs
 	$(PY) docs/gen_reference.py
-	$(PY) -m mkdocs build --strict --quiet
+	$(PY) -m mkdocs build --strict
 
 # CI's docs step: the generated reference pages must be what the code gives, and the site must build
 docs-check: $(VENV)/.docs
 	$(PY) docs/gen_reference.py --check
-	$(PY) -m mkdocs build --strict --quiet
+	$(PY) -m mkdocs build --strict
 
 # CI: the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
 test: $(VENV)/.mindformers check-cc docs-check
