@@ -120,6 +120,18 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="the docs extra is not installed")
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    shutil.copytree(os.path.join(ROOT, "docs"), tmp_path / "docs")
+    shutil.copy(os.path.join(ROOT, "mkdocs.yml"), tmp_path / "mkdocs.yml")
+    with open(tmp_path / "docs" / "index.md", "a", encoding="utf-8") as f:
+        f.write("\nSee [the missing page](no-such-page.md).\n")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert r.returncode != 0 and "no-such-page.md" in r.stderr, r.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------------------
 # no lab-notebook history, no path outside the repository
 
