@@ -1,13 +1,16 @@
 # strategist: two commands on a fresh machine.
 #   make demo   set up .venv (with MindFormers) and run the main job on a bundled example
-#   make test   set up .venv and run the test suite
+#   make test   set up .venv and run the test suite and the strict docs build (what CI runs)
+#   make docs   regenerate docs/reference/ from the code and build the site into site/
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # pip keeps downloaded wheels (MindSpore's is ~800 MB) in its cache; keep that cache between runs.
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
+# mkdocs-material's notice about its successor is not a build warning; keep CI's log to the build's own lines
+export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: demo test test-fast test-all lint bench fixtures check-cc clean
+.PHONY: demo test test-fast test-all lint bench fixtures check-cc docs docs-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +20,10 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.mindformers: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,mindformers]'
+	touch $@
+
+$(VENV)/.docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
 
 demo: $(VENV)/.mindformers
@@ -34,8 +41,19 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check strategist tests bench
 	$(VENV)/bin/lint-imports
 
-# CI: the lint, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live: MindSpore itself)
-test: $(VENV)/.mindformers check-cc lint
+# the documentation site (MkDocs + Material), warnings and broken links as errors
+docs: $(VENV)/.docs
+	$(PY) docs/gen_reference.py
+	$(PY) -m mkdocs build --strict
+
+# CI's docs step: the generated reference pages must be what the code gives, and the site must build
+docs-check: $(VENV)/.docs
+	$(PY) docs/gen_reference.py --check
+	$(PY) -m mkdocs build --strict
+
+# CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
+# MindSpore itself)
+test: $(VENV)/.mindformers check-cc lint docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed
@@ -54,4 +72,4 @@ fixtures: $(VENV)/.installed check-cc
 	$(PY) tests/netgen.py fixtures --prune --n $(or $(N),500)
 
 clean:
-	rm -rf $(VENV) .pytest_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache *.egg-info site

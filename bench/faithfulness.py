@@ -1,7 +1,7 @@
 """Faithfulness benchmark: per-operator agreement of strategist's propagation with MindSpore 2.9.0's own.
 
-Sections 1-2 and the live sections compare the Cell compiled as built (--eval; every command's default until
-session 26); 2b the training compile (set_train(True), as a training run compiles it: every command's default).
+Sections 1-2 and the live sections compare the Cell compiled as built (--eval); 2b the training compile
+(set_train(True), as a training run compiles it: every command's default).
 
 Sections:
   1. the examples x meshes (and the sharding-techniques classes, the anchors files), and MindSpore's own unit-test
@@ -24,6 +24,7 @@ MindSpore's answers come from tests/fixtures/ms/ (``make fixtures``); a case wit
 run live only with --live (one MindSpore child each, 2-4 s), otherwise it is counted as "no answer".
 
     .venv/bin/python bench/faithfulness.py [--n 500] [--live] [--large] [--no-examples] [--json out.json]
+    .venv/bin/python bench/faithfulness.py --markdown docs/measurements/faithfulness.md   # the docs' page
 """
 import argparse
 import collections
@@ -49,6 +50,10 @@ MINDFORMERS = [("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", []),
                ("mindformers:telechat3/pretrain_telechat3_36b.yaml", []),
                # the legacy ChatGLM2 (use_legacy=True), grouped-query attention; seq 512 keeps MindSpore's child quick
                ("mindformers:glm4/finetune_glm4_9b.yaml", ["seq=512"])]
+
+
+#: (label, stats) of every run_cases section, in order: the rows of --markdown's table
+SECTIONS: list = []
 
 
 def run_cases(cases, live, tmp, classes, label):
@@ -125,7 +130,43 @@ def run_cases(cases, live, tmp, classes, label):
             line.append(f"{t} {a}/{n}")
         for j in range(0, len(line), 6):
             print("     " + ",  ".join(line[j:j + 6]))
+    SECTIONS.append((label, stats))
     return stats, per_type, failures
+
+
+def markdown_page(argv: list[str], classes) -> str:
+    """The figures of this run as the docs' faithfulness page (``--markdown FILE``)."""
+    from importlib.metadata import version
+    import strategist
+    cmd = " ".join(["python bench/faithfulness.py", *argv])
+    out = [f"<!-- written by bench/faithfulness.py; do not edit: re-run `{cmd}` -->", "",
+           "# Faithfulness figures", "",
+           f"Per-operator agreement of strategist {strategist.__version__}'s propagation with MindSpore "
+           f"{version('mindspore')}'s own sharding propagation on the same model, mesh, anchors and dataset strategy. "
+           "MindSpore's answers are the cached ones in `tests/fixtures/ms/` (`make fixtures`; `--live` asks MindSpore "
+           "for the missing ones). What the sets are and how a case is compared: "
+           "[Faithfulness](../design/faithfulness.md).", "",
+           f"Written by `{cmd}`.", "",
+           "| set | cases with MindSpore's answer | operators agreeing | cases agreeing on every operator | "
+           "both reject | other |", "|---|---|---|---|---|---|"]
+    for label, st in SECTIONS:
+        if not st["cases"] and not st["no_answer"]:
+            continue                        # an empty set (--n 0, --training-n 0)
+        ops = f"{st['ops_agree']} / {st['ops']} ({100 * st['ops_agree'] / max(1, st['ops']):.1f} %)" \
+            if st["compared"] else "-"
+        cases = f"{st['all_agree']} / {st['compared']}" if st["compared"] else "-"
+        other = "; ".join(f"{k.replace('_', ' ')} {st[k]}" for k in
+                          ("no_answer", "only_ours", "only_ms", "ms_rejects_we_accept", "we_fail",
+                           "strategist_cannot_state_case") if st[k]) or "-"
+        out.append(f"| {label.replace('|', '/')} | {st['cases']} | {ops} | {cases} | {st['both_reject'] or '-'} | "
+                   f"{other} |")
+    if classes:
+        out += ["", "## Disagreement classes", "", "Root disagreements only (an operator whose producer disagrees "
+                "is not counted again).", "", "| operators | cases | class | example |", "|---|---|---|---|"]
+        for (cls,), items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
+            ex = f"{items[0][0]}: {items[0][1]}".replace("|", "/").replace("\n", " ")
+            out.append(f"| {len(items)} | {len({c for c, _ in items})} | {cls.replace('|', '/')} | {ex[:200]} |")
+    return "\n".join(out) + "\n"
 
 
 def mindformers_section(classes):
@@ -513,7 +554,10 @@ def main(argv=None):
                     help=f"random nets in the training-compile section (default {netgen.N_TRAIN_RANDOM}: the cached ones)")
     ap.add_argument("--no-training", action="store_true", help="skip the training-compile section")
     ap.add_argument("--json", help="write the figures and every disagreement to this file")
+    ap.add_argument("--markdown", metavar="FILE.md",
+                    help="write the figures as a Markdown page (the docs' docs/measurements/faithfulness.md)")
     a = ap.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
 
     meshes = netgen.EXTRA_MESHES if a.extra_meshes else None
 
@@ -588,6 +632,11 @@ def main(argv=None):
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(report, f, indent=1)
+        if a.markdown:
+            shown = [x for i, x in enumerate(argv) if x != "--markdown" and (i == 0 or argv[i - 1] != "--markdown")]
+            with open(a.markdown, "w", encoding="utf-8") as f:
+                f.write(markdown_page(shown + ["--markdown", a.markdown], classes))
+            print(f"wrote {a.markdown}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,14 +1,30 @@
 """``strategist`` command line: a thin shell over the library API.
 
+One grammar for every command: a model, then option groups (model, MindFormers, mesh and hardware,
+anchors and search, source edits, output). Every command takes ``--format table|json|md|html``
+(``--json`` is ``--format json``), ``--out FILE`` and, where it prints tables, ``--max-rows``.
 Every user mistake ends as one line on stderr and exit code 2, never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 
 from .errors import StrategistError
+
+FORMATS = ("table", "json", "md", "html")
+MAX_ROWS = 40           # one default for every command's tables
+DOCS = "docs/reference/cli.md"
+EPILOG = """examples:
+  strategist inspect examples/llama.py:tiny
+  strategist advise examples/llama.py:llama2_70b --kwargs layers=2 batch=8 --mesh dp=8,tp=8 --dataset-strategy full_batch
+  strategist propagate examples/mlp.py:MegatronMLP --mesh dp=2,tp=4 --anchors anchors.yaml --format md --out plan.md
+  strategist verify examples/sharding_techniques.py:DocsFFN --mesh dp=2,tp=4
+
+exit codes: 0 done; 1 verify found a disagreement; 2 bad input or a configuration MindSpore refuses
+(one line on stderr); 130 interrupted. Reference: docs/reference/cli.md"""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -18,112 +34,247 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"strategist: error: {message} (see {self.prog} --help)\n")
 
 
+def _installed(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def version_text() -> str:
+    """strategist's version and the versions of the MindSpore and MindFormers installed beside it
+    (read from the package metadata: nothing is imported)."""
+    from . import __version__
+    return (f"strategist {__version__} (MindSpore {_installed('mindspore')}, MindFormers {_installed('mindformers')}, "
+            f"Python {platform.python_version()})")
+
+
+def _hardware_profiles() -> list[str]:
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules", "hardware")
+    try:
+        return sorted(f[:-5] for f in os.listdir(here) if f.endswith(".yaml"))
+    except OSError:
+        return []
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(
         prog="strategist",
-        description="Sharding-propagation strategy advisor for MindSpore.")
-    sub = p.add_subparsers(dest="command", required=True)
+        description="Sharding-propagation strategy advisor for MindSpore: which few operators to configure "
+                    "with shard(), with what strategies, and what the plan costs.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print strategist's, MindSpore's and MindFormers' versions and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
-    def model_args(sp):
-        sp.add_argument("model", help="path/to/model.py:NAME (a Cell class or a factory function)")
-        sp.add_argument("--input", action="append", metavar="NAME:DTYPE[d0,...]",
-                        help="a construct() input, e.g. ids:int32[2,4096]; repeat per input "
-                             "(default: the model's example_inputs)")
-        sp.add_argument("--kwargs", nargs="*", action="extend", metavar="KEY=VALUE",
-                        help="arguments for the Cell class or factory, e.g. layers=2")
-        # MindFormers configs (MODEL = mindformers:<config.yaml> or a YAML path); passed on as --kwargs
-        sp.add_argument("--layers", type=int, help="MindFormers: number of layers (num_hidden_layers)")
-        sp.add_argument("--seq", type=int, help="MindFormers: sequence length (seq_length)")
-        sp.add_argument("--batch", type=int, help="MindFormers: global batch size of the graph")
-        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="MindFormers: any config key, dotted from the YAML root or a model_config key, "
-                             "e.g. --set hidden_size=256; repeatable")
-        which = sp.add_mutually_exclusive_group()
-        which.add_argument("--train", dest="eval", action="store_false", default=False,
-                           help="propagate as MindSpore compiles the Cell for training (set_train(True), as "
-                                "Model.train or a TrainOneStepCell does: no VirtualOutput, operators created "
-                                "from the inputs forward); the default")
-        which.add_argument("--eval", dest="eval", action="store_true", default=False,
-                           help="propagate as MindSpore compiles the Cell as built, not set to training (an "
-                                "inference compile: a VirtualOutput, operators created from the output back), "
-                                "which can give another plan; MindFormers configs always compile for training")
+    def command(name, help, description=None):
+        return sub.add_parser(name, help=help, description=description or help,
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog=f"Reference: {DOCS}#strategist-{name}")
 
-    sp = sub.add_parser("inspect", help="walk the model's graph: ops by type, parameters, cell tree")
+    def model_args(sp, mindformers_only=False):
+        g = sp.add_argument_group("model")
+        g.add_argument("model", help="path/to/model.py:NAME (a Cell class or a factory function), "
+                                     "mindformers:<config.yaml> or a MindFormers YAML path")
+        if not mindformers_only:
+            g.add_argument("--input", action="append", metavar="NAME:DTYPE[d0,...]",
+                           help="a construct() input, e.g. ids:int32[2,4096]; repeat per input "
+                                "(default: the model's example_inputs)")
+            g.add_argument("--kwargs", action="append", metavar="KEY=VALUE",
+                           help="arguments for the Cell class or factory, e.g. --kwargs layers=2 batch=8; "
+                                "takes KEY=VALUE words only, so the model may follow")
+            which = g.add_mutually_exclusive_group()
+            which.add_argument("--train", dest="eval", action="store_false", default=False,
+                               help="compile the Cell for training (set_train(True)), as a training run does; "
+                                    "the default")
+            which.add_argument("--eval", dest="eval", action="store_true", default=False,
+                               help="compile the Cell as built (an inference compile), which can give another "
+                                    "plan; MindFormers configs always compile for training")
+        else:
+            sp.set_defaults(input=None, kwargs=None, eval=False)
+        g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>)")
+        g.add_argument("--layers", type=int, metavar="N", help="number of layers (num_hidden_layers)")
+        g.add_argument("--seq", type=int, metavar="N", help="sequence length (seq_length)")
+        g.add_argument("--batch", type=int, metavar="N", help="global batch size of the graph "
+                                                  "(default: the config's batch_size times the mesh's dp)")
+        g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="any config key, dotted from the YAML root or a model_config key, "
+                            "e.g. --set hidden_size=256; repeatable")
+
+    def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
+        g = sp.add_argument_group("mesh and hardware")
+        g.add_argument("--mesh", required=True, metavar="AXIS=N,...", help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+        if hardware:
+            profiles = _hardware_profiles()
+            g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
+                           help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)"
+                                                        if profiles else "a name under rules/hardware/")
+                                + " or a YAML path (default atlas-800t-a2)")
+        g.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
+                       help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all "
+                            "devices (data_parallel), not at all (full_batch), or per-input splits "
+                            f"(default {dataset_default})")
+        return g
+
+    def anchors_args(g, what="operators to configure"):
+        g.add_argument("--anchors", "--strategies", dest="strategies", metavar="ANCHORS.yaml",
+                       help=f"{what}: an anchors file (format: docs/reference/file-formats.md)")
+
+    def output_args(sp, max_rows="operator rows in each table"):
+        g = sp.add_argument_group("output")
+        g.add_argument("--format", choices=FORMATS, default=None,
+                       help="report format: table (default), json, md (Markdown) or html")
+        g.add_argument("--json", action="store_true", help="same as --format json")
+        g.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+        if max_rows:
+            g.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
+                           help=f"{max_rows} (default {MAX_ROWS}; 0 = all)")
+        return g
+
+    sp = command("inspect", "walk the model's graph: operators by type, parameters, cell tree")
     model_args(sp)
-    sp.add_argument("--json", action="store_true", help="print the full graph as JSON")
-    sp.add_argument("--depth", type=int, default=3, help="cell tree depth to print (default 3)")
+    g = output_args(sp, max_rows=None)
+    g.add_argument("--depth", type=int, default=3, metavar="N", help="cell tree depth to print (default 3)")
 
     def plan_args(sp, anchors=True):
         model_args(sp)
-        sp.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+        mesh_args(sp)
+        g = sp.add_argument_group("anchors and search")
         if anchors:
-            sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure (see README)")
-            sp.add_argument("--no-model-strategies", action="store_true",
-                            help="ignore the model's own shard() calls")
-        sp.add_argument("--hardware", default="atlas-800t-a2",
-                        help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
-        sp.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
-                        help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all devices "
-                             "(data_parallel, the default; full_batch for MindFormers configs), not at all "
-                             "(full_batch), or per-input splits using every device")
+            anchors_args(g)
+            g.add_argument("--no-model-strategies", action="store_true",
+                           help="ignore the model's own shard() calls (by default they count as anchors)")
+        return g
 
-    sp = sub.add_parser("propagate", help="propagate strategies from the anchors and report the redistribution cost")
-    plan_args(sp)
-    sp.add_argument("--semi-auto", action="store_true",
-                    help="no propagation: the plan MindSpore's semi_auto_parallel runs with these strategies (every other "
-                         "operator takes its batch strategy; an unconfigured Cast passes its input's layout on)")
-    sp.add_argument("--format", default="table", choices=["table", "json", "md"])
-    sp.add_argument("--max-rows", type=int, default=60, help="operator rows in the table (0 = all)")
-    sp = sub.add_parser("advise", help="choose the operators to configure, propagate, and report the cost "
-                                       "(the model's own shard() calls are compared, not used)")
-    plan_args(sp, anchors=False)
-    sp.add_argument("--rules", action="append", metavar="RULES.yaml", help="extra rules merged over rules/default.yaml")
-    sp.add_argument("--boundary", action="append", default=[], metavar="CELL.PATH=tp|dp",
-                    help="declare a parallelism boundary: weight ops under CELL.PATH prefer tp (or dp)")
-    sp.add_argument("--format", default="table", choices=["table", "json", "md"])
-    sp.add_argument("--max-rows", type=int, default=40, help="operator rows in the plan table (0 = all)")
-    sp.add_argument("--diff", action="store_true", help="print the shard() diff of the model's sources (instead of the report)")
-    sp.add_argument("--diff-out", metavar="FILE", help="write that diff to FILE (paths relative to each repository root)")
-    sp.add_argument("--apply", action="store_true", help="write the advice into the model's sources in place (backups kept)")
-    sp.add_argument("--prune", action="store_true", help="also remove the model's shard() calls the advice makes redundant")
-    sp.add_argument("--target", choices=["sharding_propagation", "shard"], default=None,
-                    help="MindFormers classes: the method the strategies go into (default sharding_propagation)")
-    sp.add_argument("--emit-strategy-file", metavar="FILE.json",
-                    help="write the advised plan as MindSpore's operator-strategy file (no source edit)")
-    sp = sub.add_parser("explain", help="why an operator got its strategy: provenance chain and candidates")
-    plan_args(sp)
-    sp.add_argument("--op", required=True, help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
-    sp = sub.add_parser("verify", help="run MindSpore's own sharding propagation (a child process, CPU only is "
-                                       "fine) and compare it with strategist's plan, operator by operator")
+    sp = command("propagate", "propagate strategies from the anchors and report the redistribution cost")
+    g = plan_args(sp)
+    g.add_argument("--semi-auto", action="store_true",
+                   help="no propagation: the plan MindSpore's semi_auto_parallel runs with these strategies "
+                        "(every other operator takes its batch strategy)")
+    output_args(sp)
+
+    sp = command("advise", "choose the operators to configure, propagate, and report the cost",
+                 "choose the operators to configure, propagate, and report the cost (the model's own shard() "
+                 "calls are compared, not used)")
+    g = plan_args(sp, anchors=False)
+    g.add_argument("--rules", action="append", metavar="RULES.yaml",
+                   help="extra advisor rules merged over rules/default.yaml; repeatable")
+    g.add_argument("--boundary", action="append", default=[], metavar="CELL.PATH=tp|dp",
+                   help="declare a parallelism boundary: weight ops under CELL.PATH prefer tp (or dp)")
+    g = sp.add_argument_group("source edits", "write the advice into the model's sources")
+    g.add_argument("--diff", action="store_true",
+                   help="print the shard() diff of the model's sources instead of the report")
+    g.add_argument("--diff-out", metavar="FILE", help="write that diff to FILE (paths relative to each "
+                                                      "repository root); the report is still printed")
+    g.add_argument("--apply", action="store_true",
+                   help="write the advice into the model's sources in place (backups kept)")
+    g.add_argument("--prune", action="store_true",
+                   help="with --diff, --diff-out or --apply: also remove the model's shard() calls the advice "
+                        "makes redundant")
+    g.add_argument("--target", choices=["sharding_propagation", "shard"], default=None,
+                   help="with --diff, --diff-out or --apply, MindFormers classes: the method the strategies go "
+                        "into (default sharding_propagation)")
+    g.add_argument("--emit-strategy-file", metavar="FILE.json",
+                   help="write the advised plan as MindSpore's operator-strategy file (no source edit)")
+    output_args(sp)
+
+    sp = command("explain", "why an operator got its strategy: provenance chain and candidates")
+    g = plan_args(sp)
+    g.add_argument("--op", required=True, metavar="NAME", help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
+    output_args(sp, max_rows=None)
+
+    sp = command("verify", "run MindSpore's own sharding propagation and compare it with strategist's plan",
+                 "run MindSpore's own sharding propagation (a child process, CPU only is fine) and compare it "
+                 "with strategist's plan, operator by operator")
     model_args(sp)
-    sp.add_argument("--mesh", required=True, help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
-    sp.add_argument("--strategies", metavar="ANCHORS.yaml", help="operators to configure, on both sides (see README)")
-    sp.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
-                    help="MindSpore's dataset_strategy, used on both sides (default data_parallel; full_batch for "
-                         "MindFormers configs)")
-    sp.add_argument("--fully-use-devices", action="store_true", help="MindSpore's algo parameter (default off)")
-    sp.add_argument("--elementwise-op-strategy-follow", action="store_true",
-                    help="MindSpore's algo parameter (default off)")
-    sp.add_argument("--semi-auto", action="store_true",
-                    help="compare in semi_auto_parallel instead: strategist's semi_auto plan beside MindSpore compiled so")
-    sp.add_argument("--redistributions", action="store_true",
-                    help="also compare which edges move data: strategist's priced redistributions beside those "
-                         "MindSpore inserts in its parallel graph")
-    sp.add_argument("--communication", action="store_true",
-                    help="also compare every collective of one training step (forward, backward, the weights' "
-                         "gradient mirrors): strategist's priced plan beside MindSpore's graph after autodiff")
-    sp.add_argument("--timeout", type=float, default=900, help="seconds MindSpore may take (default 900)")
-    sp.add_argument("--format", default="table", choices=["table", "json"])
-    sp.add_argument("--max-rows", type=int, default=0, help="operator rows in the table, disagreements first (0 = all)")
-    sp = sub.add_parser("compare", help="MindFormers models: the advice beside the experts' sharding_propagation() "
-                                        "anchors and their full shard() strategies (the reference)")
-    plan_args(sp, anchors=False)
+    g = mesh_args(sp, hardware=False)
+    g.add_argument("--fully-use-devices", action="store_true",
+                   help="MindSpore's fully_use_devices algorithm parameter: only strategies that use every "
+                        "device (default off, as in MindSpore)")
+    g.add_argument("--elementwise-op-strategy-follow", action="store_true",
+                   help="MindSpore's elementwise_op_strategy_follow algorithm parameter, set on MindSpore's "
+                        "side (default off, as in MindSpore)")
+    g = sp.add_argument_group("anchors and search")
+    anchors_args(g, "operators to configure, on both sides")
+    g.add_argument("--semi-auto", action="store_true",
+                   help="compare in semi_auto_parallel instead: strategist's semi_auto plan beside MindSpore "
+                        "compiled so")
+    g.add_argument("--redistributions", action="store_true",
+                   help="also compare which edges move data (strategist's priced redistributions beside those "
+                        "MindSpore inserts)")
+    g.add_argument("--communication", action="store_true",
+                   help="also compare every collective of one training step (forward, backward, gradient "
+                        "mirrors) with MindSpore's graph after autodiff")
+    g.add_argument("--timeout", type=float, default=900, metavar="SECONDS", help="seconds MindSpore may take (default 900)")
+    output_args(sp, max_rows="operator rows in the table, disagreements first")
+
+    sp = command("compare", "MindFormers models: the advice beside the experts' anchors and full strategies",
+                 "MindFormers models: the advice beside the experts' sharding_propagation() anchors and their "
+                 "full shard() strategies (the reference)")
+    model_args(sp, mindformers_only=True)
+    g = mesh_args(sp, dataset_default="full_batch")
     sp.set_defaults(dataset_strategy="full_batch")
-    sp.add_argument("--verify", action="store_true", help="also run MindSpore's own propagation of the experts' "
-                                                          "anchors (a child process)")
-    sp.add_argument("--format", default="table", choices=["table", "json"])
-    sp.add_argument("--max-rows", type=int, default=20, help="disagreement rows per column (0 = all)")
+    g = sp.add_argument_group("checks")
+    g.add_argument("--verify", action="store_true",
+                   help="also run MindSpore's own propagation of the experts' anchors (a child process)")
+    output_args(sp, max_rows="disagreement rows per column")
     return p
+
+
+def _kwargs_words(argv: list[str]) -> list[str]:
+    """``--kwargs a=1 b=2 MODEL`` -> ``--kwargs=a=1 --kwargs=b=2 MODEL``: ``--kwargs`` takes its first word
+    and then only KEY=VALUE words, so it never swallows the model (argparse alone cannot tell them apart)."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return out + argv[i:]
+        if a == "--kwargs" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out.append(f"--kwargs={argv[i + 1]}")
+            i += 2
+            while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
+                out.append(f"--kwargs={argv[i]}")
+                i += 1
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The subcommand's own parser (its errors point at ``strategist COMMAND --help``)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
+def _check(parser: argparse.ArgumentParser, args) -> None:
+    """Option combinations argparse cannot express: each mistake is one line naming the fix (exit 2)."""
+    parser = _command_parser(parser, args.command)
+    if getattr(args, "max_rows", 0) < 0 or getattr(args, "depth", 0) < 0:
+        parser.error(f"--{'max-rows' if getattr(args, 'max_rows', 0) < 0 else 'depth'} must be >= 0 (0 = all)")
+    if not 0 < getattr(args, "timeout", 1) < float("inf"):
+        parser.error(f"--timeout {args.timeout}: give a positive number of seconds")
+    if args.json and args.format not in (None, "json"):
+        parser.error(f"--json is --format json, which contradicts --format {args.format}: give one of them")
+    fmt = "json" if args.json else args.format
+    if fmt == "html":
+        parser.error("--format html: not yet supported; use --format table, json or md")
+    if args.command == "advise":
+        edits = args.diff or args.diff_out or args.apply
+        for flag, given in (("--prune", args.prune), ("--target", args.target)):
+            if given and not edits:
+                parser.error(f"{flag} only changes the source edits: add --diff, --diff-out FILE or --apply")
+        if args.diff and fmt not in (None, "table"):
+            parser.error(f"--diff prints the diff instead of the report, so --format {fmt} has nothing to "
+                         f"format: drop one, or write the diff with --diff-out FILE")
+        paths = [(f, v) for f, v in (("--out", args.out), ("--diff-out", args.diff_out),
+                                     ("--emit-strategy-file", args.emit_strategy_file)) if v]
+        for i, (f1, v1) in enumerate(paths):
+            for f2, v2 in paths[i + 1:]:
+                if os.path.abspath(v1) == os.path.abspath(v2):
+                    parser.error(f"{f1} and {f2} both write {v1}: give them different files")
+    args.format = fmt or "table"
 
 
 def _say(lines) -> None:
@@ -139,6 +290,25 @@ def _fold_model_options(args) -> None:
         args.kwargs = list(args.kwargs or []) + extra
 
 
+def _md_block(text: str) -> str:
+    """A plain-text report as Markdown: one fenced block."""
+    return f"```text\n{text if text.endswith(chr(10)) else text + chr(10)}```\n"
+
+
+def _write(args, text: str) -> None:
+    """The report to stdout, or to ``--out FILE``."""
+    if not args.out:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        raise StrategistError(f"--out {args.out}: cannot write it ({err.strerror or err}): "
+                              f"give a writable file path") from None
+    print(f"strategist: wrote {args.out}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``strategist`` console script: Ctrl-C at any moment exits 130 with
     ``strategist: interrupted``; a closed or full stdout ends quietly, non-zero (strategist.progress)."""
@@ -150,11 +320,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
-    args = parser.parse_args(argv)
-    if getattr(args, "max_rows", 0) < 0 or getattr(args, "depth", 0) < 0:
-        parser.error(f"--{'max-rows' if getattr(args, 'max_rows', 0) < 0 else 'depth'} must be >= 0 (0 = all)")
-    if not 0 < getattr(args, "timeout", 1) < float("inf"):
-        parser.error(f"--timeout {args.timeout}: give a positive number of seconds")
+    args = parser.parse_args(_kwargs_words(list(sys.argv[1:] if argv is None else argv)))
+    _check(parser, args)
     _fold_model_options(args)
     os.environ.setdefault("GLOG_v", "4")  # MindSpore's C++ log: only critical; we report errors ourselves
     try:
@@ -168,8 +335,13 @@ def _main(argv: list[str] | None = None) -> int:
             from .frontend.loader import load_graph
             from .report.render import inspect_text
             graph = load_graph(args.model, args.input, args.kwargs, training=not args.eval)
-            sys.stdout.write(graph.to_json() + "\n" if args.json else inspect_text(graph, args.depth))
+            if args.format == "json":
+                _write(args, graph.to_json() + "\n")
+            else:
+                text = inspect_text(graph, args.depth)
+                _write(args, _md_block(text) if args.format == "md" else text)
         elif args.command == "advise":
+            import io
             import json
             from .api import advise_model
             from .report.render import advice_dict, advice_text
@@ -180,17 +352,18 @@ def _main(argv: list[str] | None = None) -> int:
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs
+            diff = io.StringIO()
             if advise_outputs(advice, diff=args.diff, diff_out=args.diff_out, apply=args.apply, prune=args.prune,
-                              target=args.target, emit_strategy_file=args.emit_strategy_file):
-                pass
+                              target=args.target, emit_strategy_file=args.emit_strategy_file, out=diff):
+                _write(args, diff.getvalue())
             elif args.format == "json":
-                sys.stdout.write(json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
+                _write(args, json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
             else:
-                sys.stdout.write(advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
+                _write(args, advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
         elif args.command in ("propagate", "explain"):
             import json
             from .api import find_op, mindformers_anchors_note, plan_model
-            from .report.render import explain_text, plan_dict, plan_text
+            from .report.render import explain_dict, explain_text, plan_dict, plan_text
             plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
@@ -199,11 +372,16 @@ def _main(argv: list[str] | None = None) -> int:
             note = mindformers_anchors_note(plan)
             said = list(said) + ([note] if note else [])
             if args.command == "explain":
-                sys.stdout.write(explain_text(plan, find_op(plan, args.op)))
+                name = find_op(plan, args.op)
+                if args.format == "json":
+                    _write(args, json.dumps(explain_dict(plan, name), indent=1, sort_keys=True) + "\n")
+                else:
+                    text = explain_text(plan, name)
+                    _write(args, _md_block(text) if args.format == "md" else text)
             elif args.format == "json":
-                sys.stdout.write(json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
+                _write(args, json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
             else:
-                sys.stdout.write(plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
+                _write(args, plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
         elif args.command == "verify":
             from .verify import verify_model
             result = verify_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
@@ -213,7 +391,11 @@ def _main(argv: list[str] | None = None) -> int:
                                   elementwise_op_strategy_follow=args.elementwise_op_strategy_follow,
                                   semi_auto=args.semi_auto, redistributions=args.redistributions,
                                   communication=args.communication, training=not args.eval)
-            sys.stdout.write(result.to_json() + "\n" if args.format == "json" else result.text(args.max_rows))
+            if args.format == "json":
+                _write(args, result.to_json() + "\n")
+            else:
+                text = result.text(args.max_rows)
+                _write(args, _md_block(text) if args.format == "md" else text)
             _say(list(said) + [result.timings()])
             return 0 if result.all_agree else 1
         elif args.command == "compare":
@@ -222,7 +404,11 @@ def _main(argv: list[str] | None = None) -> int:
             cmp = compare_model(args.model, args.mesh, hardware=args.hardware, verify=args.verify,
                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                                 **split_model_options(args.kwargs))
-            sys.stdout.write(cmp.to_json(args.max_rows) + "\n" if args.format == "json" else cmp.text(args.max_rows))
+            if args.format == "json":
+                _write(args, cmp.to_json(args.max_rows) + "\n")
+            else:
+                text = cmp.text(args.max_rows)
+                _write(args, _md_block(text) if args.format == "md" else text)
             said = list(said) + [cmp.timings()]
         _say(said)          # after the work: a refusal stays one line
         return 0

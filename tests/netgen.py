@@ -7,7 +7,7 @@ strategy and, often, random anchors (tuple or ``layout:`` form) that MindSpore a
 Nothing is imported from MindSpore here: the spec is plain text, so it hashes and caches.
 
     spec = generate(7)
-    model, anchors = spec.write("/tmp/net7")      # .../net.py, .../anchors.yaml (or None)
+    model, anchors = spec.write("net7")           # net7/net.py, net7/anchors.yaml (or None)
     # strategist: plan_model(f"{model}:Net", spec.mesh, inputs=spec.inputs, strategies=anchors,
     #                        dataset_strategy=spec.dataset_strategy)
 
@@ -824,7 +824,7 @@ class Case:
     dataset_strategy: str = "data_parallel"
     spec: NetSpec | None = None       # random nets: regenerated from the seed, written on demand
     settings: dict = field(default_factory=dict)    # MindSpore's algo parameters (fully_use_devices, ...)
-    #: the compile compared: the Cell as built (every case recorded before session 25) or, True, after
+    #: the compile compared: the Cell as built (the cases first recorded) or, True, after
     #: set_train(True) on both sides (``--train``: TopoSort creation order, no VirtualOutput)
     training: bool = False
 
@@ -1089,7 +1089,7 @@ MS_UT = [
     # softmax, norm, batch_matmul_ext, embedding, gather, transpose, reshape, slice_ext, split, concat, arithmetic) and
     # spmd/shard/test_layout_repeat_num, as graph nets: the UT's input Layout on the operator (tuple form where
     # MindSpore 2.9 refuses its Layout; ...Lay keeps it) or on an upstream Mul (...Up), an unconfigured Mul after it.
-    # Meshes name the Layouts' axes (the UT's device matrix and aliases). Fixed from them (session 29): MindSpore 2.9
+    # Meshes name the Layouts' axes (the UT's device matrix and aliases). What they pin: MindSpore 2.9
     # takes a SumExt Layout when every reduced dim is split, a MeanExt one when some is (search.LAYOUT_REDUCED_SPLIT;
     # SumExtHybridLay etc. taken, SumExtTupleKeepLay refused); an unconfigured SumExt after a Layout-configured
     # producer follows its layout and throws when a reduced dim is whole there (RepeatNum384, SumExtTupleKeepUp);

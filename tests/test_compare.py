@@ -307,7 +307,7 @@ def test_qwen3_moe_layers_laid_out_alike():
     for i in range(2):
         mul = chosen[f"model.decoder.layers.{i}.self_attention.apply_rotary_pos_emb.mul"]
         assert mul.template == "layer_twin" and mul.anchor.strategy == ((1, 2, 4, 1), (1, 1, 1, 1))
-        # ~10 ms when measured (9.1 after session 13's repricing of mirrors and the embedding): well above noise
+        # ~10 ms when measured (9.1 with mirrors and the embedding priced as MindSpore runs them): well above noise
         saved = float(mul.needed.split("step estimate +")[1].split(" ms")[0])
         assert saved > 5.0
     plan = c["a"].plan
@@ -332,7 +332,7 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence(tmp
     chosen = {ch.op: ch for ch in c.advice.chosen}
     fc1 = "model.decoder.layers.1.mlp.shared_experts.linear_fc1.matmul"
     assert chosen[fc1].template == "matmul_data_parallel_sequence_first"
-    # fc2 and MTP's take the same layout, anchored or propagated (since session 23's multi-input rule the advice
+    # fc2 and MTP's take the same layout, anchored or propagated (with the multi-input rule the advice
     # anchors fc2's pattern too)
     plan = c["a"].plan
     for lin in ("fc1", "fc2"):
@@ -463,7 +463,7 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     assert c.step_ratio() <= 1.0 and c["a"].anchors <= c["b"].anchors
     # the Megatron pass ends where the data-parallel one does (its alternatives take data parallel back for the
     # shared experts' fc2 and keep the MLA up-projections' column): the same step, so the pass with fewer anchors
-    # (6 fewer until session 18, when the loss became the model's own: neither pass anchors any of it now)
+    # (the loss is the model's own: neither pass anchors any of it)
     assert any("give the same step" in n and n.endswith("data parallel (2 fewer anchors)") for n in c["a"].notes)
     # the dense layer's MLP: a data-parallel fc2 (the alternative to Megatron's row) with the SwiGLU between the
     # linears kept where the column fc1 hands it its rows, as the experts lay it (batch by dp, features by tp),
@@ -477,10 +477,10 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
         assert plan.strategy(op) == c["c"].plan.strategy(op) and plan.strategy(op)[0][:3] == (1, 2, 4)
     # every line of the advice pays for itself beside the others: 45 anchors (55 before that check, against the
     # experts' 53 sharding_propagation() anchors without the loss MindFormers configures in every parallel build).
-    # Since the router's patterns are tried back until none comes back (session 19), the decoder's and the MTP's
+    # Since the router's patterns are tried back until none comes back, the decoder's and the MTP's
     # top-k TopkExt (tc_topk) come back beside the aux means, and pay for nothing once the means are back: the
     # every-line check, repeated after each drop, drops them again (one pass in graph order had kept them: 47)
-    # (b) 52 since session 23: MindFormers' MTP Concat is self-defined, the model's own in every column
+    # (b) 52: MindFormers' MTP Concat is self-defined, the model's own in every column
     assert c["a"].anchors == 45 and c["b"].anchors == 52
     for n in ("model.decoder.layers.1.mlp.router.tc_topk", "model.mtp.layers.0.transformer_layer.mlp.router.tc_topk"):
         assert n not in chosen and dropped[n].startswith("does not pay for its line in the final advice")
@@ -493,7 +493,7 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     # the way toward (c): within (c)'s step and (b)'s 52 anchors, 323/356 operators (90.7 %, the advice 310); with
     # (c)'s layout on every region a shard() line reaches (64 anchors, 0.999 of (c)'s step) 344/356 (96.6 %): the
     # rest are functional calls no line reaches (the routers' LogicalNot chain and SumExt) and their neighbours.
-    # (One fewer operator since session 23: the MTP Concat, self-defined, is the model's own and not counted)
+    # (One operator fewer: the MTP Concat, self-defined, is the model's own and not counted)
     a = c["a"]
     assert (a.agreed, a.total) == (310, 356)
     assert a.closest.agreed == 323 and a.closest.anchors <= 52

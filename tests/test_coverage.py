@@ -79,7 +79,7 @@ def test_operator_info_list_and_coverage():
 
 
 # --------------------------------------------------------------------------------------
-# what MindSpore 2.9 accepts (msoracle runs, recorded in /work/notes/coverage.md)
+# what MindSpore 2.9 accepts (one-operator nets compiled by MindSpore, recorded in docs/notes/coverage.md)
 
 
 def ok(op, strategy, n=8):
@@ -303,9 +303,10 @@ def test_stack_broadcast_and_shrink(n):
 
 
 # --------------------------------------------------------------------------------------
-# MindSpore itself (the msoracle reference harness; not part of a user's clone)
+# MindSpore itself, through an external reference harness (not part of this repository): set
+# STRATEGIST_MSORACLE to its run.py to include these checks
 
-MSORACLE = "/work/shared/tools/msoracle/run.py"
+MSORACLE = os.environ.get("STRATEGIST_MSORACLE", "")
 _PROBE = '''
 import numpy as np
 import mindspore as ms
@@ -349,7 +350,8 @@ def _oracle(tmp_path, cls, strategy, *inputs):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.path.exists(MSORACLE), reason="the msoracle reference harness is not here")
+@pytest.mark.skipif(not MSORACLE or not os.path.exists(MSORACLE),
+                    reason="no reference harness: set STRATEGIST_MSORACLE")
 def test_mindspore_agrees_on_embedding_and_muls(tmp_path):
     emb = make("Embedding", [T(8, 4, dtype="int32"), T(32, 16), None, None, 2.0, False], [T(8, 4, 16)],
                params=(1,))

@@ -423,7 +423,7 @@ def test_moe_ffn_layout_kept_when_configuring_nothing():
     anchored advice keeps it there and is faster than configuring nothing (336.5 ms against 352.4 ms; before
     Casts were priced as MindSpore's parallel graph runs them, the anchors' plan was the slower one, 357.3 ms,
     and the floor rule made the advice "configure nothing", Morph layouts and all). Since the loss's x + 0 adds are
-    configured in every plan (session 17), configuring nothing decides the Morphs backward from the logits' add
+    configured in every plan, configuring nothing decides the Morphs backward from the logits' add
     (its pre-Cast), (1, 2, 1): the advice keeps them on MindFormers' layout, 359.4 ms against 481.2 ms."""
     from strategist.advice.advisor import advise
     from strategist.frontend.mindformers import load_mindformers
@@ -523,7 +523,7 @@ def test_deepseek3_mtp_loss_is_not_gathered():
     """Full-size deepseek3 (2 layers: one dense, one MoE, and the MTP layer), dp=2,tp=4: MTP's loss Mul sat
     behind a later seed in MindSpore's waiting list, so no search reached it, and at its default (replicated)
     it gathered the [32768, 129280] vocabulary-parallel logits; the advice anchored it to follow the logits. Since
-    the MTP loss's own x + 0 adds are configured in every plan (MindFormers' parallel build, session 17), their
+    the MTP loss's own x + 0 adds are configured in every plan (MindFormers' parallel build), their
     searches reach it: no anchor is needed, and nothing gathers."""
     from strategist.advice.advisor import advise
     g = _deepseek3_full()

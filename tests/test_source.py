@@ -548,7 +548,7 @@ def test_mindformers_deepseek3_owner_lines(tmp_path):
     # sets Megatron's column split: configured from the MoE layer (the MLP class also serves layer 0's MLP, whose
     # fc1 keeps the class's column split)
     moe = files["mindformers/parallel_core/training_graph/transformer/moe/moe_layer.py"]
-    # (wrapped after ``shard(``: MindFormers' 120-character lines, session 23)
+    # (wrapped after ``shard(``: MindFormers' 120-character lines)
     assert "+            self.shared_experts.linear_fc1.matmul.shard(\n+                ((config.data_parallel_size * " \
            "config.tensor_model_parallel_size, 1), (1, 1)))\n" in moe
     assert ("configured from its owner as the plan has it: model.decoder.layers.1.mlp.shared_experts.linear_fc1."

@@ -5,7 +5,7 @@ Each builder follows the MindSpore ``OperatorInfo`` of the same primitive: which
 split (``CheckStrategy``), which splits must agree (``InferTensorMap``: one factor), which inputs are
 strategy inputs. Python scalars (``x * 0.5`` -> ``Muls``, ``alpha`` of ``AddExt``, axes, flags) are
 never strategy inputs; a 0-d *tensor* input is (strategy ``()``). Behaviour checked against MindSpore
-2.9.0 itself with the msoracle harness is marked "(checked)"; see ``/work/notes/coverage.md``.
+2.9.0 itself (a compile of a one-operator net) is marked "(checked)"; see ``docs/notes/coverage.md``.
 
 The list of primitives MindSpore registers an OperatorInfo for is ``rules/mindspore_operator_infos.yaml``.
 
@@ -15,7 +15,7 @@ Primitives whose OperatorInfo cannot be written exactly as a FactorRule (a strat
 dimension its tensor does not have: Tile's multiples) keep a conservative rule and are
 listed in :data:`INEXACT`; OperatorInfo primitives deliberately without a rule are in :data:`LEFT_OUT`.
 An operator without any rule is what MindSpore calls BatchParallel/StandAlone (:func:`batch_parallel_rule`,
-``/work/notes/coverage.md``).
+``docs/notes/coverage.md``).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
 * ``AllReduce`` / ``ReduceScatter`` (partial sums reduced; the scatter when the target splits a dim
   by that same axis next).
 
-Order (MindSpore 2.9.0's graphs, not its stored source -- see docs/notes/communication.md, session 13): first, in
+Order (MindSpore 2.9.0's graphs, not its stored source -- see docs/notes/communication.md): first, in
 each dim split over several device axes, every axis after the outermost one (or after the prefix the target keeps)
 is gathered in ONE AllGather over their product (adjacent axes: contiguous ranks), whether the target drops those
 axes or wants them elsewhere (then sliced where the all-to-all would have been, in the order of the dims they

@@ -287,6 +287,26 @@ def explain_text(plan, name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def explain_dict(plan, name: str) -> dict:
+    """:func:`explain_text` as JSON: the operator's plan entry, its provenance chain (seed first) and its
+    candidates against the deciding edge, best first."""
+    from ..engine.plan import DATASET
+    op = next(o for o in plan_dict(plan)["ops"] if o["name"] == name)
+    chain = [{"name": n, "type": None, "strategy": None, "how": "seed"} if n == DATASET else
+             {"name": n, "type": plan.choices[n].op.type,
+              "strategy": [list(s) for s in plan.choices[n].strategy] if plan.choices[n].strategy else None,
+              "how": "anchor" if plan.choices[n].provenance.direction == "seed"
+              else plan.choices[n].provenance.direction}
+             for n in plan.chain(name)]
+    ch = plan.choices[name]
+    cands = [{"strategy": [list(x) for x in s.strategy] if s.strategy else None, "edge_communication": key[0],
+              "edge_computation": key[1], "own_forward_communication": key[2],
+              "chosen": ch.sharding is not None and s.inputs == ch.sharding.inputs
+              and s.outputs == ch.sharding.outputs}
+             for s, key in candidate_costs(plan, name)]
+    return {"op": op, "dataset_strategy": str(plan.dataset_strategy), "provenance": chain, "candidates": cands}
+
+
 def candidate_costs(plan, name: str):
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
     best first, against the neighbour that decided it."""
