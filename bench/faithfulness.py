@@ -447,7 +447,7 @@ def _live_plans(cases, stats, **ms_options):
     side refuses counts in ``stats["rejected"]``."""
     from strategist.errors import StrategistError
     from strategist.engine.propagate import propagate
-    from strategist.verify.runner import output_strategies
+    from strategist.verify.msplan import output_strategies
     for case in cases:
         try:
             g, mesh, anchors = _case_graph(case)

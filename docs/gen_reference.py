@@ -163,7 +163,7 @@ def _example(path: str, lines: int | None = None) -> str:
 
 
 def formats_page() -> str:
-    from strategist import schema
+    from strategist.files import schema
     out = [HEADER.format(what="the pydantic schemas in strategist/schema.py"), "# File formats\n",
            "strategist reads three kinds of YAML file. Each is validated against a declared schema: strict types "
            "(`true` is not a split, `\"8\"` is not a number), ranges, finite numbers, no unknown keys (with a "

@@ -103,7 +103,7 @@ def test_operator_reference_names_the_operator_infos():
 
 
 def test_file_formats_come_from_the_schemas():
-    from strategist import schema
+    from strategist.files import schema
     page = _read("docs", "reference", "file-formats.md")
     for model in (schema.AnchorSpec, schema.RulesSpec, schema.HardwareSpec):
         for field in model.model_fields:

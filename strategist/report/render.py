@@ -290,7 +290,7 @@ def explain_text(plan, name: str) -> str:
 def explain_dict(plan, name: str) -> dict:
     """:func:`explain_text` as JSON: the operator's plan entry, its provenance chain (seed first) and its
     candidates against the deciding edge, best first."""
-    from ..engine.plan import DATASET
+    from ..vocab.anchors import DATASET
     op = next(o for o in plan_dict(plan)["ops"] if o["name"] == name)
     chain = [{"name": n, "type": None, "strategy": None, "how": "seed"} if n == DATASET else
              {"name": n, "type": plan.choices[n].op.type,

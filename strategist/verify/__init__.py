@@ -10,6 +10,7 @@ Modules: :mod:`~strategist.verify.stubs` (what a CPU-only machine needs, built i
 :mod:`~strategist.verify.runner` (the parent side), :mod:`~strategist.verify.compare` (the matching).
 """
 from .compare import Comparison, Row, compare
-from .runner import MsOp, MsPlan, mindspore_plan, verify_model
+from .msplan import MsOp, MsPlan
+from .runner import mindspore_plan, verify_model
 
 __all__ = ["Comparison", "MsOp", "MsPlan", "Row", "compare", "mindspore_plan", "verify_model"]
