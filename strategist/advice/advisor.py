@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..errors import PropagationError, StrategyError
 from ..frontend.graph import OpGraph
 from ..engine.mesh import Hardware, Mesh
-from ..engine.ops import shard_anchor
+from ..engine.rules.sharding import shard_anchor
 from ..engine.plan import Anchor, Plan
 from ..engine.propagate import price_plan, propagate
 from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, lazy_copies, no_cyclic_gc

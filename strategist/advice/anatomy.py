@@ -8,7 +8,7 @@ import re
 
 from ..frontend.graph import Op, OpGraph, ShardLayout
 from ..engine.mesh import Mesh
-from ..engine.ops import FactorRule, Sharding
+from ..engine.rules.factor import FactorRule, Sharding
 from ..engine.plan import Anchor
 from ..engine.search import _cached_rule, local_rows_marked
 from .rules import Rules, anchor_of, template_sharding

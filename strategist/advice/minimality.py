@@ -10,7 +10,7 @@ from ..errors import PropagationError, StrategyError
 from ..frontend.graph import OpGraph
 from ..engine.layout import squeeze
 from ..engine.mesh import Mesh
-from ..engine.ops import shard_anchor
+from ..engine.rules.sharding import shard_anchor
 from ..engine.plan import Plan
 from ..engine.search import _cached_rule
 from .choice import Choice

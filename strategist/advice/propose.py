@@ -273,7 +273,7 @@ def _unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) -
     :func:`strategist.engine.search.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
     (batch by dp, heads by tp), a weighted CrossEntropyLoss data parallel; all-ones where the template splits
     nothing. Kept whatever they cost (without them MindSpore's compile fails)."""
-    from ..engine.ops import shard
+    from ..engine.rules.sharding import shard
     from ..engine.search import no_generated_strategy
     out = []
     for op in graph:
@@ -297,7 +297,7 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
     dropped operator takes the kept layout through the parameter's TmpIdentity anyway (random net 37: an
     embedding table that a MatMul reads as its weight; the embedding's data-parallel table and the MatMul's
     column split)."""
-    from ..engine.ops import shard_anchor
+    from ..engine.rules.sharding import shard_anchor
     from ..engine.search import _same, shared_param_users
     from ..errors import StrategyError
     shared = {p for p, us in shared_param_users(graph).items() if len(us) > 1}

@@ -9,7 +9,9 @@ from ..errors import PropagationError, StrategyError
 from ..frontend.graph import Op, OpGraph
 from ..engine.layout import squeeze
 from ..engine.mesh import Mesh
-from ..engine.ops import candidates, reshape_layout, shard_anchor
+from ..engine.rules.candidates import candidates
+from ..engine.rules.reshape import reshape_layout
+from ..engine.rules.sharding import shard_anchor
 from ..engine.plan import Anchor, Plan
 from ..engine.search import _cached_rule, _follow, _same
 from .rules import Rules, anchor_of, template_sharding

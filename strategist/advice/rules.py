@@ -10,7 +10,8 @@ from ..errors import RulesError
 from ..yamlio import compose_file
 from ..frontend.graph import Op, OpGraph, ShardLayout
 from ..engine.mesh import Mesh
-from ..engine.ops import FactorRule, Sharding, _sharding
+from ..engine.rules.factor import FactorRule, Sharding
+from ..engine.rules.sharding import build_sharding
 from ..engine.plan import Anchor
 
 
@@ -93,7 +94,7 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
     splits = {f: math.prod(mesh.shape[a] for a in ax) for f, ax in axis.items()}
     strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
     try:
-        return _sharding(rule, strategy, mesh.shape, splits, axis, 1, None)
+        return build_sharding(rule, strategy, mesh.shape, splits, axis, 1, None)
     except Exception:
         return None
 

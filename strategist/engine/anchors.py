@@ -80,7 +80,7 @@ def parse_anchor(name: str, v, mesh: Mesh, where: str, lines=None, loc: tuple = 
 def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
     from ..errors import StrategyError
-    from .ops import shard, shard_layout
+    from .rules.sharding import shard, shard_layout
     from .search import RESHAPES, _cached_rule
     op = graph.op(anchor.op)
     try:

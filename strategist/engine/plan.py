@@ -9,7 +9,7 @@ from typing import Any
 from ..frontend.graph import Op, OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .ops import Sharding
+from .rules.factor import Sharding
 from .redistribution import Redistribution
 
 #: the dataset's name as a provenance root and an edge source (MindSpore's VirtualDataset)

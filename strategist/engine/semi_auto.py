@@ -29,9 +29,9 @@ from ..errors import StrategyError
 from ..frontend.graph import OpGraph, ShardLayout
 from .layout import Layout
 from .mesh import Hardware, Mesh
-from .ops import shard
+from .rules.sharding import shard
 from .plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
-from .oprules import BINARY, TENSOR_BINARY
+from .rules.elementwise import ARITHMETIC_BASE, SCALAR_EXTRA_INPUTS
 from .propagate import propagate
 
 #: operators MindSpore's semi_auto never gives a batch strategy: Reshape has no strategy at all (its layouts are
@@ -50,8 +50,9 @@ SparseSoftmaxCrossEntropyWithLogits KLDivLoss Betainc GridSampler2D""".split())
 NO_ROWS = frozenset("""ScatterUpdate ScatterNdUpdate ScatterNdAdd ScatterNdSub ScatterNdMul ScatterNdDiv
 ScatterNdMax ScatterNdMin TensorScatterUpdate KVCacheScatterUpdate InplaceAdd InplaceSub InplaceUpdate""".split())
 #: ArithmeticBase and its kin: a row is split when its shape, right-aligned to the widest, has dim 0 != 1
-ARITHMETIC = frozenset(set(BINARY) | set(TENSOR_BINARY) | {"MaskedFill", "Lerp", "AddcmulExt", "AntiQuant",
-                                                           "QuantV2", "Dequant", "Cdist", "BoundingBoxEncode"})
+ARITHMETIC = frozenset(set(ARITHMETIC_BASE) | set(SCALAR_EXTRA_INPUTS) | {"MaskedFill", "Lerp", "AddcmulExt",
+                                                                         "AntiQuant", "QuantV2", "Dequant", "Cdist",
+                                                                         "BoundingBoxEncode"})
 GATHERS = frozenset({"Gather", "GatherV2", "SparseGatherV2", "EmbeddingLookup", "IndexSelect"})
 MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})
 

@@ -353,7 +353,7 @@ def _shard_layout_text(layouts) -> str:
 def _tuple_equivalent(ch, mesh) -> bool:
     """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
     from ..engine.layout import squeeze
-    from ..engine.ops import shard
+    from ..engine.rules.sharding import shard
     try:
         s = shard(ch.op, ch.strategy, mesh.size)
     except Exception:

@@ -1,0 +1,11 @@
+"""Operator sharding rules, one module per operator family, behind an explicit registry.
+
+* :mod:`.factor`: the types, :class:`~.factor.FactorRule` and :class:`~.factor.Sharding`;
+* :mod:`.common`: the builders' helpers and the batch-parallel rule;
+* the families: :mod:`.elementwise`, :mod:`.matmul`, :mod:`.reduce`, :mod:`.softmax_norm`, :mod:`.gather`,
+  :mod:`.attention`, :mod:`.shape`, :mod:`.reshape`, :mod:`.conv_pool`, :mod:`.loss`, :mod:`.scatter_index`,
+  :mod:`.misc`; :mod:`.coverage` lists what is left out and why;
+* :mod:`.registry`: ``RULES`` and :func:`~.registry.rule_for`;
+* using a rule: :mod:`.sharding` (strategy or Layout -> layouts), :mod:`.interleaved`, :mod:`.candidates`
+  (MindSpore's generated strategies), :mod:`.computation` (its computation cost), :mod:`.flops`.
+"""
