@@ -11,8 +11,7 @@ from .factor import FactorRule
 
 #: FlashAttentionScore ``input_layout`` codes (MindSpore's FASInputLayoutMode; 0 and 1 checked on 2.9).
 FA_LAYOUTS = {0: "BSH", 1: "BNSD", 2: "SBH", 3: "BSND", 4: "TND"}
-
-
+#: the query's factors per ``input_layout`` (the key/value's: ``s`` -> ``s2``, ``dq`` -> ``dk``)
 FA_Q_FACTORS = {"BSH": ["b", "s", "n"], "BNSD": ["b", "n", "s", "dq"], "SBH": ["s", "b", "n"],
                 "BSND": ["b", "s", "n", "dq"], "TND": ["t", "n", "dq"]}
 
@@ -117,6 +116,7 @@ def rotary_rule(op: Op) -> FactorRule:
     return make_rule(op, f, ins, outs, slots, unsplittable=[f[-1]])
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (flash_attention_rule, ("FlashAttentionScore",)),
     (rotary_rule, ("RotaryPositionEmbedding", "ApplyRotaryPosEmb")),

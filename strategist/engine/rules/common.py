@@ -19,6 +19,7 @@ Builder = Callable[[Op], FactorRule]
 
 
 def nonconst_tensor_slots(op: Op) -> list[int]:
+    """The tensor inputs that are not constants (a constant tensor is left out, unlike :func:`tensor_slots`)."""
     return [i for i, x in enumerate(op.inputs) if x.kind != "const" and x.spec is not None]
 
 
@@ -29,6 +30,7 @@ def tensor_slots(op: Op) -> list[int]:
 
 
 def shape_of(op: Op, slot: int) -> tuple[int, ...]:
+    """Input ``slot``'s shape (``()`` for a scalar constant)."""
     x = op.inputs[slot]
     if x.spec is not None:
         return tuple(x.spec.shape)
@@ -36,20 +38,24 @@ def shape_of(op: Op, slot: int) -> tuple[int, ...]:
 
 
 def out_shapes(op: Op) -> tuple[tuple[int, ...], ...]:
+    """Every output's shape (``()`` for an output without a spec)."""
     return tuple(tuple(o.shape) if o is not None else () for o in op.outputs)
 
 
 def const_arg(op: Op, slot: int, default=None):
+    """Input ``slot``'s value when it is a constant, else ``default``."""
     if slot < len(op.inputs) and op.inputs[slot].kind == "const":
         return op.inputs[slot].value
     return default
 
 
 def letters(n: int, prefix: str = "d") -> list[str]:
+    """``n`` factor names: ``d0``, ``d1``, ..."""
     return [f"{prefix}{i}" for i in range(n)]
 
 
-def make_rule(op, factors, ins, outs, slots, unsplittable=(), sizes=(), reduce="sum"):
+def make_rule(op, factors, ins, outs, slots, unsplittable=(), sizes=(), reduce="sum") -> FactorRule:
+    """A :class:`FactorRule` over the strategy inputs ``slots`` of ``op``, shapes read from the operator."""
     in_shapes = tuple(shape_of(op, s) for s in slots)
     return FactorRule(tuple(factors), tuple(tuple(t) for t in ins), tuple(tuple(t) for t in outs),
                       tuple(slots), in_shapes, out_shapes(op), frozenset(unsplittable),
@@ -57,6 +63,7 @@ def make_rule(op, factors, ins, outs, slots, unsplittable=(), sizes=(), reduce="
 
 
 def norm_axes(value, rank: int) -> tuple[int, ...]:
+    """Axes given as an int, a tuple or nothing (every axis), non-negative and sorted."""
     if value is None or value == ():
         return tuple(range(rank))
     if isinstance(value, int):
@@ -65,6 +72,7 @@ def norm_axes(value, rank: int) -> tuple[int, ...]:
 
 
 def int_arg(v, default=None):
+    """An int given as an int, a bool or a 1-tuple, else ``default``."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):

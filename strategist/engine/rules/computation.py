@@ -13,9 +13,21 @@ ARITHMETIC_COST = frozenset("""Add AddExt AddN Atan2 BiasAdd Div DivMod Equal Fl
 LessEqual LogicalAnd LogicalOr MaskedFill Maximum Minimum Mul Muls NotEqual Pow RealDiv Select Sub SubExt
 SquaredDifference Where Xdivy""".split())
 
-
+#: operators whose OperatorInfo prices with BatchParallelCost (Conv2DInfo and its subclasses, MaxPool3D, PadV3):
+#: computation is the sum of every input's slice, forward communication nothing
 BATCH_PARALLEL_COST = frozenset({"Conv2D", "Conv2DTranspose", "Conv2DBackpropInput", "Conv3D", "Convolution",
                                  "MaxPool3D", "PadV3"})
+
+#: MatMul-like operators (MatMulCost): the first two inputs' slices, plus the output's when a reduction factor is split
+MATMUL_COST = COMPUTE_TYPES - {"Conv2D", "FlashAttentionScore"}
+#: operators priced by their output's slice (SoftmaxCost, TileCost, BroadcastTo)
+OUTPUT_COST = frozenset({"Softmax", "LogSoftmax", "Tile", "BroadcastTo"})
+#: the reductions besides the ``Reduce*`` primitives (ReduceSumCost / ReduceMeanCost)
+REDUCE_COST = frozenset({"SumExt", "MeanExt"})
+#: GatherCost (IndexSelectInfo is a GatherInfo): 3x the table's slice and 7x the indices' when the output is partial
+GATHER_COST = frozenset({"Gather", "GatherV2", "IndexSelect"})
+#: the normalisations priced as every input's slice
+NORM_COST = frozenset({"LayerNorm", "RmsNorm"})
 
 
 def computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) -> float:
@@ -38,15 +50,15 @@ def _computation_cost(op: Op, rule: FactorRule, s: Sharding, device_num: int) ->
     outs = [nbytes(l, op.outputs[j] if j < len(op.outputs) else None) for j, l in enumerate(s.outputs)]
     t = op.type
     reduced_split = bool(s.partial_axes)
-    if t in COMPUTE_TYPES - {"Conv2D", "FlashAttentionScore"}:
+    if t in MATMUL_COST:
         c = sum(ins[:2]) + (outs[0] if reduced_split and outs else 0)
-    elif t in ("Softmax", "LogSoftmax", "Tile", "BroadcastTo"):
+    elif t in OUTPUT_COST:
         c = outs[0] if outs else 0
-    elif t.startswith("Reduce") or t in ("SumExt", "MeanExt"):
+    elif t.startswith("Reduce") or t in REDUCE_COST:
         c = ins[0] + ((2 if "Mean" in t else 1) * outs[0] if reduced_split and outs else 0)
-    elif t in ("Gather", "GatherV2", "IndexSelect") and len(ins) >= 2:     # GatherCost (IndexSelectInfo too)
+    elif t in GATHER_COST and len(ins) >= 2:
         c = (3 * ins[0] + 7 * ins[1]) if reduced_split else ins[0] + ins[1]
-    elif t in ARITHMETIC_COST or t in ("LayerNorm", "RmsNorm") or rule.batch_parallel or t in BATCH_PARALLEL_COST:
+    elif t in ARITHMETIC_COST or t in NORM_COST or rule.batch_parallel or t in BATCH_PARALLEL_COST:
         # BatchParallelCost (Conv2DInfo and its subclasses too): every input's slice
         c = sum(ins)
     else:

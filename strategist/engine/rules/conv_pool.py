@@ -198,6 +198,7 @@ def roi_rule(op: Op) -> FactorRule:
     return make_rule(op, ["c"], ins, outs, slots)
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (conv2d_rule, ("Conv2D",)),
     (conv2d_transpose_rule, ("Conv2DTranspose", "Conv2DBackpropInput")),

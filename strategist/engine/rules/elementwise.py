@@ -217,4 +217,5 @@ SCALAR_EXTRA_INPUTS = frozenset("""
 AddExt AddcmulExt FmodTensor InplaceAdd InplaceAddExt InplaceCopy InplaceDiv InplaceFloorDivide InplaceMul
 InplaceSub InplaceSubExt InplaceUpdate IsClose Lerp MaskedFill RemainderTensorTensor SubExt""".split())
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = tuple((builder, (name,)) for name, builder in ELEMENTWISE)

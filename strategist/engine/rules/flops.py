@@ -6,7 +6,7 @@ import math
 from ...frontend.graph import Op
 from .factor import FactorRule, Sharding
 
-
+#: the operators :func:`training_flops` counts (the memory-bound rest is left out)
 COMPUTE_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Conv2D", "FlashAttentionScore",
                            "MorphFFN"})
 

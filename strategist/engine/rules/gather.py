@@ -107,7 +107,7 @@ def embedding_rule(op: Op) -> FactorRule:
     """Embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq) (mint):
     strategy (input, weight); out = input.shape + [H]. MindSpore's EmbeddingInfo refuses any split
     of the indices (checked: ``((2, 1), (1, 1))``, ``((8, 1), (1, 1))`` refused). A vocabulary split is a
-    reduction factor (each device looks up its own rows). Measured on 8 devices (msoracle, and the
+    reduction factor (each device looks up its own rows). Measured on 8 devices (MindSpore 2.9.0 itself, and the
     EmbeddingInfo candidates of MindFormers' qwen3 in verify's GLOG_v=1 log): a vocabulary split must use
     every device (GatherInfo::CheckProductValidity, "param_strategy [2, 1] is not supported": ``((1, 1),
     (2, 1))``, ``((1, 1), (2, 2))``, ``((1,), (2, 1))`` refused; ``((1,), (8, 1))``, ``((1,), (2, 4))`` taken),
@@ -153,6 +153,7 @@ def gather_nd_rule(op: Op) -> FactorRule:
     return make_rule(op, fx + fi, [fx, fi + [None]], [fi + fx[k:]], [0, 1], unsplittable=fx[:k])
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (gather_rule, ("Gather", "GatherV2")),
     (index_select_rule, ("IndexSelect",)),

@@ -49,6 +49,7 @@ def l2_loss_rule(op: Op) -> FactorRule:
     return all_reduce_rule(op)
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (softmax_ce_rule, ("SoftmaxCrossEntropyWithLogits",)),
     (sparse_softmax_ce_rule, ("SparseSoftmaxCrossEntropyWithLogits",)),

@@ -123,6 +123,7 @@ def cdist_rule(op: Op) -> FactorRule:
                      unsplittable=["m"])
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (matmul_rule, ("MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt")),
     (quant_matmul_rule, ("QuantBatchMatmul", "WeightQuantBatchMatmul")),

@@ -106,6 +106,7 @@ def boxes_rule(op: Op) -> FactorRule:
     return make_rule(op, factors, ins, outs, slots)
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (no_input_rule, tuple("Range Arange LinSpace LinSpaceExt StandardNormal UniformReal FillV2 GetNext Gamma "
                           "UniformCandidateSampler RandomChoiceWithMask GenerateEodMaskV2 DropoutGenMask".split())),

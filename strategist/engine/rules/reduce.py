@@ -103,6 +103,7 @@ def trace_v2_rule(op: Op) -> FactorRule:
     return axes_unsplit(op, (a1 % rank, a2 % rank), reduce_out=True, keep=False)
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (reduce_rule, ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "SumExt", "MeanExt", "ReduceAll",
                    "ReduceAny")),

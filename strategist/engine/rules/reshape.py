@@ -110,6 +110,7 @@ def _reshape_groups(a: tuple[int, ...], b: tuple[int, ...]):
     return groups
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (reshape_placeholder, ("Reshape",)),
     # Flatten has no OperatorInfo of its own: MindSpore runs it as BatchParallelInfo

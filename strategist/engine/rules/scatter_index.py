@@ -79,6 +79,7 @@ def onehot_rule(op: Op) -> FactorRule:
                                row_shapes=(r.output_shapes[0],) + r.input_shapes[1:])
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (scatter_rule, ("ScatterUpdate", "ScatterAdd", "ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMax",
                     "ScatterMin")),

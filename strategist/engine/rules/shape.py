@@ -177,6 +177,7 @@ def repeat_interleave_rule(op: Op) -> FactorRule:
     return axes_unsplit(op, (int_arg(dim, 0) % len(x),) if dim is not None else tuple(range(len(x))))
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (transpose_rule, ("Transpose",)),
     (expand_dims_rule, ("ExpandDims",)),

@@ -84,6 +84,7 @@ def group_norm_rule(op: Op) -> FactorRule:
     return make_rule(op, f, ins, outs, slots, unsplittable=f[1:])
 
 
+#: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)
 REGISTRATIONS = (
     (softmax_rule, ("Softmax", "LogSoftmax")),
     (softmax_like_rule, ("L2Normalize", "ReverseV2")),
