@@ -9,6 +9,10 @@ from .factor import FactorRule
 from .gather import gather_axis_refused
 from .registry import rule_for
 
+#: operators whose GenerateOpStrategies enumerates two independent copies of input 0's shape and keeps each strategy
+#: once per copy, so that its strategies-with-cost list holds duplicates (``BiasAddInfo::GenerateOpStrategies``)
+TWO_COPIES = frozenset({"BiasAdd"})
+
 
 def candidates(op: Op, device_num: int, rule: FactorRule | None = None,
                fully_use_devices: bool = False) -> list[tuple[tuple[int, ...], ...]]:
@@ -134,7 +138,7 @@ def swc_strategies(op: Op, device_num: int, rule: FactorRule | None = None,
     strategies-with-cost, built from its neighbours' lists."""
     rule = rule or rule_for(op)
     cands = candidates(op, device_num, rule, fully_use_devices)
-    if op.type != "BiasAdd" or rule.batch_parallel or len(rule.strategy_rows) != 2:
+    if op.type not in TWO_COPIES or rule.batch_parallel or len(rule.strategy_rows) != 2:
         return cands
     x = rule.input_shapes[0]
     c = rule.strategy_rows[0].index(rule.strategy_rows[1][0]) if rule.strategy_rows[1] else None

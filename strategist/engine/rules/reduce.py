@@ -8,6 +8,9 @@ from .common import (axes_unsplit, axis_arg, const_arg, int_arg, letters, make_r
                      tensor_slots)
 from .factor import FactorRule
 
+#: how the Reduce* primitives combine the partial results of a split reduced axis (the rest: sum)
+REDUCE_KIND = {"ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
+
 
 def reduce_rule(op: Op) -> FactorRule:
     """Reduce{Sum,Mean,Max,Min,Prod}: reduced dims are reduction factors (partial results)."""
@@ -17,7 +20,7 @@ def reduce_rule(op: Op) -> FactorRule:
     factors = letters(len(shp))
     out = [None if i in axes else f for i, f in enumerate(factors)] if keep else \
         [f for i, f in enumerate(factors) if i not in axes]
-    kind = {"ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}.get(op.type, "sum")
+    kind = REDUCE_KIND.get(op.type, "sum")
     return make_rule(op, factors, [factors], [out], [0], reduce=kind)
 
 

@@ -10,6 +10,8 @@ from .factor import FactorRule
 
 #: MindSpore's ScatterMathOpsInfo (scatter_math_ops_info.cc): these split the input's first dimension too
 SCATTER_MATH = frozenset(("ScatterAdd", "ScatterSub", "ScatterMul", "ScatterDiv"))
+#: how the UnsortedSegment* primitives combine the partial results of split segment ids (the rest: sum)
+SEGMENT_KIND = {"UnsortedSegmentMin": "min", "UnsortedSegmentMax": "max", "UnsortedSegmentProd": "prod"}
 
 
 def scatter_rule(op: Op) -> FactorRule:
@@ -48,7 +50,7 @@ def unsorted_segment_rule(op: Op) -> FactorRule:
     [num_segments] + x's other dims."""
     x, ids = shape_of(op, 0), shape_of(op, 1)
     f = letters(len(x))
-    kind = {"UnsortedSegmentMin": "min", "UnsortedSegmentMax": "max", "UnsortedSegmentProd": "prod"}.get(op.type, "sum")
+    kind = SEGMENT_KIND.get(op.type, "sum")
     return make_rule(op, f, [f, f[:len(ids)]], [[None] + f[len(ids):]], [0, 1], reduce=kind)
 
 
