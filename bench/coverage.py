@@ -59,8 +59,8 @@ MINDFORMERS = [
 
 
 def registry_report() -> tuple[int, int, list[str]]:
-    from strategist.engine import oprules
-    from strategist.engine.ops import RULES
+    from strategist.engine.rules import coverage
+    from strategist.engine.rules.registry import RULES
     import yaml
     with open(INFOS) as f:
         data = yaml.safe_load(f)
@@ -69,8 +69,8 @@ def registry_report() -> tuple[int, int, list[str]]:
     left = [p for p in prims if p not in RULES]
     print(f"MindSpore 2.9 OperatorInfo primitives covered: {len(covered)} / {len(prims)}")
     for p in left:
-        print(f"  left out: {p:28s} {oprules.LEFT_OUT.get(p, 'no rule yet')}")
-    inexact = [p for p in prims if p in oprules.INEXACT]
+        print(f"  left out: {p:28s} {coverage.LEFT_OUT.get(p, 'no rule yet')}")
+    inexact = [p for p in prims if p in coverage.INEXACT]
     if inexact:
         print(f"  narrower than MindSpore ({len(inexact)}): " + ", ".join(inexact))
     return len(covered), len(prims), left
@@ -124,7 +124,7 @@ def _advise_seconds(g) -> float | str:
 
 
 def model_report(target: str, kwargs, inputs, mindformers: bool = False, overrides=None, paths: bool = True) -> dict:
-    from strategist.engine.ops import RULES
+    from strategist.engine.rules.registry import RULES
     from strategist.frontend.celltrace import compare
     try:
         with _Reference(paths).installed() as rec:

@@ -1,6 +1,6 @@
 """Write the reference pages that come from the code: the CLI (from the argparse parser), the input-file
 formats (from the pydantic schemas in ``strategist/schema.py``) and the operator coverage (from the rule
-registry in ``strategist/engine/ops.py`` / ``oprules.py`` and ``rules/mindspore_operator_infos.yaml``).
+registry in ``strategist/engine/rules/`` and ``rules/mindspore_operator_infos.yaml``).
 
     python docs/gen_reference.py           # (re)write docs/reference/{cli,file-formats,operators}.md
     python docs/gen_reference.py --check   # exit 1 naming every page that is not what the code gives
@@ -207,21 +207,16 @@ def formats_page() -> str:
 
 
 def operators_page() -> str:
-    import importlib
     import yaml
-    from strategist.engine import ops
-    try:                                    # the rule families beside ops.py (LEFT_OUT, INEXACT live there)
-        oprules = importlib.import_module("strategist.engine.oprules")
-    except ImportError:
-        oprules = ops
+    from strategist.engine.rules import coverage
+    from strategist.engine.rules.registry import RULES
     with open(os.path.join(ROOT, "rules", "mindspore_operator_infos.yaml"), encoding="utf-8") as f:
         infos = set(yaml.safe_load(f)["primitives"])
-    rules = dict(ops.RULES)
-    left_out = getattr(oprules, "LEFT_OUT", getattr(ops, "LEFT_OUT", {}))
-    inexact = getattr(oprules, "INEXACT", getattr(ops, "INEXACT", {}))
+    rules = dict(RULES)
+    left_out, inexact = coverage.LEFT_OUT, coverage.INEXACT
     names = sorted(set(rules) | infos | set(left_out), key=str.lower)
     covered = sum(1 for n in infos if n in rules)
-    out = [HEADER.format(what="the rule registry (strategist/engine/ops.py, oprules.py) and "
+    out = [HEADER.format(what="the rule registry (strategist/engine/rules/) and "
                               "rules/mindspore_operator_infos.yaml"),
            "# Operator coverage\n",
            f"MindSpore 2.9.0 registers a parallel OperatorInfo for {len(infos)} primitives; strategist has a "

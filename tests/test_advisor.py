@@ -425,7 +425,7 @@ def test_anchor_of_keeps_a_tuple_strategys_own_device_matrix(graph_of):
     (1, 1)) on 8 devices has device matrix (2, 1, 4)) is anchored in tuple form: as a Layout over the mesh's
     (dp, tp) axes its axes were mapped wrong (a tensor map of -1, an IndexError in the search)."""
     from strategist.advice.advisor import anchor_of
-    from strategist.engine.ops import shard
+    from strategist.engine.rules.sharding import shard
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
     mesh = Mesh.parse("dp=2,tp=4")
     fc1 = next(op for op in g if op.type == "MatMul")
@@ -516,7 +516,7 @@ def test_reshape_traced_back_for_the_rotary_chain():
     [B*S] rows split 64 ways is B by the outer axis and S by the inner one (64 contiguous blocks of 64 rows: block k
     is b = k // 8, the k % 8-th eighth of S); a split on S alone has no in-place [B*S] layout."""
     from strategist.vocab.layout import Layout
-    from strategist.engine.ops import reshape_layout
+    from strategist.engine.rules.reshape import reshape_layout
     heads = Layout((8, 512, 4096), (8, 2, 4), ((0,), (), (1, 2)))
     assert reshape_layout(heads, (8, 512, 32, 128)) == Layout((8, 512, 32, 128), (8, 2, 4), ((0,), (), (1, 2), ()))
     seq = Layout((8, 512, 4096), (8, 8), ((0,), (1,), ()))

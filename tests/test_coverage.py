@@ -1,4 +1,4 @@
-"""Registry coverage (issue 10): the MindSpore OperatorInfo list, the rules of strategist/engine/oprules.py
+"""Registry coverage (issue 10): the MindSpore OperatorInfo list, the rules of strategist/engine/rules/
 against what MindSpore 2.9 accepts (facts measured with the msoracle harness, written down here), and
 the numeric families executed on simulated devices: every candidate strategy, each device computing
 on its own shards, the predicted partial sums reduced by the planned collectives, must give every
@@ -11,9 +11,11 @@ import yaml
 
 from strategist.errors import StrategyError
 from strategist.vocab.graph import Input, Op, TensorSpec
-from strategist.engine.ops import RULES, candidates, pre_reduce_layout, rule_for, shard
+from strategist.engine.rules.candidates import candidates
+from strategist.engine.rules.registry import RULES, rule_for
+from strategist.engine.rules.sharding import pre_reduce_layout, shard
 from strategist.engine.redistribution import plan
-from strategist.engine import oprules
+from strategist.engine.rules import coverage
 
 from collectives import run, scatter
 
@@ -75,7 +77,7 @@ def test_operator_info_list_and_coverage():
     assert "Dense" not in prims and "Dense" in data["no_operator_info"] and "Dense" in RULES
     left = [p for p in prims if p not in RULES]
     assert len(prims) - len(left) >= 300
-    assert all(p in oprules.LEFT_OUT for p in left), [p for p in left if p not in oprules.LEFT_OUT]
+    assert all(p in coverage.LEFT_OUT for p in left), [p for p in left if p not in coverage.LEFT_OUT]
 
 
 # --------------------------------------------------------------------------------------

@@ -364,7 +364,7 @@ def test_moe_ffn_morph_is_one_device_local_operator():
     IndexSelect left), whose FLOPs are its two GroupedMatmuls', and the experts' Morph layout (tokens over every
     device of the MoE layout) lands on it. `verify` still builds the inlined body, which MindSpore compiles."""
     from strategist.frontend.mindformers import load_mindformers
-    from strategist.engine.ops import rule_for
+    from strategist.engine.rules.registry import rule_for
     g, _ = _load("qwen3_moe")
     ffn = [op for op in g if op.type == "MorphFFN"]
     assert [op.name for op in ffn] == [f"model.decoder.layers.{i}.mlp.experts.morphed_forward" for i in range(2)]
@@ -992,7 +992,7 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
     computing all the attention). Proposed now as MindFormers' own GQA Layout, which MindSpore takes: tp split in
     two, the query heads over both parts, the key/value heads over the part dividing them."""
     from strategist.advice.advisor import load_rules, propose
-    from strategist.engine.ops import shard_anchor
+    from strategist.engine.rules.sharding import shard_anchor
     from strategist.engine.search import _cached_rule
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)

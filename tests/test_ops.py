@@ -5,8 +5,10 @@ import pytest
 from strategist.errors import StrategyError
 from strategist.vocab.graph import Input, Op, ShardLayout, TensorSpec
 from strategist.vocab.layout import Layout
-from strategist.engine.ops import (candidates, output_partial, partition_num, reshape_layout, rule_for, shard,
-                            shard_layout, strategy_better)
+from strategist.engine.rules.candidates import candidates, partition_num, strategy_better
+from strategist.engine.rules.registry import rule_for
+from strategist.engine.rules.reshape import reshape_layout
+from strategist.engine.rules.sharding import output_partial, shard, shard_layout
 from strategist.engine.redistribution import plan
 
 
@@ -102,7 +104,8 @@ def test_nd_tp_matmul_2d_and_3d_layouts():
     3D, MatMul x [64, 32] (("z", "x"), "y"), w [32, 64] (("y", "z"), "x") over (2, 2, 4) named ("x", "y", "z"): x is
     gathered over x on M, w over z on K, the product is partial over y, scattered onto M in x's place: ((z, y), x),
     MindSpore's map [0, 1, 2]; slice [8, 32]. Strategy (8, 2), (8, 2)."""
-    from strategist.engine.ops import nd_tp_sharding, output_scattered, pre_reduce_layout, training_flops
+    from strategist.engine.rules.flops import training_flops
+    from strategist.engine.rules.sharding import nd_tp_sharding, output_scattered, pre_reduce_layout
     x, w = T(128, 64, 32), Input("param", "w", spec=T(128, 32, 64))
     bmm = op("BatchMatMul", [x, w, False, False], [T(128, 64, 64)], "bmm", enable_nd_tp=True)
     lay = lambda *t: ShardLayout((1, 2, 4), ("b", "x", "y"), t)             # noqa: E731 (axes counted from the right)
@@ -414,7 +417,7 @@ def test_bias_add_swc_list_repeats_strategies_as_mindspore_does():
     """BiasAddInfo::GenerateOpStrategies enumerates two independent copies of x's shape and keeps the
     first: over 16 devices and x [32, 4, 16] MindSpore's INFO log lists 196 strategies, [[1,1,1],[1]] 31
     times, [[1,1,2],[1]] 19 times, ... (random net 10); the distinct candidates are unchanged."""
-    from strategist.engine.ops import swc_strategies
+    from strategist.engine.rules.candidates import swc_strategies
     ba = op("BiasAdd", [T(32, 4, 16), Input("param", "b", spec=T(4))], [T(32, 4, 16)])
     lst = swc_strategies(ba, 16)
     assert len(lst) == 196

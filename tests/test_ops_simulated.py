@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from strategist.vocab.graph import Input, Op, TensorSpec
-from strategist.engine.ops import candidates, pre_reduce_layout, shard
+from strategist.engine.rules.candidates import candidates
+from strategist.engine.rules.sharding import pre_reduce_layout, shard
 from strategist.engine.redistribution import plan
 
 from collectives import run, scatter

@@ -7,7 +7,7 @@ import pytest
 from strategist.errors import PropagationError, StrategyError
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
-from strategist.engine.ops import shard
+from strategist.engine.rules.sharding import shard
 from strategist.engine.propagate import Anchor, creation_order, propagate
 from strategist.engine.plan import CAST_PASS
 from strategist.engine.redistribution import plan as plan_redistribution
@@ -597,7 +597,8 @@ def test_index_select_candidates_are_gathers(graph_of):
     "Successfully generated the ... strategy"), in its order: ((2, 1), (2,)) and ((2, 2), (1,)) fail
     SetCostUnderStrategy (the split axis beside another split on 4 of the 8 devices). deepseek3's
     x[32768, 7168], idx[262144] lists the same 18."""
-    from strategist.engine.ops import candidates, rule_for
+    from strategist.engine.rules.candidates import candidates
+    from strategist.engine.rules.registry import rule_for
     g = graph_of(os.path.join(MODELS, "propagation.py:IndexSelectRows"))
     op = g.op("isel")
     ms = [((1, 1), (1,)), ((1, 1), (2,)), ((1, 1), (4,)), ((1, 1), (8,)), ((1, 2), (1,)), ((1, 2), (2,)),
@@ -631,7 +632,8 @@ def test_a_gather_table_split_on_its_axis_takes_no_other_split_beside_split_ids(
     MindSpore's does. One-dimensional ids (nn.Embedding flattens them) take any table split beside them on every
     device (MindSpore 2.9.0's "Sharding index, dp and mp": the GPT's ((2, 2), (2,)) on 8 taken, ((2, 1), (2,))
     on 8 refused). A table split on its axis with devices to spare takes no other split, configured or generated."""
-    from strategist.engine.ops import candidates, rule_for
+    from strategist.engine.rules.candidates import candidates
+    from strategist.engine.rules.registry import rule_for
     g = graph_of("examples/llama.py:llama2_70b", "layers=2", "batch=8")
     emb = "model.tok_embeddings.gather"
     cands = candidates(g.op(emb), 64, rule_for(g.op(emb)))

@@ -4,7 +4,7 @@ and EmbeddingInfo's refusals. Expected values are MindSpore 2.9.0's own (verify'
 dp=2,tp=4, and msoracle runs on 8 devices), see the docstrings."""
 from strategist.vocab.graph import Input, Op, OpGraph, TensorSpec
 from strategist.frontend.mindformers import fold_reshapes
-from strategist.engine.ops import candidates
+from strategist.engine.rules.candidates import candidates
 from strategist.engine.propagate import DATASET, creation_order
 
 

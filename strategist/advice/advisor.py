@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..errors import PropagationError, StrategyError
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
-from ..engine.ops import shard_anchor
+from ..engine.rules.sharding import shard_anchor
 from ..vocab.anchors import Anchor
 from ..engine.propagate import price_plan, propagate
 from ..engine.search import _same, lazy_copies, no_cyclic_gc

@@ -8,7 +8,7 @@ import re
 
 from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
-from ..engine.ops import FactorRule, Sharding
+from ..engine.rules.factor import FactorRule, Sharding
 from ..vocab.anchors import Anchor
 from ..engine.search import _cached_rule, local_rows_marked
 from .rules import Rules, anchor_of, template_sharding

@@ -10,7 +10,7 @@ from ..errors import PropagationError, StrategyError
 from ..vocab.graph import OpGraph
 from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
-from ..engine.ops import shard_anchor
+from ..engine.rules.sharding import shard_anchor
 from ..engine.plan import Plan
 from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes

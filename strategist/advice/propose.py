@@ -3,7 +3,7 @@
 (:func:`propose`)."""
 from __future__ import annotations
 
-from ..engine.ops import shard_anchor
+from ..engine.rules.sharding import shard_anchor
 from ..engine.search import _cached_rule, _same, shared_param_users
 from ..errors import StrategyError
 from ..vocab.graph import Op, OpGraph

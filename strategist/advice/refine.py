@@ -9,7 +9,9 @@ from ..errors import PropagationError, StrategyError
 from ..vocab.graph import Op, OpGraph
 from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
-from ..engine.ops import candidates, reshape_layout, shard_anchor
+from ..engine.rules.candidates import candidates
+from ..engine.rules.reshape import reshape_layout
+from ..engine.rules.sharding import shard_anchor
 from ..vocab.anchors import Anchor
 from ..engine.plan import Plan
 from ..engine.search import _cached_rule, _follow, _same

@@ -10,7 +10,8 @@ from ..errors import RulesError
 from ..files.yamlio import compose_file
 from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
-from ..engine.ops import FactorRule, Sharding, _sharding
+from ..engine.rules.factor import FactorRule, Sharding
+from ..engine.rules.sharding import build_sharding
 from ..vocab.anchors import Anchor
 from ..engine.search import LAYOUT_REJECTED
 from ..files.schema import did_you_mean, validate_rules
@@ -93,7 +94,7 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
     splits = {f: math.prod(mesh.shape[a] for a in ax) for f, ax in axis.items()}
     strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
     try:
-        return _sharding(rule, strategy, mesh.shape, splits, axis, 1, None)
+        return build_sharding(rule, strategy, mesh.shape, splits, axis, 1, None)
     except Exception:
         return None
 

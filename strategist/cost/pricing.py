@@ -11,8 +11,8 @@ from functools import lru_cache
 from ..errors import StrategyError
 from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.layout import Layout
-from ..engine.ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_scattered, pre_reduce_layout, shard_layout,
-                  training_flops)
+from ..engine.rules.flops import COMPUTE_TYPES, training_flops
+from ..engine.rules.sharding import output_partial, output_scattered, pre_reduce, pre_reduce_layout, shard_layout
 from ..engine.redistribution import Collective, Physical
 from ..vocab.anchors import DATASET
 from ..engine.plan import CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
@@ -485,8 +485,9 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
     and the output's gradient and writes the inputs' gradients), once otherwise. Replicated work is
     charged in full on each device, as its FLOPs are for MatMuls.
 
-    >>> from strategist.frontend.graph import Input, Op, TensorSpec
-    >>> from strategist.engine.ops import rule_for, shard
+    >>> from strategist.vocab.graph import Input, Op, TensorSpec
+    >>> from strategist.engine.rules.registry import rule_for
+    >>> from strategist.engine.rules.sharding import shard
     >>> x = TensorSpec((8, 1024), "float32")
     >>> op = Op("relu", "ReLU", "", "", "relu", "", (Input("input", "x", spec=x),), (x,))
     >>> r = rule_for(op)
@@ -511,4 +512,4 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
 def clear_caches() -> None:
     """Forget cached prices (for cold timings)."""
     _PRICES.clear()
-    _pre_reduce.cache_clear()
+    pre_reduce.cache_clear()

@@ -16,7 +16,7 @@ from ..vocab.anchors import Anchor, Direction, Origin
 from ..vocab.graph import Op, OpGraph
 from ..vocab.layout import Layout
 from ..vocab.mesh import Hardware, Mesh
-from .ops import Sharding
+from .rules.factor import Sharding
 from .redistribution import Redistribution
 
 #: the plan's names for these members (``Anchor.origin``, ``Provenance.direction``)

@@ -21,12 +21,12 @@ operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2
   The first seed's BFS wins every operator it reaches. A configured operator it meets is checked,
   never overwritten, and the search continues through it (the spec leaves this open; continuing
   makes anchoring an operator at the strategy propagation gave it a no-op).
-* **Candidates** are MindSpore's generated strategies (:func:`strategist.engine.ops.candidates`) plus the
+* **Candidates** are MindSpore's generated strategies (:func:`strategist.engine.rules.candidates.candidates`) plus the
   strategy that follows the fixed neighbour's layout exactly (its device matrix, repeated devices
   where the neighbour has them) — our reading of the newer ``AddSwcUnderPrevOpDevMatrix``, which lets a
   data-parallel front propagate with its repeated ``tp`` copies instead of being re-split.
 * **Reshape** has no strategy; it maps layouts through itself without communication where it can
-  (:func:`strategist.engine.ops.reshape_layout`), else the redistribution lands on its input edge.
+  (:func:`strategist.engine.rules.reshape.reshape_layout`), else the redistribution lands on its input edge.
 * **Shared parameters** (one Parameter read by several operators): after the search, users whose
   layout of the parameter differs are re-chosen to match it (``ParamPropagation``); two configured
   users that disagree are an error ("Incorrect strategy configuration ...").
@@ -56,10 +56,14 @@ from ..errors import PropagationError, StrategyError
 from ..vocab.graph import DTYPE_BYTES, Op, OpGraph, lazy_note
 from ..vocab.layout import Layout
 from ..vocab.mesh import Hardware, Mesh
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, candidates, computation_cost, nd_tp,
-                  gather_axis_refused, layout_strategy, output_partial, output_scattered, partition_num,
-                  pre_reduce_layout, reshape_layout, rule_for, shard, shard_anchor, self_defined_sharding, shard_layout,
-                  swc_strategies, interleaved_priced, with_interleaved_axis)
+from .rules.candidates import candidates, partition_num, swc_strategies
+from .rules.computation import BATCH_PARALLEL_COST, computation_cost
+from .rules.factor import FactorRule, Sharding
+from .rules.gather import gather_axis_refused
+from .rules.interleaved import interleaved_priced, with_interleaved_axis
+from .rules.registry import rule_for
+from .rules.reshape import reshape_layout
+from .rules.sharding import build_sharding, layout_strategy, nd_tp, output_partial, output_scattered, pre_reduce_layout, self_defined_sharding, shard, shard_anchor, shard_layout
 from .redistribution import Redistribution, plan, refine_cost
 from .reshape_cost import reshape_swc_logged
 from ..vocab.anchors import DATASET, Anchor
@@ -814,7 +818,7 @@ class _Engine:
 
     def swc_shardings(self, name: str):
         """The operator's strategies-with-cost as MindSpore lists them (duplicates included, see
-        :func:`strategist.engine.ops.swc_strategies`), as shardings; invalid ones skipped."""
+        :func:`strategist.engine.rules.candidates.swc_strategies`), as shardings; invalid ones skipped."""
         op = self.op(name)
         key = (self.key(name), self.n, self.fully_use_devices)
         strats = _SWC_STRATS.get(key)
@@ -1917,7 +1921,7 @@ def _reshape_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, f
     c = reshape_swc_logged(src, dst, type_len)
     if c is not None:
         return c[2], c[0]
-    from .ops import reshape_layout as _rl
+    from .rules.reshape import reshape_layout as _rl
     from .redistribution import ms_elements
     s = float(src.slice_numel)
     for g in _gather_variants(src):
@@ -2036,7 +2040,7 @@ def _follow_all(rule: FactorRule, fixed: dict[int, Layout], side: str, n: int) -
         if any(d % x for d, x in zip(shape, st)):
             return None
     try:
-        return _sharding(rule, strategy, dm, splits, axis, n // math.prod(splits.values() or [1]), None)
+        return build_sharding(rule, strategy, dm, splits, axis, n // math.prod(splits.values() or [1]), None)
     except StrategyError:
         return None
 

@@ -30,10 +30,10 @@ from ..vocab.anchors import Direction
 from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.layout import Layout
 from ..vocab.mesh import Hardware, Mesh
-from .ops import shard
+from .rules.sharding import shard
 from ..vocab.anchors import DATASET, Anchor
 from .plan import Plan, Provenance, model_anchors, parallel_only_anchors
-from .oprules import BINARY, TENSOR_BINARY
+from .rules.elementwise import ARITHMETIC_BASE, SCALAR_EXTRA_INPUTS
 from .propagate import propagate
 
 #: operators MindSpore's semi_auto never gives a batch strategy: Reshape has no strategy at all (its layouts are
@@ -52,7 +52,7 @@ SparseSoftmaxCrossEntropyWithLogits KLDivLoss Betainc GridSampler2D""".split())
 NO_ROWS = frozenset("""ScatterUpdate ScatterNdUpdate ScatterNdAdd ScatterNdSub ScatterNdMul ScatterNdDiv
 ScatterNdMax ScatterNdMin TensorScatterUpdate KVCacheScatterUpdate InplaceAdd InplaceSub InplaceUpdate""".split())
 #: ArithmeticBase and its kin: a row is split when its shape, right-aligned to the widest, has dim 0 != 1
-ARITHMETIC = frozenset(set(BINARY) | set(TENSOR_BINARY) | {"MaskedFill", "Lerp", "AddcmulExt", "AntiQuant",
+ARITHMETIC = frozenset(set(ARITHMETIC_BASE) | set(SCALAR_EXTRA_INPUTS) | {"MaskedFill", "Lerp", "AddcmulExt", "AntiQuant",
                                                            "QuantV2", "Dequant", "Cdist", "BoundingBoxEncode"})
 GATHERS = frozenset({"Gather", "GatherV2", "SparseGatherV2", "EmbeddingLookup", "IndexSelect"})
 MATMULS = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt"})

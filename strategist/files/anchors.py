@@ -23,7 +23,7 @@ from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..vocab.anchors import Anchor
 from .yamlio import compose_file
-from ..engine.ops import shard, shard_layout
+from ..engine.rules.sharding import shard, shard_layout
 from ..engine.search import RESHAPES, _cached_rule
 from ..errors import MeshError, RulesError, StrategyError
 from .schema import SourceLines, did_you_mean, mapping_data, validate_anchor

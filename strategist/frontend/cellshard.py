@@ -236,7 +236,7 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
 
 def _out_strategy(out_strategy) -> tuple | None:
     """A shard's ``out_strategy`` as strategy rows (a Layout's splits, an interleaved axis left out)."""
-    from ..engine.ops import layout_strategy
+    from ..engine.rules.sharding import layout_strategy
     rows = tuple(r if isinstance(r, tuple) else layout_strategy((r,))[0] for r in map(_row, out_strategy or ()))
     return rows or None
 

@@ -11,7 +11,7 @@ the body's place:
 
 * its inputs are what enters the body (tokens ``[N, h]``, routing map and probabilities ``[1, N, k]``, the
   expert weights ``[E, ...]``); its output is what leaves it (``[1, N, h]``);
-* its rule (:func:`strategist.engine.oprules.morph_ffn_rule`) has one token factor ``n`` shared by every activation
+* its rule (:func:`strategist.engine.rules.matmul.morph_ffn_rule`) has one token factor ``n`` shared by every activation
   and the output; the expert weights are whole (MindSpore's GroupedMatmulInfo never splits them either, and
   the Morph's own ep all-to-all is not modelled);
 * its FLOPs are the two GroupedMatmuls' (``strategist_flops``), per token split.

@@ -1205,7 +1205,7 @@ def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
 
 
 def _validate(graph: OpGraph, anchor: Anchor, n: int):
-    from ..engine.ops import shard, shard_layout
+    from ..engine.rules.sharding import shard, shard_layout
     op = graph.op(anchor.op)
     if anchor.layouts is not None:
         shard_layout(op, tuple(anchor.layouts), n, anchor.out_layouts)

@@ -373,7 +373,7 @@ def _shard_layout_text(layouts) -> str:
 def is_tuple_equivalent(ch, mesh) -> bool:
     """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
     from ..vocab.layout import squeeze
-    from ..engine.ops import shard
+    from ..engine.rules.sharding import shard
     try:
         s = shard(ch.op, ch.strategy, mesh.size)
     except Exception:

@@ -87,7 +87,7 @@ def _import_time_guard():
 def compile_specs(names: list[str], specs, device_num: int, how) -> tuple[list, object]:
     """Global input specs -> (per-device compile specs, MindSpore's ``dataset_strategy`` value).
 
-    >>> from strategist.frontend.graph import TensorSpec as T
+    >>> from strategist.vocab.graph import TensorSpec as T
     >>> compile_specs(["x"], [T((256, 64), "float32")], 8, "data_parallel")
     ([TensorSpec(shape=(32, 64), dtype='float32')], 'data_parallel')
     >>> compile_specs(["x"], [T((256, 64), "float32")], 8, {"x": [2, 4]})

@@ -626,7 +626,7 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
             continue
         j = getattr(x, "index", 0) or 0
         lay = plan.choices[x.ref].outputs[j]
-        # the tuple's layout as MindSpore's shard() of an element-wise operator gives it (engine.ops.shard)
+        # the tuple's layout as MindSpore's shard() of an element-wise operator gives it (engine.rules.sharding.shard)
         rep = n // math.prod(sp)
         dm = tuple(sp) + ((rep,) if rep > 1 else ())
         canonical = Layout(lay.shape, dm, tuple((i,) if v > 1 else () for i, v in enumerate(sp)))

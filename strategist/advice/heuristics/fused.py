@@ -3,7 +3,7 @@
 the operators MindSpore generates no strategy for, which must be configured."""
 from __future__ import annotations
 
-from ...engine.ops import shard
+from ...engine.rules.sharding import shard
 from ...engine.search import _cached_rule, no_generated_strategy
 from ...vocab.graph import Op, OpGraph
 from ...vocab.mesh import Mesh
