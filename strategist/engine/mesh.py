@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import yaml
@@ -94,6 +94,8 @@ class Hardware:
     mfu: float = 0.5             # fraction of peak a large MatMul reaches
     memory_bytes: float = 0.0
     hbm_bandwidth: float = 0.0   # device-memory bytes/s a memory-bound kernel sustains (0: not priced)
+    # the step model's figures with their sources (the profile's step_model section: strategist.cost.profile)
+    step_model: tuple = field(default=(), compare=False)
 
     def compute_seconds(self, flops: float) -> float:
         return flops / (self.peak_flops * self.mfu) if self.peak_flops else 0.0
@@ -157,7 +159,8 @@ def load_hardware(name_or_path: str) -> Hardware:
     links = {k: Link(getattr(d, k).bandwidth_GBps * 1e9, getattr(d, k).latency_us / 1e6)
              for k in ("intra_node", "inter_node")}
     return Hardware(d.name or os.path.basename(path), d.devices_per_node, links["intra_node"], links["inter_node"],
-                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9, d.hbm_GBps * d.hbm_efficiency * 1e9)
+                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9, d.hbm_GBps * d.hbm_efficiency * 1e9,
+                    tuple((d.step_model or {}).items()))
 
 
 def mesh_fit_warning(graph, mesh: Mesh) -> str | None:

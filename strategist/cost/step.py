@@ -1,0 +1,281 @@
+"""The step estimate of a priced :class:`~strategist.engine.plan.Plan`: per-operator times
+(:mod:`.optime`) scheduled on one device's streams (:mod:`.schedule`) for every micro-batch, the pipeline's
+1F1B schedule over its stages (:mod:`.pipeline`), the optimizer step, and the memory each stage keeps
+(:mod:`.memory`). :func:`estimate` is memoised per plan; the advisor's trials call it through
+``Plan.totals()``."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .memory import RECOMPUTE, selective_ops, stage_memory
+from .optime import DTYPE_BYTES, comms_of_steps, needs_grad, op_time, redistribution_comms
+from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
+from .profile import step_profile
+from .schedule import Item, added, scaled, simulate, summarize
+
+#: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
+#: twice (the global-norm clip, then the update), two fp32 moments read and written
+OPTIMIZER_BYTES_16 = 2 + 2 + 2 + 2 + 16
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What the run sets beside the plan: pipeline stages (``pp``, MindSpore ``pipeline_stages``), the
+    micro-batches a step's batch is split into (``micro_batches``: the pipeline's, or gradient accumulation
+    without one), ``recompute`` (none | selective | full), ``optimizer_parallel`` (None: as the model's
+    config says), profile figure overrides."""
+
+    pp: int = 1
+    micro_batches: int = 1
+    recompute: str = "none"
+    optimizer_parallel: bool | None = None
+    overrides: tuple = ()
+    offset: tuple = ()
+
+    def check(self) -> "StepOptions":
+        from ..errors import InputSpecError
+        if self.recompute not in RECOMPUTE:
+            raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
+        if not isinstance(self.micro_batches, int) or self.micro_batches < 1:
+            raise InputSpecError(f"bad --micro-batches {self.micro_batches!r}: give a whole number >= 1")
+        if self.pp > 1 and self.micro_batches < self.pp:
+            raise InputSpecError(f"--micro-batches {self.micro_batches} is fewer than pp={self.pp} stages: "
+                                 f"MindSpore needs micro_batch_num >= pipeline_stages; give at least {self.pp}")
+        return self
+
+
+def options_of(plan) -> StepOptions:
+    return getattr(plan.graph, "step_options", None) or StepOptions()
+
+
+_PROFILES: dict = {}
+_COMMS: dict = {}
+
+
+def _profile(hw, overrides: tuple):
+    key = (id(hw), overrides)
+    hit = _PROFILES.get(key)
+    if hit is None or hit[0] is not hw:
+        hit = _PROFILES[key] = (hw, step_profile(hw, {k: v for k, v in overrides}))
+    return hit[1]
+
+
+def _redist(r, dtype, prof, a2a):
+    if r is None:
+        return ()
+    key = (id(r), dtype, id(prof), a2a)
+    hit = _COMMS.get(key)
+    if hit is None or hit[0] is not r:
+        hit = _COMMS[key] = (r, tuple(redistribution_comms(r, dtype, prof, a2a)))
+    return hit[1]
+
+
+def _scale(comms, m: int, prof) -> float:
+    """Seconds of ``comms`` for one micro-batch's share of their bytes."""
+    return sum(prof.collective_seconds(c.kind, c.n, c.nbytes / m, c.intra) for c in comms)
+
+
+def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
+    """The schedule's view of every operator for one micro-batch."""
+    g, m = plan.graph, opts.micro_batches
+    grad = needs_grad(g)
+    a2a = bool(getattr(g, "enable_alltoall", False))
+    edge_of: dict = {}
+    for e in plan.edges:
+        fwd = _redist(e.forward, e.dtype, prof, a2a) if e.fwd_bytes > 0 else ()
+        bwd = _redist(e.backward, e.dtype, prof, a2a) if e.bwd_bytes > 0 and e.backward is not None else ()
+        edge_of[(e.dst, e.in_slot)] = (_scale(fwd, m, prof), _scale(bwd, m, prof))
+    recompute = {op.name for op in g if op.layer} if opts.recompute == "full" else \
+        selective_ops(g) if opts.recompute == "selective" else set()
+    items = []
+    for op in g:
+        ch = plan.choices[op.name]
+        t = op_time(op, ch, plan.flops.get(op.name, 0.0), plan.traffic.get(op.name, 0.0), grad[op.name], prof)
+        deps = []
+        for slot, x in enumerate(op.inputs):
+            if x.kind not in ("op", "input"):
+                continue
+            fc, bc = edge_of.get((op.name, slot), (0.0, 0.0))
+            src = x.ref if x.kind == "op" else None
+            deps.append((src, x.index or 0, fc, bc if src is not None and grad.get(src) else 0.0))
+        it = Item(op.name, op.layer or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps))
+        c = plan.op_costs.get(op.name)
+        if c is not None:
+            ph = comms_of_steps(c.steps, prof)
+            it.own_fwd = _scale(ph.get("forward", ()), m, prof)
+            it.own_bwd = _scale(ph.get("backward", ()), m, prof)
+            it.mirrors, it.prefetch = _mirrors(op, ch, ph.get("grad", ()), zero, prof, g)
+        it.bwd = t.backward / m
+        if op.name in recompute:
+            it.bwd += it.fwd
+            it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
+        items.append(it)
+    return items
+
+
+def _mirrors(op, ch, comms, zero, prof, g):
+    """(gradient reductions, optimizer-parallel AllGather seconds) of an operator's Parameters: with the
+    parallel optimizer a sharded weight's AllReduce becomes a ReduceScatter (half its ring bytes) and its
+    AllGather runs before the forward."""
+    out, pre = [], 0.0
+    params = [(op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
+              if k < len(ch.inputs) and op.inputs[slot].kind == "param"]
+    sharded = False
+    if zero is not None and params:
+        x, lay = params[0]
+        p = g.params.get(x.ref)
+        if p is not None and lay is not None:
+            per = DTYPE_BYTES.get(p.spec.dtype, 4)
+            sharded = zero.ways(max(c.n for c in comms) if comms else 1, lay.slice_shape[0] if lay.slice_shape else 1,
+                                lay.slice_numel * per) > 1
+    for c in comms:
+        if sharded:
+            out.append(((c.group, "ReduceScatter"), "ReduceScatter", c.n, c.intra, c.nbytes / 2))
+            pre += prof.collective_seconds("AllGather", c.n, c.nbytes / 2, c.intra)
+        else:
+            out.append(((c.group, c.kind), c.kind, c.n, c.intra, c.nbytes))
+    return tuple(out), pre
+
+
+_RULES: dict = {}
+
+
+def _slots(op) -> tuple:
+    hit = _RULES.get(id(op))
+    if hit is None or hit[0] is not op:
+        from ..engine.ops import rule_for
+        hit = _RULES[id(op)] = (op, tuple(rule_for(op).slots))
+    return hit[1]
+
+
+def _zero(plan, opts):
+    from ..frontend.graph import OptimizerSharding
+    z = getattr(plan.graph, "optimizer_sharding", None)
+    if opts.optimizer_parallel is False:
+        return None
+    if opts.optimizer_parallel and z is None:
+        return OptimizerSharding()
+    return z
+
+
+def _optimizer_seconds(plan, names, zero, prof, devices) -> float:
+    from .memory import param_slices
+    total = 0.0
+    for name, shape in param_slices(plan, names).items():
+        p = plan.graph.params.get(name)
+        if p is None or not p.requires_grad:
+            continue
+        n = math.prod(shape)
+        w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * DTYPE_BYTES.get(p.spec.dtype, 4)) \
+            if zero is not None and shape else 1
+        total += n / w * OPTIMIZER_BYTES_16
+    return prof.memory_seconds(total)
+
+
+def _boundary_bytes(plan, stage, s: int) -> float:
+    """Bytes one device sends to stage ``s + 1`` per step: the slices of the tensors it reads from ``s``."""
+    g, total, seen = plan.graph, 0.0, set()
+    for op in g:
+        if stage.get(op.name) != s + 1:
+            continue
+        for x in op.inputs:
+            if x.kind == "op" and stage.get(x.ref) == s and (x.ref, x.index) not in seen:
+                seen.add((x.ref, x.index))
+                spec = g.op(x.ref).outputs[x.index or 0]
+                lay = plan.choices[x.ref].outputs[x.index or 0] if plan.choices[x.ref].outputs else None
+                if spec is not None and lay is not None:
+                    total += lay.slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
+    return total
+
+
+@dataclass
+class StepEstimate:
+    schedule: dict
+    per_layer: dict
+    memory: dict
+    throughput: dict
+    options: dict
+    per_stage: list = field(default_factory=list)
+    timeline: object = None
+
+    def to_dict(self) -> dict:
+        return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
+                "throughput": self.throughput, "options": self.options, "per_stage": self.per_stage}
+
+
+def estimate(plan) -> StepEstimate | None:
+    """The step estimate of ``plan`` (None without a hardware profile); memoised on the plan."""
+    hit = getattr(plan, "_step_estimate", None)
+    if hit is not None:
+        return hit
+    if plan.hardware is None:
+        return None
+    opts = options_of(plan).check()
+    prof = _profile(plan.hardware, opts.overrides)
+    zero = _zero(plan, opts)
+    items = build_items(plan, prof, opts, zero)
+    stage = stage_of_ops(plan.graph, opts.pp, opts.offset or None)
+    devices = plan.mesh.size
+    m = opts.micro_batches
+    runs = []
+    for s in range(opts.pp):
+        mine = [it for it in items if stage[it.name] == s]
+        names = {it.name for it in mine}
+        p2p = []
+        for b, ph in ((s - 1, "forward"), (s, "backward")):
+            if 0 <= b < opts.pp - 1:
+                nb = _boundary_bytes(plan, stage, b) / m
+                p2p.append((ph, prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node)), "(pipeline p2p)"))
+        a = simulate(mine, prof, grads=False, extra_exposed=p2p)
+        b = simulate(mine, prof, grads=True, optimizer_s=_optimizer_seconds(plan, names, zero, prof, devices),
+                     extra_exposed=p2p)
+        runs.append((names, a, b))
+    span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m)
+    tails = [b.end - a.end for _n, a, b in runs]
+    step = span + max(tails)
+    worst = max(range(opts.pp), key=lambda s: (runs[s][1].end + tails[s], s))
+    names, a, b = runs[worst]
+    ta, pa = summarize(a)
+    tb, pb = summarize(b)
+    total = added(scaled(ta, m - 1), tb)
+    per = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+    busy = total["step_s"]
+    total["bubble_s"] = max(step - busy, 0.0)
+    total["step_s"] = step
+    for row in per.values():
+        row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
+    mem = stage_memory(plan, names, devices=devices, recompute=opts.recompute, optimizer_parallel=zero is not None,
+                       micro_batches=m, in_flight=in_flight(worst, opts.pp, m) if opts.pp > 1 else 1, profile=prof)
+    per_stage = []
+    for s, (n_s, a_s, b_s) in enumerate(runs):
+        ms = stage_memory(plan, n_s, devices=devices, recompute=opts.recompute, optimizer_parallel=zero is not None,
+                          micro_batches=m, in_flight=in_flight(s, opts.pp, m) if opts.pp > 1 else 1, profile=prof)
+        per_stage.append({"stage": s, "micro_batch_s": a_s.end, "bubble_s": bubbles[s], "memory_total": ms["total"],
+                          "fits": ms["fits"]})
+    est = StepEstimate(total, dict(sorted(per.items())), mem, _throughput(plan, step, devices * opts.pp),
+                       {"pp": opts.pp, "micro_batches": m, "recompute": opts.recompute,
+                        "optimizer_parallel": zero is not None, "stage_reported": worst,
+                        "profile": prof.name, "overrides": dict(opts.overrides)}, per_stage, b)
+    plan._step_estimate = est
+    return est
+
+
+def _throughput(plan, step: float, devices: int) -> dict:
+    """Tokens per second per device, where the model's first input is token ids ``[batch, seq]``."""
+    ins = list(getattr(plan.graph, "inputs", {}).values())
+    if not ins or step <= 0:
+        return {}
+    spec = ins[0]
+    out = {"samples_per_s": spec.shape[0] / step if spec.shape else None, "devices": devices}
+    if len(spec.shape) == 2 and spec.dtype.startswith("int"):
+        tokens = spec.shape[0] * spec.shape[1]
+        out["tokens_per_step"] = tokens
+        out["tokens_per_s_per_device"] = tokens / step / devices
+    return out
+
+
+def step_seconds(plan) -> float | None:
+    est = estimate(plan)
+    return est.schedule["step_s"] if est is not None else None
+
