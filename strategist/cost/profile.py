@@ -182,7 +182,7 @@ def step_profile(hw, overrides: dict | None = None) -> StepProfile:
     return base
 
 
-_SET = re.compile(r"\s*([a-z_0-9]+)(?:\.([A-Za-z]+)\.([0-9]+))?\s*=\s*([0-9.eE+-]+)\s*")
+_SET = re.compile(r"\s*([A-Za-z_0-9]+)(?:\.([A-Za-z]+)\.([0-9]+))?\s*=\s*([0-9.eE+-]+)\s*")
 
 
 def parse_overrides(items) -> dict:

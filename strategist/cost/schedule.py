@@ -35,6 +35,7 @@ class Item:
     recompute_comm: float = 0.0     # forward collectives run again when its forward is recomputed
     prefetch: float = 0.0           # optimizer-parallel AllGather of its weights, before its forward
     mirrors: tuple = ()             # ((group key, kind, n, intra, bytes), ...) gradient reductions
+    op: str = ""                    # the graph operator (a fine-grained copy's is its original's)
 
 
 @dataclass
@@ -121,15 +122,17 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
                 gready[src] = t
         if grads:
             for key, kind, n, intra, nb in it.mirrors:
-                b = buckets.setdefault(key, [0.0, kind, n, intra, it.layer])
+                b = buckets.setdefault(key, [0.0, kind, n, intra, it.layer, 0.0])
                 b[0] += nb
+                b[5] = end
                 if b[0] >= FUSION_BYTES:
                     s = max(tdp, end)
                     tdp = s + prof.collective_seconds(kind, n, b[0], intra)
                     tl.comm.append((s, tdp, b[4]))
                     del buckets[key]
-    for nb, kind, n, intra, layer in buckets.values():
-        s = max(tdp, tc)
+    # the last bucket of each group: launched once its last gradient is computed
+    for nb, kind, n, intra, layer, last in sorted(buckets.values(), key=lambda b: b[5]):
+        s = max(tdp, last)
         tdp = s + prof.collective_seconds(kind, n, nb, intra)
         tl.comm.append((s, tdp, layer))
     end = max(tc, tcomm, tdp if grads else 0.0)

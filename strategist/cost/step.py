@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .memory import RECOMPUTE, selective_ops, stage_memory
 from .optime import DTYPE_BYTES, comms_of_steps, needs_grad, op_time, redistribution_comms
@@ -32,11 +32,14 @@ class StepOptions:
     optimizer_parallel: bool | None = None
     overrides: tuple = ()
     offset: tuple = ()
+    interleave: int = 1
 
     def check(self) -> "StepOptions":
         from ..errors import InputSpecError
         if self.recompute not in RECOMPUTE:
             raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
+        if not isinstance(self.interleave, int) or self.interleave not in (1, 2, 4, 8):
+            raise InputSpecError(f"bad interleave {self.interleave!r}: MindFormers' fine_grain_interleave is 1, 2, 4 or 8")
         if not isinstance(self.micro_batches, int) or self.micro_batches < 1:
             raise InputSpecError(f"bad --micro-batches {self.micro_batches!r}: give a whole number >= 1")
         if self.pp > 1 and self.micro_batches < self.pp:
@@ -99,7 +102,7 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             fc, bc = edge_of.get((op.name, slot), (0.0, 0.0))
             src = x.ref if x.kind == "op" else None
             deps.append((src, x.index or 0, fc, bc if src is not None and grad.get(src) else 0.0))
-        it = Item(op.name, op.layer or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps))
+        it = Item(op.name, op.layer or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps), op=op.name)
         c = plan.op_costs.get(op.name)
         if c is not None:
             ph = comms_of_steps(c.steps, prof)
@@ -111,7 +114,34 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             it.bwd += it.fwd
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
         items.append(it)
-    return items
+    return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+
+
+def interleaved(items: list[Item], k: int) -> list[Item]:
+    """Fine-grained multi-copy (MindSpore's ``interleaved_parallel``, MindFormers' ``fine_grain_interleave``):
+    each layer's operators as ``k`` copies on ``1/k`` of the batch, their operators alternating in graph order,
+    so one copy's collectives run beside another copy's computation."""
+    out, copies = [], {}
+    for it in items:
+        if it.layer == "(outside layers)":
+            deps = []
+            for d in it.deps:
+                if d[0] in copies:
+                    deps.extend((c, d[1], d[2] / k, d[3] / k) for c in copies[d[0]])
+                else:
+                    deps.append(d)
+            out.append(replace(it, deps=tuple(deps)))
+            continue
+        names = []
+        for i in range(k):
+            deps = tuple((copies[d[0]][i] if d[0] in copies else d[0], d[1], d[2] / k, d[3] / k) for d in it.deps)
+            c = replace(it, name=f"{it.name} (copy {i})", fwd=it.fwd / k, bwd=it.bwd / k, deps=deps, own_fwd=it.own_fwd / k,
+                        own_bwd=it.own_bwd / k, recompute_comm=it.recompute_comm / k,
+                        prefetch=it.prefetch if i == 0 else 0.0, mirrors=it.mirrors if i == 0 else ())
+            out.append(c)
+            names.append(c.name)
+        copies[it.name] = names
+    return out
 
 
 def _mirrors(op, ch, comms, zero, prof, g):
@@ -220,8 +250,8 @@ def estimate(plan) -> StepEstimate | None:
     m = opts.micro_batches
     runs = []
     for s in range(opts.pp):
-        mine = [it for it in items if stage[it.name] == s]
-        names = {it.name for it in mine}
+        mine = [it for it in items if stage[it.op] == s]
+        names = {it.op for it in mine}
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
@@ -256,6 +286,7 @@ def estimate(plan) -> StepEstimate | None:
     est = StepEstimate(total, dict(sorted(per.items())), mem, _throughput(plan, step, devices * opts.pp),
                        {"pp": opts.pp, "micro_batches": m, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "stage_reported": worst,
+                        "interleave": opts.interleave,
                         "profile": prof.name, "overrides": dict(opts.overrides)}, per_stage, b)
     plan._step_estimate = est
     return est
