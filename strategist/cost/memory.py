@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import math
 
-from ..engine.ops import rule_for
 from ..frontend.graph import OptimizerSharding
-from .optime import DTYPE_BYTES
+from .optime import DTYPE_BYTES, cached_rule
 
 #: operators whose backward reads none of their inputs (a sum, a view, a cast, a copy)
 NOTHING_SAVED = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Reshape", "Cast", "Transpose", "StridedSlice",
@@ -93,7 +92,7 @@ def param_slices(plan, names: set[str]) -> dict[str, tuple]:
         ch = plan.choices[op.name]
         if ch.sharding is None:
             continue
-        for k, slot in enumerate(rule_for(op).slots):
+        for k, slot in enumerate(cached_rule(op).slots):
             x = op.inputs[slot]
             if x.kind == "param" and x.ref not in seen and k < len(ch.inputs):
                 seen[x.ref] = ch.inputs[k].slice_shape

@@ -50,9 +50,22 @@ def parse_step(label: str, nbytes: float, per_node: int):
     return m.group(1) or "forward", kind, int(m.group(3)), intra, group
 
 
+_STEPS: dict = {}
+
+
 def comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
     """A priced ``steps`` tuple ((label, bytes, seconds), ...) -> {phase: [Comm]} on ``prof``
-    (phase: ``forward``, ``backward`` or ``grad``)."""
+    (phase: ``forward``, ``backward`` or ``grad``); memoised per tuple and profile."""
+    key = (id(steps), id(prof))
+    hit = _STEPS.get(key)
+    if hit is not None and hit[0] is steps and hit[1] is prof:
+        return hit[2]
+    out = _comms_of_steps(steps, prof)
+    _STEPS[key] = (steps, prof, out)
+    return out
+
+
+def _comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
     out: dict[str, list[Comm]] = {}
     for label, nb, _t in steps:
         p = parse_step(label, nb, prof.devices_per_node)
@@ -90,12 +103,35 @@ class OpTime:
     bound: str            # "flops" | "bytes" | "none"
 
 
+_RULES: dict = {}
+_TIMES: dict = {}
+
+
+def cached_rule(op):
+    """``op``'s factor rule, memoised per operator object."""
+    hit = _RULES.get(id(op))
+    if hit is None or hit[0] is not op:
+        hit = _RULES[id(op)] = (op, rule_for(op))
+    return hit[1]
+
+
 def op_time(op, choice, flops: float, traffic: float, grad: bool, prof) -> OpTime:
-    """``op``'s forward and backward compute time under ``choice`` (its plan entry)."""
+    """``op``'s forward and backward compute time under ``choice`` (its plan entry); memoised per operator,
+    sharding and profile."""
     s = choice.sharding
     if s is None:
         return OpTime(0.0, 0.0, "none")
-    rule = rule_for(op)
+    key = (id(op), id(s), flops, traffic, grad, id(prof))
+    hit = _TIMES.get(key)
+    if hit is not None and hit[0] is op and hit[1] is s and hit[2] is prof:
+        return hit[3]
+    t = _op_time(op, s, flops, traffic, grad, prof)
+    _TIMES[key] = (op, s, prof, t)
+    return t
+
+
+def _op_time(op, s, flops: float, traffic: float, grad: bool, prof) -> OpTime:
+    rule = cached_rule(op)
     moved = memory_traffic(op, rule, s, False)
     if op.type in COMPUTE_TYPES and flops:
         fwd_flops = flops / 3.0

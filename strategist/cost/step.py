@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .memory import RECOMPUTE, selective_ops, stage_memory
-from .optime import DTYPE_BYTES, comms_of_steps, needs_grad, op_time, redistribution_comms
+from .optime import DTYPE_BYTES, cached_rule, comms_of_steps, needs_grad, op_time, redistribution_comms
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
 from .schedule import Item, added, scaled, simulate, summarize
@@ -79,17 +79,28 @@ def _scale(comms, m: int, prof) -> float:
     return sum(prof.collective_seconds(c.kind, c.n, c.nbytes / m, c.intra) for c in comms)
 
 
+_GRAPHS: dict = {}
+
+
+def _graph_facts(g) -> tuple[dict, dict]:
+    """(operators a gradient flows through, each operator's layer), per graph."""
+    hit = _GRAPHS.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = _GRAPHS[id(g)] = (g, needs_grad(g), {op.name: op.layer for op in g})
+    return hit[1], hit[2]
+
+
 def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
     """The schedule's view of every operator for one micro-batch."""
     g, m = plan.graph, opts.micro_batches
-    grad = needs_grad(g)
+    grad, layer_of = _graph_facts(g)
     a2a = bool(getattr(g, "enable_alltoall", False))
     edge_of: dict = {}
     for e in plan.edges:
         fwd = _redist(e.forward, e.dtype, prof, a2a) if e.fwd_bytes > 0 else ()
         bwd = _redist(e.backward, e.dtype, prof, a2a) if e.bwd_bytes > 0 and e.backward is not None else ()
         edge_of[(e.dst, e.in_slot)] = (_scale(fwd, m, prof), _scale(bwd, m, prof))
-    recompute = {op.name for op in g if op.layer} if opts.recompute == "full" else \
+    recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
         selective_ops(g) if opts.recompute == "selective" else set()
     items = []
     for op in g:
@@ -102,7 +113,7 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             fc, bc = edge_of.get((op.name, slot), (0.0, 0.0))
             src = x.ref if x.kind == "op" else None
             deps.append((src, x.index or 0, fc, bc if src is not None and grad.get(src) else 0.0))
-        it = Item(op.name, op.layer or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps), op=op.name)
+        it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps), op=op.name)
         c = plan.op_costs.get(op.name)
         if c is not None:
             ph = comms_of_steps(c.steps, prof)
@@ -144,10 +155,24 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
     return out
 
 
+_MIRRORS: dict = {}
+
+
 def _mirrors(op, ch, comms, zero, prof, g):
     """(gradient reductions, optimizer-parallel AllGather seconds) of an operator's Parameters: with the
     parallel optimizer a sharded weight's AllReduce becomes a ReduceScatter (half its ring bytes) and its
-    AllGather runs before the forward."""
+    AllGather runs before the forward. Memoised per operator, sharding, profile and optimizer sharding."""
+    if not comms:
+        return (), 0.0
+    key = (id(op), id(ch.sharding), id(comms), id(prof), zero)
+    hit = _MIRRORS.get(key)
+    if hit is not None and hit[0] is op and hit[1] is ch.sharding and hit[2] is comms:
+        return hit[3]
+    out = _MIRRORS[key] = (op, ch.sharding, comms, _mirrors_of(op, ch, comms, zero, prof, g))
+    return out[3]
+
+
+def _mirrors_of(op, ch, comms, zero, prof, g):
     out, pre = [], 0.0
     params = [(op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
               if k < len(ch.inputs) and op.inputs[slot].kind == "param"]
@@ -168,15 +193,8 @@ def _mirrors(op, ch, comms, zero, prof, g):
     return tuple(out), pre
 
 
-_RULES: dict = {}
-
-
 def _slots(op) -> tuple:
-    hit = _RULES.get(id(op))
-    if hit is None or hit[0] is not op:
-        from ..engine.ops import rule_for
-        hit = _RULES[id(op)] = (op, tuple(rule_for(op).slots))
-    return hit[1]
+    return cached_rule(op).slots
 
 
 def _zero(plan, opts):
@@ -219,15 +237,67 @@ def _boundary_bytes(plan, stage, s: int) -> float:
     return total
 
 
-@dataclass
 class StepEstimate:
-    schedule: dict
-    per_layer: dict
-    memory: dict
-    throughput: dict
-    options: dict
-    per_stage: list = field(default_factory=list)
-    timeline: object = None
+    """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
+    breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
+
+    def __init__(self, plan, prof, opts, zero, runs, span, bubbles, tails):
+        self.plan, self.prof, self.opts, self.zero = plan, prof, opts, zero
+        self.runs, self.bubbles = runs, bubbles
+        self.step_s = span + max(tails)
+        self.worst = max(range(opts.pp), key=lambda s: (runs[s][1].end + tails[s], s))
+        self.timeline = runs[self.worst][2]
+        self.throughput = _throughput(plan, self.step_s, plan.mesh.size * opts.pp)
+        self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
+                        "optimizer_parallel": zero is not None, "interleave": opts.interleave,
+                        "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
+        self._breakdown = None
+        self._memory = None
+
+    def _summaries(self):
+        if self._breakdown is None:
+            m = self.opts.micro_batches
+            _names, a, b = self.runs[self.worst]
+            ta, pa = summarize(a)
+            tb, pb = summarize(b)
+            total = added(scaled(ta, m - 1), tb)
+            per = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+            total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
+            total["step_s"] = self.step_s
+            for row in per.values():
+                row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
+            self._breakdown = (total, dict(sorted(per.items())))
+        return self._breakdown
+
+    @property
+    def schedule(self) -> dict:
+        return self._summaries()[0]
+
+    @property
+    def per_layer(self) -> dict:
+        return self._summaries()[1]
+
+    def _stage_memory(self, s: int) -> dict:
+        o = self.opts
+        return stage_memory(self.plan, self.runs[s][0], devices=self.plan.mesh.size, recompute=o.recompute,
+                            optimizer_parallel=self.zero is not None, micro_batches=o.micro_batches,
+                            in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof)
+
+    @property
+    def memory(self) -> dict:
+        """The memory of the stage reported (the one that bounds the step)."""
+        if self._memory is None:
+            self._memory = self._stage_memory(self.worst)
+        return self._memory
+
+    @property
+    def per_stage(self) -> list:
+        out = []
+        for s, (_n, a, _b) in enumerate(self.runs):
+            ms = self.memory if s == self.worst else self._stage_memory(s)
+            out.append({"stage": s, "micro_batch_s": a.end, "bubble_s": self.bubbles[s],
+                        "memory_total": ms["total"], "fits": ms["fits"]})
+        return out
 
     def to_dict(self) -> dict:
         return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
@@ -250,7 +320,7 @@ def estimate(plan) -> StepEstimate | None:
     m = opts.micro_batches
     runs = []
     for s in range(opts.pp):
-        mine = [it for it in items if stage[it.op] == s]
+        mine = [it for it in items if stage[it.op] == s] if opts.pp > 1 else items
         names = {it.op for it in mine}
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
@@ -262,32 +332,7 @@ def estimate(plan) -> StepEstimate | None:
                      extra_exposed=p2p)
         runs.append((names, a, b))
     span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m)
-    tails = [b.end - a.end for _n, a, b in runs]
-    step = span + max(tails)
-    worst = max(range(opts.pp), key=lambda s: (runs[s][1].end + tails[s], s))
-    names, a, b = runs[worst]
-    ta, pa = summarize(a)
-    tb, pb = summarize(b)
-    total = added(scaled(ta, m - 1), tb)
-    per = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
-    busy = total["step_s"]
-    total["bubble_s"] = max(step - busy, 0.0)
-    total["step_s"] = step
-    for row in per.values():
-        row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
-    mem = stage_memory(plan, names, devices=devices, recompute=opts.recompute, optimizer_parallel=zero is not None,
-                       micro_batches=m, in_flight=in_flight(worst, opts.pp, m) if opts.pp > 1 else 1, profile=prof)
-    per_stage = []
-    for s, (n_s, a_s, b_s) in enumerate(runs):
-        ms = stage_memory(plan, n_s, devices=devices, recompute=opts.recompute, optimizer_parallel=zero is not None,
-                          micro_batches=m, in_flight=in_flight(s, opts.pp, m) if opts.pp > 1 else 1, profile=prof)
-        per_stage.append({"stage": s, "micro_batch_s": a_s.end, "bubble_s": bubbles[s], "memory_total": ms["total"],
-                          "fits": ms["fits"]})
-    est = StepEstimate(total, dict(sorted(per.items())), mem, _throughput(plan, step, devices * opts.pp),
-                       {"pp": opts.pp, "micro_batches": m, "recompute": opts.recompute,
-                        "optimizer_parallel": zero is not None, "stage_reported": worst,
-                        "interleave": opts.interleave,
-                        "profile": prof.name, "overrides": dict(opts.overrides)}, per_stage, b)
+    est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
     plan._step_estimate = est
     return est
 
@@ -308,5 +353,5 @@ def _throughput(plan, step: float, devices: int) -> dict:
 
 def step_seconds(plan) -> float | None:
     est = estimate(plan)
-    return est.schedule["step_s"] if est is not None else None
+    return est.step_s if est is not None else None
 
