@@ -41,7 +41,7 @@ class Item:
 @dataclass
 class Timeline:
     compute: list = field(default_factory=list)     # (start, end, layer), in order
-    comm: list = field(default_factory=list)        # (start, end, layer), any stream
+    comm: list = field(default_factory=list)        # (start, end, layer, operator, what), any stream
     end: float = 0.0
     forward_end: float = 0.0
 
@@ -55,7 +55,7 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
     ready: dict = {}
     for ph, secs, layer in extra_exposed:
         if ph == "forward" and secs:
-            tl.comm.append((tc, tc + secs, layer))
+            tl.comm.append((tc, tc + secs, layer, "", "p2p"))
             tc = tcomm = tc + secs
     for it in items:
         start = tc
@@ -64,13 +64,13 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
             if fc:
                 s = max(tcomm, t)
                 tcomm = s + fc
-                tl.comm.append((s, tcomm, it.layer))
+                tl.comm.append((s, tcomm, it.layer, it.op, "input"))
                 t = tcomm
             start = max(start, t)
         if it.prefetch and grads:
             s = tpre
             tpre = s + it.prefetch
-            tl.comm.append((s, tpre, it.layer))
+            tl.comm.append((s, tpre, it.layer, it.op, "prefetch"))
             start = max(start, tpre)
         end = start + it.fwd
         if it.fwd:
@@ -80,14 +80,14 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
         if it.own_fwd:
             s = max(tcomm, end)
             tcomm = s + it.own_fwd
-            tl.comm.append((s, tcomm, it.layer))
+            tl.comm.append((s, tcomm, it.layer, it.op, "output"))
             out = tcomm
         ready[it.name] = out
     tl.forward_end = tc
     for ph, secs, layer in extra_exposed:
         if ph == "backward" and secs:
             tc = max(tc, tcomm)
-            tl.comm.append((tc, tc + secs, layer))
+            tl.comm.append((tc, tc + secs, layer, "", "p2p"))
             tc = tcomm = tc + secs
     gready: dict = {}
     buckets: dict = {}          # group key -> [bytes, kind, n, intra, layer]
@@ -99,11 +99,11 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
         if it.recompute_comm:
             s = max(tcomm, start)
             tcomm = s + it.recompute_comm
-            tl.comm.append((s, tcomm, it.layer))
+            tl.comm.append((s, tcomm, it.layer, it.op, "recompute"))
         if it.own_bwd:
             s = max(tcomm, start)
             tcomm = s + it.own_bwd
-            tl.comm.append((s, tcomm, it.layer))
+            tl.comm.append((s, tcomm, it.layer, it.op, "output gradient"))
             start = tcomm
         end = start + it.bwd
         if it.bwd:
@@ -116,7 +116,7 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
             if bc:
                 s = max(tcomm, end)
                 tcomm = s + bc
-                tl.comm.append((s, tcomm, it.layer))
+                tl.comm.append((s, tcomm, it.layer, it.op, "input gradient"))
                 t = tcomm
             if t > gready.get(src, 0.0):
                 gready[src] = t
@@ -128,13 +128,13 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
                 if b[0] >= FUSION_BYTES:
                     s = max(tdp, end)
                     tdp = s + prof.collective_seconds(kind, n, b[0], intra)
-                    tl.comm.append((s, tdp, b[4]))
+                    tl.comm.append((s, tdp, b[4], "", "gradient"))
                     del buckets[key]
     # the last bucket of each group: launched once its last gradient is computed
     for nb, kind, n, intra, layer, last in sorted(buckets.values(), key=lambda b: b[5]):
         s = max(tdp, last)
         tdp = s + prof.collective_seconds(kind, n, nb, intra)
-        tl.comm.append((s, tdp, layer))
+        tl.comm.append((s, tdp, layer, "", "gradient"))
     end = max(tc, tcomm, tdp if grads else 0.0)
     if grads and optimizer_s:
         tl.compute.append((end, end + optimizer_s, "(optimizer)"))
@@ -153,7 +153,7 @@ def summarize(tl: Timeline) -> tuple[dict, dict]:
         if e > s:
             ev.append((s, 1, 0, layer))
             ev.append((e, -1, 0, layer))
-    for s, e, layer in tl.comm:
+    for s, e, layer, *_what in tl.comm:
         if e > s:
             ev.append((s, 1, 1, layer))
             ev.append((e, -1, 1, layer))
@@ -202,6 +202,24 @@ def summarize(tl: Timeline) -> tuple[dict, dict]:
         for k in KEYS:
             total[k] += row[k]
     return total, per
+
+
+def exposed(tl: Timeline) -> list[tuple]:
+    """Each collective's time with no computation beside it: ((operator, what, layer, exposed seconds,
+    seconds), ...), in start order."""
+    comp = sorted((s, e) for s, e, _l in tl.compute if e > s)
+    out, k = [], 0
+    for s, e, layer, name, what in sorted(tl.comm, key=lambda c: c[0]):
+        if e <= s:
+            continue
+        while k < len(comp) and comp[k][1] <= s:
+            k += 1
+        covered, j = 0.0, k
+        while j < len(comp) and comp[j][0] < e:
+            covered += max(0.0, min(e, comp[j][1]) - max(s, comp[j][0]))
+            j += 1
+        out.append((name, what, layer, (e - s) - covered, e - s))
+    return out
 
 
 def scaled(a: dict, k: float) -> dict:
