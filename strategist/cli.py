@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                             help="ignore the model's own shard() calls")
         sp.add_argument("--hardware", default="atlas-800t-a2",
                         help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
+        step_model_args(sp)
         sp.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
                         help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all devices "
                              "(data_parallel, the default; full_batch for MindFormers configs), not at all "
@@ -126,6 +127,45 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# -- the step model's options: pipeline stages (pp= in --mesh), micro-batches, recompute, parallel optimizer ------
+
+
+def step_model_args(sp) -> None:
+    g = sp.add_argument_group("step model (a pp=N axis in --mesh: pipeline stages, MindSpore pipeline_stages)")
+    g.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                   help="micro-batches a step's batch is split into: the pipeline's (micro_batch_num), or gradient "
+                        "accumulation without pp (default 1)")
+    g.add_argument("--recompute", default="none", metavar="none|selective|full",
+                   help="recomputation: none, selective (MindFormers' select_recompute: the MLP activation and its "
+                        "product) or full (every layer)")
+    g.add_argument("--optimizer-parallel", action="store_true", default=None,
+                   help="MindSpore's enable_parallel_optimizer: weights and optimizer states sharded over their "
+                        "replicas (default: as the model's config says)")
+    g.add_argument("--interleave", type=int, default=1, metavar="K",
+                   help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): 1, 2, 4, 8")
+    g.add_argument("--step-set", action="append", default=[], metavar="FIGURE=VALUE",
+                   help="override a hardware figure of the step model, e.g. matmul_tflops=300, "
+                        "intra_bus_GBps.AllReduce.8=80")
+    g.add_argument("--choose-by-schedule", action="store_true",
+                   help="the advisor's choices by the scheduled step rather than the serial sum")
+
+
+def step_model_options(args):
+    """(the mesh without its pp axis, :class:`~strategist.cost.step.StepOptions`) of the parsed arguments."""
+    from .cost.profile import parse_overrides
+    from .cost.step import StepOptions
+    from .engine.mesh import Mesh
+    mesh = Mesh.parse(args.mesh)
+    pp = mesh.get("pp")
+    rest = ",".join(f"{n}={v}" for n, v in mesh.axes if n != "pp") or "dp=1"
+    over = parse_overrides(args.step_set)
+    opts = StepOptions(pp=pp, micro_batches=args.micro_batches, recompute=args.recompute,
+                       optimizer_parallel=args.optimizer_parallel, interleave=args.interleave,
+                       overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
+                       choose_by_schedule=args.choose_by_schedule)
+    return rest, opts.check()
+
+
 def _say(lines) -> None:
     for line in lines:
         print(f"strategist: {line}", file=sys.stderr)
@@ -173,10 +213,11 @@ def _main(argv: list[str] | None = None) -> int:
             import json
             from .api import advise_model
             from .report.render import advice_dict, advice_text
-            advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
+            mesh, step = step_model_options(args)
+            advice = advise_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                                  training=not args.eval)
+                                  training=not args.eval, step=step)
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs
@@ -191,11 +232,12 @@ def _main(argv: list[str] | None = None) -> int:
             import json
             from .api import find_op, mindformers_anchors_note, plan_model
             from .report.render import explain_text, plan_dict, plan_text
-            plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
+            mesh, step = step_model_options(args)
+            plan = plan_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval)
+                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval, step=step)
             note = mindformers_anchors_note(plan)
             said = list(said) + ([note] if note else [])
             if args.command == "explain":

@@ -147,3 +147,20 @@ def _for(plan, est, op, what: str, exp: float, secs: float, groups: set) -> list
     if not out:
         row("(none)", False, f"no MindSpore overlap feature for a {what} collective of {op.type}", 0.0, "")
     return out
+
+
+def coc_saving(plan, est, chunks: int = CHUNKS) -> float:
+    """Seconds a chunked CoC pipeline (MindSpeed's fused MatMul + collective, ``chunks`` pieces) would save
+    over the step: every exposed collective of a MatMul's output (its partial sums' AllReduce, forward) and
+    of its transpose (backward), each hidden behind its MatMul's own ``(chunks - 1) / chunks``."""
+    m = est.opts.micro_batches
+    total = 0.0
+    for name, what, _layer, exp, _secs in exposed(est.timeline):
+        if exp <= 0 or what not in ("output", "output gradient") or name not in plan.choices:
+            continue
+        if plan.graph.op(name).type not in MATMULS:
+            continue
+        fwd, bwd = _mm_seconds(est, name)
+        mm = fwd if what == "output" else bwd / 2        # the backward's input-gradient MatMul
+        total += min(exp * m, mm) * (chunks - 1) / chunks
+    return total

@@ -33,6 +33,9 @@ class StepOptions:
     overrides: tuple = ()
     offset: tuple = ()
     interleave: int = 1
+    #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
+    #: than the serial sum (Plan.totals()' step_seconds)
+    choose_by_schedule: bool = False
 
     def check(self) -> "StepOptions":
         from ..errors import InputSpecError
@@ -354,4 +357,10 @@ def _throughput(plan, step: float, devices: int) -> dict:
 def step_seconds(plan) -> float | None:
     est = estimate(plan)
     return est.step_s if est is not None else None
+
+
+def chosen_step_seconds(plan) -> float | None:
+    """``Plan.totals()``' step_seconds: the scheduled step where the options ask the advisor to choose by it
+    (``choose_by_schedule``), else None (the serial sum)."""
+    return step_seconds(plan) if options_of(plan).choose_by_schedule else None
 

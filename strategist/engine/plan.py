@@ -151,8 +151,8 @@ class Plan:
     priced: bool = True
     dataset_strategy: Any = "data_parallel"
     traffic: dict[str, float] = field(default_factory=dict)  # memory-bound operators' device-memory bytes per step
-    #: plan -> the step's seconds as scheduled (strategist.cost.step), or None: totals()' step_seconds; without
-    #: it the step is the serial sum
+    #: plan -> the step's seconds as scheduled (strategist.cost.step) where the advisor is to choose by it, or
+    #: None: totals()' step_seconds; otherwise the step is the serial sum
     step_model: Any = None
 
     def strategy(self, name: str) -> tuple | None:
