@@ -61,9 +61,14 @@ def test_one_f_one_b_bubble_is_three_elevenths_for_four_stages_and_eight_micro_b
 
 def _mlp_plan(graph_of, mesh, fc1, fc2, opts=None):
     g = graph_of("examples/mlp.py:MegatronMLP")
-    g.step_options = opts
     anchors = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", fc1), "linear_fc2.matmul": Anchor("linear_fc2.matmul", fc2)}
-    return propagate(g, Mesh.parse(mesh), anchors, hardware=load_hardware("atlas-800t-a2"))
+    try:
+        g.step_options = opts
+        plan = propagate(g, Mesh.parse(mesh), anchors, hardware=load_hardware("atlas-800t-a2"))
+        estimate(plan)          # memoised on the plan with the options it was priced under
+        return plan
+    finally:
+        g.step_options = None
 
 
 def test_megatron_mlp_at_tp4_exposes_the_row_parallel_allreduce(graph_of):
@@ -112,20 +117,22 @@ def test_recompute_and_pipeline_options_change_time_and_memory(graph_of):
     hw = load_hardware("atlas-800t-a2")
     mesh = Mesh.parse("dp=2")
     base = {}
-    for r in ("none", "selective", "full"):
-        g.step_options = StepOptions(recompute=r)
-        base[r] = estimate(propagate(g, mesh, {}, hardware=hw))
-    assert base["none"].memory["activations"] > base["selective"].memory["activations"] > \
-        base["full"].memory["activations"]
-    assert base["none"].schedule["computing_s"] < base["selective"].schedule["computing_s"] < \
-        base["full"].schedule["computing_s"]
-    g.step_options = StepOptions(pp=2, micro_batches=2)
-    est = estimate(propagate(g, mesh, {}, hardware=hw))
-    assert est.schedule["bubble_s"] > 0 and len(est.per_stage) == 2
-    g.step_options = StepOptions(pp=3, micro_batches=3)
-    with pytest.raises(InputSpecError, match="pp=3 does not split the model's 2 layers evenly"):
-        estimate(propagate(g, mesh, {}, hardware=hw))
-    g.step_options = None
+    try:
+        for r in ("none", "selective", "full"):
+            g.step_options = StepOptions(recompute=r)
+            base[r] = estimate(propagate(g, mesh, {}, hardware=hw))
+        assert base["none"].memory["activations"] > base["selective"].memory["activations"] > \
+            base["full"].memory["activations"]
+        assert base["none"].schedule["computing_s"] < base["selective"].schedule["computing_s"] < \
+            base["full"].schedule["computing_s"]
+        g.step_options = StepOptions(pp=2, micro_batches=2)
+        est = estimate(propagate(g, mesh, {}, hardware=hw))
+        assert est.schedule["bubble_s"] > 0 and len(est.per_stage) == 2
+        g.step_options = StepOptions(pp=3, micro_batches=3)
+        with pytest.raises(InputSpecError, match="pp=3 does not split the model's 2 layers evenly"):
+            estimate(propagate(g, mesh, {}, hardware=hw))
+    finally:
+        g.step_options = None
 
 
 def test_stage_assignment_is_even_with_embedding_first_and_head_last(graph_of):
@@ -157,3 +164,42 @@ def test_bad_options_are_one_line_errors():
         StepOptions(recompute="some").check()
     with pytest.raises(InputSpecError, match="fewer than pp=4"):
         StepOptions(pp=4, micro_batches=2).check()
+
+
+def test_two_copies_hide_a_row_parallel_allreduce_behind_each_other():
+    from strategist.cost.step import interleaved
+    # a layer: x (1 s) -> w (1 s, its own AllReduce 1 s) -> y (1 s). One copy: the AllReduce is exposed (4 s).
+    # Two copies of half the batch: w's AllReduce of copy 0 (0.5 s) runs beside copy 1's x and w (1 s)
+    items = [Item("x", "L0", 1.0, 0.0, False, ()), Item("w", "L0", 1.0, 0.0, False, (("x", 0, 0.0, 0.0),), own_fwd=1.0),
+             Item("y", "L0", 1.0, 0.0, False, (("w", 0, 0.0, 0.0),))]
+    assert simulate(items, FLAT, grads=False).end == pytest.approx(4.0)
+    two = interleaved(items, 2)
+    assert [i.name for i in two] == ["x (copy 0)", "w (copy 0)", "x (copy 1)", "w (copy 1)", "y (copy 0)", "y (copy 1)"]
+    tl = simulate(two, FLAT, grads=False)
+    # x0 w0 | x1 w1 (AR0 beside them) | y0 | AR1 ends at 2.5 -> y1 from 2.5: 3.0 s, 0.5 s of AllReduce exposed
+    assert tl.end == pytest.approx(3.0)
+    assert summarize(tl)[0]["overlapped_s"] == pytest.approx(1.0)
+
+
+def test_the_advisor_chooses_by_the_schedule_when_asked(graph_of):
+    from strategist.advice.advisor import advise
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
+    hw, mesh = load_hardware("atlas-800t-a2"), Mesh.parse("dp=2,tp=4")
+    megatron = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", ((2, 1), (1, 4))),
+                "linear_fc2.matmul": Anchor("linear_fc2.matmul", ((2, 4), (4, 1)))}
+    try:
+        g.step_options = StepOptions(choose_by_schedule=True)
+        a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+        ref = propagate(g, mesh, megatron, hardware=hw, dataset_strategy="full_batch")
+        assert a.plan.totals()["step_seconds"] == estimate(a.plan).step_s
+        assert ref.totals()["step_seconds"] == estimate(ref).step_s
+        # the whole 8 cards as one tensor-parallel group: fc2's AllReduce of the [8192, 1024] fp16 output
+        # over 8 at 72 GB/s bus bandwidth (2 * 7/8 * 16 MiB: 408 us) against Megatron's [4096, 1024] over 4
+        # at 30 GB/s (2 * 3/4 * 8 MiB: 419 us), and no gradient reduction over dp
+        assert a.plan.strategy("linear_fc1.matmul") == ((1, 1), (1, 8))
+        assert a.plan.totals()["step_seconds"] < ref.totals()["step_seconds"]
+    finally:
+        g.step_options = None
+    # by default the advisor still chooses by the serial sum: Megatron's column/row pair
+    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    assert a.plan.strategy("linear_fc1.matmul") == ((2, 1), (1, 4))

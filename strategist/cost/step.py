@@ -133,10 +133,14 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
 
 def interleaved(items: list[Item], k: int) -> list[Item]:
     """Fine-grained multi-copy (MindSpore's ``interleaved_parallel``, MindFormers' ``fine_grain_interleave``):
-    each layer's operators as ``k`` copies on ``1/k`` of the batch, their operators alternating in graph order,
-    so one copy's collectives run beside another copy's computation."""
-    out, copies = [], {}
-    for it in items:
+    each layer's operators as ``k`` copies on ``1/k`` of the batch. A layer is cut after every operator with a
+    collective of its own; the copies run each piece in turn, so one copy's collective runs beside the next
+    copy's piece of computation."""
+    out: list[Item] = []
+    copies: dict[str, list[str]] = {}
+    i = 0
+    while i < len(items):
+        it = items[i]
         if it.layer == "(outside layers)":
             deps = []
             for d in it.deps:
@@ -145,16 +149,30 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
                 else:
                     deps.append(d)
             out.append(replace(it, deps=tuple(deps)))
+            i += 1
             continue
-        names = []
-        for i in range(k):
-            deps = tuple((copies[d[0]][i] if d[0] in copies else d[0], d[1], d[2] / k, d[3] / k) for d in it.deps)
-            c = replace(it, name=f"{it.name} (copy {i})", fwd=it.fwd / k, bwd=it.bwd / k, deps=deps, own_fwd=it.own_fwd / k,
-                        own_bwd=it.own_bwd / k, recompute_comm=it.recompute_comm / k,
-                        prefetch=it.prefetch if i == 0 else 0.0, mirrors=it.mirrors if i == 0 else ())
-            out.append(c)
-            names.append(c.name)
-        copies[it.name] = names
+        j = i
+        while j < len(items) and items[j].layer == it.layer:
+            j += 1
+        pieces, cur = [], []
+        for x in items[i:j]:
+            cur.append(x)
+            if x.own_fwd or x.own_bwd:
+                pieces.append(cur)
+                cur = []
+        if cur:
+            pieces.append(cur)
+        for piece in pieces:
+            for c in range(k):
+                for x in piece:
+                    deps = tuple((copies[d[0]][c] if d[0] in copies else d[0], d[1], d[2] / k, d[3] / k)
+                                 for d in x.deps)
+                    y = replace(x, name=f"{x.name} (copy {c})", fwd=x.fwd / k, bwd=x.bwd / k, deps=deps,
+                                own_fwd=x.own_fwd / k, own_bwd=x.own_bwd / k, recompute_comm=x.recompute_comm / k,
+                                prefetch=x.prefetch if c == 0 else 0.0, mirrors=x.mirrors if c == 0 else ())
+                    copies.setdefault(x.name, []).append(y.name)
+                    out.append(y)
+        i = j
     return out
 
 
@@ -286,21 +304,22 @@ class StepEstimate:
                             optimizer_parallel=self.zero is not None, micro_batches=o.micro_batches,
                             in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof)
 
-    @property
-    def memory(self) -> dict:
-        """The memory of the stage reported (the one that bounds the step)."""
+    def _stages(self) -> list:
         if self._memory is None:
-            self._memory = self._stage_memory(self.worst)
+            self._memory = [self._stage_memory(s) for s in range(len(self.runs))]
         return self._memory
 
     @property
+    def memory(self) -> dict:
+        """The memory of the stage that keeps the most (every stage's: :attr:`per_stage`)."""
+        mems = self._stages()
+        s = max(range(len(mems)), key=lambda i: mems[i]["total"])
+        return {**mems[s], "stage": s}
+
+    @property
     def per_stage(self) -> list:
-        out = []
-        for s, (_n, a, _b) in enumerate(self.runs):
-            ms = self.memory if s == self.worst else self._stage_memory(s)
-            out.append({"stage": s, "micro_batch_s": a.end, "bubble_s": self.bubbles[s],
-                        "memory_total": ms["total"], "fits": ms["fits"]})
-        return out
+        return [{"stage": s, "micro_batch_s": a.end, "bubble_s": self.bubbles[s], "memory_total": ms["total"],
+                 "fits": ms["fits"]} for s, ((_n, a, _b), ms) in enumerate(zip(self.runs, self._stages()))]
 
     def to_dict(self) -> dict:
         return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
