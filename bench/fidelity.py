@@ -41,10 +41,11 @@ PUBLISHED = {
         "model": "examples/llama.py:llama2_70b",
         # data_parallel 1, model_parallel 4, pipeline_stage 8, micro_batch_num 256, batch_size 1
         "kwargs": ["batch=256", "layers=80"], "mesh": "tp=4", "pp": 8,
-        "options": dict(micro_batches=256, optimizer_parallel=True, recompute="selective", interleave=2),
-        "config": "dp=1, mp=4, pp=8, micro_batch_num 256, seq 4096, fine_grain_interleave 2, selective recompute "
-                  "(MindFormers' default patterns on every layer; the YAML selects [8,4,4,1,1,1,1,1] layers per "
-                  "stage), sequence parallel NOT modelled (the advised plan is Megatron's without it)",
+        "options": dict(micro_batches=256, optimizer_parallel=True, recompute="selective", interleave=2,
+                        select_layers=(8, 4, 4, 1, 1, 1, 1, 1), comm_recompute_layers=(8, 4, 4, 1, 1, 1, 1, 1)),
+        "config": "dp=1, mp=4, pp=8, micro_batch_num 256, seq 4096, fine_grain_interleave 2, select_recompute and "
+                  "select_comm_recompute [8,4,4,1,1,1,1,1] (MindFormers' default patterns), sequence parallel NOT "
+                  "modelled (the advised plan is Megatron's column/row pairs without it)",
     },
 }
 

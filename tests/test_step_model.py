@@ -203,3 +203,18 @@ def test_the_advisor_chooses_by_the_schedule_when_asked(graph_of):
     # by default the advisor still chooses by the serial sum: Megatron's column/row pair
     a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
     assert a.plan.strategy("linear_fc1.matmul") == ((2, 1), (1, 4))
+
+
+def test_per_stage_recompute_lists_take_each_stages_first_layers(graph_of):
+    from strategist.cost.step import selective_drop
+    g = graph_of("examples/llama.py:tiny")
+    opts = StepOptions(pp=2, micro_batches=2, recompute="selective", select_layers=(1, 0),
+                       comm_recompute_layers=(0, 1)).check()
+    drop = selective_drop(g, opts)
+    by_layer = {}
+    for name in drop:
+        by_layer.setdefault(g.op(name).layer, set()).add(g.op(name).type)
+    # layer 0 (stage 0's first): the MLP's SiLU and its product; layer 1 (stage 1's first): its two norms
+    assert by_layer == {"model.layers.0": {"SiLU", "Mul"}, "model.layers.1": {"RmsNorm"}}
+    with pytest.raises(InputSpecError, match="bad select_layers"):
+        StepOptions(pp=2, micro_batches=2, select_layers=(1,)).check()

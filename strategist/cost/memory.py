@@ -33,12 +33,23 @@ def saved_inputs(op) -> tuple[int, ...]:
     return tuple(i for i, x in enumerate(op.inputs) if x.kind in ("op", "input"))
 
 
-def selective_ops(graph) -> set[str]:
-    """MindFormers' selective recompute: an activation inside a repeated layer and the product reading it."""
-    act = {op.name for op in graph if op.layer and op.type in ACTIVATIONS}
-    gate = {op.name for op in graph if op.layer and op.type == "Mul"
+NORMS = frozenset({"RmsNorm", "LayerNorm"})
+VIEWS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Flatten"})
+
+
+def selective_ops(graph, layers=None) -> set[str]:
+    """MindFormers' selective recompute: an activation inside a repeated layer and the product reading it
+    (``layers``: only those layers; None: every one)."""
+    act = {op.name for op in graph if op.layer and op.type in ACTIVATIONS and (layers is None or op.layer in layers)}
+    gate = {op.name for op in graph if op.layer and op.type == "Mul" and (layers is None or op.layer in layers)
             and any(x.kind == "op" and x.ref in act for x in op.inputs)}
     return act | gate
+
+
+def comm_recompute_ops(graph, layers) -> set[str]:
+    """MindFormers' ``select_comm_recompute`` (its default pattern ``.*\\.norm``): the norms of ``layers``,
+    recomputed with the communication after them."""
+    return {op.name for op in graph if op.layer in layers and op.type in NORMS}
 
 
 def _bytes(choice, j: int, spec) -> float:
@@ -47,10 +58,17 @@ def _bytes(choice, j: int, spec) -> float:
     return choice.outputs[j].slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
 
 
-def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int) -> tuple[float, float]:
-    """(activations saved for one micro-batch, largest transient output) over operators ``names``."""
+def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
+                     drop: set | None = None) -> tuple[float, float]:
+    """(activations saved for one micro-batch, largest transient output) over operators ``names``; ``drop``:
+    the operators recomputed selectively (their outputs not kept)."""
     g, ch = plan.graph, plan.choices
-    drop = selective_ops(g) if recompute == "selective" else set()
+    drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
+    for op in g:
+        # a view of a recomputed tensor is recomputed with it (MindFormers' fine-grained configs list the
+        # Reshapes beside the operators for this reason)
+        if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
+            drop.add(op.name)
     saved: dict = {}            # (producer, j) -> bytes
     layer_of = {}
     transient = 0.0
@@ -100,7 +118,7 @@ def param_slices(plan, names: set[str]) -> dict[str, tuple]:
 
 
 def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimizer_parallel: bool,
-                 micro_batches: int, in_flight: int, profile) -> dict:
+                 micro_batches: int, in_flight: int, profile, drop: set | None = None) -> dict:
     """The peak bytes one device of the stage holding operators ``names`` keeps, and what is assumed."""
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
@@ -124,7 +142,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         if p.requires_grad:
             grads += n * per / (w if zero is not None and zero.shards_gradients else 1)
             opt += n * ADAM_BYTES / w
-    act, transient = activation_bytes(plan, names, recompute, micro_batches)
+    act, transient = activation_bytes(plan, names, recompute, micro_batches, drop)
     act_total = act * in_flight
     total = params + gathered + grads + opt + act_total + transient
     cap = profile.memory_GB - profile.memory_reserved_GB
@@ -142,7 +160,9 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                         "activations": "what each operator's backward reads, per micro-batch in flight"
                                        + {"none": "", "selective": "; the MLP activation and its product "
                                           "recomputed", "full": "; each layer's input kept, one layer rebuilt at "
-                                          "a time"}[recompute]}}
+                                          "a time"}[recompute]
+                                       + ("; norms recomputed with their communication (select_comm_recompute)"
+                                          if drop and any(plan.graph.op(n).type in NORMS for n in drop) else "")}}
 
 
 def check_recompute(value: str) -> str:

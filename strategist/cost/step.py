@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .memory import RECOMPUTE, selective_ops, stage_memory
+from .memory import RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from .optime import DTYPE_BYTES, cached_rule, comms_of_steps, needs_grad, op_time, redistribution_comms
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
@@ -33,6 +33,12 @@ class StepOptions:
     overrides: tuple = ()
     offset: tuple = ()
     interleave: int = 1
+    #: per stage, how many of its first layers the selective recompute takes (MindFormers' select_recompute
+    #: list, e.g. (8, 4, 4, 1, 1, 1, 1, 1)); () every layer
+    select_layers: tuple = ()
+    #: per stage, how many of its first layers recompute their norms and the communication after them
+    #: (MindFormers' select_comm_recompute); () none
+    comm_recompute_layers: tuple = ()
     #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
     #: than the serial sum (Plan.totals()' step_seconds)
     choose_by_schedule: bool = False
@@ -41,6 +47,10 @@ class StepOptions:
         from ..errors import InputSpecError
         if self.recompute not in RECOMPUTE:
             raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
+        for name, v in (("select_layers", self.select_layers), ("comm_recompute_layers", self.comm_recompute_layers)):
+            if v and (len(v) != self.pp or any(not isinstance(n, int) or n < 0 for n in v)):
+                raise InputSpecError(f"bad {name} {list(v)}: give one layer count >= 0 per pipeline stage "
+                                     f"({self.pp})")
         if not isinstance(self.interleave, int) or self.interleave not in (1, 2, 4, 8):
             raise InputSpecError(f"bad interleave {self.interleave!r}: MindFormers' fine_grain_interleave is 1, 2, 4 or 8")
         if not isinstance(self.micro_batches, int) or self.micro_batches < 1:
@@ -104,7 +114,7 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
         bwd = _redist(e.backward, e.dtype, prof, a2a) if e.bwd_bytes > 0 and e.backward is not None else ()
         edge_of[(e.dst, e.in_slot)] = (_scale(fwd, m, prof), _scale(bwd, m, prof))
     recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
-        selective_ops(g) if opts.recompute == "selective" else set()
+        selective_drop(g, opts)
     items = []
     for op in g:
         ch = plan.choices[op.name]
@@ -129,6 +139,30 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
         items.append(it)
     return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+
+
+def _first_layers(graph, opts, counts) -> set[str]:
+    """The first ``counts[s]`` layers of each pipeline stage ``s``."""
+    from .pipeline import layer_order
+    layers = layer_order(graph)
+    per = len(layers) // max(opts.pp, 1)
+    sizes = [per + o for o in (opts.offset or [0] * opts.pp)]
+    out, k = set(), 0
+    for s, size in enumerate(sizes):
+        out.update(layers[k:k + min(counts[s], size)])
+        k += size
+    return out
+
+
+def selective_drop(graph, opts: StepOptions) -> set[str]:
+    """Operators recomputed short of a full recompute: MindFormers' selective recompute (on the stages' first
+    ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``)."""
+    out = set()
+    if opts.recompute == "selective":
+        out |= selective_ops(graph, _first_layers(graph, opts, opts.select_layers) if opts.select_layers else None)
+    if opts.comm_recompute_layers and opts.recompute != "full":
+        out |= comm_recompute_ops(graph, _first_layers(graph, opts, opts.comm_recompute_layers))
+    return out
 
 
 def interleaved(items: list[Item], k: int) -> list[Item]:
@@ -302,7 +336,8 @@ class StepEstimate:
         o = self.opts
         return stage_memory(self.plan, self.runs[s][0], devices=self.plan.mesh.size, recompute=o.recompute,
                             optimizer_parallel=self.zero is not None, micro_batches=o.micro_batches,
-                            in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof)
+                            in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof,
+                            drop=selective_drop(self.plan.graph, o) if o.recompute != "full" else None)
 
     def _stages(self) -> list:
         if self._memory is None:
