@@ -218,3 +218,36 @@ def test_per_stage_recompute_lists_take_each_stages_first_layers(graph_of):
     assert by_layer == {"model.layers.0": {"SiLU", "Mul"}, "model.layers.1": {"RmsNorm"}}
     with pytest.raises(InputSpecError, match="bad select_layers"):
         StepOptions(pp=2, micro_batches=2, select_layers=(1,)).check()
+
+
+def _cli(capsys, *argv):
+    from strategist.cli import main
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_options_and_json_keys(capsys):
+    import json
+    import os
+    tiny = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "llama.py") + ":tiny"
+    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=2,dp=2", "--micro-batches", "4",
+                          "--recompute", "selective", "--optimizer-parallel", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    keys = {"computing_s", "communication_not_overlapped_s", "overlapped_s", "free_s", "bubble_s", "step_s"}
+    c = d["configurations"]["advice"]
+    assert keys <= set(c["schedule"]) and c["schedule"]["bubble_s"] > 0
+    assert c["throughput"]["tokens_per_s_per_device"] > 0 and c["throughput"]["devices"] == 4
+    assert c["memory"]["assumed"]["recompute"] == "selective" and c["memory"]["assumed"]["optimizer_parallel"]
+    rows = [r for k, r in d["plan"]["per_layer"].items() if k.startswith("model.layers.")]
+    assert rows and all(keys <= set(r) for r in rows)
+    assert all({"op", "feature", "applicable", "reason", "saving_s", "how"} <= set(x) for x in d["overlap"]["candidates"])
+    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=2,dp=2", "--micro-batches", "4")
+    assert code == 0 and "Step (scheduled, msprof-analyze's columns)" in out and "Bubble" in out
+    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=3,dp=2", "--micro-batches", "4")
+    assert code == 2 and err.strip().splitlines() == [
+        "strategist: error: pp=3 does not split the model's 2 layers evenly: pick a pp dividing 2 (or give a "
+        "per-stage offset summing to 0)"]
+    code, out, err = _cli(capsys, "propagate", tiny, "--mesh", "dp=2", "--step-set", "matmul_tflops")
+    assert code == 2 and "bad --step-set 'matmul_tflops'" in err

@@ -163,12 +163,3 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                           "a time"}[recompute]
                                        + ("; norms recomputed with their communication (select_comm_recompute)"
                                           if drop and any(plan.graph.op(n).type in NORMS for n in drop) else "")}}
-
-
-def check_recompute(value: str) -> str:
-    from ..errors import InputSpecError
-    if value not in RECOMPUTE:
-        raise InputSpecError(f"bad --recompute {value!r}: write none, selective or full")
-    return value
-
-

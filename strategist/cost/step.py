@@ -312,11 +312,17 @@ class StepEstimate:
     def _summaries(self):
         if self._breakdown is None:
             m = self.opts.micro_batches
-            _names, a, b = self.runs[self.worst]
-            ta, pa = summarize(a)
-            tb, pb = summarize(b)
-            total = added(scaled(ta, m - 1), tb)
-            per = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+            total, per = None, {}
+            # the reported stage's totals; each layer's row from the stage holding it (rows outside layers,
+            # the optimizer's and the pipeline's from the reported stage)
+            for s in sorted(range(len(self.runs)), key=lambda i: i == self.worst):
+                _names, a, b = self.runs[s]
+                ta, pa = summarize(a)
+                tb, pb = summarize(b)
+                rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+                per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
+                if s == self.worst:
+                    total = added(scaled(ta, m - 1), tb)
             total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
             total["step_s"] = self.step_s
             for row in per.values():
