@@ -143,6 +143,9 @@ def step_model_args(sp) -> None:
                         "replicas (default: as the model's config says)")
     g.add_argument("--interleave", type=int, default=1, metavar="K",
                    help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): 1, 2, 4, 8")
+    g.add_argument("--pp-interleave", type=int, default=1, metavar="V",
+                   help="model chunks per pipeline stage (interleaved 1F1B: MindSpore pipeline_interleave, "
+                        "MindFormers pp_interleave_num; default 1)")
     g.add_argument("--step-set", action="append", default=[], metavar="FIGURE=VALUE",
                    help="override a hardware figure of the step model, e.g. matmul_tflops=300, "
                         "intra_bus_GBps.AllReduce.8=80")
@@ -161,6 +164,7 @@ def step_model_options(args):
     over = parse_overrides(args.step_set)
     opts = StepOptions(pp=pp, micro_batches=args.micro_batches, recompute=args.recompute,
                        optimizer_parallel=args.optimizer_parallel, interleave=args.interleave,
+                       pp_interleave=args.pp_interleave,
                        overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
                        choose_by_schedule=args.choose_by_schedule)
     return rest, opts.check()

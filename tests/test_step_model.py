@@ -54,6 +54,9 @@ def test_one_f_one_b_bubble_is_three_elevenths_for_four_stages_and_eight_micro_b
     span, bubble = one_f_one_b([0.5] * 4, 8)
     assert span == pytest.approx(11 * 0.5)
     assert all(b / span == pytest.approx(3 / 11) for b in bubble)
+    # interleaved 1F1B, 2 chunks per stage: the fill and drain on half a stage, (p - 1) / (2m + p - 1)
+    span, bubble = one_f_one_b([0.5] * 4, 8, chunks=2)
+    assert bubble[0] / span == pytest.approx(3 / 19)
     # an unequal stage sets the pace of the other micro-batches
     span, bubble = one_f_one_b([1.0, 2.0], 4)
     assert span == pytest.approx(3.0 + 3 * 2.0) and bubble == [pytest.approx(5.0), pytest.approx(1.0)]

@@ -48,18 +48,24 @@ def stage_of_ops(graph, pp: int, offset=None) -> dict[str, int]:
     return out
 
 
-def one_f_one_b(stage_times: list[float], micro_batches: int) -> tuple[float, list[float]]:
+def one_f_one_b(stage_times: list[float], micro_batches: int, chunks: int = 1) -> tuple[float, list[float]]:
     """(makespan, bubble per stage) of the 1F1B schedule whose stage ``s`` spends ``stage_times[s]`` per
     micro-batch (forward and backward): the first micro-batch's forward down the stages and the last one's
     backward up them, the other ``m - 1`` micro-batches at the pace of the slowest stage. Equal stages give
-    the bubble fraction ``(p - 1) / (m + p - 1)``.
+    the bubble fraction ``(p - 1) / (m + p - 1)``. With ``chunks`` model chunks per stage (interleaved 1F1B,
+    MindSpore's ``pipeline_interleave``, MindFormers' ``pp_interleave_num``) the fill and drain run on
+    ``1/chunks`` of a stage's layers: ``(p - 1) / (chunks m + p - 1)``.
 
     >>> span, bubble = one_f_one_b([1.0] * 4, 8)
     >>> span, bubble[0] / span
     (11.0, 0.2727272727272727)
+    >>> span, bubble = one_f_one_b([1.0] * 4, 8, chunks=2)
+    >>> span, bubble[0] / span
+    (9.5, 0.15789473684210525)
     """
     m = max(int(micro_batches), 1)
-    span = sum(stage_times) + (m - 1) * max(stage_times)
+    slow = max(stage_times)
+    span = m * slow + (sum(stage_times) - slow) / max(chunks, 1)
     return span, [span - m * t for t in stage_times]
 
 

@@ -33,6 +33,9 @@ class StepOptions:
     overrides: tuple = ()
     offset: tuple = ()
     interleave: int = 1
+    #: model chunks per pipeline stage (interleaved 1F1B: MindSpore pipeline_interleave, MindFormers
+    #: pp_interleave_num)
+    pp_interleave: int = 1
     #: per stage, how many of its first layers the selective recompute takes (MindFormers' select_recompute
     #: list, e.g. (8, 4, 4, 1, 1, 1, 1, 1)); () every layer
     select_layers: tuple = ()
@@ -53,6 +56,12 @@ class StepOptions:
                                      f"({self.pp})")
         if not isinstance(self.interleave, int) or self.interleave not in (1, 2, 4, 8):
             raise InputSpecError(f"bad interleave {self.interleave!r}: MindFormers' fine_grain_interleave is 1, 2, 4 or 8")
+        if not isinstance(self.pp_interleave, int) or self.pp_interleave < 1:
+            raise InputSpecError(f"bad --pp-interleave {self.pp_interleave!r}: give a whole number >= 1")
+        if self.pp_interleave > 1 and (self.pp < 2 or self.micro_batches % self.pp):
+            raise InputSpecError(f"--pp-interleave {self.pp_interleave} needs pp >= 2 and micro-batches a multiple "
+                                 f"of pp (MindSpore's interleaved pipeline); got pp={self.pp}, "
+                                 f"{self.micro_batches} micro-batches")
         if not isinstance(self.micro_batches, int) or self.micro_batches < 1:
             raise InputSpecError(f"bad --micro-batches {self.micro_batches!r}: give a whole number >= 1")
         if self.pp > 1 and self.micro_batches < self.pp:
@@ -305,6 +314,7 @@ class StepEstimate:
         self.throughput = _throughput(plan, self.step_s, plan.mesh.size * opts.pp)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
+                        "pp_interleave": opts.pp_interleave,
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
         self._breakdown = None
         self._memory = None
@@ -389,12 +399,13 @@ def estimate(plan) -> StepEstimate | None:
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
                 nb = _boundary_bytes(plan, stage, b) / m
-                p2p.append((ph, prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node)), "(pipeline p2p)"))
+                t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
+                p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
         a = simulate(mine, prof, grads=False, extra_exposed=p2p)
         b = simulate(mine, prof, grads=True, optimizer_s=_optimizer_seconds(plan, names, zero, prof, devices),
                      extra_exposed=p2p)
         runs.append((names, a, b))
-    span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m)
+    span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m, opts.pp_interleave)
     est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
     plan._step_estimate = est
     return est
