@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..engine.ops import COMPUTE_TYPES, rule_for
 from .pricing import memory_traffic
@@ -39,8 +40,15 @@ def parse_step(label: str, nbytes: float, per_node: int):
     """(phase, kind, n, intra, group) of a priced step's label (``"grad AllReduce(n=8, group=[0, ...])"``), or
     None for a local Split. An all-to-all without enable_alltoall runs as the AllGather (backward: the
     ReduceScatter) its label says."""
+    if nbytes <= 0:
+        return None
+    return _parse_label(label, per_node)
+
+
+@lru_cache(maxsize=8192)
+def _parse_label(label: str, per_node: int):
     m = _STEP.match(label)
-    if m is None or m.group(2) == "Split" or nbytes <= 0:
+    if m is None or m.group(2) == "Split":
         return None
     kind = m.group(2)
     if m.group(5):
@@ -103,15 +111,28 @@ class OpTime:
     bound: str            # "flops" | "bytes" | "none"
 
 
-_RULES: dict = {}
+_RULES: dict = {}          # id(op) -> (op, rule)
+_BY_SIGNATURE: dict = {}   # operator signature -> rule (the repeated layers' operators share one)
 _TIMES: dict = {}
 
 
+def _signature(op) -> tuple:
+    """What an operator's factor rule depends on: its type, its inputs' kinds, specs and constants, its
+    outputs, its attributes."""
+    return (op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
+                            repr(x.value) if x.kind == "const" else None) for x in op.inputs),
+            tuple(map(str, op.outputs)), repr(sorted(op.attrs.items())))
+
+
 def cached_rule(op):
-    """``op``'s factor rule, memoised per operator object."""
+    """``op``'s factor rule, memoised per operator object and per signature."""
     hit = _RULES.get(id(op))
     if hit is None or hit[0] is not op:
-        hit = _RULES[id(op)] = (op, rule_for(op))
+        sig = _signature(op)
+        rule = _BY_SIGNATURE.get(sig)
+        if rule is None:
+            rule = _BY_SIGNATURE[sig] = rule_for(op)
+        hit = _RULES[id(op)] = (op, rule)
     return hit[1]
 
 

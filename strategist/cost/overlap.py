@@ -99,12 +99,14 @@ def _tp_comms(plan):
 def _mm_seconds(est, name: str) -> tuple[float, float]:
     """(forward, backward) compute seconds of operator ``name`` over the step."""
     m = est.opts.micro_batches
-    items = getattr(est, "_items", None)
+    items = getattr(est, "by_op", None)
     if items is None:
-        from .step import build_items
-        items = est._items = {it.op: it for it in build_items(est.plan, est.prof, est.opts, est.zero)}
-    it = items.get(name)
-    return (it.fwd * m, it.bwd * m) if it is not None else (0.0, 0.0)
+        items = est.by_op = {}
+        for it in est.items:            # a fine-grained copy's times add up to its operator's
+            f, b = items.get(it.op, (0.0, 0.0))
+            items[it.op] = (f + it.fwd, b + it.bwd)
+    f, b = items.get(name, (0.0, 0.0))
+    return f * m, b * m
 
 
 def _for(plan, est, op, what: str, exp: float, secs: float, groups: set) -> list[dict]:

@@ -59,6 +59,7 @@ class StepProfile:
     kernel_launch_us: float = 0.0       # fixed seconds per kernel (task sink: small)
     memory_reserved_GB: float = 0.0     # bytes the runtime keeps for itself (workspace, communication buffers)
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+    _memo: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def bus_bandwidth(self, kind: str, n: int, intra: bool) -> float:
         """Bus bandwidth (bytes/s) of a ``kind`` collective over ``n`` devices; between the table's group sizes
@@ -82,6 +83,13 @@ class StepProfile:
         a ring sends per device)."""
         if n <= 1 or nbytes_sent <= 0:
             return 0.0
+        key = (kind, n, nbytes_sent, intra)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._collective_seconds(kind, n, nbytes_sent, intra)
+        return hit
+
+    def _collective_seconds(self, kind: str, n: int, nbytes_sent: float, intra: bool) -> float:
         rounds = n.bit_length() - 1 if n & (n - 1) == 0 else n - 1
         steps = 2 * rounds if kind == "AllReduce" else rounds
         lat = self.intra_latency_us if intra else self.inter_latency_us

@@ -165,33 +165,34 @@ def summarize(tl: Timeline) -> tuple[dict, dict]:
         if row is None:
             row = per[layer] = dict.fromkeys(KEYS, 0.0)
         row[key] += d
-    comp: list = []
-    comm: list = []
+    comp: dict = {}             # active layer -> count (insertion order: the oldest first)
+    comm: dict = {}
     t = 0.0
     pending_free = 0.0
     for when, sign, kind, layer in ev:
         d = when - t
         if d > 0:
             if comp:
-                add(comp[-1], "computing_s", d)
+                add(next(iter(comp)), "computing_s", d)
                 if comm:
-                    add(comm[-1], "overlapped_s", d)
+                    add(next(iter(comm)), "overlapped_s", d)
             elif comm:
-                add(comm[-1], "communication_not_overlapped_s", d)
+                add(next(iter(comm)), "communication_not_overlapped_s", d)
             else:
                 pending_free += d
         t = when
-        lst = comp if kind == 0 else comm
+        active = comp if kind == 0 else comm
         if sign > 0:
             if kind == 0 and pending_free:
                 add(layer, "free_s", pending_free)
                 pending_free = 0.0
-            lst.append(layer)
+            active[layer] = active.get(layer, 0) + 1
         else:
-            if lst[-1] == layer:
-                lst.pop()
+            left = active[layer] - 1
+            if left:
+                active[layer] = left
             else:
-                lst.remove(layer)
+                del active[layer]
     if tl.end > t:
         pending_free += tl.end - t
     if pending_free:

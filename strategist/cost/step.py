@@ -384,7 +384,14 @@ def estimate(plan) -> StepEstimate | None:
         return hit
     if plan.hardware is None:
         return None
-    opts = options_of(plan).check()
+    from ..engine.search import no_cyclic_gc
+    with no_cyclic_gc():
+        est = _estimate(plan, options_of(plan).check())
+    plan._step_estimate = est
+    return est
+
+
+def _estimate(plan, opts: StepOptions) -> StepEstimate:
     prof = _profile(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
     items = build_items(plan, prof, opts, zero)
@@ -407,7 +414,7 @@ def estimate(plan) -> StepEstimate | None:
         runs.append((names, a, b))
     span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m, opts.pp_interleave)
     est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
-    plan._step_estimate = est
+    est.items = items
     return est
 
 

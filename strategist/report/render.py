@@ -413,6 +413,7 @@ def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
 def advice_dict(advice) -> dict:
     from ..advice.advisor import memory
     from ..cost.step import estimate
+    from ..engine.search import no_cyclic_gc
     from ..engine.search import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
@@ -446,10 +447,11 @@ def advice_dict(advice) -> dict:
                           "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
                           "step_seconds": t["step_seconds"], "mindspore_cost": t["redistribution_ms_cost"],
                           "conflicts": len(p.conflicts), "memory": memory(p)}
-        step = estimate(p)
-        if step is not None:
-            configs[label].update(schedule=step.schedule, throughput=step.throughput,
-                                  memory=step.memory, memory_upper_bound=memory(p))
+        with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
+            step = estimate(p)
+            if step is not None:
+                configs[label].update(schedule=step.schedule, throughput=step.throughput,
+                                      memory=step.memory, memory_upper_bound=memory(p))
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
 
     def rows(layouts):

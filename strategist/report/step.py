@@ -12,12 +12,14 @@ COLUMNS = (("computing_s", "Computing"), ("communication_not_overlapped_s", "Com
 def step_dict(plan) -> dict | None:
     """``schedule``, ``per_layer``, ``throughput``, ``memory``, ``options``, ``per_stage`` and
     ``overlap.candidates`` of ``plan``'s step estimate (None without a hardware profile)."""
-    est = estimate(plan)
-    if est is None:
-        return None
     from ..cost.overlap import candidates
-    d = est.to_dict()
-    d["overlap"] = {"candidates": candidates(plan, est)}
+    from ..engine.search import no_cyclic_gc
+    with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
+        est = estimate(plan)
+        if est is None:
+            return None
+        d = est.to_dict()
+        d["overlap"] = {"candidates": candidates(plan, est)}
     return d
 
 
