@@ -30,7 +30,7 @@ PUBLISHED = {
         "model": "examples/llama.py:llama2_7b",
         # data_parallel 8, runner_config.batch_size 1 per card, gradient_accumulation_steps 8: 64 sequences
         "kwargs": ["batch=64"], "mesh": "dp=8",
-        "options": dict(micro_batches=8, optimizer_parallel=True, recompute="none"),
+        "options": {"micro_batches": 8, "optimizer_parallel": True, "recompute": "none"},
         "config": "dp=8, mp=1, pp=1, micro-batch 1 per card, gradient accumulation 8, seq 4096, flash attention, "
                   "enable_parallel_optimizer, no recompute",
     },
@@ -41,8 +41,8 @@ PUBLISHED = {
         "model": "examples/llama.py:llama2_70b",
         # data_parallel 1, model_parallel 4, pipeline_stage 8, micro_batch_num 256, batch_size 1
         "kwargs": ["batch=256", "layers=80"], "mesh": "tp=4", "pp": 8,
-        "options": dict(micro_batches=256, optimizer_parallel=True, recompute="selective", interleave=2,
-                        select_layers=(8, 4, 4, 1, 1, 1, 1, 1), comm_recompute_layers=(8, 4, 4, 1, 1, 1, 1, 1)),
+        "options": {"micro_batches": 256, "optimizer_parallel": True, "recompute": "selective", "interleave": 2,
+                    "select_layers": (8, 4, 4, 1, 1, 1, 1, 1), "comm_recompute_layers": (8, 4, 4, 1, 1, 1, 1, 1)},
         "config": "dp=1, mp=4, pp=8, micro_batch_num 256, seq 4096, fine_grain_interleave 2, select_recompute and "
                   "select_comm_recompute [8,4,4,1,1,1,1,1] (MindFormers' default patterns), sequence parallel NOT "
                   "modelled (the advised plan is Megatron's column/row pairs without it)",

@@ -250,7 +250,7 @@ def test_cli_options_and_json_keys(capsys):
     assert code == 0 and "Step (scheduled, msprof-analyze's columns)" in out and "Bubble" in out
     code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=3,dp=2", "--micro-batches", "4")
     assert code == 2 and err.strip().splitlines() == [
-        "strategist: error: pp=3 does not split the model's 2 layers evenly: pick a pp dividing 2 (or give a "
-        "per-stage offset summing to 0)"]
+        ("strategist: error: pp=3 does not split the model's 2 layers evenly: pick a pp dividing 2 (or give a "
+         "per-stage offset summing to 0)")]
     code, out, err = _cli(capsys, "propagate", tiny, "--mesh", "dp=2", "--step-set", "matmul_tflops")
     assert code == 2 and "bad --step-set 'matmul_tflops'" in err

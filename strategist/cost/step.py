@@ -9,7 +9,14 @@ import math
 from dataclasses import dataclass, replace
 
 from .memory import RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
-from .optime import DTYPE_BYTES, cached_rule, comms_of_steps, needs_grad, op_time, redistribution_comms
+from .optime import (
+    DTYPE_BYTES,
+    cached_rule,
+    comms_of_steps,
+    needs_grad,
+    op_time,
+    redistribution_comms,
+)
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
 from .schedule import Item, added, scaled, simulate, summarize
@@ -46,7 +53,7 @@ class StepOptions:
     #: than the serial sum (Plan.totals()' step_seconds)
     choose_by_schedule: bool = False
 
-    def check(self) -> "StepOptions":
+    def check(self) -> StepOptions:
         from ..errors import InputSpecError
         if self.recompute not in RECOMPUTE:
             raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")

@@ -72,13 +72,14 @@ def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -
 def memory_lines(d: dict) -> list[str]:
     m = d["memory"]
     a = m["assumed"]
-    return [f"memory per device: {_gib(m['total'])} of {_gib(m['capacity'])} usable "
-            f"({'fits' if m['fits'] else 'does NOT fit'}): parameters {_gib(m['parameters'])}, gathered weights "
-            f"{_gib(m['gathered_weights'])}, gradients {_gib(m['gradients'])}, optimizer states "
-            f"{_gib(m['optimizer_states'])}, activations {_gib(m['activations'])}, transient {_gib(m['transient'])}",
-            f"  assumed: recompute {a['recompute']}, optimizer parallel {'on' if a['optimizer_parallel'] else 'off'}, "
-            f"{a['micro_batches_in_flight']} micro-batch(es) in flight; {a['activations']}; {a['optimizer']}; "
-            f"{a['gradients']}"]
+    total = (f"memory per device: {_gib(m['total'])} of {_gib(m['capacity'])} usable "
+             f"({'fits' if m['fits'] else 'does NOT fit'}): parameters {_gib(m['parameters'])}, gathered weights "
+             f"{_gib(m['gathered_weights'])}, gradients {_gib(m['gradients'])}, optimizer states "
+             f"{_gib(m['optimizer_states'])}, activations {_gib(m['activations'])}, transient {_gib(m['transient'])}")
+    assumed = (f"  assumed: recompute {a['recompute']}, optimizer parallel "
+               f"{'on' if a['optimizer_parallel'] else 'off'}, {a['micro_batches_in_flight']} micro-batch(es) in "
+               f"flight; {a['activations']}; {a['optimizer']}; {a['gradients']}")
+    return [total, assumed]
 
 
 def overlap_lines(d: dict, render_table, markdown: bool, max_rows: int = 8) -> list[str]:
