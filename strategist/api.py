@@ -54,7 +54,8 @@ def parse_dataset_strategy(text):
 
 def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                hardware: str | None = "atlas-800t-a2", use_model_strategies: bool = True,
-               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False, training: bool = True) -> Plan:
+               dataset_strategy="data_parallel", graph=None, semi_auto: bool = False, training: bool = True,
+               step=None) -> Plan:
     """Propagate strategies over ``model`` (``path.py:NAME``) on ``mesh`` (``"dp=2,tp=4"``).
 
     ``training`` (default True, ``--train``): propagate as MindSpore compiles the Cell after ``set_train(True)``, as
@@ -71,6 +72,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     hw = load_hardware(hardware) if hardware else None
     graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
+    _step_options(graph, step)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
     if not strategies and use_model_strategies and graph.mf_options is not None:
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
@@ -121,7 +123,7 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
                  hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None,
-                 training: bool = True):
+                 training: bool = True, step=None):
     """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``
     (``training``: as :func:`plan_model`)."""
     from .advice.advisor import advise, load_rules
@@ -136,6 +138,7 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     hw = load_hardware(hardware) if hardware else None
     rules = load_rules(rules)           # a bad rules file fails before the model is built
     graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
+    _step_options(graph, step)
     from .advice.advisor import check_boundaries
     check_boundaries(graph, bounds)
     from . import progress
@@ -144,6 +147,13 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
                         dataset_strategy=dataset_strategy)
     _warn_mesh_fit(graph, mesh, advice.notes)
     return advice
+
+
+def _step_options(graph, step) -> None:
+    """The step model's options (:class:`strategist.cost.step.StepOptions`: pipeline stages, micro-batches,
+    recompute, parallel optimizer) the plans of ``graph`` are estimated with."""
+    if step is not None:
+        graph.step_options = step.check()
 
 
 def find_op(plan: Plan, name: str) -> str:

@@ -140,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     def plan_args(sp, anchors=True):
         model_args(sp)
         mesh_args(sp)
+        step_model_args(sp)
         g = sp.add_argument_group("anchors and search")
         if anchors:
             anchors_args(g)
@@ -219,7 +220,76 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--verify", action="store_true",
                    help="also run MindSpore's own propagation of the experts' anchors (a child process)")
     output_args(sp, max_rows="disagreement rows per column")
+
+    sp = command("sweep", "which mesh and memory options for N devices, ranked by the step model",
+                 "which mesh and memory options for N devices: every dp x tp x cp x ep x pp factorisation the "
+                 "model's shapes allow, advised and priced by the step model under each memory option, ranked by "
+                 "step among those that fit the card")
+    model_args(sp)
+    g = sp.add_argument_group("devices and hardware")
+    g.add_argument("--devices", type=int, required=True, metavar="N", help="the number of devices (cards)")
+    g.add_argument("--axes", default="dp,tp,cp,ep,pp", metavar="AXIS,...",
+                   help="the mesh axes N is factorised over (default dp,tp,cp,ep,pp)")
+    g.add_argument("--max-tp", type=int, metavar="N", help="the largest tp tried")
+    g.add_argument("--max-pp", type=int, metavar="N", help="the largest pp tried")
+    g.add_argument("--micro-batches", type=int, action="append", metavar="M",
+                   help="micro-batch counts tried with pp; repeatable (default pp, 2 pp and 4 pp where they "
+                        "split the batch)")
+    profiles = _hardware_profiles()
+    g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
+                   help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)" if profiles
+                                                else "a name under rules/hardware/") + " or a YAML path "
+                        "(default atlas-800t-a2)")
+    g.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
+                   help="how the inputs are split, as MindSpore's dataset_strategy (default data_parallel; "
+                        "full_batch for MindFormers configs)")
+    g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
+    output_args(sp, max_rows="rows in each table")
     return p
+
+
+def step_model_args(sp) -> None:
+    """The step model's options: pipeline stages (a pp axis in --mesh), micro-batches, recompute, the parallel
+    optimizer, fine-grained multi-copy, profile overrides."""
+    g = sp.add_argument_group("step model", "a pp=N axis in --mesh gives pipeline stages (MindSpore "
+                                            "pipeline_stages); the plan is propagated within a stage")
+    g.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                   help="micro-batches a step's batch is split into: the pipeline's (micro_batch_num), or gradient "
+                        "accumulation without pp (default 1)")
+    g.add_argument("--recompute", default="none", metavar="none|selective|full",
+                   help="recomputation: none (default), selective (MindFormers' select_recompute: the MLP "
+                        "activation and its product) or full (every layer)")
+    g.add_argument("--optimizer-parallel", action="store_true", default=None,
+                   help="MindSpore's enable_parallel_optimizer: weights and optimizer states sharded over their "
+                        "replicas (default: as the model's config says)")
+    g.add_argument("--interleave", type=int, default=1, metavar="K",
+                   help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): "
+                        "1 (default), 2, 4 or 8")
+    g.add_argument("--pp-interleave", type=int, default=1, metavar="V",
+                   help="model chunks per pipeline stage (interleaved 1F1B: MindSpore pipeline_interleave, "
+                        "MindFormers pp_interleave_num; default 1)")
+    g.add_argument("--step-set", action="append", default=[], metavar="FIGURE=VALUE",
+                   help="override a hardware figure of the step model, e.g. matmul_tflops=300, "
+                        "intra_bus_GBps.AllReduce.8=80; repeatable")
+    g.add_argument("--choose-by-schedule", action="store_true",
+                   help="the advisor's choices by the scheduled step rather than the serial sum")
+
+
+def step_model_options(args):
+    """(the mesh without its pp axis, :class:`~strategist.cost.step.StepOptions`) of the parsed arguments."""
+    from .cost.profile import parse_overrides
+    from .cost.step import StepOptions
+    from .vocab.mesh import Mesh
+    mesh = Mesh.parse(args.mesh)
+    pp = mesh.get("pp")
+    rest = ",".join(f"{n}={v}" for n, v in mesh.axes if n != "pp") or "dp=1"
+    over = parse_overrides(args.step_set)
+    opts = StepOptions(pp=pp, micro_batches=args.micro_batches, recompute=args.recompute,
+                       optimizer_parallel=args.optimizer_parallel, interleave=args.interleave,
+                       pp_interleave=args.pp_interleave,
+                       overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
+                       choose_by_schedule=args.choose_by_schedule)
+    return rest, opts.check()
 
 
 def _kwargs_words(argv: list[str]) -> list[str]:
@@ -345,10 +415,11 @@ def _main(argv: list[str] | None = None) -> int:
             import json
             from .api import advise_model
             from .report.render import advice_dict, advice_text
-            advice = advise_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
+            mesh, step = step_model_options(args)
+            advice = advise_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                                  training=not args.eval)
+                                  training=not args.eval, step=step)
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs
@@ -364,11 +435,12 @@ def _main(argv: list[str] | None = None) -> int:
             import json
             from .api import find_op, mindformers_anchors_note, plan_model
             from .report.render import explain_dict, explain_text, plan_dict, plan_text
-            plan = plan_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
+            mesh, step = step_model_options(args)
+            plan = plan_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval)
+                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval, step=step)
             note = mindformers_anchors_note(plan)
             said = list(said) + ([note] if note else [])
             if args.command == "explain":
@@ -410,6 +482,23 @@ def _main(argv: list[str] | None = None) -> int:
                 text = cmp.text(args.max_rows)
                 _write(args, _md_block(text) if args.format == "md" else text)
             said = list(said) + [cmp.timings()]
+        elif args.command == "sweep":
+            import json
+            from .report.sweep import sweep_text
+            from .sweep import sweep_model
+            if args.devices < 1 or (args.workers is not None and args.workers < 1):
+                _command_parser(parser, "sweep").error("--devices and --workers must be >= 1")
+            result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs,
+                                 training=not args.eval, hardware=args.hardware,
+                                 axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
+                                 max_tp=args.max_tp, max_pp=args.max_pp,
+                                 micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
+                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
+                                 workers=args.workers)
+            if args.format == "json":
+                _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
+            else:
+                _write(args, sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
         _say(said)          # after the work: a refusal stays one line
         return 0
     except StrategistError as err:

@@ -470,8 +470,9 @@ def price(eng: _Engine) -> Plan:
             t = memory_traffic(op, eng.rule(op.name), s, needs_grad.get(op.name, False))
             if t:
                 traffic[op.name] = t
+    from .step import chosen_step_seconds
     return Plan(g, eng.mesh, hw, eng.user_anchors(), chosen, edges, op_costs,
-                conflicts, incons, eng.warnings, flops, traffic=traffic)
+                conflicts, incons, eng.warnings, flops, traffic=traffic, step_model=chosen_step_seconds)
 
 
 #: operators that read only the rows they return from their table (its slice is not streamed whole)

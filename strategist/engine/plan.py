@@ -128,6 +128,9 @@ class Plan:
     priced: bool = True
     dataset_strategy: Any = "data_parallel"
     traffic: dict[str, float] = field(default_factory=dict)  # memory-bound operators' device-memory bytes per step
+    #: plan -> the step's seconds as scheduled (strategist.cost.step) where the advisor is to choose by it, or
+    #: None: totals()' step_seconds; otherwise the step is the serial sum
+    step_model: Any = None
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy
@@ -151,10 +154,12 @@ class Plan:
         traffic = sum(self.traffic.values())
         mem_s = self.hardware.memory_seconds(traffic) if self.hardware else 0.0
         comm_s = e_fwd_s + e_bwd_s + o_fwd_s + o_bwd_s + g_s
+        serial = comm_s + compute + mem_s
+        step = self.step_model(self) if self.step_model is not None else None
         return {
             "compute_flops": flops, "compute_seconds": compute,
             "memory_bound_bytes": traffic, "memory_bound_seconds": mem_s,
-            "step_seconds": comm_s + compute + mem_s,
+            "step_seconds": serial if step is None else step, "serial_step_seconds": serial,
             "redistribution_ms_cost": sum(e.ms_communication for e in self.edges),
             "redistribution_bytes": e_fwd_b + e_bwd_b, "redistribution_seconds": e_fwd_s + e_bwd_s,
             "forward_bytes": e_fwd_b + o_fwd_b, "forward_seconds": e_fwd_s + o_fwd_s,

@@ -204,6 +204,7 @@ class HardwareSpec(_Strict):
     memory_GB: Annotated[NonNegFinite, Field(le=1e9)] = 0.0
     hbm_GBps: Annotated[NonNegFinite, Field(le=1e7)] = 0.0        # device-memory bandwidth (peak)
     hbm_efficiency: Annotated[PositiveFinite, Field(le=1)] = 0.8  # fraction an element-wise kernel sustains
+    step_model: Optional[dict[StrictStr, Any]] = None             # the step model's figures (cost/profile.py)
 
 
 HARDWARE_FIX = ("a profile needs devices_per_node, intra_node and inter_node {bandwidth_GBps, latency_us}, "

@@ -7,6 +7,7 @@ import os
 
 from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
+from .step import memory_lines, per_layer_rows, step_dict, step_lines
 
 
 def human_bytes(n: float) -> str:
@@ -183,7 +184,8 @@ def plan_dict(plan) -> dict:
                                  "gradient_bytes": c.grad_bytes,
                                  "seconds": c.seconds, "steps": [s[0] for s in c.steps]}
                              for k, c in plan.op_costs.items()},
-        "per_layer": plan.per_layer(), "per_cell": plan.per_cell(), "totals": plan.totals(),
+        "per_layer": per_layer_rows(plan, plan.per_layer()), "per_cell": plan.per_cell(), "totals": plan.totals(),
+        "step": step_dict(plan),
         "conflicts": [{"edge": [c.src, c.dst], "anchors": list(c.anchors), "mindspore_cost": c.cost,
                        "seconds": c.seconds} for c in plan.conflicts],
         "inconsistencies": [{"edge": [a, b], "mindspore_cost": c} for a, b, c in plan.inconsistencies],
@@ -235,6 +237,9 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     out.append(h("Per layer"))
     table(["layer", "bytes/dev", "time"], [(k, human_bytes(v["bytes"]), _seconds(v["seconds"]))
                                           for k, v in d["per_layer"].items()] or [("(none)", "", "")])
+    if d.get("step"):
+        out.append(h("Step (scheduled, msprof-analyze's columns)"))
+        out.extend(step_lines(d["step"], render_table, markdown))
     out.append(h("Totals (per device, one training step)"))
     table(["what", "bytes", "time"], [
         ("redistribution, forward + backward", human_bytes(t["redistribution_bytes"]), _seconds(t["redistribution_seconds"])),
@@ -427,6 +432,8 @@ def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
 
 def advice_dict(advice) -> dict:
     from ..advice.advisor import memory
+    from ..cost.step import estimate
+    from ..engine.search import no_cyclic_gc
     from ..engine.search import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
@@ -460,6 +467,11 @@ def advice_dict(advice) -> dict:
                           "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
                           "step_seconds": t["step_seconds"], "mindspore_cost": t["redistribution_ms_cost"],
                           "conflicts": len(p.conflicts), "memory": memory(p)}
+        with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
+            step = estimate(p)
+            if step is not None:
+                configs[label].update(schedule=step.schedule, throughput=step.throughput,
+                                      memory=step.memory, memory_upper_bound=memory(p))
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
 
     def rows(layouts):
@@ -500,7 +512,8 @@ def advice_dict(advice) -> dict:
         "existing_shard_calls": [{"op": o, "status": s, "detail": d} for o, s, d in advice.existing]
         + _parallel_only_calls(advice),
         "configurations": configs, "notes": advice.notes,
-        "plan": plan_dict(advice.plan),
+        "plan": (pd := plan_dict(advice.plan)),
+        "overlap": (pd.get("step") or {}).get("overlap", {"candidates": []}),
     }
 
 
@@ -571,8 +584,11 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
                      c["conflicts"]))
     table(["configuration", "anchors", "comm bytes", "comm time", "compute", "step estimate", "memory", "conflicts"],
           rows)
-    m = d["configurations"]["advice"]["memory"]
+    m = d["configurations"]["advice"].get("memory_upper_bound") or d["configurations"]["advice"]["memory"]
     out.append(h("Memory under the advice (per device)"))
+    if d["plan"].get("step"):
+        out.extend(memory_lines(d["plan"]["step"]))
+        out.append("every output kept (the upper bound):")
     table(["what", "bytes"], [("parameters", human_bytes(m["parameters"])), ("gradients", human_bytes(m["gradients"])),
                               ("optimizer states (Adam, fp32" + (", parallel optimizer" if advice.graph.optimizer_sharding
                                                                  else ", unsharded") + ")", human_bytes(m["optimizer_states"])),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..errors import MeshError
@@ -89,6 +89,8 @@ class Hardware:
     mfu: float = 0.5             # fraction of peak a large MatMul reaches
     memory_bytes: float = 0.0
     hbm_bandwidth: float = 0.0   # device-memory bytes/s a memory-bound kernel sustains (0: not priced)
+    # the step model's figures with their sources (the profile's step_model section: strategist.cost.profile)
+    step_model: tuple = field(default=(), compare=False)
 
     def compute_seconds(self, flops: float) -> float:
         return flops / (self.peak_flops * self.mfu) if self.peak_flops else 0.0

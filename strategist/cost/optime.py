@@ -1,0 +1,171 @@
+"""Per-operator times of one training step on a :class:`~strategist.cost.profile.StepProfile`, read from a
+priced :class:`~strategist.engine.plan.Plan`: MatMul/BatchMatMul/FlashAttention/Conv by FLOPs at the
+profile's MatMul rate (a roofline against the bytes they move), every other operator by the bytes it moves
+through device memory; forward and backward apart. Each redistribution and each operator's own collective
+repriced on the profile's bus bandwidths, per kind and group size, intra- or inter-node by its group."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..engine.rules.flops import COMPUTE_TYPES
+from ..engine.rules.registry import rule_for
+from .pricing import memory_traffic
+
+#: bytes per element of a dtype name
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+               "int32": 4, "int64": 8, "bool": 1}
+
+#: FlashAttention-2's backward runs five MatMuls of the forward's two (it recomputes the scores): 2.5x its FLOPs
+FA_BACKWARD = 2.5
+
+_STEP = re.compile(r"^(?:(backward|grad) )?(AllGather|ReduceScatter|AllReduce|AllToAll|Split)\(n=(\d+), "
+                   r"group=\[([0-9, ]*)\][^)]*\)(?: as (AllGather|Split \+ Concat \+ ReduceScatter))?")
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One collective on one device: its kind, group size, whether its group stays in a node, the bytes each
+    device sends, and its time on the profile."""
+
+    kind: str
+    n: int
+    intra: bool
+    nbytes: float
+    seconds: float
+    group: tuple = ()
+
+
+def parse_step(label: str, nbytes: float, per_node: int):
+    """(phase, kind, n, intra, group) of a priced step's label (``"grad AllReduce(n=8, group=[0, ...])"``), or
+    None for a local Split. An all-to-all without enable_alltoall runs as the AllGather (backward: the
+    ReduceScatter) its label says."""
+    if nbytes <= 0:
+        return None
+    return _parse_label(label, per_node)
+
+
+@lru_cache(maxsize=8192)
+def _parse_label(label: str, per_node: int):
+    m = _STEP.match(label)
+    if m is None or m.group(2) == "Split":
+        return None
+    kind = m.group(2)
+    if m.group(5):
+        kind = "AllGather" if m.group(5) == "AllGather" else "ReduceScatter"
+    group = tuple(int(x) for x in m.group(4).split(",") if x.strip())
+    intra = not group or min(group) // per_node == max(group) // per_node
+    return m.group(1) or "forward", kind, int(m.group(3)), intra, group
+
+
+_STEPS: dict = {}
+
+
+def comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
+    """A priced ``steps`` tuple ((label, bytes, seconds), ...) -> {phase: [Comm]} on ``prof``
+    (phase: ``forward``, ``backward`` or ``grad``); memoised per tuple and profile."""
+    key = (id(steps), id(prof))
+    hit = _STEPS.get(key)
+    if hit is not None and hit[0] is steps and hit[1] is prof:
+        return hit[2]
+    out = _comms_of_steps(steps, prof)
+    _STEPS[key] = (steps, prof, out)
+    return out
+
+
+def _comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
+    out: dict[str, list[Comm]] = {}
+    for label, nb, _t in steps:
+        p = parse_step(label, nb, prof.devices_per_node)
+        if p is None:
+            continue
+        phase, kind, n, intra, group = p
+        out.setdefault(phase, []).append(Comm(kind, n, intra, nb, prof.collective_seconds(kind, n, nb, intra), group))
+    return out
+
+
+def redistribution_comms(redist, dtype: str, prof, alltoall: bool) -> list[Comm]:
+    """The collectives of one :class:`~strategist.engine.redistribution.Redistribution` on ``prof``."""
+    if redist is None or not redist.has_communication:
+        return []
+    phys = redist.physical(DTYPE_BYTES.get(dtype, 4), None, alltoall)
+    return comms_of_steps(phys.steps, prof).get("forward", [])
+
+
+def needs_grad(graph) -> dict[str, bool]:
+    """Operators a gradient flows back through: those reading a trainable Parameter or such an operator's
+    output, directly or not."""
+    out: dict[str, bool] = {}
+    for op in graph:
+        out[op.name] = any((x.kind == "param" and (x.ref not in graph.params or graph.params[x.ref].requires_grad))
+                           or (x.kind == "op" and out.get(x.ref, False)) for x in op.inputs)
+    return out
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """An operator's compute seconds on one device for the whole step's batch (forward, backward)."""
+
+    forward: float
+    backward: float
+    bound: str            # "flops" | "bytes" | "none"
+
+
+_RULES: dict = {}          # id(op) -> (op, rule)
+_BY_SIGNATURE: dict = {}   # operator signature -> rule (the repeated layers' operators share one)
+_TIMES: dict = {}
+
+
+def _signature(op) -> tuple:
+    """What an operator's factor rule depends on: its type, its inputs' kinds, specs and constants, its
+    outputs, its attributes."""
+    return (op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
+                            repr(x.value) if x.kind == "const" else None) for x in op.inputs),
+            tuple(map(str, op.outputs)), repr(sorted(op.attrs.items())))
+
+
+def cached_rule(op):
+    """``op``'s factor rule, memoised per operator object and per signature."""
+    hit = _RULES.get(id(op))
+    if hit is None or hit[0] is not op:
+        sig = _signature(op)
+        rule = _BY_SIGNATURE.get(sig)
+        if rule is None:
+            rule = _BY_SIGNATURE[sig] = rule_for(op)
+        hit = _RULES[id(op)] = (op, rule)
+    return hit[1]
+
+
+def op_time(op, choice, flops: float, traffic: float, grad: bool, prof) -> OpTime:
+    """``op``'s forward and backward compute time under ``choice`` (its plan entry); memoised per operator,
+    sharding and profile."""
+    s = choice.sharding
+    if s is None:
+        return OpTime(0.0, 0.0, "none")
+    key = (id(op), id(s), flops, traffic, grad, id(prof))
+    hit = _TIMES.get(key)
+    if hit is not None and hit[0] is op and hit[1] is s and hit[2] is prof:
+        return hit[3]
+    t = _op_time(op, s, flops, traffic, grad, prof)
+    _TIMES[key] = (op, s, prof, t)
+    return t
+
+
+def _op_time(op, s, flops: float, traffic: float, grad: bool, prof) -> OpTime:
+    rule = cached_rule(op)
+    moved = memory_traffic(op, rule, s, False)
+    if op.type in COMPUTE_TYPES and flops:
+        fwd_flops = flops / 3.0
+        dtype = op.outputs[0].dtype if op.outputs and op.outputs[0] is not None else "bfloat16"
+        attention = op.type == "FlashAttentionScore"
+        f = max(prof.matmul_seconds(fwd_flops, dtype, attention), prof.memory_seconds(moved))
+        bwd_factor = FA_BACKWARD if attention else 2.0
+        b = max(prof.matmul_seconds(bwd_factor * fwd_flops, dtype, attention), prof.memory_seconds(2 * moved))
+        launch = prof.kernel_launch_us
+        return OpTime(f + launch, (b + 2 * launch) if grad else 0.0, "flops")
+    if not moved:
+        return OpTime(0.0, 0.0, "none")
+    back = (traffic - moved) if traffic > moved else (2.0 * moved if grad else 0.0)
+    launch = prof.kernel_launch_us
+    return OpTime(prof.memory_seconds(moved) + launch, (prof.memory_seconds(back) + launch) if grad else 0.0, "bytes")

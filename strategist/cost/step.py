@@ -1,0 +1,451 @@
+"""The step estimate of a priced :class:`~strategist.engine.plan.Plan`: per-operator times
+(:mod:`.optime`) scheduled on one device's streams (:mod:`.schedule`) for every micro-batch, the pipeline's
+1F1B schedule over its stages (:mod:`.pipeline`), the optimizer step, and the memory each stage keeps
+(:mod:`.memory`). :func:`estimate` is memoised per plan; the advisor's trials call it through
+``Plan.totals()``."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .memory import RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
+from .optime import (
+    DTYPE_BYTES,
+    cached_rule,
+    comms_of_steps,
+    needs_grad,
+    op_time,
+    redistribution_comms,
+)
+from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
+from .profile import step_profile
+from .schedule import Item, added, scaled, simulate, summarize
+
+#: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
+#: twice (the global-norm clip, then the update), two fp32 moments read and written
+OPTIMIZER_BYTES_16 = 2 + 2 + 2 + 2 + 16
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What the run sets beside the plan: pipeline stages (``pp``, MindSpore ``pipeline_stages``), the
+    micro-batches a step's batch is split into (``micro_batches``: the pipeline's, or gradient accumulation
+    without one), ``recompute`` (none | selective | full), ``optimizer_parallel`` (None: as the model's
+    config says), profile figure overrides."""
+
+    pp: int = 1
+    micro_batches: int = 1
+    recompute: str = "none"
+    optimizer_parallel: bool | None = None
+    overrides: tuple = ()
+    offset: tuple = ()
+    interleave: int = 1
+    #: model chunks per pipeline stage (interleaved 1F1B: MindSpore pipeline_interleave, MindFormers
+    #: pp_interleave_num)
+    pp_interleave: int = 1
+    #: per stage, how many of its first layers the selective recompute takes (MindFormers' select_recompute
+    #: list, e.g. (8, 4, 4, 1, 1, 1, 1, 1)); () every layer
+    select_layers: tuple = ()
+    #: per stage, how many of its first layers recompute their norms and the communication after them
+    #: (MindFormers' select_comm_recompute); () none
+    comm_recompute_layers: tuple = ()
+    #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
+    #: than the serial sum (Plan.totals()' step_seconds)
+    choose_by_schedule: bool = False
+
+    def check(self) -> StepOptions:
+        from ..errors import InputSpecError
+        if self.recompute not in RECOMPUTE:
+            raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
+        for name, v in (("select_layers", self.select_layers), ("comm_recompute_layers", self.comm_recompute_layers)):
+            if v and (len(v) != self.pp or any(not isinstance(n, int) or n < 0 for n in v)):
+                raise InputSpecError(f"bad {name} {list(v)}: give one layer count >= 0 per pipeline stage "
+                                     f"({self.pp})")
+        if not isinstance(self.interleave, int) or self.interleave not in (1, 2, 4, 8):
+            raise InputSpecError(f"bad interleave {self.interleave!r}: MindFormers' fine_grain_interleave is 1, 2, 4 or 8")
+        if not isinstance(self.pp_interleave, int) or self.pp_interleave < 1:
+            raise InputSpecError(f"bad --pp-interleave {self.pp_interleave!r}: give a whole number >= 1")
+        if self.pp_interleave > 1 and (self.pp < 2 or self.micro_batches % self.pp):
+            raise InputSpecError(f"--pp-interleave {self.pp_interleave} needs pp >= 2 and micro-batches a multiple "
+                                 f"of pp (MindSpore's interleaved pipeline); got pp={self.pp}, "
+                                 f"{self.micro_batches} micro-batches")
+        if not isinstance(self.micro_batches, int) or self.micro_batches < 1:
+            raise InputSpecError(f"bad --micro-batches {self.micro_batches!r}: give a whole number >= 1")
+        if self.pp > 1 and self.micro_batches < self.pp:
+            raise InputSpecError(f"--micro-batches {self.micro_batches} is fewer than pp={self.pp} stages: "
+                                 f"MindSpore needs micro_batch_num >= pipeline_stages; give at least {self.pp}")
+        return self
+
+
+def options_of(plan) -> StepOptions:
+    return getattr(plan.graph, "step_options", None) or StepOptions()
+
+
+_PROFILES: dict = {}
+_COMMS: dict = {}
+
+
+def _profile(hw, overrides: tuple):
+    key = (id(hw), overrides)
+    hit = _PROFILES.get(key)
+    if hit is None or hit[0] is not hw:
+        hit = _PROFILES[key] = (hw, step_profile(hw, {k: v for k, v in overrides}))
+    return hit[1]
+
+
+def _redist(r, dtype, prof, a2a):
+    if r is None:
+        return ()
+    key = (id(r), dtype, id(prof), a2a)
+    hit = _COMMS.get(key)
+    if hit is None or hit[0] is not r:
+        hit = _COMMS[key] = (r, tuple(redistribution_comms(r, dtype, prof, a2a)))
+    return hit[1]
+
+
+def _scale(comms, m: int, prof) -> float:
+    """Seconds of ``comms`` for one micro-batch's share of their bytes."""
+    return sum(prof.collective_seconds(c.kind, c.n, c.nbytes / m, c.intra) for c in comms)
+
+
+_GRAPHS: dict = {}
+
+
+def _graph_facts(g) -> tuple[dict, dict]:
+    """(operators a gradient flows through, each operator's layer), per graph."""
+    hit = _GRAPHS.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = _GRAPHS[id(g)] = (g, needs_grad(g), {op.name: op.layer for op in g})
+    return hit[1], hit[2]
+
+
+def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
+    """The schedule's view of every operator for one micro-batch."""
+    g, m = plan.graph, opts.micro_batches
+    grad, layer_of = _graph_facts(g)
+    a2a = bool(getattr(g, "enable_alltoall", False))
+    edge_of: dict = {}
+    for e in plan.edges:
+        fwd = _redist(e.forward, e.dtype, prof, a2a) if e.fwd_bytes > 0 else ()
+        bwd = _redist(e.backward, e.dtype, prof, a2a) if e.bwd_bytes > 0 and e.backward is not None else ()
+        edge_of[(e.dst, e.in_slot)] = (_scale(fwd, m, prof), _scale(bwd, m, prof))
+    recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
+        selective_drop(g, opts)
+    items = []
+    for op in g:
+        ch = plan.choices[op.name]
+        t = op_time(op, ch, plan.flops.get(op.name, 0.0), plan.traffic.get(op.name, 0.0), grad[op.name], prof)
+        deps = []
+        for slot, x in enumerate(op.inputs):
+            if x.kind not in ("op", "input"):
+                continue
+            fc, bc = edge_of.get((op.name, slot), (0.0, 0.0))
+            src = x.ref if x.kind == "op" else None
+            deps.append((src, x.index or 0, fc, bc if src is not None and grad.get(src) else 0.0))
+        it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps), op=op.name)
+        c = plan.op_costs.get(op.name)
+        if c is not None:
+            ph = comms_of_steps(c.steps, prof)
+            it.own_fwd = _scale(ph.get("forward", ()), m, prof)
+            it.own_bwd = _scale(ph.get("backward", ()), m, prof)
+            it.mirrors, it.prefetch = _mirrors(op, ch, ph.get("grad", ()), zero, prof, g)
+        it.bwd = t.backward / m
+        if op.name in recompute:
+            it.bwd += it.fwd
+            it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
+        items.append(it)
+    return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+
+
+def _first_layers(graph, opts, counts) -> set[str]:
+    """The first ``counts[s]`` layers of each pipeline stage ``s``."""
+    from .pipeline import layer_order
+    layers = layer_order(graph)
+    per = len(layers) // max(opts.pp, 1)
+    sizes = [per + o for o in (opts.offset or [0] * opts.pp)]
+    out, k = set(), 0
+    for s, size in enumerate(sizes):
+        out.update(layers[k:k + min(counts[s], size)])
+        k += size
+    return out
+
+
+def selective_drop(graph, opts: StepOptions) -> set[str]:
+    """Operators recomputed short of a full recompute: MindFormers' selective recompute (on the stages' first
+    ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``)."""
+    out = set()
+    if opts.recompute == "selective":
+        out |= selective_ops(graph, _first_layers(graph, opts, opts.select_layers) if opts.select_layers else None)
+    if opts.comm_recompute_layers and opts.recompute != "full":
+        out |= comm_recompute_ops(graph, _first_layers(graph, opts, opts.comm_recompute_layers))
+    return out
+
+
+def interleaved(items: list[Item], k: int) -> list[Item]:
+    """Fine-grained multi-copy (MindSpore's ``interleaved_parallel``, MindFormers' ``fine_grain_interleave``):
+    each layer's operators as ``k`` copies on ``1/k`` of the batch. A layer is cut after every operator with a
+    collective of its own; the copies run each piece in turn, so one copy's collective runs beside the next
+    copy's piece of computation."""
+    out: list[Item] = []
+    copies: dict[str, list[str]] = {}
+    i = 0
+    while i < len(items):
+        it = items[i]
+        if it.layer == "(outside layers)":
+            deps = []
+            for d in it.deps:
+                if d[0] in copies:
+                    deps.extend((c, d[1], d[2] / k, d[3] / k) for c in copies[d[0]])
+                else:
+                    deps.append(d)
+            out.append(replace(it, deps=tuple(deps)))
+            i += 1
+            continue
+        j = i
+        while j < len(items) and items[j].layer == it.layer:
+            j += 1
+        pieces, cur = [], []
+        for x in items[i:j]:
+            cur.append(x)
+            if x.own_fwd or x.own_bwd:
+                pieces.append(cur)
+                cur = []
+        if cur:
+            pieces.append(cur)
+        for piece in pieces:
+            for c in range(k):
+                for x in piece:
+                    deps = tuple((copies[d[0]][c] if d[0] in copies else d[0], d[1], d[2] / k, d[3] / k)
+                                 for d in x.deps)
+                    y = replace(x, name=f"{x.name} (copy {c})", fwd=x.fwd / k, bwd=x.bwd / k, deps=deps,
+                                own_fwd=x.own_fwd / k, own_bwd=x.own_bwd / k, recompute_comm=x.recompute_comm / k,
+                                prefetch=x.prefetch if c == 0 else 0.0, mirrors=x.mirrors if c == 0 else ())
+                    copies.setdefault(x.name, []).append(y.name)
+                    out.append(y)
+        i = j
+    return out
+
+
+_MIRRORS: dict = {}
+
+
+def _mirrors(op, ch, comms, zero, prof, g):
+    """(gradient reductions, optimizer-parallel AllGather seconds) of an operator's Parameters: with the
+    parallel optimizer a sharded weight's AllReduce becomes a ReduceScatter (half its ring bytes) and its
+    AllGather runs before the forward. Memoised per operator, sharding, profile and optimizer sharding."""
+    if not comms:
+        return (), 0.0
+    key = (id(op), id(ch.sharding), id(comms), id(prof), zero)
+    hit = _MIRRORS.get(key)
+    if hit is not None and hit[0] is op and hit[1] is ch.sharding and hit[2] is comms:
+        return hit[3]
+    out = _MIRRORS[key] = (op, ch.sharding, comms, _mirrors_of(op, ch, comms, zero, prof, g))
+    return out[3]
+
+
+def _mirrors_of(op, ch, comms, zero, prof, g):
+    out, pre = [], 0.0
+    params = [(op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
+              if k < len(ch.inputs) and op.inputs[slot].kind == "param"]
+    sharded = False
+    if zero is not None and params:
+        x, lay = params[0]
+        p = g.params.get(x.ref)
+        if p is not None and lay is not None:
+            per = DTYPE_BYTES.get(p.spec.dtype, 4)
+            sharded = zero.ways(max(c.n for c in comms) if comms else 1, lay.slice_shape[0] if lay.slice_shape else 1,
+                                lay.slice_numel * per) > 1
+    for c in comms:
+        if sharded:
+            out.append(((c.group, "ReduceScatter"), "ReduceScatter", c.n, c.intra, c.nbytes / 2))
+            pre += prof.collective_seconds("AllGather", c.n, c.nbytes / 2, c.intra)
+        else:
+            out.append(((c.group, c.kind), c.kind, c.n, c.intra, c.nbytes))
+    return tuple(out), pre
+
+
+def _slots(op) -> tuple:
+    return cached_rule(op).slots
+
+
+def _zero(plan, opts):
+    from ..vocab.graph import OptimizerSharding
+    z = getattr(plan.graph, "optimizer_sharding", None)
+    if opts.optimizer_parallel is False:
+        return None
+    if opts.optimizer_parallel and z is None:
+        return OptimizerSharding()
+    return z
+
+
+def _optimizer_seconds(plan, names, zero, prof, devices) -> float:
+    from .memory import param_slices
+    total = 0.0
+    for name, shape in param_slices(plan, names).items():
+        p = plan.graph.params.get(name)
+        if p is None or not p.requires_grad:
+            continue
+        n = math.prod(shape)
+        w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * DTYPE_BYTES.get(p.spec.dtype, 4)) \
+            if zero is not None and shape else 1
+        total += n / w * OPTIMIZER_BYTES_16
+    return prof.memory_seconds(total)
+
+
+def _boundary_bytes(plan, stage, s: int) -> float:
+    """Bytes one device sends to stage ``s + 1`` per step: the slices of the tensors it reads from ``s``."""
+    g, total, seen = plan.graph, 0.0, set()
+    for op in g:
+        if stage.get(op.name) != s + 1:
+            continue
+        for x in op.inputs:
+            if x.kind == "op" and stage.get(x.ref) == s and (x.ref, x.index) not in seen:
+                seen.add((x.ref, x.index))
+                spec = g.op(x.ref).outputs[x.index or 0]
+                lay = plan.choices[x.ref].outputs[x.index or 0] if plan.choices[x.ref].outputs else None
+                if spec is not None and lay is not None:
+                    total += lay.slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
+    return total
+
+
+class StepEstimate:
+    """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
+    breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
+
+    def __init__(self, plan, prof, opts, zero, runs, span, bubbles, tails):
+        self.plan, self.prof, self.opts, self.zero = plan, prof, opts, zero
+        self.runs, self.bubbles = runs, bubbles
+        self.step_s = span + max(tails)
+        self.worst = max(range(opts.pp), key=lambda s: (runs[s][1].end + tails[s], s))
+        self.timeline = runs[self.worst][2]
+        self.throughput = _throughput(plan, self.step_s, plan.mesh.size * opts.pp)
+        self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
+                        "optimizer_parallel": zero is not None, "interleave": opts.interleave,
+                        "pp_interleave": opts.pp_interleave,
+                        "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
+        self._breakdown = None
+        self._memory = None
+
+    def _summaries(self):
+        if self._breakdown is None:
+            m = self.opts.micro_batches
+            total, per = None, {}
+            # the reported stage's totals; each layer's row from the stage holding it (rows outside layers,
+            # the optimizer's and the pipeline's from the reported stage)
+            for s in sorted(range(len(self.runs)), key=lambda i: i == self.worst):
+                _names, a, b = self.runs[s]
+                ta, pa = summarize(a)
+                tb, pb = summarize(b)
+                rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+                per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
+                if s == self.worst:
+                    total = added(scaled(ta, m - 1), tb)
+            total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
+            total["step_s"] = self.step_s
+            for row in per.values():
+                row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
+            self._breakdown = (total, dict(sorted(per.items())))
+        return self._breakdown
+
+    @property
+    def schedule(self) -> dict:
+        return self._summaries()[0]
+
+    @property
+    def per_layer(self) -> dict:
+        return self._summaries()[1]
+
+    def _stage_memory(self, s: int) -> dict:
+        o = self.opts
+        return stage_memory(self.plan, self.runs[s][0], devices=self.plan.mesh.size, recompute=o.recompute,
+                            optimizer_parallel=self.zero is not None, micro_batches=o.micro_batches,
+                            in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof,
+                            drop=selective_drop(self.plan.graph, o) if o.recompute != "full" else None)
+
+    def _stages(self) -> list:
+        if self._memory is None:
+            self._memory = [self._stage_memory(s) for s in range(len(self.runs))]
+        return self._memory
+
+    @property
+    def memory(self) -> dict:
+        """The memory of the stage that keeps the most (every stage's: :attr:`per_stage`)."""
+        mems = self._stages()
+        s = max(range(len(mems)), key=lambda i: mems[i]["total"])
+        return {**mems[s], "stage": s}
+
+    @property
+    def per_stage(self) -> list:
+        return [{"stage": s, "micro_batch_s": a.end, "bubble_s": self.bubbles[s], "memory_total": ms["total"],
+                 "fits": ms["fits"]} for s, ((_n, a, _b), ms) in enumerate(zip(self.runs, self._stages()))]
+
+    def to_dict(self) -> dict:
+        return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
+                "throughput": self.throughput, "options": self.options, "per_stage": self.per_stage}
+
+
+def estimate(plan) -> StepEstimate | None:
+    """The step estimate of ``plan`` (None without a hardware profile); memoised on the plan."""
+    hit = getattr(plan, "_step_estimate", None)
+    if hit is not None:
+        return hit
+    if plan.hardware is None:
+        return None
+    from ..engine.search import no_cyclic_gc
+    with no_cyclic_gc():
+        est = _estimate(plan, options_of(plan).check())
+    plan._step_estimate = est
+    return est
+
+
+def _estimate(plan, opts: StepOptions) -> StepEstimate:
+    prof = _profile(plan.hardware, opts.overrides)
+    zero = _zero(plan, opts)
+    items = build_items(plan, prof, opts, zero)
+    stage = stage_of_ops(plan.graph, opts.pp, opts.offset or None)
+    devices = plan.mesh.size
+    m = opts.micro_batches
+    runs = []
+    for s in range(opts.pp):
+        mine = [it for it in items if stage[it.op] == s] if opts.pp > 1 else items
+        names = {it.op for it in mine}
+        p2p = []
+        for b, ph in ((s - 1, "forward"), (s, "backward")):
+            if 0 <= b < opts.pp - 1:
+                nb = _boundary_bytes(plan, stage, b) / m
+                t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
+                p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
+        a = simulate(mine, prof, grads=False, extra_exposed=p2p)
+        b = simulate(mine, prof, grads=True, optimizer_s=_optimizer_seconds(plan, names, zero, prof, devices),
+                     extra_exposed=p2p)
+        runs.append((names, a, b))
+    span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m, opts.pp_interleave)
+    est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
+    est.items = items
+    return est
+
+
+def _throughput(plan, step: float, devices: int) -> dict:
+    """Tokens per second per device, where the model's first input is token ids ``[batch, seq]``."""
+    ins = list(getattr(plan.graph, "inputs", {}).values())
+    if not ins or step <= 0:
+        return {}
+    spec = ins[0]
+    out = {"samples_per_s": spec.shape[0] / step if spec.shape else None, "devices": devices}
+    if len(spec.shape) == 2 and spec.dtype.startswith("int"):
+        tokens = spec.shape[0] * spec.shape[1]
+        out["tokens_per_step"] = tokens
+        out["tokens_per_s_per_device"] = tokens / step / devices
+    return out
+
+
+def step_seconds(plan) -> float | None:
+    est = estimate(plan)
+    return est.step_s if est is not None else None
+
+
+def chosen_step_seconds(plan) -> float | None:
+    """``Plan.totals()``' step_seconds: the scheduled step where the options ask the advisor to choose by it
+    (``choose_by_schedule``), else None (the serial sum)."""
+    return step_seconds(plan) if options_of(plan).choose_by_schedule else None
+

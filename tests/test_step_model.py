@@ -1,0 +1,257 @@
+"""The step model (strategist.cost.step and its modules): hand-worked schedules, pipeline bubble, memory."""
+import pytest
+
+from strategist.cost.pipeline import one_f_one_b, stage_of_ops
+from strategist.cost.profile import StepProfile, parse_overrides, step_profile
+from strategist.cost.schedule import Item, simulate, summarize
+from strategist.cost.step import StepOptions, estimate
+from strategist.vocab.mesh import Mesh
+from strategist.files.hardware import load_hardware
+from strategist.vocab.anchors import Anchor
+from strategist.engine.propagate import propagate
+from strategist.errors import InputSpecError, MeshError
+
+#: round figures: 100 TFLOP/s, 1000 GB/s element-wise, every collective at 10 GB/s bus bandwidth, no latency
+FLAT = StepProfile("flat", 8, 100e12, 100e12, 1000e9, 64e9, (("AllReduce", ((2, 10e9),)), ("AllGather", ((2, 10e9),))),
+                   0.0, 10e9, 0.0, 10e9, 10e9)
+
+
+def test_exposed_collective_waits_and_an_independent_one_hides():
+    # a -> b(own AllReduce 2 s) -> c: c waits for the AllReduce; d beside it does not
+    a = Item("a", "L0", 1.0, 0.0, False, ())
+    b = Item("b", "L0", 1.0, 0.0, False, (("a", 0, 0.0, 0.0),), own_fwd=2.0)
+    c = Item("c", "L0", 1.0, 0.0, False, (("b", 0, 0.0, 0.0),))
+    exposed = simulate([a, b, c], FLAT, grads=False)
+    assert exposed.end == pytest.approx(5.0)                 # 1 + 1 + 2 (exposed) + 1
+    t, _ = summarize(exposed)
+    assert t["communication_not_overlapped_s"] == pytest.approx(2.0) and t["overlapped_s"] == 0.0
+    d = Item("d", "L0", 2.0, 0.0, False, (("a", 0, 0.0, 0.0),))
+    hidden = simulate([a, b, d, c], FLAT, grads=False)       # d (2 s) runs while b's AllReduce does
+    assert hidden.end == pytest.approx(5.0)                  # 1 + 1 + 2 (d, beside the AllReduce) + 1
+    t, _ = summarize(hidden)
+    assert t["overlapped_s"] == pytest.approx(2.0) and t["communication_not_overlapped_s"] == 0.0
+    assert t["computing_s"] == pytest.approx(5.0) and t["step_s"] == pytest.approx(5.0)
+
+
+def test_data_parallel_gradient_reduction_overlaps_the_rest_of_the_backward():
+    # three operators, 1 s forward and 2 s backward each; the last one's weight gradient (10 GB, 2 devices:
+    # 1 s on FLAT at its ring bytes 10e9) is reduced while the two earlier operators' backward runs
+    mirror = (("g", "AllReduce"), "AllReduce", 2, True, 10e9)
+    items = [Item("x", "L0", 1.0, 2.0, True, ()),
+             Item("y", "L0", 1.0, 2.0, True, (("x", 0, 0.0, 0.0),)),
+             Item("z", "L0", 1.0, 2.0, True, (("y", 0, 0.0, 0.0),), mirrors=(mirror,))]
+    tl = simulate(items, FLAT, grads=True)
+    assert tl.end == pytest.approx(9.0)                      # 3 forward + 6 backward; the 1 s reduction hidden
+    t, _ = summarize(tl)
+    assert t["overlapped_s"] == pytest.approx(1.0) and t["communication_not_overlapped_s"] == 0.0
+    # on the first operator (the last backward) it is exposed instead
+    items[0].mirrors, items[2].mirrors = (mirror,), ()
+    tl = simulate(items, FLAT, grads=True)
+    assert tl.end == pytest.approx(10.0)
+    assert summarize(tl)[0]["communication_not_overlapped_s"] == pytest.approx(1.0)
+
+
+def test_one_f_one_b_bubble_is_three_elevenths_for_four_stages_and_eight_micro_batches():
+    span, bubble = one_f_one_b([0.5] * 4, 8)
+    assert span == pytest.approx(11 * 0.5)
+    assert all(b / span == pytest.approx(3 / 11) for b in bubble)
+    # interleaved 1F1B, 2 chunks per stage: the fill and drain on half a stage, (p - 1) / (2m + p - 1)
+    span, bubble = one_f_one_b([0.5] * 4, 8, chunks=2)
+    assert bubble[0] / span == pytest.approx(3 / 19)
+    # an unequal stage sets the pace of the other micro-batches
+    span, bubble = one_f_one_b([1.0, 2.0], 4)
+    assert span == pytest.approx(3.0 + 3 * 2.0) and bubble == [pytest.approx(5.0), pytest.approx(1.0)]
+
+
+def _mlp_plan(graph_of, mesh, fc1, fc2, opts=None):
+    g = graph_of("examples/mlp.py:MegatronMLP")
+    anchors = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", fc1), "linear_fc2.matmul": Anchor("linear_fc2.matmul", fc2)}
+    try:
+        g.step_options = opts
+        plan = propagate(g, Mesh.parse(mesh), anchors, hardware=load_hardware("atlas-800t-a2"))
+        estimate(plan)          # memoised on the plan with the options it was priced under
+        return plan
+    finally:
+        g.step_options = None
+
+
+def test_megatron_mlp_at_tp4_exposes_the_row_parallel_allreduce(graph_of):
+    plan = _mlp_plan(graph_of, "tp=4", ((1, 1), (1, 4)), ((1, 4), (4, 1)))
+    est = estimate(plan)
+    # fc2's output [4096, 1024] fp16 (8 MiB) all-reduced over 4 cards at 30 GB/s bus bandwidth: ring bytes
+    # 2 * 3/4 * 8 MiB = 12 MiB, plus 2 x log2(4) steps of 10 us; once forward (the bias Add waits), once
+    # backward (its transpose, before fc2's backward)
+    ar = 2 * 2 * 10e-6 + 2 * 0.75 * 8 * 2**20 / 30e9
+    # the dataset splits x [4096, 1024] by rows over the 4 cards, fc1 reads it whole: an AllGather sending
+    # 3 slices of 2 MiB at 64 GB/s, 2 steps of 10 us, before fc1 can start
+    ag = 2 * 10e-6 + 3 * 2 * 2**20 / 64e9
+    assert est.schedule["communication_not_overlapped_s"] == pytest.approx(ag + 2 * ar, rel=1e-6)
+    # fc2's bias [1024] is replicated on the 4 cards: its 2 KiB gradient AllReduce runs on the data-parallel
+    # stream beside fc2's backward AllReduce, which the compute stream waits for: no time of its own
+    assert est.schedule["overlapped_s"] == 0.0
+    s = est.schedule
+    assert s["step_s"] == pytest.approx(s["computing_s"] + s["communication_not_overlapped_s"] + s["free_s"])
+
+
+def test_mlp_memory_with_and_without_the_parallel_optimizer(graph_of):
+    mib = 2**20
+    plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions())
+    m = estimate(plan).memory
+    # weights [1024, 4096] and [4096, 1024] fp16 split by 4: 2 MiB each; biases 2 KiB each
+    assert m["parameters"] == pytest.approx(4 * mib + 4096)
+    assert m["gradients"] == pytest.approx(4 * mib + 4096)
+    assert m["optimizer_states"] == pytest.approx(4 * (4 * mib + 4096))      # two fp32 moments: 8 B per element
+    # saved for the backward: GeLU's input and fc2's input, [2048, 1024] fp16 slices (4 MiB each); the
+    # largest output slice, 4 MiB, is the transient
+    assert m["activations"] == pytest.approx(8 * mib) and m["transient"] == pytest.approx(4 * mib)
+    assert not m["assumed"]["optimizer_parallel"]
+    plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions(optimizer_parallel=True))
+    z = estimate(plan).memory
+    # each weight slice is repeated on the 2 dp replicas and >= 64 KiB: kept as halves, gathered for the
+    # step (the gathered copy kept for the backward); biases below the 64 KiB threshold stay whole
+    assert z["parameters"] == pytest.approx(2 * mib + 4096)
+    assert z["gathered_weights"] == pytest.approx(4 * mib)
+    assert z["optimizer_states"] == pytest.approx(8 * (mib + 2048))                # 8 B per element kept
+    assert z["gradients"] == pytest.approx(4 * mib + 4096)                    # level1: gradients whole
+    assert z["assumed"]["optimizer_parallel"] and z["assumed"]["optimizer_level"] == "level1"
+
+
+def test_recompute_and_pipeline_options_change_time_and_memory(graph_of):
+    g = graph_of("examples/llama.py:tiny")
+    hw = load_hardware("atlas-800t-a2")
+    mesh = Mesh.parse("dp=2")
+    base = {}
+    try:
+        for r in ("none", "selective", "full"):
+            g.step_options = StepOptions(recompute=r)
+            base[r] = estimate(propagate(g, mesh, {}, hardware=hw))
+        assert base["none"].memory["activations"] > base["selective"].memory["activations"] > \
+            base["full"].memory["activations"]
+        assert base["none"].schedule["computing_s"] < base["selective"].schedule["computing_s"] < \
+            base["full"].schedule["computing_s"]
+        g.step_options = StepOptions(pp=2, micro_batches=2)
+        est = estimate(propagate(g, mesh, {}, hardware=hw))
+        assert est.schedule["bubble_s"] > 0 and len(est.per_stage) == 2
+        g.step_options = StepOptions(pp=3, micro_batches=3)
+        with pytest.raises(InputSpecError, match="pp=3 does not split the model's 2 layers evenly"):
+            estimate(propagate(g, mesh, {}, hardware=hw))
+    finally:
+        g.step_options = None
+
+
+def test_stage_assignment_is_even_with_embedding_first_and_head_last(graph_of):
+    g = graph_of("examples/llama.py:tiny")
+    st = stage_of_ops(g, 2)
+    assert st["model.tok_embeddings.gather"] == 0 and st["lm_head.matmul"] == 1
+    assert {st[o.name] for o in g if o.layer == "model.layers.0"} == {0}
+    assert {st[o.name] for o in g if o.layer == "model.layers.1"} == {1}
+
+
+def test_profile_figures_name_their_sources_and_can_be_overridden():
+    hw = load_hardware("atlas-800t-a2")
+    p = step_profile(hw)
+    assert p.matmul_tflops == 328e12 and p.elementwise_GBps == 640e9 and p.memory_GB == 64e9
+    assert [p.bus_bandwidth("AllGather", n, True) for n in (2, 4, 8)] == [38e9, 64e9, 149e9]
+    assert [p.bus_bandwidth("AllReduce", n, True) for n in (2, 4, 8)] == [18e9, 30e9, 72e9]
+    assert all(p.sources[k] for k in ("matmul_tflops", "elementwise_GBps", "intra_bus_GBps", "inter_bus_GBps"))
+    q = step_profile(hw, parse_overrides(["matmul_tflops=300", "intra_bus_GBps.AllReduce.8=80"]))
+    assert q.matmul_tflops == 300e12 and q.sources["matmul_tflops"] == "user override"
+    assert q.bus_bandwidth("AllReduce", 8, True) == 80e9 and q.bus_bandwidth("AllReduce", 4, True) == 30e9
+    with pytest.raises(MeshError, match="unknown step_model figure 'matmul_tflop'"):
+        step_profile(hw, {"matmul_tflop": 1})
+    with pytest.raises(MeshError, match="bad --step-set"):
+        parse_overrides(["matmul_tflops"])
+
+
+def test_bad_options_are_one_line_errors():
+    with pytest.raises(InputSpecError, match="bad --recompute 'some': write none, selective or full"):
+        StepOptions(recompute="some").check()
+    with pytest.raises(InputSpecError, match="fewer than pp=4"):
+        StepOptions(pp=4, micro_batches=2).check()
+
+
+def test_two_copies_hide_a_row_parallel_allreduce_behind_each_other():
+    from strategist.cost.step import interleaved
+    # a layer: x (1 s) -> w (1 s, its own AllReduce 1 s) -> y (1 s). One copy: the AllReduce is exposed (4 s).
+    # Two copies of half the batch: w's AllReduce of copy 0 (0.5 s) runs beside copy 1's x and w (1 s)
+    items = [Item("x", "L0", 1.0, 0.0, False, ()), Item("w", "L0", 1.0, 0.0, False, (("x", 0, 0.0, 0.0),), own_fwd=1.0),
+             Item("y", "L0", 1.0, 0.0, False, (("w", 0, 0.0, 0.0),))]
+    assert simulate(items, FLAT, grads=False).end == pytest.approx(4.0)
+    two = interleaved(items, 2)
+    assert [i.name for i in two] == ["x (copy 0)", "w (copy 0)", "x (copy 1)", "w (copy 1)", "y (copy 0)", "y (copy 1)"]
+    tl = simulate(two, FLAT, grads=False)
+    # x0 w0 | x1 w1 (AR0 beside them) | y0 | AR1 ends at 2.5 -> y1 from 2.5: 3.0 s, 0.5 s of AllReduce exposed
+    assert tl.end == pytest.approx(3.0)
+    assert summarize(tl)[0]["overlapped_s"] == pytest.approx(1.0)
+
+
+def test_the_advisor_chooses_by_the_schedule_when_asked(graph_of):
+    from strategist.advice.advisor import advise
+    g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
+    hw, mesh = load_hardware("atlas-800t-a2"), Mesh.parse("dp=2,tp=4")
+    megatron = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", ((2, 1), (1, 4))),
+                "linear_fc2.matmul": Anchor("linear_fc2.matmul", ((2, 4), (4, 1)))}
+    try:
+        g.step_options = StepOptions(choose_by_schedule=True)
+        a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+        ref = propagate(g, mesh, megatron, hardware=hw, dataset_strategy="full_batch")
+        assert a.plan.totals()["step_seconds"] == estimate(a.plan).step_s
+        assert ref.totals()["step_seconds"] == estimate(ref).step_s
+        # the whole 8 cards as one tensor-parallel group: fc2's AllReduce of the [8192, 1024] fp16 output
+        # over 8 at 72 GB/s bus bandwidth (2 * 7/8 * 16 MiB: 408 us) against Megatron's [4096, 1024] over 4
+        # at 30 GB/s (2 * 3/4 * 8 MiB: 419 us), and no gradient reduction over dp
+        assert a.plan.strategy("linear_fc1.matmul") == ((1, 1), (1, 8))
+        assert a.plan.totals()["step_seconds"] < ref.totals()["step_seconds"]
+    finally:
+        g.step_options = None
+    # by default the advisor still chooses by the serial sum: Megatron's column/row pair
+    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    assert a.plan.strategy("linear_fc1.matmul") == ((2, 1), (1, 4))
+
+
+def test_per_stage_recompute_lists_take_each_stages_first_layers(graph_of):
+    from strategist.cost.step import selective_drop
+    g = graph_of("examples/llama.py:tiny")
+    opts = StepOptions(pp=2, micro_batches=2, recompute="selective", select_layers=(1, 0),
+                       comm_recompute_layers=(0, 1)).check()
+    drop = selective_drop(g, opts)
+    by_layer = {}
+    for name in drop:
+        by_layer.setdefault(g.op(name).layer, set()).add(g.op(name).type)
+    # layer 0 (stage 0's first): the MLP's SiLU and its product; layer 1 (stage 1's first): its two norms
+    assert by_layer == {"model.layers.0": {"SiLU", "Mul"}, "model.layers.1": {"RmsNorm"}}
+    with pytest.raises(InputSpecError, match="bad select_layers"):
+        StepOptions(pp=2, micro_batches=2, select_layers=(1,)).check()
+
+
+def _cli(capsys, *argv):
+    from strategist.cli import main
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_options_and_json_keys(capsys):
+    import json
+    import os
+    tiny = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "llama.py") + ":tiny"
+    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=2,dp=2", "--micro-batches", "4",
+                          "--recompute", "selective", "--optimizer-parallel", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    keys = {"computing_s", "communication_not_overlapped_s", "overlapped_s", "free_s", "bubble_s", "step_s"}
+    c = d["configurations"]["advice"]
+    assert keys <= set(c["schedule"]) and c["schedule"]["bubble_s"] > 0
+    assert c["throughput"]["tokens_per_s_per_device"] > 0 and c["throughput"]["devices"] == 4
+    assert c["memory"]["assumed"]["recompute"] == "selective" and c["memory"]["assumed"]["optimizer_parallel"]
+    rows = [r for k, r in d["plan"]["per_layer"].items() if k.startswith("model.layers.")]
+    assert rows and all(keys <= set(r) for r in rows)
+    assert all({"op", "feature", "applicable", "reason", "saving_s", "how"} <= set(x) for x in d["overlap"]["candidates"])
+    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=2,dp=2", "--micro-batches", "4")
+    assert code == 0 and "Step (scheduled, msprof-analyze's columns)" in out and "Bubble" in out
+    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=3,dp=2", "--micro-batches", "4")
+    assert code == 2 and err.strip().splitlines() == [
+        ("strategist: error: pp=3 does not split the model's 2 layers evenly: pick a pp dividing 2 (or give a "
+         "per-stage offset summing to 0)")]
+    code, out, err = _cli(capsys, "propagate", tiny, "--mesh", "dp=2", "--step-set", "matmul_tflops")
+    assert code == 2 and "bad --step-set 'matmul_tflops'" in err
