@@ -124,6 +124,24 @@ def _parser() -> argparse.ArgumentParser:
                                                           "anchors (a child process)")
     sp.add_argument("--format", default="table", choices=["table", "json"])
     sp.add_argument("--max-rows", type=int, default=20, help="disagreement rows per column (0 = all)")
+    sp = sub.add_parser("sweep", help="which mesh and memory options for N devices: every dp x tp x cp x ep x pp "
+                                      "the model allows, advised and ranked by the step model")
+    model_args(sp)
+    sp.add_argument("--devices", type=int, required=True, metavar="N", help="the number of devices (cards)")
+    sp.add_argument("--axes", default="dp,tp,cp,ep,pp", metavar="AXIS,...",
+                    help="the mesh axes to factorise N over (default dp,tp,cp,ep,pp)")
+    sp.add_argument("--max-tp", type=int, metavar="N", help="largest tp tried")
+    sp.add_argument("--max-pp", type=int, metavar="N", help="largest pp tried")
+    sp.add_argument("--micro-batches", type=int, action="append", metavar="M",
+                    help="micro-batch counts tried with pp (repeatable; default pp, 2 pp and 4 pp where they split "
+                         "the batch)")
+    sp.add_argument("--hardware", default="atlas-800t-a2",
+                    help="hardware profile name under rules/hardware/ or a YAML path (default atlas-800t-a2)")
+    sp.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
+                    help="how the inputs are split, as MindSpore's dataset_strategy (default data_parallel)")
+    sp.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
+    sp.add_argument("--format", default="table", choices=["table", "json", "md"])
+    sp.add_argument("--max-rows", type=int, default=20, help="rows per table (0 = all)")
     return p
 
 
@@ -250,6 +268,23 @@ def _main(argv: list[str] | None = None) -> int:
                 sys.stdout.write(json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
             else:
                 sys.stdout.write(plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
+        elif args.command == "sweep":
+            import json
+            from .report.sweep import sweep_text
+            from .sweep import sweep_model
+            if args.devices < 1 or (args.workers is not None and args.workers < 1):
+                parser.error("--devices and --workers must be >= 1")
+            result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs,
+                                 training=not args.eval, hardware=args.hardware,
+                                 axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
+                                 max_tp=args.max_tp, max_pp=args.max_pp,
+                                 micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
+                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
+                                 workers=args.workers)
+            if args.format == "json":
+                sys.stdout.write(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
+            else:
+                sys.stdout.write(sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
         elif args.command == "verify":
             from .verify import verify_model
             result = verify_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,

@@ -384,7 +384,13 @@ def estimate(plan) -> StepEstimate | None:
         return hit
     if plan.hardware is None:
         return None
-    opts = options_of(plan).check()
+    est = plan._step_estimate = estimate_with(plan, options_of(plan))
+    return est
+
+
+def estimate_with(plan, opts: StepOptions) -> StepEstimate:
+    """The step estimate of ``plan`` under ``opts`` (not memoised: a sweep prices one plan under many options)."""
+    opts = opts.check()
     prof = _profile(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
     items = build_items(plan, prof, opts, zero)
@@ -406,9 +412,7 @@ def estimate(plan) -> StepEstimate | None:
                      extra_exposed=p2p)
         runs.append((names, a, b))
     span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m, opts.pp_interleave)
-    est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
-    plan._step_estimate = est
-    return est
+    return StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
 
 
 def _throughput(plan, step: float, devices: int) -> dict:
