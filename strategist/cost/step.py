@@ -391,11 +391,15 @@ def estimate(plan) -> StepEstimate | None:
         return hit
     if plan.hardware is None:
         return None
+    est = plan._step_estimate = estimate_with(plan, options_of(plan))
+    return est
+
+
+def estimate_with(plan, opts: StepOptions) -> StepEstimate:
+    """The step estimate of ``plan`` under ``opts`` (not memoised: a sweep prices one plan under many options)."""
     from ..engine.search import no_cyclic_gc
     with no_cyclic_gc():
-        est = _estimate(plan, options_of(plan).check())
-    plan._step_estimate = est
-    return est
+        return _estimate(plan, opts.check())
 
 
 def _estimate(plan, opts: StepOptions) -> StepEstimate:

@@ -1,0 +1,361 @@
+"""``strategist sweep``: which mesh, which memory options and which anchors, for N devices.
+
+Every factorisation of N into dp x tp x cp x ep x pp the model's shapes allow is tried (an axis that divides
+nothing it splits -- the batch, the attention heads and key/value heads, the sequence, the experts, the layers --
+is reported infeasible with the reason, never dropped). For each mesh the graph, extracted once, is advised on
+the mesh without its pp axis (the plan of one pipeline stage: MindSpore propagates within a stage); then each
+memory option -- recompute none/selective/full, the parallel optimizer on/off where dp > 1, the micro-batch
+count (the pipeline's, a multiple of pp that splits the batch) -- is priced by the step model
+(:mod:`strategist.cost.step`) on the same plan. Configurations that fit the profile's device memory are ranked
+by step time (tokens/s per device where the first input is token ids).
+
+The advice runs in worker processes (a standard ``concurrent.futures`` pool over the distinct meshes); a
+progress bar shows on a terminal, and Ctrl-C stops the sweep with what it ranked so far.
+
+    >>> result = sweep_model("examples/llama.py:tiny", 8, kwargs=["layers=4"])   # doctest: +SKIP
+    >>> result.ranked[0].mesh                                                   # doctest: +SKIP
+    'dp=8'
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import itertools
+import math
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+
+from . import progress
+from .cost.step import StepOptions, estimate_with
+from .errors import InputSpecError, StrategistError
+from .frontend.loader import load_graph
+from .vocab.graph import OpGraph
+from .vocab.mesh import Mesh
+
+AXES = ("dp", "tp", "cp", "ep", "pp")
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """What bounds each axis: the batch (dp and the micro-batches), the attention's heads and key/value heads (tp),
+    its sequence (cp), the experts (ep), the repeated layers (pp); None where the model has none."""
+
+    batch: int | None
+    heads: int | None
+    kv_heads: int | None
+    seq: int | None
+    experts: int | None
+    layers: int
+    widths: frozenset       # every dimension of the weights: tp must split one where there is no attention
+
+
+@dataclass
+class Config:
+    """One configuration of the sweep: its mesh (as ``--mesh`` takes it), the step model's options, and what the
+    advice and the step model gave for it -- or why it cannot run."""
+
+    mesh: str
+    options: dict
+    step_s: float | None = None
+    tokens_per_s_per_device: float | None = None
+    samples_per_s: float | None = None
+    memory_bytes: float | None = None
+    exposed_s: float | None = None
+    anchors: int | None = None
+    fits: bool = False
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"mesh": self.mesh, "options": self.options, "step_s": self.step_s,
+                "tokens_per_s_per_device": self.tokens_per_s_per_device, "samples_per_s": self.samples_per_s,
+                "memory_bytes": self.memory_bytes, "communication_not_overlapped_s": self.exposed_s,
+                "anchors": self.anchors, "fits": self.fits, "reason": self.reason}
+
+
+@dataclass
+class SweepResult:
+    model: str
+    devices: int
+    hardware: str
+    ranked: list[Config] = field(default_factory=list)       # fitting, fastest first
+    unfit: list[Config] = field(default_factory=list)        # ran, but out of memory
+    infeasible: list[Config] = field(default_factory=list)   # cannot run, with the reason
+    best: list[dict] = field(default_factory=list)           # the best meshes' advice, as advise --format json
+    interrupted: bool = False
+    meshes_advised: int = 0
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "devices": self.devices, "hardware": self.hardware,
+                "ranked": [c.to_dict() for c in self.ranked], "unfit": [c.to_dict() for c in self.unfit],
+                "infeasible": [c.to_dict() for c in self.infeasible], "best": self.best,
+                "interrupted": self.interrupted, "meshes_advised": self.meshes_advised}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the model's shapes and the meshes they allow
+
+
+def shapes_of(graph: OpGraph) -> Shapes:
+    """The sizes each axis must divide, read off the graph."""
+    first = next(iter(graph.inputs.values()), None)
+    batch = first.shape[0] if first is not None and first.shape else None
+    heads = kv = seq = None
+    for op in graph:
+        if op.type == "FlashAttentionScore":
+            heads = heads or int(op.attrs.get("head_num", 0) or 0) or None
+            q, k = (op.inputs[i].spec for i in (0, 1))
+            layout = str(op.attrs.get("input_layout", "BSH"))
+            if q is not None and k is not None and heads:
+                if layout == "BNSD":
+                    kv, seq = k.shape[1], q.shape[2]
+                elif layout in ("BSH", "SBH"):
+                    kv = heads * k.shape[-1] // q.shape[-1]
+                    seq = q.shape[1] if layout == "BSH" else q.shape[0]
+                elif layout == "BSND":
+                    kv, seq = k.shape[2], q.shape[1]
+            break
+    if seq is None and first is not None and len(first.shape) == 2 and first.dtype.startswith("int"):
+        seq = first.shape[1]                 # token ids [batch, seq]
+    experts = None
+    for op in graph:
+        for slot, name in op.params.items():
+            spec = graph.params[name].spec
+            if op.type in ("GroupedMatmul", "BatchMatMul") and len(spec.shape) == 3:
+                experts = max(experts or 0, spec.shape[0])
+    layers = len({op.layer for op in graph if op.layer})
+    widths = frozenset(d for p in graph.params.values() for d in p.spec.shape)
+    return Shapes(batch, heads, kv, seq, experts, layers, widths)
+
+
+def factorisations(n: int, axes=AXES, max_tp: int | None = None, max_pp: int | None = None):
+    """Every ``{axis: size}`` whose sizes multiply to ``n``, in a fixed order (dp-major)."""
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    for sizes in itertools.product(divisors, repeat=len(axes)):
+        if math.prod(sizes) != n:
+            continue
+        mesh = dict(zip(axes, sizes))
+        if max_tp and mesh.get("tp", 1) > max_tp or max_pp and mesh.get("pp", 1) > max_pp:
+            continue
+        yield mesh
+
+
+def infeasible_reason(mesh: dict, s: Shapes, dataset_strategy="data_parallel") -> str:
+    """Why ``mesh`` cannot run the model ("" if it can)."""
+    dp, tp, cp, ep, pp = (mesh.get(a, 1) for a in AXES)
+    if s.batch is not None and s.batch % dp:
+        return f"dp={dp} does not divide the batch of {s.batch}"
+    inner = math.prod(mesh.values()) // pp
+    if dataset_strategy == "data_parallel" and s.batch is not None and s.batch % inner:
+        return (f"MindSpore's data_parallel dataset splits the batch of {s.batch} over all {inner} devices of a "
+                f"stage, which it does not divide (--dataset-strategy full_batch, or a larger batch)")
+    if tp > 1:
+        if s.heads is not None and s.heads % tp:
+            return f"tp={tp} does not divide the {s.heads} attention heads"
+        if s.kv_heads is not None and s.kv_heads % tp and tp % s.kv_heads:
+            return f"tp={tp} neither divides nor is a multiple of the {s.kv_heads} key/value heads"
+        if s.heads is None and not any(w % tp == 0 for w in s.widths):
+            return f"tp={tp} divides no weight dimension of the model"
+    if cp > 1:
+        if s.seq is None:
+            return f"cp={cp}: the model has no attention sequence to split"
+        if s.seq % cp:
+            return f"cp={cp} does not divide the sequence of {s.seq}"
+    if ep > 1:
+        if s.experts is None:
+            return f"ep={ep}: the model has no experts"
+        if s.experts % ep:
+            return f"ep={ep} does not divide the {s.experts} experts"
+    if pp > 1:
+        if s.layers < pp:
+            return f"pp={pp} is more stages than the {s.layers} repeated layers"
+        if s.layers % pp:
+            return f"pp={pp} does not divide the {s.layers} layers (MindSpore's even split; an offset would be needed)"
+    return ""
+
+
+def mesh_text(mesh: dict) -> str:
+    """The mesh as ``--mesh`` takes it: its axes above 1 (``dp=1`` for one device), pp last."""
+    shown = [f"{a}={mesh[a]}" for a in AXES if mesh.get(a, 1) > 1]
+    return ",".join(shown) or "dp=1"
+
+
+def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = None,
+                dataset_strategy="data_parallel") -> list[StepOptions]:
+    """The memory options tried on ``mesh``: recompute none/selective/full x the parallel optimizer (where dp > 1)
+    x the micro-batch count (1 without pp; with pp, pp, 2 pp and 4 pp where each micro-batch still splits as the
+    dataset strategy splits the batch)."""
+    dp, pp = mesh.get("dp", 1), mesh.get("pp", 1)
+    split = math.prod(mesh.values()) // pp if dataset_strategy == "data_parallel" else dp
+    if pp > 1:
+        counts = tuple(m for m in (micro_batches or (pp, 2 * pp, 4 * pp))
+                       if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
+    else:
+        counts = tuple(micro_batches or (1,))
+    zero = (False, True) if dp > 1 else (False,)
+    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z)
+            for m in counts for r in RECOMPUTE for z in zero]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one mesh: advise, then price every option set on the plan
+
+_WORKER: dict = {}
+
+
+def _init_worker(graph, hardware, dataset_strategy, rules):
+    _WORKER.update(graph=graph, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
+
+
+def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> dict:
+    """In a worker: the advice for ``mesh`` without its pp axis and each option set's step on its plan."""
+    from .advice.advisor import advise, load_rules
+    from .files.hardware import load_hardware
+    from .report.render import advice_dict
+    w = _WORKER
+    inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
+    hw = load_hardware(w["hardware"])
+    try:
+        advice = advise(w["graph"], inner, rules=load_rules(w["rules"]), hardware=hw,
+                        dataset_strategy=w["dataset_strategy"])
+    except StrategistError as err:
+        return {"error": str(err).splitlines()[0]}
+    rows = []
+    for opts in options:
+        try:
+            est = estimate_with(advice.plan, opts)
+        except StrategistError as err:
+            rows.append({"error": str(err).splitlines()[0]})
+            continue
+        mem = est.memory
+        sched = est.schedule
+        rows.append({"step_s": est.step_s, "throughput": dict(est.throughput), "memory": mem.get("total"),
+                     "capacity": mem.get("capacity"), "fits": bool(mem.get("fits")),
+                     "exposed_s": sched.get("communication_not_overlapped_s")})
+    out = {"anchors": len(advice.chosen), "rows": rows}
+    if with_advice:
+        out["advice"] = advice_dict(advice)
+    return out
+
+
+def _options_dict(o: StepOptions) -> dict:
+    return {"recompute": o.recompute, "optimizer_parallel": bool(o.optimizer_parallel),
+            "micro_batches": o.micro_batches}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the sweep
+
+
+def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2", axes=AXES,
+                max_tp: int | None = None, max_pp: int | None = None, dataset_strategy="data_parallel",
+                rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
+                best: int = 3) -> SweepResult:
+    """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default:
+    every core; 1 runs in this process)."""
+    if not isinstance(devices, int) or devices < 1:
+        raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
+    bad = [a for a in axes if a not in AXES]
+    if bad:
+        raise InputSpecError(f"bad --axes {','.join(axes)}: axes are {', '.join(AXES)}")
+    shapes = shapes_of(graph)
+    result = SweepResult(graph.model, devices, hardware)
+    todo = []
+    for mesh in factorisations(devices, tuple(a for a in AXES if a in axes), max_tp, max_pp):
+        why = infeasible_reason(mesh, shapes, dataset_strategy)
+        opts = option_sets(mesh, shapes, micro_batches, dataset_strategy)
+        if not why and not opts:
+            why = (f"no micro-batch count of at least pp={mesh.get('pp', 1)} splits the batch of {shapes.batch} "
+                   f"as the dataset strategy needs")
+        if why:
+            result.infeasible.append(Config(mesh_text(mesh), {}, reason=why))
+        else:
+            todo.append((mesh, opts))
+    workers = workers or min(len(todo), os.cpu_count() or 1) or 1
+    results: dict[int, dict] = {}
+    try:
+        for k, out in progress.bar(_run(graph, hardware, dataset_strategy, rules, todo, workers), "sweep",
+                                   total=len(todo)):
+            results[k] = out
+    except KeyboardInterrupt:
+        result.interrupted = True
+    result.meshes_advised = len(results)
+    _rank(result, todo, results, best, graph, hardware, dataset_strategy, rules)
+    return result
+
+
+def _run(graph, hardware, dataset_strategy, rules, todo, workers):
+    """``(index, result)`` of each mesh as it completes (in order of index with one worker)."""
+    if workers <= 1:
+        _init_worker(graph, hardware, dataset_strategy, rules)
+        for k, (mesh, opts) in enumerate(todo):
+            yield k, _advise_mesh(mesh, opts, False)
+        return
+    ctx = multiprocessing.get_context("fork")
+    pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                  initargs=(graph, hardware, dataset_strategy, rules))
+    try:
+        futures = {pool.submit(_advise_mesh, mesh, opts, False): k for k, (mesh, opts) in enumerate(todo)}
+        for f in cf.as_completed(futures):
+            yield futures[f], f.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _rank(result: SweepResult, todo, results, best: int, graph, hardware, dataset_strategy, rules) -> None:
+    for k, (mesh, opts) in enumerate(todo):
+        out = results.get(k)
+        if out is None:
+            result.infeasible.append(Config(mesh_text(mesh), {}, reason="not run (the sweep was interrupted)"))
+            continue
+        if "error" in out:
+            result.infeasible.append(Config(mesh_text(mesh), {}, reason=out["error"]))
+            continue
+        for o, row in zip(opts, out["rows"]):
+            c = Config(mesh_text(mesh), _options_dict(o), anchors=out["anchors"])
+            if "error" in row:
+                c.reason = row["error"]
+                result.infeasible.append(c)
+                continue
+            c.step_s, c.memory_bytes, c.exposed_s, c.fits = row["step_s"], row["memory"], row["exposed_s"], row["fits"]
+            c.tokens_per_s_per_device = row["throughput"].get("tokens_per_s_per_device")
+            c.samples_per_s = row["throughput"].get("samples_per_s")
+            if c.fits:
+                result.ranked.append(c)
+            else:
+                over = (row["memory"] or 0) - (row["capacity"] or 0)
+                c.reason = f"out of memory by {over / 2**30:.1f} GiB per device"
+                result.unfit.append(c)
+    key = lambda c: (c.step_s, c.mesh, c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]),
+                     c.options["optimizer_parallel"])
+    result.ranked.sort(key=key)
+    result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.step_s))
+    if best and result.ranked:
+        _init_worker(graph, hardware, dataset_strategy, rules)
+        firsts = [c for k, c in enumerate(result.ranked) if c.mesh not in {d.mesh for d in result.ranked[:k]}]
+        for c in firsts[:best]:            # the fastest configuration of each of the best meshes
+            mesh = dict(a.split("=") for a in c.mesh.split(","))
+            out = _advise_mesh({a: int(v) for a, v in mesh.items()}, [], True)
+            if "advice" in out:
+                result.best.append({"mesh": c.mesh, "options": c.options, "advice": out["advice"],
+                                    "parallel_config": parallel_config(c)})
+
+
+def parallel_config(c: Config) -> dict:
+    """The MindSpore / MindFormers settings of a configuration: ``parallel_config`` and the context keys."""
+    mesh = {a: 1 for a in AXES}
+    mesh.update({a: int(v) for a, v in (x.split("=") for x in c.mesh.split(","))})
+    o = c.options
+    return {"mindformers": {"parallel_config": {"data_parallel": mesh["dp"], "model_parallel": mesh["tp"],
+                                                "context_parallel": mesh["cp"], "expert_parallel": mesh["ep"],
+                                                "pipeline_stage": mesh["pp"], "micro_batch_num": o["micro_batches"]},
+                            "recompute_config": {"recompute": o["recompute"] == "full",
+                                                 "select_recompute": o["recompute"] == "selective"},
+                            "parallel": {"enable_parallel_optimizer": o["optimizer_parallel"]}},
+            "mindspore": {"pipeline_stages": mesh["pp"], "enable_parallel_optimizer": o["optimizer_parallel"]}}
+
+
+def sweep_model(model: str, devices: int, *, inputs=None, kwargs=None, training: bool = True, **kw) -> SweepResult:
+    """``strategist sweep`` as a call: extract ``model`` once, then :func:`sweep_graph`."""
+    graph = load_graph(model, inputs, kwargs, training=training)
+    return sweep_graph(graph, devices, **kw)

@@ -1,0 +1,136 @@
+"""``strategist sweep``: the meshes N devices factor into, the reasons a mesh cannot run, the memory options tried
+on each, and the ranking by the step model -- worked by hand, and checked against the step model run directly."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from strategist.advice.advisor import advise
+from strategist.cost.step import StepOptions, estimate_with
+from strategist.files.hardware import load_hardware
+from strategist.frontend.loader import load_graph
+from strategist.sweep import (Shapes, factorisations, infeasible_reason, mesh_text, option_sets, shapes_of,
+                              sweep_graph)
+from strategist.vocab.mesh import Mesh
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "examples", "llama.py") + ":tiny"
+
+
+def test_factorisations_of_8_over_five_axes():
+    # 8 = 2^3: three factors of 2 over five axes, C(3 + 4, 4) = 35 ordered factorisations
+    got = list(factorisations(8))
+    assert len(got) == 35 and len({tuple(sorted(m.items())) for m in got}) == 35
+    assert all(m["dp"] * m["tp"] * m["cp"] * m["ep"] * m["pp"] == 8 for m in got)
+    assert len(list(factorisations(8, ("dp", "tp")))) == 4            # 1x8, 2x4, 4x2, 8x1
+    assert len(list(factorisations(12, ("dp", "tp", "pp"), max_tp=2))) == 10   # tp 1: d(12) = 6 pairs; tp 2: d(6) = 4
+    assert mesh_text({"dp": 1, "tp": 4, "cp": 1, "ep": 1, "pp": 8}) == "tp=4,pp=8"
+    assert mesh_text({a: 1 for a in "dp tp cp ep pp".split()}) == "dp=1"
+
+
+SHAPES = Shapes(batch=16, heads=32, kv_heads=8, seq=4096, experts=None, layers=32, widths=frozenset({4096, 11008}))
+
+
+@pytest.mark.parametrize("mesh, why", [
+    ({"dp": 8}, ""),
+    ({"dp": 2, "tp": 16}, ""),                                            # 16 = 2 x 8 key/value heads
+    ({"dp": 32}, "dp=32 does not divide the batch of 16"),
+    ({"tp": 3}, "tp=3 does not divide the 32 attention heads"),
+    ({"tp": 64}, "tp=64 does not divide the 32 attention heads"),
+    ({"cp": 3}, "cp=3 does not divide the sequence of 4096"),
+    ({"ep": 2}, "ep=2: the model has no experts"),
+    ({"pp": 64}, "pp=64 is more stages than the 32 repeated layers"),
+    ({"pp": 3}, "pp=3 does not divide the 32 layers"),
+])
+def test_infeasible_meshes_say_why(mesh, why):
+    got = infeasible_reason(mesh, SHAPES, "full_batch")
+    assert got.startswith(why) and (why or got == "")
+
+
+def test_kv_heads_bound_tp_both_ways():
+    s = Shapes(batch=8, heads=24, kv_heads=6, seq=128, experts=None, layers=2, widths=frozenset())
+    assert infeasible_reason({"tp": 3}, s, "full_batch") == ""             # 3 divides 6
+    assert infeasible_reason({"tp": 12}, s, "full_batch") == ""            # 12 = 2 x 6
+    assert "key/value heads" in infeasible_reason({"tp": 4}, s, "full_batch")   # neither
+    # data_parallel splits the batch over every device of a stage
+    assert "data_parallel dataset" in infeasible_reason({"dp": 2, "tp": 8}, s, "data_parallel")
+    assert infeasible_reason({"dp": 2, "tp": 2, "pp": 2}, s, "data_parallel") == ""    # 8 rows over a stage's 4
+
+
+def test_option_sets_by_hand():
+    # dp=2, tp=2, pp=2 of 8 devices, batch 16, data_parallel: a micro-batch splits over a stage's 4 devices;
+    # m = 2 (8 rows) and 4 (4 rows) do, 8 (2 rows) does not
+    opts = option_sets({"dp": 2, "tp": 2, "pp": 2}, SHAPES, None, "data_parallel")
+    assert sorted({o.micro_batches for o in opts}) == [2, 4]
+    assert len(opts) == 2 * 3 * 2                    # micro-batches x recompute x parallel optimizer on/off
+    assert {o.pp for o in opts} == {2}
+    one = option_sets({"tp": 8}, SHAPES, None, "full_batch")     # dp = 1: the parallel optimizer has no replicas
+    assert [(o.micro_batches, o.recompute, o.optimizer_parallel) for o in one] == \
+        [(1, "none", False), (1, "selective", False), (1, "full", False)]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_graph(TINY, None, ["layers=4", "batch=16"])
+
+
+def test_shapes_of_the_tiny_llama(tiny):
+    s = shapes_of(tiny)
+    assert (s.batch, s.layers, s.experts) == (16, 4, None)
+    assert s.seq == tiny.inputs[next(iter(tiny.inputs))].shape[1]
+
+
+def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
+    r = sweep_graph(tiny, 8, workers=1, best=2)
+    assert not r.interrupted and r.ranked
+    steps = [c.step_s for c in r.ranked]
+    assert steps == sorted(steps)
+    # every one of the 35 meshes is ranked, out of memory or infeasible with a reason
+    meshes = {c.mesh for c in r.ranked + r.unfit + r.infeasible}
+    assert len(meshes) == 35 and all(c.reason for c in r.infeasible)
+    # the first configuration's step is what the step model gives its advised plan under its options
+    c = r.ranked[0]
+    inner = ",".join(a for a in c.mesh.split(",") if not a.startswith("pp=")) or "dp=1"
+    pp = next((int(a[3:]) for a in c.mesh.split(",") if a.startswith("pp=")), 1)
+    adv = advise(tiny, Mesh.parse(inner), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="data_parallel")
+    est = estimate_with(adv.plan, StepOptions(pp=pp, micro_batches=c.options["micro_batches"],
+                                              recompute=c.options["recompute"],
+                                              optimizer_parallel=c.options["optimizer_parallel"]))
+    assert est.step_s == pytest.approx(c.step_s, rel=1e-12)
+    assert c.anchors == len(adv.chosen)
+    # the best meshes are distinct, each with its advice and settings
+    assert len(r.best) == 2 and r.best[0]["mesh"] != r.best[1]["mesh"]
+    assert r.best[0]["parallel_config"]["mindformers"]["parallel_config"]["pipeline_stage"] == pp
+    d = r.to_dict()
+    assert set(d["ranked"][0]) >= {"mesh", "options", "step_s", "tokens_per_s_per_device", "memory_bytes", "fits",
+                                   "reason"}
+    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches"}
+
+
+def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):
+    prof = yaml.safe_load(open(os.path.join(ROOT, "rules", "hardware", "atlas-800t-a2.yaml")))
+    prof["step_model"]["memory_GB"]["value"] = 0.03         # 30 MB: the tiny model's dp=8 copies do not fit
+    prof["step_model"]["memory_reserved_GB"]["value"] = 0
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(prof))
+    r = sweep_graph(tiny, 8, hardware=str(path), axes=("dp", "pp"), workers=1, best=0)
+    assert r.unfit and all(c.reason.startswith("out of memory by ") for c in r.unfit)
+    assert all(c.memory_bytes <= 0.03e9 for c in r.ranked) and all(c.memory_bytes > 0.03e9 for c in r.unfit)
+
+
+def test_cli_sweep_json(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "strategist", "sweep", TINY, "--kwargs", "layers=2", "batch=8",
+                        "--devices", "4", "--axes", "dp,tp", "--workers", "1", "--format", "json"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["devices"] == 4 and {c["mesh"] for c in d["ranked"] + d["unfit"] + d["infeasible"]} == \
+        {"dp=4", "dp=2,tp=2", "tp=4", "dp=1,tp=4"} - {"dp=1,tp=4"}
+    bad = subprocess.run([sys.executable, "-m", "strategist", "sweep", TINY, "--devices", "4", "--axes", "dp,xx"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "bad --axes" in bad.stderr
