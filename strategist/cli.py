@@ -226,7 +226,7 @@ def _parser() -> argparse.ArgumentParser:
                  "model's shapes allow, advised and priced by the step model under each memory option, ranked by "
                  "step among those that fit the card")
     model_args(sp)
-    g = sp.add_argument_group("devices and hardware")
+    g = sp.add_argument_group("mesh and hardware", "the meshes tried: every factorisation of --devices")
     g.add_argument("--devices", type=int, required=True, metavar="N", help="the number of devices (cards)")
     g.add_argument("--axes", default="dp,tp,cp,ep,pp", metavar="AXIS,...",
                    help="the mesh axes N is factorised over (default dp,tp,cp,ep,pp)")

@@ -17,7 +17,7 @@ from conftest import ROOT
 MLP = os.path.join(ROOT, "examples/mlp.py:MegatronMLP")
 FFN = os.path.join(ROOT, "examples/sharding_techniques.py:DocsFFN")
 SMALL = ["--kwargs", "hidden=64", "ffn=256", "--input", "x:float16[8,64]"]
-COMMANDS = ["inspect", "propagate", "advise", "explain", "verify", "compare"]
+COMMANDS = ["inspect", "propagate", "advise", "explain", "verify", "compare", "sweep"]
 
 
 def _subparsers(parser):
@@ -65,9 +65,9 @@ def test_shared_options_have_the_same_defaults_everywhere():
         assert opts["--json"].default is False and opts["--out"].default is None, command
         assert opts["--set"].default == [] and opts["--layers"].default is None, command
     rows = {c: _options(sp)["--max-rows"].default for c, sp in subs.items() if "--max-rows" in _options(sp)}
-    assert sorted(rows) == ["advise", "compare", "propagate", "verify"]
+    assert sorted(rows) == ["advise", "compare", "propagate", "sweep", "verify"]
     assert set(rows.values()) == {cli.MAX_ROWS}
-    meshes = {c: _options(sp)["--mesh"] for c, sp in subs.items() if c != "inspect"}
+    meshes = {c: _options(sp)["--mesh"] for c, sp in subs.items() if c not in ("inspect", "sweep")}  # sweep: --devices
     assert all(a.required for a in meshes.values()) and len({a.help for a in meshes.values()}) == 1
     hardware = {c: _options(sp)["--hardware"].default for c, sp in subs.items() if "--hardware" in _options(sp)}
     assert set(hardware.values()) == {"atlas-800t-a2"} and "verify" not in hardware

@@ -78,7 +78,7 @@ class StepOptions:
 
 
 def options_of(plan) -> StepOptions:
-    return getattr(plan.graph, "step_options", None) or StepOptions()
+    return plan.graph.step_options or StepOptions()
 
 
 _PROFILES: dict = {}

@@ -301,6 +301,9 @@ class GraphMeta:
     optimizer_sharding: OptimizerSharding | None = None
     #: MindFormers' ``enable_alltoall`` (MoE dispatch by AllToAll)
     enable_alltoall: bool = False
+    #: the step model's options its plans are estimated with (:class:`strategist.cost.step.StepOptions`; None: the
+    #: defaults)
+    step_options: Any = None
 
 
 def _meta_property(name: str) -> property:
