@@ -29,8 +29,12 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Anchor, Plan
-from ..engine.propagate import price_plan, propagate
-from ..engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same, lazy_copies, no_cyclic_gc
+from ..engine.caches import cached_rule, no_cyclic_gc
+from ..engine.chooser import follow
+from ..engine.kinds import NO_LAYOUT_INIT
+from ..engine.layout_eq import same_placement
+from ..engine.structure import lazy_copies
+from ..propagate import price_plan, propagate
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, _state_bytes, memory
@@ -154,10 +158,10 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         # reached over its own edge with a redistribution, or over another edge (a backward search from a
         # consumer) leaving a redistribution on its input: a reduction gathering what it could reduce locally
         met = p.cost > 0 or (lay is not None and ch.inputs and ch.inputs[0] is not None
-                             and lay.shape == ch.inputs[0].shape and not _same(lay, ch.inputs[0]))
+                             and lay.shape == ch.inputs[0].shape and not same_placement(lay, ch.inputs[0]))
         if p.direction not in ("default",) and not met:
             continue
-        s = _follow(_cached_rule(op), lay, 0, "in", mesh.size) if lay is not None else None
+        s = follow(cached_rule(op), lay, 0, "in", mesh.size) if lay is not None else None
         if s is None or s.dev_matrix != mesh.shape:
             continue
         why = ("dimension-changing op propagation reached only with a redistribution (edge cost "
@@ -173,7 +177,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         d = graph.op(c.op)
         if d.type not in rules.categories.get("fused", ()) or d.type in rules.categories.get("norm", ()):
             continue
-        drule = _cached_rule(d)
+        drule = cached_rule(d)
         for k, slot in enumerate(drule.slots):
             x = d.inputs[slot] if slot < len(d.inputs) else None
             if x is None or x.kind != "op" or x.ref in anchored or graph.op(x.ref).type != "Transpose":
@@ -183,14 +187,14 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
             src = plan.choices[t.name].outputs[x.index] if x.index < len(plan.choices[t.name].outputs) else None
             if lay is None or src is None:
                 continue
-            st = _follow(_cached_rule(t), lay, x.index, "out", mesh.size)
+            st = follow(cached_rule(t), lay, x.index, "out", mesh.size)
             j = next((y for y in t.inputs if y.kind == "op"), None)
             if st is None or st.dev_matrix != mesh.shape or j is None or j.ref in anchored:
                 continue
             u = graph.op(j.ref)
             if u.type in ("Reshape", "Flatten", "Cast") or len([y for y in u.inputs if y.kind == "op"]) < 2:
                 continue
-            su = _follow(_cached_rule(u), st.inputs[0], j.index, "out", mesh.size)
+            su = follow(cached_rule(u), st.inputs[0], j.index, "out", mesh.size)
             if su is None or su.dev_matrix != mesh.shape:
                 continue
             why = (f"joins the inputs of the fused {c.op}, which took them through a redistribution: "
@@ -199,13 +203,13 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
             # an input of the join MindSpore cannot set from a neighbour's layout (Tile: MLA's k_pe broadcast
             # over the heads) keeps a generated candidate, whose split rarely matches what the join takes
             # there (a heads split over every device, then an all-to-all into the join): hand it that layout
-            urule = _cached_rule(u)
+            urule = cached_rule(u)
             for slot, y in enumerate(u.inputs):
                 if y.kind != "op" or y.ref in anchored or slot not in urule.slots \
                         or graph.op(y.ref).type not in NO_LAYOUT_INIT:
                     continue
                 want = su.inputs[urule.slots.index(slot)]
-                sy = _follow(_cached_rule(graph.op(y.ref)), want, y.index, "out", mesh.size) \
+                sy = follow(cached_rule(graph.op(y.ref)), want, y.index, "out", mesh.size) \
                     if want is not None else None
                 if sy is not None and sy.dev_matrix == mesh.shape:
                     members.append((graph.op(y.ref), sy,
@@ -229,12 +233,12 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
             continue
         d = graph.op(dst)
         slot = next((i for i, x in enumerate(d.inputs) if x.kind == "op" and x.ref == src), None)
-        drule = _cached_rule(d)
+        drule = cached_rule(d)
         if slot is None or slot not in drule.slots:
             continue
         j = d.inputs[slot].index
         lay = plan.choices[dst].inputs[drule.slots.index(slot)]
-        s = _follow(_cached_rule(op), lay, j, "out", mesh.size) if lay is not None else None
+        s = follow(cached_rule(op), lay, j, "out", mesh.size) if lay is not None else None
         if s is None or s.dev_matrix != mesh.shape:
             continue
         anchored.add(src)
@@ -252,7 +256,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         takes = set()
         for e in graph.out_edges(op.name):
             d = graph.op(e.dst)
-            drule = _cached_rule(d)
+            drule = cached_rule(d)
             if e.in_slot not in drule.slots or d.type in ("Reshape", "Flatten"):
                 takes = None
                 break
@@ -261,9 +265,9 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
         if not takes or len(takes) != 1 or out is None:
             continue
         lay = next(iter(takes))
-        if lay is None or _same(out, lay):
+        if lay is None or same_placement(out, lay):
             continue
-        s = _follow(_cached_rule(op), lay, 0, "out", mesh.size)
+        s = follow(cached_rule(op), lay, 0, "out", mesh.size)
         if s is None or s.dev_matrix != mesh.shape:
             continue
         anchored.add(op.name)
@@ -488,7 +492,7 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
             out.append((name, "contradicted", f"invalid on this mesh: {err}"))
             continue
         same = ch.sharding is not None and len(mine.inputs) == len(ch.inputs) and all(
-            _same(x, y) for x, y in zip(mine.inputs + mine.outputs, ch.inputs + ch.outputs))
+            same_placement(x, y) for x, y in zip(mine.inputs + mine.outputs, ch.inputs + ch.outputs))
         if not same:
             out.append((name, "contradicted", f"model {a.describe()} vs advised {ch.strategy}"))
         elif name in advised:

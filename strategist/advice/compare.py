@@ -37,9 +37,8 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
 from ..files.hardware import load_hardware
 from ..engine.plan import Plan
-from ..engine.propagate import propagate
-from ..engine.search import _same
-from ..engine.semi_auto import semi_auto_plan
+from ..engine.layout_eq import same_placement
+from ..propagate import propagate, semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"
 COLUMNS = ("a", "b", "b_ms", "c")
@@ -372,7 +371,7 @@ def same_choice(a, b) -> bool:
     if a.sharding is None or b.sharding is None:
         return a.sharding is None and b.sharding is None
     return len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs) and all(
-        _same(x, y) for x, y in zip(a.inputs + a.outputs, b.inputs + b.outputs))
+        same_placement(x, y) for x, y in zip(a.inputs + a.outputs, b.inputs + b.outputs))
 
 
 def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:

@@ -12,7 +12,7 @@ from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Plan
-from ..engine.search import _cached_rule
+from ..engine.caches import cached_rule
 from .choice import Choice
 from .footprint import MEMORY_WORTH, _state_bytes
 
@@ -54,7 +54,7 @@ def pattern_keys(graph: OpGraph) -> dict[str, str]:
     """Each operator's pattern in ``graph``: its name with layer indices starred, and where the operators of that
     name pattern are not all one operator (Cell class, type, input shapes), ``[Class]`` after it (``[Class|n]`` when
     the class alone does not tell them apart). Once per graph. Display text: :func:`pattern_text`."""
-    from ..engine.search import _per_graph
+    from ..engine.structure import per_graph
 
     def compute(g):
         by_key: dict[str, dict] = {}
@@ -70,7 +70,7 @@ def pattern_keys(graph: OpGraph) -> dict[str, str]:
                 tag = sig[0] if classes[sig[0]] == 1 else f"{sig[0]}|{k}"
                 out.update((n, f"{key}[{tag}]") for n in names)
         return out
-    return _per_graph("patterns", graph, compute)
+    return per_graph("patterns", graph, compute)
 
 
 def pattern_text(key: str) -> str:
@@ -106,7 +106,7 @@ def _reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> li
         differ = False
         for c, _ in members:
             try:
-                sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, _cached_rule(graph.op(c.op)))
+                sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, cached_rule(graph.op(c.op)))
             except StrategyError:          # the search would refuse it too
                 differ = False
                 break

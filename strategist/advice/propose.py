@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
-from ..engine.search import _cached_rule
+from ..engine.caches import cached_rule
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 from .anatomy import (WEIGHT_MATMULS, _attention_projections, _cut_before, _data_parallel_choice,
@@ -63,7 +63,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     for op in graph:
         if op.name in own:          # configured by the model itself in every parallel build: never advice
             continue
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         choice = None
         if op.name in boundary_ops:
             if boundary_ops[op.name] == "dp":
@@ -243,7 +243,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
                 r = graph.op(res) if res is not None else None
                 if r is not None and r.type in ("Add", "AddExt") and r.outputs and r.outputs[0] is not None \
                         and tuple(r.outputs[0].shape) == tuple(op.inputs[0].spec.shape):
-                    rs = template_sharding(r, _cached_rule(r), tmpl, mesh)
+                    rs = template_sharding(r, cached_rule(r), tmpl, mesh)
                     if rs is not None:
                         out.append(Choice(r.name, "4 fused", "residual_sequence_parallel",
                                           f"residual add into the sequence-parallel {op.name}: the residual stream "
@@ -274,14 +274,14 @@ def _unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) -
     (batch by dp, heads by tp), a weighted CrossEntropyLoss data parallel; all-ones where the template splits
     nothing. Kept whatever they cost (without them MindSpore's compile fails)."""
     from ..engine.ops import shard
-    from ..engine.search import no_generated_strategy
+    from ..engine.structure import no_generated_strategy
     out = []
     for op in graph:
         why = no_generated_strategy(op) if op.name not in taken else None
         if not why:
             continue
         tname = "rotary" if op.type == "ApplyRotaryPosEmb" else "loss_data_parallel"
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         s = template_sharding(op, rule, rules.templates.get(tname, {}), mesh)
         if s is None:
             s = shard(op, tuple((1,) * len(r) for r in rule.strategy_rows), mesh.size, rule=rule)
@@ -298,7 +298,8 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
     embedding table that a MatMul reads as its weight; the embedding's data-parallel table and the MatMul's
     column split)."""
     from ..engine.ops import shard_anchor
-    from ..engine.search import _same, shared_param_users
+    from ..engine.layout_eq import same_placement
+    from ..engine.structure import shared_param_users
     from ..errors import StrategyError
     shared = {p for p, us in shared_param_users(graph).items() if len(us) > 1}
     if not shared:
@@ -307,7 +308,7 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
     keep = []
     for c in out:
         op = graph.op(c.op)
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         try:
             s = shard_anchor(op, c.anchor, mesh.size, rule)
         except StrategyError:
@@ -317,7 +318,7 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
         for slot, x in enumerate(op.inputs):
             if x.kind == "param" and x.ref in shared and slot in rule.slots:
                 mine[x.ref] = s.inputs[rule.slots.index(slot)]
-        clash = next(((p, seen[p][0]) for p, lay in mine.items() if p in seen and not _same(seen[p][1], lay)), None)
+        clash = next(((p, seen[p][0]) for p, lay in mine.items() if p in seen and not same_placement(seen[p][1], lay)), None)
         if clash:
             notes.append(f"{c.op}: not configured ({c.template}): it would shard the parameter {clash[0]} unlike "
                          f"{clash[1]}, which MindSpore refuses; it takes {clash[1]}'s layout of it")

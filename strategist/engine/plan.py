@@ -134,7 +134,7 @@ class OpChoice:
 
 @dataclass
 class Plan:
-    """The result of :func:`strategist.engine.propagate.propagate`: a strategy for every operator, every tensor's layout, every
+    """The result of :func:`strategist.propagate.propagate`: a strategy for every operator, every tensor's layout, every
     redistribution, each operator's own communication, totals, provenance and conflicts."""
 
     graph: OpGraph
@@ -151,6 +151,9 @@ class Plan:
     priced: bool = True
     dataset_strategy: Any = "data_parallel"
     traffic: dict[str, float] = field(default_factory=dict)  # memory-bound operators' device-memory bytes per step
+    #: an unpriced plan's search (:class:`~strategist.engine.result.SearchResult`), which
+    #: :func:`strategist.propagate.price_plan` prices; None once priced
+    search: Any = field(default=None, repr=False, compare=False)
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy

@@ -80,12 +80,13 @@ def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
     from ..errors import StrategyError
     from ..engine.ops import shard, shard_layout
-    from ..engine.search import RESHAPES, _cached_rule
+    from ..engine.kinds import RESHAPES
+    from ..engine.caches import cached_rule
     op = graph.op(anchor.op)
     try:
         if op.type in RESHAPES:
             raise StrategyError(f"{op.name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         if anchor.layouts is not None:
             shard_layout(op, tuple(anchor.layouts), mesh.size, anchor.out_layouts, rule)
         else:

@@ -7,6 +7,7 @@ import os
 
 from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
+from ..engine.search import alternatives
 
 
 def human_bytes(n: float) -> str:
@@ -152,7 +153,7 @@ def _who(ch) -> str:
 
 
 def plan_dict(plan) -> dict:
-    """Everything in a :class:`~strategist.engine.propagate.Plan`, JSON-ready and deterministic."""
+    """Everything in a :class:`~strategist.engine.plan.Plan`, JSON-ready and deterministic."""
     ops = []
     for name, ch in plan.choices.items():
         ops.append({
@@ -289,32 +290,8 @@ def explain_text(plan, name: str) -> str:
 
 def candidate_costs(plan, name: str):
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
-    best first, against the neighbour that decided it."""
-    import functools
-    from ..engine.search import _better, _Engine
-    ch = plan.choices[name]
-    if ch.sharding is None:
-        return []
-    eng = _Engine(plan.graph, plan.mesh, plan.anchors, plan.dataset_strategy, plan.hardware)
-    eng.chosen = dict(plan.choices)
-    p = ch.provenance
-    opts = []
-    if p.parent is not None and p.direction in ("forward", "parameter"):
-        edge = next(((src, j, slot) for src, j, slot in eng.prev[name] if src == p.parent), None)
-        if edge is not None:
-            src, j, slot = edge
-            opts = eng.forward_options(name, eng.in_index(name, slot), eng.out_layout(src, j),
-                                       ch.op.inputs[slot].spec)
-    elif p.parent is not None and p.direction == "backward":
-        edge = next(((j, dst, slot) for j, dst, slot in eng.succ[name] if dst == p.parent), None)
-        if edge is not None:
-            j, dst, slot = edge
-            opts = eng.backward_options(name, j, eng.in_layout(dst, slot), ch.op.outputs[j])
-    else:
-        opts = [(s, (0.0, 0.0, eng._own_forward_comm(name, s))) for s in eng._options(name, None, 0, "in")]
-    cmp = functools.cmp_to_key(lambda a, b: -1 if _better(a[0], a[1], b[0], b[1]) else
-                               1 if _better(b[0], b[1], a[0], a[1]) else 0)
-    return sorted(opts, key=cmp)
+    best first, against the neighbour that decided it (:func:`strategist.engine.search.alternatives`)."""
+    return alternatives(plan, name)
 
 
 # --------------------------------------------------------------------------------------
@@ -407,7 +384,7 @@ def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
 
 def advice_dict(advice) -> dict:
     from ..advice.advisor import memory
-    from ..engine.search import LAYOUT_REJECTED
+    from ..engine.kinds import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
     anchors = []

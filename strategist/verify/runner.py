@@ -433,7 +433,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     """
     from ..files.anchors import load_anchors
     from ..frontend.loader import load_graph
-    from ..engine.propagate import propagate
+    from ..propagate import propagate
     from ..errors import StrategistError
     from .compare import Comparison, compare
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
@@ -475,7 +475,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
             ours = global_rows_graph(graph)
         try:
             if semi_auto:
-                from ..engine.semi_auto import semi_auto_plan
+                from ..propagate import semi_auto_plan
                 plan = semi_auto_plan(ours, mesh, anchors, dataset_strategy=dataset_strategy)
             else:
                 plan = propagate(ours, mesh, anchors, dataset_strategy=dataset_strategy, price=False, **extra)
@@ -496,7 +496,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         # the dumps), MindFormers' bugs worked around
         result.notes = [n for n in ms.notes if n not in result.notes] + result.notes
         if redistributions:
-            from ..engine.propagate import price_plan
+            from ..propagate import price_plan
             from .compare import compare_moves
             result.moves = compare_moves(price_plan(plan), ms)
         if communication:
@@ -512,7 +512,7 @@ def _training_step_communication(model, mesh, plan, result, semi_auto: bool, **m
     """``verify --communication``: a second child compiles the model as one training step; its collectives after
     autodiff beside ``plan`` priced. A step MindSpore cannot compile is reported as not compared (the forward
     comparison in ``result`` stands); where the step's strategies differ from the plan, ``result`` gets a note."""
-    from ..engine.propagate import price_plan
+    from ..propagate import price_plan
     from .compare import Communication, compare_communication
     try:
         step = mindspore_plan(model, mesh, parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
