@@ -507,7 +507,7 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     assert len({x.ref for n in emb for x in g.op(n).inputs if x.kind == "param"}) == 1
     anchors = {emb[0]: Anchor(emb[0], ((1,), (4, 1))), emb[1]: Anchor(emb[1], ((1,), (1, 1)))}
     # both readers are inside the lazy-inline GPTModel: no TmpIdentity and no shared-parameter check there
-    # (strategist.engine.search.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
+    # (strategist.engine.structure.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
     # built without lazy inline (disable_lazy_inline, as MindFormers' trainer sets it at pp=1 and no gradient
     # accumulation) the table's readers share a TmpIdentity and the conflict is refused
     assert g.lazy_inline_cells == ("model",)
@@ -818,7 +818,7 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     # until its rule generated only MindSpore's equal splits. (The routers' AssignAdd on fi_accu differed, strategist
     # ((8,), (8,)), MindSpore ((1,), (1,)): GPTModel is lazy-inline, so fi_accu, read by add_accu and the AssignAdd,
     # gets no TmpIdentity in MindSpore and the AssignAdd stays unreached behind a stuck waiting list;
-    # strategist.engine.search.shared_param_users.)
+    # strategist.engine.structure.shared_param_users.)
     assert [r.type for r in c.rows if not r.agree] == [] and c.total >= 180
 
 

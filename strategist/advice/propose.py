@@ -270,7 +270,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
 
 def _unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) -> list[Choice]:
     """Rule 4: the operators MindSpore cannot leave to propagation (it generates no strategy for them,
-    :func:`strategist.engine.search.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
+    :func:`strategist.engine.structure.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
     (batch by dp, heads by tp), a weighted CrossEntropyLoss data parallel; all-ones where the template splits
     nothing. Kept whatever they cost (without them MindSpore's compile fails)."""
     from ..engine.ops import shard

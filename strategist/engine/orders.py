@@ -128,7 +128,7 @@ def side_effects_by_reader(graph: OpGraph) -> dict[str, dict[int, list[str]]]:
     Measured on qwen3_moe (verify's child, GLOG_v=1): the router's aux-loss ``Reshape`` / ``OneHot`` / ``MeanExt``
     / ``ReduceMean`` / ``AssignAdd`` are operators 100-105, just before the experts' weight Cast (106), not after
     the output layer where a walk of the data flow alone puts them -- and the first Reshape created claims
-    MindSpore's Reshape cost cache entries (:meth:`_Engine.reshape_costs`)."""
+    MindSpore's Reshape cost cache entries (:meth:`~strategist.engine.reshape.ReshapeSearch.reshape_costs`)."""
     ops = sorted(graph, key=lambda op: op.topo_index)
     out: dict[str, dict[int, list[str]]] = {}
     pending: list[str] = []

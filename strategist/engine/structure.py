@@ -125,7 +125,7 @@ def graph_structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     """``(succ, prev, data_prev, created, idents, ops, edge_specs)`` of ``graph``: adjacency in MindSpore's order
     (successors by consumer creation order, predecessors by input slot), every tensor flowing between two
     operators (``data_prev``, priced: a superset of the search's edges), the creation order, the TmpIdentity
-    operators (:func:`tmp_identities`), every operator by name, and a memo of :meth:`_Engine.edge_spec`.
+    operators (:func:`tmp_identities`), every operator by name, and a memo of the engine's ``edge_spec``.
     Shared by every engine over ``graph``: never mutated (but for that memo, a function of the graph)."""
     key = (id(graph), dataset, forward)
     hit = STRUCTURES.get(key)
