@@ -8,7 +8,7 @@ from typing import Any
 
 from .cost import pricing
 from .engine import search as _search
-from .engine.caches import no_cyclic_gc
+from .engine.search.caches import no_cyclic_gc
 from .engine.plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
 from .engine.semi_auto import BATCH, FOLLOW, arriving, semi_auto_anchors
 from .vocab.graph import OpGraph, ShardLayout

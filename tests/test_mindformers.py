@@ -507,7 +507,7 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     assert len({x.ref for n in emb for x in g.op(n).inputs if x.kind == "param"}) == 1
     anchors = {emb[0]: Anchor(emb[0], ((1,), (4, 1))), emb[1]: Anchor(emb[1], ((1,), (1, 1)))}
     # both readers are inside the lazy-inline GPTModel: no TmpIdentity and no shared-parameter check there
-    # (strategist.engine.structure.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
+    # (strategist.engine.search.structure.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
     # built without lazy inline (disable_lazy_inline, as MindFormers' trainer sets it at pp=1 and no gradient
     # accumulation) the table's readers share a TmpIdentity and the conflict is refused
     assert g.lazy_inline_cells == ("model",)
@@ -665,7 +665,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     pre = [n for n in norms if n.rsplit(".", 2)[-2] in ("input_layernorm", "pre_mlp_layernorm", "final_layernorm",
                                                          "enorm", "hnorm")]
     from strategist.advice.compare import _op_costs
-    from strategist.engine.layout_eq import same_placement
+    from strategist.engine.search.layout_eq import same_placement
     ca, cc = _op_costs(a.plan), _op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
     assert len(pre) == 10
     for n in pre:
@@ -818,7 +818,7 @@ def test_qwen3_moe_advice_verified_by_mindspore(tmp_path):
     # until its rule generated only MindSpore's equal splits. (The routers' AssignAdd on fi_accu differed, strategist
     # ((8,), (8,)), MindSpore ((1,), (1,)): GPTModel is lazy-inline, so fi_accu, read by add_accu and the AssignAdd,
     # gets no TmpIdentity in MindSpore and the AssignAdd stays unreached behind a stuck waiting list;
-    # strategist.engine.structure.shared_param_users.)
+    # strategist.engine.search.structure.shared_param_users.)
     assert [r.type for r in c.rows if not r.agree] == [] and c.total >= 180
 
 
@@ -994,7 +994,7 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
     two, the query heads over both parts, the key/value heads over the part dividing them."""
     from strategist.advice.advisor import load_rules, propose
     from strategist.engine.ops import shard_anchor
-    from strategist.engine.caches import cached_rule
+    from strategist.engine.search.caches import cached_rule
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
     mesh = Mesh.parse("dp=2,tp=4")

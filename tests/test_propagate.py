@@ -9,7 +9,7 @@ from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
 from strategist.engine.ops import shard
 from strategist.engine.plan import Anchor
-from strategist.engine.orders import creation_order
+from strategist.engine.search.orders import creation_order
 from strategist.propagate import propagate
 from strategist.engine.plan import CAST_PASS
 from strategist.engine.redistribution import plan as plan_redistribution
@@ -414,7 +414,7 @@ def test_pricing_an_unpriced_plan_is_propagating_priced(graph_of, target, kwargs
 
 def test_propagation_pauses_the_cyclic_gc_and_restores_it():
     import gc
-    from strategist.engine.caches import no_cyclic_gc
+    from strategist.engine.search.caches import no_cyclic_gc
     assert gc.isenabled()
     with no_cyclic_gc():
         assert not gc.isenabled()

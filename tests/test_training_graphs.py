@@ -6,7 +6,7 @@ from strategist.vocab.graph import Input, Op, OpGraph, TensorSpec
 from strategist.frontend.mindformers import fold_reshapes
 from strategist.engine.ops import candidates
 from strategist.engine.plan import DATASET
-from strategist.engine.orders import creation_order
+from strategist.engine.search.orders import creation_order
 
 
 def _op(name, typ, cell, ins, out, dtype="float32"):

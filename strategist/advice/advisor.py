@@ -29,11 +29,11 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Anchor, Plan
-from ..engine.caches import cached_rule, no_cyclic_gc
-from ..engine.chooser import follow
-from ..engine.kinds import NO_LAYOUT_INIT
-from ..engine.layout_eq import same_placement
-from ..engine.structure import lazy_copies
+from ..engine.search.caches import cached_rule, no_cyclic_gc
+from ..engine.search.chooser import follow
+from ..engine.search.kinds import NO_LAYOUT_INIT
+from ..engine.search.layout_eq import same_placement
+from ..engine.search.structure import lazy_copies
 from ..propagate import price_plan, propagate
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
 from .choice import Advice, Choice

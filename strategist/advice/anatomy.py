@@ -10,8 +10,8 @@ from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..engine.ops import FactorRule, Sharding
 from ..engine.plan import Anchor
-from ..engine.caches import cached_rule
-from ..engine.structure import local_rows_marked
+from ..engine.search.caches import cached_rule
+from ..engine.search.structure import local_rows_marked
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 

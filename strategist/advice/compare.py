@@ -37,7 +37,7 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
 from ..files.hardware import load_hardware
 from ..engine.plan import Plan
-from ..engine.layout_eq import same_placement
+from ..engine.search.layout_eq import same_placement
 from ..propagate import propagate, semi_auto_plan
 
 DEFAULT_DATASET = "full_batch"

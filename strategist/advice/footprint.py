@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..engine.plan import Plan
-from ..engine.caches import cached_rule
+from ..engine.search.caches import cached_rule
 
 
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,

@@ -12,7 +12,7 @@ from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
 from ..engine.ops import shard_anchor
 from ..engine.plan import Plan
-from ..engine.caches import cached_rule
+from ..engine.search.caches import cached_rule
 from .choice import Choice
 from .footprint import MEMORY_WORTH, _state_bytes
 
@@ -54,7 +54,7 @@ def pattern_keys(graph: OpGraph) -> dict[str, str]:
     """Each operator's pattern in ``graph``: its name with layer indices starred, and where the operators of that
     name pattern are not all one operator (Cell class, type, input shapes), ``[Class]`` after it (``[Class|n]`` when
     the class alone does not tell them apart). Once per graph. Display text: :func:`pattern_text`."""
-    from ..engine.structure import per_graph
+    from ..engine.search.structure import per_graph
 
     def compute(g):
         by_key: dict[str, dict] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
-from ..engine.caches import cached_rule
+from ..engine.search.caches import cached_rule
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 from .anatomy import (WEIGHT_MATMULS, _attention_projections, _cut_before, _data_parallel_choice,
@@ -270,11 +270,11 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
 
 def _unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) -> list[Choice]:
     """Rule 4: the operators MindSpore cannot leave to propagation (it generates no strategy for them,
-    :func:`strategist.engine.structure.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
+    :func:`strategist.engine.search.structure.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
     (batch by dp, heads by tp), a weighted CrossEntropyLoss data parallel; all-ones where the template splits
     nothing. Kept whatever they cost (without them MindSpore's compile fails)."""
     from ..engine.ops import shard
-    from ..engine.structure import no_generated_strategy
+    from ..engine.search.structure import no_generated_strategy
     out = []
     for op in graph:
         why = no_generated_strategy(op) if op.name not in taken else None
@@ -298,8 +298,8 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
     embedding table that a MatMul reads as its weight; the embedding's data-parallel table and the MatMul's
     column split)."""
     from ..engine.ops import shard_anchor
-    from ..engine.layout_eq import same_placement
-    from ..engine.structure import shared_param_users
+    from ..engine.search.layout_eq import same_placement
+    from ..engine.search.structure import shared_param_users
     from ..errors import StrategyError
     shared = {p for p, us in shared_param_users(graph).items() if len(us) > 1}
     if not shared:

@@ -11,9 +11,9 @@ from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
 from ..engine.ops import candidates, reshape_layout, shard_anchor
 from ..engine.plan import Anchor, Plan
-from ..engine.caches import cached_rule
-from ..engine.chooser import follow
-from ..engine.layout_eq import same_placement
+from ..engine.search.caches import cached_rule
+from ..engine.search.chooser import follow
+from ..engine.search.layout_eq import same_placement
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 from .footprint import MEMORY_WORTH, _state_bytes

@@ -101,7 +101,7 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
 def anchor_of(name: str, s: Sharding, mesh: Mesh, op_type: str = "") -> Anchor:
     """An anchor in Layout form reproducing sharding ``s`` exactly over the mesh (the tuple form for
     operators MindSpore refuses a Layout on, such as Gather)."""
-    from ..engine.kinds import LAYOUT_REJECTED
+    from ..engine.search.kinds import LAYOUT_REJECTED
     if op_type in LAYOUT_REJECTED or tuple(s.dev_matrix) != tuple(mesh.shape):
         # a sharding whose device matrix is its strategy's own (a tuple strategy's): the tuple reproduces it,
         # a Layout over the mesh's axes would not

@@ -2,7 +2,7 @@
 consumers summed where their layouts agree), each operator's own communication (partial sums it reduces,
 gradient reduction of its Parameters, the redistribution inside a Reshape), FLOPs per device; in
 MindSpore's cost units and in bytes and seconds on a hardware profile. It reads the search's result only
-(:class:`~strategist.engine.result.SearchResult`); the search (:mod:`strategist.engine.search`) never reads
+(:class:`~strategist.engine.search.result.SearchResult`); the search (:mod:`strategist.engine.search`) never reads
 these prices: like MindSpore it minimises one edge at a time."""
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from ..engine.ops import (COMPUTE_TYPES, _pre_reduce, output_partial, output_sca
                   training_flops)
 from ..engine.redistribution import Collective, Physical
 from ..engine.plan import DATASET, CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
-from ..engine.caches import cached_plan
-from ..engine.kinds import RESHAPES
-from ..engine.layout_eq import same_placement, type_len
-from ..engine.local_rows import local_rows_layout
-from ..engine.result import SearchResult
-from ..engine.structure import STRUCTURES
+from ..engine.search.caches import cached_plan
+from ..engine.search.kinds import RESHAPES
+from ..engine.search.layout_eq import same_placement, type_len
+from ..engine.search.local_rows import local_rows_layout
+from ..engine.search.result import SearchResult
+from ..engine.search.structure import STRUCTURES
 
 _PRICES: dict = {}      # memoised edge and operator prices
 

@@ -151,7 +151,7 @@ class Plan:
     priced: bool = True
     dataset_strategy: Any = "data_parallel"
     traffic: dict[str, float] = field(default_factory=dict)  # memory-bound operators' device-memory bytes per step
-    #: an unpriced plan's search (:class:`~strategist.engine.result.SearchResult`), which
+    #: an unpriced plan's search (:class:`~strategist.engine.search.result.SearchResult`), which
     #: :func:`strategist.propagate.price_plan` prices; None once priced
     search: Any = field(default=None, repr=False, compare=False)
 

@@ -33,8 +33,8 @@ from ..vocab.mesh import Mesh
 from .ops import shard
 from .plan import Anchor, Plan
 from .oprules import BINARY, TENSOR_BINARY
-from .caches import cached_rule
-from .structure import sibling_calls
+from .search.caches import cached_rule
+from .search.structure import sibling_calls
 
 #: operators MindSpore's semi_auto never gives a batch strategy: Reshape has no strategy at all (its layouts are
 #: its neighbours'); an unconfigured Cast, handled apart, passes its input's layout on

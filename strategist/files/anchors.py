@@ -80,8 +80,8 @@ def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     """The anchor against its operator now, so a bad strategy names the anchors file and line."""
     from ..errors import StrategyError
     from ..engine.ops import shard, shard_layout
-    from ..engine.kinds import RESHAPES
-    from ..engine.caches import cached_rule
+    from ..engine.search.kinds import RESHAPES
+    from ..engine.search.caches import cached_rule
     op = graph.op(anchor.op)
     try:
         if op.type in RESHAPES:

@@ -384,7 +384,7 @@ def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
 
 def advice_dict(advice) -> dict:
     from ..advice.advisor import memory
-    from ..engine.kinds import LAYOUT_REJECTED
+    from ..engine.search.kinds import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
     anchors = []

@@ -17,9 +17,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..engine.dataset import dataset_layouts
+from ..engine.search.dataset import dataset_layouts
 from ..engine.plan import DATASET
-from ..engine.layout_eq import type_len
+from ..engine.search.layout_eq import type_len
 from .runner import MsOp, MsPlan
 
 
@@ -79,7 +79,7 @@ class Comparison:
     #: Listed, not counted.
     self_defined: list = field(default_factory=list)
     #: strategist's operators of the later calls of a reused ``@lazy_inline`` graph
-    #: (:func:`strategist.engine.structure.lazy_copies`): MindSpore has one OperatorInfo for all the calls, reported
+    #: (:func:`strategist.engine.search.structure.lazy_copies`): MindSpore has one OperatorInfo for all the calls, reported
     #: once under the first call's name; each takes that operator's strategy. (our name, the first call's). Listed,
     #: not counted.
     lazy_copies: list = field(default_factory=list)
@@ -244,7 +244,7 @@ def _our_dataset(plan) -> tuple | None:
 
 def compare(plan, ms: MsPlan) -> Comparison:
     """Pair strategist's operators with MindSpore's and compare their strategies (see the module doc)."""
-    from ..engine.structure import lazy_fold
+    from ..engine.search.structure import lazy_fold
     copies, reps = lazy_fold(plan.graph, isinstance(plan.dataset_strategy, dict))
     ours_by_type: dict[str, list] = {}
     for op in plan.graph.ops:
@@ -252,8 +252,8 @@ def compare(plan, ms: MsPlan) -> Comparison:
             ours_by_type.setdefault(op.type, []).append(op)
     if reps:
         # MindSpore's report follows its creation order, which takes a reused graph's body first: pair in that order
-        from ..engine.structure import folded_graph
-        from ..engine.orders import creation_order
+        from ..engine.search.structure import folded_graph
+        from ..engine.search.orders import creation_order
         forward = isinstance(plan.dataset_strategy, dict)
         created = creation_order(folded_graph(plan.graph, forward), forward=forward)
         for ours in ours_by_type.values():

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ..vocab.graph import Op, OpGraph
-from ..vocab.layout import Layout
-from ..vocab.mesh import Hardware, Mesh
+from ...vocab.graph import Op, OpGraph
+from ...vocab.layout import Layout
+from ...vocab.mesh import Hardware, Mesh
 from .caches import CHOICES, cached_rule, signature
 from .layout_eq import gather_variants, without_partial
 from .local_rows import local_rows_layout
-from .ops import FactorRule, reshape_layout
-from .plan import DATASET, Anchor, OpChoice
+from ..ops import FactorRule, reshape_layout
+from ..plan import DATASET, Anchor, OpChoice
 
 
 @lru_cache(maxsize=4096)
@@ -51,7 +51,7 @@ class SearchQueries:
         return r
 
     def key(self, name: str) -> tuple:
-        """The operator's signature (:func:`~strategist.engine.caches.signature`)."""
+        """The operator's signature (:func:`~strategist.engine.search.caches.signature`)."""
         k = self.keys.get(name)
         if k is None:
             k = self.keys[name] = signature(self.op(name))

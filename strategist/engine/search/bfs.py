@@ -1,6 +1,6 @@
 """The seeds and the BFS: MindSpore's ``CostGraph::BFS`` from each configured operator (and the dataset), each
-neighbour decided by :class:`~strategist.engine.chooser.Chooser` or, a Reshape, by
-:class:`~strategist.engine.reshape.ReshapeSearch`; then ``ParamPropagation`` over shared Parameters and the
+neighbour decided by :class:`~strategist.engine.search.chooser.Chooser` or, a Reshape, by
+:class:`~strategist.engine.search.reshape.ReshapeSearch`; then ``ParamPropagation`` over shared Parameters and the
 first candidate of every operator no search reached (see :mod:`strategist.engine.search`)."""
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import heapq
 import math
 from collections import deque
 
-from ..errors import PropagationError, StrategyError
-from ..vocab.layout import Layout
+from ...errors import PropagationError, StrategyError
+from ...vocab.layout import Layout
 from .caches import CHOICES, cached_shard
 from .kinds import (AFTER_RESHAPE_UNSET, GATHER_INFO, LAYOUT_REDUCED_SPLIT, LAYOUT_REJECTED, NO_LAYOUT_INIT,
                     RESHAPES, whole_reduced_dim)
 from .layout_eq import layout_text, ms_layout_equal, same_placement, without_partial
-from .ops import (Sharding, gather_axis_refused, interleaved_priced, layout_strategy, self_defined_sharding,
+from ..ops import (Sharding, gather_axis_refused, interleaved_priced, layout_strategy, self_defined_sharding,
                   shard, shard_anchor, shard_layout)
-from .plan import DATASET, SEMI_AUTO, Anchor, Provenance
+from ..plan import DATASET, SEMI_AUTO, Anchor, Provenance
 from .structure import shared_param_users
 
 

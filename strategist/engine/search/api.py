@@ -1,71 +1,24 @@
-"""The search: MindSpore's ``sharding_propagation``, in pure Python.
-
-``search(graph, mesh, anchors)`` gives every operator a strategy, starting from the configured
-operators (anchors), as ``graph_costmodel.cc::StrategyPropagate`` does (spec §2):
-
-* **Seeds.** The dataset (MindSpore's VirtualDataset, always a seed) and every configured operator:
-  the model's own ``shard()`` calls (unless disabled) and the user's anchors, which override them.
-  A strategy on Reshape is an error ("Setting strategy for Reshape goes for nothing!"); one on Cast
-  is ignored, as MindSpore ignores it.
-* **Order.** Configured operators run in topological order, then the dataset. MindSpore orders its
-  configured-op map by operator name (a newer version also compares topological indices); our op
-  names are cell paths, so topological order stands in for it, and ``VirtualDataset`` sorts after
-  nearly every operator type name, so the dataset seed runs last (which is what makes the
-  "sharding techniques" page's FlashAttention ALiBi Mul follow FlashAttentionScore).
-* **BFS** from each seed: a FIFO queue; at each operator, successors first, then predecessors. A
-  neighbour already visited, or configured, is only checked for consistency (a non-zero
-  redistribution is recorded as an inconsistency, as MindSpore's WARNING); otherwise its candidate
-  with the least cost on that one edge is chosen, by MindSpore's ``CompareSwcCost`` chain:
-  (1) refined redistribution communication, (2) redistribution computation, (3) the neighbour's own
-  forward communication, (4) larger ``PartitionNum``, then the lexicographically larger strategy.
-  The first seed's BFS wins every operator it reaches. A configured operator it meets is checked,
-  never overwritten, and the search continues through it (the spec leaves this open; continuing
-  makes anchoring an operator at the strategy propagation gave it a no-op).
-* **Candidates** are MindSpore's generated strategies (:func:`strategist.engine.ops.candidates`) plus the
-  strategy that follows the fixed neighbour's layout exactly (its device matrix, repeated devices
-  where the neighbour has them) — our reading of the newer ``AddSwcUnderPrevOpDevMatrix``, which lets a
-  data-parallel front propagate with its repeated ``tp`` copies instead of being re-split.
-* **Reshape** has no strategy; it maps layouts through itself without communication where it can
-  (:func:`strategist.engine.ops.reshape_layout`), else the redistribution lands on its input edge.
-* **Shared parameters** (one Parameter read by several operators): after the search, users whose
-  layout of the parameter differs are re-chosen to match it (``ParamPropagation``); two configured
-  users that disagree are an error ("Incorrect strategy configuration ...").
-* **Unreached** operators get their first generated candidate.
-* **MindSpore's own failures** are refused the same way (:class:`~strategist.errors.PropagationError`): a
-  shared parameter's reader with no strategy taking the parameter's layout unchanged ("Edge cost
-  initialization failed."), and a MatMul of one tensor with itself transposed whose follow-the-producers
-  candidate has an invalid output map ("tensor_redistribution init failed.").
-
-The search never looks at end-to-end time: like MindSpore it minimises one edge at a time.
-:func:`search` returns a :class:`~strategist.engine.result.SearchResult`; :mod:`strategist.cost.pricing` then
-prices it (every edge's redistribution forward and backward, each operator's own communication, in MindSpore's
-cost units and in bytes and seconds on a hardware profile); :func:`strategist.propagate.propagate` does both.
-
-The search by concern: :mod:`~strategist.engine.bfs` (seeds and BFS), :mod:`~strategist.engine.chooser` (the
-choices and their tie-breaks), :mod:`~strategist.engine.reshape` (Reshape's strategies-with-cost),
-:mod:`~strategist.engine.orders` (creation orders), :mod:`~strategist.engine.structure` (the graph as the cost
-graph sees it), :mod:`~strategist.engine.caches`, :mod:`~strategist.engine.layout_eq` (layout equality),
-:mod:`~strategist.engine.local_rows` (device-local Reshapes), :mod:`~strategist.engine.kinds` (the operator
-types treated apart); this module assembles the engine from them.
-"""
+"""The search engine assembled from its concerns (:mod:`strategist.engine.search`): ``_Engine``, one search's
+state, and :func:`search`, which builds and runs it; :func:`alternatives`, a decided operator's candidates
+against the edge that decided it; :func:`clear_caches`."""
 from __future__ import annotations
 
 import functools
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import PropagationError, StrategyError
-from ..vocab.graph import OpGraph, lazy_note
-from ..vocab.layout import Layout
-from ..vocab.mesh import Hardware, Mesh
+from ...errors import PropagationError, StrategyError
+from ...vocab.graph import OpGraph, lazy_note
+from ...vocab.layout import Layout
+from ...vocab.mesh import Hardware, Mesh
 from . import caches
 from .bfs import Propagation
 from .caches import cached_candidates, cached_rule
 from .chooser import Chooser, better
 from .dataset import dataset_layouts
 from .layout_eq import edge_cache_key, type_len, without_partial
-from .ops import FactorRule, Sharding, nd_tp, shard_anchor
-from .plan import DATASET, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
+from ..ops import FactorRule, Sharding, nd_tp, shard_anchor
+from ..plan import DATASET, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
 from .reshape import ReshapeSearch, reshape_pair_cost
 from .result import SearchQueries, SearchResult
 from .structure import graph_structure, lazy_fold, local_rows_marked, no_generated_strategy, per_graph, \
@@ -268,7 +221,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
 
 def alternatives(plan, name: str) -> list[tuple[Sharding, tuple]]:
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name`` in ``plan``, best first
-    (MindSpore's order of preference, :func:`~strategist.engine.chooser.better`), against the neighbour that
+    (MindSpore's order of preference, :func:`~strategist.engine.search.chooser.better`), against the neighbour that
     decided it; empty for an operator without a strategy (a Reshape)."""
     ch = plan.choices[name]
     if ch.sharding is None:

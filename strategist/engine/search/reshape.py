@@ -2,23 +2,23 @@
 its producer's output layouts and its consumers' input layouts under their candidates, priced through
 MindSpore's shape-blind Reshape cost cache; the layout on the side the search reaches it from picks the swc
 (``GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}``). Where that model does not apply the layout
-is mapped through the Reshape (:meth:`~strategist.engine.result.SearchQueries.reshape_through`)."""
+is mapped through the Reshape (:meth:`~strategist.engine.search.result.SearchQueries.reshape_through`)."""
 from __future__ import annotations
 
 from functools import lru_cache
 
-from ..errors import StrategyError
-from ..vocab.graph import Op
-from ..vocab.layout import Layout
+from ...errors import StrategyError
+from ...vocab.graph import Op
+from ...vocab.layout import Layout
 from .caches import CHOICES, FINGERPRINTS, SWC_STRATS, cached_rule, cached_shard
 from .kinds import NO_SWC
 from .layout_eq import edge_cache_key, gather_variants, ms_standard_equal, same_placement, type_len, without_partial
-from .ops import candidates, reshape_layout, rule_for, shard, swc_strategies
+from ..ops import candidates, reshape_layout, rule_for, shard, swc_strategies
 from .orders import dfs_from_output
-from .plan import DATASET
-from .redistribution import ms_elements, plan
-from .reshape_cost import reshape_swc_logged
-from .stdsort import std_sort
+from ..plan import DATASET
+from ..redistribution import ms_elements, plan
+from ..reshape_cost import reshape_swc_logged
+from ..stdsort import std_sort
 from .structure import per_graph
 
 

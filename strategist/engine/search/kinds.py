@@ -7,7 +7,7 @@ from __future__ import annotations
 RESHAPES = frozenset({"Reshape"})
 
 
-#: :meth:`~strategist.engine.reshape.ReshapeSearch.reshape_swc` when MindSpore's swc model applies but no swc has
+#: :meth:`~strategist.engine.search.reshape.ReshapeSearch.reshape_swc` when MindSpore's swc model applies but no swc has
 #: the neighbour's layout on that side: ``GetSWCIndexBy{Input,Output}LayoutWith{ZeroComm,MiniComm}`` return -1 and
 #: the BFS stops at the Reshape
 NO_SWC = ()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from ..errors import StrategyError
-from ..vocab.layout import Layout
-from .ops import reshape_layout
+from ...errors import StrategyError
+from ...vocab.layout import Layout
+from ..ops import reshape_layout
 
 
 def local_rows_layout(src: Layout, out_shape: tuple[int, ...], rows: tuple[int, int],

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from ..vocab.graph import DTYPE_BYTES
-from ..vocab.layout import Layout
+from ...vocab.graph import DTYPE_BYTES
+from ...vocab.layout import Layout
 from .caches import cached_plan
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import math
 
-from ..errors import StrategyError
-from ..vocab.graph import OpGraph
-from ..vocab.layout import Layout
+from ...errors import StrategyError
+from ...vocab.graph import OpGraph
+from ...vocab.layout import Layout
 
 
 def dataset_layouts(graph: OpGraph, n: int, how) -> dict[str, Layout]:

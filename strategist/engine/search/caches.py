@@ -9,10 +9,10 @@ import gc
 import itertools
 from functools import lru_cache
 
-from ..vocab.graph import Op
-from ..vocab.layout import Layout
-from .ops import FactorRule, Sharding, candidates, reshape_layout, rule_for, shard
-from .redistribution import Redistribution, plan
+from ...vocab.graph import Op
+from ...vocab.layout import Layout
+from ..ops import FactorRule, Sharding, candidates, reshape_layout, rule_for, shard
+from ..redistribution import Redistribution, plan
 
 
 class _Sig(tuple):

@@ -18,7 +18,7 @@ least own computation cost (:func:`less`, the same closeness); an exact tie keep
 order (no strategy comparison).
 
 **Leaving a Reshape** (``GetStrategyFromSWCBy{Input,Output}Layout``): the first option whose tensor has exactly
-the Reshape's layout (:func:`~strategist.engine.layout_eq.ms_standard_equal`), no cost read.
+the Reshape's layout (:func:`~strategist.engine.search.layout_eq.ms_standard_equal`), no cost read.
 
 Every choice is memoised across propagations with the edge-cost cache entries it read (:meth:`Chooser.memo`):
 MindSpore's cache is shape-blind, so a pair's cost depends on which edge priced it first."""
@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import math
 
-from ..errors import PropagationError, StrategyError
-from ..vocab.layout import Layout
+from ...errors import PropagationError, StrategyError
+from ...vocab.layout import Layout
 from .caches import CHOICES, EDGE_KEYS, cached_plan, cached_shard
 from .kinds import LAYOUT_REJECTED, MATMUL_COST_TYPES, OWN_LAYOUT_INFER, whole_reduced_dim
 from .layout_eq import edge_cache_key, ms_standard_equal, type_len, without_partial
-from .ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, computation_cost, output_partial,
+from ..ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, computation_cost, output_partial,
                   output_scattered, partition_num, pre_reduce_layout, shard, with_interleaved_axis)
-from .plan import DATASET
-from .redistribution import refine_cost
+from ..plan import DATASET
+from ..redistribution import refine_cost
 
 
 def better(s1: Sharding, k1: tuple, s2: Sharding, k2: tuple) -> bool:

@@ -3,8 +3,8 @@ search's seeds and waiting operators: ``DeepScopedGraphSearch`` from the output 
 ``TopoSort(ret, SuccDeeperSimple)`` (:func:`topo_sort_order`), as :func:`creation_order` picks."""
 from __future__ import annotations
 
-from ..vocab.graph import OpGraph
-from .plan import DATASET
+from ...vocab.graph import OpGraph
+from ..plan import DATASET
 
 
 def creation_order(graph: OpGraph, forward: bool = False) -> dict[str, int]:
@@ -128,7 +128,7 @@ def side_effects_by_reader(graph: OpGraph) -> dict[str, dict[int, list[str]]]:
     Measured on qwen3_moe (verify's child, GLOG_v=1): the router's aux-loss ``Reshape`` / ``OneHot`` / ``MeanExt``
     / ``ReduceMean`` / ``AssignAdd`` are operators 100-105, just before the experts' weight Cast (106), not after
     the output layer where a walk of the data flow alone puts them -- and the first Reshape created claims
-    MindSpore's Reshape cost cache entries (:meth:`~strategist.engine.reshape.ReshapeSearch.reshape_costs`)."""
+    MindSpore's Reshape cost cache entries (:meth:`~strategist.engine.search.reshape.ReshapeSearch.reshape_costs`)."""
     ops = sorted(graph, key=lambda op: op.topo_index)
     out: dict[str, dict[int, list[str]]] = {}
     pending: list[str] = []
