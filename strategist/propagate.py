@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cost import pricing
-from .engine import search as _search
+from .engine.search import clear_caches as clear_search_caches, search
 from .engine.search.caches import no_cyclic_gc
 from .engine.plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
 from .engine.semi_auto import BATCH, FOLLOW, arriving, semi_auto_anchors
@@ -33,7 +33,7 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
     >>> plan = propagate(graph, Mesh.parse("dp=2,tp=4"), {"fc1.matmul": ((2, 1), (1, 4))})  # doctest: +SKIP
     """
     with no_cyclic_gc():
-        res = _search.search(graph, mesh, anchors, use_model_strategies=use_model_strategies,
+        res = search(graph, mesh, anchors, use_model_strategies=use_model_strategies,
                              dataset_strategy=dataset_strategy, hardware=hardware,
                              fully_use_devices=fully_use_devices)
         if not price:
@@ -98,5 +98,5 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = 
 
 def clear_caches() -> None:
     """Forget every cached rule, candidate, sharding, redistribution plan and price (for cold timings)."""
-    _search.clear_caches()
+    clear_search_caches()
     pricing.clear_caches()

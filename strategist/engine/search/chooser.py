@@ -37,10 +37,15 @@ from ..plan import DATASET
 from ..redistribution import refine_cost
 
 
+#: two costs this close are a tie (see the module docstring)
+REL_TOL, ABS_TOL = 1e-12, 1e-9
+
+
 def better(s1: Sharding, k1: tuple, s2: Sharding, k2: tuple) -> bool:
-    """MindSpore's CompareSwcCost: edge comm, edge comp, own forward comm, then Strategy::Compare."""
+    """MindSpore's CompareSwcCost: edge comm, edge comp, own forward comm, then Strategy::Compare (the larger
+    PartitionNum, then the lexicographically larger strategy); see the module docstring."""
     for a, b in zip(k1, k2):
-        if not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9):
+        if not math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             return a < b
     pa, pb = partition_num(s1.strategy), partition_num(s2.strategy)
     if pa != pb:
@@ -49,8 +54,10 @@ def better(s1: Sharding, k1: tuple, s2: Sharding, k2: tuple) -> bool:
 
 
 def less(k1: tuple, k2: tuple) -> bool:
+    """Key ``k1`` strictly below ``k2``, compared in order with the tie tolerance (``GetStrategyByVisitedEdges``:
+    an exact tie keeps the option met first)."""
     for a, b in zip(k1, k2):
-        if not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9):
+        if not math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             return a < b
     return False
 
