@@ -1,6 +1,6 @@
 """``@lazy_inline`` Cells under sharding propagation: MindSpore 2.9.0 keeps instances of one lazy-inline class (equal
 ``__init__`` arguments) one reused func graph, called once per instance, with one OperatorInfo per operator of it
-(:func:`strategist.engine.search.structure.lazy_copies`). Each net here pins a part of that against MindSpore's recorded answer
+(:func:`strategist.engine.search.lazy_copies`). Each net here pins a part of that against MindSpore's recorded answer
 (the training compile, where MindSpore collects its nodes in TopoSort order).
 
 * ``LazyGPT``: examples/gpt_nn.py's GPT with its blocks' ``__init__`` under ``@lazy_inline``; ``q`` anchors the q
