@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from .cost import pricing
+from .engine.plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
 from .engine.search import clear_caches as clear_search_caches, search
 from .engine.search.caches import no_cyclic_gc
-from .engine.plan import DATASET, Anchor, Plan, Provenance, model_anchors, parallel_only_anchors
 from .engine.semi_auto import BATCH, FOLLOW, arriving, semi_auto_anchors
 from .vocab.graph import OpGraph, ShardLayout
 from .vocab.mesh import Hardware, Mesh

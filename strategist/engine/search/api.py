@@ -11,14 +11,14 @@ from ...errors import PropagationError, StrategyError
 from ...vocab.graph import OpGraph, lazy_note
 from ...vocab.layout import Layout
 from ...vocab.mesh import Hardware, Mesh
+from ..ops import FactorRule, Sharding, nd_tp, shard_anchor
+from ..plan import DATASET, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
 from . import caches
 from .bfs import Propagation
 from .caches import cached_candidates, cached_rule
 from .chooser import Chooser, better
 from .dataset import dataset_layouts
 from .layout_eq import edge_cache_key, type_len, without_partial
-from ..ops import FactorRule, Sharding, nd_tp, shard_anchor
-from ..plan import DATASET, Anchor, OpChoice, Provenance, model_anchors, parallel_only_anchors
 from .reshape import ReshapeSearch, reshape_pair_cost
 from .result import SearchQueries, SearchResult
 from .structure import graph_structure, lazy_fold, local_rows_marked, no_generated_strategy, per_graph, \

@@ -11,13 +11,13 @@ from collections import deque
 
 from ...errors import PropagationError, StrategyError
 from ...vocab.layout import Layout
+from ..ops import (Sharding, gather_axis_refused, interleaved_priced, layout_strategy, self_defined_sharding,
+                  shard, shard_anchor, shard_layout)
+from ..plan import DATASET, SEMI_AUTO, Anchor, Provenance
 from .caches import CHOICES, cached_shard
 from .kinds import (AFTER_RESHAPE_UNSET, GATHER_INFO, LAYOUT_REDUCED_SPLIT, LAYOUT_REJECTED, NO_LAYOUT_INIT,
                     RESHAPES, whole_reduced_dim)
 from .layout_eq import layout_text, ms_layout_equal, same_placement, without_partial
-from ..ops import (Sharding, gather_axis_refused, interleaved_priced, layout_strategy, self_defined_sharding,
-                  shard, shard_anchor, shard_layout)
-from ..plan import DATASET, SEMI_AUTO, Anchor, Provenance
 from .structure import shared_param_users
 
 

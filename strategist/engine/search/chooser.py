@@ -28,13 +28,13 @@ import math
 
 from ...errors import PropagationError, StrategyError
 from ...vocab.layout import Layout
-from .caches import CHOICES, EDGE_KEYS, cached_plan, cached_shard
-from .kinds import LAYOUT_REJECTED, MATMUL_COST_TYPES, OWN_LAYOUT_INFER, whole_reduced_dim
-from .layout_eq import edge_cache_key, ms_standard_equal, type_len, without_partial
 from ..ops import (BATCH_PARALLEL_COST, FactorRule, Sharding, _sharding, computation_cost, output_partial,
                   output_scattered, partition_num, pre_reduce_layout, shard, with_interleaved_axis)
 from ..plan import DATASET
 from ..redistribution import refine_cost
+from .caches import CHOICES, EDGE_KEYS, cached_plan, cached_shard
+from .kinds import LAYOUT_REJECTED, MATMUL_COST_TYPES, OWN_LAYOUT_INFER, whole_reduced_dim
+from .layout_eq import edge_cache_key, ms_standard_equal, type_len, without_partial
 
 
 #: two costs this close are a tie (see the module docstring)

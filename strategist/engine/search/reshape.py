@@ -10,15 +10,15 @@ from functools import lru_cache
 from ...errors import StrategyError
 from ...vocab.graph import Op
 from ...vocab.layout import Layout
-from .caches import CHOICES, FINGERPRINTS, SWC_STRATS, cached_rule, cached_shard
-from .kinds import NO_SWC
-from .layout_eq import edge_cache_key, gather_variants, ms_standard_equal, same_placement, type_len, without_partial
 from ..ops import candidates, reshape_layout, rule_for, shard, swc_strategies
-from .orders import dfs_from_output
 from ..plan import DATASET
 from ..redistribution import ms_elements, plan
 from ..reshape_cost import reshape_swc_logged
 from ..stdsort import std_sort
+from .caches import CHOICES, FINGERPRINTS, SWC_STRATS, cached_rule, cached_shard
+from .kinds import NO_SWC
+from .layout_eq import edge_cache_key, gather_variants, ms_standard_equal, same_placement, type_len, without_partial
+from .orders import dfs_from_output
 from .structure import per_graph
 
 

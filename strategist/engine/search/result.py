@@ -10,11 +10,11 @@ from typing import Any, Mapping
 from ...vocab.graph import Op, OpGraph
 from ...vocab.layout import Layout
 from ...vocab.mesh import Hardware, Mesh
+from ..ops import FactorRule, reshape_layout
+from ..plan import DATASET, Anchor, OpChoice
 from .caches import CHOICES, cached_rule, signature
 from .layout_eq import gather_variants, without_partial
 from .local_rows import local_rows_layout
-from ..ops import FactorRule, reshape_layout
-from ..plan import DATASET, Anchor, OpChoice
 
 
 @lru_cache(maxsize=4096)

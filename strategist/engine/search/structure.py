@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from ...vocab.graph import Op, OpGraph
+from ..plan import DATASET
 from .caches import cached_rule
 from .kinds import RESHAPES
 from .orders import creation_order
-from ..plan import DATASET
 
 
 #: per graph (the most recent few): its adjacency, creation order and TmpIdentity operators, read-only
