@@ -337,7 +337,7 @@ def large_section(layers=80):
     from strategist import load_graph
     from strategist.files.anchors import load_anchors
     from strategist.vocab.mesh import Mesh
-    from strategist.engine.propagate import clear_caches, propagate
+    from strategist.propagate import clear_caches, propagate
     # Megatron anchors, less the embedding's layout: MindSpore 2.9 fails on a Layout on Gather
     # (vector::_M_range_check), so the timing run leaves the embedding to propagation
     import tempfile
@@ -415,7 +415,7 @@ def _live_case(case, **ms_options):
 def semi_auto_section(cases, label):
     """strategist.engine.semi_auto's plan next to MindSpore compiled in semi_auto_parallel (live: one child a case)."""
     from strategist.errors import StrategistError
-    from strategist.engine.semi_auto import semi_auto_plan
+    from strategist.propagate import semi_auto_plan
     from strategist.verify import compare
     stats = collections.Counter()
     worst = []
@@ -446,7 +446,7 @@ def _live_plans(cases, stats, **ms_options):
     """(case, strategist's priced plan, MindSpore's answer asked live with ``ms_options``) per case; a case either
     side refuses counts in ``stats["rejected"]``."""
     from strategist.errors import StrategistError
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     from strategist.verify.msplan import output_strategies
     for case in cases:
         try:

@@ -35,7 +35,7 @@ def main():
     from strategist.vocab.mesh import Mesh
     from strategist.files.hardware import load_hardware
     from strategist.files.anchors import load_anchors
-    from strategist.engine.propagate import clear_caches, propagate
+    from strategist.propagate import clear_caches, propagate
 
     mesh, hw = Mesh.parse("dp=8,tp=8"), load_hardware("atlas-800t-a2")
     times = {}

@@ -7,7 +7,7 @@ from .frontend.loader import load_graph
 from .vocab.mesh import Mesh
 from .files.hardware import load_hardware
 from .engine.plan import Plan
-from .engine.propagate import propagate
+from .propagate import propagate
 
 
 def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
@@ -82,7 +82,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
         mode = "semi_auto" if semi_auto else "propagation"
         anchors = dict(expert_strategies(graph.model, mesh, mode, graph=graph, **graph.mf_options))
     if semi_auto:
-        from .engine.semi_auto import semi_auto_plan
+        from .propagate import semi_auto_plan
         run = semi_auto_plan
     else:
         run = propagate

@@ -36,11 +36,12 @@ from .errors import StrategistError
 from .vocab.graph import OpGraph
 from .vocab.mesh import Mesh
 from .files.hardware import load_hardware
-from .engine.propagate import propagate
-from .engine.search import _same
+from .propagate import propagate
+from .engine.search.layout_eq import same_placement
 from .advice.advisor import PAY_FLOOR, advise, anchor_of, load_rules, memory
 from .engine.plan import Plan, parallel_only_anchors
-from .engine.semi_auto import BATCH, FOLLOW, semi_auto_plan
+from .engine.semi_auto import BATCH, FOLLOW
+from .propagate import semi_auto_plan
 from .report.render import human_bytes, render_table, strategy_text
 from .verify.compare import compare as vcompare
 from .verify.runner import mindspore_plan
@@ -370,7 +371,7 @@ def same_choice(a, b) -> bool:
     if a.sharding is None or b.sharding is None:
         return a.sharding is None and b.sharding is None
     return len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs) and all(
-        _same(x, y) for x, y in zip(a.inputs + a.outputs, b.inputs + b.outputs))
+        same_placement(x, y) for x, y in zip(a.inputs + a.outputs, b.inputs + b.outputs))
 
 
 def agreement(plan: Plan, ref: Plan, col: Column, ref_costs=None) -> None:

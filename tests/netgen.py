@@ -1339,7 +1339,7 @@ def strategist_plan(case: Case):
     from strategist.files.anchors import load_anchors
     from strategist.frontend.loader import load_graph
     from strategist.vocab.mesh import Mesh
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     case.materialise()
     mesh = Mesh.parse(case.mesh)
     graph = load_graph(case.model, case.inputs or None, case.kwargs or None, training=case.training)

@@ -12,7 +12,7 @@ from strategist.cli import main
 from strategist.errors import RulesError
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
-from strategist.engine.propagate import propagate
+from strategist.propagate import propagate
 from strategist.report.render import advice_dict
 
 from conftest import ROOT

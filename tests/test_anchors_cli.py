@@ -116,7 +116,7 @@ def test_advice_anchor_over_its_own_device_matrix_round_trips(tmp_path, graph_of
     = (2, 2, 2), which no tuple expresses (MindSpore refuses those rows as a tuple). The anchors file says so with
     the Layout's own device_matrix; read back, it is the same anchor and gives the advice's plan."""
     from strategist.advice.advisor import advise, load_rules
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     from strategist.report.render import advice_dict
     g = graph_of("examples/attention.py:AttentionBlock", "kv_heads=2")
     from strategist.files.hardware import load_hardware

@@ -17,7 +17,7 @@ from strategist.vocab.layout import Layout
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
 from strategist.engine.redistribution import plan as plan_redistribution
-from strategist.engine.semi_auto import semi_auto_plan
+from strategist.propagate import semi_auto_plan
 from strategist.verify.compare import compare_communication
 from strategist.verify.ir import parse_collectives
 from strategist.verify.msplan import MsPlan
@@ -125,7 +125,7 @@ def _netgen_step(seed, tmp_path):
     sys.path.insert(0, HERE)
     import netgen
     from strategist.frontend.loader import load_graph
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     spec = netgen.generate(seed)
     model, anchors_file = spec.write(str(tmp_path / f"net{seed}"))
     mesh = Mesh.parse(spec.mesh)
@@ -348,7 +348,7 @@ def test_the_loss_sum_regathers_an_interleaved_reshape_output(mode, graph_of):
     into the sum before the Reshape, in the model -- two AllGathers over 2, 2 KiB and 4 KiB of fp16 (MindSpore 2.9.0,
     live, both modes: forward 24 KiB in 5, strategist 18 KiB in 3 until the sum's layout was priced). No backward:
     the net has no weights. Any other output's redistribution into the sum is the wrapper's, left out."""
-    from strategist.engine.propagate import price_plan, propagate
+    from strategist.propagate import price_plan, propagate
     from strategist.verify.compare import loss_sum_collectives
     g = graph_of("examples/sharding_techniques.py:CoreAttention", "batch=8", "heads=8", "seq=16", "head_dim=8",
                  "dp=2", "tp=2", "cp=2", f"mode={mode!r}")
@@ -379,7 +379,7 @@ def test_nd_tp_matmul_prices_its_own_input_all_gathers(graph_of):
     ("None", ("y", "z"), "x") over z on K (slice [128, 4, 32]: 65536 B, group [0, 8]); w1 is a weight, so its
     gradient is reduce-scattered back, the same bytes; x's is not. MindSpore's training step (verify
     --communication, live below) agrees on every collective with these and disagreed without them."""
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     hw = load_hardware("atlas-800t-a2")
     p = propagate(graph_of(ND_TP + "BmmTP2DNdAnchor8"), Mesh.parse("b=1,x=2,y=4"), dataset_strategy="full_batch",
                   hardware=hw)

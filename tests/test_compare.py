@@ -9,7 +9,7 @@ import pytest
 
 from strategist.errors import StrategistError
 from strategist.vocab.mesh import Mesh
-from strategist.engine.propagate import propagate
+from strategist.propagate import propagate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -346,7 +346,7 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence(tmp
     # while both were one pattern); the anchors file names each apart (a glob gave the MoE one the dense 4-d
     # layout), and loaded back it gives the advice's plan
     from strategist.files.anchors import load_anchors
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     from strategist.report.render import advice_dict
     assert "model.decoder.layers.0.mlp.transpose" in chosen and "model.decoder.layers.1.mlp.transpose" not in chosen
     text = advice_dict(c.advice)["anchors_yaml"]
@@ -408,7 +408,7 @@ def test_an_anchor_dropped_early_is_reinstated_when_a_later_drop_needs_it(graph_
     with a step model in which only fc1's column layout is fast (numbers by hand: 1 s otherwise)."""
     from strategist.advice import minimality
     from strategist.advice.advisor import Choice
-    from strategist.engine.propagate import Anchor
+    from strategist.vocab.anchors import Anchor
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64")
     mesh = Mesh.parse("dp=2,tp=4")
     fc1, fc2 = [op.name for op in g if op.type == "MatMul"][:2]
@@ -668,7 +668,7 @@ def test_parallel_only_operators_are_the_models_own_in_every_plan(graph_of):
     from strategist.files.hardware import load_hardware
     from strategist.engine.plan import PARALLEL_ONLY
     from strategist.vocab.anchors import Anchor
-    from strategist.engine.semi_auto import semi_auto_plan
+    from strategist.propagate import semi_auto_plan
     from strategist.report.render import advice_dict, configurable_anchors_yaml
     plain = graph_of("examples/llama.py:tiny", "batch=8")
     g = copy.deepcopy(plain)                       # (graph_of's graphs are shared by the session)

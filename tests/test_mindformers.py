@@ -301,7 +301,7 @@ def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch,
                                     for f in FAMILIES])
 def test_family_graph_and_semi_auto_experts(family, tmp_path, monkeypatch):
     from strategist.frontend.mindformers import _import_mindformers
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     monkeypatch.chdir(tmp_path)
     _import_mindformers()
     before = _state()
@@ -390,7 +390,7 @@ def test_moe_ffn_morph_is_one_device_local_operator():
 def test_deepseek3_layers_below_first_k_dense_replace_build_one_moe_layer():
     """deepseek3 with --layers 2 and no first_k_dense_replace override (its config class keeps 3 dense layers,
     which MindFormers refuses beyond 2): layer 0 dense, layer 1 MoE, and every report says so."""
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     from strategist.frontend.mindformers import load_mindformers
     from strategist.report.render import inspect_text
     cfg, ov, seq, _ = FAMILIES["deepseek3"]
@@ -498,7 +498,8 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     it), refused as one line; advise itself completes on the model."""
     from strategist.advice.advisor import advise
     from strategist.errors import StrategyError
-    from strategist.engine.propagate import Anchor, propagate
+    from strategist.propagate import propagate
+    from strategist.vocab.anchors import Anchor
     g, _ = _load("deepseek3")
     mesh = Mesh.parse("dp=2,tp=4")
     emb = [op.name for op in g if op.type == "Embedding"]
@@ -664,15 +665,15 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     pre = [n for n in norms if n.rsplit(".", 2)[-2] in ("input_layernorm", "pre_mlp_layernorm", "final_layernorm",
                                                          "enorm", "hnorm")]
     from strategist.compare import op_costs
-    from strategist.engine.search import _same
+    from strategist.engine.search.layout_eq import same_placement
     ca, cc = op_costs(a.plan), op_costs(ref_.plan)      # each operator's own and its inputs' redistributions
     assert len(pre) == 10
     for n in pre:
         cast = n.rsplit(".", 1)[0] + ".cast"
         for p in (a.plan, ref_.plan):
             assert p.choices[cast].outputs[0] == p.choices[cast].inputs[0]                # passed on
-        assert _same(ref_.plan.choices[cast].outputs[0], ref_.plan.choices[n].inputs[0])  # as the norm reads it
-        if not _same(a.plan.choices[cast].outputs[0], a.plan.choices[n].inputs[0]):
+        assert same_placement(ref_.plan.choices[cast].outputs[0], ref_.plan.choices[n].inputs[0])  # as the norm reads it
+        if not same_placement(a.plan.choices[cast].outputs[0], a.plan.choices[n].inputs[0]):
             # where the advice leaves an embedding's output batch by dp, the norm after it slices its sequence by tp:
             # free both ways (a slice's transpose sends nothing)
             assert n in ("model.decoder.layers.0.input_layernorm.norm", "model.mtp.layers.0.enorm.norm")
@@ -701,7 +702,7 @@ def test_deepseek3_sequence_parallel_advice_and_local_rows(tmp_path):
     # the anchors file the advice prints configures exactly the advised operators, as advised: a glob only
     # where it matches its members alone, and each sequence-parallel row linear's reduce-scatter out layout
     from strategist.files.anchors import load_anchors
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     from strategist.report.render import advice_dict
     text = advice_dict(c.advice)["anchors_yaml"]
     assert "model.decoder.layers.*.self_attention.linear_proj.matmul:\n  layout: [[dp, tp], [None, tp]]\n" \
@@ -832,7 +833,7 @@ def test_qwen3_moe_router_patterns_reinstated_alone():
     follows it by propagation, so the final check that every line pays drops the TopkExt's line. Tokens by 8, as
     the experts' shard() has them."""
     from strategist.advice.advisor import PAY_FLOOR, advise
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers("mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", layers=2, batch=8)
     mesh, hw = Mesh.parse("dp=2,tp=4"), load_hardware("atlas-800t-a2")
@@ -938,7 +939,7 @@ def test_glm4_legacy_model_loads_with_its_experts(tmp_path, monkeypatch, capfd):
     # sharding-propagation mode configures fewer operators (the legacy layers' own propagation anchors)
     assert len(prop) < len(semi)
     # the experts' anchors propagate on strategist's engine
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     plan = propagate(g, Mesh.parse("dp=2,tp=2"), dict(prop), use_model_strategies=False,
                      dataset_strategy="full_batch")
     assert plan.strategy("transformer.encoder.layers.1.mlp.dense_h_to_4h.matmul") == ((2, 1), (2, 1))
@@ -993,7 +994,7 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
     two, the query heads over both parts, the key/value heads over the part dividing them."""
     from strategist.advice.advisor import load_rules, propose
     from strategist.engine.rules.sharding import shard_anchor
-    from strategist.engine.search import _cached_rule
+    from strategist.engine.search.caches import cached_rule
     from strategist.frontend.mindformers import load_mindformers
     g, _ = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
     mesh = Mesh.parse("dp=2,tp=4")
@@ -1004,7 +1005,7 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
         assert c.template == "flash_attention" and "grouped-query attention (2 key/value heads)" in c.why
         q, k, v = c.anchor.layouts[:3]
         assert q.device_matrix == (2, 2, 2) and q.alias_name == ("dp", "tp", "tp_group")
-        s = shard_anchor(g.op(c.op), c.anchor, mesh.size, _cached_rule(g.op(c.op)))
+        s = shard_anchor(g.op(c.op), c.anchor, mesh.size, cached_rule(g.op(c.op)))
         assert s.strategy[:4] == ((2, 1, 4), (2, 1, 2), (2, 1, 2), (2, 1, 1, 1))
     # with it, a package: each layer's SwiGLU interior (the fused gate/up Split, silu, mul) batch-only, by dp over
     # the plain mesh (glm4 is batch-first), tested by minimality together with the layer's FlashAttention
@@ -1015,7 +1016,7 @@ def test_glm4_flash_attention_template_for_grouped_query_attention():
                                f"{layer}.mlp.split"]
         for p in pkg.values():
             assert p.template == "swiglu_batch_only"
-            s = shard_anchor(g.op(p.op), p.anchor, mesh.size, _cached_rule(g.op(p.op)))
+            s = shard_anchor(g.op(p.op), p.anchor, mesh.size, cached_rule(g.op(p.op)))
             lay = p.anchor.layouts[0]        # the batch by dp (tensor map counts axes from the right)
             assert lay.alias_name == ("dp", "tp") and lay.tensor_map[0] == (1,) and not any(lay.tensor_map[1:])
             assert s.strategy[0] == (2, 1, 1) and s.dev_matrix == (2, 4)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from strategist.vocab.mesh import Mesh
-from strategist.engine.propagate import propagate
+from strategist.propagate import propagate
 from strategist.verify.compare import compare_moves
 from strategist.verify.ir import parse_redistributions
 from strategist.verify.msplan import MsPlan

@@ -10,7 +10,7 @@ import pytest
 
 from strategist.vocab.mesh import Mesh
 from strategist.engine.plan import CAST_PASS
-from strategist.engine.propagate import propagate
+from strategist.propagate import propagate
 from strategist.engine.redistribution import plan as plan_redistribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +57,7 @@ def test_an_all_to_all_is_priced_as_mindspore_writes_it(graph_of):
     step_parallel_end graph of CastBetweenLayouts: Reshape, AllGather(n=4), Split, Concat, Reshape, StridedSlice).
     Worked by hand: the Add's slice is [64, 1, 32] float32 = 8 KiB; all-to-all over 4 sends 3/4 of it, 6 KiB; the
     AllGather sends the 3 other devices' slices, 24 KiB."""
-    from strategist.engine.propagate import price_plan
+    from strategist.propagate import price_plan
     _, p = _plans(graph_of)
     e = next(x for x in p.edges if (x.src, x.dst) == ("cast", "gelu"))
     assert [c.kind for c in e.forward.ops] == ["AllToAll"]
@@ -90,7 +90,7 @@ def _mirror_devices(plan) -> set[int]:
 @pytest.mark.parametrize("factory, recorded", [("repeated", "rep"), ("column", "col"),
                                                ("CastWeightMatMul", "castrep")])
 def test_weight_gradient_reduced_over_the_mirror_group(graph_of, factory, recorded):
-    from strategist.engine.semi_auto import semi_auto_plan
+    from strategist.propagate import semi_auto_plan
     from strategist.verify.ir import parse_mirrors
     with open(os.path.join(IR, f"mirror_{recorded}.step_parallel_end.ir")) as f:
         ms_devices = parse_mirrors(f.read())["net.w"]
@@ -101,7 +101,7 @@ def test_weight_gradient_reduced_over_the_mirror_group(graph_of, factory, record
 
 def test_repeated_weight_gradient_bytes(graph_of):
     """A float32 64x128 weight all-reduced over 8 devices (ring): 2 * 7/8 * 32 KiB per device."""
-    from strategist.engine.semi_auto import semi_auto_plan
+    from strategist.propagate import semi_auto_plan
     plan = semi_auto_plan(graph_of(f"{MIRRORS}:repeated"), Mesh.parse("dp=2,tp=4"), {},
                           dataset_strategy="full_batch")
     assert plan.op_costs["mm"].grad_bytes == 2 * 7 / 8 * 64 * 128 * 4

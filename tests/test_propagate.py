@@ -8,7 +8,9 @@ from strategist.errors import PropagationError, StrategyError
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
 from strategist.engine.rules.sharding import shard
-from strategist.engine.propagate import Anchor, creation_order, propagate
+from strategist.engine.search.orders import creation_order
+from strategist.propagate import propagate
+from strategist.vocab.anchors import Anchor
 from strategist.engine.plan import CAST_PASS
 from strategist.engine.redistribution import plan as plan_redistribution
 from strategist.report.render import plan_dict
@@ -399,7 +401,7 @@ def test_residual_cast_copies_and_a_waiting_add(graph_of, residual_first, add):
 def test_pricing_an_unpriced_plan_is_propagating_priced(graph_of, target, kwargs, anchors):
     """The advisor searches each anchor set once and prices the unpriced plan when it needs its cost."""
     import fnmatch
-    from strategist.engine.propagate import price_plan
+    from strategist.propagate import price_plan
     g = graph_of(target, *kwargs)
     expanded = {op.name: s for pat, s in anchors.items() for op in g if fnmatch.fnmatchcase(op.name, pat)}
     unpriced = propagate(g, MESH, expanded, hardware=HW, dataset_strategy=FB, price=False)
@@ -412,7 +414,7 @@ def test_pricing_an_unpriced_plan_is_propagating_priced(graph_of, target, kwargs
 
 def test_propagation_pauses_the_cyclic_gc_and_restores_it():
     import gc
-    from strategist.engine.propagate import no_cyclic_gc
+    from strategist.engine.search.caches import no_cyclic_gc
     assert gc.isenabled()
     with no_cyclic_gc():
         assert not gc.isenabled()

@@ -11,7 +11,7 @@ import pytest
 
 from strategist.frontend.loader import load_graph
 from strategist.vocab.mesh import Mesh
-from strategist.engine.semi_auto import semi_auto_plan
+from strategist.propagate import semi_auto_plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NETS = os.path.join(HERE, "models", "semi_auto.py")

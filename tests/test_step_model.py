@@ -8,7 +8,7 @@ from strategist.cost.step import StepOptions, estimate
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
 from strategist.vocab.anchors import Anchor
-from strategist.engine.propagate import propagate
+from strategist.propagate import propagate
 from strategist.errors import InputSpecError, MeshError
 
 #: round figures: 100 TFLOP/s, 1000 GB/s element-wise, every collective at 10 GB/s bus bandwidth, no latency

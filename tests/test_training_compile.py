@@ -26,7 +26,7 @@ def _answer(case):
 def test_creation_order_follows_the_compile(graph_of):
     """As built (``--eval``): the output's producer is created first (after the VirtualOutput); for training (the
     default): the first operator from the input is."""
-    from strategist.engine.search import creation_order
+    from strategist.engine.search.orders import creation_order
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=64", "ffn=128", "tokens=64", training=False)
     first, last = [op.name for op in g][0], [x.ref for x in g.outputs if x.kind == "op"][0]
     built = creation_order(g)

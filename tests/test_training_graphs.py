@@ -5,7 +5,8 @@ dp=2,tp=4, and msoracle runs on 8 devices), see the docstrings."""
 from strategist.vocab.graph import Input, Op, OpGraph, TensorSpec
 from strategist.frontend.mindformers import fold_reshapes
 from strategist.engine.rules.candidates import candidates
-from strategist.engine.propagate import DATASET, creation_order
+from strategist.engine.search.orders import creation_order
+from strategist.vocab.anchors import DATASET
 
 
 def _op(name, typ, cell, ins, out, dtype="float32"):

@@ -156,7 +156,7 @@ def test_compile_specs_slice_global_inputs_per_device():
 
 def _docs_plan(graph_of):
     from strategist.vocab.mesh import Mesh
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     graph = graph_of("examples/sharding_techniques.py:DocsFFN")
     return propagate(graph, Mesh.parse("dp=2,tp=4"), dataset_strategy="data_parallel", price=False)
 
@@ -243,7 +243,7 @@ def test_matching_survives_first_layer_scopes_and_a_missing_op(graph_of):
     """MindSpore credits repeated layers' functional ops to layer 0 and names them by type; pairing goes by
     graph order and shapes, so every operator still meets its own counterpart."""
     from strategist.vocab.mesh import Mesh
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     graph = graph_of("examples/llama.py:tiny", "layers=2")
     plan = propagate(graph, Mesh.parse("dp=2,tp=2"), dataset_strategy="full_batch", price=False)
     ops = []
@@ -271,7 +271,7 @@ def test_a_self_defined_operator_is_listed_not_counted(graph_of):
     one on the Reshape after it (MindSpore 2.9.0's answer for tests/models/layouts.py:SelfDefinedConcat, recorded):
     the pair is listed as self-defined, neither side's one-sided operator, and the rest still all agree."""
     from strategist.vocab.mesh import Mesh
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     graph = graph_of(os.path.join(ROOT, "tests", "models", "layouts.py") + ":SelfDefinedConcat")
     plan = propagate(graph, Mesh.parse("dp=2,tp=4"), dataset_strategy="full_batch", price=False)
     ops = [{"name": "Default/ReLU-op0", "type": "ReLU", "path": "relu", "in_strategy": [[1, 1, 1]],
@@ -304,7 +304,7 @@ def test_self_defined_concat_live():
 
 def test_strategist_failure_still_shows_mindspore_answer(graph_of, monkeypatch):
     """MindSpore may accept what strategist refuses: verify then reports a disagreement (exit 1), not an error."""
-    import strategist.engine.propagate as propagate_mod
+    import strategist.propagate as propagate_mod
     from strategist.errors import StrategyError
     from strategist.verify import runner, verify_model
 
@@ -588,7 +588,7 @@ def test_operators_of_one_name_matched_where_mindspores_order_differs(graph_of, 
     strategist's plan" / "only in MindSpore's report") with the same strategies. Leftovers of one name, as
     many on each side, with compatible shapes, are paired in order."""
     from strategist.vocab.mesh import Mesh
-    from strategist.engine.propagate import propagate
+    from strategist.propagate import propagate
     f = tmp_path / "twosubs.py"
     f.write_text(_TWO_SUB_CELLS)
     plan = propagate(graph_of(f"{f}:Net"), Mesh.parse("dp=8"), dataset_strategy="data_parallel", price=False)

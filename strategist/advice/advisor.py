@@ -29,8 +29,10 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Hardware, Mesh
 from ..engine.rules.sharding import shard_anchor
 from ..vocab.anchors import Anchor
-from ..engine.propagate import price_plan, propagate
-from ..engine.search import _same, lazy_copies, no_cyclic_gc
+from ..propagate import price_plan, propagate
+from ..engine.search.caches import no_cyclic_gc
+from ..engine.search.layout_eq import same_placement
+from ..engine.search.structure import lazy_copies
 from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, state_bytes, memory
@@ -377,7 +379,7 @@ def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple
             out.append((name, "contradicted", f"invalid on this mesh: {err}"))
             continue
         same = ch.sharding is not None and len(mine.inputs) == len(ch.inputs) and all(
-            _same(x, y) for x, y in zip(mine.inputs + mine.outputs, ch.inputs + ch.outputs))
+            same_placement(x, y) for x, y in zip(mine.inputs + mine.outputs, ch.inputs + ch.outputs))
         if not same:
             out.append((name, "contradicted", f"model {a.describe()} vs advised {ch.strategy}"))
         elif name in advised:

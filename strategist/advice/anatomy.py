@@ -10,7 +10,8 @@ from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..engine.rules.factor import FactorRule, Sharding
 from ..vocab.anchors import Anchor
-from ..engine.search import _cached_rule, local_rows_marked
+from ..engine.search.caches import cached_rule
+from ..engine.search.structure import local_rows_marked
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 
@@ -198,7 +199,7 @@ def _interior_shardings(graph: OpGraph, names, tmpl: dict, mesh: Mesh) -> list[t
         if op.type in ("Reshape", "Flatten", "Cast", "Transpose") or not op.outputs or op.outputs[0] is None \
                 or len(op.outputs[0].shape) < 3:
             continue
-        s = template_sharding(op, _cached_rule(op), tmpl, mesh)
+        s = template_sharding(op, cached_rule(op), tmpl, mesh)
         if s is not None:
             out.append((n, s))
     return out
@@ -427,7 +428,7 @@ def embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: bo
     # tp), the residual stream's layout between the tensor-parallel blocks
     tname = "embedding_output_sequence_parallel" if sp and "embedding_output_sequence_parallel" in rules.templates \
         else "embedding_output_batch"
-    s = template_sharding(t, _cached_rule(t), rules.templates.get(tname, {}), mesh)
+    s = template_sharding(t, cached_rule(t), rules.templates.get(tname, {}), mesh)
     if s is None:
         return None
     return Choice(t.name, "2 dimension", tname,
@@ -447,7 +448,7 @@ def moe_permute_companion(graph: OpGraph, op: Op, tmpl: dict, mesh: Mesh) -> Cho
               if n is not None and graph.op(n).type == "Transpose"), None)
     if t is None:
         return None
-    rule = _cached_rule(t)
+    rule = cached_rule(t)
     try:
         perm = [rule.inputs[0].index(f) for f in rule.outputs[0]]
     except ValueError:

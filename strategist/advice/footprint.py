@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..engine.plan import Plan
-from ..engine.search import _cached_rule
+from ..engine.search.caches import cached_rule
 
 
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
@@ -32,7 +32,7 @@ def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
         ch = plan.choices[op.name]
         if ch.sharding is None:
             continue
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         for k, slot in enumerate(rule.slots):
             x = op.inputs[slot]
             if x.kind == "param" and x.ref not in seen and k < len(ch.inputs):

@@ -14,7 +14,8 @@ from ..engine.rules.sharding import shard_anchor
 from ..engine.plan import Plan
 from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes
-from ..engine.search import _cached_rule, _per_graph
+from ..engine.search.caches import cached_rule
+from ..engine.search.structure import per_graph
 
 
 # an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
@@ -69,7 +70,7 @@ def pattern_keys(graph: OpGraph) -> dict[str, str]:
                 tag = sig[0] if classes[sig[0]] == 1 else f"{sig[0]}|{k}"
                 out.update((n, f"{key}[{tag}]") for n in names)
         return out
-    return _per_graph("patterns", graph, compute)
+    return per_graph("patterns", graph, compute)
 
 
 def pattern_text(key: str) -> str:
@@ -105,7 +106,7 @@ def reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> lis
         differ = False
         for c, _ in members:
             try:
-                sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, _cached_rule(graph.op(c.op)))
+                sh = shard_anchor(graph.op(c.op), c.anchor, mesh.size, cached_rule(graph.op(c.op)))
             except StrategyError:          # the search would refuse it too
                 differ = False
                 break

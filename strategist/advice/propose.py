@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from ..engine.rules.sharding import shard_anchor
-from ..engine.search import _cached_rule, _same, shared_param_users
+from ..engine.search.caches import cached_rule
+from ..engine.search.layout_eq import same_placement
+from ..engine.search.structure import shared_param_users
 from ..errors import StrategyError
 from ..vocab.graph import Op, OpGraph
 from ..vocab.mesh import Mesh
@@ -32,7 +34,7 @@ def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str]
     for op in graph:
         if op.name in own:          # configured by the model itself in every parallel build: never advice
             continue
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         choice = _classify(ctx, op, rule)
         if choice is None:
             continue
@@ -148,7 +150,7 @@ def _package(ctx: Context, op: Op, choice_: Choice, tmpl: dict, packages: dict, 
     r = graph.op(res) if res is not None else None
     if r is not None and r.type in ("Add", "AddExt") and r.outputs and r.outputs[0] is not None \
             and tuple(r.outputs[0].shape) == tuple(op.inputs[0].spec.shape):
-        rs = template_sharding(r, _cached_rule(r), tmpl, mesh)
+        rs = template_sharding(r, cached_rule(r), tmpl, mesh)
         if rs is not None:
             out.append(Choice(r.name, "4 fused", "residual_sequence_parallel",
                               f"residual add into the sequence-parallel {op.name}: the residual stream "
@@ -183,7 +185,7 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
     keep = []
     for c in out:
         op = graph.op(c.op)
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         try:
             s = shard_anchor(op, c.anchor, mesh.size, rule)
         except StrategyError:
@@ -193,7 +195,7 @@ def _one_layout_per_shared_parameter(graph: OpGraph, mesh: Mesh, out: list[Choic
         for slot, x in enumerate(op.inputs):
             if x.kind == "param" and x.ref in shared and slot in rule.slots:
                 mine[x.ref] = s.inputs[rule.slots.index(slot)]
-        clash = next(((p, seen[p][0]) for p, lay in mine.items() if p in seen and not _same(seen[p][1], lay)), None)
+        clash = next(((p, seen[p][0]) for p, lay in mine.items() if p in seen and not same_placement(seen[p][1], lay)), None)
         if clash:
             notes.append(f"{c.op}: not configured ({c.template}): it would shard the parameter {clash[0]} unlike "
                          f"{clash[1]}, which MindSpore refuses; it takes {clash[1]}'s layout of it")

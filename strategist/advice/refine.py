@@ -14,7 +14,9 @@ from ..engine.rules.reshape import reshape_layout
 from ..engine.rules.sharding import shard_anchor
 from ..vocab.anchors import Anchor
 from ..engine.plan import Plan
-from ..engine.search import _cached_rule, _follow, _same
+from ..engine.search.caches import cached_rule
+from ..engine.search.chooser import follow
+from ..engine.search.layout_eq import same_placement
 from .rules import Rules, anchor_of, template_sharding
 from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes
@@ -40,7 +42,7 @@ def unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules,
                 or op.type in rules.categories.get("dimension_changing", ()) \
                 or plan.choices[op.name].provenance.direction != "default":
             continue
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         best = None
         for slot, x in enumerate(op.inputs):
             if x.kind != "op" or x.spec is None or slot not in rule.slots or x.ref not in plan.choices:
@@ -55,7 +57,7 @@ def unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules,
             continue
         # a layout over the mesh with size-1 axes inserted (a Cast's of a (dp, 1) split) is the same placement
         s = next((s for lay in (best[2], squeeze(best[2]))
-                  for s in [_follow(rule, lay, rule.slots.index(best[1]), "in", mesh.size)]
+                  for s in [follow(rule, lay, rule.slots.index(best[1]), "in", mesh.size)]
                   if s is not None and s.dev_matrix == mesh.shape), None)
         if s is None:
             continue
@@ -102,7 +104,7 @@ def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], an
         d = graph.op(c.op)
         if d.type != "FlashAttentionScore":
             continue
-        drule = _cached_rule(d)
+        drule = cached_rule(d)
         for k, slot in enumerate(drule.slots):
             x = d.inputs[slot] if slot < len(d.inputs) else None
             if x is None or x.kind != "op" or graph.op(x.ref).type not in ("Reshape", "Flatten"):
@@ -118,10 +120,10 @@ def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], an
             # the Reshape hands the fused operator its layout and takes the redistribution at its own input: the
             # input layout that reshapes to it in place
             lay_r = reshape_layout(want, r.inputs[0].shape)
-            if lay_r is None or _same(r.inputs[0], lay_r):
+            if lay_r is None or same_placement(r.inputs[0], lay_r):
                 continue
             tb = graph.op(src.ref)
-            st_b = _follow(_cached_rule(tb), lay_r, src.index, "out", mesh.size)
+            st_b = follow(cached_rule(tb), lay_r, src.index, "out", mesh.size)
             if st_b is None:
                 continue
             mid = st_b.inputs[0]
@@ -144,14 +146,14 @@ def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], an
                     if u.type in rules.categories.get("weight", ()) or u.type in rules.categories.get("fused", ()):
                         continue
                     todo.append(u.name)
-            if head is None or _same(plan.choices[head.name].outputs[0], mid):
+            if head is None or same_placement(plan.choices[head.name].outputs[0], mid):
                 continue
-            sh = _follow(_cached_rule(head), mid, 0, "out", mesh.size)
+            sh = follow(cached_rule(head), mid, 0, "out", mesh.size)
             if sh is None:
                 continue
             anchor = anchor_of(head.name, sh, mesh, head.type)
             try:        # the fused operator's layout may refine the mesh (grouped-query heads): the shard() line
-                ok = _same(shard_anchor(head, anchor, mesh.size).inputs[0], sh.inputs[0])   # must place it so
+                ok = same_placement(shard_anchor(head, anchor, mesh.size).inputs[0], sh.inputs[0])   # must place it so
             except StrategyError:
                 ok = False
             if not ok:
@@ -169,8 +171,8 @@ def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], an
             sp = graph.op(name) if name is not None else None
             if sp is None or sp.type not in ("Split", "SplitWithSize") or sp.name in anchored:
                 continue
-            ss = template_sharding(sp, _cached_rule(sp), batch_only, mesh)
-            if ss is None or _same(plan.choices[sp.name].inputs[0], ss.inputs[0]):
+            ss = template_sharding(sp, cached_rule(sp), batch_only, mesh)
+            if ss is None or same_placement(plan.choices[sp.name].inputs[0], ss.inputs[0]):
                 continue
             anchored.add(sp.name)
             out.append(Choice(sp.name, "2 dimension", "norm",
@@ -322,7 +324,7 @@ def input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: lis
         if not pure[op.name] or not op.held or op.name in anchored or op.type in ("Reshape", "Flatten", "Cast"):
             continue
         ch = cur.choices[op.name]
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         if ch.sharding is None or not rule.slots:
             continue
         for n in splits:
@@ -425,7 +427,7 @@ def embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice
         t_cur = cur.totals()["step_seconds"]
         mine = [c for c in keep if c.op == op.name or c.with_op == op.name]
         rest = [c for c in keep if c.op != op.name and c.with_op != op.name]
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         # the table's layouts, the other inputs (the indices) kept as the plan has them
         table = rule.slots.index(slot)
         now = cur.choices[op.name].strategy

@@ -13,7 +13,7 @@ from ..vocab.mesh import Mesh
 from ..engine.rules.factor import FactorRule, Sharding
 from ..engine.rules.sharding import build_sharding
 from ..vocab.anchors import Anchor
-from ..engine.search import LAYOUT_REJECTED
+from ..engine.search.kinds import LAYOUT_REJECTED
 from ..files.schema import did_you_mean, validate_rules
 
 

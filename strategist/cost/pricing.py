@@ -1,8 +1,9 @@
 """Pricing a searched plan: every edge's redistribution forward and backward (gradients of one tensor's
 consumers summed where their layouts agree), each operator's own communication (partial sums it reduces,
 gradient reduction of its Parameters, the redistribution inside a Reshape), FLOPs per device; in
-MindSpore's cost units and in bytes and seconds on a hardware profile. The search
-(:mod:`strategist.engine.search`) never reads these: like MindSpore it minimises one edge at a time."""
+MindSpore's cost units and in bytes and seconds on a hardware profile. It reads the search's result only
+(:class:`~strategist.engine.search.result.SearchResult`); the search (:mod:`strategist.engine.search`) never reads
+these prices: like MindSpore it minimises one edge at a time."""
 from __future__ import annotations
 
 import math
@@ -16,7 +17,12 @@ from ..engine.rules.sharding import output_partial, output_scattered, pre_reduce
 from ..engine.redistribution import Collective, Physical
 from ..vocab.anchors import DATASET
 from ..engine.plan import CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
-from ..engine.search import RESHAPES, _STRUCTURES, _cached_plan, _Engine, _same, _type_len, local_rows_layout
+from ..engine.search.caches import cached_plan
+from ..engine.search.kinds import RESHAPES
+from ..engine.search.layout_eq import same_placement, type_len
+from ..engine.search.local_rows import local_rows_layout
+from ..engine.search.result import SearchResult
+from ..engine.search.structure import STRUCTURES
 
 _PRICES: dict = {}      # memoised edge and operator prices
 
@@ -30,7 +36,7 @@ def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]
     """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), per input
     whether it is a trainable Parameter, and the operators whose output is a trainable Parameter seen through
     :data:`PARAM_CASTS` only (a bf16 Cast of a weight). A function of the graph, kept with its structure."""
-    hit = _STRUCTURES.get(("grad", id(g)))
+    hit = STRUCTURES.get(("grad", id(g)))
     if hit is not None and hit[0] is g:
         return hit[1]
     needs_grad: dict[str, bool] = {}
@@ -44,7 +50,7 @@ def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]]
         if op.type in PARAM_CASTS and len(tensors) == 1 and _trainable(g, tensors[0], casts):
             casts.add(op.name)
     out = (needs_grad, grads_on, frozenset(casts))
-    _STRUCTURES[("grad", id(g))] = (g, out)
+    STRUCTURES[("grad", id(g))] = (g, out)
     return out
 
 
@@ -110,7 +116,7 @@ def _differentiable(spec) -> bool:
     return spec is not None and spec.dtype.startswith(("float", "bfloat"))
 
 
-def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
+def cast_overlay(res: SearchResult) -> dict[str, OpChoice]:
     """The Casts as MindSpore's parallel graph runs them: after the search every Cast's OperatorInfo is dropped
     (``AddOperatorToIgnoreCandidates`` puts each Cast in ``ignore_candidate_``, ``IgnoreOperatorsInCostGraph``
     clears them), so a Cast is no ``IsParallelCareNode``: it casts its input in the layout that arrives, and the
@@ -122,24 +128,24 @@ def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
     Returns the choice of every Cast whose searched layout differs from the one its input arrives in (a Cast of
     a Parameter keeps its own: the Parameter is sliced as it says)."""
     out: dict[str, OpChoice] = {}
-    for op in eng.g:
+    for op in res.graph:
         if op.type != "Cast":
             continue
-        src = next(((s, j) for s, j, slot in eng.data_prev[op.name] if slot == 0), None)
+        src = next(((s, j) for s, j, slot in res.data_prev[op.name] if slot == 0), None)
         if src is None:
             continue
         s, j = src
-        prev = out.get(s) or eng.chosen.get(s)          # (None for the dataset)
+        prev = out.get(s) or res.chosen.get(s)          # (None for the dataset)
         # what arrives: a Cast before it as it runs, else the producer's output with its own reduction done
-        lay = (prev.outputs[j] if j < len(prev.outputs) else None) if s in out else eng.out_layout(s, j)
-        mine = eng.chosen[op.name]
-        if lay is None or mine.sharding is None or (mine.inputs and _same(mine.inputs[0], lay)):
+        lay = (prev.outputs[j] if j < len(prev.outputs) else None) if s in out else res.out_layout(s, j)
+        mine = res.chosen[op.name]
+        if lay is None or mine.sharding is None or (mine.inputs and same_placement(mine.inputs[0], lay)):
             continue
-        pk = ("cast", eng.key(op.name), lay, eng.n)
+        pk = ("cast", res.key(op.name), lay, res.n)
         sh = _PRICES.get(pk)
         if sh is None:
             try:
-                sh = _PRICES[pk] = shard_layout(op, (ShardLayout.of(lay),), eng.n, None, eng.rule(op.name))
+                sh = _PRICES[pk] = shard_layout(op, (ShardLayout.of(lay),), res.n, None, res.rule(op.name))
             except StrategyError:
                 continue
         unreached = prev is not None and prev.provenance.direction == "default"
@@ -149,25 +155,25 @@ def cast_overlay(eng: _Engine) -> dict[str, OpChoice]:
     return out
 
 
-def _before_local_rows(eng: _Engine, chosen: dict, name: str, dst: Layout) -> tuple[Layout, Layout] | None:
+def _before_local_rows(res: SearchResult, chosen: dict, name: str, dst: Layout) -> tuple[Layout, Layout] | None:
     """A MindFormers Morph's device-local ``[S, B, H] -> [S*B, H]`` Reshape ``name`` feeding a consumer that
     wants its rows as ``dst``: where ``dst`` is the local rows of an ``[S, B, H]`` layout, the (from, to) of the
     redistribution on the Reshape's INPUT that gives the consumer its rows. MindFormers redistributes there
     (the Morph's in_layout, e.g. a column-parallel linear's sequence AllGather); on the merged rows the same
     placement can only be written as another split of S (rows by dp are contiguous halves of S*B, not B by
     dp), and moving to it would cost a gather over dp the Morph never does."""
-    op = eng.op(name)
+    op = res.op(name)
     rows = op.attrs.get("strategist_local_rows")
     ch = chosen[name]
     if not rows or len(rows) > 2 or not ch.inputs or ch.inputs[0] is None or op.inputs[0].spec is None:
         return None
     a = ch.inputs[0]
-    seq_axes = eng.seq_axes(dst.dev_matrix)
+    seq_axes = res.seq_axes(dst.dev_matrix)
     back = local_rows_layout(dst, tuple(op.inputs[0].spec.shape), tuple(rows), seq_axes)
     if back is None or back.shape != a.shape or back.device_num != a.device_num:
         return None
     again = local_rows_layout(back, tuple(dst.shape), tuple(rows), seq_axes)
-    return (a, back) if again is not None and _same(again, dst) else None
+    return (a, back) if again is not None and same_placement(again, dst) else None
 
 
 #: operators whose gradient with respect to an input is the output's gradient reshaped, broadcast, summed over
@@ -197,7 +203,7 @@ def _sum_layout(lay: Layout) -> Layout:
     return Layout(lay.shape, dm, tuple((d,) if n > 1 else () for d, n in enumerate(splits)))
 
 
-def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, set]:
+def constant_gradients(res: SearchResult, chosen: dict, casts: dict) -> tuple[set, set]:
     """(operator outputs ``(name, j)``, Parameters) whose gradient in one training step is a compile-time
     constant in MindSpore's graph after autodiff; the collectives MindSpore would run on it are folded away.
 
@@ -211,21 +217,21 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
     validate dump): random net 12's ``add1(t4, w5)`` output -- w5's gradient ``Mul(Tensor[32], 16)``, no mirror;
     random net 19's broadcast Add ``(2, 26, 3) + w1 (26, 3)``; random net 26's ``sub(t6, w1)`` (a Neg folded);
     random net 40's row-split MatMul output: its AllReduce has no transpose."""
-    g = eng.g
+    g = res.graph
     if len(g.outputs) < 2:
         # one output: the training step's loss node is its sum, a scalar on every device; MindSpore inserts a
         # _VirtualDiv by the device count before it (OperatorInfo::InferVirtualDivOps, loss_repeated_mean) whose
         # bprop, a RealDiv of the sens, is a computed node (random net 7: the Add's weight keeps its mirror)
         return set(), set()
     def out_layout(name: str, j: int):
-        return casts[name].outputs[j] if name in casts else eng.out_layout(name, j, priced=True)
+        return casts[name].outputs[j] if name in casts else res.out_layout(name, j, priced=True)
 
     readers: dict = {}          # (producer, j) or ("param", name) -> [(reader, slot)]
     wrapped = {}                # model output -> the step's loss sum reads it as laid out (no redistribution)
     for x in g.outputs:
         if x.kind == "op":
             lay = out_layout(x.ref, x.index or 0)
-            wrapped[(x.ref, x.index or 0)] = lay is None or _same(lay, _sum_layout(lay))
+            wrapped[(x.ref, x.index or 0)] = lay is None or same_placement(lay, _sum_layout(lay))
     for op in g:
         for slot, x in enumerate(op.inputs):
             if x.kind == "op":
@@ -242,8 +248,8 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
         if src is None:
             return True
         a = out_layout(*src)
-        b = casts[name].inputs[0] if name in casts and slot == 0 else eng.in_layout(name, slot)
-        return a is None or b is None or a.shape != b.shape or _same(a, b)
+        b = casts[name].inputs[0] if name in casts and slot == 0 else res.in_layout(name, slot)
+        return a is None or b is None or a.shape != b.shape or same_placement(a, b)
     for op in reversed(list(g)):
         s = chosen[op.name].sharding
         mine = True
@@ -260,50 +266,50 @@ def constant_gradients(eng: _Engine, chosen: dict, casts: dict) -> tuple[set, se
     return {k for k, v in const_out.items() if v}, params
 
 
-def price(eng: _Engine) -> Plan:
+def price(res: SearchResult) -> Plan:
     """The priced :class:`~strategist.engine.plan.Plan` of a finished search."""
-    g, hw = eng.g, eng.hw
+    g, hw = res.graph, res.hardware
     needs_grad, grads_on_of, param_casts = _grad_flow(g)
-    casts = cast_overlay(eng)
+    casts = cast_overlay(res)
     a2a = bool(g.enable_alltoall)      # MindSpore's enable_alltoall (a MindFormers config's)
-    chosen = {op.name: casts.get(op.name) or eng.chosen[op.name] for op in g}
-    const_out, const_params = constant_gradients(eng, chosen, casts)
+    chosen = {op.name: casts.get(op.name) or res.chosen[op.name] for op in g}
+    const_out, const_params = constant_gradients(res, chosen, casts)
     edges: list[EdgeCost] = []
     sent: dict = {}          # (producer, output, layouts) -> the first consumer whose redistribution sends it
     transposed: dict = {}    # (producer, output, layouts) -> its transposes priced so far (<= strategist_copies)
     alike: dict = {}         # (producer, output, src layout) -> the dst layouts it is redistributed into
     for op in g:
         once: set = set()
-        for src, j, slot in eng.data_prev[op.name]:
-            a = casts[src].outputs[j] if src in casts else eng.out_layout(src, j, priced=True)
-            b = casts[op.name].inputs[0] if op.name in casts and slot == 0 else eng.in_layout(op.name, slot)
+        for src, j, slot in res.data_prev[op.name]:
+            a = casts[src].outputs[j] if src in casts else res.out_layout(src, j, priced=True)
+            b = casts[op.name].inputs[0] if op.name in casts and slot == 0 else res.in_layout(op.name, slot)
             if a is None or b is None or a.shape != b.shape:
                 continue
             spec = op.inputs[slot].spec
-            tl, dtype = _type_len(spec), spec.dtype if spec else ""
-            if src != DATASET and not _same(a, b) and eng.op(src).attrs.get("strategist_local_rows"):
-                alt = _before_local_rows(eng, chosen, src, b)
-                if alt is not None and _cached_plan(*alt).physical(tl, hw, a2a).bytes_sent \
-                        < _cached_plan(a, b).physical(tl, hw, a2a).bytes_sent:
+            tl, dtype = type_len(spec), spec.dtype if spec else ""
+            if src != DATASET and not same_placement(a, b) and res.op(src).attrs.get("strategist_local_rows"):
+                alt = _before_local_rows(res, chosen, src, b)
+                if alt is not None and cached_plan(*alt).physical(tl, hw, a2a).bytes_sent \
+                        < cached_plan(a, b).physical(tl, hw, a2a).bytes_sent:
                     a, b = alt
             pk = ("e", id(a), id(b), dtype, id(hw), a2a)
             hit = _PRICES.get(pk)
             if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:
-                r = _cached_plan(a, b)
+                r = cached_plan(a, b)
                 hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a),
                                      _backward(r, tl, hw, a2a))
             fwd, ms, pf, back = hit[3:]
-            if fwd.has_communication and (src, j, a, b) in once and src != DATASET and eng.is_reshape(src):
+            if fwd.has_communication and (src, j, a, b) in once and src != DATASET and res.is_reshape(src):
                 # a Reshape's output read twice by one operator (Concat((t, t))): MindSpore replaces the Reshape by
                 # the redistribution once, both elements read it (netgen 89's step_parallel_end). Any other
                 # producer is redistributed per input (netgen 8: two AllGathers)
-                fwd = _cached_plan(b, b)
+                fwd = cached_plan(b, b)
                 ms, pf, back = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a), None
             once.add((src, j, a, b))
             # one redistribution node for the consumers wanting the same data on every device, however their
             # layouts are written (a MatMul's (2, 1) input and an Add's: one AllGather, one ReduceScatter)
             seen = alike.setdefault((src, j, a), [])
-            bk = next((x for x in seen if x is b or _same(x, b)), None)
+            bk = next((x for x in seen if x is b or same_placement(x, b)), None)
             if bk is None:
                 seen.append(b)
                 bk = b
@@ -327,7 +333,7 @@ def price(eng: _Engine) -> Plan:
                 # consumers: up to k transposes (the encoder's three ReduceScatters per layer)
                 bwd, pb = back
                 transposed[key] = transposed.get(key, 0) + 1
-                if transposed[key] <= eng.op(src).attrs.get("strategist_copies", 1):
+                if transposed[key] <= res.op(src).attrs.get("strategist_copies", 1):
                     bb, bs = pb.bytes_sent, pb.seconds
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
                                   fb, fs, bb, bs))
@@ -344,9 +350,9 @@ def price(eng: _Engine) -> Plan:
             grads_on = tuple(r is not None and r not in mirrored and r not in const_params for r in roots)
             mirrored.update(r for r in roots if r is not None)
         folded = tuple((op.name, j) in const_out for j in range(len(s.outputs)))
-        pk = ("o", id(eng.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False), folded)
+        pk = ("o", id(res.key(op.name)), id(s), grads_on, id(hw), a2a, needs_grad.get(op.name, False), folded)
         hit = _PRICES.get(pk)
-        if hit is not None and (hit[0] is not eng.key(op.name) or hit[1] is not s or hit[2] is not hw):
+        if hit is not None and (hit[0] is not res.key(op.name) or hit[1] is not s or hit[2] is not hw):
             _PRICES.pop(pk)
         if pk in _PRICES:
             if _PRICES[pk][3] is not None:
@@ -357,9 +363,9 @@ def price(eng: _Engine) -> Plan:
         for j, out in enumerate(s.outputs):
             if not (output_partial(s, j) or output_scattered(s, j)) or j >= len(op.outputs) or op.outputs[j] is None:
                 continue
-            tl = _type_len(op.outputs[j])
+            tl = type_len(op.outputs[j])
             # its own AllReduce, or ReduceScatter onto the output's dims (Gather's table row split)
-            r = _cached_plan(pre_reduce_layout(s, j), out)
+            r = cached_plan(pre_reduce_layout(s, j), out)
             p = r.physical(tl, hw, a2a)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
@@ -377,10 +383,10 @@ def price(eng: _Engine) -> Plan:
             # transpose, a ReduceScatter of that input's gradient
             if gl is None or k >= len(s.inputs):
                 continue
-            x = op.inputs[eng.rule(op.name).slots[k]]
+            x = op.inputs[res.rule(op.name).slots[k]]
             spec = x.spec
-            tl = _type_len(spec)
-            r = _cached_plan(s.inputs[k], gl)
+            tl = type_len(spec)
+            r = cached_plan(s.inputs[k], gl)
             p = r.physical(tl, hw, a2a)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
@@ -394,16 +400,16 @@ def price(eng: _Engine) -> Plan:
         if op.type not in PARAM_CASTS:
             # the mirror of each Parameter it reads (through a Cast too: a Cast has no OperatorInfo after the
             # search, MindSpore mirrors the weight where it is consumed)
-            for k, slot in enumerate(eng.rule(op.name).slots):
+            for k, slot in enumerate(res.rule(op.name).slots):
                 if k >= len(s.inputs) or not grads_on[slot]:
                     continue
-                p = _mirror(s.inputs[k], _type_len(op.inputs[slot].spec), hw, a2a)
+                p = _mirror(s.inputs[k], type_len(op.inputs[slot].spec), hw, a2a)
                 if p is not None:
                     c.grad_bytes += p.bytes_sent
                     c.grad_seconds += p.seconds
                     steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
         c.steps = tuple(steps)
-        _PRICES[pk] = (eng.key(op.name), s, hw, c if c.bytes else None)
+        _PRICES[pk] = (res.key(op.name), s, hw, c if c.bytes else None)
         if c.bytes:
             op_costs[op.name] = c
     # a Reshape whose output layout is not its input's data (MindSpore's ReshapeInfo picks the pair from its
@@ -416,7 +422,7 @@ def price(eng: _Engine) -> Plan:
         if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
             continue
         a = ch.inputs[0]
-        tl = _type_len(op.inputs[0].spec)
+        tl = type_len(op.inputs[0].spec)
         c = OpCost()
         steps = []
         on = grads_on_of[op.name]
@@ -432,13 +438,13 @@ def price(eng: _Engine) -> Plan:
             # a device-local Morph reshape is free when its output is its input's own rows: dealing rows back
             # to [S, B] is ambiguous ((S by tp, B by dp) and (B by tp x dp) merge to the same rows), so the
             # forward mapping, the search's own, is asked first
-            cand, mapped = eng.reshape_from_input(op.name, a)
-            if cand == a and _same(mapped, ch.outputs[0]):
+            cand, mapped = res.reshape_from_input(op.name, a)
+            if cand == a and same_placement(mapped, ch.outputs[0]):
                 inp = a
         if inp is None:
-            inp, _cand = eng._reshape_from_output(op.name, ch.outputs[0])
-        if a.shape == inp.shape and not _same(a, inp):
-            r = _cached_plan(a, inp)
+            inp, _cand = res.reshape_through(op.name, ch.outputs[0], forward=False)
+        if a.shape == inp.shape and not same_placement(a, inp):
+            r = cached_plan(a, inp)
             p = r.physical(tl, hw, a2a)
             c.fwd_bytes, c.fwd_seconds = p.bytes_sent, p.seconds
             steps.extend(p.steps)
@@ -453,26 +459,26 @@ def price(eng: _Engine) -> Plan:
     for e in edges:
         if not e.forward.has_communication:
             continue
-        ra, rb = chosen[e.src].provenance.root if e.src in eng.chosen else DATASET, chosen[e.dst].provenance.root
-        if ra and rb and ra != rb and (ra in eng.anchors or ra == DATASET) and rb in eng.anchors:
+        ra, rb = chosen[e.src].provenance.root if e.src in res.chosen else DATASET, chosen[e.dst].provenance.root
+        if ra and rb and ra != rb and (ra in res.anchors or ra == DATASET) and rb in res.anchors:
             conflicts.append(Conflict(e.src, e.dst, (ra, rb), e.ms_communication, e.seconds))
-    incons = eng.inconsistencies()
+    incons = list(res.inconsistencies)
     flops, traffic = {}, {}
     for op in g:
         s = chosen[op.name].sharding
         if s is None:
             continue
         if op.type in COMPUTE_TYPES:
-            f = training_flops(op, eng.rule(op.name), s)
+            f = training_flops(op, res.rule(op.name), s)
             if f:
                 flops[op.name] = f
         else:
-            t = memory_traffic(op, eng.rule(op.name), s, needs_grad.get(op.name, False))
+            t = memory_traffic(op, res.rule(op.name), s, needs_grad.get(op.name, False))
             if t:
                 traffic[op.name] = t
-    from .step import chosen_step_seconds
-    return Plan(g, eng.mesh, hw, eng.user_anchors(), chosen, edges, op_costs,
-                conflicts, incons, eng.warnings, flops, traffic=traffic, step_model=chosen_step_seconds)
+    from .step import chosen_step_seconds      # (step reads pricing's helpers)
+    return Plan(g, res.mesh, hw, res.user_anchors(), chosen, edges, op_costs,
+                conflicts, incons, res.warnings, flops, traffic=traffic, step_model=chosen_step_seconds)
 
 
 #: operators that read only the rows they return from their table (its slice is not streamed whole)
@@ -486,9 +492,8 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
     and the output's gradient and writes the inputs' gradients), once otherwise. Replicated work is
     charged in full on each device, as its FLOPs are for MatMuls.
 
-    >>> from strategist.vocab.graph import Input, Op, TensorSpec
-    >>> from strategist.engine.rules.registry import rule_for
-    >>> from strategist.engine.rules.sharding import shard
+    >>> from strategist.frontend.graph import Input, Op, TensorSpec
+    >>> from strategist.engine.ops import rule_for, shard
     >>> x = TensorSpec((8, 1024), "float32")
     >>> op = Op("relu", "ReLU", "", "", "relu", "", (Input("input", "x", spec=x),), (x,))
     >>> r = rule_for(op)

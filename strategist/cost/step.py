@@ -397,7 +397,7 @@ def estimate(plan) -> StepEstimate | None:
 
 def estimate_with(plan, opts: StepOptions) -> StepEstimate:
     """The step estimate of ``plan`` under ``opts`` (not memoised: a sweep prices one plan under many options)."""
-    from ..engine.search import no_cyclic_gc
+    from ..engine.search.caches import no_cyclic_gc
     with no_cyclic_gc():
         return _estimate(plan, opts.check())
 

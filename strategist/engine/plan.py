@@ -5,7 +5,7 @@
 These are builders, not frozen values: the search fills a :class:`Provenance` and an :class:`OpChoice` per
 operator as it decides them, pricing fills :class:`EdgeCost` and :class:`OpCost` records and a :class:`Plan`
 from them, and the advisor sets a plan's ``anchors`` to the order it gave them. Once a plan is returned to a
-caller of :func:`strategist.engine.propagate.propagate` nothing changes it; readers treat every record as
+caller of :func:`strategist.propagate.propagate` nothing changes it; readers treat every record as
 read-only. The anchors themselves (:class:`strategist.vocab.anchors.Anchor`) are frozen."""
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class OpChoice:
 
 @dataclass
 class Plan:
-    """The result of :func:`strategist.engine.propagate.propagate`: a strategy for every operator, every tensor's layout, every
+    """The result of :func:`strategist.propagate.propagate`: a strategy for every operator, every tensor's layout, every
     redistribution, each operator's own communication, totals, provenance and conflicts."""
 
     graph: OpGraph
@@ -131,6 +131,9 @@ class Plan:
     #: plan -> the step's seconds as scheduled (strategist.cost.step) where the advisor is to choose by it, or
     #: None: totals()' step_seconds; otherwise the step is the serial sum
     step_model: Any = None
+    #: an unpriced plan's search (:class:`~strategist.engine.search.result.SearchResult`), which
+    #: :func:`strategist.propagate.price_plan` prices; None once priced
+    search: Any = field(default=None, repr=False, compare=False)
 
     def strategy(self, name: str) -> tuple | None:
         return self.choices[name].strategy

@@ -16,7 +16,8 @@ Measured on a toy (``Mul`` shard ``((2, 4), (2, 4))`` -> ``Cast`` -> ``ReLU`` ->
 devices): MindSpore runs ReLU ``((8, 1),)`` (``gen_strategy``), inserts no redistribution between the Mul and the
 Cast, and redistributes after the Cast (``tests/test_semi_auto.py``).
 
-:func:`semi_auto_plan` builds that plan on strategist's engine: every operator but the unconfigured Casts is
+:func:`strategist.propagate.semi_auto_plan` builds that plan on strategist's engine (from :func:`semi_auto_anchors`
+and :func:`arriving` here): every operator but the unconfigured Casts is
 anchored; each such Cast is then anchored to the layout its input arrives in, until nothing changes (a Cast
 after a Cast or a Reshape needs a second round).
 """
@@ -26,15 +27,15 @@ import math
 from typing import Any
 
 from ..errors import StrategyError
-from ..vocab.anchors import Direction
-from ..vocab.graph import OpGraph, ShardLayout
+from ..vocab.graph import OpGraph
 from ..vocab.layout import Layout
-from ..vocab.mesh import Hardware, Mesh
+from ..vocab.mesh import Mesh
 from .rules.sharding import shard
-from ..vocab.anchors import DATASET, Anchor
-from .plan import Plan, Provenance, model_anchors, parallel_only_anchors
+from ..vocab.anchors import Anchor, Direction
+from .plan import Plan
 from .rules.elementwise import ARITHMETIC_BASE, SCALAR_EXTRA_INPUTS
-from .propagate import propagate
+from .search.caches import cached_rule
+from .search.structure import sibling_calls
 
 #: operators MindSpore's semi_auto never gives a batch strategy: Reshape has no strategy at all (its layouts are
 #: its neighbours'); an unconfigured Cast, handled apart, passes its input's layout on
@@ -128,7 +129,7 @@ def batch_strategy(op, rule, n: int) -> tuple:
     return tuple(out)
 
 
-def _arriving(plan: Plan, op) -> Layout | None:
+def arriving(plan: Plan, op) -> Layout | None:
     """The layout the tensor a Cast reads arrives in: its producer's output layout."""
     x = op.inputs[0]
     if x.kind == "op":
@@ -136,8 +137,8 @@ def _arriving(plan: Plan, op) -> Layout | None:
         if ch is not None and x.index < len(ch.outputs):
             return ch.outputs[x.index]
         return None
-    eng = getattr(plan, "_engine", None)       # a graph input: the layout the dataset strategy gives it
-    return eng.dataset.get(x.ref) if eng is not None and x.kind == "input" else None
+    res = plan.search       # a graph input: the layout the dataset strategy gives it (an unpriced plan's search)
+    return res.dataset.get(x.ref) if res is not None and x.kind == "input" else None
 
 
 def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tuple[dict[str, Any], list[str], set]:
@@ -145,8 +146,7 @@ def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tu
     (a configured primitive's other calls take its strategy, in the engine). Returns the anchors and the
     unconfigured Casts (to follow their inputs) and the configured operators (with the other calls of their
     primitives)."""
-    from .search import _cached_rule, _sibling_calls
-    siblings = _sibling_calls(graph)
+    siblings = sibling_calls(graph)
     configured = set(anchors)
     for name in list(configured):
         configured.update(siblings.get(name, ()))
@@ -160,7 +160,7 @@ def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tu
             continue
         if op.name in configured or op.type in NO_STRATEGY:
             continue
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         if not rule.strategy_rows:
             continue
         strategy = batch_strategy(op, rule, mesh.size)
@@ -172,41 +172,3 @@ def semi_auto_anchors(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any]) -> tu
                                 f"configure {op.name} with shard()") from None
         out[op.name] = Anchor(op.name, strategy, origin=BATCH)
     return out, casts, configured
-
-
-def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *, use_model_strategies=True,
-                   dataset_strategy="data_parallel", hardware: Hardware | None = None, max_rounds: int = 6) -> Plan:
-    """The plan MindSpore's semi_auto_parallel runs for ``graph`` with ``anchors`` configured (see the module). As in
-    :func:`strategist.engine.propagate.propagate`, the model's own ``shard()`` calls count too unless
-    ``use_model_strategies`` is False, and ``anchors`` override them."""
-    # the operators the model's code configures in every parallel build (MindFormers' loss) are configured here too
-    anchors = {**parallel_only_anchors(graph, mesh), **(model_anchors(graph) if use_model_strategies else {}),
-               **(anchors or {})}
-    fixed, casts, configured = semi_auto_anchors(graph, mesh, anchors or {})
-    follow: dict[str, Anchor] = {}
-    plan = None
-    for _ in range(max_rounds):
-        plan = propagate(graph, mesh, {**fixed, **follow}, use_model_strategies=False,
-                         dataset_strategy=dataset_strategy, hardware=hardware, price=False)
-        changed = False
-        for name in casts:
-            lay = _arriving(plan, graph.op(name))
-            if lay is None or lay.partial:
-                continue
-            a = Anchor(name, layouts=(ShardLayout.of(lay),), origin=FOLLOW)
-            if follow.get(name) != a:
-                follow[name] = a
-                changed = True
-        if not changed:
-            break
-    from .propagate import price_plan
-    out = price_plan(plan)
-    out.anchors = {k: v for k, v in out.anchors.items() if k in configured}
-    # provenance as semi_auto has it: nothing is propagated
-    for name in fixed:
-        if name not in configured and name in out.choices:
-            out.choices[name].provenance = Provenance(name, None, 0, BATCH)
-    for name in follow:
-        x = graph.op(name).inputs[0]
-        out.choices[name].provenance = Provenance(x.ref if x.kind == "op" else DATASET, x.ref or None, 0, FOLLOW)
-    return out

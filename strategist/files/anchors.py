@@ -24,7 +24,8 @@ from ..vocab.mesh import Mesh
 from ..vocab.anchors import Anchor
 from .yamlio import compose_file
 from ..engine.rules.sharding import shard, shard_layout
-from ..engine.search import RESHAPES, _cached_rule
+from ..engine.search.caches import cached_rule
+from ..engine.search.kinds import RESHAPES
 from ..errors import MeshError, RulesError, StrategyError
 from .schema import SourceLines, did_you_mean, mapping_data, validate_anchor
 
@@ -83,7 +84,7 @@ def _check(anchor: Anchor, graph: OpGraph, mesh: Mesh, where: str) -> None:
     try:
         if op.type in RESHAPES:
             raise StrategyError(f"{op.name}: Setting strategy for Reshape goes for nothing! (remove its anchor)")
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         if anchor.layouts is not None:
             shard_layout(op, tuple(anchor.layouts), mesh.size, anchor.out_layouts, rule)
         else:

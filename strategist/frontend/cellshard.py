@@ -244,8 +244,8 @@ def _out_strategy(out_strategy) -> tuple | None:
 def _with_out_strategy(op: Op, rows) -> Op:
     """``op`` producing a sharded Cell's (or call's) output, given the shard's out_strategy: MindSpore's OperatorInfo
     keeps it (UT test_cell_shard_with_out_strategy_be_set_and_propagate_reduce_scatter: the Cell's last MatMul
-    ((8, 1),)), and its successors take it (:meth:`strategist.engine.search._Engine.out_strategy`). Only where no
-    strategy of its own configures it."""
+    ((8, 1),)), and its successors take it (:meth:`strategist.engine.search.bfs.Propagation.out_strategy`). Only
+    where no strategy of its own configures it."""
     if rows is None or op.configured or op.out_strategy is not None or len(rows) != len(op.outputs):
         return op
     return dataclasses.replace(op, out_strategy=rows)

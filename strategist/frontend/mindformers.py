@@ -1530,7 +1530,7 @@ def global_rows_graph(graph: OpGraph) -> OpGraph:
     global operators): a copy without :func:`mark_local_rows`' marks, so each ``[S, B] <-> [S*B]``
     Reshape is an ordinary Reshape, and then with the Reshapes MindSpore's optimizer folds once the Morph
     boundaries are gone (:func:`fold_reshapes`). ``graph`` itself when nothing is marked."""
-    from ..engine.search import local_rows_marked
+    from ..engine.search.structure import local_rows_marked
     if not local_rows_marked(graph):
         return graph
     g = copy.deepcopy(graph)

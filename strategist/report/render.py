@@ -5,6 +5,7 @@ import fnmatch
 
 import os
 
+from ..engine.search import alternatives
 from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
 from .step import memory_lines, per_layer_rows, step_dict, step_lines
@@ -314,32 +315,8 @@ def explain_dict(plan, name: str) -> dict:
 
 def candidate_costs(plan, name: str):
     """(sharding, (edge comm, edge comp, own forward comm)) for each candidate of ``name``,
-    best first, against the neighbour that decided it."""
-    import functools
-    from ..engine.search import _better, _Engine
-    ch = plan.choices[name]
-    if ch.sharding is None:
-        return []
-    eng = _Engine(plan.graph, plan.mesh, plan.anchors, plan.dataset_strategy, plan.hardware)
-    eng.chosen = dict(plan.choices)
-    p = ch.provenance
-    opts = []
-    if p.parent is not None and p.direction in ("forward", "parameter"):
-        edge = next(((src, j, slot) for src, j, slot in eng.prev[name] if src == p.parent), None)
-        if edge is not None:
-            src, j, slot = edge
-            opts = eng.forward_options(name, eng.in_index(name, slot), eng.out_layout(src, j),
-                                       ch.op.inputs[slot].spec)
-    elif p.parent is not None and p.direction == "backward":
-        edge = next(((j, dst, slot) for j, dst, slot in eng.succ[name] if dst == p.parent), None)
-        if edge is not None:
-            j, dst, slot = edge
-            opts = eng.backward_options(name, j, eng.in_layout(dst, slot), ch.op.outputs[j])
-    else:
-        opts = [(s, (0.0, 0.0, eng._own_forward_comm(name, s))) for s in eng._options(name, None, 0, "in")]
-    cmp = functools.cmp_to_key(lambda a, b: -1 if _better(a[0], a[1], b[0], b[1]) else
-                               1 if _better(b[0], b[1], a[0], a[1]) else 0)
-    return sorted(opts, key=cmp)
+    best first, against the neighbour that decided it (:func:`strategist.engine.search.alternatives`)."""
+    return alternatives(plan, name)
 
 
 # --------------------------------------------------------------------------------------
@@ -433,8 +410,8 @@ def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
 def advice_dict(advice) -> dict:
     from ..advice.advisor import memory
     from ..cost.step import estimate
-    from ..engine.search import no_cyclic_gc
-    from ..engine.search import LAYOUT_REJECTED
+    from ..engine.search.caches import no_cyclic_gc
+    from ..engine.search.kinds import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
     anchors = []

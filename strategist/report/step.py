@@ -13,7 +13,7 @@ def step_dict(plan) -> dict | None:
     """``schedule``, ``per_layer``, ``throughput``, ``memory``, ``options``, ``per_stage`` and
     ``overlap.candidates`` of ``plan``'s step estimate (None without a hardware profile)."""
     from ..cost.overlap import candidates
-    from ..engine.search import no_cyclic_gc
+    from ..engine.search.caches import no_cyclic_gc
     with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
         est = estimate(plan)
         if est is None:

@@ -18,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..vocab.anchors import DATASET
-from ..engine.search import _type_len
+from ..engine.search.layout_eq import type_len
+from ..engine.search.dataset import dataset_layouts
 from .msplan import MsOp, MsPlan, output_strategies
 
 
@@ -234,27 +235,27 @@ def _our_strategy(choice) -> tuple | None:
 
 
 def _our_dataset(plan) -> tuple | None:
-    from ..engine.search import _Engine
     try:
-        eng = _Engine(plan.graph, plan.mesh, {}, plan.dataset_strategy, None)
+        dataset = dataset_layouts(plan.graph, plan.mesh.size, plan.dataset_strategy)
     except Exception:   # noqa: BLE001 - a dataset strategy strategist cannot lay out shows as "-"
         return None
-    return tuple(eng.dataset[name].strategy for name in plan.graph.inputs if name in eng.dataset) or None
+    return tuple(dataset[name].strategy for name in plan.graph.inputs if name in dataset) or None
 
 
 def compare(plan, ms: MsPlan) -> Comparison:
     """Pair strategist's operators with MindSpore's and compare their strategies (see the module doc)."""
-    from ..engine.search import _lazy_fold
-    copies, reps = _lazy_fold(plan.graph, isinstance(plan.dataset_strategy, dict))
+    from ..engine.search.structure import lazy_fold
+    copies, reps = lazy_fold(plan.graph, isinstance(plan.dataset_strategy, dict))
     ours_by_type: dict[str, list] = {}
     for op in plan.graph.ops:
         if op.type not in UNREPORTED and op.name in plan.choices and op.name not in copies:
             ours_by_type.setdefault(op.type, []).append(op)
     if reps:
         # MindSpore's report follows its creation order, which takes a reused graph's body first: pair in that order
-        from ..engine.search import _folded, creation_order
+        from ..engine.search.orders import creation_order
+        from ..engine.search.structure import folded_graph
         forward = isinstance(plan.dataset_strategy, dict)
-        created = creation_order(_folded(plan.graph, forward), forward=forward)
+        created = creation_order(folded_graph(plan.graph, forward), forward=forward)
         for ours in ours_by_type.values():
             ours.sort(key=lambda op: created.get(op.name, 1 << 30))
     theirs_by_type: dict[str, list[MsOp]] = {}
@@ -576,7 +577,7 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     a2a = bool(plan.graph.enable_alltoall)
     out: dict[str, list] = {p: [] for p in PHASES}
     for e in plan.edges:
-        tl = _type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)
+        tl = type_len(plan.graph.op(e.dst).inputs[e.in_slot].spec)
         if e.fwd_bytes:         # (a redistribution shared with an earlier consumer is sent once)
             _add_steps(out["forward"], e.forward.physical(tl, None, a2a).steps)
         if e.backward is not None and e.bwd_bytes:      # (one transpose for the consumers sharing it)
@@ -636,7 +637,7 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
         r = plan_redistribution(lay, canonical)
         back = needs_grad.get(x.ref) and _differentiable(spec)
         for phase, red in (("forward", r),) + ((("backward", r.transposed()),) if back else ()):
-            _add_steps(out[phase], red.physical(_type_len(spec), None, a2a).steps)
+            _add_steps(out[phase], red.physical(type_len(spec), None, a2a).steps)
     return out
 
 

@@ -24,8 +24,8 @@ from .msplan import MsOp, MsPlan, as_tuples, output_strategies
 from . import stubs
 from .compare import Communication, Comparison, compare, compare_communication, compare_moves
 from .. import progress
-from ..engine.propagate import price_plan, propagate
-from ..engine.semi_auto import semi_auto_plan
+from ..propagate import price_plan, propagate
+from ..propagate import semi_auto_plan
 from ..errors import StrategistError, VerifyError
 from ..files.anchors import load_anchors
 

@@ -271,7 +271,7 @@ class GraphMeta:
     #: the MindSpore compile the engine emulates: the Cell compiled after ``set_train(True)``, as a training run
     #: compiles it (no VirtualOutput, operators created in ``TopoSort`` order; what the loader sets unless
     #: ``--eval``) or, False, compiled as built, as inference compiles it (a VirtualOutput,
-    #: ``DeepScopedGraphSearch`` order; :func:`strategist.engine.search.creation_order`). A graph built by hand
+    #: ``DeepScopedGraphSearch`` order; :func:`strategist.engine.search.orders.creation_order`). A graph built by hand
     #: (tests, netgen's cases) says which itself; unset, it is the as-built compile.
     training: bool = False
     #: paths of sub-Cells with a custom ``bprop`` (separate func graphs through the parallel passes)

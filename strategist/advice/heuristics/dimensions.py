@@ -5,7 +5,10 @@ heuristics' proposal (:func:`add_dimension_anchors`)."""
 from __future__ import annotations
 
 from ...engine.plan import Plan
-from ...engine.search import NO_LAYOUT_INIT, _cached_rule, _follow, _same
+from ...engine.search.caches import cached_rule
+from ...engine.search.chooser import follow
+from ...engine.search.kinds import NO_LAYOUT_INIT
+from ...engine.search.layout_eq import same_placement
 from ...vocab.graph import OpGraph
 from ...vocab.mesh import Mesh
 from ..choice import Choice
@@ -44,10 +47,10 @@ def _reached_with_a_redistribution(graph, mesh, rules, plan, proposed, own) -> N
         # reached over its own edge with a redistribution, or over another edge (a backward search from a
         # consumer) leaving a redistribution on its input: a reduction gathering what it could reduce locally
         met = p.cost > 0 or (lay is not None and ch.inputs and ch.inputs[0] is not None
-                             and lay.shape == ch.inputs[0].shape and not _same(lay, ch.inputs[0]))
+                             and lay.shape == ch.inputs[0].shape and not same_placement(lay, ch.inputs[0]))
         if p.direction not in ("default",) and not met:
             continue
-        s = _follow(_cached_rule(op), lay, 0, "in", mesh.size) if lay is not None else None
+        s = follow(cached_rule(op), lay, 0, "in", mesh.size) if lay is not None else None
         if s is None or s.dev_matrix != mesh.shape:
             continue
         why = ("dimension-changing op propagation reached only with a redistribution (edge cost "
@@ -66,7 +69,7 @@ def _joins_before_fused(graph, mesh, rules, plan, proposed, anchored) -> None:
         d = graph.op(c.op)
         if d.type not in rules.categories.get("fused", ()) or d.type in rules.categories.get("norm", ()):
             continue
-        drule = _cached_rule(d)
+        drule = cached_rule(d)
         for k, slot in enumerate(drule.slots):
             x = d.inputs[slot] if slot < len(d.inputs) else None
             if x is None or x.kind != "op" or x.ref in anchored or graph.op(x.ref).type != "Transpose":
@@ -76,14 +79,14 @@ def _joins_before_fused(graph, mesh, rules, plan, proposed, anchored) -> None:
             src = plan.choices[t.name].outputs[x.index] if x.index < len(plan.choices[t.name].outputs) else None
             if lay is None or src is None:
                 continue
-            st = _follow(_cached_rule(t), lay, x.index, "out", mesh.size)
+            st = follow(cached_rule(t), lay, x.index, "out", mesh.size)
             j = next((y for y in t.inputs if y.kind == "op"), None)
             if st is None or st.dev_matrix != mesh.shape or j is None or j.ref in anchored:
                 continue
             u = graph.op(j.ref)
             if u.type in ("Reshape", "Flatten", "Cast") or len([y for y in u.inputs if y.kind == "op"]) < 2:
                 continue
-            su = _follow(_cached_rule(u), st.inputs[0], j.index, "out", mesh.size)
+            su = follow(cached_rule(u), st.inputs[0], j.index, "out", mesh.size)
             if su is None or su.dev_matrix != mesh.shape:
                 continue
             why = (f"joins the inputs of the fused {c.op}, which took them through a redistribution: "
@@ -92,13 +95,13 @@ def _joins_before_fused(graph, mesh, rules, plan, proposed, anchored) -> None:
             # an input of the join MindSpore cannot set from a neighbour's layout (Tile: MLA's k_pe broadcast
             # over the heads) keeps a generated candidate, whose split rarely matches what the join takes
             # there (a heads split over every device, then an all-to-all into the join): hand it that layout
-            urule = _cached_rule(u)
+            urule = cached_rule(u)
             for slot, y in enumerate(u.inputs):
                 if y.kind != "op" or y.ref in anchored or slot not in urule.slots \
                         or graph.op(y.ref).type not in NO_LAYOUT_INIT:
                     continue
                 want = su.inputs[urule.slots.index(slot)]
-                sy = _follow(_cached_rule(graph.op(y.ref)), want, y.index, "out", mesh.size) \
+                sy = follow(cached_rule(graph.op(y.ref)), want, y.index, "out", mesh.size) \
                     if want is not None else None
                 if sy is not None and sy.dev_matrix == mesh.shape:
                     members.append((graph.op(y.ref), sy,
@@ -124,12 +127,12 @@ def _producers_of_configured(graph, mesh, rules, plan, proposed, anchored) -> No
             continue
         d = graph.op(dst)
         slot = next((i for i, x in enumerate(d.inputs) if x.kind == "op" and x.ref == src), None)
-        drule = _cached_rule(d)
+        drule = cached_rule(d)
         if slot is None or slot not in drule.slots:
             continue
         j = d.inputs[slot].index
         lay = plan.choices[dst].inputs[drule.slots.index(slot)]
-        s = _follow(_cached_rule(op), lay, j, "out", mesh.size) if lay is not None else None
+        s = follow(cached_rule(op), lay, j, "out", mesh.size) if lay is not None else None
         if s is None or s.dev_matrix != mesh.shape:
             continue
         anchored.add(src)
@@ -151,7 +154,7 @@ def _transposes_before_consumers(graph, mesh, plan, proposed, anchored) -> None:
         takes = set()
         for e in graph.out_edges(op.name):
             d = graph.op(e.dst)
-            drule = _cached_rule(d)
+            drule = cached_rule(d)
             if e.in_slot not in drule.slots or d.type in ("Reshape", "Flatten"):
                 takes = None
                 break
@@ -160,9 +163,9 @@ def _transposes_before_consumers(graph, mesh, plan, proposed, anchored) -> None:
         if not takes or len(takes) != 1 or out is None:
             continue
         lay = next(iter(takes))
-        if lay is None or _same(out, lay):
+        if lay is None or same_placement(out, lay):
             continue
-        s = _follow(_cached_rule(op), lay, 0, "out", mesh.size)
+        s = follow(cached_rule(op), lay, 0, "out", mesh.size)
         if s is None or s.dev_matrix != mesh.shape:
             continue
         anchored.add(op.name)

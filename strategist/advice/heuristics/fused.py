@@ -4,7 +4,8 @@ the operators MindSpore generates no strategy for, which must be configured."""
 from __future__ import annotations
 
 from ...engine.rules.sharding import shard
-from ...engine.search import _cached_rule, no_generated_strategy
+from ...engine.search.caches import cached_rule
+from ...engine.search.structure import no_generated_strategy
 from ...vocab.graph import Op, OpGraph
 from ...vocab.mesh import Mesh
 from ..anatomy import is_sequence_first, token_template, weight_params
@@ -77,7 +78,7 @@ def unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) ->
         if not why:
             continue
         tname = "rotary" if op.type == "ApplyRotaryPosEmb" else "loss_data_parallel"
-        rule = _cached_rule(op)
+        rule = cached_rule(op)
         s = template_sharding(op, rule, rules.templates.get(tname, {}), mesh)
         if s is None:
             s = shard(op, tuple((1,) * len(r) for r in rule.strategy_rows), mesh.size, rule=rule)
