@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cost import pricing
+from .cost.step import chosen_step_seconds
 from .vocab.anchors import DATASET, Anchor
 from .engine.plan import Plan, Provenance, model_anchors, parallel_only_anchors
 from .engine.search import clear_caches as clear_search_caches, search
@@ -42,8 +43,16 @@ def propagate(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None,
             return Plan(graph, mesh, hardware, res.user_anchors(), {op.name: res.chosen[op.name] for op in graph},
                         [], {}, [], list(res.inconsistencies), res.warnings, {}, priced=False,
                         dataset_strategy=dataset_strategy, search=res)
-        plan = pricing.price(res)
+        plan = _priced(res)
     plan.dataset_strategy = dataset_strategy
+    return plan
+
+
+def _priced(res) -> Plan:
+    """The priced plan of a search, its totals' step the step model's where the options ask the advisor to choose
+    by it (:func:`strategist.cost.step.chosen_step_seconds`)."""
+    plan = pricing.price(res)
+    plan.step_model = chosen_step_seconds
     return plan
 
 
@@ -55,7 +64,7 @@ def price_plan(plan: Plan) -> Plan:
     if plan.search is None:
         raise ValueError("an unpriced plan without its search: propagate it again")
     with no_cyclic_gc():
-        out = pricing.price(plan.search)
+        out = _priced(plan.search)
     out.dataset_strategy = plan.dataset_strategy
     return out
 

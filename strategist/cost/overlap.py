@@ -90,8 +90,8 @@ def candidates(plan, est) -> list[dict]:
 
 def _tp_comms(plan):
     from .optime import comms_of_steps
-    from .step import _profile
-    prof = _profile(plan.hardware, ())
+    from .step import step_profile_of
+    prof = step_profile_of(plan.hardware, ())
     for c in plan.op_costs.values():
         yield from comms_of_steps(c.steps, prof).get("forward", ())
 

@@ -32,7 +32,7 @@ _PRICES: dict = {}      # memoised edge and operator prices
 PARAM_CASTS = frozenset({"Cast", "Load"})
 
 
-def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]], frozenset]:
+def grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]], frozenset]:
     """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), per input
     whether it is a trainable Parameter, and the operators whose output is a trainable Parameter seen through
     :data:`PARAM_CASTS` only (a bf16 Cast of a weight). A function of the graph, kept with its structure."""
@@ -111,7 +111,7 @@ def _backward(fwd, type_len: int, hw, a2a: bool):
     return bwd, bwd.physical(type_len, hw, a2a)
 
 
-def _differentiable(spec) -> bool:
+def differentiable(spec) -> bool:
     """A tensor a gradient flows through (floating point)."""
     return spec is not None and spec.dtype.startswith(("float", "bfloat"))
 
@@ -269,7 +269,7 @@ def constant_gradients(res: SearchResult, chosen: dict, casts: dict) -> tuple[se
 def price(res: SearchResult) -> Plan:
     """The priced :class:`~strategist.engine.plan.Plan` of a finished search."""
     g, hw = res.graph, res.hardware
-    needs_grad, grads_on_of, param_casts = _grad_flow(g)
+    needs_grad, grads_on_of, param_casts = grad_flow(g)
     casts = cast_overlay(res)
     a2a = bool(g.enable_alltoall)      # MindSpore's enable_alltoall (a MindFormers config's)
     chosen = {op.name: casts.get(op.name) or res.chosen[op.name] for op in g}
@@ -323,7 +323,7 @@ def price(res: SearchResult) -> Plan:
                 # step_parallel_end graph has two chains (netgen 8), the training step's graph one
                 fb, fs = 0.0, 0.0
             bwd, bb, bs = None, 0.0, 0.0
-            if src != DATASET and needs_grad.get(src) and fwd.has_communication and _differentiable(spec):
+            if src != DATASET and needs_grad.get(src) and fwd.has_communication and differentiable(spec):
                 # the gradient flows back through the redistribution: MindSpore's autodiff transposes each of its
                 # collectives (measured in its graph after autodiff: tests/test_communication.py) -- once per
                 # redistribution node of its graph: one per producer node and layout pair, the consumers'
@@ -370,7 +370,7 @@ def price(res: SearchResult) -> Plan:
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
-            if needs_grad.get(op.name) and _differentiable(op.outputs[j]) and not (
+            if needs_grad.get(op.name) and differentiable(op.outputs[j]) and not (
                     folded[j] and all(st.kind == "AllReduce" for st in r.ops)):
                 # its transpose in the backward (an AllReduce's is an AllReduce of the output's gradient; on a
                 # constant gradient MindSpore folds it: constant_gradients)
@@ -391,7 +391,7 @@ def price(res: SearchResult) -> Plan:
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
-            if _differentiable(spec) and (_trainable(g, x, param_casts) or
+            if differentiable(spec) and (_trainable(g, x, param_casts) or
                                           (x.kind == "op" and needs_grad.get(x.ref, False))):
                 _bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes += pb.bytes_sent
@@ -448,7 +448,7 @@ def price(res: SearchResult) -> Plan:
             p = r.physical(tl, hw, a2a)
             c.fwd_bytes, c.fwd_seconds = p.bytes_sent, p.seconds
             steps.extend(p.steps)
-            if needs_grad.get(op.name) and _differentiable(op.inputs[0].spec):
+            if needs_grad.get(op.name) and differentiable(op.inputs[0].spec):
                 bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes, c.bwd_seconds = pb.bytes_sent, pb.seconds
                 steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
@@ -476,9 +476,8 @@ def price(res: SearchResult) -> Plan:
             t = memory_traffic(op, res.rule(op.name), s, needs_grad.get(op.name, False))
             if t:
                 traffic[op.name] = t
-    from .step import chosen_step_seconds      # (step reads pricing's helpers)
     return Plan(g, res.mesh, hw, res.user_anchors(), chosen, edges, op_costs,
-                conflicts, incons, res.warnings, flops, traffic=traffic, step_model=chosen_step_seconds)
+                conflicts, incons, res.warnings, flops, traffic=traffic)
 
 
 #: operators that read only the rows they return from their table (its slice is not streamed whole)

@@ -85,7 +85,7 @@ _PROFILES: dict = {}
 _COMMS: dict = {}
 
 
-def _profile(hw, overrides: tuple):
+def step_profile_of(hw, overrides: tuple):
     key = (id(hw), overrides)
     hit = _PROFILES.get(key)
     if hit is None or hit[0] is not hw:
@@ -403,7 +403,7 @@ def estimate_with(plan, opts: StepOptions) -> StepEstimate:
 
 
 def _estimate(plan, opts: StepOptions) -> StepEstimate:
-    prof = _profile(plan.hardware, opts.overrides)
+    prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
     items = build_items(plan, prof, opts, zero)
     stage = stage_of_ops(plan.graph, opts.pp, opts.offset or None)

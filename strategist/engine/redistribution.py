@@ -512,7 +512,7 @@ def _ms_expand(ua: Layout, ub: Layout):
     return subs, sizes, extents
 
 
-def _ms_infer(subs, sizes) -> list[tuple[str, int, int]]:
+def ms_infer(subs, sizes) -> list[tuple[str, int, int]]:
     """RedistributionOperatorInfer::InferRedistributionOperator in cost mode: [(kind, sub-dim, n)]."""
     none = -1
     in_map = [i for i, _ in subs]
@@ -580,7 +580,7 @@ def ms_elements(src: Layout, dst: Layout) -> tuple[float, float, float] | None:
     if e is None:
         return None
     subs, sizes, extents = e
-    ops = _ms_infer(subs, sizes)
+    ops = ms_infer(subs, sizes)
     if not ops:
         return None
     s = float(src.slice_numel)

@@ -27,7 +27,7 @@ reshape_layout_transfer.cc, redistribution_operator_infer.cc), rules checked aga
    If the cuts do not form a divisibility chain (``[6,4] -> [4,6]``), or an axis cannot be subdivided
    at a cut, the layouts are "unexpandable".
 3. Expandable: RedistributionOperatorInfer's split -> permute -> concat loop on the sub-dimensions
-   (permute = ConcatByAxis + SplitByAxis; enable_all2all off) — ``redistribution._ms_infer``. Every
+   (permute = ConcatByAxis + SplitByAxis; enable_all2all off) — ``redistribution.ms_infer``. Every
    operator's size is the SOURCE slice ``s``; Split: computation ``s``; Concat (n, sub-dim k):
    communication ``0.5*s*(n+1)`` (forward ``0.5*s*n`` + backward ``0.5*s``), computation
    ``(s if k == 0 else s + 2*s*n) + s`` (ComputeCost's fall-through).
@@ -47,7 +47,7 @@ import math
 from functools import lru_cache
 
 from ..vocab.layout import Layout, unify
-from .redistribution import (ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, _ms_infer, cut_axis,
+from .redistribution import (ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, ms_infer, cut_axis,
                              refine_cost, squeeze_shape)
 
 __all__ = ["reshape_swc_cost", "reshape_swc_logged"]
@@ -133,7 +133,7 @@ def _unexpandable(src: Layout, dst: Layout) -> tuple[float, float]:
             raise _Unknown
         subs.append((d[0] if d else -1, -1))
     sizes.update(enumerate(src.dev_matrix))
-    ops = _ms_infer(subs, sizes)
+    ops = ms_infer(subs, sizes)
     comm, comp = _op_costs(ops, s)
     # to_repeat -> to_origin: splits of the replicated tensor
     subs = []
@@ -142,7 +142,7 @@ def _unexpandable(src: Layout, dst: Layout) -> tuple[float, float]:
             raise _Unknown
         subs.append((-1, d[0] if d else -1))
     sizes = dict(enumerate(dst.dev_matrix))
-    ops2 = _ms_infer(subs, sizes)
+    ops2 = ms_infer(subs, sizes)
     c2, p2 = _op_costs(ops2, numel)
     comm += c2
     comp += p2
@@ -175,7 +175,7 @@ def reshape_swc_cost(src: Layout, dst: Layout) -> tuple[float, float] | None:
         if e is None:
             return _unexpandable(src, dst)
         subs, sizes, shape = e
-        ops = _ms_infer(subs, sizes)
+        ops = ms_infer(subs, sizes)
         s = float(src.slice_numel)
         comm, comp = _op_costs(ops, s)
         if not ops:

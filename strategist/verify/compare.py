@@ -611,7 +611,7 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     has no layout of its own in MindSpore, so the redistribution runs before it, in the model (the training
     step's graph has it: :func:`strategist.verify.ir.parse_collectives` keeps it); any other output is
     redistributed on the edge into the sum, the wrapper's, which the comparison leaves out on both sides."""
-    from ..cost.pricing import _differentiable, _grad_flow
+    from ..cost.pricing import differentiable, grad_flow
     from ..vocab.layout import Layout
     from ..engine.redistribution import plan as plan_redistribution
     out: dict[str, list] = {p: [] for p in PHASES}
@@ -620,7 +620,7 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
         return out
     a2a = bool(plan.graph.enable_alltoall)
     n = plan.mesh.size
-    needs_grad = _grad_flow(plan.graph)[0]
+    needs_grad = grad_flow(plan.graph)[0]
     for x, sp in zip(plan.graph.outputs, splits):
         op = plan.graph.op(x.ref)
         if op.type != "Reshape":
@@ -635,7 +635,7 @@ def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
             continue
         spec = op.outputs[j]
         r = plan_redistribution(lay, canonical)
-        back = needs_grad.get(x.ref) and _differentiable(spec)
+        back = needs_grad.get(x.ref) and differentiable(spec)
         for phase, red in (("forward", r),) + ((("backward", r.transposed()),) if back else ()):
             _add_steps(out[phase], red.physical(type_len(spec), None, a2a).steps)
     return out
