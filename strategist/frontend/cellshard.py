@@ -23,6 +23,7 @@ import dataclasses
 import weakref
 
 from ..vocab.graph import Input, Op, OpGraph
+from .proto import shard_layouts
 
 
 @dataclasses.dataclass
@@ -133,10 +134,9 @@ def _resolve_plan(fn, plan) -> dict:
 
 def _row(r):
     """One ``in_strategy`` (or ``parameter_plan``) entry: a tuple strategy row, or a ``mindspore.Layout``'s
-    :class:`~strategist.frontend.graph.ShardLayout`."""
+    :class:`~strategist.vocab.graph.ShardLayout`."""
     if hasattr(r, "to_dict"):
-        from .graph import _layouts
-        return _layouts([r.to_dict()])[0]
+        return shard_layouts([r.to_dict()])[0]
     if isinstance(r, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
         return tuple(r)
     from ..errors import ModelLoadError

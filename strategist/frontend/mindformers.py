@@ -1058,8 +1058,8 @@ def _to_layouts(v) -> tuple[ShardLayout, ...] | None:
         flat.extend(d if isinstance(d, tuple) else (d,))
     if not all(isinstance(d, dict) for d in flat):
         return None
-    from .graph import _layouts
-    return _layouts(tuple(flat))
+    from .proto import shard_layouts
+    return shard_layouts(tuple(flat))
 
 
 def _tensor_inputs(op) -> list:

@@ -39,7 +39,7 @@ from ..errors import StrategistError
 
 
 def _first_line(err: BaseException) -> str:
-    from ..frontend.graph import _first_line as first
+    from ..frontend.compile import first_line as first
     return first(err)
 
 
@@ -216,7 +216,7 @@ def run(req: dict) -> dict:
             from mindspore.common.api import _cell_graph_executor as executor
         from mindspore.parallel._auto_parallel_context import auto_parallel_context
 
-        from ..frontend.graph import _as_tensor
+        from ..frontend.compile import as_tensor
         from ..frontend.loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
 
         result["mindspore_version"] = ms.__version__
@@ -251,7 +251,7 @@ def run(req: dict) -> dict:
         if req.get("strategy_file"):
             from mindspore.parallel import set_op_strategy_config
             set_op_strategy_config(mode=req.get("strategy_file_mode", "LOAD"), path=req["strategy_file"])
-        args = [_as_tensor(s) for s in per_device]
+        args = [as_tensor(s) for s in per_device]
         if req.get("training"):
             # the step takes the tensors only and puts the model's None slots back itself: a None among the
             # compiled graph's inputs fails MindSpore's _VirtualDataset in a training step (GetNodeShape)
@@ -425,8 +425,8 @@ def _latest_dump(ir_dir: str, ir_pass: str) -> str:
 
 def _node_path(node: dict) -> str:
     """A dump node's cell attribute path + instance name, as strategist names operators."""
-    from ..frontend.graph import _cell_path
-    path = _cell_path(node["scope"] or "Default")[0]
+    from ..frontend.owners import scope_cell_path
+    path = scope_cell_path(node["scope"] or "Default")[0]
     inst = node["instance"] or node["type"]
     return f"{path}.{inst}" if path else inst
 
