@@ -22,6 +22,8 @@ import contextlib
 import dataclasses
 import weakref
 
+from ..engine.ops import layout_strategy
+from ..errors import ModelLoadError
 from ..vocab.graph import Input, Op, OpGraph
 from .proto import shard_layouts
 
@@ -139,7 +141,6 @@ def _row(r):
         return shard_layouts([r.to_dict()])[0]
     if isinstance(r, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
         return tuple(r)
-    from ..errors import ModelLoadError
     raise ModelLoadError(f"a shard() strategy row {r!r} is neither a tuple of ints nor a mindspore Layout "
                          f"(MindSpore refuses it too): fix the model's shard call")
 
@@ -236,7 +237,6 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
 
 def _out_strategy(out_strategy) -> tuple | None:
     """A shard's ``out_strategy`` as strategy rows (a Layout's splits, an interleaved axis left out)."""
-    from ..engine.ops import layout_strategy
     rows = tuple(r if isinstance(r, tuple) else layout_strategy((r,))[0] for r in map(_row, out_strategy or ()))
     return rows or None
 

@@ -47,7 +47,7 @@ def reference_paths(cell, *inputs, **kwargs) -> list[tuple[str, str]]:
     """(op type, cell path from MindSpore's DEBUG-parse scope) of every real operator, in graph order."""
     from mindspore.common.api import _cell_graph_executor as executor
     from mindspore.train import anf_ir_pb2
-    from .protowire import decode
+    from .protowire import decode   # (protowire picks protobuf's runtime for MindSpore: after MindSpore)
 
     args = tuple(as_tensor(x) for x in inputs)
     phase = f"export.strategist_ref{next(COUNTER)}"

@@ -52,7 +52,8 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     """Build ``ref``'s training model at tp=1 and extract its graph (shapes global, ``[S, B, H]`` inside).
 
     ``experts_stand_in``: the MoE experts' GroupedMatmuls compiled as MatMul stand-ins
-    (:mod:`strategist.frontend.mindformers.standin`; ``strategist verify`` only: MindSpore cannot propagate through GroupedMatmul).
+    (:mod:`strategist.frontend.mindformers.standin`; ``strategist verify`` only: MindSpore cannot propagate through
+    GroupedMatmul).
 
     ``loss_adds``: the loss's "force redistribution" adds (``logits + 0``, ``labels + 0``; :func:`add_loss_adds`)
     in the graph, as every parallel build has them, configured by MindFormers' own code: ``graph.parallel_only``

@@ -247,7 +247,8 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
         new_inputs = tuple(ref_in(x, lo, hi, d) for x in op.inputs)
         if inputs_only:
             return dataclasses.replace(op, inputs=new_inputs, attrs=dict(op.attrs))
-        return dataclasses.replace(op, name=shift_layers(op.name, lo, hi, d), cell_path=shift_layers(op.cell_path, lo, hi, d),
+        return dataclasses.replace(op, name=shift_layers(op.name, lo, hi, d),
+                                   cell_path=shift_layers(op.cell_path, lo, hi, d),
                                    full_name=_shift_scope(op.full_name, lo, hi, d), inputs=new_inputs,
                                    attrs=dict(op.attrs))
     new_ops = ops[:block[-1] + 1]
