@@ -145,8 +145,9 @@ def clear_strategies(net, keep_self_defined: bool = False) -> int:
     some primitive objects between builds, so a strategy left on one would reach the next), and by verify's
     child before an anchors file configures the model (``keep_self_defined``: MindFormers' per-device Morph
     bodies keep theirs). (Primitives with identical arguments are told apart by
-    ``strategist.frontend.owners.owned_primitives`` during the compile; a distinct attribute per primitive object kept here would stop MindSpore's CSE from
-    merging equal primitives' identical calls, as it does in the real compile.)"""
+    ``strategist.frontend.owners.owned_primitives`` during the compile; a distinct attribute per primitive object
+    kept here would stop MindSpore's CSE from merging equal primitives' identical calls, as it does in the real
+    compile.)"""
     cleared: set[int] = set()
     for _, cell in net.cells_and_names():
         for prim in prims_of(cell).values():

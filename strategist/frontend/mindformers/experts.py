@@ -356,8 +356,9 @@ def _morph(graph, readers, cell, cpath, attr, st, out: Experts, where):
         return
     ffn = graph.op(ffn_name(cpath)) if ffn_name(cpath) in graph else None
     if ffn is not None and ffn.type == MORPH_FFN and len(lays) >= 4:
-        # the MoE dispatcher + experts (strategist.frontend.mindformers.morph): tokens over the tokens' axes; the expert
-        # weights whole (the operator's rule: their ep split is the Morph's own all-to-all, not a layout strategist prices)
+        # the MoE dispatcher + experts (strategist.frontend.mindformers.morph): tokens over the tokens' axes; the
+        # expert weights whole (the operator's rule: their ep split is the Morph's own all-to-all, not a layout
+        # strategist prices)
         tok = tuple(a for t in lays[0].tensor_map for a in t)
         dm = lays[0].device_matrix
         exp = [a for a in (lays[3].tensor_map[0] if lays[3].tensor_map else ()) if dm[len(dm) - 1 - a] > 1]
