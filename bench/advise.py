@@ -35,7 +35,7 @@ def main():
     from strategist import load_graph
     from strategist.advice.advisor import advise, load_rules
     from strategist.vocab.graph import TensorSpec
-    from strategist.frontend.graph import _as_tensor, _standalone_compile
+    from strategist.frontend.compile import as_tensor, standalone_compile
     from strategist.vocab.mesh import Mesh
     from strategist.files.hardware import load_hardware
     from strategist.report.render import advice_text
@@ -48,9 +48,9 @@ def main():
         cell = llama.llama2_70b(layers=args.layers, batch=args.batch)
     build = time.perf_counter() - t0
     cell.set_train(True)            # the same training forward strategist compiles
-    with _standalone_compile(cell):
+    with standalone_compile(cell):
         t0 = time.perf_counter()
-        executor.compile(cell, _as_tensor(TensorSpec((args.batch, 4097), "int32")), phase="export.bench_bare")
+        executor.compile(cell, as_tensor(TensorSpec((args.batch, 4097), "int32")), phase="export.bench_bare")
         compile_s = time.perf_counter() - t0
     bare = build + compile_s
 

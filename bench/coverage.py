@@ -88,7 +88,7 @@ class _Reference:
     @contextlib.contextmanager
     def installed(self):
         import strategist.frontend.loader as loader
-        import strategist.frontend.mindformers as mf
+        import strategist.frontend.mindformers.load as mf
         from strategist.frontend import celltrace, graph
         real = graph.extract
 

@@ -39,7 +39,8 @@ def main() -> None:
     from mindspore.nn.utils import no_init_parameters
 
     from strategist.vocab.graph import TensorSpec
-    from strategist.frontend.graph import _as_tensor, _standalone_compile, extract
+    from strategist.frontend.compile import as_tensor, standalone_compile
+    from strategist.frontend.graph import extract
     import llama
 
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -60,9 +61,9 @@ def main() -> None:
         # Fresh Cells each round: MindSpore caches compiled phases per Cell.
         c1 = build()
         c1.set_train(True)          # the same training forward extract() compiles (Dropout and all)
-        with _standalone_compile(c1):
+        with standalone_compile(c1):
             t0 = time.perf_counter()
-            executor.compile(c1, _as_tensor(spec), phase=f"export.bench_bare{i}")
+            executor.compile(c1, as_tensor(spec), phase=f"export.bench_bare{i}")
             bare.append(time.perf_counter() - t0)
         c2 = build()
         t0 = time.perf_counter()

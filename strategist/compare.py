@@ -538,9 +538,9 @@ def _advice_column(a: Column, graph: OpGraph, mesh: Mesh, rules, hw, dataset_str
         # a replicated graph: advise on the compiled layers, copy the last layer's anchors onto the copies
         # (the advisor's anchors are per-layer patterns; the same anchors and plan as advising on the whole
         # graph -- checked at 4 and 64 qwen3 layers), and keep the advice only if it beats configuring nothing
-        from .frontend.mindformers import _layer_of, replicate_anchors
+        from .frontend.mindformers import layer_of, replicate_anchors
         adv = advise(base, mesh, rules=load_rules(rules), hardware=hw, dataset_strategy=dataset_strategy)
-        total = max((i for op in graph for i in [_layer_of(op.cell_path)] if i is not None), default=0) + 1
+        total = max((i for op in graph for i in [layer_of(op.cell_path)] if i is not None), default=0) + 1
         anchors = replicate_anchors(adv.anchors, graph, graph.mf_extracted_layers, total)
         plan_a = run(anchors) if anchors else run({})
         if anchors and plan_a.totals()["step_seconds"] > run({}).totals()["step_seconds"] * (1 + 1e-9):

@@ -307,7 +307,7 @@ def test_cse_copies_of_a_pre_cse_graph():
     """The graph MindSpore's parallel passes see, as the stand-alone compile dumps it before opt_a's CSE: the three
     equal swapaxes of nn.MultiheadAttention's query, key, value (one Add's output) are one group of 3; their
     consumers, MatMuls of different weights, are not equal."""
-    from strategist.frontend.graph import _cse_copies
+    from strategist.frontend.irtext import cse_copies
     scope = "Default/encoder-TransformerEncoder/layers-CellList/0-TransformerEncoderLayer/self_attn-MultiheadAttention"
     lines = ["  %0(a) = Load(%para1_w, UMonad[U])", "      : (<Ref[Tensor[Float32]]>) -> (<Tensor[Float32], (8, 64)>)",
              "  %1(b) = PrimFunc_Add(%para2_x, %para3_y)",
@@ -320,7 +320,7 @@ def test_cse_copies_of_a_pre_cse_graph():
                   f"  %{m}(CNode_{m}) = PrimFunc_MatMulExt(%{t}, %para{4 + i}_w{i})",
                   "      : (<Tensor[Float32], (16, 8, 64)>) -> (<Tensor[Float32], (16, 8, 64)>)",
                   f"      # Scope: ({scope})"]
-    assert _cse_copies("\n".join(lines)) == {(scope, "Transpose", (16, 8, 64)): [3]}
+    assert cse_copies("\n".join(lines)) == {(scope, "Transpose", (16, 8, 64)): [3]}
 
 
 @pytest.mark.slow

@@ -170,17 +170,18 @@ def test_wire_decoder_matches_protobuf(target, kwargs):
     """strategist.frontend.protowire decodes MindSpore's ANF ModelProto into the same graph as the generated class."""
     from mindspore._c_expression import dump_func_graph
     from mindspore.common.api import _cell_graph_executor as executor
-    from strategist.frontend.graph import _as_tensor, _from_proto, _standalone_compile
+    from strategist.frontend.compile import as_tensor, standalone_compile
+    from strategist.frontend.proto import from_proto
     from strategist.frontend.loader import ModelRef, build_cell, parse_inputs
     path = target if os.path.isabs(target.split(":")[0]) else os.path.join(ROOT, target)
     cell = build_cell(ModelRef.parse(path), kwargs)
-    args = [_as_tensor(s) for _, s in parse_inputs([f"{k}:{v}" for k, v in cell.example_inputs.items()])]
-    with _standalone_compile(cell):
+    args = [as_tensor(s) for _, s in parse_inputs([f"{k}:{v}" for k, v in cell.example_inputs.items()])]
+    with standalone_compile(cell):
         phase, _ = executor.compile(cell, *args, phase=f"export.wiretest_{abs(hash(target)) % 10**6}")
     proto = executor._graph_executor.get_func_graph_proto(phase, "anf_ir", False)
     text = dump_func_graph(executor._graph_executor.get_func_graph(phase))
-    a = _from_proto(proto, text, cell, "m", parser="protobuf").to_json()
-    b = _from_proto(proto, text, cell, "m", parser="wire").to_json()
+    a = from_proto(proto, text, cell, "m", parser="protobuf").to_json()
+    b = from_proto(proto, text, cell, "m", parser="wire").to_json()
     assert a == b and len(a) > 1000
 
 
@@ -265,7 +266,8 @@ def test_lazy_inline_blocks_are_extracted_inlined():
     single opaque call before); extraction compiles them inlined, every block owning its operators as without the
     decorator, and records them as lazy-inline Cells (their weights get no TmpIdentity) grouped by the reused graph
     they share (the engine folds each group: test_propagate). The Cells' own marking is restored."""
-    from strategist.frontend.graph import extract, lazy_inline_cells
+    from strategist.frontend.compile import lazy_inline_cells
+    from strategist.frontend.graph import extract
     plain = extract(_blocks_net(3), TensorSpec((4, 16), "float32"))
     net = _blocks_net(3, lazy=True)
     before = [c.cell_init_args for c in net.blocks]

@@ -106,18 +106,18 @@ def test_mesh_warnings_name_what_mindformers_refuses():
 
 def _yaml(ref, layers=None, overrides=None):
     """The config as the builds read it (in MindFormers' simulated world: its registry, its silenced logger)."""
-    from strategist.frontend.mindformers import _import_mindformers, _load_yaml, mindformers_world
-    _import_mindformers()
+    from strategist.frontend.mindformers import import_mindformers, load_yaml, mindformers_world
+    import_mindformers()
     notes = []
     with mindformers_world(mode="stand_alone", device_num=1):
-        cfg = _load_yaml(resolve_config(ref), layers, None, None, overrides or {}, notes=notes)
+        cfg = load_yaml(resolve_config(ref), layers, None, None, overrides or {}, notes=notes)
     return cfg, notes
 
 
 def test_layers_fit_first_k_dense_replace():
     """deepseek3's config class keeps 3 dense layers (first_k_dense_replace=3), which MindFormers refuses
     beyond --layers: it becomes min(3, layers - 1), one MoE layer at least (at 1 layer: the dense first)."""
-    from strategist.frontend.mindformers import _fit_layer_keys
+    from strategist.frontend.mindformers import fit_layer_keys
     ds = "mindformers:deepseek3/pretrain_deepseek3_671b.yaml"
     for layers, k in ((1, 1), (2, 1), (3, 2)):
         cfg, notes = _yaml(ds, layers)
@@ -138,13 +138,13 @@ def test_layers_fit_first_k_dense_replace():
     cfg, _ = _yaml(ds)
     cfg.model.model_config.moe_layer_freq = [0, 0, 0] + [1] * 58
     with mindformers_world(mode="stand_alone", device_num=1):
-        notes = _fit_layer_keys(cfg, 2, {})
+        notes = fit_layer_keys(cfg, 2, {})
     assert cfg.model.model_config.first_k_dense_replace == 1 and cfg.model.model_config.moe_layer_freq == [0, 1]
     assert len(notes) == 2
     cfg, _ = _yaml(ds, overrides={"first_k_dense_replace": 0})
     cfg.model.model_config.moe_layer_freq = 8
     with mindformers_world(mode="stand_alone", device_num=1):
-        assert _fit_layer_keys(cfg, 2, {"first_k_dense_replace": 0})
+        assert fit_layer_keys(cfg, 2, {"first_k_dense_replace": 0})
     assert cfg.model.model_config.moe_layer_freq == 2
 
 
@@ -264,10 +264,10 @@ def _by_type(graph, experts, op_type):
 
 
 def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch, capfd):
-    from strategist.frontend.mindformers import _import_mindformers
+    from strategist.frontend.mindformers import import_mindformers
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LOG_MF_PATH", raising=False)
-    _import_mindformers()
+    import_mindformers()
     capfd.readouterr()
     before = _state()
     g, info = _load("qwen3")
@@ -300,10 +300,10 @@ def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch,
 @pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.ci_sample) if f == "deepseek3" else f
                                     for f in FAMILIES])
 def test_family_graph_and_semi_auto_experts(family, tmp_path, monkeypatch):
-    from strategist.frontend.mindformers import _import_mindformers
+    from strategist.frontend.mindformers import import_mindformers
     from strategist.propagate import propagate
     monkeypatch.chdir(tmp_path)
-    _import_mindformers()
+    import_mindformers()
     before = _state()
     g, info = _load(family)
     ex = _experts(family, "dp=2,tp=2", "semi_auto")
@@ -507,7 +507,7 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     assert len({x.ref for n in emb for x in g.op(n).inputs if x.kind == "param"}) == 1
     anchors = {emb[0]: Anchor(emb[0], ((1,), (4, 1))), emb[1]: Anchor(emb[1], ((1,), (1, 1)))}
     # both readers are inside the lazy-inline GPTModel: no TmpIdentity and no shared-parameter check there
-    # (strategist.engine.search.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
+    # (strategist.engine.search.structure.shared_param_users; not verified live: verify cannot anchor the functional Embedding);
     # built without lazy inline (disable_lazy_inline, as MindFormers' trainer sets it at pp=1 and no gradient
     # accumulation) the table's readers share a TmpIdentity and the conflict is refused
     assert g.lazy_inline_cells == ("model",)
@@ -914,9 +914,9 @@ def test_glm4_legacy_model_loads_with_its_experts(tmp_path, monkeypatch, capfd):
     global shapes: the experts' shard() at the mesh maps onto the tp=1 graph as for the mcore families. It used
     to be refused ("model_config needs model_type and architectures")."""
     from strategist.advice.anatomy import is_sequence_first
-    from strategist.frontend.mindformers import _import_mindformers, expert_strategies, load_mindformers
+    from strategist.frontend.mindformers import import_mindformers, expert_strategies, load_mindformers
     monkeypatch.chdir(tmp_path)
-    _import_mindformers()
+    import_mindformers()
     before = _state()
     g, info = load_mindformers(GLM4, layers=2, seq=128, batch=BATCH, overrides=GLM_TINY)
     assert info.train_class == "ChatGLM2ForConditionalGeneration" and info.layers == 2 == info.extracted_layers

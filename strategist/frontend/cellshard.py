@@ -22,7 +22,10 @@ import contextlib
 import dataclasses
 import weakref
 
+from ..engine.rules.sharding import layout_strategy
+from ..errors import ModelLoadError
 from ..vocab.graph import Input, Op, OpGraph
+from .proto import shard_layouts
 
 
 @dataclasses.dataclass
@@ -133,13 +136,11 @@ def _resolve_plan(fn, plan) -> dict:
 
 def _row(r):
     """One ``in_strategy`` (or ``parameter_plan``) entry: a tuple strategy row, or a ``mindspore.Layout``'s
-    :class:`~strategist.frontend.graph.ShardLayout`."""
+    :class:`~strategist.vocab.graph.ShardLayout`."""
     if hasattr(r, "to_dict"):
-        from .graph import _layouts
-        return _layouts([r.to_dict()])[0]
+        return shard_layouts([r.to_dict()])[0]
     if isinstance(r, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in r):
         return tuple(r)
-    from ..errors import ModelLoadError
     raise ModelLoadError(f"a shard() strategy row {r!r} is neither a tuple of ints nor a mindspore Layout "
                          f"(MindSpore refuses it too): fix the model's shard call")
 
@@ -236,7 +237,6 @@ def _marked_calls(ops: list, calls: ShardCalls, notes: list, plans: list) -> lis
 
 def _out_strategy(out_strategy) -> tuple | None:
     """A shard's ``out_strategy`` as strategy rows (a Layout's splits, an interleaved axis left out)."""
-    from ..engine.rules.sharding import layout_strategy
     rows = tuple(r if isinstance(r, tuple) else layout_strategy((r,))[0] for r in map(_row, out_strategy or ()))
     return rows or None
 

@@ -26,7 +26,8 @@ import difflib
 from dataclasses import dataclass, field
 
 from ..vocab.graph import PLUMBING, OpGraph
-from .graph import _as_tensor, _cell_path, _standalone_compile, _training, _COUNTER
+from .compile import COUNTER, as_tensor, standalone_compile, train_mode
+from .owners import scope_cell_path
 
 
 @contextlib.contextmanager
@@ -46,17 +47,17 @@ def reference_paths(cell, *inputs, **kwargs) -> list[tuple[str, str]]:
     """(op type, cell path from MindSpore's DEBUG-parse scope) of every real operator, in graph order."""
     from mindspore.common.api import _cell_graph_executor as executor
     from mindspore.train import anf_ir_pb2
-    from .protowire import decode
+    from .protowire import decode   # (protowire picks protobuf's runtime for MindSpore: after MindSpore)
 
-    args = tuple(_as_tensor(x) for x in inputs)
-    phase = f"export.strategist_ref{next(_COUNTER)}"
-    with _standalone_compile(cell), _training(cell), _debug_parse():
+    args = tuple(as_tensor(x) for x in inputs)
+    phase = f"export.strategist_ref{next(COUNTER)}"
+    with standalone_compile(cell), train_mode(cell), _debug_parse():
         phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
     proto = executor._graph_executor.get_func_graph_proto(phase, "anf_ir", False)
     with contextlib.suppress(Exception):
         executor.del_net_res(cell, set([phase]))
     g = decode(proto, anf_ir_pb2.ModelProto.DESCRIPTOR).graph
-    return [(n.op_type, _cell_path(n.scope)[0]) for n in g.node if n.op_type not in PLUMBING]
+    return [(n.op_type, scope_cell_path(n.scope)[0]) for n in g.node if n.op_type not in PLUMBING]
 
 
 @dataclass

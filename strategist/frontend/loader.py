@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from .. import progress
 from ..errors import InputSpecError, ModelLoadError
 from ..vocab.graph import OpGraph, TensorSpec
 from .graph import extract
@@ -169,7 +170,6 @@ def _user_line(err: BaseException, full: str) -> str:
 
 def build_cell(ref: ModelRef, kwargs: dict | None = None):
     """Build the Cell named by ``ref`` with lazily-initialised (never allocated) weights."""
-    from .. import progress
     with progress.task("importing MindSpore"):
         import mindspore as ms
         from mindspore import nn
@@ -185,7 +185,7 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         raise ModelLoadError(
             f"{ref.name!r} not found in {ref.path} (available: {', '.join(cells) or 'none'})")
     if not callable(obj):
-        from ..files.schema import type_name
+        from ..files.schema import type_name     # (pydantic, loaded on this error path only)
         raise ModelLoadError(f"{ref} is {type_name(obj)}, not a Cell class or factory function")
     ms.set_context(mode=ms.GRAPH_MODE)
     try:
@@ -242,6 +242,7 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     (:mod:`strategist.frontend.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
     config key (``hidden_size=256``, ``parallel_config.use_seq_parallel=True``).
     """
+    # the MindFormers front end (and the engine it reads) is loaded when used: `import strategist` stays light
     from .mindformers import is_mindformers_ref
     if is_mindformers_ref(target):
         from .mindformers import load_mindformers, split_model_options
@@ -252,7 +253,7 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     ref = ModelRef.parse(target)
     named = parse_inputs(inputs)
     kw = parse_kwargs(kwargs)
-    from . import cellshard
+    from . import cellshard    # (reads the engine's layouts: loaded when used, as the MindFormers front end)
     with cellshard.recording() as shard_calls:
         cell = build_cell(ref, kw)
     if not named:
@@ -265,7 +266,6 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
         except InputSpecError as err:
             raise ModelLoadError(f"{err} (fix the model's example_inputs or give --input)") from None
     args = order_inputs(cell, named)
-    from .. import progress
     with progress.task("extracting the graph (MindSpore compile)"):
         graph = extract(cell, *args, model=str(ref), training=training)
     graph.training = bool(training)

@@ -154,7 +154,7 @@ def _who(ch) -> str:
 
 
 def plan_dict(plan) -> dict:
-    """Everything in a :class:`~strategist.engine.propagate.Plan`, JSON-ready and deterministic."""
+    """Everything in a :class:`~strategist.engine.plan.Plan`, JSON-ready and deterministic."""
     ops = []
     for name, ch in plan.choices.items():
         ops.append({

@@ -39,7 +39,7 @@ from ..errors import StrategistError
 
 
 def _first_line(err: BaseException) -> str:
-    from ..frontend.graph import _first_line as first
+    from ..frontend.compile import first_line as first
     return first(err)
 
 
@@ -249,7 +249,7 @@ def run(req: dict) -> dict:
             from mindspore.common.api import _cell_graph_executor as executor
         from mindspore.parallel._auto_parallel_context import auto_parallel_context
 
-        from ..frontend.graph import _as_tensor
+        from ..frontend.compile import as_tensor
         from ..frontend.loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
 
         result["mindspore_version"] = ms.__version__
@@ -284,7 +284,7 @@ def run(req: dict) -> dict:
         if req.get("strategy_file"):
             from mindspore.parallel import set_op_strategy_config
             set_op_strategy_config(mode=req.get("strategy_file_mode", "LOAD"), path=req["strategy_file"])
-        args = [_as_tensor(s) for s in per_device]
+        args = [as_tensor(s) for s in per_device]
         if req.get("training"):
             # the step takes the tensors only and puts the model's None slots back itself: a None among the
             # compiled graph's inputs fails MindSpore's _VirtualDataset in a training step (GetNodeShape)
@@ -431,8 +431,8 @@ def _latest_dump(ir_dir: str, ir_pass: str) -> str:
 
 def _node_path(node: dict) -> str:
     """A dump node's cell attribute path + instance name, as strategist names operators."""
-    from ..frontend.graph import _cell_path
-    path = _cell_path(node["scope"] or "Default")[0]
+    from ..frontend.owners import scope_cell_path
+    path = scope_cell_path(node["scope"] or "Default")[0]
     inst = node["instance"] or node["type"]
     return f"{path}.{inst}" if path else inst
 
@@ -448,21 +448,21 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     mesh = Mesh.parse(req["mf_mesh"])
     sizes = mf.mesh_sizes(mesh)
     path = mf.resolve_config(req["model"])
-    mf._import_mindformers()
+    mf.import_mindformers()
     notes: list[str] = []
     mode = opts.get("mode", "propagation")
     stack.enter_context(mf.mindformers_world(mode="propagation" if mode == "anchors" else mode,
                                              device_num=req["device_num"], notes=notes))
-    cfg = mf._load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("batch"), opts.get("overrides") or {})
-    net = mf._build(cfg, **sizes)
+    cfg = mf.load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("batch"), opts.get("overrides") or {})
+    net = mf.build_model(cfg, **sizes)
     net.set_train(True)
     if opts.get("experts_stand_in"):       # as strategist's graph was extracted (verify_model)
-        from ..frontend.mf_standin import patch_experts
+        from ..frontend.mindformers.standin import patch_experts
         stack.callback(patch_experts(notes))
     if mode == "anchors":
         _clear_strategies(net, notes)
     _unshard_bare_morphs(net, notes)
-    specs = mf._inputs(cfg, opts.get("batch") or mf._default_batch(cfg))
+    specs = mf.model_inputs(cfg, opts.get("batch") or mf.config_batch(cfg))
     result["notes"] = notes
     # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.frontend.mindformers extracts it
     return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], mf.input_slots(net)
@@ -477,9 +477,9 @@ def _clear_strategies(net, notes: list) -> None:
     # plan (strategist's graph has them configured alike: strategist.engine.plan.parallel_only_anchors); the file
     # may still configure them itself
     loss_cells = [p for p, cell in net.cells_and_names() if getattr(cell, "enable_force_redistribute", False)]
-    kept = {id(prim): (prim, prim.attrs["in_strategy"]) for _, _, _, prim, _ in mf._loss_own_prims(net, loss_cells)
+    kept = {id(prim): (prim, prim.attrs["in_strategy"]) for _, _, _, prim, _ in mf.loss_own_prims(net, loss_cells)
             if prim.attrs.get("in_strategy") is not None}     # (by primitive: the subs and sum2 calls share one)
-    cleared = mf._clear_strategies(net, keep_self_defined=True)
+    cleared = mf.clear_strategies(net, keep_self_defined=True)
     for prim, st in kept.values():
         prim.shard(tuple(tuple(r) for r in st))
     notes.append(f"MindFormers' own strategies cleared on {cleared - len(kept)} primitives; the anchors file "

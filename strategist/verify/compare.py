@@ -79,7 +79,7 @@ class Comparison:
     #: Listed, not counted.
     self_defined: list = field(default_factory=list)
     #: strategist's operators of the later calls of a reused ``@lazy_inline`` graph
-    #: (:func:`strategist.engine.search.lazy_copies`): MindSpore has one OperatorInfo for all the calls, reported
+    #: (:func:`strategist.engine.search.structure.lazy_copies`): MindSpore has one OperatorInfo for all the calls, reported
     #: once under the first call's name; each takes that operator's strategy. (our name, the first call's). Listed,
     #: not counted.
     lazy_copies: list = field(default_factory=list)

@@ -222,13 +222,15 @@ def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | Non
                              "configures the model with MindFormers' own strategies; an anchors file replaces "
                              "them (mode 'anchors')"))
     opts["overrides"] = dict(opts.get("overrides") or {})
-    # experts_stand_in: the MoE GroupedMatmuls as MatMul stand-ins (strategist.frontend.mf_standin; set by verify_model)
+    # experts_stand_in: the MoE GroupedMatmuls as MatMul stand-ins (strategist.frontend.mindformers.standin; set by
+    # verify_model)
     return {k: opts.get(k) for k in ("mode", "layers", "seq", "batch", "overrides", "experts_stand_in")}
 
 
 def _load_mf(model: str, mf: dict):
     """strategist's graph of a MindFormers model as verify's child compiles it: MindSpore 2.9 cannot propagate
-    through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides (:mod:`strategist.frontend.mf_standin`)."""
+    through GroupedMatmul, so the MoE experts are MatMul stand-ins on both sides
+    (:mod:`strategist.frontend.mindformers.standin`)."""
     from ..frontend.mindformers import load_mindformers
     # the child builds in a parallel mode, where the loss adds its logits + 0 and labels + 0 and configures them
     # (strategist.frontend.mindformers.add_loss_adds), with MindFormers' own strategies or an anchors file alike

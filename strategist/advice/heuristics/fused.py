@@ -69,7 +69,7 @@ def fused_choice(ctx, op: Op) -> tuple:
 
 def unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) -> list[Choice]:
     """The operators MindSpore cannot leave to propagation (it generates no strategy for them,
-    :func:`strategist.engine.search.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
+    :func:`strategist.engine.search.structure.no_generated_strategy`) are always configured: ApplyRotaryPosEmb by its template
     (batch by dp, heads by tp), a weighted CrossEntropyLoss data parallel; all-ones where the template splits
     nothing. Kept whatever they cost (without them MindSpore's compile fails)."""
     out = []

@@ -17,8 +17,8 @@ the body's place:
 * its FLOPs are the two GroupedMatmuls' (``strategist_flops``), per token split.
 
 ``strategist verify`` still compiles the inlined body on both sides (MindSpore's own view:
-:mod:`strategist.frontend.mf_standin`), where an anchor on the collapsed operator has nothing to configure: it is not
-``held`` (no ``shard()`` line; MindFormers' ``FFNGroupedGEMM.shard()`` sets the Morph's layout on its own
+:mod:`strategist.frontend.mindformers.standin`), where an anchor on the collapsed operator has nothing to configure: it
+is not ``held`` (no ``shard()`` line; MindFormers' ``FFNGroupedGEMM.shard()`` sets the Morph's layout on its own
 inputs), so the file MindSpore is given leaves it out, as it left out the body's functional GroupedMatmuls.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..vocab.graph import Input, Op, OpGraph
+from ...vocab.graph import Input, Op, OpGraph
 
 #: the collapsed operator's type (no MindSpore primitive: strategist's own)
 MORPH_FFN = "MorphFFN"
