@@ -73,81 +73,97 @@ def _parser() -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter,
                               epilog=f"Reference: {DOCS}#strategist-{name}")
 
-    def model_args(sp, mindformers_only=False):
-        g = sp.add_argument_group("model")
-        g.add_argument("model", help="path/to/model.py:NAME (a Cell class or a factory function), "
-                                     "mindformers:<config.yaml> or a MindFormers YAML path")
-        if not mindformers_only:
-            g.add_argument("--input", action="append", metavar="NAME:DTYPE[d0,...]",
-                           help="a construct() input, e.g. ids:int32[2,4096]; repeat per input "
-                                "(default: the model's example_inputs)")
-            g.add_argument("--kwargs", action="append", metavar="KEY=VALUE",
-                           help="arguments for the Cell class or factory, e.g. --kwargs layers=2 batch=8; "
-                                "takes KEY=VALUE words only, so the model may follow")
-            which = g.add_mutually_exclusive_group()
-            which.add_argument("--train", dest="eval", action="store_false", default=False,
-                               help="compile the Cell for training (set_train(True)), as a training run does; "
-                                    "the default")
-            which.add_argument("--eval", dest="eval", action="store_true", default=False,
-                               help="compile the Cell as built (an inference compile), which can give another "
-                                    "plan; MindFormers configs always compile for training")
-        else:
-            sp.set_defaults(input=None, kwargs=None, eval=False)
-        g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>)")
-        g.add_argument("--layers", type=int, metavar="N", help="number of layers (num_hidden_layers)")
-        g.add_argument("--seq", type=int, metavar="N", help="sequence length (seq_length)")
-        g.add_argument("--batch", type=int, metavar="N", help="global batch size of the graph "
-                                                  "(default: the config's batch_size times the mesh's dp)")
-        g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="any config key, dotted from the YAML root or a model_config key, "
-                            "e.g. --set hidden_size=256; repeatable")
+    _inspect_command(command)
+    _plan_commands(command)
+    _check_commands(command)
+    _sweep_command(command)
+    return p
 
-    def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
-        g = sp.add_argument_group("mesh and hardware")
-        g.add_argument("--mesh", required=True, metavar="AXIS=N,...", help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
-        if hardware:
-            profiles = _hardware_profiles()
-            g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
-                           help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)"
-                                                        if profiles else "a name under rules/hardware/")
-                                + " or a YAML path (default atlas-800t-a2)")
-        g.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
-                       help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all "
-                            "devices (data_parallel), not at all (full_batch), or per-input splits "
-                            f"(default {dataset_default})")
-        return g
 
-    def anchors_args(g, what="operators to configure"):
-        g.add_argument("--anchors", "--strategies", dest="strategies", metavar="ANCHORS.yaml",
-                       help=f"{what}: an anchors file (format: docs/reference/file-formats.md)")
+def model_args(sp, mindformers_only=False):
+    g = sp.add_argument_group("model")
+    g.add_argument("model", help="path/to/model.py:NAME (a Cell class or a factory function), "
+                                 "mindformers:<config.yaml> or a MindFormers YAML path")
+    if not mindformers_only:
+        g.add_argument("--input", action="append", metavar="NAME:DTYPE[d0,...]",
+                       help="a construct() input, e.g. ids:int32[2,4096]; repeat per input "
+                            "(default: the model's example_inputs)")
+        g.add_argument("--kwargs", action="append", metavar="KEY=VALUE",
+                       help="arguments for the Cell class or factory, e.g. --kwargs layers=2 batch=8; "
+                            "takes KEY=VALUE words only, so the model may follow")
+        which = g.add_mutually_exclusive_group()
+        which.add_argument("--train", dest="eval", action="store_false", default=False,
+                           help="compile the Cell for training (set_train(True)), as a training run does; "
+                                "the default")
+        which.add_argument("--eval", dest="eval", action="store_true", default=False,
+                           help="compile the Cell as built (an inference compile), which can give another "
+                                "plan; MindFormers configs always compile for training")
+    else:
+        sp.set_defaults(input=None, kwargs=None, eval=False)
+    g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>)")
+    g.add_argument("--layers", type=int, metavar="N", help="number of layers (num_hidden_layers)")
+    g.add_argument("--seq", type=int, metavar="N", help="sequence length (seq_length)")
+    g.add_argument("--batch", type=int, metavar="N", help="global batch size of the graph "
+                                              "(default: the config's batch_size times the mesh's dp)")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any config key, dotted from the YAML root or a model_config key, "
+                        "e.g. --set hidden_size=256; repeatable")
 
-    def output_args(sp, max_rows="operator rows in each table"):
-        g = sp.add_argument_group("output")
-        g.add_argument("--format", choices=FORMATS, default=None,
-                       help="report format: table (default), json, md (Markdown) or html")
-        g.add_argument("--json", action="store_true", help="same as --format json")
-        g.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
-        if max_rows:
-            g.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
-                           help=f"{max_rows} (default {MAX_ROWS}; 0 = all)")
-        return g
 
+def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
+    g = sp.add_argument_group("mesh and hardware")
+    g.add_argument("--mesh", required=True, metavar="AXIS=N,...", help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+    if hardware:
+        profiles = _hardware_profiles()
+        g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
+                       help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)"
+                                                    if profiles else "a name under rules/hardware/")
+                            + " or a YAML path (default atlas-800t-a2)")
+    g.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
+                   help="how the inputs are split, as MindSpore's dataset_strategy: the batch over all "
+                        "devices (data_parallel), not at all (full_batch), or per-input splits "
+                        f"(default {dataset_default})")
+    return g
+
+
+def anchors_args(g, what="operators to configure"):
+    g.add_argument("--anchors", "--strategies", dest="strategies", metavar="ANCHORS.yaml",
+                   help=f"{what}: an anchors file (format: docs/reference/file-formats.md)")
+
+
+def output_args(sp, max_rows="operator rows in each table"):
+    g = sp.add_argument_group("output")
+    g.add_argument("--format", choices=FORMATS, default=None,
+                   help="report format: table (default), json, md (Markdown) or html")
+    g.add_argument("--json", action="store_true", help="same as --format json")
+    g.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+    if max_rows:
+        g.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
+                       help=f"{max_rows} (default {MAX_ROWS}; 0 = all)")
+    return g
+
+
+def plan_args(sp, anchors=True):
+    model_args(sp)
+    mesh_args(sp)
+    step_model_args(sp)
+    g = sp.add_argument_group("anchors and search")
+    if anchors:
+        anchors_args(g)
+        g.add_argument("--no-model-strategies", action="store_true",
+                       help="ignore the model's own shard() calls (by default they count as anchors)")
+    return g
+
+
+def _inspect_command(command) -> None:
     sp = command("inspect", "walk the model's graph: operators by type, parameters, cell tree")
     model_args(sp)
     g = output_args(sp, max_rows=None)
     g.add_argument("--depth", type=int, default=3, metavar="N", help="cell tree depth to print (default 3)")
 
-    def plan_args(sp, anchors=True):
-        model_args(sp)
-        mesh_args(sp)
-        step_model_args(sp)
-        g = sp.add_argument_group("anchors and search")
-        if anchors:
-            anchors_args(g)
-            g.add_argument("--no-model-strategies", action="store_true",
-                           help="ignore the model's own shard() calls (by default they count as anchors)")
-        return g
 
+def _plan_commands(command) -> None:
+    """propagate, advise and explain."""
     sp = command("propagate", "propagate strategies from the anchors and report the redistribution cost")
     g = plan_args(sp)
     g.add_argument("--semi-auto", action="store_true",
@@ -185,6 +201,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--op", required=True, metavar="NAME", help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
     output_args(sp, max_rows=None)
 
+
+def _check_commands(command) -> None:
+    """verify and compare: strategist beside MindSpore and beside the experts."""
     sp = command("verify", "run MindSpore's own sharding propagation and compare it with strategist's plan",
                  "run MindSpore's own sharding propagation (a child process, CPU only is fine) and compare it "
                  "with strategist's plan, operator by operator")
@@ -221,6 +240,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="also run MindSpore's own propagation of the experts' anchors (a child process)")
     output_args(sp, max_rows="disagreement rows per column")
 
+
+def _sweep_command(command) -> None:
     sp = command("sweep", "which mesh and memory options for N devices, ranked by the step model",
                  "which mesh and memory options for N devices: every dp x tp x cp x ep x pp factorisation the "
                  "model's shapes allow, advised and priced by the step model under each memory option, ranked by "
@@ -245,7 +266,6 @@ def _parser() -> argparse.ArgumentParser:
                         "full_batch for MindFormers configs)")
     g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
     output_args(sp, max_rows="rows in each table")
-    return p
 
 
 def step_model_args(sp) -> None:
