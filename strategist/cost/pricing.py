@@ -274,6 +274,17 @@ def price(res: SearchResult) -> Plan:
     a2a = bool(g.enable_alltoall)      # MindSpore's enable_alltoall (a MindFormers config's)
     chosen = {op.name: casts.get(op.name) or res.chosen[op.name] for op in g}
     const_out, const_params = constant_gradients(res, chosen, casts)
+    edges = _edge_costs(res, g, hw, chosen, casts, needs_grad, a2a)
+    op_costs = _operator_costs(res, g, hw, chosen, a2a, needs_grad, grads_on_of, param_casts, const_out,
+                               const_params)
+    conflicts, incons, flops, traffic = _conflicts_and_work(res, g, chosen, edges, needs_grad)
+    return Plan(g, res.mesh, hw, res.user_anchors(), chosen, edges, op_costs,
+                conflicts, incons, res.warnings, flops, traffic=traffic)
+
+
+def _edge_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, casts: dict, needs_grad: dict,
+                a2a: bool) -> list[EdgeCost]:
+    """Every edge's redistribution, forward and backward (a tensor redistributed alike for several consumers sent once)."""
     edges: list[EdgeCost] = []
     sent: dict = {}          # (producer, output, layouts) -> the first consumer whose redistribution sends it
     transposed: dict = {}    # (producer, output, layouts) -> its transposes priced so far (<= strategist_copies)
@@ -337,6 +348,13 @@ def price(res: SearchResult) -> Plan:
                     bb, bs = pb.bytes_sent, pb.seconds
             edges.append(EdgeCost(src, op.name, j, slot, a, b, fwd, bwd, dtype, ms.communication, ms.computation,
                                   fb, fs, bb, bs))
+    return edges
+
+
+def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, needs_grad: dict, grads_on_of: dict,
+                    param_casts, const_out, const_params) -> dict[str, OpCost]:
+    """Each operator's own communication: partial sums it reduces, its Parameters' mirrors, the redistribution
+    inside a Reshape."""
     op_costs: dict[str, OpCost] = {}
     mirrored: set[str] = set()      # a Parameter read by several operators has one mirror (its gradients summed)
     for op in g:
@@ -412,6 +430,14 @@ def price(res: SearchResult) -> Plan:
         _PRICES[pk] = (res.key(op.name), s, hw, c if c.bytes else None)
         if c.bytes:
             op_costs[op.name] = c
+    _reshape_costs(res, g, hw, chosen, a2a, needs_grad, grads_on_of, param_casts, const_params, op_costs, mirrored)
+    return op_costs
+
+
+def _reshape_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, needs_grad: dict, grads_on_of: dict,
+                   param_casts, const_params, op_costs: dict, mirrored: set) -> None:
+    """Into ``op_costs``: the redistribution inside each Reshape whose output layout is not its input's data, and
+    its transpose for the gradient (``mirrored``: the Parameters whose mirror is already priced)."""
     # a Reshape whose output layout is not its input's data (MindSpore's ReshapeInfo picks the pair from its
     # producer's and consumer's candidates): the redistribution inside it, into the input-shape layout of
     # what it hands on, and its transpose for the gradient; a Reshape of a weight carries the weight's mirror
@@ -455,6 +481,10 @@ def price(res: SearchResult) -> Plan:
         c.steps = tuple(steps)
         if c.bytes:
             op_costs[op.name] = c
+
+
+def _conflicts_and_work(res: SearchResult, g: OpGraph, chosen: dict, edges: list, needs_grad: dict):
+    """The conflicts between two anchors' searches, and each operator's FLOPs or memory traffic."""
     conflicts = []
     for e in edges:
         if not e.forward.has_communication:
@@ -476,8 +506,7 @@ def price(res: SearchResult) -> Plan:
             t = memory_traffic(op, res.rule(op.name), s, needs_grad.get(op.name, False))
             if t:
                 traffic[op.name] = t
-    return Plan(g, res.mesh, hw, res.user_anchors(), chosen, edges, op_costs,
-                conflicts, incons, res.warnings, flops, traffic=traffic)
+    return conflicts, incons, flops, traffic
 
 
 #: operators that read only the rows they return from their table (its slice is not streamed whole)
