@@ -33,7 +33,8 @@ from ..propagate import price_plan, propagate
 from ..engine.search.caches import no_cyclic_gc
 from ..engine.search.layout_eq import same_placement
 from ..engine.search.structure import lazy_copies
-from .rules import DEFAULT_RULES, RULES_DIR, Rules, anchor_of, check_boundaries, load_rules, template_sharding
+from ..files.rules import DEFAULT_RULES, RULES_DIR, Rules, load_rules
+from .rules import anchor_of, check_boundaries, template_sharding
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, state_bytes, memory
 from .minimality import (PAY_FLOOR, PAY_WORTH, plan_diff, drop_siblings, every_line_pays, group_key, line_count,

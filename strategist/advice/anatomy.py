@@ -12,7 +12,8 @@ from ..engine.rules.factor import FactorRule, Sharding
 from ..vocab.anchors import Anchor
 from ..engine.search.caches import cached_rule
 from ..engine.search.structure import local_rows_marked
-from .rules import Rules, anchor_of, template_sharding
+from ..files.rules import Rules
+from .rules import anchor_of, template_sharding
 from .choice import Choice
 
 

@@ -7,7 +7,7 @@ from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
 from ..vocab.anchors import Anchor
 from ..engine.plan import Plan
-from .rules import Rules
+from ..files.rules import Rules
 
 
 @dataclass

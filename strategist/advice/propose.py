@@ -18,7 +18,8 @@ from .heuristics.boundaries import boundary_choice, long_sequence_notes
 from .heuristics.context import Context, context
 from .heuristics.fused import fused_choice, is_router, router_choice, unconfigurable
 from .heuristics.weights import weight_choice
-from .rules import Rules, anchor_of, template_sharding
+from ..files.rules import Rules
+from .rules import anchor_of, template_sharding
 
 
 def propose(graph: OpGraph, mesh: Mesh, rules: Rules, boundaries: dict[str, str] | None = None,

@@ -17,7 +17,8 @@ from ..engine.plan import Plan
 from ..engine.search.caches import cached_rule
 from ..engine.search.chooser import follow
 from ..engine.search.layout_eq import same_placement
-from .rules import Rules, anchor_of, template_sharding
+from ..files.rules import Rules
+from .rules import anchor_of, template_sharding
 from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes
 from .minimality import PAY_FLOOR, PAY_WORTH, plan_diff, group_key, same_plan

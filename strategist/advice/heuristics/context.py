@@ -9,7 +9,7 @@ from ...vocab.graph import OpGraph
 from ...vocab.mesh import Mesh
 from ..anatomy import (attention_projections, flippable, op_roles, preferences, sp_templates, uses_sequence_parallel,
                        weight_params)
-from ..rules import Rules
+from ...files.rules import Rules
 from .boundaries import boundary_ops
 
 

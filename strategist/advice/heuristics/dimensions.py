@@ -13,7 +13,8 @@ from ...vocab.graph import OpGraph
 from ...vocab.mesh import Mesh
 from ..choice import Choice
 from ..refine import attention_chain_heads
-from ..rules import Rules, anchor_of
+from ...files.rules import Rules
+from ..rules import anchor_of
 
 
 def add_dimension_anchors(graph: OpGraph, mesh: Mesh, rules: Rules, plan: Plan, proposed: list[Choice],

@@ -10,7 +10,8 @@ from ...vocab.graph import Op, OpGraph
 from ...vocab.mesh import Mesh
 from ..anatomy import is_sequence_first, token_template, weight_params
 from ..choice import Choice
-from ..rules import Rules, anchor_of, template_sharding
+from ...files.rules import Rules
+from ..rules import anchor_of, template_sharding
 
 
 def is_router(ctx, op: Op) -> bool:
