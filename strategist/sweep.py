@@ -326,8 +326,12 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
                 over = (row["memory"] or 0) - (row["capacity"] or 0)
                 c.reason = f"out of memory by {over / 2**30:.1f} GiB per device"
                 result.unfit.append(c)
-    key = lambda c: (c.step_s, c.mesh, c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]),
-                     c.options["optimizer_parallel"])
+    def key(c):
+        # equal steps (a plan MindSpore lays out alike under two meshes' names: no anchor, the dataset split over
+        # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
+        mesh = dict(a.split("=") for a in c.mesh.split(","))
+        return (round(c.step_s, 12), sum(1 for a in mesh if a != "dp"), c.memory_bytes or 0, c.mesh,
+                c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"])
     result.ranked.sort(key=key)
     result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.step_s))
     if best and result.ranked:

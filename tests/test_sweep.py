@@ -134,3 +134,36 @@ def test_cli_sweep_json(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "strategist", "sweep", TINY, "--devices", "4", "--axes", "dp,xx"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "bad --axes" in bad.stderr
+
+
+MLP = os.path.join(ROOT, "examples", "mlp.py") + ":MegatronMLP"
+
+
+@pytest.mark.parametrize("kwargs, best", [
+    # activations (65536 x 1024 per linear) dwarf the weights (256 x 1024): data parallel over all 8 devices
+    (["hidden=256", "ffn=1024", "tokens=65536"], "dp=8"),
+    # weights (8192 x 32768, 1 GiB of gradients) dwarf the activations (64 tokens): Megatron's pair over all 8
+    (["hidden=8192", "ffn=32768", "tokens=64"], "tp=8"),
+])
+def test_hand_ordered_mlps(kwargs, best):
+    g = load_graph(MLP, None, kwargs)
+    r = sweep_graph(g, 8, axes=("dp", "tp"), workers=1, best=0)
+    assert r.ranked[0].mesh == best, [(c.mesh, c.step_s) for c in r.ranked[:6]]
+
+
+def test_only_the_parallel_optimizer_fits(tmp_path):
+    # the wide MLP at dp=8: every device keeps the 8192 x 32768 x 2 weights (1 GiB of fp16 with their gradients
+    # and Adam's fp32 moments ~ 6 GiB); the parallel optimizer shards states over the 8 replicas
+    g = load_graph(MLP, None, ["hidden=8192", "ffn=32768", "tokens=64"])
+    prof = yaml.safe_load(open(os.path.join(ROOT, "rules", "hardware", "atlas-800t-a2.yaml")))
+    prof["step_model"]["memory_reserved_GB"]["value"] = 0
+    full = sweep_graph(g, 8, axes=("dp",), workers=1, best=0)
+    on = [c for c in full.ranked if c.options["optimizer_parallel"]][0].memory_bytes
+    off = [c for c in full.ranked if not c.options["optimizer_parallel"]][0].memory_bytes
+    assert on < off
+    prof["step_model"]["memory_GB"]["value"] = (on + off) / 2 / 1e9        # between the two
+    path = tmp_path / "card.yaml"
+    path.write_text(yaml.safe_dump(prof))
+    r = sweep_graph(g, 8, hardware=str(path), axes=("dp",), workers=1, best=0)
+    assert r.ranked and all(c.options["optimizer_parallel"] for c in r.ranked)
+    assert r.unfit and all(not c.options["optimizer_parallel"] for c in r.unfit)
