@@ -407,6 +407,20 @@ def main(argv: list[str] | None = None) -> int:
     return run_guarded(_main, argv)
 
 
+def console() -> None:
+    """The ``strategist`` executable (and ``python -m strategist``): :func:`main`, then the process ends at once
+    with its code, its output flushed. Its signal handling stays until then: Python's own shutdown would put the
+    default SIGINT handler back first, and a Ctrl-C arriving there would kill the process with a traceback-less
+    -2 instead of strategist's one line and 130."""
+    sys.dont_write_bytecode = True
+    from .progress import leave_with, run_guarded
+    try:
+        code = run_guarded(_main, None, restore=False)
+    except SystemExit as done:              # argparse's --help, --version and usage errors
+        code = done.code
+    leave_with(code)
+
+
 def _main(argv: list[str] | None = None) -> int:
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
@@ -519,6 +533,9 @@ def _main(argv: list[str] | None = None) -> int:
                 _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
             else:
                 _write(args, sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
+            if result.interrupted:
+                _say(said + [f"interrupted: the ranking of the {result.meshes_advised} meshes advised so far"])
+                return 130
         _say(said)          # after the work: a refusal stays one line
         return 0
     except StrategistError as err:

@@ -107,15 +107,33 @@ _LEAVING = threading.RLock()      # held by the one path that performs the exit
 _leaving = False                  # set by that path once it holds the lock
 _CHILDREN: set[int] = set()       # process groups of this run's children (verify's MindSpore child)
 _EXIT = os._exit                  # taken now: a model file being imported runs with os._exit refused
+_RAISING = 0                      # inside interrupt_raises(): the first SIGINT raises KeyboardInterrupt
+_SIGINTS = [0]                    # SIGINTs the watcher has seen inside interrupt_raises()
+_RAISED = threading.Event()       # the main thread has raised the first one
+_ARMED = threading.Event()        # the backstop is running
+_BACKSTOP_S = 10.0                # how long the raised KeyboardInterrupt has to end the run before _leave does
 
 
-def add_child(pgid: int) -> None:
-    """Record a child process group: an interrupted run kills it before exiting."""
-    _CHILDREN.add(pgid)
+@contextlib.contextmanager
+def interrupt_raises():
+    """Work that can stop early with what it has (``strategist sweep``): inside, the first Ctrl-C raises
+    ``KeyboardInterrupt`` in the main thread instead of leaving, so the caller can report its partial result. The
+    run still ends within ``_BACKSTOP_S`` seconds if that does not happen (the main thread inside C code), and a
+    second Ctrl-C, or a SIGTERM, leaves at once as anywhere else."""
+    global _RAISING
+    _RAISING += 1
+    try:
+        yield
+    finally:
+        _RAISING -= 1
 
 
-def remove_child(pgid: int) -> None:
-    _CHILDREN.discard(pgid)
+def _arm_backstop() -> None:
+    if not _ARMED.is_set():
+        _ARMED.set()
+        t = threading.Timer(_BACKSTOP_S, _leave, args=(130,))
+        t.daemon = True
+        t.start()
 
 
 def _leave(code: int) -> None:
@@ -152,6 +170,10 @@ def _interrupted() -> None:
 
 
 def _on_signal(signum, frame):
+    if _RAISING and signum == signal.SIGINT and not _RAISED.is_set():
+        _RAISED.set()
+        _arm_backstop()
+        raise KeyboardInterrupt
     _leave(_EXIT_CODES.get(signum, 128 + int(signum)))
 
 
@@ -169,6 +191,12 @@ def _watch(rfd: int) -> None:
             with contextlib.suppress(OSError):
                 os.close(rfd)
             return
+        if _RAISING and signal.SIGINT in data and signal.SIGTERM not in data:
+            _SIGINTS[0] += data.count(signal.SIGINT)
+            if _SIGINTS[0] < 2:             # the first Ctrl-C: the main thread's handler raises it
+                _arm_backstop()
+                continue
+            _leave(130)
         for signum, code in _EXIT_CODES.items():
             if signum in data:
                 _leave(code)
@@ -218,8 +246,27 @@ class _ClosedStdout:
         raise OSError(errno.EBADF, "stdout is closed")
 
 
-def run_guarded(fn, *args) -> int:
-    """Run ``fn(*args)`` (the CLI body) under strategist's Ctrl-C and stdout handling; its exit code."""
+def leave_with(code) -> None:
+    """End the process now with ``code`` (``SystemExit``'s: None is 0, a message is printed and is 1), stdout and
+    stderr flushed, skipping the interpreter's shutdown (where signals would take their default action again)."""
+    if code is not None and not isinstance(code, int):
+        with contextlib.suppress(Exception):
+            print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            code = code or 141
+        except (OSError, ValueError, AttributeError):
+            pass
+    _EXIT(code or 0)
+
+
+def run_guarded(fn, *args, restore: bool = True) -> int:
+    """Run ``fn(*args)`` (the CLI body) under strategist's Ctrl-C and stdout handling; its exit code.
+    ``restore=False`` (the ``strategist`` executable, which exits right after): the signal handlers stay, so a
+    signal arriving while the process exits still ends it through :func:`_leave`."""
     global _RUN_TMP
     in_main = threading.current_thread() is threading.main_thread()
     saved_handlers = {n: signal.getsignal(n) for n in _EXIT_CODES} if in_main else {}
@@ -269,7 +316,7 @@ def run_guarded(fn, *args) -> int:
                 if fd is not None:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            for signum, handler in saved_handlers.items():
+            for signum, handler in saved_handlers.items() if restore else ():
                 with contextlib.suppress(ValueError, TypeError):
                     signal.signal(signum, handler)
             tempfile.tempdir = saved_tmp

@@ -274,13 +274,14 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     workers = workers or min(len(todo), os.cpu_count() or 1) or 1
     results: dict[int, dict] = {}
     try:
-        for k, out in progress.bar(_run(graph, hardware, dataset_strategy, rules, todo, workers), "sweep",
-                                   total=len(todo)):
-            results[k] = out
+        with progress.interrupt_raises():        # Ctrl-C: stop, and rank what was advised so far
+            for k, out in progress.bar(_run(graph, hardware, dataset_strategy, rules, todo, workers), "sweep",
+                                       total=len(todo)):
+                results[k] = out
     except KeyboardInterrupt:
         result.interrupted = True
     result.meshes_advised = len(results)
-    _rank(result, todo, results, best, graph, hardware, dataset_strategy, rules)
+    _rank(result, todo, results, 0 if result.interrupted else best, graph, hardware, dataset_strategy, rules)
     return result
 
 
@@ -298,8 +299,12 @@ def _run(graph, hardware, dataset_strategy, rules, todo, workers):
         futures = {pool.submit(_advise_mesh, mesh, opts, False): k for k, (mesh, opts) in enumerate(todo)}
         for f in cf.as_completed(futures):
             yield futures[f], f.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:                          # Ctrl-C: the meshes still being advised are not waited for
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _rank(result: SweepResult, todo, results, best: int, graph, hardware, dataset_strategy, rules) -> None:

@@ -167,3 +167,31 @@ def test_only_the_parallel_optimizer_fits(tmp_path):
     r = sweep_graph(g, 8, hardware=str(path), axes=("dp",), workers=1, best=0)
     assert r.ranked and all(c.options["optimizer_parallel"] for c in r.ranked)
     assert r.unfit and all(not c.options["optimizer_parallel"] for c in r.unfit)
+
+
+@pytest.mark.parametrize("signals, code", [(1, 130), (2, 130)])
+def test_ctrl_c_stops_the_sweep_with_its_ranking_so_far(tmp_path, signals, code):
+    """One Ctrl-C during the sweep: the meshes advised so far are ranked and printed, exit 130; a second one
+    leaves at once, as anywhere."""
+    import signal
+    import time
+    marks = tmp_path / "phases"
+    env = dict(os.environ, STRATEGIST_PHASE_FILE=str(marks))
+    p = subprocess.Popen([sys.executable, "-m", "strategist", "sweep", TINY, "--kwargs", "layers=4", "batch=16",
+                          "--devices", "8", "--axes", "dp,tp,pp", "--workers", "1"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and p.poll() is None and not (marks.exists() and "sweep" in marks.read_text()):
+        time.sleep(0.01)
+    time.sleep(1.0)
+    for k in range(signals):
+        if k:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == code, (p.returncode, err[-2000:])
+    if signals == 1:
+        assert "(interrupted: what was ranked so far)" in out and "Ranked (fastest first)" in out
+        assert err.strip().splitlines()[-1].startswith("strategist: interrupted: the ranking of the ")
+    else:       # the second Ctrl-C leaves at once: before the report, or after it, while the process exits
+        assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("strategist: interrupted")
