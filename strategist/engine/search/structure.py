@@ -121,6 +121,15 @@ def folded_graph(graph: OpGraph, forward: bool) -> OpGraph:
     return per_graph(f"lazy_folded{int(bool(forward))}", graph, compute)
 
 
+def _input_edge(x, slot: int, dataset: tuple) -> tuple | None:
+    """``(source, output index, slot)`` of an operator input from another operator or the dataset, else None."""
+    if x.kind == "op":
+        return (x.ref, x.index, slot)
+    if x.kind == "input" and x.ref in dataset:
+        return (DATASET, dataset.index(x.ref), slot)
+    return None
+
+
 def graph_structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     """``(succ, prev, data_prev, created, idents, ops, edge_specs)`` of ``graph``: adjacency in MindSpore's order
     (successors by consumer creation order, predecessors by input slot), every tensor flowing between two
@@ -138,20 +147,13 @@ def graph_structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     cost_graph = folded_graph(graph, forward)        # the search's edges and order: one reused graph per lazy class
     for op in graph:
         for slot, x in enumerate(op.inputs):
-            if x.kind == "op":
-                e = (x.ref, x.index, slot)
-            elif x.kind == "input" and x.ref in dataset:
-                e = (DATASET, dataset.index(x.ref), slot)
-            else:
-                continue
-            data_prev[op.name].append(e)
+            e = _input_edge(x, slot, dataset)
+            if e is not None:
+                data_prev[op.name].append(e)
     for op in cost_graph:
         for slot, x in enumerate(op.inputs):
-            if x.kind == "op":
-                e = (x.ref, x.index, slot)
-            elif x.kind == "input" and x.ref in dataset:
-                e = (DATASET, dataset.index(x.ref), slot)
-            else:
+            e = _input_edge(x, slot, dataset)
+            if e is None:
                 continue
             if x.edge:
                 prev[op.name].append(e)
