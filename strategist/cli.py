@@ -421,6 +421,32 @@ def console() -> None:
     leave_with(code)
 
 
+def _sweep(parser, args, said: list) -> int:
+    """``strategist sweep``: the ranking (partial, exit 130, after a Ctrl-C)."""
+    from .api import parse_dataset_strategy
+    import json
+    from .report.sweep import sweep_text
+    from .sweep import sweep_model
+    if args.devices < 1 or (args.workers is not None and args.workers < 1):
+        _command_parser(parser, "sweep").error("--devices and --workers must be >= 1")
+    result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs,
+                         training=not args.eval, hardware=args.hardware,
+                         axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
+                         max_tp=args.max_tp, max_pp=args.max_pp,
+                         micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
+                         dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
+                         workers=args.workers)
+    if args.format == "json":
+        _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
+    else:
+        _write(args, sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
+    if result.interrupted:
+        _say(said + [f"interrupted: the ranking of the {result.meshes_advised} meshes advised so far"])
+        return 130
+    _say(said)
+    return 0
+
+
 def _main(argv: list[str] | None = None) -> int:
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
@@ -517,25 +543,7 @@ def _main(argv: list[str] | None = None) -> int:
                 _write(args, _md_block(text) if args.format == "md" else text)
             said = list(said) + [cmp.timings()]
         elif args.command == "sweep":
-            import json
-            from .report.sweep import sweep_text
-            from .sweep import sweep_model
-            if args.devices < 1 or (args.workers is not None and args.workers < 1):
-                _command_parser(parser, "sweep").error("--devices and --workers must be >= 1")
-            result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs,
-                                 training=not args.eval, hardware=args.hardware,
-                                 axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
-                                 max_tp=args.max_tp, max_pp=args.max_pp,
-                                 micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
-                                 dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
-                                 workers=args.workers)
-            if args.format == "json":
-                _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
-            else:
-                _write(args, sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
-            if result.interrupted:
-                _say(said + [f"interrupted: the ranking of the {result.meshes_advised} meshes advised so far"])
-                return 130
+            return _sweep(parser, args, said)
         _say(said)          # after the work: a refusal stays one line
         return 0
     except StrategistError as err:

@@ -128,6 +128,15 @@ def interrupt_raises():
         _RAISING -= 1
 
 
+def add_child(pgid: int) -> None:
+    """Record a child process group: an interrupted run kills it before exiting."""
+    _CHILDREN.add(pgid)
+
+
+def remove_child(pgid: int) -> None:
+    _CHILDREN.discard(pgid)
+
+
 def _arm_backstop() -> None:
     if not _ARMED.is_set():
         _ARMED.set()
