@@ -304,13 +304,12 @@ def test_self_defined_concat_live():
 
 def test_strategist_failure_still_shows_mindspore_answer(graph_of, monkeypatch):
     """MindSpore may accept what strategist refuses: verify then reports a disagreement (exit 1), not an error."""
-    import strategist.propagate as propagate_mod
     from strategist.errors import StrategyError
     from strategist.verify import runner, verify_model
 
     def refuse(*a, **k):
         raise StrategyError("no rule for Mystery")
-    monkeypatch.setattr(propagate_mod, "propagate", refuse)
+    monkeypatch.setattr(runner, "propagate", refuse)          # strategist's propagation, as verify calls it
     monkeypatch.setattr(runner, "mindspore_plan", lambda *a, **k: MsPlan.from_dict(json.loads(json.dumps(DOCS_FFN_MS))))
     c = verify_model(DOCS_FFN, "dp=2,tp=4", graph=graph_of("examples/sharding_techniques.py:DocsFFN"))
     assert not c.all_agree and len(c.only_theirs) == 6 and not c.dataset_agrees
