@@ -520,8 +520,9 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
     and the output's gradient and writes the inputs' gradients), once otherwise. Replicated work is
     charged in full on each device, as its FLOPs are for MatMuls.
 
-    >>> from strategist.frontend.graph import Input, Op, TensorSpec
-    >>> from strategist.engine.ops import rule_for, shard
+    >>> from strategist.vocab.graph import Input, Op, TensorSpec
+    >>> from strategist.engine.rules.registry import rule_for
+    >>> from strategist.engine.rules.sharding import shard
     >>> x = TensorSpec((8, 1024), "float32")
     >>> op = Op("relu", "ReLU", "", "", "relu", "", (Input("input", "x", spec=x),), (x,))
     >>> r = rule_for(op)
