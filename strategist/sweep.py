@@ -28,12 +28,15 @@ from dataclasses import dataclass, field
 from . import progress
 from .cost.step import StepOptions, estimate_with
 from .errors import InputSpecError, StrategistError
+from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
 from .vocab.graph import OpGraph
 from .vocab.mesh import Mesh
 
 AXES = ("dp", "tp", "cp", "ep", "pp")
 RECOMPUTE = ("none", "selective", "full")
+#: the repeated layers each mesh is advised on; the anchors advised there are copied onto the others
+ADVISE_LAYERS = 2
 
 
 @dataclass(frozen=True)
@@ -183,15 +186,17 @@ def mesh_text(mesh: dict) -> str:
 def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = None,
                 dataset_strategy="data_parallel") -> list[StepOptions]:
     """The memory options tried on ``mesh``: recompute none/selective/full x the parallel optimizer (where dp > 1)
-    x the micro-batch count (1 without pp; with pp, pp, 2 pp and 4 pp where each micro-batch still splits as the
-    dataset strategy splits the batch)."""
+    x the micro-batch count (``micro_batches``, by default 1 without pp and pp, 2 pp, 4 pp ... up to the batch with
+    it), each count one whose micro-batch still splits as the dataset strategy splits the batch."""
     dp, pp = mesh.get("dp", 1), mesh.get("pp", 1)
     split = math.prod(mesh.values()) // pp if dataset_strategy == "data_parallel" else dp
-    if pp > 1:
-        counts = tuple(m for m in (micro_batches or (pp, 2 * pp, 4 * pp))
-                       if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
+    if micro_batches:
+        counts = tuple(micro_batches)
+    elif pp == 1:
+        counts = (1,)
     else:
-        counts = tuple(micro_batches or (1,))
+        counts = tuple(pp << i for i in range(3 if s.batch is None else max(1, (s.batch // pp).bit_length())))
+    counts = tuple(m for m in counts if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
     zero = (False, True) if dp > 1 else (False,)
     return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z)
             for m in counts for r in RECOMPUTE for z in zero]
@@ -203,27 +208,41 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
 _WORKER: dict = {}
 
 
-def _init_worker(graph, hardware, dataset_strategy, rules):
-    _WORKER.update(graph=graph, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
+def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS):
+    base = truncate_layers(graph, advise_layers) if advise_layers else graph
+    _WORKER.update(graph=graph, base=base, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
+
+
+def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_strategy):
+    """(the advice on ``base``, the plan of ``graph`` it leads to, that plan's anchors): where ``base`` is ``graph`` cut down to its
+    first layers (:func:`~strategist.frontend.layers.truncate_layers`), the anchors advised there copied onto every
+    layer and propagated over the whole graph."""
+    from .advice.advisor import advise
+    from .propagate import propagate
+    advice = advise(base, mesh, rules=rules, hardware=hw, dataset_strategy=dataset_strategy)
+    if base is graph:
+        return advice, advice.plan, advice.anchors
+    anchors = copy_anchors(advice.anchors, base, graph)
+    return advice, propagate(graph, mesh, anchors, use_model_strategies=False, dataset_strategy=dataset_strategy,
+                             hardware=hw), anchors
 
 
 def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> dict:
     """In a worker: the advice for ``mesh`` without its pp axis and each option set's step on its plan."""
-    from .advice.advisor import advise, load_rules
+    from .advice.advisor import load_rules
     from .files.hardware import load_hardware
     from .report.render import advice_dict
     w = _WORKER
     inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
     hw = load_hardware(w["hardware"])
     try:
-        advice = advise(w["graph"], inner, rules=load_rules(w["rules"]), hardware=hw,
-                        dataset_strategy=w["dataset_strategy"])
+        advice, plan, anchors = mesh_plan(w["graph"], w["base"], inner, load_rules(w["rules"]), hw, w["dataset_strategy"])
     except StrategistError as err:
         return {"error": str(err).splitlines()[0]}
     rows = []
     for opts in options:
         try:
-            est = estimate_with(advice.plan, opts)
+            est = estimate_with(plan, opts)
         except StrategistError as err:
             rows.append({"error": str(err).splitlines()[0]})
             continue
@@ -232,9 +251,14 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
         rows.append({"step_s": est.step_s, "throughput": dict(est.throughput), "memory": mem.get("total"),
                      "capacity": mem.get("capacity"), "fits": bool(mem.get("fits")),
                      "exposed_s": sched.get("communication_not_overlapped_s")})
-    out = {"anchors": len(advice.chosen), "rows": rows}
+    out = {"anchors": len(anchors), "rows": rows}
     if with_advice:
         out["advice"] = advice_dict(advice)
+        if plan is not advice.plan:
+            layers = len(layer_block(w["graph"])[1])
+            out["advice"]["advised_on"] = (f"the first {len(layer_block(w['base'])[1])} of the {layers} repeated "
+                                           f"layers; the anchors of the last one copied onto the others "
+                                           f"({len(anchors)} anchors on the whole graph)")
     return out
 
 

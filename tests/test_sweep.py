@@ -195,3 +195,21 @@ def test_ctrl_c_stops_the_sweep_with_its_ranking_so_far(tmp_path, signals, code)
         assert err.strip().splitlines()[-1].startswith("strategist: interrupted: the ranking of the ")
     else:       # the second Ctrl-C leaves at once: before the report, or after it, while the process exits
         assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("strategist: interrupted")
+
+
+def test_a_mesh_advised_on_two_layers_is_the_whole_graphs_advice(tiny):
+    # the sweep advises each mesh on the first two of the four layers and copies the last one's anchors onto the
+    # others: the same anchors, layouts and step as advising the four-layer graph itself
+    from strategist.advice.advisor import load_rules
+    from strategist.frontend.layers import truncate_layers
+    from strategist.sweep import mesh_plan
+    hw, mesh = load_hardware("atlas-800t-a2"), Mesh.parse("dp=2,tp=4")
+    base = truncate_layers(tiny, 2)
+    assert len({op.layer for op in base if op.layer}) == 2
+    _adv, plan, anchors = mesh_plan(tiny, base, mesh, load_rules(), hw, "data_parallel")
+    whole = advise(tiny, mesh, hardware=hw, dataset_strategy="data_parallel")
+    assert anchors and {n: a.strategy for n, a in anchors.items()} == \
+        {n: a.strategy for n, a in whole.anchors.items()}
+    assert {n: c.strategy for n, c in plan.choices.items()} == {n: c.strategy for n, c in whole.plan.choices.items()}
+    opts = StepOptions(micro_batches=2, recompute="selective")
+    assert estimate_with(plan, opts).step_s == pytest.approx(estimate_with(whole.plan, opts).step_s, rel=1e-12)
