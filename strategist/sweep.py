@@ -197,9 +197,17 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
     else:
         counts = tuple(pp << i for i in range(3 if s.batch is None else max(1, (s.batch // pp).bit_length())))
     counts = tuple(m for m in counts if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
-    zero = (False, True) if dp > 1 else (False,)
-    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z)
-            for m in counts for r in RECOMPUTE for z in zero]
+    inner = math.prod(mesh.values()) // pp
+    # the parallel optimizer shards every weight over the devices holding the same slice of it: the dp replicas,
+    # and for a weight tp leaves whole (a norm's), its tp peers too
+    zero = (False, True) if inner > 1 else (False,)
+    # fine-grained multi-copy (MindFormers' fine_grain_interleave) hides a layer's tp collectives behind its other copy
+    copies = (1, 2) if mesh.get("tp", 1) > 1 else (1,)
+    per_stage = s.layers // pp if s.layers and s.layers % pp == 0 else 0
+    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z, interleave=k,
+                        # MindFormers' selective recompute with its communication recompute of the norms, every layer
+                        comm_recompute_layers=(per_stage,) * pp if r == "selective" and per_stage else ())
+            for m in counts for r in RECOMPUTE for z in zero for k in copies]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -264,7 +272,7 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
 
 def _options_dict(o: StepOptions) -> dict:
     return {"recompute": o.recompute, "optimizer_parallel": bool(o.optimizer_parallel),
-            "micro_batches": o.micro_batches}
+            "micro_batches": o.micro_batches, "interleave": o.interleave}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -360,7 +368,8 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
         # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
         mesh = dict(a.split("=") for a in c.mesh.split(","))
         return (round(c.step_s, 12), sum(1 for a in mesh if a != "dp"), c.memory_bytes or 0, c.mesh,
-                c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"])
+                c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
+                c.options["interleave"])
     result.ranked.sort(key=key)
     result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.step_s))
     if best and result.ranked:
@@ -383,7 +392,9 @@ def parallel_config(c: Config) -> dict:
                                                 "context_parallel": mesh["cp"], "expert_parallel": mesh["ep"],
                                                 "pipeline_stage": mesh["pp"], "micro_batch_num": o["micro_batches"]},
                             "recompute_config": {"recompute": o["recompute"] == "full",
-                                                 "select_recompute": o["recompute"] == "selective"},
+                                                 "select_recompute": o["recompute"] == "selective",
+                                                 "select_comm_recompute": o["recompute"] == "selective"},
+                            "model_config": {"fine_grain_interleave": o.get("interleave", 1)},
                             "parallel": {"enable_parallel_optimizer": o["optimizer_parallel"]}},
             "mindspore": {"pipeline_stages": mesh["pp"], "enable_parallel_optimizer": o["optimizer_parallel"]}}
 

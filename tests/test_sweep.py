@@ -67,11 +67,17 @@ def test_option_sets_by_hand():
     # m = 2 (8 rows) and 4 (4 rows) do, 8 (2 rows) does not
     opts = option_sets({"dp": 2, "tp": 2, "pp": 2}, SHAPES, None, "data_parallel")
     assert sorted({o.micro_batches for o in opts}) == [2, 4]
-    assert len(opts) == 2 * 3 * 2                    # micro-batches x recompute x parallel optimizer on/off
+    # micro-batches x recompute x parallel optimizer on/off x one or two fine-grained copies (tp > 1)
+    assert len(opts) == 2 * 3 * 2 * 2
     assert {o.pp for o in opts} == {2}
-    one = option_sets({"tp": 8}, SHAPES, None, "full_batch")     # dp = 1: the parallel optimizer has no replicas
-    assert [(o.micro_batches, o.recompute, o.optimizer_parallel) for o in one] == \
-        [(1, "none", False), (1, "selective", False), (1, "full", False)]
+    # selective recompute is MindFormers' select_recompute with select_comm_recompute on each stage's 16 layers
+    assert {o.comm_recompute_layers for o in opts if o.recompute == "selective"} == {(16, 16)}
+    assert {o.comm_recompute_layers for o in opts if o.recompute != "selective"} == {()}
+    one = option_sets({"dp": 8}, SHAPES, None, "full_batch")     # tp = 1: nothing for a second copy to hide
+    assert [(o.micro_batches, o.recompute, o.optimizer_parallel, o.interleave) for o in one] == \
+        [(1, r, z, 1) for r in ("none", "selective", "full") for z in (False, True)]
+    alone = option_sets({"dp": 1}, SHAPES, None, "full_batch")   # one device: no replica to shard the optimizer over
+    assert {o.optimizer_parallel for o in alone} == {False}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +106,10 @@ def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
     adv = advise(tiny, Mesh.parse(inner), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="data_parallel")
     est = estimate_with(adv.plan, StepOptions(pp=pp, micro_batches=c.options["micro_batches"],
                                               recompute=c.options["recompute"],
-                                              optimizer_parallel=c.options["optimizer_parallel"]))
+                                              optimizer_parallel=c.options["optimizer_parallel"],
+                                              interleave=c.options["interleave"],
+                                              comm_recompute_layers=(4 // pp,) * pp if c.options["recompute"] ==
+                                              "selective" else ()))
     assert est.step_s == pytest.approx(c.step_s, rel=1e-12)
     assert c.anchors == len(adv.chosen)
     # the best meshes are distinct, each with its advice and settings
@@ -109,7 +118,7 @@ def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
     d = r.to_dict()
     assert set(d["ranked"][0]) >= {"mesh", "options", "step_s", "tokens_per_s_per_device", "memory_bytes", "fits",
                                    "reason"}
-    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches"}
+    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches", "interleave"}
 
 
 def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):
