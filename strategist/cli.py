@@ -254,8 +254,8 @@ def _sweep_command(command) -> None:
     g.add_argument("--max-tp", type=int, metavar="N", help="the largest tp tried")
     g.add_argument("--max-pp", type=int, metavar="N", help="the largest pp tried")
     g.add_argument("--micro-batches", type=int, action="append", metavar="M",
-                   help="micro-batch counts tried with pp; repeatable (default pp, 2 pp and 4 pp where they "
-                        "split the batch)")
+                   help="micro-batch counts tried on every mesh (gradient accumulation without pp); repeatable "
+                        "(default 1 without pp; pp, 2 pp, 4 pp ... with it, where they split the batch)")
     profiles = _hardware_profiles()
     g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
                    help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)" if profiles
