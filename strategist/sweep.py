@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import progress
-from .cost.step import StepOptions, estimate_with
+from .cost.step import StepOptions, estimate_with, memory_with
 from .errors import InputSpecError, StrategistError
 from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
@@ -250,6 +250,11 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
     rows = []
     for opts in options:
         try:
+            mem = memory_with(plan, opts)
+            if not mem.get("fits"):        # out of memory: not scheduled, its memory says by how much
+                rows.append({"step_s": None, "throughput": {}, "memory": mem.get("total"),
+                             "capacity": mem.get("capacity"), "fits": False, "exposed_s": None})
+                continue
             est = estimate_with(plan, opts)
         except StrategistError as err:
             rows.append({"error": str(err).splitlines()[0]})
@@ -371,7 +376,7 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
                 c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
                 c.options["interleave"])
     result.ranked.sort(key=key)
-    result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.step_s))
+    result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.mesh))
     if best and result.ranked:
         _init_worker(graph, hardware, dataset_strategy, rules)
         firsts = [c for k, c in enumerate(result.ranked) if c.mesh not in {d.mesh for d in result.ranked[:k]}]

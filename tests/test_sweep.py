@@ -222,3 +222,12 @@ def test_a_mesh_advised_on_two_layers_is_the_whole_graphs_advice(tiny):
     assert {n: c.strategy for n, c in plan.choices.items()} == {n: c.strategy for n, c in whole.plan.choices.items()}
     opts = StepOptions(micro_batches=2, recompute="selective")
     assert estimate_with(plan, opts).step_s == pytest.approx(estimate_with(whole.plan, opts).step_s, rel=1e-12)
+
+
+def test_memory_without_the_schedule_is_the_estimates(tiny):
+    # the sweep reads a configuration's memory before scheduling it: the same figures as the full estimate's
+    from strategist.cost.step import memory_with
+    plan = advise(tiny, Mesh.parse("dp=2,tp=2"), hardware=load_hardware("atlas-800t-a2")).plan
+    for opts in (StepOptions(), StepOptions(pp=2, micro_batches=4, recompute="selective", optimizer_parallel=True),
+                 StepOptions(pp=4, micro_batches=8, recompute="full", comm_recompute_layers=(1, 1, 1, 1))):
+        assert memory_with(plan, opts) == estimate_with(plan, opts).memory

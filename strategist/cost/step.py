@@ -383,11 +383,7 @@ class StepEstimate:
         return self._summaries()[1]
 
     def _stage_memory(self, s: int) -> dict:
-        o = self.opts
-        return stage_memory(self.plan, self.runs[s][0], devices=self.plan.mesh.size, recompute=o.recompute,
-                            optimizer_parallel=self.zero is not None, micro_batches=o.micro_batches,
-                            in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof,
-                            drop=selective_drop(self.plan.graph, o) if o.recompute != "full" else None)
+        return _memory_of_stage(self.plan, self.runs[s][0], s, self.opts, self.zero, self.prof)
 
     def _stages(self) -> list:
         if self._memory is None:
@@ -409,6 +405,27 @@ class StepEstimate:
     def to_dict(self) -> dict:
         return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
                 "throughput": self.throughput, "options": self.options, "per_stage": self.per_stage}
+
+
+def _memory_of_stage(plan, names: set, s: int, o: StepOptions, zero, prof) -> dict:
+    return stage_memory(plan, names, devices=plan.mesh.size, recompute=o.recompute,
+                        optimizer_parallel=zero is not None, micro_batches=o.micro_batches,
+                        in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=prof,
+                        drop=selective_drop(plan.graph, o) if o.recompute != "full" else None)
+
+
+def memory_with(plan, opts: StepOptions) -> dict:
+    """:attr:`StepEstimate.memory` of ``plan`` under ``opts`` without scheduling the step (the memory a stage keeps
+    does not depend on the schedule): a sweep schedules only the configurations that fit."""
+    opts = opts.check()
+    prof = step_profile_of(plan.hardware, opts.overrides)
+    zero = _zero(plan, opts)
+    stage = _stages(plan.graph, opts.pp, opts.offset or None)
+    names = [{op.name for op in plan.graph if stage[op.name] == k} for k in range(opts.pp)] if opts.pp > 1 else \
+        [{op.name for op in plan.graph}]
+    mems = [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
+    k = max(range(len(mems)), key=lambda i: mems[i]["total"])
+    return {**mems[k], "stage": k}
 
 
 def estimate(plan) -> StepEstimate | None:
