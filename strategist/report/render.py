@@ -8,6 +8,8 @@ import os
 from ..engine.search import alternatives
 from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
+from .groups import short_label
+from .layers import repeated
 from .step import memory_lines, per_layer_rows, step_dict, step_lines
 
 
@@ -70,14 +72,60 @@ def _path_key(path: str):
 # --------------------------------------------------------------------------------------
 # propagation plans
 
-def render_table(header, rows, markdown: bool = False) -> list[str]:
-    """Lines of an aligned console table, or a Markdown table (cells' ``|`` escaped)."""
+#: the console tables' width (``render_table``): wider cells wrap onto continuation lines
+TABLE_WIDTH = 120
+
+
+def render_table(header, rows, markdown: bool = False, width: int | None = TABLE_WIDTH) -> list[str]:
+    """Lines of an aligned console table, or a Markdown table (cells' ``|`` escaped). A console table wider than
+    ``width`` columns has its widest columns narrowed and their cells wrapped onto continuation lines.
+
+    >>> for line in render_table(["a", "b"], [("x", "one two three four")], width=12):
+    ...     print(line)
+    a  b
+    x  one two
+       three
+       four
+    """
     if markdown:
         return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
                 + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
-    w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
-    return (["  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip()]
-            + ["  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows])
+    cols = [[str(x) for x in [hd] + [r[i] for r in rows]] for i, hd in enumerate(header)]
+    w = [max(len(x) for x in c) for c in cols]
+    if width and sum(w) + 2 * (len(w) - 1) > width:
+        words = [max((len(t) for x in c for t in x.split()), default=0) for c in cols]
+        w = _fitted(cols, width, [w[0]] + [full if full <= 12 else min(n, 24) for n, full in zip(words[1:], w[1:])])
+    out = []
+    for r in [header] + list(rows):
+        cells = [_wrapped(str(x), w[i]) for i, x in enumerate(r)]
+        for k in range(max(len(c) for c in cells)):
+            out.append("  ".join((c[k] if k < len(c) else "").ljust(w[i]) for i, c in enumerate(cells)).rstrip())
+    return out
+
+
+def _fitted(cols: list[list[str]], width: int, floors: list[int]) -> list[int]:
+    """Column widths for the cells ``cols`` (per column) narrowed until the table (two spaces between columns) fits
+    ``width``: one character at a time from the column whose cells take the fewest more lines so (the widest of
+    those), none below its ``floors``; then, if it still does not fit, every column but the first down to 8."""
+    lengths = [[len(x) for x in c] for c in cols]
+    w = [max(ls) for ls in lengths]
+
+    def more_lines(k: int) -> int:
+        return sum(-(-n // (w[k] - 1)) - -(-n // w[k]) for n in lengths[k])
+    for floor in (floors, [w[0]] + [8] * (len(w) - 1)):
+        while sum(w) + 2 * (len(w) - 1) > width:
+            free = [k for k in range(len(w)) if w[k] > floor[k]]
+            if not free:
+                break
+            w[min(free, key=lambda k: (more_lines(k), -w[k], -k))] -= 1
+    return w
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    import textwrap
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def strategy_text(strategy) -> str:
@@ -139,8 +187,14 @@ def _seconds(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
 
-def _who(ch) -> str:
+def _who(ch, here: bool = False) -> str:
+    """How the search decided ``ch``; with ``here``, an operator of its own layer named past the layer
+    (``.attention.wq.matmul``)."""
     p = ch.provenance
+
+    def near(name):
+        layer = ch.op.layer
+        return name[len(layer):] if here and layer and name and name.startswith(layer + ".") else name
     if p.direction == "seed":
         return "anchor"
     if p.direction == "default":
@@ -148,9 +202,14 @@ def _who(ch) -> str:
     if p.direction.startswith("semi_auto"):        # strategist.engine.semi_auto: no search decided it
         return p.direction
     if p.direction == CAST_PASS:                    # a Cast: MindSpore drops its strategy after the search
-        return f"Cast: passes {p.parent or '-'}'s layout on"
-    root = p.root or "-"
+        return f"Cast: passes {near(p.parent) or '-'}'s layout on"
+    root = near(p.root) or "-"
     return f"{p.direction} from {root}"
+
+
+def _placement(layout: str) -> str:
+    """A layout's text without its shape: ``[8, 4096]@[8, 1][d0,-]`` -> ``@[8,1][d0,-]``."""
+    return "@" + layout.split("@", 1)[1].replace(" ", "") if "@" in layout else layout
 
 
 def plan_dict(plan) -> dict:
@@ -211,26 +270,36 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
           or [("(none: only the dataset seeds propagation)", "", "")])
     out.append(h("Operators"))
     rows = []
+    same = repeated(plan)
     for o in d["ops"]:
+        layer = plan.choices[o["name"]].op.layer
+        if layer in same:               # a layer repeating the one before it: one row for the layer
+            if o["name"].startswith(layer + ".") and not (rows and rows[-1][0] == f"{layer}.*"):
+                n = sum(1 for x in d["ops"] if plan.choices[x["name"]].op.layer == layer)
+                rows.append((f"{layer}.*", f"{n} operators", f"as {same[layer]}.*", "-"))
+            continue
         if o["strategy"]:
             strat = strategy_text(tuple(tuple(s) for s in o["strategy"]))
         elif o["inputs"]:                  # a Reshape: no strategy of its own, a layout in and out
-            strat = f"(reshape) {o['inputs'][0]} -> {o['outputs'][0] if o['outputs'] else '-'}"
+            strat = f"(reshape) {_placement(o['inputs'][0])} -> {_placement(o['outputs'][0]) if o['outputs'] else '-'}"
         else:                              # every input a constant: nothing to split
             strat = "() (no tensor inputs)"
         ch = plan.choices[o["name"]]
-        rows.append((o["name"], o["type"], strat, _who(ch)))
+        rows.append((o["name"], o["type"], strat, _who(ch, here=True)))
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more (use --format json)", "", "", "")]
     table(["operator", "type", "strategy", "decided by"], rows)
+    if any(" from ." in r[3] or "passes ." in r[3] for r in rows):
+        out.append("(.name: an operator of the same layer; a reshape's layouts are device matrix and tensor map, "
+                   "shapes in --format json)")
     out.append(h("Redistributions (edges that move data)"))
     moving = [e for e in plan.edges if e.bytes]
-    rows = [(f"{e.src} -> {e.dst}", " ; ".join(str(o) for o in e.forward.ops) or "-",
-             " ; ".join(str(o) for o in e.backward.ops) if e.backward else "-",
+    rows = [(f"{e.src} -> {e.dst}", " ; ".join(short_label(str(o), plan.mesh) for o in e.forward.ops) or "-",
+             " ; ".join(short_label(str(o), plan.mesh) for o in e.backward.ops) if e.backward else "-",
              f"{e.ms_communication:.0f}", human_bytes(e.bytes), _seconds(e.seconds)) for e in moving]
     table(["edge", "forward", "backward", "ms cost", "bytes/dev", "time"], rows or [("(none)", "", "", "", "", "")])
     out.append(h("Operators' own communication"))
-    rows = [(k, " ; ".join(s[0] for s in c.steps), human_bytes(c.bytes), _seconds(c.seconds))
+    rows = [(k, " ; ".join(short_label(s[0], plan.mesh) for s in c.steps), human_bytes(c.bytes), _seconds(c.seconds))
             for k, c in plan.op_costs.items()]
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more", "", "", "")]
