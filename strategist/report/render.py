@@ -187,7 +187,7 @@ def _seconds(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
 
-def _who(ch, here: bool = False) -> str:
+def decided_by(ch, here: bool = False) -> str:
     """How the search decided ``ch``; with ``here``, an operator of its own layer named past the layer
     (``.attention.wq.matmul``)."""
     p = ch.provenance
@@ -285,7 +285,7 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
         else:                              # every input a constant: nothing to split
             strat = "() (no tensor inputs)"
         ch = plan.choices[o["name"]]
-        rows.append((o["name"], o["type"], strat, _who(ch, here=True)))
+        rows.append((o["name"], o["type"], strat, decided_by(ch, here=True)))
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more (use --format json)", "", "", "")]
     table(["operator", "type", "strategy", "decided by"], rows)
