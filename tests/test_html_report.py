@@ -146,6 +146,9 @@ def test_the_operator_table_has_a_row_per_operator_and_filters(page, demo):
     assert dom.count("tr", "#op-table") == len(graph) + 1          # the header row and one per operator
     assert dom.text["op-table-count"] == f"{len(graph)} of {len(graph)} operators"   # written by the filter script
     assert dom.count("input", "#operators") == 1
+    labels = [a for t, a, _w in dom.elements if t == "label"]
+    assert {"for": "op-filter"} in labels                            # the filter has its label, for the keyboard
+    assert "@media (prefers-color-scheme: dark)" in demo[1]
 
 
 @needs_browser
@@ -216,3 +219,35 @@ def test_the_text_report_names_groups_and_fits_120_columns(demo):
     # the rank lists stay in JSON
     d = plan_dict(plan)
     assert any("group=[0, 1, 2, 3, 4, 5, 6, 7]" in s for c in d["op_communication"].values() for s in c["steps"])
+
+
+def test_the_sweep_page_ranks_and_charts_every_configuration(tmp_path, capsys):
+    from strategist.cli import main
+    tiny = os.path.join(EXAMPLES, "llama.py") + ":tiny"
+    argv = ["sweep", tiny, "--kwargs", "layers=2", "batch=8", "--devices", "4", "--axes", "dp,tp", "--workers", "1"]
+    assert main(argv + ["--format", "json", "--out", str(tmp_path / "s.json")]) == 0
+    assert main(argv + ["--format", "html", "--out", str(tmp_path / "s.html")]) == 0
+    d = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    dom = Dom((tmp_path / "s.html").read_text(encoding="utf-8"))
+    assert d["ranked"] and dom.count("tr", "#sweep-table") == len(d["ranked"]) + 1
+    assert dom.count("circle", "#sweep-chart", ".dot") == len(d["ranked"]) + len(d["unfit"])
+    # the ranking's rows, fastest first, in the JSON's order
+    meshes = [d_ for w, d_ in dom.texts if "#sweep-table" in w and ".mono" in w]
+    assert meshes == [c["mesh"] for c in d["ranked"]]
+
+
+def test_the_compare_page_sets_the_configurations_side_by_side():
+    from strategist.compare import compare_model
+    from strategist.report.html import compare_html
+    dense = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4, head_dim=64,
+                 vocab_size=1024)
+    c = compare_model("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "dp=2,tp=4", layers=2, seq=128, batch=8,
+                      overrides=dense)
+    page = compare_html(c)
+    dom = Dom(page)
+    assert dom.count("th", "#columns") == len(c.columns) + 1
+    priced = [k for k, col in c.columns.items() if col.plan is not None]
+    assert {"a", "b", "c"} <= set(priced) and dom.count("g", "#compare-bars", ".bar") == len(priced)
+    wrong = sum(len(col.disagreements) for k, col in c.columns.items() if k != "c")
+    assert wrong and dom.count("tr", "#dis-table") == wrong + 1
+    assert page == compare_html(c)

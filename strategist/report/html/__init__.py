@@ -63,7 +63,7 @@ def compare_html(cmp, max_rows: int = 0) -> str:
     for key, col in cmp.columns.items():
         est = estimate(col.plan) if col.plan is not None else None
         if est is not None:
-            rows.append({"label": f"({key}) {col.title}", "row": est.schedule})
+            rows.append({"label": col.title, "row": est.schedule, "key": key})
     return page("compare.html.j2", title=f"strategist compare: {d['model']}", d=d,
                 chart=charts.bar_chart(rows) if rows else None)
 

@@ -3,6 +3,8 @@ columns, the step's timeline, a scatter of step time against memory. Pure functi
 bytes; coordinates rounded so the page is the same for the same plan."""
 from __future__ import annotations
 
+from ..render import human_bytes
+
 #: a bar's segments, left to right: (key, label, CSS class). Computing here is the compute stream alone: the
 #: schedule's Computing less the Overlapped time, which runs beside it -- so a bar's length is the step's.
 SEGMENTS = (("computing_only_s", "Computing", "seg-comp"), ("overlapped_s", "Overlapped", "seg-ovl"),
@@ -81,7 +83,9 @@ def scatter(points: list[dict], capacity: float | None = None) -> dict | None:
     pts = [p for p in points if p["x"] is not None and p["y"] is not None]
     if not pts:
         return None
-    xmax = max([p["x"] for p in pts] + [capacity or 0.0]) * 1.05 or 1.0
+    most = max(p["x"] for p in pts)
+    shown = capacity if capacity and capacity <= 2 * most else None     # the card, where it is near the points
+    xmax = max(most, shown or 0.0) * 1.05 or 1.0
     ymax = max(p["y"] for p in pts) * 1.05 or 1.0
 
     def px(v):
@@ -90,11 +94,13 @@ def scatter(points: list[dict], capacity: float | None = None) -> dict | None:
     def py(v):
         return round(SC_H - SC_PAD - v / ymax * (SC_H - 2 * SC_PAD), 2)
     dots = [{"cx": px(p["x"]), "cy": py(p["y"]), "cls": p["cls"], "title": p["label"]} for p in pts]
-    xt = [{"x": px(xmax * k / 4), "label": f"{xmax * k / 4 / 2**30:.0f} GiB"} for k in range(5)]
-    yt = [{"y": py(ymax * k / 4), "label": f"{ymax * k / 4 * 1e3:.0f} ms"} for k in range(5)]
-    cap = px(capacity) if capacity else None
+    xt = [{"x": px(xmax * k / 4), "label": human_bytes(xmax * k / 4)} for k in range(5)]
+    yt = [{"y": py(ymax * k / 4), "label": f"{ymax * k / 4 * 1e3:.3g} ms"} for k in range(5)]
+    note = (f"The card's usable memory, {human_bytes(capacity)}, lies beyond the chart." if capacity and not shown
+            else "")
     return {"dots": dots, "width": SC_W, "height": SC_H, "pad": SC_PAD, "xticks": xt, "yticks": yt,
-            "capacity_x": cap, "bottom": SC_H - SC_PAD, "right": SC_W - SC_PAD}
+            "capacity_x": px(shown) if shown else None, "capacity_note": note, "bottom": SC_H - SC_PAD,
+            "right": SC_W - SC_PAD}
 
 
 def memory_bar(mem: dict | None) -> dict | None:
