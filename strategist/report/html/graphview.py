@@ -9,7 +9,7 @@ from ..layers import layer_ops, layer_runs
 from ..render import human_bytes, strategy_text
 
 WHOLE_GRAPH = 80
-NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 176, 30, 20, 58, 12
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD, VIA_W = 176, 30, 20, 58, 12, 8
 
 
 def chosen_ops(plan) -> tuple[list, str]:
@@ -53,21 +53,74 @@ def colour(k: int) -> str:
     return f"hsl({(k * 137.508) % 360:.0f}, 62%, 58%)"
 
 
-def _rows(names: list[str], preds: dict[str, list[str]]) -> list[list[str]]:
-    depth: dict[str, int] = {}
+def layered(names: list[str], preds: dict[str, list[str]]) -> tuple[dict, dict, float, float]:
+    """(each operator's box corner, each edge's route through the rows it crosses, width, height): each operator one
+    row below its deepest producer; an edge crossing rows runs through a narrow place of its own in each (a virtual
+    node), so it passes beside the operators, not through them; each row ordered by its neighbours' mean place,
+    down, up and down again."""
+    depth: dict = {}
     for n in names:                                  # graph order is a topological order
         depth[n] = max((depth[p] + 1 for p in preds[n]), default=0)
-    rows: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    rows: list[list] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
     for n in names:
         rows[depth[n]].append(n)
-    place: dict[str, float] = {}
-    for row in rows:                                 # one sweep down: order by the producers' mean place
-        order = {n: k for k, n in enumerate(row)}
-        row.sort(key=lambda n: (sum(place[p] for p in preds[n]) / len(preds[n]) if preds[n] else order[n],
-                                order[n]))
-        for k, n in enumerate(row):
-            place[n] = k
-    return rows
+    up: dict = {n: [] for n in names}
+    down: dict = {n: [] for n in names}
+    chains: dict = {}
+    for n in names:
+        for p in preds[n]:
+            last, chain = p, []
+            for r in range(depth[p] + 1, depth[n]):
+                v = ("via", p, n, r)
+                rows[r].append(v)
+                up[v], down[v] = [last], []
+                down[last].append(v)
+                chain.append(v)
+                last = v
+            up[n].append(last)
+            down[last].append(n)
+            chains[(p, n)] = chain
+    place = {x: k for row in rows for k, x in enumerate(row)}
+    for sweep, near in ((range(len(rows)), up), (range(len(rows) - 1, -1, -1), down), (range(len(rows)), up)):
+        for r in sweep:
+            row = rows[r]
+            row.sort(key=lambda x: (sum(place[y] for y in near[x]) / len(near[x]) if near[x] else place[x], place[x]))
+            for k, x in enumerate(row):
+                place[x] = k
+
+    def size(x) -> float:
+        return VIA_W if isinstance(x, tuple) else NODE_W
+    spans = [sum(size(x) + GAP_X for x in row) - GAP_X for row in rows]
+    width = max(spans, default=NODE_W) + 2 * PAD
+    corner: dict = {}
+    for r, row in enumerate(rows):
+        x = (width - spans[r]) / 2
+        for v in row:
+            corner[v] = (x, PAD + r * (NODE_H + GAP_Y))
+            x += size(v) + GAP_X
+    routes = {}
+    for (p, n), chain in chains.items():
+        (x1, y1), (x2, y2) = corner[p], corner[n]
+        pts = [(x1 + NODE_W / 2, y1 + NODE_H)]
+        for v in chain:
+            vx, vy = corner[v]
+            pts += [(vx + VIA_W / 2, vy), (vx + VIA_W / 2, vy + NODE_H)]
+        pts.append((x2 + NODE_W / 2, y2))
+        routes[(p, n)] = pts
+    height = PAD * 2 + len(rows) * (NODE_H + GAP_Y) - GAP_Y
+    return {n: corner[n] for n in names}, routes, width, max(height, NODE_H + 2 * PAD)
+
+
+def path_of(pts: list[tuple[float, float]]) -> str:
+    """An SVG path through ``pts``: a curve between rows, straight down through a crossed row."""
+    out = [f"M{pts[0][0]:.1f},{pts[0][1]:.1f}"]
+    for k, ((x1, y1), (x2, y2)) in enumerate(zip(pts, pts[1:])):
+        if k % 2:                                    # through a crossed row
+            out.append(f"L{x2:.1f},{y2:.1f}")
+        else:
+            mid = (y1 + y2) / 2
+            out.append(f"C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2:.1f}")
+    return " ".join(out)
 
 
 def graph_view(plan) -> dict:
@@ -80,14 +133,7 @@ def graph_view(plan) -> dict:
         for x in op.inputs:
             if x.kind == "op" and x.ref in inside and x.ref not in preds[op.name]:
                 preds[op.name].append(x.ref)
-    rows = _rows(names, preds)
-    widest = max((len(r) for r in rows), default=1)
-    width = widest * (NODE_W + GAP_X) - GAP_X + 2 * PAD
-    pos: dict[str, tuple[float, float]] = {}
-    for y, row in enumerate(rows):
-        left = (width - (len(row) * (NODE_W + GAP_X) - GAP_X)) / 2
-        for k, n in enumerate(row):
-            pos[n] = (left + k * (NODE_W + GAP_X), PAD + y * (NODE_H + GAP_Y))
+    pos, routes, width, height = layered(names, preds)
     keys: dict[str, int] = {}
     nodes = []
     for op in ops:
@@ -96,7 +142,7 @@ def graph_view(plan) -> dict:
         x, y = pos[op.name]
         label = op_label(op)
         nodes.append({"name": op.name, "type": op.type, "x": round(x, 1), "y": round(y, 1), "w": NODE_W, "h": NODE_H,
-                      "label": label if len(label) <= 28 else "\u2026" + label[-27:], "layout": key,
+                      "label": label if len(label) <= 26 else "\u2026" + label[-25:], "layout": key,
                       "fill": colour(k), "who": plan.choices[op.name].provenance.direction})
     moving = {}
     for e in plan.edges:
@@ -106,18 +152,14 @@ def graph_view(plan) -> dict:
     edges = []
     for op in ops:
         for p in preds[op.name]:
-            (x1, y1), (x2, y2) = pos[p], pos[op.name]
-            sx, sy, tx, ty = x1 + NODE_W / 2, y1 + NODE_H, x2 + NODE_W / 2, y2
-            mid = (sy + ty) / 2
+            pts = routes[(p, op.name)]
+            (sx, sy), (tx, ty) = pts[0], pts[1]
             label = moving.get((p, op.name))
-            edges.append({"src": p, "dst": op.name, "d": f"M{sx:.1f},{sy:.1f} C{sx:.1f},{mid:.1f} {tx:.1f},{mid:.1f} "
-                                                           f"{tx:.1f},{ty:.1f}",
-                          "moves": label is not None, "label": label, "lx": round((sx + tx) / 2 + 4, 1),
-                          "ly": round(mid + 4, 1)})
+            edges.append({"src": p, "dst": op.name, "d": path_of(pts), "moves": label is not None, "label": label,
+                          "lx": round((sx + tx) / 2 + 4, 1), "ly": round((sy + ty) / 2 + 4, 1)})
     counts: dict[str, int] = {}
     for n in nodes:
         counts[n["layout"]] = counts.get(n["layout"], 0) + 1
     legend = [{"layout": k, "fill": colour(i), "count": counts[k]} for k, i in keys.items()]
-    height = PAD * 2 + len(rows) * (NODE_H + GAP_Y) - GAP_Y
     return {"what": what, "nodes": nodes, "edges": edges, "legend": legend, "width": round(width),
-            "height": round(max(height, NODE_H + 2 * PAD)), "moving": sum(1 for e in edges if e["moves"])}
+            "height": round(height), "moving": sum(1 for e in edges if e["moves"])}
