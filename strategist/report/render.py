@@ -94,7 +94,8 @@ def render_table(header, rows, markdown: bool = False, width: int | None = TABLE
     w = [max(len(x) for x in c) for c in cols]
     if width and sum(w) + 2 * (len(w) - 1) > width:
         words = [max((len(t) for x in c for t in x.split()), default=0) for c in cols]
-        w = _fitted(cols, width, [w[0]] + [full if full <= 12 else min(n, 24) for n, full in zip(words[1:], w[1:])])
+        # the first column (names) wraps only between words; the others keep short cells and words up to 24
+        w = _fitted(cols, width, [words[0]] + [full if full <= 12 else min(n, 24) for n, full in zip(words[1:], w[1:])])
     out = []
     for r in [header] + list(rows):
         cells = [_wrapped(str(x), w[i]) for i, x in enumerate(r)]
@@ -104,20 +105,27 @@ def render_table(header, rows, markdown: bool = False, width: int | None = TABLE
 
 
 def _fitted(cols: list[list[str]], width: int, floors: list[int]) -> list[int]:
-    """Column widths for the cells ``cols`` (per column) narrowed until the table (two spaces between columns) fits
-    ``width``: one character at a time from the column whose cells take the fewest more lines so (the widest of
-    those), none below its ``floors``; then, if it still does not fit, every column but the first down to 8."""
+    """Column widths for the cells ``cols`` (per column, the header first) narrowed until the table (two spaces
+    between columns) fits ``width``: one character at a time from the column whose narrowing adds the fewest lines
+    to the table (a row is as tall as its tallest cell; the widest column of those), none below its ``floors``;
+    then, if it still does not fit, every column but the first down to 8 (words broken)."""
     lengths = [[len(x) for x in c] for c in cols]
     w = [max(ls) for ls in lengths]
+    rows = range(len(lengths[0]))
+    lines = [[1] * len(w) for _ in rows]
 
-    def more_lines(k: int) -> int:
-        return sum(-(-n // (w[k] - 1)) - -(-n // w[k]) for n in lengths[k])
-    for floor in (floors, [w[0]] + [8] * (len(w) - 1)):
+    def taller(k: int) -> int:
+        narrower = w[k] - 1
+        return sum(max(-(-lengths[k][r] // narrower), max(lines[r])) - max(lines[r]) for r in rows)
+    for floor in (floors, [floors[0]] + [8] * (len(w) - 1)):
         while sum(w) + 2 * (len(w) - 1) > width:
             free = [k for k in range(len(w)) if w[k] > floor[k]]
             if not free:
                 break
-            w[min(free, key=lambda k: (more_lines(k), -w[k], -k))] -= 1
+            k = min(free, key=lambda j: (taller(j), -w[j], -j))
+            w[k] -= 1
+            for r in rows:
+                lines[r][k] = -(-lengths[k][r] // w[k])
     return w
 
 
