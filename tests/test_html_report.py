@@ -206,7 +206,7 @@ def test_the_cli_writes_the_page_and_the_trace(tmp_path, capsys):
 
 
 def test_the_text_report_names_groups_and_fits_120_columns(demo):
-    from strategist.report.render import plan_dict, plan_text
+    from strategist.report.render import advice_text, human_bytes, plan_dict, plan_text
     plan = demo[0].plan
     text = plan_text(plan)
     assert "group=[" not in text
@@ -216,6 +216,16 @@ def test_the_text_report_names_groups_and_fits_120_columns(demo):
     prose = ("memory per device", "  assumed:", "- anchors ", "- Inconsistency")
     wide = [line for line in text.splitlines() if len(line) > 120 and not line.startswith(prose)]
     assert wide == []
+    # the own-communication rows of the repeated layer: one row, each layer's sum, layer 0's
+    own = {k: c.bytes for k, c in plan.op_costs.items()}
+    layer0 = sum(b for k, b in own.items() if k.startswith("model.layers.0."))
+    (row,) = [ln for ln in text.splitlines() if ln.startswith("model.layers.1.*  ") and "as model.layers.0.*" in ln
+              and "operators" not in ln]
+    assert human_bytes(layer0) in row
+    # the advice names the anchors of layer 1 beside layer 0's, once
+    advice = advice_text(demo[0])
+    assert "and 1 more alike: model.layers.1.attention.wq.matmul" in advice
+    assert "\nmodel.layers.1.attention.wq.matmul (MatMul" not in advice
     # the rank lists stay in JSON
     d = plan_dict(plan)
     assert any("group=[0, 1, 2, 3, 4, 5, 6, 7]" in s for c in d["op_communication"].values() for s in c["steps"])

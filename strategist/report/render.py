@@ -215,6 +215,65 @@ def decided_by(ch, here: bool = False) -> str:
     return f"{p.direction} from {root}"
 
 
+def _repeats(same: dict) -> dict[str, list[str]]:
+    """A run's first layer -> the layers repeating it (``same``: layer -> the run's first layer)."""
+    out: dict[str, list[str]] = {}
+    for layer, first in same.items():
+        out.setdefault(first, []).append(layer)
+    return out
+
+
+def _repeats_label(layers: list[str]) -> str:
+    return f"{layers[0]}.*" if len(layers) == 1 else f"{layers[0]}.*..{layers[-1]}.*"
+
+
+def _once_per_layer(items, same: dict) -> list[tuple]:
+    """Table rows of ``items`` ((layer, leading cells, bytes, seconds), ...) with the bytes and time after the
+    leading cells; the rows of the layers repeating one (``same``: layer -> the run's first layer) one row, each
+    layer's sums."""
+    out, at = [], {}
+    repeats = _repeats(same)
+    for layer, cells, b, t in items:
+        if layer not in same:
+            out.append(tuple(cells) + (human_bytes(b), _seconds(t)))
+            continue
+        first = same[layer]
+        if first not in at:
+            at[first] = [len(out), 0.0, 0.0, len(cells)]
+            out.append(())
+        at[first][1] += b
+        at[first][2] += t
+    for first, (k, b, t, n) in at.items():
+        many = len(repeats[first])
+        out[k] = ((_repeats_label(repeats[first]), f"as {first}.*" + (f", each of {many}" if many > 1 else ""))
+                  + ("",) * (n - 2) + (human_bytes(b / many), _seconds(t / many)))
+    return out
+
+
+def _layer_rows(per_layer: dict, same: dict) -> list[tuple]:
+    """The per-layer rows, a run of layers repeating the one before them one row."""
+    out: list[tuple] = []
+    run: list[str] = []
+
+    def close():
+        if run:
+            v = per_layer[run[0]]
+            out.append((f"{run[0]}..{run[-1]} (each of {len(run)} as {same[run[0]]})" if len(run) > 1
+                        else f"{run[0]} (as {same[run[0]]})", human_bytes(v["bytes"]), _seconds(v["seconds"])))
+            run.clear()
+    for k, v in sorted(per_layer.items(), key=lambda kv: _path_key(kv[0])):
+        if k in same and (not run or same[k] == same[run[0]]):
+            run.append(k)
+            continue
+        close()
+        if k in same:
+            run.append(k)
+        else:
+            out.append((k, human_bytes(v["bytes"]), _seconds(v["seconds"])))
+    close()
+    return out
+
+
 def _placement(layout: str) -> str:
     """A layout's text without its shape: ``[8, 4096]@[8, 1][d0,-]`` -> ``@[8,1][d0,-]``."""
     return "@" + layout.split("@", 1)[1].replace(" ", "") if "@" in layout else layout
@@ -279,12 +338,15 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     out.append(h("Operators"))
     rows = []
     same = repeated(plan)
+    repeats = _repeats(same)
     for o in d["ops"]:
         layer = plan.choices[o["name"]].op.layer
-        if layer in same:               # a layer repeating the one before it: one row for the layer
-            if o["name"].startswith(layer + ".") and not (rows and rows[-1][0] == f"{layer}.*"):
+        if layer in same:               # layers repeating the one before them: one row for them
+            if layer == repeats[same[layer]][0] and not (rows and rows[-1][0] == _repeats_label(repeats[same[layer]])):
                 n = sum(1 for x in d["ops"] if plan.choices[x["name"]].op.layer == layer)
-                rows.append((f"{layer}.*", f"{n} operators", f"as {same[layer]}.*", "-"))
+                many = len(repeats[same[layer]])
+                rows.append((_repeats_label(repeats[same[layer]]), f"{n} operators" + (f" \u00d7{many}" if many > 1 else ""),
+                             f"as {same[layer]}.*", "-"))
             continue
         if o["strategy"]:
             strat = strategy_text(tuple(tuple(s) for s in o["strategy"]))
@@ -302,19 +364,19 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
                    "shapes in --format json)")
     out.append(h("Redistributions (edges that move data)"))
     moving = [e for e in plan.edges if e.bytes]
-    rows = [(f"{e.src} -> {e.dst}", " ; ".join(short_label(str(o), plan.mesh) for o in e.forward.ops) or "-",
-             " ; ".join(short_label(str(o), plan.mesh) for o in e.backward.ops) if e.backward else "-",
-             f"{e.ms_communication:.0f}", human_bytes(e.bytes), _seconds(e.seconds)) for e in moving]
+    rows = _once_per_layer([(plan.choices[e.dst].op.layer, (
+        f"{e.src} -> {e.dst}", " ; ".join(short_label(str(o), plan.mesh) for o in e.forward.ops) or "-",
+        " ; ".join(short_label(str(o), plan.mesh) for o in e.backward.ops) if e.backward else "-",
+        f"{e.ms_communication:.0f}"), e.bytes, e.seconds) for e in moving], same)
     table(["edge", "forward", "backward", "ms cost", "bytes/dev", "time"], rows or [("(none)", "", "", "", "", "")])
     out.append(h("Operators' own communication"))
-    rows = [(k, " ; ".join(short_label(s[0], plan.mesh) for s in c.steps), human_bytes(c.bytes), _seconds(c.seconds))
-            for k, c in plan.op_costs.items()]
+    rows = _once_per_layer([(plan.choices[k].op.layer, (k, " ; ".join(short_label(s[0], plan.mesh) for s in c.steps)),
+                             c.bytes, c.seconds) for k, c in plan.op_costs.items()], same)
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more", "", "", "")]
     table(["operator", "steps", "bytes/dev", "time"], rows or [("(none)", "", "", "")])
     out.append(h("Per layer"))
-    table(["layer", "bytes/dev", "time"], [(k, human_bytes(v["bytes"]), _seconds(v["seconds"]))
-                                          for k, v in d["per_layer"].items()] or [("(none)", "", "")])
+    table(["layer", "bytes/dev", "time"], _layer_rows(d["per_layer"], same) or [("(none)", "", "")])
     if d.get("step"):
         out.append(h("Step (scheduled, msprof-analyze's columns)"))
         out.extend(step_lines(d["step"], render_table, markdown))
@@ -581,6 +643,22 @@ def _parallel_only_calls(advice) -> list[dict]:
             for n, a in parallel_only_anchors(advice.graph, advice.mesh).items()]
 
 
+def _alike_anchors(anchors: list[dict], graph) -> dict[str, list[str]]:
+    """The first of each set of anchors alike (one operator across repeated layers, the same rule, reason and
+    shard() lines) -> the others of its set; the others are left out."""
+    from ..advice.minimality import group_key
+    first: dict[tuple, str] = {}
+    out: dict[str, list[str]] = {}
+    for a in anchors:
+        key = (group_key(a["op"], graph), a["rule"], a["why"], a["shard_layout"], a["shard_tuple"], str(a["strategy"]))
+        if key in first:
+            out[first[key]].append(a["op"])
+        else:
+            first[key] = a["op"]
+            out[a["op"]] = []
+    return out
+
+
 def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     d = advice_dict(advice)
     out = []
@@ -596,8 +674,14 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     out.append(h(f"Advice: configure {len(d['anchors'])} of {n_ops} operators"))
     if not d["anchors"]:
         out.append("Configure nothing: propagation from the dataset alone gives the best plan found.")
+    alike = _alike_anchors(d["anchors"], advice.graph)
     for a in d["anchors"]:
+        others = alike.get(a["op"])
+        if others is None:              # the same anchor as one printed above, in a repeated layer
+            continue
         out.append(f"{'- ' if markdown else ''}{a['op']} ({a['type']}, rule {a['rule']}: {a['why']})")
+        if others:
+            out.append(f"    and {len(others)} more alike: {others[0]}" + (f" .. {others[-1]}" if len(others) > 1 else ""))
         out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
         if not a["held"]:
             out.append(f"    a functional or tensor-method call, not a primitive its Cell holds: no shard() line to "
