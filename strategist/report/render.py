@@ -215,6 +215,28 @@ def decided_by(ch, here: bool = False) -> str:
     return f"{p.direction} from {root}"
 
 
+def _anchor_rows(plan, anchors: dict, same: dict) -> list[tuple]:
+    """The anchors' rows; those of the layers repeating one (``same``) one row, after the run's first layer's."""
+    repeats, out, done = _repeats(same), [], set()
+    layer_of = {k: plan.choices[k].op.layer if k in plan.choices else "" for k in anchors}
+    mine: dict[str, set] = {}
+    for k, a in anchors.items():
+        mine.setdefault(layer_of[k], set()).add((k[len(layer_of[k]):], a["strategy"], a["origin"]))
+    # a run's anchors are one row only where every layer of it has the first layer's anchors
+    same = {layer: first for layer, first in same.items()
+            if all(mine.get(x, set()) == mine.get(first, set()) for x in repeats[first])}
+    for k, a in anchors.items():
+        layer = layer_of[k]
+        if layer not in same:
+            out.append((k, a["strategy"], a["origin"]))
+        elif same[layer] not in done:
+            done.add(same[layer])
+            first = same[layer]
+            n = len(mine.get(first, ()))
+            out.append((_repeats_label(repeats[first]), f"{n} anchors each, as {first}.*'s", a["origin"]))
+    return out
+
+
 def _repeats(same: dict) -> dict[str, list[str]]:
     """A run's first layer -> the layers repeating it (``same``: layer -> the run's first layer)."""
     out: dict[str, list[str]] = {}
@@ -332,12 +354,12 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
 
     out.append(("# " if markdown else "") + f"strategist propagate: {d['model']}")
     out.append(f"mesh {d['mesh']} ({d['devices']} devices), hardware {d['hardware'] or '-'}")
+    same = repeated(plan)
     out.append(h("Anchors"))
-    table(["operator", "strategy", "origin"], [(k, a["strategy"], a["origin"]) for k, a in d["anchors"].items()]
+    table(["operator", "strategy", "origin"], _anchor_rows(plan, d["anchors"], same)
           or [("(none: only the dataset seeds propagation)", "", "")])
     out.append(h("Operators"))
     rows = []
-    same = repeated(plan)
     repeats = _repeats(same)
     for o in d["ops"]:
         layer = plan.choices[o["name"]].op.layer
