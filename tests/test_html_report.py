@@ -219,9 +219,10 @@ def test_the_text_report_names_groups_and_fits_120_columns(demo):
     # the own-communication rows of the repeated layer: one row, each layer's sum, layer 0's
     own = {k: c.bytes for k, c in plan.op_costs.items()}
     layer0 = sum(b for k, b in own.items() if k.startswith("model.layers.0."))
-    (row,) = [ln for ln in text.splitlines() if ln.startswith("model.layers.1.*  ") and "as model.layers.0.*" in ln
-              and "operators" not in ln]
-    assert human_bytes(layer0) in row
+    section = text.split("Operators' own communication", 1)[1].split("Per layer", 1)[0]
+    (row,) = [ln for ln in section.splitlines() if ln.startswith("model.layers.1.*  ")]
+    assert "as model.layers.0.*" in row and human_bytes(layer0) in row
+    assert "model.layers.1.*  4 anchors each, as model.layers.0.*'s  advisor" in text
     # the advice names the anchors of layer 1 beside layer 0's, once
     advice = advice_text(demo[0])
     assert "and 1 more alike: model.layers.1.attention.wq.matmul" in advice
