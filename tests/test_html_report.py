@@ -134,6 +134,16 @@ def test_the_layer_chart_has_a_bar_per_layer_kind_and_the_runs_expand(page, demo
 
 
 @needs_browser
+def test_the_anchors_alike_across_the_layers_are_one_row(page, demo):
+    dom, _shot = page
+    advice = demo[0]
+    # 11 anchors: the embedding, 4 linears in each of the 2 layers, the lm_head and the loss's one_hot
+    assert len(advice.chosen) == 11
+    assert dom.count("tr", "#anchor-table") == 1 + 11 - 4
+    assert dom.count("details", "#anchor-table") == 4
+
+
+@needs_browser
 def test_the_matrix_has_a_cell_per_pair_of_devices(page, demo):
     dom, _shot = page
     assert dom.count("rect", "#matrix-svg", ".cell") == demo[0].plan.mesh.size ** 2 == 64 * 64

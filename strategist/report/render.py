@@ -665,7 +665,7 @@ def _parallel_only_calls(advice) -> list[dict]:
             for n, a in parallel_only_anchors(advice.graph, advice.mesh).items()]
 
 
-def _alike_anchors(anchors: list[dict], graph) -> dict[str, list[str]]:
+def alike_anchors(anchors: list[dict], graph) -> dict[str, list[str]]:
     """The first of each set of anchors alike (one operator across repeated layers, the same rule, reason and
     shard() lines) -> the others of its set; the others are left out."""
     from ..advice.minimality import group_key
@@ -696,7 +696,7 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     out.append(h(f"Advice: configure {len(d['anchors'])} of {n_ops} operators"))
     if not d["anchors"]:
         out.append("Configure nothing: propagation from the dataset alone gives the best plan found.")
-    alike = _alike_anchors(d["anchors"], advice.graph)
+    alike = alike_anchors(d["anchors"], advice.graph)
     for a in d["anchors"]:
         others = alike.get(a["op"])
         if others is None:              # the same anchor as one printed above, in a repeated layer

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ... import __version__
-from ..render import advice_dict, human_bytes, rel
+from ..render import advice_dict, alike_anchors, human_bytes, rel
 from ..step import step_dict
 from . import charts
 from .sections import plan_sections
@@ -50,7 +50,9 @@ def advice_html(advice, diff: str | None = None, diff_note: str | None = None) -
                         "memory": human_bytes(c["memory"]["total"]), "conflicts": c["conflicts"],
                         "schedule": c.get("schedule")})
     rows = [{"label": c["label"], "row": c["schedule"]} for c in configs if c["schedule"]]
+    alike = alike_anchors(d["anchors"], advice.graph)
     return page("advise.html.j2", title=f"strategist advise: {d['model']}", s=plan_sections(advice.plan, step), d=d,
+                alike=alike,
                 configs=configs, config_chart=charts.bar_chart(rows) if rows else None, diff=diff,
                 diff_note=diff_note, operators=len(advice.graph))
 
