@@ -24,13 +24,15 @@ os.environ.setdefault("GLOG_v", "4")
 #: added to the bench's copy of the page only: the browser's own timings, written into the DOM once painted
 PROBE = """<script>
 window.addEventListener("load", function () {
-  requestAnimationFrame(function () { setTimeout(function () {
+  function write() {
     var t = {}, nav = performance.getEntriesByType("navigation")[0];
     performance.getEntriesByType("paint").forEach(function (p) { t[p.name] = p.startTime; });
-    if (nav) { t.dom_content_loaded = nav.domContentLoadedEventEnd; t.load = nav.loadEventEnd; }
-    var pre = document.createElement("pre"); pre.id = "bench-timing"; pre.textContent = JSON.stringify(t);
-    document.body.appendChild(pre);
-  }, 0); });
+    if (nav) { t.dom_content_loaded = nav.domContentLoadedEventEnd; t.load = nav.loadEventStart; }
+    var pre = document.getElementById("bench-timing") || document.body.appendChild(document.createElement("pre"));
+    pre.id = "bench-timing"; pre.textContent = JSON.stringify(t);
+  }
+  write();                                  /* at the load event: painted already on a long page */
+  requestAnimationFrame(function () { setTimeout(write, 0); });
 });
 </script>"""
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -74,10 +76,14 @@ def main():
             f.write(page)
         with open(probed, "w", encoding="utf-8") as f:
             f.write(page.replace("</body>", PROBE + "\n</body>"))
-        dom = subprocess.run([exe, *FLAGS, f"--user-data-dir={tmp}/p1", "--dump-dom",
-                              "file://" + probed], capture_output=True, text=True, timeout=300).stdout
-        m = re.search(r'<pre id="bench-timing">(.*?)</pre>', dom)
-        timing = json.loads(m.group(1).replace("&quot;", '"')) if m else {}
+        timing: dict = {}
+        for _ in range(3):                      # the first paint can come after the load event's dump
+            dom = subprocess.run([exe, *FLAGS, f"--user-data-dir={tmp}/p1", "--dump-dom", "file://" + probed],
+                                 capture_output=True, text=True, timeout=300).stdout
+            m = re.search(r'<pre id="bench-timing">(.*?)</pre>', dom)
+            timing = json.loads(m.group(1).replace("&quot;", '"')) if m else {}
+            if "first-paint" in timing:
+                break
         for key in ("first-paint", "first-contentful-paint", "dom_content_loaded", "load"):
             if key in timing:
                 print(f"chromium {key.replace('_', ' ')}: {timing[key] / 1e3:.3f} s")
