@@ -170,6 +170,9 @@ def test_the_graph_draws_every_operator_and_marks_the_moving_edges(page, demo):
     moving = {(e.src, e.dst) for e in plan.edges if e.bytes and e.src in names and e.dst in names}
     assert moving and dom.count("path", "#graph-svg", ".moves") == len(moving)
     assert dom.count("text", "#graph-svg", ".edge-label") == len(moving)
+    # the operators reducing partial sums of their own: the vocabulary-split embedding, each layer's wo and w2
+    own = sorted(n for n, c in plan.op_costs.items() if c.fwd_bytes or c.bwd_bytes)
+    assert len(own) == 1 + 2 * 2 and dom.count("circle", "#graph-svg", ".own-mark") == len(own)
 
 
 @needs_browser

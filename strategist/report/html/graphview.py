@@ -38,6 +38,15 @@ def op_label(op) -> str:
     return op.name
 
 
+def own_collectives(plan, name: str) -> str:
+    """An operator's own collectives in the forward and backward (its partial sums), groups named; "" for none."""
+    c = plan.op_costs.get(name)
+    if c is None or not (c.fwd_bytes or c.bwd_bytes):
+        return ""
+    steps = [short_label(label, plan.mesh) for label, nb, _t in c.steps if nb > 0 and not label.startswith("grad ")]
+    return f"{' ; '.join(steps)} \u00b7 {human_bytes(c.fwd_bytes + c.bwd_bytes)}" if steps else ""
+
+
 def layout_key(plan, name: str) -> str:
     """What colours an operator: its strategy, or a Reshape's layout out."""
     ch = plan.choices[name]
@@ -143,7 +152,8 @@ def graph_view(plan) -> dict:
         label = op_label(op)
         nodes.append({"name": op.name, "type": op.type, "x": round(x, 1), "y": round(y, 1), "w": NODE_W, "h": NODE_H,
                       "label": label if len(label) <= 26 else "\u2026" + label[-25:], "layout": key,
-                      "fill": colour(k), "who": plan.choices[op.name].provenance.direction})
+                      "fill": colour(k), "who": plan.choices[op.name].provenance.direction,
+                      "own": own_collectives(plan, op.name)})
     moving = {}
     for e in plan.edges:
         if e.src in inside and e.dst in inside and (e.bytes > 0 or any(o.kind != "Split" for o in e.forward.ops)):
@@ -162,4 +172,5 @@ def graph_view(plan) -> dict:
         counts[n["layout"]] = counts.get(n["layout"], 0) + 1
     legend = [{"layout": k, "fill": colour(i), "count": counts[k]} for k, i in keys.items()]
     return {"what": what, "nodes": nodes, "edges": edges, "legend": legend, "width": round(width),
-            "height": round(height), "moving": sum(1 for e in edges if e["moves"])}
+            "height": round(height), "moving": sum(1 for e in edges if e["moves"]),
+            "own": sum(1 for n in nodes if n["own"])}
