@@ -72,7 +72,10 @@ def timeline(spans: dict | None) -> dict | None:
     return {"tracks": [{"name": t["name"], "y": k * TRACK_H} for k, t in enumerate(spans["tracks"])],
             "rects": rects, "width": TRACK_LABEL + TIMELINE_W + 60, "height": len(rows) * TRACK_H + 24,
             "axis_y": len(rows) * TRACK_H + 14, "ticks": ticks, "end": ms(end), "track_h": TRACK_H - 6,
-            "label_x": TRACK_LABEL - 8}
+            "label_x": TRACK_LABEL - 8,
+            "stage": (f"stage {spans['stage']} of pp={spans['pp']} (the slowest), its micro-batches one after "
+                      f"another without the pipeline's bubbles; the step is {ms(spans['step_s'])}")
+            if spans["pp"] > 1 else ""}
 
 
 SC_W, SC_H, SC_PAD = 640, 360, 56
