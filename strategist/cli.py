@@ -427,7 +427,7 @@ def _plan_report(args, plan, advice=None) -> None:
         from .source import source_changes
         try:
             diff, note = source_changes(advice).diff(), None
-        except StrategistError as err:
+        except (StrategistError, OSError) as err:   # the page still shows the advice, and why no diff
             diff, note = None, f"no diff: {err}"
         _write(args, advice_html(advice, diff=diff, diff_note=note))
     elif advice is not None:
