@@ -22,6 +22,11 @@ $(VENV)/.mindformers: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,mindformers]'
 	touch $@
 
+# Ray: strategist sweep --ray (an optional extra; tests/test_sweep.py runs a sweep on a local Ray)
+$(VENV)/.ray: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[ray]'
+	touch $@
+
 $(VENV)/.docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
@@ -53,7 +58,7 @@ docs-check: $(VENV)/.docs
 
 # CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
 # MindSpore itself)
-test: $(VENV)/.mindformers check-cc lint docs-check
+test: $(VENV)/.mindformers $(VENV)/.ray check-cc lint docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed

@@ -273,6 +273,9 @@ def _sweep_command(command) -> None:
                    help="how the inputs are split, as MindSpore's dataset_strategy (default data_parallel; "
                         "full_batch for MindFormers configs)")
     g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
+    g.add_argument("--ray", metavar="ADDRESS",
+                   help="run the meshes as tasks on a Ray cluster: its address (auto, ray://host:10001) or local "
+                        "(pip install 'strategist[ray]')")
     output_args(sp, max_rows="rows in each table", html=True)
 
 
@@ -480,7 +483,7 @@ def _sweep(parser, args, said: list) -> int:
                          max_tp=args.max_tp, max_pp=args.max_pp,
                          micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
                          dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
-                         workers=args.workers)
+                         workers=args.workers, ray=args.ray)
     if args.format == "json":
         _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     elif args.format == "html":

@@ -30,6 +30,7 @@ from .cost.step import StepOptions, estimate_with, memory_with
 from .errors import InputSpecError, StrategistError
 from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
+from .sweep_ray import run_on_ray
 from .vocab.graph import OpGraph
 from .vocab.mesh import Mesh
 
@@ -218,6 +219,7 @@ _WORKER: dict = {}
 
 def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS):
     base = truncate_layers(graph, advise_layers) if advise_layers else graph
+    _WORKER.pop("state", None)
     _WORKER.update(graph=graph, base=base, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
 
 
@@ -233,6 +235,15 @@ def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_stra
     anchors = copy_anchors(advice.anchors, base, graph)
     return advice, propagate(graph, mesh, anchors, use_model_strategies=False, dataset_strategy=dataset_strategy,
                              hardware=hw), anchors
+
+
+def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> dict:
+    """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
+    ``(graph, hardware, dataset_strategy, rules)``, set up once per process."""
+    if _WORKER.get("state") is not state:
+        _init_worker(*state)
+        _WORKER["state"] = state
+    return _advise_mesh(mesh, options, False)
 
 
 def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> dict:
@@ -287,9 +298,10 @@ def _options_dict(o: StepOptions) -> dict:
 def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2", axes=AXES,
                 max_tp: int | None = None, max_pp: int | None = None, dataset_strategy="data_parallel",
                 rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
-                best: int = 3) -> SweepResult:
+                best: int = 3, ray: str | None = None) -> SweepResult:
     """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default:
-    every core; 1 runs in this process)."""
+    every core; 1 runs in this process); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on
+    instead (:mod:`strategist.sweep_ray`)."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]
@@ -312,8 +324,9 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     results: dict[int, dict] = {}
     try:
         with progress.interrupt_raises():        # Ctrl-C: stop, and rank what was advised so far
-            for k, out in progress.bar(_run(graph, hardware, dataset_strategy, rules, todo, workers), "sweep",
-                                       total=len(todo)):
+            runs = _run(graph, hardware, dataset_strategy, rules, todo, workers) if not ray else \
+                run_on_ray(ray, (graph, hardware, dataset_strategy, rules), todo, advise_mesh_task)
+            for k, out in progress.bar(runs, "sweep", total=len(todo)):
                 results[k] = out
     except KeyboardInterrupt:
         result.interrupted = True

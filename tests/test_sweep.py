@@ -231,3 +231,22 @@ def test_memory_without_the_schedule_is_the_estimates(tiny):
     for opts in (StepOptions(), StepOptions(pp=2, micro_batches=4, recompute="selective", optimizer_parallel=True),
                  StepOptions(pp=4, micro_batches=8, recompute="full", comm_recompute_layers=(1, 1, 1, 1))):
         assert memory_with(plan, opts) == estimate_with(plan, opts).memory
+
+
+@pytest.mark.slow
+@pytest.mark.ci_sample
+def test_the_same_sweep_on_a_local_ray(tiny):
+    # --ray local: the meshes as Ray tasks on a Ray started for the sweep give the ranking the local workers give
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'strategist[ray]')")
+    here = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=1, best=0)
+    there = sweep_graph(tiny, 8, axes=("dp", "tp"), best=0, ray="local")
+    assert [c.to_dict() for c in there.ranked] == [c.to_dict() for c in here.ranked] and here.ranked
+    assert there.meshes_advised == here.meshes_advised == 4
+
+
+def test_ray_without_ray_installed_is_a_one_line_error(monkeypatch, tiny):
+    from strategist import sweep_ray
+    from strategist.errors import InputSpecError
+    monkeypatch.setitem(sys.modules, "ray", None)          # import ray raises ImportError
+    with pytest.raises(InputSpecError, match=r"--ray needs Ray: pip install 'strategist\[ray\]'"):
+        sweep_ray.import_ray()
