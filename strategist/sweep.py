@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from . import progress
 from .cost.step import StepOptions, estimate_with, memory_with
+from .engine.rules.attention import FA_LAYOUTS
+from .engine.rules.common import const_arg
 from .errors import InputSpecError, StrategistError
 from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
@@ -107,9 +109,11 @@ def shapes_of(graph: OpGraph) -> Shapes:
     heads = kv = seq = None
     for op in graph:
         if op.type == "FlashAttentionScore":
-            heads = heads or int(op.attrs.get("head_num", 0) or 0) or None
+            # head_num and input_layout are the primitive's inputs 10 and 16 (as its rule reads them)
+            heads = heads or int(const_arg(op, 10, 0) or op.attrs.get("head_num", 0) or 0) or None
             q, k = (op.inputs[i].spec for i in (0, 1))
-            layout = str(op.attrs.get("input_layout", "BSH"))
+            code = const_arg(op, 16, op.attrs.get("input_layout", 0))
+            layout = FA_LAYOUTS.get(code, code if isinstance(code, str) else "BSH")
             if q is not None and k is not None and heads:
                 if layout == "BNSD":
                     kv, seq = k.shape[1], q.shape[2]
