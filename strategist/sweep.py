@@ -19,6 +19,7 @@ progress bar shows on a terminal, and Ctrl-C stops the sweep with what it ranked
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import itertools
 import math
 import multiprocessing
@@ -227,6 +228,13 @@ def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_
     _WORKER.update(graph=graph, base=base, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
 
 
+def _init_pool_worker(*state) -> None:
+    """A worker process's set-up: the sweep's state, and what it holds moved out of the cyclic collector's sight
+    (``gc.freeze``): each estimate allocates a burst the collector would otherwise walk the whole graph for."""
+    _init_worker(*state)
+    gc.freeze()
+
+
 def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_strategy):
     """(the advice on ``base``, the plan of ``graph`` it leads to, that plan's anchors): where ``base`` is ``graph`` cut down to its
     first layers (:func:`~strategist.frontend.layers.truncate_layers`), the anchors advised there copied onto every
@@ -245,7 +253,7 @@ def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> di
     """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
     ``(graph, hardware, dataset_strategy, rules)``, set up once per process."""
     if _WORKER.get("state") is not state:
-        _init_worker(*state)
+        _init_pool_worker(*state)
         _WORKER["state"] = state
     return _advise_mesh(mesh, options, False)
 
@@ -347,7 +355,7 @@ def _run(graph, hardware, dataset_strategy, rules, todo, workers):
             yield k, _advise_mesh(mesh, opts, False)
         return
     ctx = multiprocessing.get_context("fork")
-    pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+    pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker,
                                   initargs=(graph, hardware, dataset_strategy, rules))
     try:
         futures = {pool.submit(_advise_mesh, mesh, opts, False): k for k, (mesh, opts) in enumerate(todo)}

@@ -101,8 +101,23 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     return total / micro_batches, transient / micro_batches
 
 
+_SLICES: dict = {}
+
+
 def param_slices(plan, names: set[str]) -> dict[str, tuple]:
-    """Parameter -> its slice shape, for the Parameters operators ``names`` read."""
+    """Parameter -> its slice shape, for the Parameters operators ``names`` read (memoised per plan and operator
+    set: every memory option of a sweep reads the same stages). The result is shared: do not change it."""
+    key = (id(plan), frozenset(names))
+    hit = _SLICES.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    if len(_SLICES) >= 32:
+        _SLICES.clear()
+    out = _SLICES[key] = (plan, _param_slices(plan, names))
+    return out[1]
+
+
+def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
     seen: dict[str, tuple] = {}
     for op in plan.graph:
         if op.name not in names:
