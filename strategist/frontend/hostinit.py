@@ -6,9 +6,12 @@ A model's ``__init__`` may compute tensors with operators that have device kerne
 mode, at exit in PyNative mode -- although the model builds and compiles on a device, where strategist's graph
 comes from. :func:`host_kernels` runs them on the host while the model is built:
 
-- ``Arange`` is computed with numpy, values, shape and dtype exact (``mint.arange``'s default dtype: int64 for
-  integer bounds, float32 otherwise);
-- the in-place initialisers (``InplaceNormal``, ``InplaceUniform``, ``InplaceZero``, ``InplaceFillScalar``, ...)
+- the tensor factories and the few maths operators of init-time tables (``Arange``, ``LinSpaceExt``,
+  ``FillScalar``, ``CumsumExt``, ``Outer``) are computed with numpy, values, shape and dtype exact (the defaults of
+  ``mint``: int64 for integer arguments, float32 otherwise); random ones (``NormalFloatFloat``, ``RandpermExt``)
+  draw from a fixed seed, so that a build is deterministic;
+- the in-place initialisers and fills (``InplaceNormal``, ``InplaceUniform``, ``InplaceZero``, ``InplaceFillScalar``,
+  ``InplaceMaskedFillScalar``, ...)
   leave the tensor as it is: its shape and dtype are what the graph needs, and the model's weights are never
   allocated (``no_init_parameters``), so there are no values to draw.
 
@@ -26,9 +29,10 @@ from ..errors import ModelLoadError
 
 #: the in-place initialisers whose tensor is returned as it is (its shape and dtype are the result's)
 IN_PLACE = ("InplaceNormal", "InplaceUniform", "InplaceZero", "InplaceFillScalar", "InplaceFillTensor",
-            "InplaceRandom", "InplaceExponential", "InplaceBernoulliScalar", "InplaceBernoulliTensor")
-#: computed on the host with numpy
-ON_HOST = ("Arange",)
+            "InplaceRandom", "InplaceExponential", "InplaceBernoulliScalar", "InplaceBernoulliTensor",
+            "InplaceMaskedFillScalar", "InplaceMaskedFillTensor", "InplaceClampScalar", "InplaceClampTensor")
+#: computed on the host with numpy (:data:`_HOST`)
+ON_HOST = ("Arange", "LinSpaceExt", "FillScalar", "CumsumExt", "Outer", "NormalFloatFloat", "RandpermExt")
 #: the Tensor methods of the in-place initialisers (C++ methods that call their kernels directly): while building,
 #: they return the tensor as it is
 TENSOR_METHODS = ("normal_", "uniform_", "zero_", "fill_", "random_", "exponential_", "bernoulli_")
@@ -46,14 +50,67 @@ def _np_dtype(dtype, default):
     return ms.dtype_to_nptype(dtype)
 
 
+def _scalar(v):
+    import mindspore as ms
+    return v.asnumpy().item() if isinstance(v, ms.Tensor) else v
+
+
+def _default_dtype(*vals):
+    import numpy as np
+    if all(isinstance(v, bool) for v in vals):
+        return np.bool_
+    return np.int64 if all(isinstance(v, (int, np.integer)) for v in vals) else np.float32
+
+
+def _tensor(arr, dtype=None):
+    """``arr`` as a MindSpore tensor of ``dtype`` (numpy's dtype of ``arr`` when None)."""
+    import mindspore as ms
+    out = ms.Tensor(arr.astype(_np_dtype(dtype, arr.dtype)))
+    return out.astype(ms.bfloat16) if dtype == ms.bfloat16 else out
+
+
 def _arange(self, start, end, step=1, dtype=None):
     import numpy as np
-    import mindspore as ms
-    vals = [v.asnumpy().item() if isinstance(v, ms.Tensor) else v for v in (start, end, step)]
-    ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals)
-    np_dt = _np_dtype(dtype, np.int64 if ints else np.float32)
-    out = ms.Tensor(np.arange(*vals).astype(np_dt))
-    return out.astype(ms.bfloat16) if dtype == ms.bfloat16 else out
+    vals = [_scalar(v) for v in (start, end, step)]
+    return _tensor(np.arange(*vals).astype(_default_dtype(*vals)), dtype)
+
+
+def _linspace(self, start, end, steps, dtype=None):
+    import numpy as np
+    return _tensor(np.linspace(_scalar(start), _scalar(end), int(_scalar(steps))).astype(np.float32), dtype)
+
+
+def _fill(self, size, fill_value, dtype=None):
+    import numpy as np
+    v = _scalar(fill_value)
+    return _tensor(np.full(tuple(int(d) for d in size), v, dtype=_default_dtype(v)), dtype)
+
+
+def _cumsum(self, input, dim, dtype=None):
+    import numpy as np
+    arr = input.asnumpy()
+    return _tensor(np.cumsum(arr, axis=int(dim)).astype(arr.dtype), dtype or input.dtype)
+
+
+def _outer(self, input, vec2):
+    import numpy as np
+    return _tensor(np.outer(input.asnumpy(), vec2.asnumpy()).astype(input.asnumpy().dtype), input.dtype)
+
+
+def _normal(self, mean, std, size, seed=None, offset=None):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return _tensor((rng.standard_normal(tuple(int(d) for d in size)) * _scalar(std) + _scalar(mean))
+                   .astype(np.float32))
+
+
+def _randperm(self, n, seed=None, offset=None, dtype=None):
+    import numpy as np
+    return _tensor(np.random.default_rng(0).permutation(int(_scalar(n))).astype(np.int64), dtype)
+
+
+_HOST = {"Arange": _arange, "LinSpaceExt": _linspace, "FillScalar": _fill, "CumsumExt": _cumsum, "Outer": _outer,
+         "NormalFloatFloat": _normal, "RandpermExt": _randperm}
 
 
 def _unchanged(self, input, *args, **kwargs):
@@ -70,7 +127,7 @@ def _targets():
     for name in IN_PLACE + ON_HOST:
         cls = getattr(gen_ops_prim, name, None)
         if cls is not None and "__call__" in cls.__dict__:
-            out.append((cls, _arange if name == "Arange" else _unchanged))
+            out.append((cls, _HOST.get(name, _unchanged)))
     return out
 
 
@@ -127,9 +184,9 @@ def kernel_error(what: str, err: BaseException) -> ModelLoadError | None:
     where = model_line(err)
     at = f" at {where}" if where else ""
     return ModelLoadError(
-        f"building {what} failed{at}: the operator {kernel} has no kernel in MindSpore's CPU backend, which "
-        f"strategist builds on (it runs {', '.join(ON_HOST)} and the in-place initialisers on the host only); "
-        f"compute that tensor with numpy in __init__, or keep only its shape")
+        f"building {what} failed{at}: MindSpore's CPU backend has no {kernel} kernel (strategist builds on a CPU and "
+        f"runs only {', '.join(ON_HOST)} and the in-place initialisers on the host); compute that tensor with "
+        f"numpy in __init__")
 
 
 def _short(path: str) -> str:

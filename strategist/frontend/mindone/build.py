@@ -70,17 +70,25 @@ def resolve_class(name: str) -> tuple[str, type]:
     return name, cls
 
 
-def mindone_config(model_type: str, kwargs: dict):
+def default_attention(cls) -> str:
+    """``flash_attention_2`` (``FlashAttentionScore``, as the model trains on Ascend) where the class supports it,
+    else ``eager``."""
+    fa = getattr(cls, "_supports_flash_attn", False) or getattr(cls, "_supports_flash_attn_2", False)
+    return "flash_attention_2" if fa else "eager"
+
+
+def mindone_config(model_type: str, kwargs: dict, attention: str = "eager"):
     """The ``transformers`` config of ``model_type`` with ``kwargs`` applied: ``layers`` sets
     ``num_hidden_layers``, any other key but ``seq``/``batch`` the config key of that name (unknown keys are an
-    error). Caches are off (a training forward), attention is mindone's eager one unless ``attn_implementation`` is
-    given."""
+    error). Caches are off and outputs are tuples (a training forward, no ``ModelOutput`` for graph mode to run in
+    Python); attention is ``attention`` unless ``attn_implementation`` is given."""
     import_mindone()
     from transformers import AutoConfig
     with contextlib.redirect_stdout(sys.stderr):
         cfg = AutoConfig.for_model(model_type)
+    cfg.return_dict = False
     keys = {k: v for k, v in kwargs.items() if k not in OPTIONS}
-    attn = keys.pop("attn_implementation", "eager")
+    attn = keys.pop("attn_implementation", attention)
     for key, value in keys.items():
         if not hasattr(cfg, key):
             close = difflib.get_close_matches(key, list(cfg.to_dict()), n=3)
@@ -107,12 +115,13 @@ def _default_seq(cfg) -> int:
 
 
 def build_mindone(name: str, kwargs: dict | None = None):
-    """The mindone model ``name`` (:func:`resolve_class`) built from its config (:func:`mindone_config`), weights
-    never allocated, with ``example_inputs`` ``input_ids: int32[batch, seq]`` (``seq`` defaults to the config's
-    ``max_position_embeddings`` up to 4096, ``batch`` to 1)."""
+    """The mindone model ``name`` (:func:`resolve_class`) built from its config (:func:`mindone_config`; attention
+    :func:`default_attention`), weights never allocated, with ``example_inputs`` ``input_ids: int32[batch, seq]`` (``seq`` defaults to the config's
+    ``max_position_embeddings`` up to 4096, ``batch`` to 1). An encoder-decoder model is traced by its encoder class
+    (``mindone:T5EncoderModel``): strategist's inputs are the leading ones of ``construct``."""
     kwargs = dict(kwargs or {})
     model_type, cls = resolve_class(name)
-    cfg = mindone_config(model_type, kwargs)
+    cfg = mindone_config(model_type, kwargs, default_attention(cls))
     seq = _positive("seq", kwargs["seq"]) if kwargs.get("seq") is not None else _default_seq(cfg)
     batch = _positive("batch", kwargs["batch"]) if kwargs.get("batch") is not None else 1
     from mindspore.nn.utils import no_init_parameters
