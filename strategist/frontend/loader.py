@@ -293,4 +293,8 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
         graph = extract(cell, *args, model=str(ref), training=training)
     graph.training = bool(training)
     progress.rearm_interrupts()
+    from .unsharded import unsharded_notes
+    notes = [n for n in unsharded_notes(graph) if n not in graph.notes]
+    if notes:
+        graph.notes = tuple(graph.notes) + tuple(notes)
     return cellshard.apply(graph, cell, shard_calls)

@@ -18,7 +18,7 @@ PREFIX = "mindone:"
 DEFAULT_SEQ = 4096
 INSTALL = "pip install 'strategist[mindone]' (mindone==0.5.0, transformers==4.57.1)"
 #: strategist's own model options (every other key is a config key)
-OPTIONS = ("layers", "seq", "batch")
+OPTIONS = ("layers", "seq", "batch", "addmm")
 
 
 def is_mindone_ref(target: str) -> bool:
@@ -138,5 +138,44 @@ def build_mindone(name: str, kwargs: dict | None = None):
         msg = " ".join(str(err).split())[:300]
         raise ModelLoadError(f"building mindone:{name} ({cls.__name__}) failed: {type(err).__name__}: {msg} "
                              f"(check the --set config keys)") from None
+    if kwargs.get("addmm") is not None:
+        if kwargs["addmm"] != "matmul":
+            raise InputSpecError(f"bad addmm={kwargs['addmm']!r}: addmm=matmul (Conv1D as MatMul + Add) or leave it")
+        _conv1d_as_matmul(cell)
     cell.example_inputs = {"input_ids": f"int32[{batch},{seq}]"}
     return cell
+
+
+def _conv1d_as_matmul(cell) -> int:
+    """``addmm=matmul``: each of mindone's ``Conv1D`` (GPT-2's projections, ``mint.addmm``: no OperatorInfo in
+    MindSpore) computes ``x @ w + b`` with a MatMul and an Add it holds, which MindSpore shards: the rewrite
+    :mod:`strategist.frontend.unsharded` suggests, to price the model both ways. Returns how many were changed."""
+    from mindspore import ops
+    from mindone.transformers.mindspore_utils import Conv1D
+    n = 0
+    for _, c in cell.cells_and_names():
+        if type(c) is Conv1D:
+            c.__class__ = _matmul_conv1d()
+            c.matmul = ops.MatMul()
+            c.add = ops.Add()
+            n += 1
+    return n
+
+
+_MATMUL_CONV1D = []
+
+
+def _matmul_conv1d():
+    """``Conv1D`` computing with a held MatMul and Add (made once, on first use: it subclasses mindone's class)."""
+    if not _MATMUL_CONV1D:
+        from mindone.transformers.mindspore_utils import Conv1D
+
+        class Conv1DMatMul(Conv1D):
+            """mindone's Conv1D as MatMul + Add (strategist's ``addmm=matmul``)."""
+
+            def construct(self, x):
+                size_out = x.shape[:-1] + (self.nf,)
+                x = self.add(self.matmul(x.view(-1, x.shape[-1]), self.weight), self.bias)
+                return x.view(size_out)
+        _MATMUL_CONV1D.append(Conv1DMatMul)
+    return _MATMUL_CONV1D[0]
