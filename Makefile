@@ -22,6 +22,11 @@ $(VENV)/.mindformers: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,mindformers]'
 	touch $@
 
+# mindone.transformers and transformers (the mindone:<model> front end; no torch)
+$(VENV)/.mindone: $(VENV)/.mindformers
+	$(PY) -m pip install --quiet -e '.[test,mindformers,mindone]'
+	touch $@
+
 $(VENV)/.docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
@@ -53,14 +58,14 @@ docs-check: $(VENV)/.docs
 
 # CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
 # MindSpore itself)
-test: $(VENV)/.mindformers check-cc lint docs-check
+test: $(VENV)/.mindformers $(VENV)/.mindone check-cc lint docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"
 
 # everything, the large-model and MindFormers-heavy checks too
-test-all: $(VENV)/.mindformers check-cc
+test-all: $(VENV)/.mindformers $(VENV)/.mindone check-cc
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed
