@@ -103,7 +103,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     if mf is not None:
         if not model.startswith("mindformers:"):
             model = os.path.abspath(model)                 # the child runs in its own directory
-    else:
+    elif not model.startswith("mindone:"):         # (a mindone model is named, not a file)
         ref_path, sep, name = model.rpartition(":")
         if sep and ref_path:
             model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
