@@ -102,9 +102,8 @@ def model_args(sp, mindformers_only=False):
                                 "plan; MindFormers configs always compile for training")
     else:
         sp.set_defaults(input=None, kwargs=None, eval=False)
-    g = sp.add_argument_group("MindFormers and mindone", "for a MindFormers config (MODEL = "
-                                                         "mindformers:<config.yaml>) or a mindone model (MODEL = "
-                                                         "mindone:<model_type>)")
+    g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>) or a "
+                                             "mindone model (MODEL = mindone:<model_type>)")
     g.add_argument("--layers", type=int, metavar="N", help="number of layers (num_hidden_layers)")
     g.add_argument("--seq", type=int, metavar="N", help="sequence length (seq_length)")
     g.add_argument("--batch", type=int, metavar="N", help="global batch size of the graph "
