@@ -10,7 +10,7 @@ export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 # mkdocs-material's notice about its successor is not a build warning; keep CI's log to the build's own lines
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: demo test test-fast test-all lint bench fixtures check-cc docs docs-check clean
+.PHONY: demo test test-fast test-all test-ms2.10 lint bench fixtures check-cc docs docs-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,21 @@ test-fast: $(VENV)/.installed
 test-all: $(VENV)/.mindformers $(VENV)/.mindone check-cc
 	$(PY) -m pytest -q
 
+# a second environment on MindSpore 2.10.0 (the project's pins stay 2.9.0): the project's other dependencies from
+# pyproject.toml, strategist itself without its pins, and the live MindSpore sample (verify_live)
+VENV210 ?= .venv-ms2.10
+$(VENV210)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV210)
+	$(VENV210)/bin/python -m pip install --upgrade --quiet pip
+	$(VENV210)/bin/python -m pip install --quiet 'mindspore==2.10.0' $$($(PYTHON) -c 'import tomllib; \
+	  p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	  print(" ".join(d for d in p["dependencies"] + p["optional-dependencies"]["test"] if not d.startswith("mindspore")))')
+	$(VENV210)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-ms2.10: $(VENV210)/.installed check-cc
+	$(VENV210)/bin/python -m pytest -q -m "verify_live and not slow"
+
 bench: $(VENV)/.installed
 	$(PY) bench/extract.py
 
@@ -77,4 +92,4 @@ fixtures: $(VENV)/.installed check-cc
 	$(PY) tests/netgen.py fixtures --prune --n $(or $(N),500)
 
 clean:
-	rm -rf $(VENV) .pytest_cache *.egg-info site
+	rm -rf $(VENV) $(VENV210) .pytest_cache *.egg-info site

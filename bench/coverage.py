@@ -76,7 +76,12 @@ def mindone_kwargs(target: str) -> list[str]:
     from transformers import AutoConfig
     model_type, _ = resolve_class(target.partition(":")[2])
     cfg = AutoConfig.for_model(model_type)
-    keys = [f"{k}={v}" for k, v in MINDONE_SMALL.items() if hasattr(cfg, k) and k not in ("num_hidden_layers",)]
+    settable = [k for k in MINDONE_SMALL if hasattr(cfg, k)
+                and not isinstance(getattr(type(cfg), k, None), property)]     # (falcon's head_dim is derived)
+    keys = [f"{k}={MINDONE_SMALL[k]}" for k in settable]
+    pad = getattr(cfg, "pad_token_id", None)
+    if isinstance(pad, int) and pad >= MINDONE_SMALL["vocab_size"]:
+        keys.append("pad_token_id=0")          # (phi3's 32000 is past the small vocabulary)
     return keys + ["layers=2", "seq=64", "batch=2"]
 
 
