@@ -124,8 +124,11 @@ class _Reference:
             g = real(cell, *inputs, **kwargs)
             self.seconds = time.perf_counter() - t0
             if self.paths:
-                kw = {k: v for k, v in kwargs.items() if k != "model"}
-                self.ref = celltrace.reference_paths(cell, *inputs, **kw)
+                # (extract's own options are not construct's: a model taking **kwargs would get them)
+                kw = {k: v for k, v in kwargs.items() if k not in ("model", "training")}
+                from strategist.frontend.graphfix import graph_mode_fixes
+                with graph_mode_fixes():
+                    self.ref = celltrace.reference_paths(cell, *inputs, **kw)
             return g
 
         saved = loader.extract, mf.extract

@@ -54,6 +54,16 @@ def test_ports_build_on_cpu_with_equal_layers_and_true_cell_paths(model):
     assert sum((first - second).values()) <= 8
     assert g.op(op_name).cell_path == cell_path
     assert not any(op.cell_path.startswith(f"{prefix}2.") for op in g)
+    # every operator MindSpore has an OperatorInfo for has a rule
+    from strategist.engine.rules.registry import RULES
+    assert not sorted({op.type for op in g if op.type in _operator_infos() and op.type not in RULES})
+
+
+@functools.lru_cache(maxsize=None)
+def _operator_infos() -> frozenset:
+    import yaml
+    with open(os.path.join(ROOT, "rules", "mindspore_operator_infos.yaml")) as f:
+        return frozenset(yaml.safe_load(f)["primitives"])
 
 
 def test_qwen2_compiles_with_a_noted_graph_mode_fix():

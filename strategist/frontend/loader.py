@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from .. import progress
-from ..errors import InputSpecError, ModelLoadError
+from ..errors import CompileError, InputSpecError, ModelLoadError
 from ..vocab.graph import OpGraph, TensorSpec
 from .graph import extract
 
@@ -290,7 +290,17 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
             raise ModelLoadError(f"{err} (fix the model's example_inputs or give --input)") from None
     args = order_inputs(cell, named)
     with progress.task("extracting the graph (MindSpore compile)"):
-        graph = extract(cell, *args, model=str(ref), training=training)
+        try:
+            graph = extract(cell, *args, model=str(ref), training=training)
+        except CompileError as err:
+            fallback = cell.__dict__.get("strategist_eager_fallback")     # (a mindone model's default attention)
+            if fallback is None:
+                raise
+            cell = fallback()
+            graph = extract(cell, *order_inputs(cell, named), model=str(ref), training=training)
+            graph.notes = tuple(graph.notes) + (
+                f"{ref}: its flash attention does not compile in graph mode ({str(err).partition(': ')[2][:200]}); "
+                f"traced with its eager attention (--set attn_implementation=eager)",)
     graph.training = bool(training)
     progress.rearm_interrupts()
     from .unsharded import unsharded_notes

@@ -143,7 +143,15 @@ def build_mindone(name: str, kwargs: dict | None = None):
             raise InputSpecError(f"bad addmm={kwargs['addmm']!r}: addmm=matmul (Conv1D as MatMul + Add) or leave it")
         _conv1d_as_matmul(cell)
     cell.example_inputs = {"input_ids": f"int32[{batch},{seq}]"}
+    if "attn_implementation" not in kwargs and cfg._attn_implementation != "eager":
+        # the default flash attention: where mindone's code for it does not compile, its eager attention
+        object.__setattr__(cell, FALLBACK, lambda: build_mindone(name, {**kwargs, "attn_implementation": "eager"}))
     return cell
+
+
+#: the attribute of a built model holding how to build it again with eager attention (the loader's fallback when
+#: the default flash attention does not compile)
+FALLBACK = "strategist_eager_fallback"
 
 
 def _conv1d_as_matmul(cell) -> int:
