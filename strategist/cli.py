@@ -44,11 +44,11 @@ def _installed(name: str) -> str:
 
 
 def version_text() -> str:
-    """strategist's version and the versions of the MindSpore and MindFormers installed beside it
+    """strategist's version and the versions of the MindSpore, MindFormers and mindone installed beside it
     (read from the package metadata: nothing is imported)."""
     from . import __version__
     return (f"strategist {__version__} (MindSpore {_installed('mindspore')}, MindFormers {_installed('mindformers')}, "
-            f"Python {platform.python_version()})")
+            f"mindone {_installed('mindone')}, Python {platform.python_version()})")
 
 
 def _hardware_profiles() -> list[str]:
@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
                     "with shard(), with what strategies, and what the plan costs.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=version_text(),
-                   help="print strategist's, MindSpore's and MindFormers' versions and exit")
+                   help="print strategist's, MindSpore's, MindFormers' and mindone's versions and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
     def command(name, help, description=None):
