@@ -168,3 +168,14 @@ def test_installed_package_anchors_go_into_apply_strategies(tmp_path, monkeypatc
         prim = getattr(cells[op.cell_path], op.instance_name)
         want = tuple(tuple(s) for s in advice.plan.choices[name].strategy)
         assert tuple(tuple(s) for s in prim.attrs["in_strategy"]) == want, name
+
+
+@pytest.mark.verify_live
+def test_verify_builds_the_port_on_the_cpu_and_compares_with_mindspore():
+    """verify's child builds a mindone model on the CPU (its rotary tables) before choosing the stand-in device;
+    with nothing configured, MindSpore's propagation and strategist's agree on most operators (MindSpore splits
+    the embedding's hidden dimension where strategist keeps it whole, and the layer norms with it)."""
+    from strategist.verify import verify_model
+    cmp = verify_model("mindone:llama", "dp=2,tp=4", kwargs=list(SMALL), dataset_strategy="full_batch")
+    assert cmp.total > 100 and cmp.dataset_agrees
+    assert cmp.agreed / cmp.total >= 0.85, cmp.text(20)

@@ -254,12 +254,24 @@ def run(req: dict) -> dict:
 
         result["mindspore_version"] = ms.__version__
         target = {"stub": "GPU", "gpu": "GPU", "ascend": "Ascend"}[req["backend"]]
+        early = None
+        if str(req.get("model", "")).startswith("mindone:") and req["backend"] == "stub":
+            # a mindone model's __init__ computes tensors (rotary tables): on the CPU, before the stand-in device
+            # (which runs no kernel) is chosen
+            ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+            early = build_cell(ModelRef.parse(req["model"]), parse_kwargs(req.get("kwargs")))
         ms.set_context(mode=ms.GRAPH_MODE, device_target=target)
         comm.init()
         n = req["device_num"]
         stack = contextlib.ExitStack()
         stack.__enter__()
-        if req.get("mindformers") is not None:
+        if early is not None:
+            cell = early
+            named = parse_inputs([f"{k}:{v}" for k, v in cell.example_inputs.items()])
+            specs = order_inputs(cell, named)
+            names = list(cell.example_inputs)
+            slots = None
+        elif req.get("mindformers") is not None:
             # MindFormers builds (and anchors) its own model at the requested mesh in its world
             cell, names, specs, slots = _build_mindformers(req, stack, result)
         else:
