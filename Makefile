@@ -27,6 +27,11 @@ $(VENV)/.mindone: $(VENV)/.mindformers
 	$(PY) -m pip install --quiet -e '.[test,mindformers,mindone]'
 	touch $@
 
+# Ray: strategist sweep --ray (an optional extra; tests/test_sweep.py runs a sweep on a local Ray)
+$(VENV)/.ray: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[ray]'
+	touch $@
+
 $(VENV)/.docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
@@ -58,7 +63,7 @@ docs-check: $(VENV)/.docs
 
 # CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
 # MindSpore itself)
-test: $(VENV)/.mindformers $(VENV)/.mindone check-cc lint docs-check
+test: $(VENV)/.mindformers $(VENV)/.mindone $(VENV)/.ray check-cc lint docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed

@@ -4,6 +4,7 @@
     .venv/bin/python bench/coverage.py --registry      # the registry count only (fast)
     .venv/bin/python bench/coverage.py --no-mindformers
     .venv/bin/python bench/coverage.py --no-mindformers --only mindone:    # the mindone.transformers rows
+    .venv/bin/python bench/coverage.py --no-mindformers --only mindone: --verify --no-paths   # and MindSpore's
     .venv/bin/python bench/coverage.py --scan-wheel    # re-derive the OperatorInfo names from the installed wheel
 
 Prints, for MindSpore 2.9's OperatorInfo primitives (``rules/mindspore_operator_infos.yaml``), how many
@@ -228,6 +229,8 @@ def main(argv=None) -> int:
     p.add_argument("--registry", action="store_true", help="the registry count only")
     p.add_argument("--no-mindformers", action="store_true")
     p.add_argument("--no-mindone", action="store_true", help="skip the mindone.transformers architectures")
+    p.add_argument("--verify", action="store_true", help="mindone rows: MindSpore's own propagation beside "
+                                                         "strategist's (a child process per model)")
     p.add_argument("--only", default=None, help="only models whose target contains this text")
     p.add_argument("--scan-wheel", action="store_true")
     p.add_argument("--no-paths", action="store_true", help="skip the reference cell paths (a 2nd, ~5x compile)")
@@ -277,7 +280,19 @@ def _mindone_rows(a) -> None:
         except Exception as err:
             print(f"  {target:58s} ERROR {type(err).__name__}: {str(err).splitlines()[0][:160]}")
             continue
-        model_report(target, kw, [], paths=not a.no_paths)
+        row = model_report(target, kw, [], paths=not a.no_paths)
+        if a.verify and "error" not in row:
+            print(f"      verify dp=2,tp=4, nothing configured: {_verify_row(target, kw)}")
+
+
+def _verify_row(target: str, kw: list[str]) -> str:
+    """MindSpore's sharding propagation of ``target`` beside strategist's: how many operators agree."""
+    from strategist.verify import verify_model
+    try:
+        cmp = verify_model(target, "dp=2,tp=4", kwargs=kw, dataset_strategy="full_batch")
+    except Exception as err:
+        return f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:140] if str(err) else ''}"
+    return f"{cmp.agreed}/{cmp.total} operators agree ({100 * cmp.agreed / max(cmp.total, 1):.1f} %)"
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """``strategist`` command line: a thin shell over the library API.
 
 One grammar for every command: a model, then option groups (model, MindFormers, mesh and hardware,
-anchors and search, source edits, output). Every command takes ``--format table|json|md|html``
-(``--json`` is ``--format json``), ``--out FILE`` and, where it prints tables, ``--max-rows``.
+anchors and search, source edits, output). Every command takes ``--format table|json|md`` (``html`` too: advise,
+propagate, compare, sweep; ``--json`` is ``--format json``), ``--out FILE`` and, where it prints tables,
+``--max-rows``; advise and propagate take ``--trace FILE`` (the step's schedule as a Chrome trace).
 Every user mistake ends as one line on stderr and exit code 2, never a traceback.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from .errors import StrategistError
 
 FORMATS = ("table", "json", "md", "html")
+HTML_COMMANDS = ("advise", "propagate", "compare", "sweep")     # the commands --format html draws
 MAX_ROWS = 40           # one default for every command's tables
 DOCS = "docs/reference/cli.md"
 EPILOG = """examples:
@@ -134,12 +136,18 @@ def anchors_args(g, what="operators to configure"):
                    help=f"{what}: an anchors file (format: docs/reference/file-formats.md)")
 
 
-def output_args(sp, max_rows="operator rows in each table"):
+def output_args(sp, max_rows="operator rows in each table", html=False, trace=False):
     g = sp.add_argument_group("output")
     g.add_argument("--format", choices=FORMATS, default=None,
-                   help="report format: table (default), json, md (Markdown) or html")
+                   help="report format: table (default), json, md (Markdown)" + (
+                       " or html (one self-contained page: charts, graph, communication matrix, operator table)"
+                       if html else "; html is for advise, propagate, compare and sweep"))
     g.add_argument("--json", action="store_true", help="same as --format json")
     g.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+    if trace:
+        g.add_argument("--trace", metavar="FILE.json",
+                       help="also write the step model's schedule of one step as a Chrome trace (open it in "
+                            "Perfetto or chrome://tracing)")
     if max_rows:
         g.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
                        help=f"{max_rows} (default {MAX_ROWS}; 0 = all)")
@@ -172,7 +180,7 @@ def _plan_commands(command) -> None:
     g.add_argument("--semi-auto", action="store_true",
                    help="no propagation: the plan MindSpore's semi_auto_parallel runs with these strategies "
                         "(every other operator takes its batch strategy)")
-    output_args(sp)
+    output_args(sp, html=True, trace=True)
 
     sp = command("advise", "choose the operators to configure, propagate, and report the cost",
                  "choose the operators to configure, propagate, and report the cost (the model's own shard() "
@@ -197,7 +205,7 @@ def _plan_commands(command) -> None:
                         "into (default sharding_propagation)")
     g.add_argument("--emit-strategy-file", metavar="FILE.json",
                    help="write the advised plan as MindSpore's operator-strategy file (no source edit)")
-    output_args(sp)
+    output_args(sp, html=True, trace=True)
 
     sp = command("explain", "why an operator got its strategy: provenance chain and candidates")
     g = plan_args(sp)
@@ -241,7 +249,7 @@ def _check_commands(command) -> None:
     g = sp.add_argument_group("checks")
     g.add_argument("--verify", action="store_true",
                    help="also run MindSpore's own propagation of the experts' anchors (a child process)")
-    output_args(sp, max_rows="disagreement rows per column")
+    output_args(sp, max_rows="disagreement rows per column", html=True)
 
 
 def _sweep_command(command) -> None:
@@ -257,8 +265,8 @@ def _sweep_command(command) -> None:
     g.add_argument("--max-tp", type=int, metavar="N", help="the largest tp tried")
     g.add_argument("--max-pp", type=int, metavar="N", help="the largest pp tried")
     g.add_argument("--micro-batches", type=int, action="append", metavar="M",
-                   help="micro-batch counts tried with pp; repeatable (default pp, 2 pp and 4 pp where they "
-                        "split the batch)")
+                   help="micro-batch counts tried on every mesh (gradient accumulation without pp); repeatable "
+                        "(default 1 without pp; pp, 2 pp, 4 pp ... with it, where they split the batch)")
     profiles = _hardware_profiles()
     g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
                    help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)" if profiles
@@ -268,7 +276,10 @@ def _sweep_command(command) -> None:
                    help="how the inputs are split, as MindSpore's dataset_strategy (default data_parallel; "
                         "full_batch for MindFormers configs)")
     g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
-    output_args(sp, max_rows="rows in each table")
+    g.add_argument("--ray", metavar="ADDRESS",
+                   help="run the meshes as tasks on a Ray cluster: its address (auto, ray://host:10001) or local "
+                        "(pip install 'strategist[ray]')")
+    output_args(sp, max_rows="rows in each table", html=True)
 
 
 def step_model_args(sp) -> None:
@@ -351,8 +362,12 @@ def _check(parser: argparse.ArgumentParser, args) -> None:
     if args.json and args.format not in (None, "json"):
         parser.error(f"--json is --format json, which contradicts --format {args.format}: give one of them")
     fmt = "json" if args.json else args.format
-    if fmt == "html":
-        parser.error("--format html: not yet supported; use --format table, json or md")
+    if fmt == "html" and args.command not in HTML_COMMANDS:
+        parser.error(f"--format html: {args.command} has no HTML report (advise, propagate, compare and sweep have); "
+                     f"use --format table, json or md")
+    if args.command == "propagate" and args.out and args.trace and os.path.abspath(args.out) == \
+            os.path.abspath(args.trace):
+        parser.error(f"--out and --trace both write {args.out}: give them different files")
     if args.command == "advise":
         edits = args.diff or args.diff_out or args.apply
         for flag, given in (("--prune", args.prune), ("--target", args.target)):
@@ -362,7 +377,7 @@ def _check(parser: argparse.ArgumentParser, args) -> None:
             parser.error(f"--diff prints the diff instead of the report, so --format {fmt} has nothing to "
                          f"format: drop one, or write the diff with --diff-out FILE")
         paths = [(f, v) for f, v in (("--out", args.out), ("--diff-out", args.diff_out),
-                                     ("--emit-strategy-file", args.emit_strategy_file)) if v]
+                                     ("--emit-strategy-file", args.emit_strategy_file), ("--trace", args.trace)) if v]
         for i, (f1, v1) in enumerate(paths):
             for f2, v2 in paths[i + 1:]:
                 if os.path.abspath(v1) == os.path.abspath(v2):
@@ -405,18 +420,51 @@ def _report_stdout():
         _REPORT_OUT.pop()
 
 
-def _write(args, text: str) -> None:
-    """The report to stdout, or to ``--out FILE``."""
-    if not args.out:
+def _write(args, text: str, flag: str = "--out") -> None:
+    """The report to stdout, or to ``--out FILE`` (``flag``: the option naming the file)."""
+    path = getattr(args, flag[2:])
+    if not path:
         (_REPORT_OUT[-1] if _REPORT_OUT else sys.stdout).write(text)
         return
     try:
-        with open(args.out, "w", encoding="utf-8") as f:
+        with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as err:
-        raise StrategistError(f"--out {args.out}: cannot write it ({err.strerror or err}): "
+        raise StrategistError(f"{flag} {path}: cannot write it ({err.strerror or err}): "
                               f"give a writable file path") from None
-    print(f"strategist: wrote {args.out}", file=sys.stderr)
+    print(f"strategist: wrote {path}", file=sys.stderr)
+
+
+def _plan_report(args, plan, advice=None) -> None:
+    """``advise`` and ``propagate``'s report of ``plan`` (``advice``: the advice behind it) in ``--format``, and the
+    ``--trace`` file."""
+    import json
+    if getattr(args, "trace", None):
+        from .report.trace import trace_json
+        _write(args, trace_json(plan), "--trace")
+    if args.format == "html":
+        from .report.html import advice_html, plan_html
+        if advice is None:
+            _write(args, plan_html(plan))
+            return
+        from .source import source_changes
+        try:
+            diff, note = source_changes(advice).diff(), None
+        except (StrategistError, OSError) as err:   # the page still shows the advice, and why no diff
+            diff, note = None, f"no diff: {err}"
+        _write(args, advice_html(advice, diff=diff, diff_note=note))
+    elif advice is not None:
+        from .report.render import advice_dict, advice_text
+        if args.format == "json":
+            _write(args, json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
+        else:
+            _write(args, advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
+    else:
+        from .report.render import plan_dict, plan_text
+        if args.format == "json":
+            _write(args, json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
+        else:
+            _write(args, plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -455,9 +503,12 @@ def _sweep(parser, args, said: list) -> int:
                          max_tp=args.max_tp, max_pp=args.max_pp,
                          micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
                          dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
-                         workers=args.workers)
+                         workers=args.workers, ray=args.ray)
     if args.format == "json":
         _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
+    elif args.format == "html":
+        from .report.html import sweep_html
+        _write(args, sweep_html(result, args.max_rows))
     else:
         _write(args, sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
     if result.interrupted:
@@ -494,9 +545,7 @@ def _main(argv: list[str] | None = None) -> int:
                 _write(args, _md_block(text) if args.format == "md" else text)
         elif args.command == "advise":
             import io
-            import json
             from .api import advise_model
-            from .report.render import advice_dict, advice_text
             mesh, step = step_model_options(args)
             advice = advise_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
@@ -509,14 +558,15 @@ def _main(argv: list[str] | None = None) -> int:
             if advise_outputs(advice, diff=args.diff, diff_out=args.diff_out, apply=args.apply, prune=args.prune,
                               target=args.target, emit_strategy_file=args.emit_strategy_file, out=diff):
                 _write(args, diff.getvalue())
-            elif args.format == "json":
-                _write(args, json.dumps(advice_dict(advice), indent=1, sort_keys=True) + "\n")
+                if args.trace:
+                    from .report.trace import trace_json
+                    _write(args, trace_json(advice.plan), "--trace")
             else:
-                _write(args, advice_text(advice, markdown=args.format == "md", max_rows=args.max_rows))
+                _plan_report(args, advice.plan, advice)
         elif args.command in ("propagate", "explain"):
             import json
             from .api import find_op, mindformers_anchors_note, plan_model
-            from .report.render import explain_dict, explain_text, plan_dict, plan_text
+            from .report.render import explain_dict, explain_text
             mesh, step = step_model_options(args)
             plan = plan_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
@@ -532,10 +582,8 @@ def _main(argv: list[str] | None = None) -> int:
                 else:
                     text = explain_text(plan, name)
                     _write(args, _md_block(text) if args.format == "md" else text)
-            elif args.format == "json":
-                _write(args, json.dumps(plan_dict(plan), indent=1, sort_keys=True) + "\n")
             else:
-                _write(args, plan_text(plan, markdown=args.format == "md", max_rows=args.max_rows))
+                _plan_report(args, plan)
         elif args.command == "verify":
             from .verify import verify_model
             result = verify_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,
@@ -560,6 +608,9 @@ def _main(argv: list[str] | None = None) -> int:
                                 **split_model_options(args.kwargs))
             if args.format == "json":
                 _write(args, cmp.to_json(args.max_rows) + "\n")
+            elif args.format == "html":
+                from .report.html import compare_html
+                _write(args, compare_html(cmp, args.max_rows))
             else:
                 text = cmp.text(args.max_rows)
                 _write(args, _md_block(text) if args.format == "md" else text)

@@ -26,14 +26,18 @@ import os
 from dataclasses import dataclass, field
 
 from . import progress
-from .cost.step import StepOptions, estimate_with
+from .cost.step import StepOptions, estimate_with, memory_with
 from .errors import InputSpecError, StrategistError
+from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
+from .sweep_ray import run_on_ray
 from .vocab.graph import OpGraph
 from .vocab.mesh import Mesh
 
 AXES = ("dp", "tp", "cp", "ep", "pp")
 RECOMPUTE = ("none", "selective", "full")
+#: the repeated layers each mesh is advised on; the anchors advised there are copied onto the others
+ADVISE_LAYERS = 2
 
 
 @dataclass(frozen=True)
@@ -183,18 +187,28 @@ def mesh_text(mesh: dict) -> str:
 def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = None,
                 dataset_strategy="data_parallel") -> list[StepOptions]:
     """The memory options tried on ``mesh``: recompute none/selective/full x the parallel optimizer (where dp > 1)
-    x the micro-batch count (1 without pp; with pp, pp, 2 pp and 4 pp where each micro-batch still splits as the
-    dataset strategy splits the batch)."""
+    x the micro-batch count (``micro_batches``, by default 1 without pp and pp, 2 pp, 4 pp ... up to the batch with
+    it), each count one whose micro-batch still splits as the dataset strategy splits the batch."""
     dp, pp = mesh.get("dp", 1), mesh.get("pp", 1)
     split = math.prod(mesh.values()) // pp if dataset_strategy == "data_parallel" else dp
-    if pp > 1:
-        counts = tuple(m for m in (micro_batches or (pp, 2 * pp, 4 * pp))
-                       if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
+    if micro_batches:
+        counts = tuple(micro_batches)
+    elif pp == 1:
+        counts = (1,)
     else:
-        counts = tuple(micro_batches or (1,))
-    zero = (False, True) if dp > 1 else (False,)
-    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z)
-            for m in counts for r in RECOMPUTE for z in zero]
+        counts = tuple(pp << i for i in range(3 if s.batch is None else max(1, (s.batch // pp).bit_length())))
+    counts = tuple(m for m in counts if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
+    inner = math.prod(mesh.values()) // pp
+    # the parallel optimizer shards every weight over the devices holding the same slice of it: the dp replicas,
+    # and for a weight tp leaves whole (a norm's), its tp peers too
+    zero = (False, True) if inner > 1 else (False,)
+    # fine-grained multi-copy (MindFormers' fine_grain_interleave) hides a layer's tp collectives behind its other copy
+    copies = (1, 2) if mesh.get("tp", 1) > 1 else (1,)
+    per_stage = s.layers // pp if s.layers and s.layers % pp == 0 else 0
+    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z, interleave=k,
+                        # MindFormers' selective recompute with its communication recompute of the norms, every layer
+                        comm_recompute_layers=(per_stage,) * pp if r == "selective" and per_stage else ())
+            for m in counts for r in RECOMPUTE for z in zero for k in copies]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,27 +217,56 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
 _WORKER: dict = {}
 
 
-def _init_worker(graph, hardware, dataset_strategy, rules):
-    _WORKER.update(graph=graph, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
+def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS):
+    base = truncate_layers(graph, advise_layers) if advise_layers else graph
+    _WORKER.pop("state", None)
+    _WORKER.update(graph=graph, base=base, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
+
+
+def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_strategy):
+    """(the advice on ``base``, the plan of ``graph`` it leads to, that plan's anchors): where ``base`` is ``graph`` cut down to its
+    first layers (:func:`~strategist.frontend.layers.truncate_layers`), the anchors advised there copied onto every
+    layer and propagated over the whole graph."""
+    from .advice.advisor import advise
+    from .propagate import propagate
+    advice = advise(base, mesh, rules=rules, hardware=hw, dataset_strategy=dataset_strategy)
+    if base is graph:
+        return advice, advice.plan, advice.anchors
+    anchors = copy_anchors(advice.anchors, base, graph)
+    return advice, propagate(graph, mesh, anchors, use_model_strategies=False, dataset_strategy=dataset_strategy,
+                             hardware=hw), anchors
+
+
+def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> dict:
+    """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
+    ``(graph, hardware, dataset_strategy, rules)``, set up once per process."""
+    if _WORKER.get("state") is not state:
+        _init_worker(*state)
+        _WORKER["state"] = state
+    return _advise_mesh(mesh, options, False)
 
 
 def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> dict:
     """In a worker: the advice for ``mesh`` without its pp axis and each option set's step on its plan."""
-    from .advice.advisor import advise, load_rules
+    from .advice.advisor import load_rules
     from .files.hardware import load_hardware
     from .report.render import advice_dict
     w = _WORKER
     inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
     hw = load_hardware(w["hardware"])
     try:
-        advice = advise(w["graph"], inner, rules=load_rules(w["rules"]), hardware=hw,
-                        dataset_strategy=w["dataset_strategy"])
+        advice, plan, anchors = mesh_plan(w["graph"], w["base"], inner, load_rules(w["rules"]), hw, w["dataset_strategy"])
     except StrategistError as err:
         return {"error": str(err).splitlines()[0]}
     rows = []
     for opts in options:
         try:
-            est = estimate_with(advice.plan, opts)
+            mem = memory_with(plan, opts)
+            if not mem.get("fits"):        # out of memory: not scheduled, its memory says by how much
+                rows.append({"step_s": None, "throughput": {}, "memory": mem.get("total"),
+                             "capacity": mem.get("capacity"), "fits": False, "exposed_s": None})
+                continue
+            est = estimate_with(plan, opts)
         except StrategistError as err:
             rows.append({"error": str(err).splitlines()[0]})
             continue
@@ -232,15 +275,20 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
         rows.append({"step_s": est.step_s, "throughput": dict(est.throughput), "memory": mem.get("total"),
                      "capacity": mem.get("capacity"), "fits": bool(mem.get("fits")),
                      "exposed_s": sched.get("communication_not_overlapped_s")})
-    out = {"anchors": len(advice.chosen), "rows": rows}
+    out = {"anchors": len(anchors), "rows": rows}
     if with_advice:
         out["advice"] = advice_dict(advice)
+        if plan is not advice.plan:
+            layers = len(layer_block(w["graph"])[1])
+            out["advice"]["advised_on"] = (f"the first {len(layer_block(w['base'])[1])} of the {layers} repeated "
+                                           f"layers; the anchors of the last one copied onto the others "
+                                           f"({len(anchors)} anchors on the whole graph)")
     return out
 
 
 def _options_dict(o: StepOptions) -> dict:
     return {"recompute": o.recompute, "optimizer_parallel": bool(o.optimizer_parallel),
-            "micro_batches": o.micro_batches}
+            "micro_batches": o.micro_batches, "interleave": o.interleave}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -250,9 +298,10 @@ def _options_dict(o: StepOptions) -> dict:
 def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2", axes=AXES,
                 max_tp: int | None = None, max_pp: int | None = None, dataset_strategy="data_parallel",
                 rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
-                best: int = 3) -> SweepResult:
+                best: int = 3, ray: str | None = None) -> SweepResult:
     """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default:
-    every core; 1 runs in this process)."""
+    every core; 1 runs in this process); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on
+    instead (:mod:`strategist.sweep_ray`)."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]
@@ -275,8 +324,9 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     results: dict[int, dict] = {}
     try:
         with progress.interrupt_raises():        # Ctrl-C: stop, and rank what was advised so far
-            for k, out in progress.bar(_run(graph, hardware, dataset_strategy, rules, todo, workers), "sweep",
-                                       total=len(todo)):
+            runs = _run(graph, hardware, dataset_strategy, rules, todo, workers) if not ray else \
+                run_on_ray(ray, (graph, hardware, dataset_strategy, rules), todo, advise_mesh_task)
+            for k, out in progress.bar(runs, "sweep", total=len(todo)):
                 results[k] = out
     except KeyboardInterrupt:
         result.interrupted = True
@@ -336,9 +386,10 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
         # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
         mesh = dict(a.split("=") for a in c.mesh.split(","))
         return (round(c.step_s, 12), sum(1 for a in mesh if a != "dp"), c.memory_bytes or 0, c.mesh,
-                c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"])
+                c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
+                c.options["interleave"])
     result.ranked.sort(key=key)
-    result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.step_s))
+    result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.mesh))
     if best and result.ranked:
         _init_worker(graph, hardware, dataset_strategy, rules)
         firsts = [c for k, c in enumerate(result.ranked) if c.mesh not in {d.mesh for d in result.ranked[:k]}]
@@ -359,7 +410,9 @@ def parallel_config(c: Config) -> dict:
                                                 "context_parallel": mesh["cp"], "expert_parallel": mesh["ep"],
                                                 "pipeline_stage": mesh["pp"], "micro_batch_num": o["micro_batches"]},
                             "recompute_config": {"recompute": o["recompute"] == "full",
-                                                 "select_recompute": o["recompute"] == "selective"},
+                                                 "select_recompute": o["recompute"] == "selective",
+                                                 "select_comm_recompute": o["recompute"] == "selective"},
+                            "model_config": {"fine_grain_interleave": o.get("interleave", 1)},
                             "parallel": {"enable_parallel_optimizer": o["optimizer_parallel"]}},
             "mindspore": {"pipeline_stages": mesh["pp"], "enable_parallel_optimizer": o["optimizer_parallel"]}}
 

@@ -59,7 +59,7 @@ def test_propagate_command_formats(capsys, tmp_path):
     assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f)]) == 0
     out = capsys.readouterr().out
     assert "linear_fc1.add     Add     ((2, 4), (4,))" in out
-    assert "linear_fc2.matmul  AllReduce(n=4, group=[0, 1, 2, 3])" in out
+    assert "linear_fc2.matmul  AllReduce(tp group of 4)" in out and "group=[" not in out
     assert main(["propagate", "--dataset-strategy", "full_batch", MLP, "--mesh", "dp=2,tp=4", "--strategies", str(f), "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["anchors"]["linear_fc1.matmul"] == {"origin": "user", "strategy": "((2, 1), (1, 4))"}

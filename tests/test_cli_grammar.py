@@ -64,6 +64,8 @@ def test_shared_options_have_the_same_defaults_everywhere():
         assert opts["--format"].default is None, command       # None: not given, which reads as table
         assert opts["--json"].default is False and opts["--out"].default is None, command
         assert opts["--set"].default == [] and opts["--layers"].default is None, command
+    traced = sorted(c for c, sp in subs.items() if "--trace" in _options(sp))
+    assert traced == ["advise", "propagate"] and all(_options(subs[c])["--trace"].default is None for c in traced)
     rows = {c: _options(sp)["--max-rows"].default for c, sp in subs.items() if "--max-rows" in _options(sp)}
     assert sorted(rows) == ["advise", "compare", "propagate", "sweep", "verify"]
     assert set(rows.values()) == {cli.MAX_ROWS}
@@ -134,8 +136,17 @@ BAD = [
      "--out and --diff-out both write a.patch: give them different files"),
     (["propagate", "m.py:Net", "--mesh", "dp=2", "--json", "--format", "md"],
      "--json is --format json, which contradicts --format md: give one of them"),
-    (["inspect", "m.py:Net", "--format", "html"], "--format html: not yet supported; use --format table, json or md"),
-    (["verify", "m.py:Net", "--mesh", "dp=2", "--format", "html"], "--format html: not yet supported"),
+    (["inspect", "m.py:Net", "--format", "html"],
+     "--format html: inspect has no HTML report (advise, propagate, compare and sweep have); use --format table"),
+    (["verify", "m.py:Net", "--mesh", "dp=2", "--format", "html"], "--format html: verify has no HTML report"),
+    (["explain", "m.py:Net", "--mesh", "dp=2", "--op", "x", "--format", "html"],
+     "--format html: explain has no HTML report"),
+    (["advise", "m.py:Net", "--mesh", "dp=2", "--diff", "--format", "html"],
+     "--diff prints the diff instead of the report, so --format html has nothing to format"),
+    (["advise", "m.py:Net", "--mesh", "dp=2", "--trace", "a.json", "--out", "a.json"],
+     "--out and --trace both write a.json: give them different files"),
+    (["propagate", "m.py:Net", "--mesh", "dp=2", "--trace", "a.json", "--out", "a.json"],
+     "--out and --trace both write a.json: give them different files"),
     (["compare", "mindformers:x.yaml", "--mesh", "dp=2", "--kwargs", "layers=2"],
      "unrecognized arguments: --kwargs=layers=2"),
     (["propagate", "m.py:Net", "--mesh", "dp=2", "--max-rows", "-1"], "--max-rows must be >= 0"),
@@ -163,6 +174,10 @@ def test_valid_combinations_pass_the_checks():
     for argv in (["advise", "m.py:Net", "--mesh", "dp=2", "--diff", "--prune"],
                  ["advise", "m.py:Net", "--mesh", "dp=2", "--apply", "--target", "shard"],
                  ["advise", "m.py:Net", "--mesh", "dp=2", "--diff-out", "a.patch", "--format", "json"],
+                 ["advise", "m.py:Net", "--mesh", "dp=2", "--format", "html", "--out", "r.html", "--trace", "t.json"],
+                 ["propagate", "m.py:Net", "--mesh", "dp=2", "--format", "html", "--trace", "t.json"],
+                 ["compare", "mindformers:x.yaml", "--mesh", "dp=2", "--format", "html"],
+                 ["sweep", "m.py:Net", "--devices", "8", "--format", "html"],
                  ["propagate", "m.py:Net", "--mesh", "dp=2", "--json", "--format", "json"]):
         args = p.parse_args(argv)
         cli._check(p, args)

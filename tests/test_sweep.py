@@ -67,11 +67,17 @@ def test_option_sets_by_hand():
     # m = 2 (8 rows) and 4 (4 rows) do, 8 (2 rows) does not
     opts = option_sets({"dp": 2, "tp": 2, "pp": 2}, SHAPES, None, "data_parallel")
     assert sorted({o.micro_batches for o in opts}) == [2, 4]
-    assert len(opts) == 2 * 3 * 2                    # micro-batches x recompute x parallel optimizer on/off
+    # micro-batches x recompute x parallel optimizer on/off x one or two fine-grained copies (tp > 1)
+    assert len(opts) == 2 * 3 * 2 * 2
     assert {o.pp for o in opts} == {2}
-    one = option_sets({"tp": 8}, SHAPES, None, "full_batch")     # dp = 1: the parallel optimizer has no replicas
-    assert [(o.micro_batches, o.recompute, o.optimizer_parallel) for o in one] == \
-        [(1, "none", False), (1, "selective", False), (1, "full", False)]
+    # selective recompute is MindFormers' select_recompute with select_comm_recompute on each stage's 16 layers
+    assert {o.comm_recompute_layers for o in opts if o.recompute == "selective"} == {(16, 16)}
+    assert {o.comm_recompute_layers for o in opts if o.recompute != "selective"} == {()}
+    one = option_sets({"dp": 8}, SHAPES, None, "full_batch")     # tp = 1: nothing for a second copy to hide
+    assert [(o.micro_batches, o.recompute, o.optimizer_parallel, o.interleave) for o in one] == \
+        [(1, r, z, 1) for r in ("none", "selective", "full") for z in (False, True)]
+    alone = option_sets({"dp": 1}, SHAPES, None, "full_batch")   # one device: no replica to shard the optimizer over
+    assert {o.optimizer_parallel for o in alone} == {False}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +106,10 @@ def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
     adv = advise(tiny, Mesh.parse(inner), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="data_parallel")
     est = estimate_with(adv.plan, StepOptions(pp=pp, micro_batches=c.options["micro_batches"],
                                               recompute=c.options["recompute"],
-                                              optimizer_parallel=c.options["optimizer_parallel"]))
+                                              optimizer_parallel=c.options["optimizer_parallel"],
+                                              interleave=c.options["interleave"],
+                                              comm_recompute_layers=(4 // pp,) * pp if c.options["recompute"] ==
+                                              "selective" else ()))
     assert est.step_s == pytest.approx(c.step_s, rel=1e-12)
     assert c.anchors == len(adv.chosen)
     # the best meshes are distinct, each with its advice and settings
@@ -109,7 +118,7 @@ def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
     d = r.to_dict()
     assert set(d["ranked"][0]) >= {"mesh", "options", "step_s", "tokens_per_s_per_device", "memory_bytes", "fits",
                                    "reason"}
-    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches"}
+    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches", "interleave"}
 
 
 def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):
@@ -195,3 +204,49 @@ def test_ctrl_c_stops_the_sweep_with_its_ranking_so_far(tmp_path, signals, code)
         assert err.strip().splitlines()[-1].startswith("strategist: interrupted: the ranking of the ")
     else:       # the second Ctrl-C leaves at once: before the report, or after it, while the process exits
         assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("strategist: interrupted")
+
+
+def test_a_mesh_advised_on_two_layers_is_the_whole_graphs_advice(tiny):
+    # the sweep advises each mesh on the first two of the four layers and copies the last one's anchors onto the
+    # others: the same anchors, layouts and step as advising the four-layer graph itself
+    from strategist.advice.advisor import load_rules
+    from strategist.frontend.layers import truncate_layers
+    from strategist.sweep import mesh_plan
+    hw, mesh = load_hardware("atlas-800t-a2"), Mesh.parse("dp=2,tp=4")
+    base = truncate_layers(tiny, 2)
+    assert len({op.layer for op in base if op.layer}) == 2
+    _adv, plan, anchors = mesh_plan(tiny, base, mesh, load_rules(), hw, "data_parallel")
+    whole = advise(tiny, mesh, hardware=hw, dataset_strategy="data_parallel")
+    assert anchors and {n: a.strategy for n, a in anchors.items()} == \
+        {n: a.strategy for n, a in whole.anchors.items()}
+    assert {n: c.strategy for n, c in plan.choices.items()} == {n: c.strategy for n, c in whole.plan.choices.items()}
+    opts = StepOptions(micro_batches=2, recompute="selective")
+    assert estimate_with(plan, opts).step_s == pytest.approx(estimate_with(whole.plan, opts).step_s, rel=1e-12)
+
+
+def test_memory_without_the_schedule_is_the_estimates(tiny):
+    # the sweep reads a configuration's memory before scheduling it: the same figures as the full estimate's
+    from strategist.cost.step import memory_with
+    plan = advise(tiny, Mesh.parse("dp=2,tp=2"), hardware=load_hardware("atlas-800t-a2")).plan
+    for opts in (StepOptions(), StepOptions(pp=2, micro_batches=4, recompute="selective", optimizer_parallel=True),
+                 StepOptions(pp=4, micro_batches=8, recompute="full", comm_recompute_layers=(1, 1, 1, 1))):
+        assert memory_with(plan, opts) == estimate_with(plan, opts).memory
+
+
+@pytest.mark.slow
+@pytest.mark.ci_sample
+def test_the_same_sweep_on_a_local_ray(tiny):
+    # --ray local: the meshes as Ray tasks on a Ray started for the sweep give the ranking the local workers give
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'strategist[ray]')")
+    here = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=1, best=0)
+    there = sweep_graph(tiny, 8, axes=("dp", "tp"), best=0, ray="local")
+    assert [c.to_dict() for c in there.ranked] == [c.to_dict() for c in here.ranked] and here.ranked
+    assert there.meshes_advised == here.meshes_advised == 4
+
+
+def test_ray_without_ray_installed_is_a_one_line_error(monkeypatch, tiny):
+    from strategist import sweep_ray
+    from strategist.errors import InputSpecError
+    monkeypatch.setitem(sys.modules, "ray", None)          # import ray raises ImportError
+    with pytest.raises(InputSpecError, match=r"--ray needs Ray: pip install 'strategist\[ray\]'"):
+        sweep_ray.import_ray()

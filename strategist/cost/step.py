@@ -119,19 +119,27 @@ def _graph_facts(g) -> tuple[dict, dict]:
     return hit[1], hit[2]
 
 
-def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
-    """The schedule's view of every operator for one micro-batch."""
-    g, m = plan.graph, opts.micro_batches
-    grad, layer_of = _graph_facts(g)
+_BASES: dict = {}
+
+
+def _base_rows(plan, prof, m: int) -> list[tuple]:
+    """Per operator, what its schedule item takes whatever the memory options: (operator, choice, its times,
+    its inputs' dependencies with their redistribution seconds, its own collectives by phase and their seconds
+    for one micro-batch). Memoised for the last few (plan, profile, micro-batch count): a sweep prices one plan
+    under many options."""
+    key = (id(plan), id(prof), m)
+    hit = _BASES.get(key)
+    if hit is not None and hit[0] is plan and hit[1] is prof:
+        return hit[2]
+    g = plan.graph
+    grad, _layer_of = _graph_facts(g)
     a2a = bool(getattr(g, "enable_alltoall", False))
     edge_of: dict = {}
     for e in plan.edges:
         fwd = _redist(e.forward, e.dtype, prof, a2a) if e.fwd_bytes > 0 else ()
         bwd = _redist(e.backward, e.dtype, prof, a2a) if e.bwd_bytes > 0 and e.backward is not None else ()
         edge_of[(e.dst, e.in_slot)] = (_scale(fwd, m, prof), _scale(bwd, m, prof))
-    recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
-        selective_drop(g, opts)
-    items = []
+    rows = []
     for op in g:
         ch = plan.choices[op.name]
         t = op_time(op, ch, plan.flops.get(op.name, 0.0), plan.traffic.get(op.name, 0.0), grad[op.name], prof)
@@ -142,12 +150,29 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             fc, bc = edge_of.get((op.name, slot), (0.0, 0.0))
             src = x.ref if x.kind == "op" else None
             deps.append((src, x.index or 0, fc, bc if src is not None and grad.get(src) else 0.0))
-        it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], tuple(deps), op=op.name)
         c = plan.op_costs.get(op.name)
+        ph = own_fwd = own_bwd = None
         if c is not None:
             ph = comms_of_steps(c.steps, prof)
-            it.own_fwd = _scale(ph.get("forward", ()), m, prof)
-            it.own_bwd = _scale(ph.get("backward", ()), m, prof)
+            own_fwd, own_bwd = _scale(ph.get("forward", ()), m, prof), _scale(ph.get("backward", ()), m, prof)
+        rows.append((op, ch, t, tuple(deps), ph, own_fwd, own_bwd))
+    if len(_BASES) >= 8:
+        _BASES.clear()
+    _BASES[key] = (plan, prof, rows)
+    return rows
+
+
+def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
+    """The schedule's view of every operator for one micro-batch."""
+    g, m = plan.graph, opts.micro_batches
+    grad, layer_of = _graph_facts(g)
+    recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
+        selective_drop(g, opts)
+    items = []
+    for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m):
+        it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
+        if ph is not None:
+            it.own_fwd, it.own_bwd = own_fwd, own_bwd
             it.mirrors, it.prefetch = _mirrors(op, ch, ph.get("grad", ()), zero, prof, g)
         it.bwd = t.backward / m
         if op.name in recompute:
@@ -292,11 +317,13 @@ def _optimizer_seconds(plan, names, zero, prof, devices) -> float:
     return prof.memory_seconds(total)
 
 
-def _boundary_bytes(plan, stage, s: int) -> float:
-    """Bytes one device sends to stage ``s + 1`` per step: the slices of the tensors it reads from ``s``."""
-    g, total, seen = plan.graph, 0.0, set()
+def boundary_bytes(plan, stage) -> dict[int, float]:
+    """``{s: bytes one device sends to stage s + 1 per step}``: the slices of the tensors stage ``s + 1`` reads
+    from ``s``."""
+    g, out, seen = plan.graph, {}, set()
     for op in g:
-        if stage.get(op.name) != s + 1:
+        s = stage.get(op.name, 0) - 1
+        if s < 0:
             continue
         for x in op.inputs:
             if x.kind == "op" and stage.get(x.ref) == s and (x.ref, x.index) not in seen:
@@ -304,8 +331,8 @@ def _boundary_bytes(plan, stage, s: int) -> float:
                 spec = g.op(x.ref).outputs[x.index or 0]
                 lay = plan.choices[x.ref].outputs[x.index or 0] if plan.choices[x.ref].outputs else None
                 if spec is not None and lay is not None:
-                    total += lay.slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
-    return total
+                    out[s] = out.get(s, 0.0) + lay.slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
+    return out
 
 
 class StepEstimate:
@@ -356,11 +383,7 @@ class StepEstimate:
         return self._summaries()[1]
 
     def _stage_memory(self, s: int) -> dict:
-        o = self.opts
-        return stage_memory(self.plan, self.runs[s][0], devices=self.plan.mesh.size, recompute=o.recompute,
-                            optimizer_parallel=self.zero is not None, micro_batches=o.micro_batches,
-                            in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=self.prof,
-                            drop=selective_drop(self.plan.graph, o) if o.recompute != "full" else None)
+        return _memory_of_stage(self.plan, self.runs[s][0], s, self.opts, self.zero, self.prof)
 
     def _stages(self) -> list:
         if self._memory is None:
@@ -384,6 +407,27 @@ class StepEstimate:
                 "throughput": self.throughput, "options": self.options, "per_stage": self.per_stage}
 
 
+def _memory_of_stage(plan, names: set, s: int, o: StepOptions, zero, prof) -> dict:
+    return stage_memory(plan, names, devices=plan.mesh.size, recompute=o.recompute,
+                        optimizer_parallel=zero is not None, micro_batches=o.micro_batches,
+                        in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=prof,
+                        drop=selective_drop(plan.graph, o) if o.recompute != "full" else None)
+
+
+def memory_with(plan, opts: StepOptions) -> dict:
+    """:attr:`StepEstimate.memory` of ``plan`` under ``opts`` without scheduling the step (the memory a stage keeps
+    does not depend on the schedule): a sweep schedules only the configurations that fit."""
+    opts = opts.check()
+    prof = step_profile_of(plan.hardware, opts.overrides)
+    zero = _zero(plan, opts)
+    stage = _stages(plan.graph, opts.pp, opts.offset or None)
+    names = [{op.name for op in plan.graph if stage[op.name] == k} for k in range(opts.pp)] if opts.pp > 1 else \
+        [{op.name for op in plan.graph}]
+    mems = [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
+    k = max(range(len(mems)), key=lambda i: mems[i]["total"])
+    return {**mems[k], "stage": k}
+
+
 def estimate(plan) -> StepEstimate | None:
     """The step estimate of ``plan`` (None without a hardware profile); memoised on the plan."""
     hit = getattr(plan, "_step_estimate", None)
@@ -402,13 +446,28 @@ def estimate_with(plan, opts: StepOptions) -> StepEstimate:
         return _estimate(plan, opts.check())
 
 
+_STAGES: dict = {}
+
+
+def _stages(graph, pp: int, offset) -> dict[str, int]:
+    """:func:`~.pipeline.stage_of_ops`, memoised per graph, pp and offset."""
+    key = (id(graph), pp, tuple(offset or ()))
+    hit = _STAGES.get(key)
+    if hit is None or hit[0] is not graph:
+        if len(_STAGES) >= 64:
+            _STAGES.clear()
+        hit = _STAGES[key] = (graph, stage_of_ops(graph, pp, offset))
+    return hit[1]
+
+
 def _estimate(plan, opts: StepOptions) -> StepEstimate:
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
     items = build_items(plan, prof, opts, zero)
-    stage = stage_of_ops(plan.graph, opts.pp, opts.offset or None)
+    stage = _stages(plan.graph, opts.pp, opts.offset or None)
     devices = plan.mesh.size
     m = opts.micro_batches
+    sent = boundary_bytes(plan, stage) if opts.pp > 1 else {}
     runs = []
     for s in range(opts.pp):
         mine = [it for it in items if stage[it.op] == s] if opts.pp > 1 else items
@@ -416,7 +475,7 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
-                nb = _boundary_bytes(plan, stage, b) / m
+                nb = sent.get(b, 0.0) / m
                 t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
                 p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
         a = simulate(mine, prof, grads=False, extra_exposed=p2p)

@@ -8,6 +8,8 @@ import os
 from ..engine.search import alternatives
 from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
+from .groups import short_label
+from .layers import repeated
 from .step import memory_lines, per_layer_rows, step_dict, step_lines
 
 
@@ -70,14 +72,68 @@ def _path_key(path: str):
 # --------------------------------------------------------------------------------------
 # propagation plans
 
-def render_table(header, rows, markdown: bool = False) -> list[str]:
-    """Lines of an aligned console table, or a Markdown table (cells' ``|`` escaped)."""
+#: the console tables' width (``render_table``): wider cells wrap onto continuation lines
+TABLE_WIDTH = 120
+
+
+def render_table(header, rows, markdown: bool = False, width: int | None = TABLE_WIDTH) -> list[str]:
+    """Lines of an aligned console table, or a Markdown table (cells' ``|`` escaped). A console table wider than
+    ``width`` columns has its widest columns narrowed and their cells wrapped onto continuation lines.
+
+    >>> for line in render_table(["a", "b"], [("x", "one two three four")], width=12):
+    ...     print(line)
+    a  b
+    x  one two
+       three
+       four
+    """
     if markdown:
         return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
                 + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
-    w = [max(len(str(x)) for x in [hd] + [r[i] for r in rows]) for i, hd in enumerate(header)]
-    return (["  ".join(str(x).ljust(w[i]) for i, x in enumerate(header)).rstrip()]
-            + ["  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows])
+    cols = [[str(x) for x in [hd] + [r[i] for r in rows]] for i, hd in enumerate(header)]
+    w = [max(len(x) for x in c) for c in cols]
+    if width and sum(w) + 2 * (len(w) - 1) > width:
+        words = [max((len(t) for x in c for t in x.split()), default=0) for c in cols]
+        # the first column (names) wraps only between words; the others keep short cells and words up to 24
+        w = _fitted(cols, width, [words[0]] + [full if full <= 12 else min(n, 24) for n, full in zip(words[1:], w[1:])])
+    out = []
+    for r in [header] + list(rows):
+        cells = [_wrapped(str(x), w[i]) for i, x in enumerate(r)]
+        for k in range(max(len(c) for c in cells)):
+            out.append("  ".join((c[k] if k < len(c) else "").ljust(w[i]) for i, c in enumerate(cells)).rstrip())
+    return out
+
+
+def _fitted(cols: list[list[str]], width: int, floors: list[int]) -> list[int]:
+    """Column widths for the cells ``cols`` (per column, the header first) narrowed until the table (two spaces
+    between columns) fits ``width``: one character at a time from the column whose narrowing adds the fewest lines
+    to the table (a row is as tall as its tallest cell; the widest column of those), none below its ``floors``;
+    then, if it still does not fit, every column but the first down to 8 (words broken)."""
+    lengths = [[len(x) for x in c] for c in cols]
+    w = [max(ls) for ls in lengths]
+    rows = range(len(lengths[0]))
+    lines = [[1] * len(w) for _ in rows]
+
+    def taller(k: int) -> int:
+        narrower = w[k] - 1
+        return sum(max(-(-lengths[k][r] // narrower), max(lines[r])) - max(lines[r]) for r in rows)
+    for floor in (floors, [floors[0]] + [8] * (len(w) - 1)):
+        while sum(w) + 2 * (len(w) - 1) > width:
+            free = [k for k in range(len(w)) if w[k] > floor[k]]
+            if not free:
+                break
+            k = min(free, key=lambda j: (taller(j), -w[j], -j))
+            w[k] -= 1
+            for r in rows:
+                lines[r][k] = -(-lengths[k][r] // w[k])
+    return w
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    import textwrap
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def strategy_text(strategy) -> str:
@@ -139,8 +195,14 @@ def _seconds(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
 
-def _who(ch) -> str:
+def decided_by(ch, here: bool = False) -> str:
+    """How the search decided ``ch``; with ``here``, an operator of its own layer named past the layer
+    (``.attention.wq.matmul``)."""
     p = ch.provenance
+
+    def near(name):
+        layer = ch.op.layer
+        return name[len(layer):] if here and layer and name and name.startswith(layer + ".") else name
     if p.direction == "seed":
         return "anchor"
     if p.direction == "default":
@@ -148,9 +210,95 @@ def _who(ch) -> str:
     if p.direction.startswith("semi_auto"):        # strategist.engine.semi_auto: no search decided it
         return p.direction
     if p.direction == CAST_PASS:                    # a Cast: MindSpore drops its strategy after the search
-        return f"Cast: passes {p.parent or '-'}'s layout on"
-    root = p.root or "-"
+        return f"Cast: passes {near(p.parent) or '-'}'s layout on"
+    root = near(p.root) or "-"
     return f"{p.direction} from {root}"
+
+
+def _anchor_rows(plan, anchors: dict, same: dict) -> list[tuple]:
+    """The anchors' rows; those of the layers repeating one (``same``) one row, after the run's first layer's."""
+    repeats, out, done = _repeats(same), [], set()
+    layer_of = {k: plan.choices[k].op.layer if k in plan.choices else "" for k in anchors}
+    mine: dict[str, set] = {}
+    for k, a in anchors.items():
+        mine.setdefault(layer_of[k], set()).add((k[len(layer_of[k]):], a["strategy"], a["origin"]))
+    # a run's anchors are one row only where every layer of it has the first layer's anchors
+    same = {layer: first for layer, first in same.items()
+            if all(mine.get(x, set()) == mine.get(first, set()) for x in repeats[first])}
+    for k, a in anchors.items():
+        layer = layer_of[k]
+        if layer not in same:
+            out.append((k, a["strategy"], a["origin"]))
+        elif same[layer] not in done:
+            done.add(same[layer])
+            first = same[layer]
+            n = len(mine.get(first, ()))
+            out.append((_repeats_label(repeats[first]), f"{n} anchors each, as {first}.*'s", a["origin"]))
+    return out
+
+
+def _repeats(same: dict) -> dict[str, list[str]]:
+    """A run's first layer -> the layers repeating it (``same``: layer -> the run's first layer)."""
+    out: dict[str, list[str]] = {}
+    for layer, first in same.items():
+        out.setdefault(first, []).append(layer)
+    return out
+
+
+def _repeats_label(layers: list[str]) -> str:
+    return f"{layers[0]}.*" if len(layers) == 1 else f"{layers[0]}.*..{layers[-1]}.*"
+
+
+def _once_per_layer(items, same: dict) -> list[tuple]:
+    """Table rows of ``items`` ((layer, leading cells, bytes, seconds), ...) with the bytes and time after the
+    leading cells; the rows of the layers repeating one (``same``: layer -> the run's first layer) one row, each
+    layer's sums."""
+    out, at = [], {}
+    repeats = _repeats(same)
+    for layer, cells, b, t in items:
+        if layer not in same:
+            out.append(tuple(cells) + (human_bytes(b), _seconds(t)))
+            continue
+        first = same[layer]
+        if first not in at:
+            at[first] = [len(out), 0.0, 0.0, len(cells)]
+            out.append(())
+        at[first][1] += b
+        at[first][2] += t
+    for first, (k, b, t, n) in at.items():
+        many = len(repeats[first])
+        out[k] = ((_repeats_label(repeats[first]), f"as {first}.*" + (f", each of {many}" if many > 1 else ""))
+                  + ("",) * (n - 2) + (human_bytes(b / many), _seconds(t / many)))
+    return out
+
+
+def _layer_rows(per_layer: dict, same: dict) -> list[tuple]:
+    """The per-layer rows, a run of layers repeating the one before them one row."""
+    out: list[tuple] = []
+    run: list[str] = []
+
+    def close():
+        if run:
+            v = per_layer[run[0]]
+            out.append((f"{run[0]}..{run[-1]} (each of {len(run)} as {same[run[0]]})" if len(run) > 1
+                        else f"{run[0]} (as {same[run[0]]})", human_bytes(v["bytes"]), _seconds(v["seconds"])))
+            run.clear()
+    for k, v in sorted(per_layer.items(), key=lambda kv: _path_key(kv[0])):
+        if k in same and (not run or same[k] == same[run[0]]):
+            run.append(k)
+            continue
+        close()
+        if k in same:
+            run.append(k)
+        else:
+            out.append((k, human_bytes(v["bytes"]), _seconds(v["seconds"])))
+    close()
+    return out
+
+
+def _placement(layout: str) -> str:
+    """A layout's text without its shape: ``[8, 4096]@[8, 1][d0,-]`` -> ``@[8,1][d0,-]``."""
+    return "@" + layout.split("@", 1)[1].replace(" ", "") if "@" in layout else layout
 
 
 def plan_dict(plan) -> dict:
@@ -206,38 +354,51 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
 
     out.append(("# " if markdown else "") + f"strategist propagate: {d['model']}")
     out.append(f"mesh {d['mesh']} ({d['devices']} devices), hardware {d['hardware'] or '-'}")
+    same = repeated(plan)
     out.append(h("Anchors"))
-    table(["operator", "strategy", "origin"], [(k, a["strategy"], a["origin"]) for k, a in d["anchors"].items()]
+    table(["operator", "strategy", "origin"], _anchor_rows(plan, d["anchors"], same)
           or [("(none: only the dataset seeds propagation)", "", "")])
     out.append(h("Operators"))
     rows = []
+    repeats = _repeats(same)
     for o in d["ops"]:
+        layer = plan.choices[o["name"]].op.layer
+        if layer in same:               # layers repeating the one before them: one row for them
+            if layer == repeats[same[layer]][0] and not (rows and rows[-1][0] == _repeats_label(repeats[same[layer]])):
+                n = sum(1 for x in d["ops"] if plan.choices[x["name"]].op.layer == layer)
+                many = len(repeats[same[layer]])
+                rows.append((_repeats_label(repeats[same[layer]]), f"{n} operators" + (f" \u00d7{many}" if many > 1 else ""),
+                             f"as {same[layer]}.*", "-"))
+            continue
         if o["strategy"]:
             strat = strategy_text(tuple(tuple(s) for s in o["strategy"]))
         elif o["inputs"]:                  # a Reshape: no strategy of its own, a layout in and out
-            strat = f"(reshape) {o['inputs'][0]} -> {o['outputs'][0] if o['outputs'] else '-'}"
+            strat = f"(reshape) {_placement(o['inputs'][0])} -> {_placement(o['outputs'][0]) if o['outputs'] else '-'}"
         else:                              # every input a constant: nothing to split
             strat = "() (no tensor inputs)"
         ch = plan.choices[o["name"]]
-        rows.append((o["name"], o["type"], strat, _who(ch)))
+        rows.append((o["name"], o["type"], strat, decided_by(ch, here=True)))
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more (use --format json)", "", "", "")]
     table(["operator", "type", "strategy", "decided by"], rows)
+    if any(" from ." in r[3] or "passes ." in r[3] for r in rows):
+        out.append("(.name: an operator of the same layer; a reshape's layouts are device matrix and tensor map, "
+                   "shapes in --format json)")
     out.append(h("Redistributions (edges that move data)"))
     moving = [e for e in plan.edges if e.bytes]
-    rows = [(f"{e.src} -> {e.dst}", " ; ".join(str(o) for o in e.forward.ops) or "-",
-             " ; ".join(str(o) for o in e.backward.ops) if e.backward else "-",
-             f"{e.ms_communication:.0f}", human_bytes(e.bytes), _seconds(e.seconds)) for e in moving]
+    rows = _once_per_layer([(plan.choices[e.dst].op.layer, (
+        f"{e.src} -> {e.dst}", " ; ".join(short_label(str(o), plan.mesh) for o in e.forward.ops) or "-",
+        " ; ".join(short_label(str(o), plan.mesh) for o in e.backward.ops) if e.backward else "-",
+        f"{e.ms_communication:.0f}"), e.bytes, e.seconds) for e in moving], same)
     table(["edge", "forward", "backward", "ms cost", "bytes/dev", "time"], rows or [("(none)", "", "", "", "", "")])
     out.append(h("Operators' own communication"))
-    rows = [(k, " ; ".join(s[0] for s in c.steps), human_bytes(c.bytes), _seconds(c.seconds))
-            for k, c in plan.op_costs.items()]
+    rows = _once_per_layer([(plan.choices[k].op.layer, (k, " ; ".join(short_label(s[0], plan.mesh) for s in c.steps)),
+                             c.bytes, c.seconds) for k, c in plan.op_costs.items()], same)
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more", "", "", "")]
     table(["operator", "steps", "bytes/dev", "time"], rows or [("(none)", "", "", "")])
     out.append(h("Per layer"))
-    table(["layer", "bytes/dev", "time"], [(k, human_bytes(v["bytes"]), _seconds(v["seconds"]))
-                                          for k, v in d["per_layer"].items()] or [("(none)", "", "")])
+    table(["layer", "bytes/dev", "time"], _layer_rows(d["per_layer"], same) or [("(none)", "", "")])
     if d.get("step"):
         out.append(h("Step (scheduled, msprof-analyze's columns)"))
         out.extend(step_lines(d["step"], render_table, markdown))
@@ -504,6 +665,22 @@ def _parallel_only_calls(advice) -> list[dict]:
             for n, a in parallel_only_anchors(advice.graph, advice.mesh).items()]
 
 
+def alike_anchors(anchors: list[dict], graph) -> dict[str, list[str]]:
+    """The first of each set of anchors alike (one operator across repeated layers, the same rule, reason and
+    shard() lines) -> the others of its set; the others are left out."""
+    from ..advice.minimality import group_key
+    first: dict[tuple, str] = {}
+    out: dict[str, list[str]] = {}
+    for a in anchors:
+        key = (group_key(a["op"], graph), a["rule"], a["why"], a["shard_layout"], a["shard_tuple"], str(a["strategy"]))
+        if key in first:
+            out[first[key]].append(a["op"])
+        else:
+            first[key] = a["op"]
+            out[a["op"]] = []
+    return out
+
+
 def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     d = advice_dict(advice)
     out = []
@@ -519,8 +696,14 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     out.append(h(f"Advice: configure {len(d['anchors'])} of {n_ops} operators"))
     if not d["anchors"]:
         out.append("Configure nothing: propagation from the dataset alone gives the best plan found.")
+    alike = alike_anchors(d["anchors"], advice.graph)
     for a in d["anchors"]:
+        others = alike.get(a["op"])
+        if others is None:              # the same anchor as one printed above, in a repeated layer
+            continue
         out.append(f"{'- ' if markdown else ''}{a['op']} ({a['type']}, rule {a['rule']}: {a['why']})")
+        if others:
+            out.append(f"    and {len(others)} more alike: {others[0]}" + (f" .. {others[-1]}" if len(others) > 1 else ""))
         out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
         if not a["held"]:
             out.append(f"    a functional or tensor-method call, not a primitive its Cell holds: no shard() line to "

@@ -10,7 +10,8 @@ from .render import human_bytes, render_table
 
 def _options_text(o: dict) -> str:
     return (f"recompute {o['recompute']}, optimizer parallel {'on' if o['optimizer_parallel'] else 'off'}"
-            + (f", {o['micro_batches']} micro-batches" if o["micro_batches"] > 1 else ""))
+            + (f", {o['micro_batches']} micro-batches" if o["micro_batches"] > 1 else "")
+            + (f", {o['interleave']} copies" if o.get("interleave", 1) > 1 else ""))
 
 
 def _row(c) -> list[str]:
@@ -52,5 +53,6 @@ def sweep_text(result, markdown: bool = False, max_rows: int = 20) -> str:
         pc = b["parallel_config"]["mindformers"]
         out.append("  MindFormers: parallel_config " + json.dumps(pc["parallel_config"], sort_keys=True)
                    + ", recompute_config " + json.dumps(pc["recompute_config"], sort_keys=True)
+                   + ", model_config " + json.dumps(pc["model_config"], sort_keys=True)
                    + ", parallel " + json.dumps(pc["parallel"], sort_keys=True))
     return "\n".join(out) + "\n"

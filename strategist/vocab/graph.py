@@ -185,12 +185,15 @@ class Op:
 
     @property
     def layer(self) -> str:
-        """The repeated-block prefix of the cell path (``layers.3``), or ``""``."""
+        """The repeated-block prefix of the cell path (``layers.3``), or ``""`` (read at every operator by the step
+        model and the reports: kept beside the cell path it was read from)."""
+        hit = self.__dict__.get("_layer")
+        if hit is not None and hit[0] is self.cell_path:
+            return hit[1]
         parts = self.cell_path.split(".") if self.cell_path else []
-        for i, p in enumerate(parts):
-            if p.isdigit():
-                return ".".join(parts[: i + 1])
-        return ""
+        out = next((".".join(parts[: i + 1]) for i, p in enumerate(parts) if p.isdigit()), "")
+        self.__dict__["_layer"] = (self.cell_path, out)
+        return out
 
     def to_dict(self) -> dict:
         d = {

@@ -33,6 +33,16 @@ def edge_cache_key(layout: Layout) -> tuple:
             tuple(tuple(idx[a] for a in d if a in idx) for d in layout.dims))
 
 
+_KEY_IDS: dict = {}
+
+
+@lru_cache(maxsize=1 << 16)
+def edge_cache_id(layout: Layout) -> int:
+    """A small integer naming :func:`edge_cache_key`'s key (equal keys, equal ids): a pair of them hashes in
+    constant time where a pair of nested key tuples is hashed element by element."""
+    return _KEY_IDS.setdefault(edge_cache_key(layout), len(_KEY_IDS))
+
+
 @lru_cache(maxsize=1 << 16)
 def without_partial(layout: Layout) -> Layout:
     """``layout`` with its partial sums reduced (one object per layout, so id-keyed caches keep hitting)."""

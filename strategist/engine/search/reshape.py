@@ -20,7 +20,7 @@ from ..reshape_cost import reshape_swc_logged
 from ..stdsort import std_sort
 from .caches import CHOICES, FINGERPRINTS, SWC_STRATS, cached_rule, cached_shard
 from .kinds import NO_SWC
-from .layout_eq import edge_cache_key, gather_variants, ms_standard_equal, same_placement, type_len, without_partial
+from .layout_eq import edge_cache_id, gather_variants, ms_standard_equal, same_placement, type_len, without_partial
 from .orders import dfs_from_output
 from .structure import per_graph
 
@@ -56,6 +56,47 @@ def reshape_pair_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[floa
         return comm * type_len, comp * type_len
     return float("inf"), float("inf")
 
+
+
+class ReshapeCostCache:
+    """MindSpore's Reshape cost cache, filled in its order and read lazily: every Reshape's own strategies (one
+    layout pair each), then each Reshape's producer layouts x consumer layouts. A pair of keys
+    (:func:`~.layout_eq.edge_cache_key`) belongs to its first claimant: the first own pair of those keys, else the
+    first producer layout and first consumer layout of those keys in the first product holding both -- what
+    inserting every pair in order, first come first kept, gives, without building the product."""
+
+    def __init__(self):
+        self._own: dict = {}
+        self._products: list = []        # ({producer key: first layout}, {consumer key: first layout}, type length)
+
+    def own(self, p: Layout, q: Layout, tl: int) -> None:
+        self._own.setdefault((edge_cache_id(p), edge_cache_id(q)), (p, q, tl))
+
+    def pairs(self, pre, nxt, tl: int) -> None:
+        self._products.append((_first_by_key(pre), _first_by_key(nxt), tl))
+
+    def get(self, p: Layout, q: Layout, tl: int) -> tuple[Layout, Layout, int]:
+        """(input layout, output layout, type length) of the first claimant of ``(p, q)``'s keys; ``(p, q, tl)``
+        where none priced them."""
+        kp, kq = edge_cache_id(p), edge_cache_id(q)
+        hit = self._own.get((kp, kq))
+        if hit is not None:
+            return hit
+        for pre, nxt, t in self._products:
+            a = pre.get(kp)
+            if a is not None:
+                b = nxt.get(kq)
+                if b is not None:
+                    return a, b, t
+        return p, q, tl
+
+
+def _first_by_key(layouts) -> dict[int, Layout]:
+    """``{edge_cache_id: the first layout of that key}``."""
+    seen: dict = {}
+    for lay in layouts:
+        seen.setdefault(edge_cache_id(lay), lay)
+    return seen
 
 class ReshapeSearch:
     """Reshape as MindSpore models it: strategies-with-cost over its neighbours' candidates."""
@@ -109,14 +150,14 @@ class ReshapeSearch:
             return NO_SWC
         cache = self.reshape_costs()[1]
         # (communication, computation): the first cost MindSpore computed for the layout pair, whatever its shape
-        costs = [reshape_pair_cost(*cache.get((edge_cache_key(p), edge_cache_key(q)), (p, q, tl))) for p, q in match]
+        costs = [reshape_pair_cost(*cache.get(p, q, tl)) for p, q in match]
         zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
         # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
         ranked = std_sort(zero, key=lambda t: t[1]) if zero else \
             std_sort([(i, c[0]) for i, c in enumerate(costs)], key=lambda t: t[1])
         return match[ranked[0][0]]
 
-    def reshape_costs(self) -> tuple[int, dict]:
+    def reshape_costs(self) -> tuple[int, ReshapeCostCache]:
         """MindSpore's Reshape cost cache (``ReshapeInfo::SetCostForReshape``, "Find the same cost in cache, skip
         calculation"): keyed like the edge-cost cache by the (device arrangement, tensor map) of the input and
         output layouts only, so the first Reshape that prices a layout pair fixes its cost for every later
@@ -124,8 +165,8 @@ class ReshapeSearch:
         costs ``reshape`` [1, S, 256] -> [1, S, 8, 32] stored, 32 times its own, except for the pairs only it
         has). The cache fills in MindSpore's order: every Reshape's own strategies as it is created
         (``GenerateStrategies``), then, Reshape by Reshape in creation order, its (producer, consumer) pairs
-        (``ReshapeCostCompute`` -> ``GenerateStrategyCosts``). Returns (fingerprint, {key pair: the first
-        (input layout, output layout, type length) that priced it}, priced when read by ``reshape_pair_cost``);
+        (``ReshapeCostCompute`` -> ``GenerateStrategyCosts``). Returns (fingerprint, the :class:`ReshapeCostCache` of the first
+        (input layout, output layout, type length) that priced each key pair), priced when read by ``reshape_pair_cost``);
         memoised on what it depends on: every Reshape's signature in order."""
         if self.reshape_cache is None:
             names = sorted((n for n in self.reshapes if n in self.created and n not in self.anchors
@@ -136,24 +177,16 @@ class ReshapeSearch:
             mk = ("rcache", tuple((self.key(n), self.reshape_sigs[n]) for n in names), self.n, self.fully_use_devices)
             hit = CHOICES.get(mk)
             if hit is None:
-                cache: dict = {}
-
-                def put(n, pre, nxt):
-                    tl = type_len(self.op(n).inputs[0].spec)
-                    nk = [(edge_cache_key(q), q) for q in nxt]
-                    for p in pre:
-                        kp = edge_cache_key(p)
-                        for kq, q in nk:
-                            if (kp, kq) not in cache:
-                                cache[(kp, kq)] = (p, q, tl)     # priced when read: the first claimant's
+                cache = ReshapeCostCache()
                 # a Reshape whose signature an earlier one had (a repeated layer's) prices the same pairs at the
                 # same costs: every one of them is in the cache already, first-come
                 done = set()
                 for n in names:
                     if self.key(n) not in done:
                         done.add(self.key(n))
+                        tl = type_len(self.op(n).inputs[0].spec)
                         for p, q in self._reshape_own_swcs(n):
-                            put(n, (p,), (q,))
+                            cache.own(p, q, tl)
                 done = set()
                 for n in names:
                     if (self.key(n), self.reshape_sigs[n]) in done:
@@ -161,7 +194,7 @@ class ReshapeSearch:
                     done.add((self.key(n), self.reshape_sigs[n]))
                     pre, nxt = self._reshape_pre_layouts(n), self._reshape_next_layouts(n)
                     if pre is not None and nxt is not None:
-                        put(n, pre, nxt)
+                        cache.pairs(pre, nxt, type_len(self.op(n).inputs[0].spec))
                 hit = CHOICES[mk] = (next(FINGERPRINTS), cache)
             self.reshape_cache = hit
         return self.reshape_cache

@@ -1,0 +1,68 @@
+"""Device groups by name rather than by rank list: ``tp group of 8``, ``all 64``, ``8 ranks, stride 4``.
+
+A collective's label (``AllGather(n=8, group=[0, 8, 16, ...], dim=0)``) names its group by rank 0's ranks; the
+text report names it by the mesh axes it runs along instead, and keeps the list for ``--format json``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from itertools import combinations
+
+_GROUP = re.compile(r"n=(\d+), group=\[([0-9, ]*)\]")
+
+
+@lru_cache(maxsize=256)
+def axis_groups(shape: tuple[int, ...], names: tuple[str, ...]) -> dict[tuple[int, ...], str]:
+    """Rank 0's group along each set of mesh axes (of size > 1) -> its name, the inner axes first within a size.
+
+    >>> axis_groups((2, 4), ("dp", "tp"))[(0, 4)]
+    'dp'
+    """
+    out: dict[tuple[int, ...], str] = {}
+    axes = [a for a, n in enumerate(shape) if n > 1]
+    for k in range(1, len(axes) + 1):
+        for combo in combinations(axes, k):
+            ranks = [0]
+            for a in combo:
+                stride = math.prod(shape[a + 1:])
+                ranks = [r + j * stride for r in ranks for j in range(shape[a])]
+            out.setdefault(tuple(sorted(ranks)), "+".join(names[a] for a in combo))
+    return out
+
+
+def group_name(ranks, mesh) -> str:
+    """A group of ranks (rank 0's, as the labels list it) named over ``mesh``.
+
+    >>> from strategist.vocab.mesh import Mesh
+    >>> m = Mesh.parse("dp=8,tp=8")
+    >>> group_name(range(8), m), group_name(range(0, 64, 8), m), group_name(range(64), m)
+    ('tp group of 8', 'dp group of 8', 'all 64')
+    >>> group_name([0, 2, 4, 6], m), group_name([0, 1, 5], m)
+    ('4 ranks, stride 2', '3 ranks')
+    """
+    ranks = tuple(sorted(ranks))
+    n = len(ranks)
+    if n == mesh.size and n > 1:
+        return f"all {n}"
+    named = axis_groups(tuple(mesh.shape), tuple(mesh.names)).get(ranks)
+    if named is not None:
+        return f"{named} group of {n}"
+    steps = {b - a for a, b in zip(ranks, ranks[1:])}
+    if len(steps) == 1:
+        return f"{n} ranks, stride {steps.pop()}"
+    return f"{n} ranks"
+
+
+def short_label(label: str, mesh) -> str:
+    """A collective's label with its group named instead of listed.
+
+    >>> from strategist.vocab.mesh import Mesh
+    >>> short_label("grad AllReduce(n=8, group=[0, 8, 16, 24, 32, 40, 48, 56])", Mesh.parse("dp=8,tp=8"))
+    'grad AllReduce(dp group of 8)'
+    """
+    def name(m) -> str:
+        ranks = [int(x) for x in m.group(2).split(",") if x.strip()]
+        return group_name(ranks, mesh) if len(ranks) == int(m.group(1)) else m.group(0)
+    return _GROUP.sub(name, label)

@@ -1,0 +1,45 @@
+"""A model's repeated layers cut down (what ``strategist sweep`` advises on) and the anchors copied back: the cut
+graph is the graph a build with fewer layers gives, operator for operator."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strategist.frontend.layers import copy_anchors, layer_block, truncate_layers
+from strategist.frontend.loader import load_graph
+from strategist.vocab.anchors import Anchor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "examples", "llama.py") + ":tiny"
+
+
+def _sig(g):
+    return [(op.name, op.type, op.cell_path, op.topo_index, tuple((x.kind, x.ref, x.index) for x in op.inputs))
+            for op in g]
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    return {n: load_graph(TINY, None, [f"layers={n}", "batch=4"]) for n in (2, 5)}
+
+
+def test_five_layers_cut_to_two_are_a_two_layer_build(graphs):
+    five, two = graphs[5], graphs[2]
+    assert layer_block(five) == ("model.layers", [0, 1, 2, 3, 4])
+    cut = truncate_layers(five, 2)
+    assert _sig(cut) == _sig(two)
+    assert sorted(cut.params) == sorted(two.params) and sorted(cut.cells) == sorted(two.cells)
+    assert [(x.kind, x.ref, x.index) for x in cut.outputs] == [(x.kind, x.ref, x.index) for x in two.outputs]
+    assert truncate_layers(two, 2) is two and truncate_layers(five, 5) is five
+
+
+def test_the_last_layers_anchors_are_copied_onto_the_later_layers(graphs):
+    five, two = graphs[5], graphs[2]
+    names = [op.name for op in two if op.type == "MatMul" and op.layer]
+    first, last = (next(n for n in names if n.startswith(f"model.layers.{i}.")) for i in (0, 1))
+    got = copy_anchors({first: Anchor(first, ((1, 2), (2, 1))), last: Anchor(last, ((2, 1), (1, 4)))}, two, five)
+    tail = last.split(".", 3)[3]
+    assert set(got) == {first} | {f"model.layers.{i}.{tail}" for i in (1, 2, 3, 4)}
+    assert all(got[f"model.layers.{i}.{tail}"].strategy == ((2, 1), (1, 4)) for i in (2, 3, 4))
+    assert got[first].strategy == ((1, 2), (2, 1))
