@@ -262,6 +262,8 @@ def run(req: dict) -> dict:
         stack.__enter__()
         if early is not None:
             cell, names, specs, slots = early
+            from ..frontend.graphfix import graph_mode_fixes    # (as strategist compiled it: noted there)
+            stack.enter_context(graph_mode_fixes())
         elif req.get("mindformers") is not None:
             # MindFormers builds (and anchors) its own model at the requested mesh in its world
             cell, names, specs, slots = _build_mindformers(req, stack, result)
