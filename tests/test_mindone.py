@@ -149,6 +149,7 @@ def test_installed_package_anchors_go_into_apply_strategies(tmp_path, monkeypatc
     opts = ["hidden_size=1024", "intermediate_size=2816", "num_attention_heads=8", "num_key_value_heads=8",
             "vocab_size=1024", "layers=2", "seq=256", "batch=2"]
     advice = advise_model("mindone:llama", "dp=2,tp=4", kwargs=opts, dataset_strategy="full_batch")
+    assert any("owned by none of your classes" in n and "apply_strategies(model)" in n for n in advice.notes)
     ch = source_changes(advice)
     assert ch.files == [] and ch.function
     assert "site-packages" not in ch.diff().split("\n", 1)[0]

@@ -51,6 +51,11 @@ def test_nn_layer_anchors_go_to_the_users_line_and_the_rebuilt_model_carries_the
     assert main(["advise", model, "--mesh", "dp=2,tp=4", "--format", "json"]) == 0
     advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in json.loads(capsys.readouterr().out)["anchors"]}
     assert "wte.gather" in advised           # the vocabulary-parallel embedding: nn.Embedding's own primitive
+    from strategist.api import advise_model
+    notes = advise_model(model, "dp=2,tp=4").notes
+    assert any(n.startswith("wte.gather (Gather) is created inside an installed package") and
+               "configure it in your code at " in n and "lm.py:" in n and "self.wte.gather.shard(" in n
+               for n in notes), notes
     patch = tmp_path / "p.diff"
     assert main(["advise", model, "--mesh", "dp=2,tp=4", "--diff-out", str(patch)]) == 0
     err = capsys.readouterr().err

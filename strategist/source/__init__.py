@@ -18,7 +18,7 @@ from .locate import installed, locate, site_of
 from .strategy_file import strategy_file, write_strategy_file
 
 __all__ = ["source_changes", "SourceChanges", "FileChange", "ApplyError", "SourceEditError",
-           "strategy_file", "write_strategy_file"]
+           "strategy_file", "write_strategy_file", "installed_notes"]
 
 
 @dataclass
@@ -219,6 +219,38 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
     function = apply_function(advice, inside) if inside else ""
     return SourceChanges(changes, summary, loc.disagreements, unresolved, loc.kept, loc.overridden, left,
                          function, inside)
+
+
+def installed_notes(advice) -> list[str]:
+    """The report's lines for anchors on operators created inside installed packages: the user's line that
+    configures each from its owner, and how many ``apply_strategies(model)`` takes (MindFormers models: none)."""
+    g = advice.graph
+    if g.mf_options is not None or not advice.chosen:
+        return []
+    loc = locate(advice)
+    from ..report.render import strategy_text
+    out = []
+    for p in sorted(loc.placements, key=lambda p: (p.file, p.line)):
+        for name in p.ops:
+            s = site_of(g.op(name))
+            if p.via and s is not None and installed(s.file) and name in advice.anchors:
+                out.append(f"{name} ({g.op(name).type}) is created inside an installed package "
+                           f"({_site_short(s.file)}:{s.line}): configure it in your code at "
+                           f"{os.path.relpath(p.file) if not os.path.relpath(p.file).startswith('..') else p.file}:"
+                           f"{p.line}: self.{p.via}.{p.instance}.shard({strategy_text(p.strategy.strategy)})")
+    written = {n for p in loc.placements for n in p.ops}
+    inside = [c.op for c in advice.chosen if c.op not in written
+              and (site_of(g.op(c.op)) is None or installed(site_of(g.op(c.op)).file))]
+    if inside:
+        out.append(f"{len(inside)} advised operator(s) are created inside installed packages and owned by none of "
+                   f"your classes: advise --diff/--apply writes apply_strategies(model) into {FUNCTION_FILE}, to call "
+                   f"once the model is built")
+    return out
+
+
+def _site_short(path: str) -> str:
+    marker = os.sep + "site-packages" + os.sep
+    return path.split(marker, 1)[1] if marker in path else path
 
 
 def opts_none(g) -> bool:
