@@ -10,7 +10,7 @@ export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 # mkdocs-material's notice about its successor is not a build warning; keep CI's log to the build's own lines
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: demo test test-fast test-all lint bench fixtures check-cc docs docs-check clean
+.PHONY: demo test test-fast test-all test-ms2.10 lint bench fixtures check-cc docs docs-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.mindformers: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,mindformers]'
+	touch $@
+
+# mindone.transformers and transformers (the mindone:<model> front end; no torch)
+$(VENV)/.mindone: $(VENV)/.mindformers
+	$(PY) -m pip install --quiet -e '.[test,mindformers,mindone]'
 	touch $@
 
 # Ray: strategist sweep --ray (an optional extra; tests/test_sweep.py runs a sweep on a local Ray)
@@ -58,15 +63,30 @@ docs-check: $(VENV)/.docs
 
 # CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
 # MindSpore itself)
-test: $(VENV)/.mindformers $(VENV)/.ray check-cc lint docs-check
+test: $(VENV)/.mindformers $(VENV)/.mindone $(VENV)/.ray check-cc lint docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"
 
 # everything, the large-model and MindFormers-heavy checks too
-test-all: $(VENV)/.mindformers check-cc
+test-all: $(VENV)/.mindformers $(VENV)/.mindone check-cc
 	$(PY) -m pytest -q
+
+# a second environment on MindSpore 2.10.0 (the project's pins stay 2.9.0): the project's other dependencies from
+# pyproject.toml, strategist itself without its pins, and the live MindSpore sample (verify_live)
+VENV210 ?= .venv-ms2.10
+$(VENV210)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV210)
+	$(VENV210)/bin/python -m pip install --upgrade --quiet pip
+	$(VENV210)/bin/python -m pip install --quiet 'mindspore==2.10.0' $$($(PYTHON) -c 'import tomllib; \
+	  p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	  print(" ".join(d for d in p["dependencies"] + p["optional-dependencies"]["test"] if not d.startswith("mindspore")))')
+	$(VENV210)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-ms2.10: $(VENV210)/.installed check-cc
+	$(VENV210)/bin/python -m pytest -q -m "verify_live and not slow"
 
 bench: $(VENV)/.installed
 	$(PY) bench/extract.py
@@ -77,4 +97,4 @@ fixtures: $(VENV)/.installed check-cc
 	$(PY) tests/netgen.py fixtures --prune --n $(or $(N),500)
 
 clean:
-	rm -rf $(VENV) .pytest_cache *.egg-info site
+	rm -rf $(VENV) $(VENV210) .pytest_cache *.egg-info site

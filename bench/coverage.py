@@ -3,6 +3,8 @@
     .venv/bin/python bench/coverage.py                 # registry + examples + zoo + MindFormers (2 layers)
     .venv/bin/python bench/coverage.py --registry      # the registry count only (fast)
     .venv/bin/python bench/coverage.py --no-mindformers
+    .venv/bin/python bench/coverage.py --no-mindformers --only mindone:    # the mindone.transformers rows
+    .venv/bin/python bench/coverage.py --no-mindformers --only mindone: --verify --no-paths   # and MindSpore's
     .venv/bin/python bench/coverage.py --scan-wheel    # re-derive the OperatorInfo names from the installed wheel
 
 Prints, for MindSpore 2.9's OperatorInfo primitives (``rules/mindspore_operator_infos.yaml``), how many
@@ -57,6 +59,32 @@ MINDFORMERS = [
     ("mindformers:telechat3/pretrain_telechat3_36b.yaml", {}),
 ]
 
+#: mindone.transformers architectures at 2 layers and a small width (strategist.frontend.mindone): (target, keys)
+MINDONE_SMALL = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 4,
+                 "vocab_size": 1024, "head_dim": 64, "moe_intermediate_size": 256, "num_experts": 4,
+                 "n_routed_experts": 4, "num_experts_per_tok": 2, "kv_lora_rank": 64, "q_lora_rank": 64,
+                 "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 64, "d_model": 256, "d_ff": 512,
+                 "num_heads": 4, "d_kv": 64, "ffn_dim": 512, "word_embed_proj_dim": 256}
+MINDONE = ["mindone:llama", "mindone:qwen2", "mindone:qwen3", "mindone:qwen3_moe", "mindone:mistral",
+           "mindone:gemma", "mindone:phi3", "mindone:gpt_neox", "mindone:falcon", "mindone:opt", "mindone:bloom",
+           "mindone:gpt2", "mindone:BertModel", "mindone:deepseek_v2", "mindone:T5EncoderModel",
+           "mindone:starcoder2"]
+
+
+def mindone_kwargs(target: str) -> list[str]:
+    """``MINDONE_SMALL``'s keys the architecture's config has, with 2 layers, seq 64, batch 2."""
+    from strategist.frontend.mindone import resolve_class
+    from transformers import AutoConfig
+    model_type, _ = resolve_class(target.partition(":")[2])
+    cfg = AutoConfig.for_model(model_type)
+    settable = [k for k in MINDONE_SMALL if hasattr(cfg, k)
+                and not isinstance(getattr(type(cfg), k, None), property)]     # (falcon's head_dim is derived)
+    keys = [f"{k}={MINDONE_SMALL[k]}" for k in settable]
+    pad = getattr(cfg, "pad_token_id", None)
+    if isinstance(pad, int) and pad >= MINDONE_SMALL["vocab_size"]:
+        keys.append("pad_token_id=0")          # (phi3's 32000 is past the small vocabulary)
+    return keys + ["layers=2", "seq=64", "batch=2"]
+
 
 def registry_report() -> tuple[int, int, list[str]]:
     from strategist.engine.rules import coverage
@@ -97,8 +125,11 @@ class _Reference:
             g = real(cell, *inputs, **kwargs)
             self.seconds = time.perf_counter() - t0
             if self.paths:
-                kw = {k: v for k, v in kwargs.items() if k != "model"}
-                self.ref = celltrace.reference_paths(cell, *inputs, **kw)
+                # (extract's own options are not construct's: a model taking **kwargs would get them)
+                kw = {k: v for k, v in kwargs.items() if k not in ("model", "training")}
+                from strategist.frontend.graphfix import graph_mode_fixes
+                with graph_mode_fixes():
+                    self.ref = celltrace.reference_paths(cell, *inputs, **kw)
             return g
 
         saved = loader.extract, mf.extract
@@ -131,6 +162,9 @@ def model_report(target: str, kwargs, inputs, mindformers: bool = False, overrid
             if mindformers:
                 from strategist.frontend.mindformers import load_mindformers
                 g, _info = load_mindformers(target, layers=2, overrides=overrides or None)
+            elif target.startswith("mindone:"):
+                from strategist import load_graph
+                g = load_graph(target, inputs, kwargs)
             else:
                 from strategist import load_graph
                 path, _, name = target.partition(":")
@@ -194,6 +228,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--registry", action="store_true", help="the registry count only")
     p.add_argument("--no-mindformers", action="store_true")
+    p.add_argument("--no-mindone", action="store_true", help="skip the mindone.transformers architectures")
+    p.add_argument("--verify", action="store_true", help="mindone rows: MindSpore's own propagation beside "
+                                                         "strategist's (a child process per model)")
     p.add_argument("--only", default=None, help="only models whose target contains this text")
     p.add_argument("--scan-wheel", action="store_true")
     p.add_argument("--no-paths", action="store_true", help="skip the reference cell paths (a 2nd, ~5x compile)")
@@ -210,6 +247,8 @@ def main(argv=None) -> int:
     for target, kw, ins in EXAMPLES + [z for z in ZOO if os.path.exists(os.path.join(ROOT, z[0].split(":")[0]))]:
         if not a.only or a.only in target:
             model_report(target, kw, ins, paths=not a.no_paths)
+    if not a.no_mindone:
+        _mindone_rows(a)
     if a.no_mindformers:
         return 0
     try:
@@ -223,6 +262,37 @@ def main(argv=None) -> int:
             continue
         model_report(ref, [], [], mindformers=True, overrides=over, paths=not a.no_paths)
     return 0
+
+
+def _mindone_rows(a) -> None:
+    """A row per mindone architecture (:data:`MINDONE`): its operators, or the one line why it does not build."""
+    try:
+        from strategist.frontend.mindone.build import import_mindone
+        import_mindone()
+    except Exception as err:
+        print(f"  mindone models: skipped ({str(err).splitlines()[0][:160]})")
+        return
+    for target in MINDONE:
+        if a.only and a.only not in target:
+            continue
+        try:
+            kw = mindone_kwargs(target)
+        except Exception as err:
+            print(f"  {target:58s} ERROR {type(err).__name__}: {str(err).splitlines()[0][:160]}")
+            continue
+        row = model_report(target, kw, [], paths=not a.no_paths)
+        if a.verify and "error" not in row:
+            print(f"      verify dp=2,tp=4, nothing configured: {_verify_row(target, kw)}")
+
+
+def _verify_row(target: str, kw: list[str]) -> str:
+    """MindSpore's sharding propagation of ``target`` beside strategist's: how many operators agree."""
+    from strategist.verify import verify_model
+    try:
+        cmp = verify_model(target, "dp=2,tp=4", kwargs=kw, dataset_strategy="full_batch")
+    except Exception as err:
+        return f"ERROR {type(err).__name__}: {str(err).splitlines()[0][:140] if str(err) else ''}"
+    return f"{cmp.agreed}/{cmp.total} operators agree ({100 * cmp.agreed / max(cmp.total, 1):.1f} %)"
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
     (kwargs, dataset_strategy, notes for stderr)."""
     from .frontend.mindformers import default_batch, is_mindformers_ref, split_model_options
     kwargs = list(kwargs or [])
+    if model.startswith("mindone:"):
+        return _mindone_defaults(mesh, kwargs, dataset_strategy)
     if not is_mindformers_ref(model):
         return kwargs, dataset_strategy or "data_parallel", []
     notes = []
@@ -27,6 +29,18 @@ def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
         b, note = default_batch(model, Mesh.parse(mesh), opts["overrides"])
         kwargs.append(f"batch={b}")
         notes.append(note)
+    return kwargs, dataset_strategy or "full_batch", notes
+
+
+def _mindone_defaults(mesh: str | None, kwargs: list[str], dataset_strategy: str | None):
+    """A mindone model, as a MindFormers one: the whole batch on every device (``full_batch``) and, unless
+    ``batch=`` is given, one sequence per data-parallel rank (dp x ep of ``mesh``)."""
+    notes = []
+    if mesh and not any(k.partition("=")[0].strip() == "batch" for k in kwargs):
+        m = Mesh.parse(mesh)
+        b = m.get("dp", 1) * m.get("ep", 1)
+        kwargs = kwargs + [f"batch={b}"]
+        notes.append(f"batch {b}: one sequence per data-parallel rank (--batch N to change)")
     return kwargs, dataset_strategy or "full_batch", notes
 
 
@@ -146,6 +160,8 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
         advice = advise(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
                         dataset_strategy=dataset_strategy)
     _warn_mesh_fit(graph, mesh, advice.notes)
+    from .source import installed_notes     # (where anchors inside installed packages go in the user's code)
+    advice.notes.extend(n for n in installed_notes(advice) if n not in advice.notes)
     return advice
 
 

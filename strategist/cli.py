@@ -9,6 +9,7 @@ Every user mistake ends as one line on stderr and exit code 2, never a traceback
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import sys
@@ -45,11 +46,11 @@ def _installed(name: str) -> str:
 
 
 def version_text() -> str:
-    """strategist's version and the versions of the MindSpore and MindFormers installed beside it
+    """strategist's version and the versions of the MindSpore, MindFormers and mindone installed beside it
     (read from the package metadata: nothing is imported)."""
     from . import __version__
     return (f"strategist {__version__} (MindSpore {_installed('mindspore')}, MindFormers {_installed('mindformers')}, "
-            f"Python {platform.python_version()})")
+            f"mindone {_installed('mindone')}, Python {platform.python_version()})")
 
 
 def _hardware_profiles() -> list[str]:
@@ -67,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
                     "with shard(), with what strategies, and what the plan costs.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=version_text(),
-                   help="print strategist's, MindSpore's and MindFormers' versions and exit")
+                   help="print strategist's, MindSpore's, MindFormers' and mindone's versions and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
     def command(name, help, description=None):
@@ -85,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
 def model_args(sp, mindformers_only=False):
     g = sp.add_argument_group("model")
     g.add_argument("model", help="path/to/model.py:NAME (a Cell class or a factory function), "
-                                 "mindformers:<config.yaml> or a MindFormers YAML path")
+                                 "mindformers:<config.yaml> or a MindFormers YAML path, or "
+                                 "mindone:<model_type|ClassName> (a mindone.transformers model)")
     if not mindformers_only:
         g.add_argument("--input", action="append", metavar="NAME:DTYPE[d0,...]",
                        help="a construct() input, e.g. ids:int32[2,4096]; repeat per input "
@@ -102,14 +104,15 @@ def model_args(sp, mindformers_only=False):
                                 "plan; MindFormers configs always compile for training")
     else:
         sp.set_defaults(input=None, kwargs=None, eval=False)
-    g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>)")
+    g = sp.add_argument_group("MindFormers", "for a MindFormers config (MODEL = mindformers:<config.yaml>) or a "
+                                             "mindone model (MODEL = mindone:<model_type>)")
     g.add_argument("--layers", type=int, metavar="N", help="number of layers (num_hidden_layers)")
     g.add_argument("--seq", type=int, metavar="N", help="sequence length (seq_length)")
     g.add_argument("--batch", type=int, metavar="N", help="global batch size of the graph "
                                               "(default: the config's batch_size times the mesh's dp)")
-    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any config key, dotted from the YAML root or a model_config key, "
-                        "e.g. --set hidden_size=256; repeatable")
+    g.add_argument("--set", "--config-set", dest="set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any config key, dotted from the YAML root or a model_config key (a mindone model: a "
+                        "key of its transformers config), e.g. --set hidden_size=256; repeatable")
 
 
 def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
@@ -400,11 +403,28 @@ def _md_block(text: str) -> str:
     return f"```text\n{text if text.endswith(chr(10)) else text + chr(10)}```\n"
 
 
+#: the stdout strategist's report goes to, while whatever else prints (the user's model, ``transformers`` at import,
+#: MindSpore's Python warnings) goes to stderr (:func:`_report_stdout`)
+_REPORT_OUT: list = []
+
+
+@contextlib.contextmanager
+def _report_stdout():
+    """While a command runs: ``print`` and ``sys.stdout`` go to stderr, :func:`_write` to the real stdout, so that
+    stdout holds the report alone (``--format json`` stays JSON whatever the model prints)."""
+    _REPORT_OUT.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _REPORT_OUT.pop()
+
+
 def _write(args, text: str, flag: str = "--out") -> None:
     """The report to stdout, or to ``--out FILE`` (``flag``: the option naming the file)."""
     path = getattr(args, flag[2:])
     if not path:
-        sys.stdout.write(text)
+        (_REPORT_OUT[-1] if _REPORT_OUT else sys.stdout).write(text)
         return
     try:
         with open(path, "w", encoding="utf-8") as f:
@@ -505,6 +525,8 @@ def _main(argv: list[str] | None = None) -> int:
     _check(parser, args)
     _fold_model_options(args)
     os.environ.setdefault("GLOG_v", "4")  # MindSpore's C++ log: only critical; we report errors ourselves
+    quiet = contextlib.ExitStack()
+    quiet.enter_context(_report_stdout())
     try:
         from .api import mindformers_defaults, parse_dataset_strategy
         if hasattr(args, "dataset_strategy") and getattr(args, "model", None):
@@ -603,6 +625,8 @@ def _main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("strategist: interrupted", file=sys.stderr)
         return 130
+    finally:
+        quiet.close()
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def test_version_names_strategist_mindspore_and_mindformers(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out.strip()
     assert out.startswith("strategist 0.1.0 (MindSpore 2.9.0, MindFormers "), out
-    assert "Python 3." in out
+    assert ", mindone " in out and "Python 3." in out
 
 
 def test_version_does_not_import_mindspore():

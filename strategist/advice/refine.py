@@ -10,6 +10,7 @@ from ..vocab.graph import Op, OpGraph
 from ..vocab.layout import squeeze
 from ..vocab.mesh import Mesh
 from ..engine.rules.candidates import candidates
+from ..engine.rules.registry import RULES
 from ..engine.rules.reshape import reshape_layout
 from ..engine.rules.sharding import shard_anchor
 from ..vocab.anchors import Anchor
@@ -30,7 +31,8 @@ def unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules,
     """Rule 2, unreached consumers: an operator no search reaches (MindSpore leaves it at its default
     strategy, e.g. stuck behind a later seed in its waiting list) that reads a tensor a search did decide
     follows the largest such input; it would otherwise gather that tensor whole (MTP's loss on
-    vocabulary-parallel logits).
+    vocabulary-parallel logits). An operator MindSpore has no OperatorInfo for (no rule here: ``Addmm``) is never
+    one: MindSpore runs it batch-parallel whatever is configured.
 
     Its search would go on into the consumers no search reached either (through Reshapes), splitting them
     too: a loss's token mask split by the batch hands its split to the masked sum, which then all-reduces
@@ -39,7 +41,7 @@ def unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules,
     out = []
     pinned: set[str] = set()
     for op in graph:
-        if op.name in anchored or op.name in pinned or op.type in ("Reshape", "Flatten", "Cast") \
+        if op.name in anchored or op.name in pinned or op.type in ("Reshape", "Flatten", "Cast") or op.type not in RULES \
                 or op.type in rules.categories.get("dimension_changing", ()) \
                 or plan.choices[op.name].provenance.direction != "default":
             continue

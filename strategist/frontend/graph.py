@@ -30,6 +30,8 @@ from ..vocab.graph import Input, Op, OpGraph, TensorSpec  # noqa: F401  (the gra
 from .compile import (COUNTER, as_tensor, call_site_scopes, call_stacks, deferred_cells, first_line,
                       lazy_inline_cells, lazy_inline_groups, lazy_inlined, reshard_kept, standalone_compile,
                       train_mode)
+from .graphfix import failing_line, fix_for, graph_mode_fixes
+from .graphfix import note as fix_note
 from .irtext import mark_copies
 from .owners import owned_primitives
 from .proto import from_proto
@@ -59,16 +61,25 @@ def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> 
     from mindspore._c_expression import dump_func_graph
 
     args = tuple(as_tensor(x) for x in inputs)
-    phase = f"export.strategist{next(COUNTER)}"
     lazy = lazy_inline_cells(cell)
-    with standalone_compile(cell), reshard_kept(), train_mode(cell, training), call_site_scopes(), \
-            owned_primitives(cell) as owners, call_stacks() as stacks, lazy_inlined(cell):
-        try:
-            phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
-        except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
-            raise CompileError(
-                f"MindSpore could not compile {model or type(cell).__name__}: {first_line(err)} "
-                f"(fix the model or the --input shapes/dtypes it is given)") from None
+    fixes: list[str] = []           # graph-mode fixes a failed compile asked for (strategist.frontend.graphfix)
+    fixed: list[str] = []
+    while True:
+        phase = f"export.strategist{next(COUNTER)}"
+        with standalone_compile(cell), reshard_kept(), train_mode(cell, training), call_site_scopes(), \
+                owned_primitives(cell) as owners, call_stacks() as stacks, lazy_inlined(cell), \
+                graph_mode_fixes(tuple(fixes)):
+            try:
+                phase, _ = executor.compile(cell, *args, phase=phase, **kwargs)
+                break
+            except Exception as err:  # MindSpore raises TypeError/ValueError/RuntimeError alike
+                fix = fix_for(err, fixes)
+                if fix is None:
+                    raise CompileError(
+                        f"MindSpore could not compile {model or type(cell).__name__}: {first_line(err)} "
+                        f"(fix the model or the --input shapes/dtypes it is given)") from None
+                fixes.append(fix)
+                fixed.append(fix_note(fix, failing_line(err)))
     proto = executor._graph_executor.get_func_graph_proto(phase, "anf_ir", False)
     text = None
     try:
@@ -80,6 +91,8 @@ def extract(cell, *inputs, model: str = "", training: bool = True, **kwargs) -> 
     graph = from_proto(proto, text, cell, model, owners=owners, calls=stacks.calls())
     mark_copies(graph, stacks.pre_cse)
     graph.deferred_cells = deferred_cells(cell)
+    if fixed:
+        graph.notes = tuple(graph.notes) + tuple(n for n in fixed if n not in graph.notes)
     if lazy:
         graph.lazy_inline_cells = lazy
         graph.lazy_groups = lazy_inline_groups(cell)

@@ -1,11 +1,15 @@
 """Load a user's model from ``path/to/model.py:NAME`` and turn ``--input``/``--kwargs`` into values.
 
-NAME is a ``mindspore.nn.Cell`` subclass or a factory function returning a Cell. The Cell is
-built under ``mindspore.nn.utils.no_init_parameters()`` so its weights are never allocated.
+NAME is a ``mindspore.nn.Cell`` subclass or a factory function returning a Cell; ``mindone:<model>`` is a
+mindone.transformers model (:mod:`strategist.frontend.mindone`). The Cell is built under
+``mindspore.nn.utils.no_init_parameters()`` so its weights are never allocated, with the init-time kernels MindSpore's
+CPU backend lacks run on the host (:mod:`strategist.frontend.hostinit`). What the model prints while it is imported
+or built goes to stderr: stdout carries strategist's report only.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import inspect
 import os
@@ -13,7 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from .. import progress
-from ..errors import InputSpecError, ModelLoadError
+from ..errors import CompileError, InputSpecError, ModelLoadError
 from ..vocab.graph import OpGraph, TensorSpec
 from .graph import extract
 
@@ -27,6 +31,12 @@ class ModelRef:
 
     @classmethod
     def parse(cls, target: str) -> "ModelRef":
+        if target.startswith(MINDONE):
+            name = target[len(MINDONE):].strip()
+            if not name.isidentifier():
+                raise ModelLoadError(f"bad model reference {target!r}: write mindone:<model_type> (mindone:llama) "
+                                     f"or mindone:<ClassName> (mindone:BertModel)")
+            return cls(MINDONE.rstrip(":"), name)
         path, sep, name = target.rpartition(":")
         if not sep or not name.isidentifier() or not path:
             raise ModelLoadError(
@@ -36,6 +46,10 @@ class ModelRef:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.name}"
+
+
+#: the prefix of a mindone.transformers model (strategist.frontend.mindone.PREFIX)
+MINDONE = "mindone:"
 
 
 #: strategist traces the graph with zero-filled inputs of the given shapes: beyond these it would
@@ -112,7 +126,7 @@ def load_module(path: str):
     sys.modules[mod_name] = module
     sys.dont_write_bytecode = True   # no __pycache__/ beside the user's model (nor its sibling modules)
     try:
-        with _no_exit(path, "importing"):
+        with _no_exit(path, "importing"), contextlib.redirect_stdout(sys.stderr):
             spec.loader.exec_module(module)
     except ModelLoadError:
         sys.modules.pop(mod_name, None)
@@ -175,6 +189,10 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         from mindspore import nn
         from mindspore.nn.utils import no_init_parameters
     progress.rearm_interrupts()
+    if str(ref).startswith(MINDONE):
+        from .mindone import build_mindone      # (imports mindone and transformers: loaded when used)
+        ms.set_context(mode=ms.GRAPH_MODE)
+        return build_mindone(ref.name, kwargs)
 
     module = load_module(ref.path)
     obj = getattr(module, ref.name, None)
@@ -188,14 +206,19 @@ def build_cell(ref: ModelRef, kwargs: dict | None = None):
         from ..files.schema import type_name     # (pydantic, loaded on this error path only)
         raise ModelLoadError(f"{ref} is {type_name(obj)}, not a Cell class or factory function")
     ms.set_context(mode=ms.GRAPH_MODE)
+    from .hostinit import host_kernels, kernel_error
     try:
-        with _no_exit(ref.path, "building a Cell of"), no_init_parameters():
+        with _no_exit(ref.path, "building a Cell of"), no_init_parameters(), host_kernels(), \
+                contextlib.redirect_stdout(sys.stderr):
             cell = obj(**(kwargs or {}))
     except ModelLoadError:
         raise
     except TypeError as err:
         raise ModelLoadError(f"building {ref} failed: {err} (check --kwargs)") from None
     except Exception as err:
+        known = kernel_error(str(ref), err)
+        if known is not None:
+            raise known from None
         raise ModelLoadError(
             f"building {ref} failed: {type(err).__name__}: {err} (fix the model or its --kwargs)") from None
     if not isinstance(cell, nn.Cell):
@@ -267,7 +290,21 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
             raise ModelLoadError(f"{err} (fix the model's example_inputs or give --input)") from None
     args = order_inputs(cell, named)
     with progress.task("extracting the graph (MindSpore compile)"):
-        graph = extract(cell, *args, model=str(ref), training=training)
+        try:
+            graph = extract(cell, *args, model=str(ref), training=training)
+        except CompileError as err:
+            fallback = cell.__dict__.get("strategist_eager_fallback")     # (a mindone model's default attention)
+            if fallback is None:
+                raise
+            cell = fallback()
+            graph = extract(cell, *order_inputs(cell, named), model=str(ref), training=training)
+            graph.notes = tuple(graph.notes) + (
+                f"{ref}: its flash attention does not compile in graph mode ({str(err).partition(': ')[2][:200]}); "
+                f"traced with its eager attention (--set attn_implementation=eager)",)
     graph.training = bool(training)
     progress.rearm_interrupts()
+    from .unsharded import unsharded_notes
+    notes = [n for n in unsharded_notes(graph) if n not in graph.notes]
+    if notes:
+        graph.notes = tuple(graph.notes) + tuple(notes)
     return cellshard.apply(graph, cell, shard_calls)

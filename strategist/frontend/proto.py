@@ -219,11 +219,7 @@ def _operators(real, resolve, data_edge, ir_text, where, op_name, explicit, cell
         for i in n.input:
             if i.type != data_edge:
                 continue
-            r = resolve(i.name)
-            if isinstance(r, tuple):
-                slots.extend(x for x in r if x is not None)
-            elif r is not None:
-                slots.append(r)
+            slots.extend(_flat(resolve(i.name)))
         out = _spec_of(n.output_type)
         if isinstance(out, TensorSpec):
             outputs: tuple = (out,)
@@ -252,6 +248,13 @@ def _operators(real, resolve, data_edge, ir_text, where, op_name, explicit, cell
         )
         ops.append(op)
     return ops
+
+
+def _flat(r) -> list[Input]:
+    """A resolved input as the operator's slots: a tuple (of tuples: a MakeTuple of MakeTuples) flattened."""
+    if isinstance(r, tuple):
+        return [x for item in r for x in _flat(item)]
+    return [] if r is None else [r]
 
 
 def _fill_tuple_outputs(ops: list[Op]) -> None:

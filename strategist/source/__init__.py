@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .apply import ApplyError, check, digest, write_atomic
+from .apply import ApplyError, check, digest, write_atomic, write_new
 from .diff import root_of, unified
 from .edit import SourceEditError, edit_source
-from .locate import locate, site_of
+from .instances import FILE as FUNCTION_FILE
+from .instances import apply_function
+from .locate import installed, locate, site_of
 from .strategy_file import strategy_file, write_strategy_file
 
 __all__ = ["source_changes", "SourceChanges", "FileChange", "ApplyError", "SourceEditError",
-           "strategy_file", "write_strategy_file"]
+           "strategy_file", "write_strategy_file", "installed_notes"]
 
 
 @dataclass
@@ -47,9 +49,25 @@ class SourceChanges:
     #: strategies the model's own target method sets that an operator cannot take: the diff leaves them, and
     #: MindSpore refuses the build in that mode (deepseek3's rotary Mul, shared by q_pe and the one-head k_pe)
     refused: list[str] = field(default_factory=list)
+    #: anchors no line of the user's owns (operators created inside installed packages): the text of
+    #: ``apply_strategies(model)`` (:mod:`strategist.source.instances`) and the operators it configures
+    function: str = ""
+    function_ops: list[str] = field(default_factory=list)
 
     def diff(self) -> str:
-        return "".join(f.diff() for f in self.files)
+        return "".join(f.diff() for f in self.files) + self._function_diff()
+
+    def _function_diff(self) -> str:
+        """The new module ``strategist_strategies.py`` (in the working directory) as a ``git apply`` diff."""
+        if not self.function:
+            return ""
+        old = _read(FUNCTION_FILE)
+        if old is not None:
+            return unified(os.path.abspath(FUNCTION_FILE), old, self.function, os.getcwd())
+        body = "".join(f"+{ln}\n" for ln in self.function.splitlines())
+        n = len(self.function.splitlines())
+        return (f"diff --git a/{FUNCTION_FILE} b/{FUNCTION_FILE}\nnew file mode 100644\n--- /dev/null\n"
+                f"+++ b/{FUNCTION_FILE}\n@@ -0,0 +1,{n} @@\n{body}")
 
     @property
     def changed(self) -> list[FileChange]:
@@ -65,7 +83,21 @@ class SourceChanges:
         for f in todo:
             backup = write_atomic(f.path, f.new, f.old)
             out.append(f"wrote {f.path} (backup {os.path.basename(backup)})")
+        if self.function:
+            old = _read(FUNCTION_FILE)
+            if old != self.function:
+                write_new(FUNCTION_FILE, self.function, old)
+                out.append(f"wrote {FUNCTION_FILE}: call apply_strategies(model) after building the model "
+                           f"({len(self.function_ops)} operators created inside installed packages)")
         return out
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            return fh.read()
+    except OSError:
+        return None
 
 
 def _analysed_text(path: str) -> str | None:
@@ -180,7 +212,50 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
     # (a refused strategy the diff replaces with the plan's is not left)
     written = {n for p in loc.placements for n in p.ops}
     left = [note.replace("; skipped", "") for name, note in refused if name not in written]
-    return SourceChanges(changes, summary, loc.disagreements, loc.unresolved, loc.kept, loc.overridden, left)
+    # anchors inside installed packages no class of the user's owns: apply_strategies(model)
+    inside = [c.op for c in advice.chosen if opts_none(g) and c.op not in written
+              and (site_of(g.op(c.op)) is None or installed(site_of(g.op(c.op)).file))]
+    unresolved = [u for u in loc.unresolved if u.partition(": ")[0] not in set(inside)]
+    function = apply_function(advice, inside) if inside else ""
+    return SourceChanges(changes, summary, loc.disagreements, unresolved, loc.kept, loc.overridden, left,
+                         function, inside)
+
+
+def installed_notes(advice) -> list[str]:
+    """The report's lines for anchors on operators created inside installed packages: the user's line that
+    configures each from its owner, and how many ``apply_strategies(model)`` takes (MindFormers models: none)."""
+    g = advice.graph
+    if g.mf_options is not None or not advice.chosen:
+        return []
+    loc = locate(advice)
+    from ..report.render import strategy_text
+    out = []
+    for p in sorted(loc.placements, key=lambda p: (p.file, p.line)):
+        for name in p.ops:
+            s = site_of(g.op(name))
+            if p.via and s is not None and installed(s.file) and name in advice.anchors:
+                out.append(f"{name} ({g.op(name).type}) is created inside an installed package "
+                           f"({_site_short(s.file)}:{s.line}): configure it in your code at "
+                           f"{os.path.relpath(p.file) if not os.path.relpath(p.file).startswith('..') else p.file}:"
+                           f"{p.line}: self.{p.via}.{p.instance}.shard({strategy_text(p.strategy.strategy)})")
+    written = {n for p in loc.placements for n in p.ops}
+    inside = [c.op for c in advice.chosen if c.op not in written
+              and (site_of(g.op(c.op)) is None or installed(site_of(g.op(c.op)).file))]
+    if inside:
+        out.append(f"{len(inside)} advised operator(s) are created inside installed packages and owned by none of "
+                   f"your classes: advise --diff/--apply writes apply_strategies(model) into {FUNCTION_FILE}, to call "
+                   f"once the model is built")
+    return out
+
+
+def _site_short(path: str) -> str:
+    marker = os.sep + "site-packages" + os.sep
+    return path.split(marker, 1)[1] if marker in path else path
+
+
+def opts_none(g) -> bool:
+    """Not a MindFormers model (whose diffs go into MindFormers' own classes)."""
+    return g.mf_options is None
 
 
 def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, apply: bool = False,
@@ -212,6 +287,10 @@ def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, a
         err.write(f"strategist: instances disagree: {line}\n")
     for line in ch.unresolved:
         err.write(f"strategist: not written: {line}\n")
+    if ch.function:
+        err.write(f"strategist: {len(ch.function_ops)} operator(s) created inside installed packages, which "
+                  f"strategist never edits, are configured in apply_strategies(model) ({FUNCTION_FILE}): call it "
+                  f"once the model is built\n")
     for line in ch.refused:
         err.write(f"strategist: the model's own strategy, left as it is, which MindSpore refuses in this mode: "
                   f"{line.partition(': ')[2]}\n")
@@ -229,7 +308,7 @@ def advise_outputs(advice, *, diff: bool = False, diff_out: str | None = None, a
         err.write(f"strategist: wrote {diff_out} ({len(ch.changed)} file(s) changed; apply with git apply or "
                   f"patch -p1 in each file's repository root)\n")
     if apply:
-        if not ch.changed:
+        if not ch.changed and not ch.function:
             err.write("strategist: nothing to change: the sources already carry the advice\n")
         for msg in ch.apply():
             err.write(f"strategist: {msg}\n")

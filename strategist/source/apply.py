@@ -71,3 +71,24 @@ def write_atomic(path: str, new: str, old: str) -> str:
     except OSError:
         pass
     return backup
+
+
+def write_new(path: str, new: str, old: str | None) -> None:
+    """``path`` written atomically (temp file in the same directory, fsync, rename); an existing file is kept
+    beside it as its backup."""
+    if old is not None:
+        write_atomic(path, new, old)
+        return
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(new)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -103,6 +103,13 @@ def _plan_strategy(advice, name: str) -> Strategy:
                     why="the plan's own strategy, over the class's shard()")
 
 
+def installed(path: str) -> bool:
+    """``path`` is inside an installed package (``site-packages``/``dist-packages``: MindSpore's ``nn`` layers,
+    mindone, ...), which strategist never edits: its operators are configured where the user's code owns them."""
+    parts = os.path.realpath(path).split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
+
+
 def site_of(op) -> Site | None:
     if not op.source:
         return None
@@ -172,6 +179,12 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
         done.add(key)
         users = by_site[key]
         wanted = {u.name: anchored.get(u.name) for u in users}
+        if g.mf_options is None and installed(s.file):
+            # an installed package's class (nn.Embedding's gather): each anchored instance from its owner in the
+            # user's code, never the package's file
+            pending = [(u, wanted[u.name]) for u in users if wanted[u.name] is not None]
+            unresolved += _place_from_owners(advice, src, s, users, wanted, pending, placements)
+            continue
         if extra is not None:
             mine = {u.name: _plan_strategy(advice, u.name) for u in users}
             if len({m.key for m in mine.values()}) == 1:
@@ -304,6 +317,9 @@ def _owner_key(g, u, src: "_Sources", up: int = 0, users=()) -> tuple[tuple | No
     site = src.site(g.cells.get(owner_path), parts[k - 1])
     if site is None:
         return None, f"cannot find where {owner_path or '(root)'} creates self.{parts[k - 1]}"
+    if g.mf_options is None and installed(site[0]):
+        return None, (f"created by {g.cells.get(owner_path) or '(root)'} in an installed package "
+                      f"({_short(site[0])}:{site[1]})")
     chain = ".".join(parts[k - 1:])
     # the line runs in every Cell whose class creates that attribute there: each must hold the chain
     first = parts[k - 1]

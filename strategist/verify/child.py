@@ -254,12 +254,17 @@ def run(req: dict) -> dict:
 
         result["mindspore_version"] = ms.__version__
         target = {"stub": "GPU", "gpu": "GPU", "ascend": "Ascend"}[req["backend"]]
+        early = _mindone_on_cpu(req)
         ms.set_context(mode=ms.GRAPH_MODE, device_target=target)
         comm.init()
         n = req["device_num"]
         stack = contextlib.ExitStack()
         stack.__enter__()
-        if req.get("mindformers") is not None:
+        if early is not None:
+            cell, names, specs, slots = early
+            from ..frontend.graphfix import graph_mode_fixes    # (as strategist compiled it: noted there)
+            stack.enter_context(graph_mode_fixes())
+        elif req.get("mindformers") is not None:
             # MindFormers builds (and anchors) its own model at the requested mesh in its world
             cell, names, specs, slots = _build_mindformers(req, stack, result)
         else:
@@ -351,6 +356,20 @@ def run(req: dict) -> dict:
 
 #: the training step's attribute names: the model's collectives are those under ``/<_NET>-`` in their scope
 _NET = "strategist_net"
+
+
+def _mindone_on_cpu(req: dict):
+    """A mindone model's ``__init__`` computes tensors (rotary tables), which the stand-in device (running no
+    kernel) cannot: built on the CPU before that device is chosen. (cell, input names, specs, None), or None for
+    any other model or backend."""
+    if not str(req.get("model", "")).startswith("mindone:") or req["backend"] != "stub":
+        return None
+    import mindspore as ms
+    from ..frontend.loader import ModelRef, build_cell, order_inputs, parse_inputs, parse_kwargs
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    cell = build_cell(ModelRef.parse(req["model"]), parse_kwargs(req.get("kwargs")))
+    named = parse_inputs([f"{k}:{v}" for k, v in cell.example_inputs.items()])
+    return cell, list(cell.example_inputs), order_inputs(cell, named), None
 
 
 def _training_step(net, output_splits=None, slots=None):

@@ -103,7 +103,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     if mf is not None:
         if not model.startswith("mindformers:"):
             model = os.path.abspath(model)                 # the child runs in its own directory
-    else:
+    elif not model.startswith("mindone:"):         # (a mindone model is named, not a file)
         ref_path, sep, name = model.rpartition(":")
         if sep and ref_path:
             model = f"{os.path.abspath(ref_path)}:{name}"     # the child runs in its own directory
@@ -412,6 +412,8 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         except StrategistError as err:      # MindSpore may accept what strategist refuses: still ask it
             failed = str(err)
     ours_seconds = time.time() - t0
+    if any("traced with its eager attention" in n for n in graph.notes):
+        kwargs = list(kwargs or []) + ["attn_implementation=eager"]     # (a mindone model's flash attention)
     ms = mindspore_plan(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies,
                         dataset_strategy=dataset_strategy, timeout=timeout, graph=graph, mindformers=mf,
                         parallel_mode="semi_auto_parallel" if semi_auto else "auto_parallel",
