@@ -106,6 +106,7 @@ _GRACE_S = 2.0                    # how long a second exit path waits for the fi
 _LEAVING = threading.RLock()      # held by the one path that performs the exit
 _leaving = False                  # set by that path once it holds the lock
 _CHILDREN: set[int] = set()       # process groups of this run's children (verify's MindSpore child)
+_WORKERS: set[int] = set()        # worker processes in this run's own group (the sweep's pool)
 _EXIT = os._exit                  # taken now: a model file being imported runs with os._exit refused
 _RAISING = 0                      # inside interrupt_raises(): the first SIGINT raises KeyboardInterrupt
 _SIGINTS = [0]                    # SIGINTs the watcher has seen inside interrupt_raises()
@@ -126,6 +127,31 @@ def interrupt_raises():
         yield
     finally:
         _RAISING -= 1
+
+
+def detach_worker() -> None:
+    """In a worker process forked from a run (the sweep's pool): leave the run's exit to the run. The worker ignores
+    SIGINT (a Ctrl-C reaches the whole process group; the run stops its workers itself), takes SIGTERM's default,
+    writes no signal into the run's wakeup pipe (inherited across the fork, it would reach the run's watcher as the
+    run's own signal) and owns none of the run's children or temporary directory."""
+    global _RUN_TMP
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _CHILDREN.clear()
+    _WORKERS.clear()
+    _RUN_TMP = None
+
+
+def add_worker(pid: int) -> None:
+    """Record a worker process of this run (in the run's own process group): an interrupted run kills it."""
+    _WORKERS.add(pid)
+
+
+def remove_worker(pid: int) -> None:
+    _WORKERS.discard(pid)
 
 
 def add_child(pgid: int) -> None:
@@ -166,6 +192,9 @@ def _leave(code: int) -> None:
             for pgid in list(_CHILDREN):
                 with contextlib.suppress(OSError):
                     os.killpg(pgid, signal.SIGKILL)
+            for pid in list(_WORKERS):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             if _RUN_TMP:
                 shutil.rmtree(_RUN_TMP, ignore_errors=True)
         finally:

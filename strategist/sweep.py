@@ -229,8 +229,10 @@ def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_
 
 
 def _init_pool_worker(*state) -> None:
-    """A worker process's set-up: the sweep's state, and what it holds moved out of the cyclic collector's sight
-    (``gc.freeze``): each estimate allocates a burst the collector would otherwise walk the whole graph for."""
+    """A worker process's set-up: out of the run's exit machinery (:func:`strategist.progress.detach_worker`), the
+    sweep's state, and what it holds moved out of the cyclic collector's sight (``gc.freeze``): each estimate
+    allocates a burst the collector would otherwise walk the whole graph for."""
+    progress.detach_worker()
     _init_worker(*state)
     gc.freeze()
 
@@ -333,6 +335,8 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
         else:
             todo.append((mesh, opts))
     workers = workers or min(len(todo), os.cpu_count() or 1) or 1
+    if workers > 1 or ray:
+        _prepare_front_end(graph, todo)
     results: dict[int, dict] = {}
     try:
         with progress.interrupt_raises():        # Ctrl-C: stop, and rank what was advised so far
@@ -347,6 +351,17 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     return result
 
 
+def _prepare_front_end(graph: OpGraph, todo) -> None:
+    """What the search asks the front end for per mesh, asked once here before the workers start: a MindFormers
+    model's loss configures its own primitives at each mesh (read from the model built there), a build the workers
+    would otherwise repeat each for itself, with MindSpore forked in a state it does not expect."""
+    if graph.mf_options is None or not graph.parallel_only:
+        return
+    from .frontend.mindformers import loss_own_strategies
+    for mesh in sorted({mesh_text({a: v for a, v in m.items() if a != "pp"}) for m, _opts in todo}):
+        loss_own_strategies(graph, Mesh.parse(mesh))
+
+
 def _run(graph, hardware, dataset_strategy, rules, todo, workers):
     """``(index, result)`` of each mesh as it completes (in order of index with one worker)."""
     if workers <= 1:
@@ -357,8 +372,12 @@ def _run(graph, hardware, dataset_strategy, rules, todo, workers):
     ctx = multiprocessing.get_context("fork")
     pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker,
                                   initargs=(graph, hardware, dataset_strategy, rules))
+    pids: list[int] = []
     try:
         futures = {pool.submit(_advise_mesh, mesh, opts, False): k for k, (mesh, opts) in enumerate(todo)}
+        pids = [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]
+        for pid in pids:                  # killed with the run if it is interrupted on its way out
+            progress.add_worker(pid)
         for f in cf.as_completed(futures):
             yield futures[f], f.result()
     except BaseException:                          # Ctrl-C: the meshes still being advised are not waited for
@@ -366,6 +385,9 @@ def _run(graph, hardware, dataset_strategy, rules, todo, workers):
             proc.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    finally:
+        for pid in pids:
+            progress.remove_worker(pid)
     pool.shutdown(wait=True)
 
 

@@ -255,3 +255,31 @@ def test_ray_without_ray_installed_is_a_one_line_error(monkeypatch, tiny):
     monkeypatch.setitem(sys.modules, "ray", None)          # import ray raises ImportError
     with pytest.raises(InputSpecError, match=r"--ray needs Ray: pip install 'strategist\[ray\]'"):
         sweep_ray.import_ray()
+
+
+def _detached_state(_):
+    import signal as sig
+
+    from strategist import progress
+    progress.detach_worker()
+    return sig.getsignal(sig.SIGINT) == sig.SIG_IGN, sig.set_wakeup_fd(-1)
+
+
+def test_a_sweep_worker_leaves_the_runs_exit_to_the_run():
+    # a forked worker inherits the run's handlers and wakeup pipe: detached, it ignores SIGINT (the run stops it),
+    # and writes no signal into the run's wakeup pipe
+    import concurrent.futures as cf
+    import multiprocessing
+    import signal as sig
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    old = sig.set_wakeup_fd(w)
+    try:
+        with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            ignored, wakeup = pool.submit(_detached_state, 0).result()
+    finally:
+        sig.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+    assert ignored and wakeup == -1
+    assert sig.getsignal(sig.SIGINT) != sig.SIG_IGN       # the run's own handler is untouched
