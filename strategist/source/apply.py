@@ -50,18 +50,7 @@ def write_atomic(path: str, new: str, old: str) -> str:
     mode = os.stat(path).st_mode & 0o7777
     backup = path + BACKUP_SUFFIX
     for target, text in ((backup, old), (path, new)):
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        _replace_with(target, text, mode, d, os.path.basename(path))
     try:
         dfd = os.open(d, os.O_RDONLY)
         try:
@@ -80,14 +69,20 @@ def write_new(path: str, new: str, old: str | None) -> None:
         write_atomic(path, new, old)
         return
     d = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    _replace_with(path, new, 0o644, d, os.path.basename(path))
+
+
+def _replace_with(target: str, text: str, mode: int, d: str, name: str) -> None:
+    """``target`` replaced by ``text`` through a temporary file in ``d`` (written, fsynced, given ``mode``,
+    renamed), the temporary file removed if anything fails."""
+    fd, tmp = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=d)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(new)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
