@@ -160,8 +160,9 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
         advice = advise(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
                         dataset_strategy=dataset_strategy)
     _warn_mesh_fit(graph, mesh, advice.notes)
-    from .source import installed_notes     # (where anchors inside installed packages go in the user's code)
+    from .source import installed_notes, installed_sites   # (anchors inside installed packages: the user's lines)
     advice.notes.extend(n for n in installed_notes(advice) if n not in advice.notes)
+    advice.user_sites = installed_sites(advice)
     return advice
 
 

@@ -49,8 +49,17 @@ def test_nn_layer_anchors_go_to_the_users_line_and_the_rebuilt_model_carries_the
     monkeypatch.chdir(repo)
     model = str(repo / "lm.py") + ":TinyLM"
     assert main(["advise", model, "--mesh", "dp=2,tp=4", "--format", "json"]) == 0
-    advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in json.loads(capsys.readouterr().out)["anchors"]}
+    anchors = json.loads(capsys.readouterr().out)["anchors"]
+    advised = {a["op"]: tuple(tuple(s) for s in a["strategy"]) for a in anchors}
     assert "wte.gather" in advised           # the vocabulary-parallel embedding: nn.Embedding's own primitive
+    # the report names the user's line that creates the owning instance (self.wte = nn.Embedding(...): line 19),
+    # not nn.Embedding's own line in site-packages
+    created = 1 + next(k for k, ln in enumerate(MODEL.splitlines()) if "self.wte = nn.Embedding" in ln)
+    assert next(a for a in anchors if a["op"] == "wte.gather")["user_source"] == f"lm.py:{created}"
+    assert main(["advise", model, "--mesh", "dp=2,tp=4"]) == 0
+    report = capsys.readouterr().out
+    assert f"configure at lm.py:{created} (created inside an installed package" in report
+    assert "site-packages" not in report
     from strategist.api import advise_model
     notes = advise_model(model, "dp=2,tp=4").notes
     assert any(n.startswith("wte.gather (Gather) is created inside an installed package") and

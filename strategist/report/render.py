@@ -585,6 +585,7 @@ def advice_dict(advice) -> dict:
         anchors.append({
             "op": c.op, "type": ch.op.type, "rule": c.rule, "template": c.template, "why": c.why,
             "needed": c.needed, "source": ch.op.source, "cell_class": ch.op.cell_class,
+            "user_source": getattr(advice, "user_sites", {}).get(c.op),
             "strategy": [list(s) for s in ch.strategy],
             # a functional or tensor-method call has no attribute to call shard() on: no shard() line
             "held": ch.op.held,
@@ -704,7 +705,11 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
         out.append(f"{'- ' if markdown else ''}{a['op']} ({a['type']}, rule {a['rule']}: {a['why']})")
         if others:
             out.append(f"    and {len(others)} more alike: {others[0]}" + (f" .. {others[-1]}" if len(others) > 1 else ""))
-        out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
+        if a.get("user_source"):        # created inside an installed package: the user's line configures it
+            out.append(f"    configure at {a['user_source']} (created inside an installed package, "
+                       f"{a['cell_class']})")
+        else:
+            out.append(f"    at {rel(a['source'])} [{a['cell_class']}]")
         if not a["held"]:
             out.append(f"    a functional or tensor-method call, not a primitive its Cell holds: no shard() line to "
                        f"write; strategy {strategy_text(tuple(tuple(x) for x in a['strategy']))} (hold the primitive "

@@ -18,7 +18,7 @@ from .locate import installed, locate, site_of
 from .strategy_file import strategy_file, write_strategy_file
 
 __all__ = ["source_changes", "SourceChanges", "FileChange", "ApplyError", "SourceEditError",
-           "strategy_file", "write_strategy_file", "installed_notes"]
+           "strategy_file", "write_strategy_file", "installed_notes", "installed_sites"]
 
 
 @dataclass
@@ -221,6 +221,26 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
                          function, inside)
 
 
+def installed_sites(advice) -> dict[str, str]:
+    """``{operator: "file:line"}``: for each anchor on an operator created inside an installed package, the user's
+    line that configures it from its owner (what the report names in place of the package's line)."""
+    g = advice.graph
+    if g.mf_options is not None or not advice.chosen:
+        return {}
+    out = {}
+    for p in locate(advice).placements:
+        for name in p.ops:
+            s = site_of(g.op(name))
+            if p.via and s is not None and installed(s.file) and name in advice.anchors:
+                out[name] = f"{_user_path(p.file)}:{p.line}"
+    return out
+
+
+def _user_path(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 def installed_notes(advice) -> list[str]:
     """The report's lines for anchors on operators created inside installed packages: the user's line that
     configures each from its owner, and how many ``apply_strategies(model)`` takes (MindFormers models: none)."""
@@ -236,7 +256,7 @@ def installed_notes(advice) -> list[str]:
             if p.via and s is not None and installed(s.file) and name in advice.anchors:
                 out.append(f"{name} ({g.op(name).type}) is created inside an installed package "
                            f"({_site_short(s.file)}:{s.line}): configure it in your code at "
-                           f"{os.path.relpath(p.file) if not os.path.relpath(p.file).startswith('..') else p.file}:"
+                           f"{_user_path(p.file)}:"
                            f"{p.line}: self.{p.via}.{p.instance}.shard({strategy_text(p.strategy.strategy)})")
     written = {n for p in loc.placements for n in p.ops}
     inside = [c.op for c in advice.chosen if c.op not in written
