@@ -5,7 +5,7 @@ the whole graph's advice keeps; ``strategist sweep`` advises each mesh on the cu
 the whole one.
 
     >>> from strategist.vocab.graph import OpGraph
-    >>> layer_block(OpGraph([], {}, {}, []))
+    >>> layer_block(OpGraph([], {}, {}, [], {}))
     ('', [])
 """
 from __future__ import annotations
