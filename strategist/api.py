@@ -160,9 +160,9 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
         advice = advise(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
                         dataset_strategy=dataset_strategy)
     _warn_mesh_fit(graph, mesh, advice.notes)
-    from .source import installed_notes, installed_sites   # (anchors inside installed packages: the user's lines)
-    advice.notes.extend(n for n in installed_notes(advice) if n not in advice.notes)
-    advice.user_sites = installed_sites(advice)
+    from .source import installed_anchors     # (anchors inside installed packages: the user's lines)
+    notes, advice.user_sites = installed_anchors(advice)
+    advice.notes.extend(n for n in notes if n not in advice.notes)
     return advice
 
 

@@ -253,7 +253,8 @@ def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_stra
 
 def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> dict:
     """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
-    ``(graph, hardware, dataset_strategy, rules)``, set up once per process."""
+    ``(graph, hardware, dataset_strategy, rules)``, set up again whenever the task receives another state object
+    (Ray may hand each task its own deserialised copy)."""
     if _WORKER.get("state") is not state:
         _init_pool_worker(*state)
         _WORKER["state"] = state
@@ -284,8 +285,7 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
         except StrategistError as err:
             rows.append({"error": str(err).splitlines()[0]})
             continue
-        mem = est.memory
-        sched = est.schedule
+        sched = est.schedule            # (its memory is ``mem``, read above: the estimate's, not computed again)
         rows.append({"step_s": est.step_s, "throughput": dict(est.throughput), "memory": mem.get("total"),
                      "capacity": mem.get("capacity"), "fits": bool(mem.get("fits")),
                      "exposed_s": sched.get("communication_not_overlapped_s")})

@@ -39,7 +39,7 @@ class Advice:
     existing: list[tuple[str, str, str]]  # (op, status, detail) for the model's own shard() calls
     notes: list[str] = field(default_factory=list)
     #: anchors on operators created inside installed packages -> the user's line that configures each
-    #: (``strategist.source.installed_sites``), which the report names in place of the package's line
+    #: (``strategist.source.installed_anchors``), which the report names in place of the package's line
     user_sites: dict[str, str] = field(default_factory=dict)
 
     @property

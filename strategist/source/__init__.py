@@ -18,7 +18,7 @@ from .locate import installed, locate, site_of
 from .strategy_file import strategy_file, write_strategy_file
 
 __all__ = ["source_changes", "SourceChanges", "FileChange", "ApplyError", "SourceEditError",
-           "strategy_file", "write_strategy_file", "installed_notes", "installed_sites"]
+           "strategy_file", "write_strategy_file", "installed_anchors"]
 
 
 @dataclass
@@ -221,51 +221,38 @@ def source_changes(advice, *, prune: bool = False, target: str | None = None) ->
                          function, inside)
 
 
-def installed_sites(advice) -> dict[str, str]:
-    """``{operator: "file:line"}``: for each anchor on an operator created inside an installed package, the user's
-    line that configures it from its owner (what the report names in place of the package's line)."""
+def installed_anchors(advice) -> tuple[list[str], dict[str, str]]:
+    """For the anchors on operators created inside installed packages, from one search of the user's source:
+    (the report's notes -- the user's line that configures each from its owner, and how many
+    ``apply_strategies(model)`` takes --, ``{operator: "file:line"}`` of those user's lines, which the report names in
+    place of the package's line). MindFormers models: none."""
     g = advice.graph
     if g.mf_options is not None or not advice.chosen:
-        return {}
-    out = {}
-    for p in locate(advice).placements:
+        return [], {}
+    loc = locate(advice)
+    from ..report.render import strategy_text
+    notes, sites = [], {}
+    for p in sorted(loc.placements, key=lambda p: (p.file, p.line)):
         for name in p.ops:
             s = site_of(g.op(name))
             if p.via and s is not None and installed(s.file) and name in advice.anchors:
-                out[name] = f"{_user_path(p.file)}:{p.line}"
-    return out
+                sites[name] = f"{_user_path(p.file)}:{p.line}"
+                notes.append(f"{name} ({g.op(name).type}) is created inside an installed package "
+                             f"({_site_short(s.file)}:{s.line}): configure it in your code at {sites[name]}: "
+                             f"self.{p.via}.{p.instance}.shard({strategy_text(p.strategy.strategy)})")
+    written = {n for p in loc.placements for n in p.ops}
+    inside = [c.op for c in advice.chosen if c.op not in written
+              and (site_of(g.op(c.op)) is None or installed(site_of(g.op(c.op)).file))]
+    if inside:
+        notes.append(f"{len(inside)} advised operator(s) are created inside installed packages and owned by none of "
+                     f"your classes: advise --diff/--apply writes apply_strategies(model) into {FUNCTION_FILE}, to "
+                     f"call once the model is built")
+    return notes, sites
 
 
 def _user_path(path: str) -> str:
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
-
-
-def installed_notes(advice) -> list[str]:
-    """The report's lines for anchors on operators created inside installed packages: the user's line that
-    configures each from its owner, and how many ``apply_strategies(model)`` takes (MindFormers models: none)."""
-    g = advice.graph
-    if g.mf_options is not None or not advice.chosen:
-        return []
-    loc = locate(advice)
-    from ..report.render import strategy_text
-    out = []
-    for p in sorted(loc.placements, key=lambda p: (p.file, p.line)):
-        for name in p.ops:
-            s = site_of(g.op(name))
-            if p.via and s is not None and installed(s.file) and name in advice.anchors:
-                out.append(f"{name} ({g.op(name).type}) is created inside an installed package "
-                           f"({_site_short(s.file)}:{s.line}): configure it in your code at "
-                           f"{_user_path(p.file)}:"
-                           f"{p.line}: self.{p.via}.{p.instance}.shard({strategy_text(p.strategy.strategy)})")
-    written = {n for p in loc.placements for n in p.ops}
-    inside = [c.op for c in advice.chosen if c.op not in written
-              and (site_of(g.op(c.op)) is None or installed(site_of(g.op(c.op)).file))]
-    if inside:
-        out.append(f"{len(inside)} advised operator(s) are created inside installed packages and owned by none of "
-                   f"your classes: advise --diff/--apply writes apply_strategies(model) into {FUNCTION_FILE}, to call "
-                   f"once the model is built")
-    return out
 
 
 def _site_short(path: str) -> str:
