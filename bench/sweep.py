@@ -3,14 +3,16 @@
 (a) the LLaMA-2-7B shape on 8 cards at seq 4096: the rank of the published configuration (dp=8, the parallel
     optimizer, no recompute, 8 micro-batches of gradient accumulation) -- target: first, or within 5 % of the first;
 (b) the LLaMA-2-70B shape on 32 cards: the rank and gap of the published dp=1, mp=4, pp=8 configuration (256
-    micro-batches, selective and communication recompute, the parallel optimizer, fine_grain_interleave 2) --
+    micro-batches, selective and communication recompute, the parallel optimizer, fine_grain_interleave 2,
+    use_seq_parallel) --
     target: within 10 % of the first;
 (c) the sweep's time over every factorisation of 1024 devices for the 80-layer 70B shape -- target <= 60 s on
     this 2-core machine -- with its peak memory.
 
 Every sweep runs as ``strategist sweep`` does: the graph extracted once, each mesh advised on the first two
 repeated layers with their anchors copied onto the others, every memory option priced by the step model on the
-whole graph. MindFormers feeds whole batches (``full_batch``), so these sweeps do too.
+whole graph. MindFormers feeds whole batches (``full_batch``), trains with a vocab-parallel cross-entropy and sets
+use_seq_parallel where mp > 1, so (a) and (b) do too (every tp mesh advised with sequence parallelism).
 
     .venv/bin/python bench/sweep.py [--json] [--only a,b,c] [--workers N]
 """
@@ -30,15 +32,19 @@ os.environ.setdefault("GLOG_v", "4")
 LLAMA = os.path.join(ROOT, "examples", "llama.py")
 
 CASES = {
-    "a": {"title": "LLaMA-2-7B shape, 8 cards, seq 4096", "model": LLAMA + ":llama2_7b", "kwargs": ["batch=64"],
-          "devices": 8, "micro_batches": (8,), "target": 0.05,
+    "a": {"title": "LLaMA-2-7B shape, 8 cards, seq 4096", "model": LLAMA + ":llama2_7b",
+          "kwargs": ["batch=64", "loss=vocab_parallel"],
+          "devices": 8, "micro_batches": (8,), "target": 0.05, "sequence_parallel": True,
           "published": {"mesh": "dp=8", "options": {"recompute": "none", "optimizer_parallel": True,
-                                                    "micro_batches": 8, "interleave": 1}},
+                                                    "micro_batches": 8, "interleave": 1,
+                                                    "sequence_parallel": False}},
           "source": "mindspore-lab/mindformers configs/llama2/pretrain_llama2_7b_bf16.yaml (4160 tokens/s/p)"},
     "b": {"title": "LLaMA-2-70B shape, 32 cards, seq 4096", "model": LLAMA + ":llama2_70b",
-          "kwargs": ["batch=256", "layers=80"], "devices": 32, "micro_batches": (8, 32, 256), "target": 0.10,
+          "kwargs": ["batch=256", "layers=80", "loss=vocab_parallel"], "devices": 32, "micro_batches": (8, 32, 256), "target": 0.10,
+          "sequence_parallel": True,
           "published": {"mesh": "tp=4,pp=8", "options": {"recompute": "selective", "optimizer_parallel": True,
-                                                         "micro_batches": 256, "interleave": 2}},
+                                                         "micro_batches": 256, "interleave": 2,
+                                                         "sequence_parallel": True}},
           "source": "mindspore-lab/mindformers configs/llama2/finetune_llama2_70b_bf16_32p.yaml (337 tokens/s/p)"},
     "c": {"title": "LLaMA-2-70B shape, 80 layers, every factorisation of 1024 devices", "model": LLAMA + ":llama2_70b",
           "kwargs": ["batch=1024", "layers=80"], "devices": 1024, "micro_batches": None, "target_s": 60.0},
@@ -59,7 +65,7 @@ def run(key: str, workers: int | None) -> dict:
     graph = load_graph(case["model"], None, case["kwargs"])
     t1 = time.perf_counter()
     r = sweep_graph(graph, case["devices"], dataset_strategy="full_batch", micro_batches=case["micro_batches"],
-                    workers=workers, best=0)
+                    workers=workers, best=0, sequence_parallel=case.get("sequence_parallel", False))
     t2 = time.perf_counter()
     out = {"title": case["title"], "model": os.path.relpath(case["model"], ROOT) + " " + " ".join(case["kwargs"]),
            "extract_s": t1 - t0, "sweep_s": t2 - t1, "meshes_advised": r.meshes_advised,

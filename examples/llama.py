@@ -106,19 +106,58 @@ class CrossEntropyLoss(nn.Cell):
         return self.div(self.sum(self.mul(loss, mask)), self.sum(mask))
 
 
+class VocabParallelCrossEntropyLoss(nn.Cell):
+    """The same loss written as MindFormers' ``CrossEntropyLoss`` and Megatron's vocab-parallel cross-entropy
+    write it: a log-softmax of reductions over the vocabulary (max, sum of exponentials) and the one-hot's
+    product, so a vocabulary split by tp costs two small reductions per token rather than gathering the logits
+    (``SoftmaxCrossEntropyWithLogits`` splits only its rows)."""
+
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab = vocab
+        self.cast = ops.Cast()
+        self.one_hot = ops.OneHot()
+        self.max = ops.ReduceMax(keep_dims=True)
+        self.sub_max = ops.Sub()
+        self.exp = ops.Exp()
+        self.sum_exp = ops.ReduceSum(keep_dims=True)
+        self.log = ops.Log()
+        self.sub_log = ops.Sub()
+        self.mul_onehot = ops.Mul()
+        self.sum_vocab = ops.ReduceSum(keep_dims=False)
+        self.neg = ops.Neg()
+        self.mul = ops.Mul()
+        self.sum = ops.ReduceSum(keep_dims=False)
+        self.div = ops.RealDiv()
+
+    def construct(self, logits, labels, mask):
+        logits = self.cast(logits, ms.float32)
+        shifted = self.sub_max(logits, self.max(logits, -1))
+        log_softmax = self.sub_log(shifted, self.log(self.sum_exp(self.exp(shifted), -1)))
+        onehot = self.one_hot(labels, self.vocab, ms.Tensor(1.0, ms.float32), ms.Tensor(0.0, ms.float32))
+        loss = self.neg(self.sum_vocab(self.mul_onehot(log_softmax, onehot), -1))
+        return self.div(self.sum(self.mul(loss, mask)), self.sum(mask))
+
+
+LOSSES = {"fused": CrossEntropyLoss, "vocab_parallel": VocabParallelCrossEntropyLoss}
+
+
 class LlamaForCausalLM(nn.Cell):
-    """input_ids[B, S+1] -> tokens = ids[:, :-1], labels = ids[:, 1:] -> loss (scalar)."""
+    """input_ids[B, S+1] -> tokens = ids[:, :-1], labels = ids[:, 1:] -> loss (scalar). ``loss``: ``fused``
+    (``SoftmaxCrossEntropyWithLogits``) or ``vocab_parallel`` (MindFormers' and Megatron's formulation)."""
 
     def __init__(self, vocab=32000, hidden=4096, ffn=11008, heads=32, kv_heads=None, layers=2, batch=1,
-                 seq=4096, pad_token_id=0, dtype=ms.float16):
+                 seq=4096, pad_token_id=0, dtype=ms.float16, loss="fused"):
         super().__init__()
         if not 1 <= layers <= 80:
             raise ValueError(f"layers must be 1..80, got {layers}")
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
         self.hidden = hidden
         self.pad_token_id = pad_token_id
         self.model = LlamaModel(vocab, hidden, ffn, heads, kv_heads or heads, layers, dtype)
         self.lm_head = Linear(hidden, vocab, has_bias=False, transpose_b=True, dtype=dtype)
-        self.loss = CrossEntropyLoss(vocab)
+        self.loss = LOSSES[loss](vocab)
         self.slice = ops.StridedSlice()
         self.not_equal = ops.NotEqual()
         self.cast = ops.Cast()

@@ -137,9 +137,10 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
 
 def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rules=None, boundaries=None,
                  hardware: str | None = "atlas-800t-a2", dataset_strategy="data_parallel", graph=None,
-                 training: bool = True, step=None):
+                 training: bool = True, step=None, sequence_parallel: bool = False):
     """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``
-    (``training``: as :func:`plan_model`)."""
+    (``training``: as :func:`plan_model`; ``sequence_parallel``: the norms and residual adds between the tp blocks
+    split along the sequence by tp, as Megatron's and MindFormers' sequence parallelism lay them out)."""
     from .advice.advisor import advise, load_rules
     from .errors import InputSpecError
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
@@ -153,6 +154,7 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     rules = load_rules(rules)           # a bad rules file fails before the model is built
     graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
     _step_options(graph, step)
+    sp_note = with_sequence_parallel(graph, mesh) if sequence_parallel else None
     from .advice.advisor import check_boundaries
     check_boundaries(graph, bounds)
     from . import progress
@@ -160,10 +162,25 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
         advice = advise(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
                         dataset_strategy=dataset_strategy)
     _warn_mesh_fit(graph, mesh, advice.notes)
+    if sp_note:
+        advice.notes.append(sp_note)
     from .source import installed_anchors     # (anchors inside installed packages: the user's lines)
     notes, advice.user_sites = installed_anchors(advice)
     advice.notes.extend(n for n in notes if n not in advice.notes)
     return advice
+
+
+def with_sequence_parallel(graph, mesh: Mesh) -> str | None:
+    """Ask the advice on ``graph`` for sequence parallelism (``graph.sequence_parallel``); a note saying why it
+    does not apply on ``mesh``, or None where it does."""
+    from .advice.anatomy import uses_sequence_parallel
+    graph.sequence_parallel = True
+    if mesh.get("tp") <= 1:
+        return "sequence parallelism: not applied (it splits the sequence by tp, and the mesh has no tp axis)"
+    if not uses_sequence_parallel(graph, mesh):
+        return ("sequence parallelism: not applied (no layout of the norms' [batch, sequence, hidden] puts the "
+                "batch's axes on the batch and tp on the sequence; a batch the outer axes divide, or divisible by tp)")
+    return None
 
 
 def _step_options(graph, step) -> None:

@@ -115,6 +115,13 @@ def model_args(sp, mindformers_only=False):
                         "key of its transformers config), e.g. --set hidden_size=256; repeatable")
 
 
+def sequence_parallel_arg(g) -> None:
+    g.add_argument("--sequence-parallel", action="store_true",
+                   help="sequence parallelism (Megatron's; MindFormers' use_seq_parallel): the norms and residual "
+                        "adds between the tp blocks split along the sequence by tp, the tp AllReduces become "
+                        "AllGather + ReduceScatter (a MindFormers config: parallel_config.use_seq_parallel)")
+
+
 def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
     g = sp.add_argument_group("mesh and hardware")
     g.add_argument("--mesh", required=True, metavar="AXIS=N,...", help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
@@ -190,6 +197,7 @@ def _plan_commands(command) -> None:
                    help="extra advisor rules merged over rules/default.yaml; repeatable")
     g.add_argument("--boundary", action="append", default=[], metavar="CELL.PATH=tp|dp",
                    help="declare a parallelism boundary: weight ops under CELL.PATH prefer tp (or dp)")
+    sequence_parallel_arg(g)
     g = sp.add_argument_group("source edits", "write the advice into the model's sources")
     g.add_argument("--diff", action="store_true",
                    help="print the shard() diff of the model's sources instead of the report")
@@ -275,6 +283,7 @@ def _sweep_command(command) -> None:
     g.add_argument("--dataset-strategy", default=None, metavar="data_parallel|full_batch|x=8,1;...",
                    help="how the inputs are split, as MindSpore's dataset_strategy (default data_parallel; "
                         "full_batch for MindFormers configs)")
+    sequence_parallel_arg(g)
     g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
     g.add_argument("--ray", metavar="ADDRESS",
                    help="run the meshes as tasks on a Ray cluster: its address (auto, ray://host:10001) or local "
@@ -394,6 +403,9 @@ def _fold_model_options(args) -> None:
     """``--layers/--seq/--batch/--set`` (MindFormers configs) travel as ``--kwargs`` entries."""
     extra = [f"{k}={getattr(args, k)}" for k in ("layers", "seq", "batch") if getattr(args, k, None) is not None]
     extra += list(getattr(args, "set", None) or [])
+    from .frontend.mindformers import is_mindformers_ref
+    if getattr(args, "sequence_parallel", False) and is_mindformers_ref(args.model):
+        extra.append("parallel_config.use_seq_parallel=True")     # the config's own switch: the build follows it
     if extra:
         args.kwargs = list(args.kwargs or []) + extra
 
@@ -503,7 +515,7 @@ def _sweep(parser, args, said: list) -> int:
                          max_tp=args.max_tp, max_pp=args.max_pp,
                          micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
                          dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
-                         workers=args.workers, ray=args.ray)
+                         workers=args.workers, ray=args.ray, sequence_parallel=args.sequence_parallel)
     if args.format == "json":
         _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     elif args.format == "html":
@@ -550,7 +562,7 @@ def _main(argv: list[str] | None = None) -> int:
             advice = advise_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                                  training=not args.eval, step=step)
+                                  training=not args.eval, step=step, sequence_parallel=args.sequence_parallel)
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs

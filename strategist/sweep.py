@@ -31,6 +31,7 @@ from .cost.step import StepOptions, estimate_with, memory_with
 from .engine.rules.attention import FA_LAYOUTS
 from .engine.rules.common import const_arg
 from .errors import InputSpecError, StrategistError
+from .advice.anatomy import uses_sequence_parallel
 from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
 from .sweep_ray import run_on_ray
@@ -312,16 +313,19 @@ def _options_dict(o: StepOptions) -> dict:
 def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2", axes=AXES,
                 max_tp: int | None = None, max_pp: int | None = None, dataset_strategy="data_parallel",
                 rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
-                best: int = 3, ray: str | None = None) -> SweepResult:
+                best: int = 3, ray: str | None = None, sequence_parallel: bool = False) -> SweepResult:
     """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default:
     every core; 1 runs in this process); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on
-    instead (:mod:`strategist.sweep_ray`)."""
+    instead (:mod:`strategist.sweep_ray`); ``sequence_parallel``: every mesh with tp advised with sequence
+    parallelism where the model's layout allows it (each configuration's ``options`` says where it applied)."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]
     if bad:
         raise InputSpecError(f"bad --axes {','.join(axes)}: axes are {', '.join(AXES)}")
     shapes = shapes_of(graph)
+    if sequence_parallel:
+        graph.sequence_parallel = True
     result = SweepResult(graph.model, devices, hardware)
     todo = []
     for mesh in factorisations(devices, tuple(a for a in AXES if a in axes), max_tp, max_pp):
@@ -400,8 +404,10 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
         if "error" in out:
             result.infeasible.append(Config(mesh_text(mesh), {}, reason=out["error"]))
             continue
+        sp = graph.sequence_parallel and uses_sequence_parallel(graph, Mesh.parse(mesh_text(
+            {a: v for a, v in mesh.items() if a != "pp"})))
         for o, row in zip(opts, out["rows"]):
-            c = Config(mesh_text(mesh), _options_dict(o), anchors=out["anchors"])
+            c = Config(mesh_text(mesh), dict(_options_dict(o), sequence_parallel=sp), anchors=out["anchors"])
             if "error" in row:
                 c.reason = row["error"]
                 result.infeasible.append(c)
@@ -442,7 +448,8 @@ def parallel_config(c: Config) -> dict:
     o = c.options
     return {"mindformers": {"parallel_config": {"data_parallel": mesh["dp"], "model_parallel": mesh["tp"],
                                                 "context_parallel": mesh["cp"], "expert_parallel": mesh["ep"],
-                                                "pipeline_stage": mesh["pp"], "micro_batch_num": o["micro_batches"]},
+                                                "pipeline_stage": mesh["pp"], "micro_batch_num": o["micro_batches"],
+                                                "use_seq_parallel": bool(o.get("sequence_parallel"))},
                             "recompute_config": {"recompute": o["recompute"] == "full",
                                                  "select_recompute": o["recompute"] == "selective",
                                                  "select_comm_recompute": o["recompute"] == "selective"},

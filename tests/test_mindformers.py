@@ -1106,7 +1106,7 @@ def test_glm4_sequence_parallel_batch_first_advice_verified(tmp_path):
                     assert out.alias_name == ("dp", "tp") and out.tensor_map == ((1, 0), ())    # rows by (dp, tp)
                 else:
                     assert c.template == "matmul_data_parallel"
-        assert any("sequence parallelism (the config's use_seq_parallel)" in n for n in adv.notes)
+        assert any("sequence parallelism (use_seq_parallel, --sequence-parallel)" in n for n in adv.notes)
     f = tmp_path / "advice.yaml"
     text = configurable_anchors_yaml(advice_dict(adv))
     assert "out_layout" in text

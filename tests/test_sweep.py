@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from strategist.api import advise_model
 from strategist.advice.advisor import advise
 from strategist.cost.step import StepOptions, estimate_with
 from strategist.files.hardware import load_hardware
@@ -123,7 +124,8 @@ def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
     d = r.to_dict()
     assert set(d["ranked"][0]) >= {"mesh", "options", "step_s", "tokens_per_s_per_device", "memory_bytes", "fits",
                                    "reason"}
-    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches", "interleave"}
+    assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches", "interleave",
+                                                "sequence_parallel"}
 
 
 def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):
@@ -283,3 +285,18 @@ def test_a_sweep_worker_leaves_the_runs_exit_to_the_run():
         os.close(w)
     assert ignored and wakeup == -1
     assert sig.getsignal(sig.SIGINT) != sig.SIG_IGN       # the run's own handler is untouched
+
+
+def test_sweep_with_sequence_parallelism_on_the_tp_meshes():
+    g = load_graph(TINY, None, ["layers=2", "batch=16"])
+    r = sweep_graph(g, 2, axes=("dp", "tp"), workers=1, best=2, sequence_parallel=True)
+    sp = {c.mesh: c.options["sequence_parallel"] for c in r.ranked + r.unfit}
+    assert sp == {"dp=2": False, "tp=2": True}
+    # the sweep's tp=2 step is advise --sequence-parallel's on its own
+    c = next(c for c in r.ranked if c.mesh == "tp=2" and c.options["micro_batches"] == 1
+             and c.options["recompute"] == "none" and not c.options["optimizer_parallel"] and c.options["interleave"] == 1)
+    alone = load_graph(TINY, None, ["layers=2", "batch=16"])
+    adv = advise_model("", "tp=2", graph=alone, sequence_parallel=True)
+    assert estimate_with(adv.plan, StepOptions(optimizer_parallel=False)).step_s == pytest.approx(c.step_s, rel=1e-12)
+    best = {b["mesh"]: b["parallel_config"]["mindformers"]["parallel_config"]["use_seq_parallel"] for b in r.best}
+    assert best == {"dp=2": False, "tp=2": True}

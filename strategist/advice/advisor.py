@@ -319,7 +319,7 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
             q = run(plain)
             ts, tp_ = final.totals()["step_seconds"], q.totals()["step_seconds"]
             ma, mb = memory(final)["activations"], memory(q)["activations"]
-            notes.append(f"sequence parallelism (the config's use_seq_parallel): step {ts * 1e3:.3f} ms, activations "
+            notes.append(f"sequence parallelism (use_seq_parallel, --sequence-parallel): step {ts * 1e3:.3f} ms, activations "
                          f"{ma / 2**30:.2f} GiB per device; without it {tp_ * 1e3:.3f} ms ({(tp_ - ts) * 1e3:+.3f} ms), "
                          f"{mb / 2**30:.2f} GiB ({(mb - ma) / 2**30:+.2f} GiB)")
         except (PropagationError, StrategyError):

@@ -151,18 +151,51 @@ def _for(plan, est, op, what: str, exp: float, secs: float, groups: set) -> list
     return out
 
 
-def coc_saving(plan, est, chunks: int = CHUNKS) -> float:
+def coc_saving(plan, est, chunks: int = CHUNKS, input_gradients: bool = True) -> float:
     """Seconds a chunked CoC pipeline (MindSpeed's fused MatMul + collective, ``chunks`` pieces) would save
-    over the step: every exposed collective of a MatMul's output (its partial sums' AllReduce, forward) and
-    of its transpose (backward), each hidden behind its MatMul's own ``(chunks - 1) / chunks``."""
+    over the step: every exposed tensor-parallel collective next to a weight MatMul, each hidden behind that
+    MatMul's own ``(chunks - 1) / chunks``: a MatMul's partial sums (their AllReduce, or ReduceScatter under
+    sequence parallelism) behind its forward, and their backward behind its input-gradient MatMul; under
+    sequence parallelism, the AllGather into column MatMuls (through Reshapes) behind their forward, and the
+    ReduceScatter of their input gradients behind their input-gradient MatMuls; a recomputed forward's collectives
+    as the forward's. ``input_gradients=False`` leaves
+    that last one out: a baseline that already hides it behind the weight-gradient MatMul
+    (:func:`input_gradient_overlap_saving`; Megatron's column linear does)."""
     m = est.opts.micro_batches
     total = 0.0
     for name, what, _layer, exp, _secs in exposed(est.timeline):
-        if exp <= 0 or what not in ("output", "output gradient") or name not in plan.choices:
+        if exp <= 0 or what not in ("output", "recompute", "output gradient") or name not in plan.choices:
             continue
-        if plan.graph.op(name).type not in MATMULS:
+        if not input_gradients and what == "output gradient" and plan.graph.op(name).type not in MATMULS:
             continue
-        fwd, bwd = _mm_seconds(est, name)
-        mm = fwd if what == "output" else bwd / 2        # the backward's input-gradient MatMul
+        mm = hiding_matmul_seconds(plan, est, name, what != "output gradient")
         total += min(exp * m, mm) * (chunks - 1) / chunks
     return total
+
+
+def input_gradient_overlap_saving(plan, est) -> float:
+    """Seconds saved over the step by running the collective of column MatMuls' input gradients (the
+    ReduceScatter under sequence parallelism) beside their weight-gradient MatMuls, which do not wait for it
+    (MindSpore's ``matmul_grad_comm_overlap``; Megatron's column linear by default): each hides up to the
+    weight-gradient MatMuls' time."""
+    m = est.opts.micro_batches
+    total = 0.0
+    for name, what, _layer, exp, _secs in exposed(est.timeline):
+        if exp <= 0 or what != "output gradient" or name not in plan.choices or plan.graph.op(name).type in MATMULS:
+            continue
+        total += min(exp * m, hiding_matmul_seconds(plan, est, name, False))
+    return total
+
+
+def hiding_matmul_seconds(plan, est, name: str, forward: bool) -> float:
+    """Compute seconds over the step of the MatMuls a collective on ``name``'s output (``forward``) or its
+    gradient can be chunked with: ``name`` itself if it is a MatMul, else the weight MatMuls every one of its
+    consumers (through Reshapes) is (0 where any consumer is not)."""
+    g = plan.graph
+    if g.op(name).type in MATMULS:
+        mms = [name]
+    else:
+        _, consumers = g.consumers_through_reshapes(name)
+        mms = consumers if consumers and all(g.op(c).type in MATMULS and g.op(c).params for c in consumers) else []
+    secs = [_mm_seconds(est, n) for n in mms]
+    return sum(f for f, _b in secs) if forward else sum(b / 2 for _f, b in secs)

@@ -48,12 +48,12 @@ def fused_choice(ctx, op: Op) -> tuple:
                     and mesh.get("tp") > 1:
                 # the config asks for sequence parallelism: S by cp and tp between the tp blocks
                 name = "norm_sequence_parallel"
-                why = "fused norm, sequence parallel (the config's use_seq_parallel): sequence by tp (and cp), batch by dp"
+                why = "fused norm, sequence parallel (use_seq_parallel, --sequence-parallel): sequence by tp (and cp), batch by dp"
         tmpl = t.get(name, {})
         if rank == 3 and not is_sequence_first(graph) and ctx.sp:
             # a legacy model's batch-first [B, S, H] under the config's sequence parallelism
             name, tmpl = "norm_sequence_parallel", ctx.sp_norm
-            why = ("fused norm, sequence parallel (the config's use_seq_parallel): as the row linears' "
+            why = ("fused norm, sequence parallel (use_seq_parallel, --sequence-parallel): as the row linears' "
                    "reduce-scattered rows [B*S] arrive, B by " + ", ".join(tmpl["d0"]) +
                    (", S by " + ", ".join(tmpl["d1"]) if tmpl["d1"] else ""))
         return ("4 fused", name, tmpl, why)

@@ -1,0 +1,95 @@
+"""Sequence parallelism on a user's model (``advise --sequence-parallel``), the vocab-parallel cross-entropy of
+the example LLaMA, and the CoC savings they lead to (the sequence-parallel AllGather before column MatMuls, the
+ReduceScatter after row MatMuls)."""
+import json
+import os
+
+import pytest
+
+from strategist.api import advise_model
+from strategist.cost.overlap import coc_saving, hiding_matmul_seconds, input_gradient_overlap_saving
+from strategist.cost.step import StepOptions, estimate_with
+from strategist.cost.schedule import exposed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LLAMA = os.path.join(ROOT, "examples", "llama.py")
+
+
+def _advise(graph, mesh, sp, step=None):
+    try:
+        return advise_model("", mesh, graph=graph, dataset_strategy="full_batch", step=step, sequence_parallel=sp)
+    finally:
+        del graph.sequence_parallel          # the cached graph goes back as it was built
+        graph.step_options = None
+
+
+def _steps(plan, name):
+    return [(label.split("(")[0], nbytes) for label, nbytes, _t in plan.op_costs[name].steps]
+
+
+def test_sequence_parallel_turns_the_row_linears_allreduce_into_a_reduce_scatter(graph_of):
+    g = graph_of("examples/llama.py:tiny")
+    wo = "model.layers.0.attention.wo.matmul"
+    # tiny: batch 2, seq 128, hidden 256, fp16: wo's output [256, 256] is 128 KiB; tp=2
+    plain = _advise(g, "tp=2", False)
+    assert _steps(plain.plan, wo) == [("AllReduce", 131072.0), ("backward AllReduce", 131072.0)]
+    sp = _advise(g, "tp=2", True)
+    # reduce-scattered along the rows: each card sends its other half (64 KiB); the backward gathers it back
+    assert _steps(sp.plan, wo) == [("ReduceScatter", 65536.0), ("backward AllGather", 65536.0)]
+    norm = sp.anchors["model.layers.0.attention_norm.norm"]
+    assert norm.layouts is not None and "tp" in norm.layouts[0].axes()[0]      # the norm's rows split by tp
+    assert not any(n.startswith("sequence parallelism: not applied") for n in sp.notes)
+    assert any(n.startswith("sequence parallelism (use_seq_parallel, --sequence-parallel): step") for n in sp.notes)
+
+
+def test_sequence_parallel_without_tp_says_it_does_not_apply(graph_of):
+    g = graph_of("examples/llama.py:tiny")
+    a = _advise(g, "dp=2", True)
+    assert ("sequence parallelism: not applied (it splits the sequence by tp, and the mesh has no tp axis)"
+            in a.notes)
+    assert _advise(g, "dp=2", False).anchors.keys() == a.anchors.keys()
+
+
+def test_vocab_parallel_loss_reduces_over_the_split_vocabulary(graph_of):
+    plan = _advise(graph_of("examples/llama.py:tiny", "loss=vocab_parallel", "vocab=32000"), "tp=2", False).plan
+    # the head's weight [32000, 256] split along the vocabulary, and nothing gathered into the loss
+    assert plan.choices["lm_head.matmul"].inputs[1].slice_shape == (16000, 256)
+    assert not [e for e in plan.edges if e.dst.startswith("loss.") and (e.fwd_bytes or e.bwd_bytes)]
+    # 2 x 128 = 256 rows, fp32: the max, the sum of exponentials and the picked logit all-reduced per row over
+    # the two halves of the vocabulary, 256 x 4 bytes each, forward and backward
+    comm = {n: [(label.split("(")[0], nb) for label, nb, _t in c.steps]
+            for n, c in plan.op_costs.items() if n.startswith("loss.") and c.steps}
+    assert comm == {n: [("AllReduce", 1024.0), ("backward AllReduce", 1024.0)]
+                    for n in ("loss.max", "loss.sum_exp", "loss.sum_vocab")}
+
+
+def test_cli_sequence_parallel_flag(capsys):
+    from strategist.cli import main
+    code = main(["advise", LLAMA + ":tiny", "--mesh", "tp=2", "--sequence-parallel", "--format", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    anchors = json.loads(out.out)["anchors"]
+    assert any("attention_norm" in (a["op"] if isinstance(a, dict) else a) for a in anchors)
+
+
+def test_coc_hides_the_sequence_parallel_allgather_behind_the_column_matmuls(graph_of):
+    g = graph_of("examples/llama.py:tiny", "loss=vocab_parallel")
+    opts = StepOptions(micro_batches=2)
+    a = _advise(g, "tp=2", True, opts)
+    plan, est = a.plan, estimate_with(a.plan, opts)
+    assert est.opts.micro_batches == 2
+    q = [f"model.layers.0.attention.{w}.matmul" for w in ("wq", "wk", "wv")]
+    fwd = {it.op: 0.0 for it in est.items}
+    for it in est.items:
+        fwd[it.op] += it.fwd
+    # the attention's input, gathered by the Reshape feeding the three projections, hides behind all three
+    assert hiding_matmul_seconds(plan, est, "model.layers.0.attention.reshape", True) == \
+        pytest.approx(2 * sum(fwd[n] for n in q))
+    rows = [(n, w, e) for n, w, _l, e, _s in exposed(est.timeline) if e > 0]
+    assert ("model.layers.0.attention.reshape", "output") in {(n, w) for n, w, _e in rows}
+    whole, rest = coc_saving(plan, est), coc_saving(plan, est, input_gradients=False)
+    # the ReduceScatter of the projections' input gradients: a CoC saving in a MindSpore baseline, already hidden
+    # behind the weight-gradient MatMuls in Megatron's
+    assert 0 < rest < whole and input_gradient_overlap_saving(plan, est) > 0
+    plain = _advise(g, "tp=2", False, opts)
+    assert input_gradient_overlap_saving(plain.plan, estimate_with(plain.plan, opts)) == 0.0
