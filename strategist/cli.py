@@ -403,9 +403,10 @@ def _fold_model_options(args) -> None:
     """``--layers/--seq/--batch/--set`` (MindFormers configs) travel as ``--kwargs`` entries."""
     extra = [f"{k}={getattr(args, k)}" for k in ("layers", "seq", "batch") if getattr(args, k, None) is not None]
     extra += list(getattr(args, "set", None) or [])
-    from .frontend.mindformers import is_mindformers_ref
-    if getattr(args, "sequence_parallel", False) and is_mindformers_ref(args.model):
-        extra.append("parallel_config.use_seq_parallel=True")     # the config's own switch: the build follows it
+    if getattr(args, "sequence_parallel", False):
+        from .frontend.mindformers import is_mindformers_ref
+        if is_mindformers_ref(args.model):
+            extra.append("parallel_config.use_seq_parallel=True")     # the config's own switch: the build follows it
     if extra:
         args.kwargs = list(args.kwargs or []) + extra
 
