@@ -252,6 +252,18 @@ def _deepseek3_full():
     return _GRAPHS["deepseek3-full"][0]
 
 
+_ADVICE: dict = {}
+
+
+def _advice(family):
+    """The advice on a family's tiny graph at dp=2,tp=4 (full_batch, atlas-800t-a2), computed once per session."""
+    from strategist.advice.advisor import advise
+    if family not in _ADVICE:
+        _ADVICE[family] = advise(_load(family)[0], Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"),
+                                 dataset_strategy="full_batch")
+    return _ADVICE[family]
+
+
 def _experts(family, mesh, mode):
     from strategist.frontend.mindformers import expert_strategies
     cfg, ov, seq, _ = FAMILIES[family]
@@ -360,16 +372,15 @@ def test_qwen3_builds_and_advises_alike_on_mindformers_1_9_and_2_0():
 
 @pytest.mark.slow
 @pytest.mark.ci_sample
+@pytest.mark.both_mindformers
 def test_deepseek3_builds_and_advises_alike_on_mindformers_1_9_and_2_0():
     """deepseek3 tiny (MLA, MoE, MTP) from either MindFormers: the same operators in every layer, the same experts'
     strategies and the same advice (its anchors by template) at dp=2,tp=4."""
+    from collections import Counter
     g, _ = _load("deepseek3")
     assert _ops_by_layer(g) == DEEPSEEK3_OPS
     assert len(_experts("deepseek3", "dp=2,tp=4", "semi_auto")) == 263
-    from collections import Counter
-    from strategist.advice.advisor import advise
-    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
-    assert dict(Counter(c.template for c in adv.chosen)) == {
+    assert dict(Counter(c.template for c in _advice("deepseek3").chosen)) == {
         "follow_input": 1, "follow_output": 3, "input_batch": 1, "matmul_column": 1,
         "matmul_data_parallel_sequence_first": 4, "matmul_row_sequence_parallel": 3, "moe_ffn": 2, "moe_permute": 2,
         "moe_router": 1, "norm_sequence_parallel": 16, "residual_sequence_parallel": 2}
@@ -645,7 +656,6 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     """MTP shares the embedding table with the main model: its two readers configured with different table
     splits is a configuration MindSpore's search refuses (the advice's configure-everything column once did
     it), refused as one line; advise itself completes on the model."""
-    from strategist.advice.advisor import advise
     from strategist.errors import StrategyError
     from strategist.propagate import propagate
     from strategist.vocab.anchors import Anchor
@@ -664,7 +674,7 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     plain.lazy_inline_cells = ()
     with pytest.raises(StrategyError, match="shard the shared parameter embedding.word_embeddings.weight differently"):
         propagate(plain, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch")
-    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    adv = _advice("deepseek3")
     assert adv.chosen and adv.plan.totals()["step_seconds"] <= adv.baseline.totals()["step_seconds"]
 
 
