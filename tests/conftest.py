@@ -12,8 +12,7 @@ collect_ignore_glob = ["models/*", "collectives.py", "doubles/*"]
 
 # MindFormers 2.x imports hyper_parallel at import time, a package PyPI does not serve: where it is not installed,
 # the tests stand tests/doubles/hyper_parallel in for it (a test double supplying the names MindFormers imports;
-# strategist itself never puts it on the path). HYPER_PARALLEL_DOUBLE is the directory, or None when not in use.
-HYPER_PARALLEL_DOUBLE = None
+# strategist itself never puts it on the path; a test's child process gets it only if the test says so).
 
 
 def _needs_hyper_parallel_double() -> bool:
@@ -27,8 +26,7 @@ def _needs_hyper_parallel_double() -> bool:
 
 
 if _needs_hyper_parallel_double():
-    HYPER_PARALLEL_DOUBLE = os.path.join(ROOT, "tests", "doubles")
-    sys.path.insert(0, HYPER_PARALLEL_DOUBLE)
+    sys.path.insert(0, os.path.join(ROOT, "tests", "doubles"))
 
 # CI draws the same Hypothesis examples every run (a red CI means a change broke something, not a new
 # random draw); locally every run explores new ones, and a failure prints its reproducer.
