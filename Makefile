@@ -1,6 +1,7 @@
 # strategist: two commands on a fresh machine.
 #   make demo   set up .venv (with MindFormers) and run the main job on a bundled example
-#   make test   set up .venv and run the test suite and the strict docs build (what CI runs)
+#   make test   set up .venv and run the test suite and the strict docs build, then the live MindSpore sample and the
+#               MindFormers tests again on MindSpore 2.10.0 and MindFormers 2.0.0 in .venv-ms2.10 (what CI runs)
 #   make docs   regenerate docs/reference/ from the code and build the site into site/
 PYTHON ?= python3
 VENV   ?= .venv
