@@ -80,7 +80,8 @@ test-all: $(VENV)/.mindformers $(VENV)/.mindone check-cc
 # a second environment on MindSpore 2.10.0: strategist and its test tools, then MindFormers 2.0.0 (the one that pairs
 # with MindSpore 2.10). MindFormers 2.0.0 requires hyper-parallel, which PyPI does not serve: it is installed without
 # it, with its other requirements (the tests stand tests/doubles/hyper_parallel in for it). Its pyarrow>=23.0.1 needs
-# NumPy 2 where it pins numpy<2.0.0: pyarrow comes from the releases that still run on NumPy 1 (<23).
+# NumPy 2 where it pins numpy<2.0.0: pyarrow comes from the releases that still run on NumPy 1 (<23). Its
+# setuptools>=83.0.0 goes in on its own first (replacing the venv's in the same pip run as the rest once failed).
 VENV210 ?= .venv-ms2.10
 PY210    = $(VENV210)/bin/python
 $(VENV210)/.installed: pyproject.toml
@@ -91,6 +92,7 @@ $(VENV210)/.installed: pyproject.toml
 
 $(VENV210)/.mindformers: $(VENV210)/.installed
 	$(PY210) -m pip install --quiet --no-deps 'mindformers==2.0.0'
+	$(PY210) -m pip install --quiet 'setuptools>=83.0.0'
 	$(PY210) -m pip install --quiet 'pyarrow>=21,<23' $$($(PY210) -c 'from importlib.metadata import requires; \
 	  print(" ".join(r for r in requires("mindformers") if not r.startswith(("hyper-parallel", "mindspore", "pyarrow"))))')
 	touch $@
