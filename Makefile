@@ -1,6 +1,7 @@
 # strategist: two commands on a fresh machine.
 #   make demo   set up .venv (with MindFormers) and run the main job on a bundled example
-#   make test   set up .venv and run the test suite and the strict docs build (what CI runs)
+#   make test   set up .venv and run the test suite and the strict docs build, then the live MindSpore sample and the
+#               MindFormers tests again on MindSpore 2.10.0 and MindFormers 2.0.0 in .venv-ms2.10 (what CI runs)
 #   make docs   regenerate docs/reference/ from the code and build the site into site/
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,10 +13,12 @@ export NO_MKDOCS_2_WARNING ?= 1
 
 .PHONY: demo test test-fast test-all test-ms2.10 lint bench fixtures check-cc docs docs-check clean
 
+# pyproject.toml admits MindSpore 2.9 and 2.10; .venv is the 2.9.0 one (MindFormers 1.9.0 pairs with it), the
+# second environment below the 2.10.0 one
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --quiet pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' 'mindspore==2.9.0'
 	touch $@
 
 $(VENV)/.mindformers: $(VENV)/.installed
@@ -62,9 +65,10 @@ docs-check: $(VENV)/.docs
 	$(PY) -m mkdocs build --strict
 
 # CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
-# MindSpore itself)
+# MindSpore itself), then the same live sample and the MindFormers tests on MindSpore 2.10.0 and MindFormers 2.0.0
 test: $(VENV)/.mindformers $(VENV)/.mindone $(VENV)/.ray check-cc lint docs-check
 	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
+	$(MAKE) --no-print-directory test-ms2.10
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"
@@ -73,20 +77,30 @@ test-fast: $(VENV)/.installed
 test-all: $(VENV)/.mindformers $(VENV)/.mindone check-cc
 	$(PY) -m pytest -q
 
-# a second environment on MindSpore 2.10.0 (the project's pins stay 2.9.0): the project's other dependencies from
-# pyproject.toml, strategist itself without its pins, and the live MindSpore sample (verify_live)
+# a second environment on MindSpore 2.10.0: strategist and its test tools, then MindFormers 2.0.0 (the one that pairs
+# with MindSpore 2.10). MindFormers 2.0.0 requires hyper-parallel, which PyPI does not serve: it is installed without
+# it, with its other requirements (the tests stand tests/doubles/hyper_parallel in for it). Its pyarrow>=23.0.1 needs
+# NumPy 2 where it pins numpy<2.0.0: pyarrow comes from the releases that still run on NumPy 1 (<23). Its
+# setuptools>=83.0.0 goes in on its own first (replacing the venv's in the same pip run as the rest once failed).
 VENV210 ?= .venv-ms2.10
+PY210    = $(VENV210)/bin/python
 $(VENV210)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV210)
-	$(VENV210)/bin/python -m pip install --upgrade --quiet pip
-	$(VENV210)/bin/python -m pip install --quiet 'mindspore==2.10.0' $$($(PYTHON) -c 'import tomllib; \
-	  p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	  print(" ".join(d for d in p["dependencies"] + p["optional-dependencies"]["test"] if not d.startswith("mindspore")))')
-	$(VENV210)/bin/python -m pip install --quiet --no-deps -e .
+	$(PY210) -m pip install --upgrade --quiet pip
+	$(PY210) -m pip install --quiet -e '.[test]' 'mindspore==2.10.0'
 	touch $@
 
-test-ms2.10: $(VENV210)/.installed check-cc
-	$(VENV210)/bin/python -m pytest -q -m "verify_live and not slow"
+$(VENV210)/.mindformers: $(VENV210)/.installed
+	$(PY210) -m pip install --quiet --no-deps 'mindformers==2.0.0'
+	$(PY210) -m pip install --quiet 'setuptools>=83.0.0'
+	$(PY210) -m pip install --quiet 'pyarrow>=21,<23' $$($(PY210) -c 'from importlib.metadata import requires; \
+	  print(" ".join(r for r in requires("mindformers") if not r.startswith(("hyper-parallel", "mindspore", "pyarrow"))))')
+	touch $@
+
+# on MindSpore 2.10.0: the live MindSpore sample (verify_live) and the fast MindFormers tests, on MindFormers 2.0.0
+# (mindformers; both_mindformers: the slow comparison with 1.9.0 that runs anyway)
+test-ms2.10: $(VENV210)/.mindformers check-cc
+	$(PY210) -m pytest -q -m "((verify_live or mindformers) and not slow) or both_mindformers"
 
 bench: $(VENV)/.installed
 	$(PY) bench/extract.py

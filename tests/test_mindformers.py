@@ -1,4 +1,6 @@
-"""MindFormers 1.9.0 training models from their YAML configs (strategist.frontend.mindformers).
+"""MindFormers training models from their YAML configs (strategist.frontend.mindformers), on MindFormers 1.9.0
+(MindSpore 2.9.0, .venv) and 2.0.0 (MindSpore 2.10.0, .venv-ms2.10: ``make test-ms2.10`` runs this module's fast
+tests there, MindFormers 2.0.0's hyper_parallel supplied by the test double in tests/doubles).
 
 Tiny configs (2 layers, hidden 256) of every training family MindFormers ships. Expected strategies
 are hand-read from MindFormers' sources (tensor_parallel/layers.py, flash_attention.py): at dp=2, tp=2
@@ -21,6 +23,8 @@ from strategist.errors import InputSpecError, ModelLoadError
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
 from strategist.frontend.mindformers import is_mindformers_ref, mesh_sizes, resolve_config, split_model_options
+
+pytestmark = pytest.mark.mindformers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -248,6 +252,18 @@ def _deepseek3_full():
     return _GRAPHS["deepseek3-full"][0]
 
 
+_ADVICE: dict = {}
+
+
+def _advice(family):
+    """The advice on a family's tiny graph at dp=2,tp=4 (full_batch, atlas-800t-a2), computed once per session."""
+    from strategist.advice.advisor import advise
+    if family not in _ADVICE:
+        _ADVICE[family] = advise(_load(family)[0], Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"),
+                                 dataset_strategy="full_batch")
+    return _ADVICE[family]
+
+
 def _experts(family, mesh, mode):
     from strategist.frontend.mindformers import expert_strategies
     cfg, ov, seq, _ = FAMILIES[family]
@@ -290,6 +306,150 @@ def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch,
     assert sum(_splits(a) == ((2, 1), (2, 1)) for a in mm.values()) == 5   # qkv, fc1 x2 layers + lm head
     assert not _by_type(g, ex, "FlashAttentionScore") and not _by_type(g, ex, "Embedding")
     assert any("FlashAttention" in n and "does not define it" in n for n in ex.notes)
+
+
+# ------------------------------------------------------------------------------------------
+# MindFormers 1.9.0 and 2.0.0 alike: the same tables hold on both (make test runs them on each)
+
+# qwen3 tiny (FAMILIES): operators per type in decoder layers 0 and 1 and outside them, as MindFormers 1.9.0 builds it
+QWEN3_LAYER = {"AddExt": 4, "Cast": 21, "Concat": 2, "Cos": 2, "FlashAttentionScore": 1, "MatMul": 4, "Mul": 5,
+               "Muls": 4, "Neg": 2, "Reshape": 10, "RmsNorm": 4, "SiLU": 1, "Sin": 2, "Split": 2, "SplitWithSize": 2,
+               "Transpose": 5}
+QWEN3_OPS = {0: QWEN3_LAYER, 1: {**QWEN3_LAYER, "Reshape": 9},
+             None: {"AddExt": 3, "ArgMaxWithValue": 1, "Cast": 9, "Concat": 1, "Div": 1, "Embedding": 1, "Exp": 1,
+                    "ExpandDims": 2, "Log": 1, "MatMul": 1, "Mul": 4, "Neg": 1, "NotEqual": 3, "OneHotExt": 1,
+                    "Outer": 1, "Reshape": 9, "RmsNorm": 1, "Sub": 1, "SubExt": 2, "SumExt": 4, "Transpose": 2}}
+# deepseek3 tiny: layer 0 dense, layer 1 MoE; outside the decoder layers the embedding, the MTP layer and the loss
+DEEPSEEK3_OPS = {
+    0: {"AddExt": 4, "Cast": 19, "Concat": 6, "Cos": 2, "ExpandDims": 1, "FlashAttentionScore": 1, "MatMul": 7,
+        "Mul": 5, "Muls": 4, "Neg": 2, "Reshape": 17, "RmsNorm": 4, "SiLU": 1, "Sin": 2, "Split": 2, "SplitWithSize": 4,
+        "StridedSlice": 4, "Tile": 1, "Transpose": 5},
+    1: {"AddExt": 9, "AssignAdd": 1, "Cast": 26, "Concat": 6, "Cos": 2, "Dense": 1, "Div": 2, "ExpandDims": 1,
+        "FlashAttentionScore": 1, "GatherD": 1, "LogicalNot": 1, "MaskedFill": 1, "MatMul": 7, "MeanExt": 4,
+        "MorphFFN": 1, "Mul": 8, "Muls": 4, "Neg": 2, "OneHot": 1, "OneHotExt": 2, "ReduceMean": 2, "ReduceSum": 3,
+        "Reshape": 29, "RmsNorm": 4, "SiLU": 1, "Sigmoid": 1, "Sin": 2, "Split": 2, "SplitWithSize": 4,
+        "StridedSlice": 4, "SumExt": 1, "Tile": 1, "TopkExt": 3, "Transpose": 7},
+    None: {"AddExt": 15, "ArgMaxWithValue": 2, "AssignAdd": 1, "Cast": 43, "Concat": 11, "Cos": 2, "Dense": 1,
+           "Div": 4, "Embedding": 2, "Exp": 2, "ExpandDims": 3, "FlashAttentionScore": 1, "GatherD": 1, "Log": 2,
+           "LogicalNot": 1, "MaskedFill": 1, "MatMul": 10, "MeanExt": 4, "MorphFFN": 1, "Mul": 13, "Muls": 5, "Neg": 4,
+           "NotEqual": 2, "OneHot": 1, "OneHotExt": 4, "Outer": 1, "ReduceMean": 2, "ReduceSum": 3, "Reshape": 46,
+           "RmsNorm": 8, "SiLU": 1, "Sigmoid": 1, "Sin": 2, "Split": 2, "SplitWithSize": 4, "StridedSlice": 7,
+           "SubExt": 4, "SumExt": 9, "Tile": 3, "TopkExt": 3, "Transpose": 11}}
+
+
+def _ops_by_layer(graph) -> dict:
+    from collections import Counter, defaultdict
+    from strategist.frontend.mindformers import layer_of
+    out = defaultdict(Counter)
+    for op in graph:
+        out[layer_of(op.name)][op.type] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
+def _mindformers_major() -> int:
+    from importlib.metadata import version
+    return int(version("mindformers").split(".")[0])
+
+
+def test_qwen3_builds_and_advises_alike_on_mindformers_1_9_and_2_0():
+    """qwen3 tiny from either MindFormers (1.9.0 on MindSpore 2.9.0, 2.0.0 on 2.10.0): the same operators in every
+    layer, the same strategies its authors wrote (semi_auto, dp=2,tp=4) and the same advice, Megatron's."""
+    g, info = _load("qwen3")
+    assert info.train_class == "TrainingQwen3ForCausalLM"
+    assert _ops_by_layer(g) == QWEN3_OPS
+    ex = _experts("qwen3", "dp=2,tp=4", "semi_auto")
+    assert len(ex) == 107
+    assert _splits(ex["model.decoder.layers.0.self_attention.linear_qkv.matmul"]) == ((2, 1), (4, 1))
+    assert _splits(ex["model.decoder.layers.0.mlp.linear_fc2.matmul"]) == ((2, 4), (1, 4))
+    from strategist.advice.advisor import advise
+    adv = advise(g, Mesh.parse("dp=2,tp=4"), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    layer = {"self_attention.linear_qkv.matmul": "matmul_column", "self_attention.linear_proj.matmul": "matmul_row",
+             "mlp.linear_fc2.matmul": "matmul_row"}
+    assert {c.op: c.template for c in adv.chosen} == {
+        **{f"model.decoder.layers.{i}.{k}": t for i in (0, 1) for k, t in layer.items()},
+        "model.output_layer.matmul": "matmul_column"}
+
+
+@pytest.mark.slow
+@pytest.mark.ci_sample
+@pytest.mark.both_mindformers
+def test_deepseek3_builds_and_advises_alike_on_mindformers_1_9_and_2_0():
+    """deepseek3 tiny (MLA, MoE, MTP) from either MindFormers: the same operators in every layer, the same experts'
+    strategies and the same advice (its anchors by template) at dp=2,tp=4."""
+    from collections import Counter
+    g, _ = _load("deepseek3")
+    assert _ops_by_layer(g) == DEEPSEEK3_OPS
+    assert len(_experts("deepseek3", "dp=2,tp=4", "semi_auto")) == 263
+    assert dict(Counter(c.template for c in _advice("deepseek3").chosen)) == {
+        "follow_input": 1, "follow_output": 3, "input_batch": 1, "matmul_column": 1,
+        "matmul_data_parallel_sequence_first": 4, "matmul_row_sequence_parallel": 3, "moe_ffn": 2, "moe_permute": 2,
+        "moe_router": 1, "norm_sequence_parallel": 16, "residual_sequence_parallel": 2}
+
+
+def _fake_mindformers_2(site):
+    """A stand-in mindformers 2.0.0 (a test double, for environments with MindFormers 1.9.0): its metadata requires
+    hyper-parallel as the real one does, its ``__init__`` imports hyper_parallel, its configs are the installed ones."""
+    import shutil
+    (site / "mindformers").mkdir(parents=True)
+    (site / "mindformers" / "__init__.py").write_text("from hyper_parallel import DTensor  # as MindFormers 2.0.0\n")
+    meta = site / "mindformers-2.0.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: mindformers\nVersion: 2.0.0\n"
+                                   "Requires-Dist: mindspore~=2.10.0\nRequires-Dist: hyper-parallel~=1.0.0\n")
+    shutil.copytree(os.path.dirname(os.path.dirname(resolve_config("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml"))),
+                    site / "configs")
+
+
+def test_mindformers_2_without_hyper_parallel_is_one_line(tmp_path):
+    """MindFormers 2.0.0 imports hyper_parallel, which PyPI does not serve, when it is imported: without it every
+    command says so in one line naming the package, MindFormers' requirement and the fix (exit 2, nothing on stdout,
+    no traceback). Run on the real MindFormers 2.0.0 without the tests' double, or on a stand-in one beside 1.9.0."""
+    env = {k: v for k, v in os.environ.items() if k != "LOG_MF_PATH"}
+    env["PYTHONPATH"] = ROOT                           # not tests/doubles: no hyper_parallel
+    if _mindformers_major() < 2:
+        _fake_mindformers_2(tmp_path / "site")
+        env["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{ROOT}"
+    work = tmp_path / "work"
+    work.mkdir()
+    for cmd in (["inspect", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--layers", "2"],
+                ["advise", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--layers", "2", "--mesh", "dp=2,tp=4",
+                 "--format", "json"]):
+        r = subprocess.run([PY, "-m", "strategist", *cmd], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr[-2000:])
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert r.stderr.startswith("strategist: error: MindFormers 2.0.0 imports hyper_parallel, which is not "
+                                   "installed: install hyper-parallel~=1.0.0 from https://gitcode.com/mindspore/"
+                                   "hyper-parallel (PyPI does not serve it), or use MindFormers 1.9.0 on MindSpore "
+                                   "2.9.0"), r.stderr
+        assert "pip install mindformers==1.9.0 mindspore==2.9.0" in r.stderr
+    assert os.listdir(work) == []
+
+
+def test_hyper_parallel_double_supplies_names_only(tmp_path):
+    """tests/doubles/hyper_parallel is a test double: it says so, gives MindFormers 2.0.0's import-time names
+    (placement classes built with arguments, get_platform answering), and fails any real use and any other name."""
+    code = """if True:
+        import hyper_parallel
+        from hyper_parallel.core.dtensor.placement_types import Replicate, Shard
+        from hyper_parallel.core.distributed_checkpoint import get_global_layout
+        from hyper_parallel.platform import get_platform
+        assert hyper_parallel.IS_TEST_DOUBLE and "doubles" in hyper_parallel.__file__
+        assert Shard(0).args == (0,) and Replicate().args == ()
+        platform = get_platform()
+        for call in (get_global_layout, platform.create_group):
+            try:
+                call()
+            except NotImplementedError as e:
+                assert "test double" in str(e)
+            else:
+                raise AssertionError(call)
+        assert not hasattr(hyper_parallel, "init_device_mesh")
+        print("ok")
+    """
+    r = subprocess.run([PY, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "tests", "doubles")})
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
 
 
 # ------------------------------------------------------------------------------------------
@@ -496,7 +656,6 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     """MTP shares the embedding table with the main model: its two readers configured with different table
     splits is a configuration MindSpore's search refuses (the advice's configure-everything column once did
     it), refused as one line; advise itself completes on the model."""
-    from strategist.advice.advisor import advise
     from strategist.errors import StrategyError
     from strategist.propagate import propagate
     from strategist.vocab.anchors import Anchor
@@ -515,7 +674,7 @@ def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     plain.lazy_inline_cells = ()
     with pytest.raises(StrategyError, match="shard the shared parameter embedding.word_embeddings.weight differently"):
         propagate(plain, mesh, anchors, use_model_strategies=False, dataset_strategy="full_batch")
-    adv = advise(g, mesh, hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
+    adv = _advice("deepseek3")
     assert adv.chosen and adv.plan.totals()["step_seconds"] <= adv.baseline.totals()["step_seconds"]
 
 

@@ -89,18 +89,23 @@ def test_a_move_only_one_side_makes_is_listed(graph_of):
 
 @pytest.mark.verify_live
 def test_verify_redistributions_cli(tmp_path):
-    """``strategist verify --redistributions``: MindSpore 2.9.0 compiled, its step_parallel_end read; exit 0 when
-    operators and moves agree; the JSON carries the moves."""
+    """``strategist verify --redistributions``: MindSpore compiled (2.9.0 or 2.10.0: make test runs it on both), its
+    step_parallel_end read; exit 0 when operators and moves agree; the JSON carries the moves; the text and the JSON
+    name the MindSpore that answered."""
     import json
     import subprocess
     import sys
+    from importlib.metadata import version
+    ms = version("mindspore")
     cmd = [sys.executable, "-m", "strategist", "verify", CAST_MODEL, "--mesh", "dp=2,tp=4",
            "--dataset-strategy", "full_batch", "--redistributions"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "edges moving data: 1 in both, 0 only strategist, 0 only MindSpore -> AGREE" in r.stdout
+    assert r.stdout.splitlines()[1] == f"MindSpore {ms} (GPU plugin on CUDA stubs, CPU only)", r.stdout
     r = subprocess.run(cmd + ["--format", "json"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     d = json.loads(r.stdout)
+    assert d["mindspore"]["version"] == ms
     assert d["redistributions"]["both"][0]["src"] == "cast" and d["redistributions"]["both"][0]["mindspore"] == ["AllGather"]
     assert os.listdir(tmp_path) == []
 

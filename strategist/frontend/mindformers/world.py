@@ -38,6 +38,11 @@ def import_mindformers():
             import mindformers  # noqa: F401
             from mindformers.tools import logger as _  # noqa: F401
             import mindformers.models  # noqa: F401
+    except ModuleNotFoundError as err:
+        missing = (err.name or "").split(".")[0]
+        if not missing or missing == "mindformers":
+            raise ModelLoadError(f"importing mindformers failed: {type(err).__name__}: {err}") from None
+        raise ModelLoadError(missing_dependency(missing)) from None
     except Exception as err:
         raise ModelLoadError(f"importing mindformers failed: {type(err).__name__}: {err}") from None
     finally:
@@ -45,6 +50,35 @@ def import_mindformers():
             os.environ.pop("LOG_MF_PATH", None)
         else:
             os.environ["LOG_MF_PATH"] = saved
+
+
+# where the packages MindFormers imports come from when PyPI does not serve them
+_NOT_ON_PYPI = {"hyper_parallel": "https://gitcode.com/mindspore/hyper-parallel"}
+
+
+def missing_dependency(module: str) -> str:
+    """The one line for a package MindFormers imports at import time that is not installed: which MindFormers needs
+    it, the requirement MindFormers declares for it, and the fix.
+
+    >>> missing_dependency("hyper_parallel").split(":")[0]   # doctest: +ELLIPSIS
+    'MindFormers ... imports hyper_parallel, which is not installed'
+    """
+    from importlib.metadata import PackageNotFoundError, requires, version
+    try:
+        mf, reqs = version("mindformers"), requires("mindformers") or []
+    except PackageNotFoundError:
+        mf, reqs = "(not installed)", []
+    norm = module.replace("_", "-").lower()
+    req = next((r.split(";")[0].strip() for r in reqs
+                if re.split(r"[\s<>=!~\[;(]", r, maxsplit=1)[0].replace("_", "-").lower() == norm), None)
+    head = f"MindFormers {mf} imports {module}, which is not installed"
+    if module in _NOT_ON_PYPI:
+        return (f"{head}: install {req or norm} from {_NOT_ON_PYPI[module]} (PyPI does not serve it), or use "
+                f"MindFormers 1.9.0 on MindSpore 2.9.0, which does not need it "
+                f"(pip install mindformers==1.9.0 mindspore==2.9.0)")
+    if req:
+        return f"{head}: pip install '{req}' (a requirement of MindFormers {mf})"
+    return f"{head}: install the package that provides {module}"
 
 
 class _Collect(logging.Handler):
