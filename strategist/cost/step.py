@@ -196,9 +196,24 @@ def _first_layers(graph, opts, counts) -> set[str]:
     return out
 
 
-def selective_drop(graph, opts: StepOptions) -> set[str]:
+_DROPS: dict = {}
+
+
+def selective_drop(graph, opts: StepOptions) -> frozenset[str]:
     """Operators recomputed short of a full recompute: MindFormers' selective recompute (on the stages' first
-    ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``)."""
+    ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``).
+    Memoised per graph and the options it reads (one object per set: the memory's memo keys on it)."""
+    key = (id(graph), opts.recompute, opts.pp, tuple(opts.offset or ()), tuple(opts.select_layers),
+           tuple(opts.comm_recompute_layers))
+    hit = _DROPS.get(key)
+    if hit is None or hit[0] is not graph:
+        if len(_DROPS) >= 64:
+            _DROPS.clear()
+        hit = _DROPS[key] = (graph, frozenset(_selective_drop(graph, opts)))
+    return hit[1]
+
+
+def _selective_drop(graph, opts: StepOptions) -> set[str]:
     out = set()
     if opts.recompute == "selective":
         out |= selective_ops(graph, _first_layers(graph, opts, opts.select_layers) if opts.select_layers else None)
@@ -352,37 +367,47 @@ class StepEstimate:
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
                         "pp_interleave": opts.pp_interleave,
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
-        self._breakdown = None
+        self._summarized: dict = {}
+        self._totals = self._per_layer = None
         self._memory = None
 
-    def _summaries(self):
-        if self._breakdown is None:
+    def _summary(self, s: int):
+        """Stage ``s``'s (totals, per-layer rows) for the step: ``m - 1`` micro-batches' forward and backward
+        without the gradient reductions, and the last one's with them."""
+        hit = self._summarized.get(s)
+        if hit is None:
             m = self.opts.micro_batches
-            total, per = None, {}
-            # the reported stage's totals; each layer's row from the stage holding it (rows outside layers,
-            # the optimizer's and the pipeline's from the reported stage)
-            for s in sorted(range(len(self.runs)), key=lambda i: i == self.worst):
-                _names, a, b = self.runs[s]
-                ta, pa = summarize(a)
-                tb, pb = summarize(b)
-                rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
-                per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
-                if s == self.worst:
-                    total = added(scaled(ta, m - 1), tb)
-            total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
-            total["step_s"] = self.step_s
-            for row in per.values():
-                row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
-            self._breakdown = (total, dict(sorted(per.items())))
-        return self._breakdown
+            _names, a, b = self.runs[s]
+            ta, pa = summarize(a)
+            tb, pb = summarize(b)
+            rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+            hit = self._summarized[s] = (added(scaled(ta, m - 1), tb), rows)
+        return hit
 
     @property
     def schedule(self) -> dict:
-        return self._summaries()[0]
+        """The reported stage's totals (that stage's timelines alone are summarised)."""
+        if self._totals is None:
+            total = dict(self._summary(self.worst)[0])
+            total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
+            total["step_s"] = self.step_s
+            self._totals = total
+        return self._totals
 
     @property
     def per_layer(self) -> dict:
-        return self._summaries()[1]
+        """Each layer's row from the stage holding it (rows outside layers, the optimizer's and the pipeline's
+        from the reported stage)."""
+        if self._per_layer is None:
+            per = {}
+            for s in sorted(range(len(self.runs)), key=lambda i: i == self.worst):
+                rows = self._summary(s)[1]
+                per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
+            per = {k: dict(v) for k, v in per.items()}
+            for row in per.values():
+                row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
+            self._per_layer = dict(sorted(per.items()))
+        return self._per_layer
 
     def _stage_memory(self, s: int) -> dict:
         return _memory_of_stage(self.plan, self.runs[s][0], s, self.opts, self.zero, self.prof)
@@ -422,9 +447,7 @@ def memory_with(plan, opts: StepOptions) -> dict:
     opts = opts.check()
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
-    stage = _stages(plan.graph, opts.pp, opts.offset or None)
-    names = [{op.name for op in plan.graph if stage[op.name] == k} for k in range(opts.pp)] if opts.pp > 1 else \
-        [{op.name for op in plan.graph}]
+    names = _stage_names(plan.graph, opts.pp, opts.offset or None)
     mems = [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
     k = max(range(len(mems)), key=lambda i: mems[i]["total"])
     return {**mems[k], "stage": k}
@@ -462,6 +485,23 @@ def _stages(graph, pp: int, offset) -> dict[str, int]:
     return hit[1]
 
 
+_NAMES: dict = {}
+
+
+def _stage_names(graph, pp: int, offset) -> list[frozenset[str]]:
+    """Each stage's operators (one set object per graph, pp and offset: the memory's memo keys on it)."""
+    key = (id(graph), pp, tuple(offset or ()))
+    hit = _NAMES.get(key)
+    if hit is None or hit[0] is not graph:
+        stage = _stages(graph, pp, offset)
+        if len(_NAMES) >= 64:
+            _NAMES.clear()
+        names = [frozenset(op.name for op in graph if stage[op.name] == k) for k in range(pp)] if pp > 1 else \
+            [frozenset(op.name for op in graph)]
+        hit = _NAMES[key] = (graph, names)
+    return hit[1]
+
+
 def _estimate(plan, opts: StepOptions) -> StepEstimate:
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
@@ -471,9 +511,8 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
     m = opts.micro_batches
     sent = boundary_bytes(plan, stage) if opts.pp > 1 else {}
     runs = []
-    for s in range(opts.pp):
+    for s, names in enumerate(_stage_names(plan.graph, opts.pp, opts.offset or None)):
         mine = [it for it in items if stage[it.op] == s] if opts.pp > 1 else items
-        names = {it.op for it in mine}
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
