@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-from copy import copy
 from dataclasses import dataclass, replace
 
 from .memory import RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
@@ -20,7 +19,7 @@ from .optime import (
 )
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
-from .schedule import Item, added, scaled, simulate, summarize
+from .schedule import Item, added, scaled, simulate, stage_signature, summarize
 
 #: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
 #: twice (the global-norm clip, then the update), two fp32 moments read and written
@@ -167,8 +166,7 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
     """The schedule's view of every operator for one micro-batch."""
     g, m = plan.graph, opts.micro_batches
     grad, layer_of = _graph_facts(g)
-    recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
-        selective_drop(g, opts)
+    recompute = _in_layers(g) if opts.recompute == "full" else selective_drop(g, opts)
     items = []
     for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m):
         it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
@@ -181,6 +179,15 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
         items.append(it)
     return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+
+
+def _in_layers(graph) -> frozenset[str]:
+    """The operators inside the repeated layers (what a full recompute recomputes), per graph."""
+    key = (id(graph), "in layers")
+    hit = _DROPS.get(key)
+    if hit is None or hit[0] is not graph:
+        hit = _DROPS[key] = (graph, frozenset(n for n, layer in _graph_facts(graph)[1].items() if layer))
+    return hit[1]
 
 
 def _first_layers(graph, opts, counts) -> set[str]:
@@ -222,6 +229,14 @@ def _selective_drop(graph, opts: StepOptions) -> set[str]:
     return out
 
 
+def _clone(x: Item) -> Item:
+    """A shallow copy of ``x`` (neither dataclasses.replace, which re-runs __init__, nor copy.copy's reduce
+    protocol: a sweep makes hundreds of thousands)."""
+    y = object.__new__(Item)
+    y.__dict__.update(x.__dict__)
+    return y
+
+
 def interleaved(items: list[Item], k: int) -> list[Item]:
     """Fine-grained multi-copy (MindSpore's ``interleaved_parallel``, MindFormers' ``fine_grain_interleave``):
     each layer's operators as ``k`` copies on ``1/k`` of the batch. A layer is cut after every operator with a
@@ -258,7 +273,7 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
                 for x in piece:
                     deps = tuple((copies[d[0]][c] if d[0] in copies else d[0], d[1], d[2] / k, d[3] / k)
                                  for d in x.deps)
-                    y = copy(x)          # (dataclasses.replace re-runs __init__: a tenth of a sweep's time)
+                    y = _clone(x)
                     y.name, y.fwd, y.bwd, y.deps = f"{x.name} (copy {c})", x.fwd / k, x.bwd / k, deps
                     y.own_fwd, y.own_bwd, y.recompute_comm = x.own_fwd / k, x.own_bwd / k, x.recompute_comm / k
                     y.prefetch, y.mirrors = (x.prefetch, x.mirrors) if c == 0 else (0.0, ())
@@ -356,12 +371,20 @@ class StepEstimate:
     """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
     breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
 
-    def __init__(self, plan, prof, opts, zero, runs, span, bubbles, tails):
+    def __init__(self, plan, prof, opts, zero, stages, ends):
+        """``stages``: (operators, items, pipeline p2p, optimizer seconds) per stage; ``ends``: per stage, the
+        (forward and backward, with the gradients too) ends its timelines have, or None where not simulated yet."""
         self.plan, self.prof, self.opts, self.zero = plan, prof, opts, zero
-        self.runs, self.bubbles = runs, bubbles
+        self._stage_items, self._timelines = stages, {}
+        for s, e in enumerate(ends):
+            if e is None:
+                a, b = self._simulated(s)
+                ends[s] = (a.end, b.end)
+        self._ends = ends
+        span, self.bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
+        tails = [b - a for a, b in ends]
         self.step_s = span + max(tails)
-        self.worst = max(range(opts.pp), key=lambda s: (runs[s][1].end + tails[s], s))
-        self.timeline = runs[self.worst][2]
+        self.worst = max(range(opts.pp), key=lambda s: (ends[s][0] + tails[s], s))
         self.throughput = _throughput(plan, self.step_s, plan.mesh.size * opts.pp)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
@@ -371,13 +394,34 @@ class StepEstimate:
         self._totals = self._per_layer = None
         self._memory = None
 
+    def _simulated(self, s: int):
+        """Stage ``s``'s timelines: one micro-batch without the gradient reductions, and one with them and the
+        optimizer step."""
+        hit = self._timelines.get(s)
+        if hit is None:
+            _names, mine, p2p, optimizer_s = self._stage_items[s]
+            hit = self._timelines[s] = (simulate(mine, self.prof, grads=False, extra_exposed=p2p),
+                                        simulate(mine, self.prof, grads=True, optimizer_s=optimizer_s,
+                                                 extra_exposed=p2p))
+        return hit
+
+    @property
+    def runs(self) -> list:
+        """(operators, timeline without the gradients, timeline with them) per stage."""
+        return [(self._stage_items[s][0], *self._simulated(s)) for s in range(len(self._stage_items))]
+
+    @property
+    def timeline(self):
+        """The reported stage's timeline of the micro-batch with the gradient reductions."""
+        return self._simulated(self.worst)[1]
+
     def _summary(self, s: int):
         """Stage ``s``'s (totals, per-layer rows) for the step: ``m - 1`` micro-batches' forward and backward
         without the gradient reductions, and the last one's with them."""
         hit = self._summarized.get(s)
         if hit is None:
             m = self.opts.micro_batches
-            _names, a, b = self.runs[s]
+            a, b = self._simulated(s)
             ta, pa = summarize(a)
             tb, pb = summarize(b)
             rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
@@ -400,7 +444,7 @@ class StepEstimate:
         from the reported stage)."""
         if self._per_layer is None:
             per = {}
-            for s in sorted(range(len(self.runs)), key=lambda i: i == self.worst):
+            for s in sorted(range(len(self._stage_items)), key=lambda i: i == self.worst):
                 rows = self._summary(s)[1]
                 per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
             per = {k: dict(v) for k, v in per.items()}
@@ -410,11 +454,11 @@ class StepEstimate:
         return self._per_layer
 
     def _stage_memory(self, s: int) -> dict:
-        return _memory_of_stage(self.plan, self.runs[s][0], s, self.opts, self.zero, self.prof)
+        return _memory_of_stage(self.plan, self._stage_items[s][0], s, self.opts, self.zero, self.prof)
 
     def _stages(self) -> list:
         if self._memory is None:
-            self._memory = [self._stage_memory(s) for s in range(len(self.runs))]
+            self._memory = [self._stage_memory(s) for s in range(len(self._stage_items))]
         return self._memory
 
     @property
@@ -426,8 +470,8 @@ class StepEstimate:
 
     @property
     def per_stage(self) -> list:
-        return [{"stage": s, "micro_batch_s": a.end, "bubble_s": self.bubbles[s], "memory_total": ms["total"],
-                 "fits": ms["fits"]} for s, ((_n, a, _b), ms) in enumerate(zip(self.runs, self._stages()))]
+        return [{"stage": s, "micro_batch_s": a, "bubble_s": self.bubbles[s], "memory_total": ms["total"],
+                 "fits": ms["fits"]} for s, ((a, _b), ms) in enumerate(zip(self._ends, self._stages()))]
 
     def to_dict(self) -> dict:
         return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
@@ -510,21 +554,30 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
     devices = plan.mesh.size
     m = opts.micro_batches
     sent = boundary_bytes(plan, stage) if opts.pp > 1 else {}
-    runs = []
+    by_stage: list[list[Item]] = [[] for _ in range(opts.pp)]
+    if opts.pp > 1:
+        for it in items:
+            by_stage[stage[it.op]].append(it)
+    else:
+        by_stage[0] = items
+    stages, ends, seen = [], [], {}
     for s, names in enumerate(_stage_names(plan.graph, opts.pp, opts.offset or None)):
-        mine = [it for it in items if stage[it.op] == s] if opts.pp > 1 else items
+        mine = by_stage[s]
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
                 nb = sent.get(b, 0.0) / m
                 t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
                 p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
-        a = simulate(mine, prof, grads=False, extra_exposed=p2p)
-        b = simulate(mine, prof, grads=True, optimizer_s=_optimizer_seconds(plan, names, zero, prof, devices),
-                     extra_exposed=p2p)
-        runs.append((names, a, b))
-    span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m, opts.pp_interleave)
-    est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
+        stages.append((names, mine, p2p, _optimizer_seconds(plan, names, zero, prof, devices)))
+        # the middle stages of a pipeline of identical layers schedule alike: each shape of stage simulated once
+        # (another of its shape when its own timelines are read: StepEstimate.runs)
+        sig = stage_signature(mine, p2p, stages[-1][3]) if opts.pp > 2 else None
+        rep = seen.get(sig) if sig is not None else None
+        ends.append(ends[rep] if rep is not None else None)
+        if rep is None and sig is not None:
+            seen[sig] = s
+    est = StepEstimate(plan, prof, opts, zero, stages, ends)
     est.items = items
     return est
 
