@@ -371,15 +371,18 @@ class StepEstimate:
     """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
     breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
 
-    def __init__(self, plan, prof, opts, zero, stages, ends):
-        """``stages``: (operators, items, pipeline p2p, optimizer seconds) per stage; ``ends``: per stage, the
-        (forward and backward, with the gradients too) ends its timelines have, or None where not simulated yet."""
+    def __init__(self, plan, prof, opts, zero, stages, same):
+        """``stages``: (operators, items, pipeline p2p, optimizer seconds) per stage; ``same``: per stage, an
+        earlier stage of its signature (its timelines' ends are that one's), or None."""
         self.plan, self.prof, self.opts, self.zero = plan, prof, opts, zero
         self._stage_items, self._timelines = stages, {}
-        for s, e in enumerate(ends):
-            if e is None:
+        ends = []
+        for s, rep in enumerate(same):
+            if rep is None:
                 a, b = self._simulated(s)
-                ends[s] = (a.end, b.end)
+                ends.append((a.end, b.end))
+            else:
+                ends.append(ends[rep])
         self._ends = ends
         span, self.bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
         tails = [b - a for a, b in ends]
@@ -560,7 +563,7 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
             by_stage[stage[it.op]].append(it)
     else:
         by_stage[0] = items
-    stages, ends, seen = [], [], {}
+    stages, same, seen = [], [], {}
     for s, names in enumerate(_stage_names(plan.graph, opts.pp, opts.offset or None)):
         mine = by_stage[s]
         p2p = []
@@ -574,10 +577,10 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
         # (another of its shape when its own timelines are read: StepEstimate.runs)
         sig = stage_signature(mine, p2p, stages[-1][3]) if opts.pp > 2 else None
         rep = seen.get(sig) if sig is not None else None
-        ends.append(ends[rep] if rep is not None else None)
+        same.append(rep)
         if rep is None and sig is not None:
             seen[sig] = s
-    est = StepEstimate(plan, prof, opts, zero, stages, ends)
+    est = StepEstimate(plan, prof, opts, zero, stages, same)
     est.items = items
     return est
 
