@@ -30,6 +30,7 @@ from . import progress
 from .cost.step import StepOptions, estimate_with, memory_with
 from .engine.rules.attention import FA_LAYOUTS
 from .engine.rules.common import const_arg
+from .engine.search.caches import no_cyclic_gc
 from .errors import InputSpecError, StrategistError
 from .advice.anatomy import uses_sequence_parallel
 from .frontend.layers import copy_anchors, layer_block, truncate_layers
@@ -270,26 +271,14 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
     w = _WORKER
     inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
     hw = load_hardware(w["hardware"])
-    try:
-        advice, plan, anchors = mesh_plan(w["graph"], w["base"], inner, load_rules(w["rules"]), hw, w["dataset_strategy"])
-    except StrategistError as err:
-        return {"error": str(err).splitlines()[0]}
-    rows = []
-    for opts in options:
+    # one collection after the mesh's advice and options, not one per propagation and estimate
+    with no_cyclic_gc():
         try:
-            mem = memory_with(plan, opts)
-            if not mem.get("fits"):        # out of memory: not scheduled, its memory says by how much
-                rows.append({"step_s": None, "throughput": {}, "memory": mem.get("total"),
-                             "capacity": mem.get("capacity"), "fits": False, "exposed_s": None})
-                continue
-            est = estimate_with(plan, opts)
+            advice, plan, anchors = mesh_plan(w["graph"], w["base"], inner, load_rules(w["rules"]), hw,
+                                              w["dataset_strategy"])
         except StrategistError as err:
-            rows.append({"error": str(err).splitlines()[0]})
-            continue
-        sched = est.schedule            # (its memory is ``mem``, read above: the estimate's, not computed again)
-        rows.append({"step_s": est.step_s, "throughput": dict(est.throughput), "memory": mem.get("total"),
-                     "capacity": mem.get("capacity"), "fits": bool(mem.get("fits")),
-                     "exposed_s": sched.get("communication_not_overlapped_s")})
+            return {"error": str(err).splitlines()[0]}
+        rows = list(_price_options(plan, options))
     out = {"anchors": len(anchors), "rows": rows}
     if with_advice:
         out["advice"] = advice_dict(advice)
@@ -299,6 +288,25 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> d
                                            f"layers; the anchors of the last one copied onto the others "
                                            f"({len(anchors)} anchors on the whole graph)")
     return out
+
+
+def _price_options(plan, options: list[StepOptions]):
+    """Each option set's row on ``plan``: its memory first, and its step where it fits."""
+    for opts in options:
+        try:
+            mem = memory_with(plan, opts)
+            if not mem.get("fits"):        # out of memory: not scheduled, its memory says by how much
+                yield {"step_s": None, "throughput": {}, "memory": mem.get("total"), "capacity": mem.get("capacity"),
+                       "fits": False, "exposed_s": None}
+                continue
+            est = estimate_with(plan, opts)
+        except StrategistError as err:
+            yield {"error": str(err).splitlines()[0]}
+            continue
+        sched = est.schedule            # (its memory is ``mem``, read above: the estimate's, not computed again)
+        yield {"step_s": est.step_s, "throughput": dict(est.throughput), "memory": mem.get("total"),
+               "capacity": mem.get("capacity"), "fits": bool(mem.get("fits")),
+               "exposed_s": sched.get("communication_not_overlapped_s")}
 
 
 def _options_dict(o: StepOptions) -> dict:

@@ -58,10 +58,27 @@ def _bytes(choice, j: int, spec) -> float:
     return choice.outputs[j].slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
 
 
+_ACTIVATIONS: dict = {}
+
+
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
                      drop: set | None = None) -> tuple[float, float]:
     """(activations saved for one micro-batch, largest transient output) over operators ``names``; ``drop``:
-    the operators recomputed selectively (their outputs not kept)."""
+    the operators recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped
+    set (the same objects: a sweep's memory options read the same stages under each micro-batch count)."""
+    key = (id(plan), id(names), recompute, id(drop))
+    hit = _ACTIVATIONS.get(key)
+    if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop:
+        if len(_ACTIVATIONS) >= 256:
+            _ACTIVATIONS.clear()
+        hit = _ACTIVATIONS[key] = (plan, names, drop, _activation_bytes(plan, names, recompute, drop))
+    total, transient = hit[3]
+    return total / micro_batches, transient / micro_batches
+
+
+def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -> tuple[float, float]:
+    """(activations saved, largest transient output) for the whole batch: :func:`activation_bytes` times the
+    micro-batch count."""
     g, ch = plan.graph, plan.choices
     drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
     for op in g:
@@ -98,7 +115,7 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
         total = kept + max(per_layer.values(), default=0.0)             # one layer rebuilt at a time
     else:
         total = sum(saved.values())
-    return total / micro_batches, transient / micro_batches
+    return total, transient
 
 
 _SLICES: dict = {}

@@ -143,6 +143,18 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
     return tl
 
 
+def stage_signature(items: list[Item], extra_exposed=(), optimizer_s: float = 0.0) -> tuple:
+    """What :func:`simulate` of ``items`` depends on besides the names and layers it labels the intervals with:
+    every item's times, its dependencies (as positions among ``items``; a producer outside them is ready at 0),
+    its gradient reductions, and the collectives every micro-batch waits on. Two stages of the same signature
+    have the same timelines but for those labels."""
+    at = {it.name: k for k, it in enumerate(items)}
+    rows = tuple((it.fwd, it.bwd, it.grad, tuple((None if src is None else at.get(src, -1), j, fc, bc)
+                                                 for src, j, fc, bc in it.deps),
+                  it.own_fwd, it.own_bwd, it.recompute_comm, it.prefetch, it.mirrors) for it in items)
+    return rows, tuple((ph, secs) for ph, secs, _layer in extra_exposed), optimizer_s
+
+
 def summarize(tl: Timeline) -> tuple[dict, dict]:
     """(totals, per layer) of a timeline in msprof-analyze's vocabulary: Computing (compute stream busy),
     Communication not overlapped (a collective running, no computation), Overlapped (a collective running

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-from copy import copy
 from dataclasses import dataclass, replace
 
 from .memory import RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
@@ -20,7 +19,7 @@ from .optime import (
 )
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
-from .schedule import Item, added, scaled, simulate, summarize
+from .schedule import Item, added, scaled, simulate, stage_signature, summarize
 
 #: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
 #: twice (the global-norm clip, then the update), two fp32 moments read and written
@@ -167,8 +166,7 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
     """The schedule's view of every operator for one micro-batch."""
     g, m = plan.graph, opts.micro_batches
     grad, layer_of = _graph_facts(g)
-    recompute = {n for n, layer in layer_of.items() if layer} if opts.recompute == "full" else \
-        selective_drop(g, opts)
+    recompute = _in_layers(g) if opts.recompute == "full" else selective_drop(g, opts)
     items = []
     for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m):
         it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
@@ -181,6 +179,15 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
         items.append(it)
     return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+
+
+def _in_layers(graph) -> frozenset[str]:
+    """The operators inside the repeated layers (what a full recompute recomputes), per graph."""
+    key = (id(graph), "in layers")
+    hit = _DROPS.get(key)
+    if hit is None or hit[0] is not graph:
+        hit = _DROPS[key] = (graph, frozenset(n for n, layer in _graph_facts(graph)[1].items() if layer))
+    return hit[1]
 
 
 def _first_layers(graph, opts, counts) -> set[str]:
@@ -196,15 +203,38 @@ def _first_layers(graph, opts, counts) -> set[str]:
     return out
 
 
-def selective_drop(graph, opts: StepOptions) -> set[str]:
+_DROPS: dict = {}
+
+
+def selective_drop(graph, opts: StepOptions) -> frozenset[str]:
     """Operators recomputed short of a full recompute: MindFormers' selective recompute (on the stages' first
-    ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``)."""
+    ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``).
+    Memoised per graph and the options it reads (one object per set: the memory's memo keys on it)."""
+    key = (id(graph), opts.recompute, opts.pp, tuple(opts.offset or ()), tuple(opts.select_layers),
+           tuple(opts.comm_recompute_layers))
+    hit = _DROPS.get(key)
+    if hit is None or hit[0] is not graph:
+        if len(_DROPS) >= 64:
+            _DROPS.clear()
+        hit = _DROPS[key] = (graph, frozenset(_selective_drop(graph, opts)))
+    return hit[1]
+
+
+def _selective_drop(graph, opts: StepOptions) -> set[str]:
     out = set()
     if opts.recompute == "selective":
         out |= selective_ops(graph, _first_layers(graph, opts, opts.select_layers) if opts.select_layers else None)
     if opts.comm_recompute_layers and opts.recompute != "full":
         out |= comm_recompute_ops(graph, _first_layers(graph, opts, opts.comm_recompute_layers))
     return out
+
+
+def _clone(x: Item) -> Item:
+    """A shallow copy of ``x`` (neither dataclasses.replace, which re-runs __init__, nor copy.copy's reduce
+    protocol: a sweep makes hundreds of thousands)."""
+    y = object.__new__(Item)
+    y.__dict__.update(x.__dict__)
+    return y
 
 
 def interleaved(items: list[Item], k: int) -> list[Item]:
@@ -243,7 +273,7 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
                 for x in piece:
                     deps = tuple((copies[d[0]][c] if d[0] in copies else d[0], d[1], d[2] / k, d[3] / k)
                                  for d in x.deps)
-                    y = copy(x)          # (dataclasses.replace re-runs __init__: a tenth of a sweep's time)
+                    y = _clone(x)
                     y.name, y.fwd, y.bwd, y.deps = f"{x.name} (copy {c})", x.fwd / k, x.bwd / k, deps
                     y.own_fwd, y.own_bwd, y.recompute_comm = x.own_fwd / k, x.own_bwd / k, x.recompute_comm / k
                     y.prefetch, y.mirrors = (x.prefetch, x.mirrors) if c == 0 else (0.0, ())
@@ -341,55 +371,97 @@ class StepEstimate:
     """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
     breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
 
-    def __init__(self, plan, prof, opts, zero, runs, span, bubbles, tails):
+    def __init__(self, plan, prof, opts, zero, stages, same):
+        """``stages``: (operators, items, pipeline p2p, optimizer seconds) per stage; ``same``: per stage, an
+        earlier stage of its signature (its timelines' ends are that one's), or None."""
         self.plan, self.prof, self.opts, self.zero = plan, prof, opts, zero
-        self.runs, self.bubbles = runs, bubbles
+        self._stage_items, self._timelines = stages, {}
+        ends = []
+        for s, rep in enumerate(same):
+            if rep is None:
+                a, b = self._simulated(s)
+                ends.append((a.end, b.end))
+            else:
+                ends.append(ends[rep])
+        self._ends = ends
+        span, self.bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
+        tails = [b - a for a, b in ends]
         self.step_s = span + max(tails)
-        self.worst = max(range(opts.pp), key=lambda s: (runs[s][1].end + tails[s], s))
-        self.timeline = runs[self.worst][2]
+        self.worst = max(range(opts.pp), key=lambda s: (ends[s][0] + tails[s], s))
         self.throughput = _throughput(plan, self.step_s, plan.mesh.size * opts.pp)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
                         "pp_interleave": opts.pp_interleave,
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
-        self._breakdown = None
+        self._summarized: dict = {}
+        self._totals = self._per_layer = None
         self._memory = None
 
-    def _summaries(self):
-        if self._breakdown is None:
+    def _simulated(self, s: int):
+        """Stage ``s``'s timelines: one micro-batch without the gradient reductions, and one with them and the
+        optimizer step."""
+        hit = self._timelines.get(s)
+        if hit is None:
+            _names, mine, p2p, optimizer_s = self._stage_items[s]
+            hit = self._timelines[s] = (simulate(mine, self.prof, grads=False, extra_exposed=p2p),
+                                        simulate(mine, self.prof, grads=True, optimizer_s=optimizer_s,
+                                                 extra_exposed=p2p))
+        return hit
+
+    @property
+    def runs(self) -> list:
+        """(operators, timeline without the gradients, timeline with them) per stage."""
+        return [(self._stage_items[s][0], *self._simulated(s)) for s in range(len(self._stage_items))]
+
+    @property
+    def timeline(self):
+        """The reported stage's timeline of the micro-batch with the gradient reductions."""
+        return self._simulated(self.worst)[1]
+
+    def _summary(self, s: int):
+        """Stage ``s``'s (totals, per-layer rows) for the step: ``m - 1`` micro-batches' forward and backward
+        without the gradient reductions, and the last one's with them."""
+        hit = self._summarized.get(s)
+        if hit is None:
             m = self.opts.micro_batches
-            total, per = None, {}
-            # the reported stage's totals; each layer's row from the stage holding it (rows outside layers,
-            # the optimizer's and the pipeline's from the reported stage)
-            for s in sorted(range(len(self.runs)), key=lambda i: i == self.worst):
-                _names, a, b = self.runs[s]
-                ta, pa = summarize(a)
-                tb, pb = summarize(b)
-                rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
-                per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
-                if s == self.worst:
-                    total = added(scaled(ta, m - 1), tb)
-            total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
-            total["step_s"] = self.step_s
-            for row in per.values():
-                row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
-            self._breakdown = (total, dict(sorted(per.items())))
-        return self._breakdown
+            a, b = self._simulated(s)
+            ta, pa = summarize(a)
+            tb, pb = summarize(b)
+            rows = {k: added(scaled(pa.get(k, {}), m - 1), pb.get(k, {})) for k in set(pa) | set(pb)}
+            hit = self._summarized[s] = (added(scaled(ta, m - 1), tb), rows)
+        return hit
 
     @property
     def schedule(self) -> dict:
-        return self._summaries()[0]
+        """The reported stage's totals (that stage's timelines alone are summarised)."""
+        if self._totals is None:
+            total = dict(self._summary(self.worst)[0])
+            total["bubble_s"] = max(self.step_s - total["step_s"], 0.0)
+            total["step_s"] = self.step_s
+            self._totals = total
+        return self._totals
 
     @property
     def per_layer(self) -> dict:
-        return self._summaries()[1]
+        """Each layer's row from the stage holding it (rows outside layers, the optimizer's and the pipeline's
+        from the reported stage)."""
+        if self._per_layer is None:
+            per = {}
+            for s in sorted(range(len(self._stage_items)), key=lambda i: i == self.worst):
+                rows = self._summary(s)[1]
+                per.update(rows if s == self.worst else {k: v for k, v in rows.items() if not k.startswith("(")})
+            per = {k: dict(v) for k, v in per.items()}
+            for row in per.values():
+                row["step_s"] = row["computing_s"] + row["communication_not_overlapped_s"] + row["free_s"]
+            self._per_layer = dict(sorted(per.items()))
+        return self._per_layer
 
     def _stage_memory(self, s: int) -> dict:
-        return _memory_of_stage(self.plan, self.runs[s][0], s, self.opts, self.zero, self.prof)
+        return _memory_of_stage(self.plan, self._stage_items[s][0], s, self.opts, self.zero, self.prof)
 
     def _stages(self) -> list:
         if self._memory is None:
-            self._memory = [self._stage_memory(s) for s in range(len(self.runs))]
+            self._memory = [self._stage_memory(s) for s in range(len(self._stage_items))]
         return self._memory
 
     @property
@@ -401,8 +473,8 @@ class StepEstimate:
 
     @property
     def per_stage(self) -> list:
-        return [{"stage": s, "micro_batch_s": a.end, "bubble_s": self.bubbles[s], "memory_total": ms["total"],
-                 "fits": ms["fits"]} for s, ((_n, a, _b), ms) in enumerate(zip(self.runs, self._stages()))]
+        return [{"stage": s, "micro_batch_s": a, "bubble_s": self.bubbles[s], "memory_total": ms["total"],
+                 "fits": ms["fits"]} for s, ((a, _b), ms) in enumerate(zip(self._ends, self._stages()))]
 
     def to_dict(self) -> dict:
         return {"schedule": self.schedule, "per_layer": self.per_layer, "memory": self.memory,
@@ -422,9 +494,7 @@ def memory_with(plan, opts: StepOptions) -> dict:
     opts = opts.check()
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
-    stage = _stages(plan.graph, opts.pp, opts.offset or None)
-    names = [{op.name for op in plan.graph if stage[op.name] == k} for k in range(opts.pp)] if opts.pp > 1 else \
-        [{op.name for op in plan.graph}]
+    names = _stage_names(plan.graph, opts.pp, opts.offset or None)
     mems = [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
     k = max(range(len(mems)), key=lambda i: mems[i]["total"])
     return {**mems[k], "stage": k}
@@ -462,6 +532,23 @@ def _stages(graph, pp: int, offset) -> dict[str, int]:
     return hit[1]
 
 
+_NAMES: dict = {}
+
+
+def _stage_names(graph, pp: int, offset) -> list[frozenset[str]]:
+    """Each stage's operators (one set object per graph, pp and offset: the memory's memo keys on it)."""
+    key = (id(graph), pp, tuple(offset or ()))
+    hit = _NAMES.get(key)
+    if hit is None or hit[0] is not graph:
+        stage = _stages(graph, pp, offset)
+        if len(_NAMES) >= 64:
+            _NAMES.clear()
+        names = [frozenset(op.name for op in graph if stage[op.name] == k) for k in range(pp)] if pp > 1 else \
+            [frozenset(op.name for op in graph)]
+        hit = _NAMES[key] = (graph, names)
+    return hit[1]
+
+
 def _estimate(plan, opts: StepOptions) -> StepEstimate:
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
@@ -470,22 +557,30 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
     devices = plan.mesh.size
     m = opts.micro_batches
     sent = boundary_bytes(plan, stage) if opts.pp > 1 else {}
-    runs = []
-    for s in range(opts.pp):
-        mine = [it for it in items if stage[it.op] == s] if opts.pp > 1 else items
-        names = {it.op for it in mine}
+    by_stage: list[list[Item]] = [[] for _ in range(opts.pp)]
+    if opts.pp > 1:
+        for it in items:
+            by_stage[stage[it.op]].append(it)
+    else:
+        by_stage[0] = items
+    stages, same, seen = [], [], {}
+    for s, names in enumerate(_stage_names(plan.graph, opts.pp, opts.offset or None)):
+        mine = by_stage[s]
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
                 nb = sent.get(b, 0.0) / m
                 t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
                 p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
-        a = simulate(mine, prof, grads=False, extra_exposed=p2p)
-        b = simulate(mine, prof, grads=True, optimizer_s=_optimizer_seconds(plan, names, zero, prof, devices),
-                     extra_exposed=p2p)
-        runs.append((names, a, b))
-    span, bubbles = one_f_one_b([a.end for _n, a, _b in runs], m, opts.pp_interleave)
-    est = StepEstimate(plan, prof, opts, zero, runs, span, bubbles, [b.end - a.end for _n, a, b in runs])
+        stages.append((names, mine, p2p, _optimizer_seconds(plan, names, zero, prof, devices)))
+        # the middle stages of a pipeline of identical layers schedule alike: each shape of stage simulated once
+        # (another of its shape when its own timelines are read: StepEstimate.runs)
+        sig = stage_signature(mine, p2p, stages[-1][3]) if opts.pp > 2 else None
+        rep = seen.get(sig) if sig is not None else None
+        same.append(rep)
+        if rep is None and sig is not None:
+            seen[sig] = s
+    est = StepEstimate(plan, prof, opts, zero, stages, same)
     est.items = items
     return est
 

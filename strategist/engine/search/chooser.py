@@ -149,8 +149,8 @@ class Chooser:
         ck = (edge_cache_key(src), edge_cache_key(dst))
         hit = self.ms_edge_cache.get(ck)
         if hit is not None:
-            if self.memo_deps is not None:
-                self.memo_deps[ck] = hit
+            if self.memo_deps is not None and ck not in self.memo_deps:
+                self.memo_deps[ck] = (hit, True)
             return hit
         dtype = spec.dtype if spec is not None else ""
         hit = EDGE_KEYS.get((id(src), id(dst), dtype))
@@ -163,7 +163,7 @@ class Chooser:
             EDGE_KEYS[(id(src), id(dst), dtype)] = (src, dst, out)   # keeps both alive: ids stay unique
         self.ms_edge_cache[ck] = out
         if self.memo_deps is not None:
-            self.memo_deps[ck] = out
+            self.memo_deps[ck] = (out, False)
         return out
 
     def pick(self, name: str, options: list[tuple[Sharding, tuple]]) -> tuple[Sharding, tuple, tuple | None]:
@@ -245,29 +245,46 @@ class Chooser:
     def memo(self, mk, compute):
         """A choice memoised across propagations (repeated layers, the advisor's many runs) together with
         the edge-cost cache entries it read: reused only where this propagation's cache agrees with them
-        (MindSpore's cache is shape-blind, so a pair's cost depends on which edge priced it first)."""
+        (MindSpore's cache is shape-blind, so a pair's cost depends on which edge priced it first). An entry
+        the choice priced itself may be missing (this propagation's edge prices it the same); one it read from
+        the cache (another edge priced it first) must be there with that cost, or the choice is made again."""
         # this propagation's own memo first: its cache only grows and never changes an entry, so a choice
         # checked (or computed) against it once stays right for the rest of the propagation
         mine = self.memo_local.get(mk, self)
         if mine is not self:
-            return mine
+            self._read_deps(mine[1], True)      # (read, to be safe: it may predate the outer choice)
+            return mine[0]
         hit = CHOICES.get(mk)
         if hit is not None:
             result, deps = hit
             cache = self.ms_edge_cache
-            if all(cache.get(ck, v) == v for ck, v in deps):
-                for ck, v in deps:
+            if all(cache.get(ck) == v if read else cache.get(ck, v) == v for ck, v, read in deps):
+                outer = self.memo_deps
+                for ck, v, _read in deps:
+                    if outer is not None and ck not in outer:
+                        outer[ck] = (v, ck in cache)
                     cache.setdefault(ck, v)
-                self.memo_local[mk] = result
+                self.memo_local[mk] = (result, deps)
                 return result
-        self.memo_deps = {}
+        outer, self.memo_deps = self.memo_deps, {}
         try:
             result = compute()
         finally:
-            deps, self.memo_deps = self.memo_deps, None
-        CHOICES[mk] = (result, tuple(deps.items()))
-        self.memo_local[mk] = result
+            deps, self.memo_deps = self.memo_deps, outer
+        deps = tuple((ck, v, read) for ck, (v, read) in deps.items())
+        self._read_deps(deps, False)
+        CHOICES[mk] = (result, deps)
+        self.memo_local[mk] = (result, deps)
         return result
+
+    def _read_deps(self, deps, read_all: bool) -> None:
+        """A memoised choice made inside another's: the outer one depends on the cache entries it depends on
+        (``read_all``: each as read from the cache)."""
+        outer = self.memo_deps
+        if outer is not None:
+            for ck, v, read in deps:
+                if ck not in outer:
+                    outer[ck] = (v, read or read_all)
 
     def forward_options(self, name: str, k: int, src: Layout, spec) -> list[tuple[Sharding, tuple]]:
         """Every option of ``name`` with its key against ``src`` fixed on strategy input ``k``:
