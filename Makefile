@@ -10,6 +10,8 @@ PY      = $(VENV)/bin/python
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 # mkdocs-material's notice about its successor is not a build warning; keep CI's log to the build's own lines
 export NO_MKDOCS_2_WARNING ?= 1
+# the suites run on every core (pytest-xdist), one test file per worker so a file's module fixtures are built once
+PYTEST_JOBS ?= -n auto --dist loadfile
 
 .PHONY: demo test test-fast test-all test-ms2.10 lint bench fixtures check-cc docs docs-check clean
 
@@ -67,7 +69,7 @@ docs-check: $(VENV)/.docs
 # CI: the lint and the docs build, every fast test plus a fixed sample of the slow ones (ci_sample; verify_live:
 # MindSpore itself), then the same live sample and the MindFormers tests on MindSpore 2.10.0 and MindFormers 2.0.0
 test: $(VENV)/.mindformers $(VENV)/.mindone $(VENV)/.ray check-cc lint docs-check
-	$(PY) -m pytest -q -m "not slow or ci_sample or verify_live"
+	$(PY) -m pytest -q $(PYTEST_JOBS) -m "not slow or ci_sample or verify_live"
 	$(MAKE) --no-print-directory test-ms2.10
 
 test-fast: $(VENV)/.installed
@@ -100,7 +102,7 @@ $(VENV210)/.mindformers: $(VENV210)/.installed
 # on MindSpore 2.10.0: the live MindSpore sample (verify_live) and the fast MindFormers tests, on MindFormers 2.0.0
 # (mindformers; both_mindformers: the slow comparison with 1.9.0 that runs anyway)
 test-ms2.10: $(VENV210)/.mindformers check-cc
-	$(PY210) -m pytest -q -m "((verify_live or mindformers) and not slow) or both_mindformers"
+	$(PY210) -m pytest -q $(PYTEST_JOBS) -m "((verify_live or mindformers) and not slow) or both_mindformers"
 
 bench: $(VENV)/.installed
 	$(PY) bench/extract.py
