@@ -10,8 +10,9 @@ PY      = $(VENV)/bin/python
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 # mkdocs-material's notice about its successor is not a build warning; keep CI's log to the build's own lines
 export NO_MKDOCS_2_WARNING ?= 1
-# the suites run on every core (pytest-xdist), one test file per worker so a file's module fixtures are built once
-PYTEST_JOBS ?= -n auto --dist loadfile
+# the suites run on every core, at most 4 (pytest-xdist: each live MindSpore test holds a child of a few GB), one test
+# file per worker so a file's module fixtures are built once; PYTEST_JOBS= runs them in one process
+PYTEST_JOBS ?= -n $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n) --dist loadfile
 
 .PHONY: demo test test-fast test-all test-ms2.10 lint bench fixtures check-cc docs docs-check clean
 
