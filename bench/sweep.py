@@ -10,8 +10,8 @@
     this 2-core machine -- with its peak memory.
 
 Every sweep runs as ``strategist sweep`` does: the graph extracted once, each mesh advised on the first two
-repeated layers with their anchors copied onto the others, every memory option priced by the step model on the
-whole graph. MindFormers feeds whole batches (``full_batch``), trains with a vocab-parallel cross-entropy and sets
+repeated layers with their anchors copied onto the others, every memory option priced by the step model (on the
+plans of 2 and 3 layers per pipeline stage, extrapolated to the stage's layers, where that is less to schedule). MindFormers feeds whole batches (``full_batch``), trains with a vocab-parallel cross-entropy and sets
 use_seq_parallel where mp > 1, so (a) and (b) do too (every tp mesh advised with sequence parallelism).
 
     .venv/bin/python bench/sweep.py [--json] [--only a,b,c] [--workers N]

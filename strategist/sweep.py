@@ -6,7 +6,8 @@ is reported infeasible with the reason, never dropped). For each mesh the graph,
 the mesh without its pp axis (the plan of one pipeline stage: MindSpore propagates within a stage); then each
 memory option -- recompute none/selective/full, the parallel optimizer on/off where dp > 1, the micro-batch
 count (the pipeline's, a multiple of pp that splits the batch) -- is priced by the step model
-(:mod:`strategist.cost.step`) on the same plan. Configurations that fit the profile's device memory are ranked
+(:mod:`strategist.cost.step`) on the same plan (a plan of many layers per stage: on its cut-down plans, extrapolated,
+:func:`pricing_plans`). Configurations that fit the profile's device memory are ranked
 by step time (tokens/s per device where the first input is token ids).
 
 The advice runs in worker processes (a standard ``concurrent.futures`` pool over the distinct meshes); a
@@ -19,6 +20,7 @@ progress bar shows on a terminal, and Ctrl-C stops the sweep with what it ranked
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import gc
 import itertools
 import math
@@ -27,7 +29,8 @@ import os
 from dataclasses import dataclass, field
 
 from . import progress
-from .cost.step import StepOptions, estimate_with, memory_with
+from .cost.extrapolate import memory_at, step_at
+from .cost.step import StepOptions, estimate_with, memory_with, stage_memories
 from .engine.rules.attention import FA_LAYOUTS
 from .engine.rules.common import const_arg
 from .engine.search.caches import no_cyclic_gc
@@ -43,6 +46,9 @@ AXES = ("dp", "tp", "cp", "ep", "pp")
 RECOMPUTE = ("none", "selective", "full")
 #: the repeated layers each mesh is advised on; the anchors advised there are copied onto the others
 ADVISE_LAYERS = 2
+#: the repeated layers per pipeline stage each configuration is priced at where the stages hold more: its step and
+#: memory at the stage's whole layer count are extrapolated from these two (:mod:`strategist.cost.extrapolate`)
+PRICE_LAYERS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -263,34 +269,101 @@ def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> di
     return _advise_mesh(mesh, options, False)
 
 
-def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool) -> dict:
-    """In a worker: the advice for ``mesh`` without its pp axis and each option set's step on its plan."""
-    from .advice.advisor import load_rules
+def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whole: bool = False) -> dict:
+    """In a worker: the advice for ``mesh`` without its pp axis and each option set's step on its plan (``whole``:
+    on the whole graph's plan, never extrapolated)."""
+    from .advice.advisor import advise, load_rules
     from .files.hardware import load_hardware
     from .report.render import advice_dict
     w = _WORKER
+    graph, base = w["graph"], w["base"]
     inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
     hw = load_hardware(w["hardware"])
     # one collection after the mesh's advice and options, not one per propagation and estimate
     with no_cyclic_gc():
         try:
-            advice, plan, anchors = mesh_plan(w["graph"], w["base"], inner, load_rules(w["rules"]), hw,
-                                              w["dataset_strategy"])
+            advice = advise(base, inner, rules=load_rules(w["rules"]), hardware=hw,
+                            dataset_strategy=w["dataset_strategy"])
+            anchors = copy_anchors(advice.anchors, base, graph) if base is not graph else advice.anchors
+            per, plans = pricing_plans(advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
             return {"error": str(err).splitlines()[0]}
-        rows = list(_price_options(plan, options))
+        rows = list(_price_options(per, plans, options))
     out = {"anchors": len(anchors), "rows": rows}
     if with_advice:
         out["advice"] = advice_dict(advice)
-        if plan is not advice.plan:
-            layers = len(layer_block(w["graph"])[1])
-            out["advice"]["advised_on"] = (f"the first {len(layer_block(w['base'])[1])} of the {layers} repeated "
+        if base is not graph:
+            layers = len(layer_block(graph)[1])
+            out["advice"]["advised_on"] = (f"the first {len(layer_block(base)[1])} of the {layers} repeated "
                                            f"layers; the anchors of the last one copied onto the others "
                                            f"({len(anchors)} anchors on the whole graph)")
     return out
 
 
-def _price_options(plan, options: list[StepOptions]):
+def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
+                  whole: bool = False) -> tuple[int, dict]:
+    """(the repeated layers per pipeline stage, ``{layers per stage: plan}``): the plans a mesh's options are
+    priced on -- the whole graph's, or, where its stages hold more than :data:`PRICE_LAYERS` and pricing those
+    is less to schedule, the plans of the graph cut down to that many layers per stage, the advice's anchors
+    copied onto every layer of each."""
+    from .propagate import propagate
+    w = _WORKER
+    graph, base = w["graph"], w["base"]
+    layers = len(layer_block(graph)[1])
+    per = layers // pp if layers and layers % pp == 0 else 0
+    ka, kb = PRICE_LAYERS
+    counts = {c for o in options for c in o.comm_recompute_layers + o.select_layers}
+    at = [ka, kb] if not whole and base is not graph and per > kb and (ka + kb) * pp < layers and counts <= {0, per} \
+        and all(not o.offset for o in options) else [per]
+    plans = {}
+    for k in at if options else ():
+        g = graph if k == per else _truncated(k * pp)
+        plans[k] = advice.plan if g is base else propagate(g, inner, copy_anchors(advice.anchors, base, g), use_model_strategies=False,
+                             dataset_strategy=w["dataset_strategy"], hardware=hw)
+    return per, plans
+
+
+def _truncated(layers: int) -> OpGraph:
+    """The sweep's graph cut down to its first ``layers`` repeated layers, once per worker."""
+    cut = _WORKER.setdefault("truncated", {})
+    if layers not in cut:
+        cut[layers] = truncate_layers(_WORKER["graph"], layers)
+    return cut[layers]
+
+
+def _at_layers(opts: StepOptions, k: int, per: int) -> StepOptions:
+    """``opts`` on a plan of ``k`` layers per stage: its every-layer recompute lists counting ``k``."""
+    def scaled(v):
+        return tuple(k if c == per else c for c in v)
+    return dataclasses.replace(opts, comm_recompute_layers=scaled(opts.comm_recompute_layers),
+                               select_layers=scaled(opts.select_layers))
+
+
+def _price_options(per: int, plans: dict, options: list[StepOptions]):
+    """Each option set's row: its memory first, and its step where it fits; on the whole graph's plan, or
+    extrapolated from two cut-down plans (:func:`pricing_plans`)."""
+    if len(plans) < 2:
+        (plan,) = plans.values() if options else (None,)
+        yield from _priced(plan, options)
+        return
+    (ka, pa), (kb, pb) = sorted(plans.items())
+    for opts in options:
+        oa, ob = _at_layers(opts, ka, per), _at_layers(opts, kb, per)
+        try:
+            mem = memory_at(stage_memories(pa, oa), stage_memories(pb, ob), ka, kb, per)
+            if not mem["fits"]:
+                yield {"step_s": None, "throughput": {}, "memory": mem["total"], "capacity": mem["capacity"],
+                       "fits": False, "exposed_s": None}
+                continue
+            est = step_at(estimate_with(pa, oa), estimate_with(pb, ob), ka, kb, per)
+        except StrategistError as err:
+            yield {"error": str(err).splitlines()[0]}
+            continue
+        yield {"step_s": est["step_s"], "throughput": dict(est["throughput"]), "memory": mem["total"],
+               "capacity": mem["capacity"], "fits": True, "exposed_s": est["communication_not_overlapped_s"]}
+
+
+def _priced(plan, options: list[StepOptions]):
     """Each option set's row on ``plan``: its memory first, and its step where it fits."""
     for opts in options:
         try:
@@ -404,6 +477,7 @@ def _run(graph, hardware, dataset_strategy, rules, todo, workers):
 
 
 def _rank(result: SweepResult, todo, results, best: int, graph, hardware, dataset_strategy, rules) -> None:
+    option_of: dict = {}
     for k, (mesh, opts) in enumerate(todo):
         out = results.get(k)
         if out is None:
@@ -416,6 +490,7 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
             {a: v for a, v in mesh.items() if a != "pp"})))
         for o, row in zip(opts, out["rows"]):
             c = Config(mesh_text(mesh), dict(_options_dict(o), sequence_parallel=sp), anchors=out["anchors"])
+            option_of[id(c)] = (mesh, o)
             if "error" in row:
                 c.reason = row["error"]
                 result.infeasible.append(c)
@@ -442,11 +517,18 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
         _init_worker(graph, hardware, dataset_strategy, rules)
         firsts = [c for k, c in enumerate(result.ranked) if c.mesh not in {d.mesh for d in result.ranked[:k]}]
         for c in firsts[:best]:            # the fastest configuration of each of the best meshes
-            mesh = dict(a.split("=") for a in c.mesh.split(","))
-            out = _advise_mesh({a: int(v) for a, v in mesh.items()}, [], True)
+            # advised again with its advice reported, and priced on the whole graph's plan (as ``advise`` prices it)
+            mesh, o = option_of[id(c)]
+            out = _advise_mesh(mesh, [o], True, whole=True)
+            row = (out.get("rows") or [{}])[0]
+            if row.get("fits"):
+                c.step_s, c.exposed_s = row["step_s"], row["exposed_s"]
+                c.tokens_per_s_per_device = row["throughput"].get("tokens_per_s_per_device")
+                c.samples_per_s = row["throughput"].get("samples_per_s")
             if "advice" in out:
                 result.best.append({"mesh": c.mesh, "options": c.options, "advice": out["advice"],
                                     "parallel_config": parallel_config(c)})
+        result.ranked.sort(key=key)
 
 
 def parallel_config(c: Config) -> dict:

@@ -300,3 +300,33 @@ def test_sweep_with_sequence_parallelism_on_the_tp_meshes():
     assert estimate_with(adv.plan, StepOptions(optimizer_parallel=False)).step_s == pytest.approx(c.step_s, rel=1e-12)
     best = {b["mesh"]: b["parallel_config"]["mindformers"]["parallel_config"]["use_seq_parallel"] for b in r.best}
     assert best == {"dp=2": False, "tp=2": True}
+
+
+def test_configurations_priced_on_cut_down_plans_are_the_whole_graphs():
+    # a 12-layer model's stages hold more layers than the sweep prices: each option set's step and memory on the
+    # plans of 2 and 3 layers per stage, extrapolated, are what the step model gives the whole graph's plan
+    from strategist import sweep
+    graph = load_graph(TINY, None, ["layers=12", "batch=16"])
+    shapes = shapes_of(graph)
+    sweep._init_worker(graph, "atlas-800t-a2", "data_parallel", None)
+    for mesh in ({"dp": 2, "tp": 2, "cp": 1, "ep": 1, "pp": 1}, {"dp": 2, "tp": 2, "cp": 1, "ep": 1, "pp": 2}):
+        opts = option_sets(mesh, shapes)
+        assert len(opts) >= 6
+        hw = load_hardware("atlas-800t-a2")
+        inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
+        adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="data_parallel")
+        per, cut = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
+        assert per == 12 // mesh["pp"] and sorted(cut) == [2, 3]
+        assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {2 * mesh["pp"], 3 * mesh["pp"]}
+        _per, whole = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw, whole=True)
+        assert list(whole) == [per] and whole[per].graph is graph
+        rows = list(sweep._price_options(per, cut, opts))
+        want = list(sweep._price_options(per, whole, opts))
+        assert any(r["fits"] for r in rows)
+        for r, w in zip(rows, want):
+            assert r["fits"] == w["fits"] and r["memory"] == pytest.approx(w["memory"], rel=1e-12)
+            if w["fits"]:
+                assert r["step_s"] == pytest.approx(w["step_s"], rel=1e-9)
+                assert r["exposed_s"] == pytest.approx(w["exposed_s"], rel=1e-9, abs=1e-15)
+                assert r["throughput"]["tokens_per_s_per_device"] == \
+                    pytest.approx(w["throughput"]["tokens_per_s_per_device"], rel=1e-9)

@@ -388,7 +388,7 @@ class StepEstimate:
         tails = [b - a for a, b in ends]
         self.step_s = span + max(tails)
         self.worst = max(range(opts.pp), key=lambda s: (ends[s][0] + tails[s], s))
-        self.throughput = _throughput(plan, self.step_s, plan.mesh.size * opts.pp)
+        self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
                         "pp_interleave": opts.pp_interleave,
@@ -417,6 +417,16 @@ class StepEstimate:
     def timeline(self):
         """The reported stage's timeline of the micro-batch with the gradient reductions."""
         return self._simulated(self.worst)[1]
+
+    @property
+    def stage_ends(self) -> list[tuple[float, float]]:
+        """Per stage, the ends of its two timelines: one micro-batch without the gradient reductions, and one
+        with them and the optimizer step."""
+        return list(self._ends)
+
+    def stage_totals(self, s: int) -> dict:
+        """Stage ``s``'s schedule totals over the step (its micro-batches, the last with the gradients)."""
+        return self._summary(s)[0]
 
     def _summary(self, s: int):
         """Stage ``s``'s (totals, per-layer rows) for the step: ``m - 1`` micro-batches' forward and backward
@@ -488,14 +498,20 @@ def _memory_of_stage(plan, names: set, s: int, o: StepOptions, zero, prof) -> di
                         drop=selective_drop(plan.graph, o) if o.recompute != "full" else None)
 
 
-def memory_with(plan, opts: StepOptions) -> dict:
-    """:attr:`StepEstimate.memory` of ``plan`` under ``opts`` without scheduling the step (the memory a stage keeps
-    does not depend on the schedule): a sweep schedules only the configurations that fit."""
+def stage_memories(plan, opts: StepOptions) -> list[dict]:
+    """Each pipeline stage's memory (:func:`~.memory.stage_memory`) of ``plan`` under ``opts``, without scheduling
+    the step (the memory a stage keeps does not depend on the schedule)."""
     opts = opts.check()
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
     names = _stage_names(plan.graph, opts.pp, opts.offset or None)
-    mems = [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
+    return [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
+
+
+def memory_with(plan, opts: StepOptions) -> dict:
+    """:attr:`StepEstimate.memory` of ``plan`` under ``opts`` without scheduling the step: a sweep schedules only
+    the configurations that fit."""
+    mems = stage_memories(plan, opts)
     k = max(range(len(mems)), key=lambda i: mems[i]["total"])
     return {**mems[k], "stage": k}
 
@@ -585,7 +601,7 @@ def _estimate(plan, opts: StepOptions) -> StepEstimate:
     return est
 
 
-def _throughput(plan, step: float, devices: int) -> dict:
+def throughput(plan, step: float, devices: int) -> dict:
     """Tokens per second per device, where the model's first input is token ids ``[batch, seq]``."""
     ins = list(getattr(plan.graph, "inputs", {}).values())
     if not ins or step <= 0:

@@ -72,8 +72,9 @@ class ReshapeCostCache:
     def own(self, p: Layout, q: Layout, tl: int) -> None:
         self._own.setdefault((edge_cache_id(p), edge_cache_id(q)), (p, q, tl))
 
-    def pairs(self, pre, nxt, tl: int) -> None:
-        self._products.append((_first_by_key(pre), _first_by_key(nxt), tl))
+    def pairs(self, pre: dict, nxt: dict, tl: int) -> None:
+        """A Reshape's product: its producer layouts and consumer layouts, each as :func:`first_by_key` gives."""
+        self._products.append((pre, nxt, tl))
 
     def get(self, p: Layout, q: Layout, tl: int) -> tuple[Layout, Layout, int]:
         """(input layout, output layout, type length) of the first claimant of ``(p, q)``'s keys; ``(p, q, tl)``
@@ -91,7 +92,7 @@ class ReshapeCostCache:
         return p, q, tl
 
 
-def _first_by_key(layouts) -> dict[int, Layout]:
+def first_by_key(layouts) -> dict[int, Layout]:
     """``{edge_cache_id: the first layout of that key}``."""
     seen: dict = {}
     for lay in layouts:
@@ -134,10 +135,40 @@ class ReshapeSearch:
         return tuple(sig)
 
     def _reshape_swc(self, name: str, fixed: Layout, side: str) -> tuple[Layout, Layout] | None:
-        pre, nxt = self._reshape_pre_layouts(name), self._reshape_next_layouts(name)
-        if pre is None or nxt is None:
+        match = self._reshape_matches(name, fixed, side)
+        if match is None:
             return None
+        if not match:
+            return NO_SWC
         tl = type_len(self.op(name).inputs[0].spec)
+        cache = self.reshape_costs()[1]
+        # (communication, computation): the first cost MindSpore computed for the layout pair, whatever its shape
+        # a pair of layouts met again (several consumers' candidates alike) is priced once
+        priced: dict = {}
+        costs = []
+        for pq in match:
+            c = priced.get(pq)
+            if c is None:
+                c = priced[pq] = reshape_pair_cost(*cache.get(pq[0], pq[1], tl))
+            costs.append(c)
+        zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
+        # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
+        ranked = std_sort(zero, key=lambda t: t[1]) if zero else \
+            std_sort([(i, c[0]) for i, c in enumerate(costs)], key=lambda t: t[1])
+        return match[ranked[0][0]]
+
+    def _reshape_matches(self, name: str, fixed: Layout, side: str) -> list[tuple[Layout, Layout]] | None:
+        """The swcs whose layout on ``side`` equals ``fixed``, in swc order; None where the model does not apply.
+        They depend on the Reshape's neighbours and their configured layouts (its signature), not on the cost
+        cache: memoised on those, across the propagations of one advice."""
+        mk = ("swc matches", self.key(name), fixed, side, self.n, self.fully_use_devices, self.reshape_sigs[name])
+        hit = CHOICES.get(mk, False)
+        if hit is not False:
+            return hit
+        pre, nxt, _firsts = self._reshape_sides(name)
+        if pre is None or nxt is None:
+            CHOICES[mk] = None
+            return None
         side_of = 0 if side == "in" else 1
         # "equals" is TensorLayout::operator== (device arrangement, tensor map and shape), not equal data
         match = [pq for pq in self._reshape_own_swcs(name) if ms_standard_equal(pq[side_of], fixed)]
@@ -146,16 +177,8 @@ class ReshapeSearch:
         else:
             ok = [q for q in nxt if ms_standard_equal(q, fixed)]
             match += [(p, q) for p in pre for q in ok]
-        if not match:
-            return NO_SWC
-        cache = self.reshape_costs()[1]
-        # (communication, computation): the first cost MindSpore computed for the layout pair, whatever its shape
-        costs = [reshape_pair_cost(*cache.get(p, q, tl)) for p, q in match]
-        zero = [(i, c[1]) for i, c in enumerate(costs) if c[0] == 0]
-        # GetSWCIndexBy*LayoutWithZeroComm, else ...WithMiniComm: std::sort by the cost, take the first
-        ranked = std_sort(zero, key=lambda t: t[1]) if zero else \
-            std_sort([(i, c[0]) for i, c in enumerate(costs)], key=lambda t: t[1])
-        return match[ranked[0][0]]
+        CHOICES[mk] = match
+        return match
 
     def reshape_costs(self) -> tuple[int, ReshapeCostCache]:
         """MindSpore's Reshape cost cache (``ReshapeInfo::SetCostForReshape``, "Find the same cost in cache, skip
@@ -192,12 +215,34 @@ class ReshapeSearch:
                     if (self.key(n), self.reshape_sigs[n]) in done:
                         continue
                     done.add((self.key(n), self.reshape_sigs[n]))
-                    pre, nxt = self._reshape_pre_layouts(n), self._reshape_next_layouts(n)
-                    if pre is not None and nxt is not None:
-                        cache.pairs(pre, nxt, type_len(self.op(n).inputs[0].spec))
+                    firsts = self._reshape_firsts(n)
+                    if firsts is not None:
+                        cache.pairs(*firsts, type_len(self.op(n).inputs[0].spec))
                 hit = CHOICES[mk] = (next(FINGERPRINTS), cache)
             self.reshape_cache = hit
         return self.reshape_cache
+
+    def _reshape_sides(self, name: str) -> tuple:
+        """(:meth:`_reshape_pre_layouts`, :meth:`_reshape_next_layouts`), memoised on the Reshape's signature (its
+        neighbours and their configured layouts): the propagations of one advice list them once."""
+        sig = self.reshape_sigs.get(name)
+        if sig is None:
+            sig = self.reshape_sigs[name] = self._reshape_signature(name)
+        mk = ("swc sides", self.key(name), self.n, self.fully_use_devices, sig)
+        hit = CHOICES.get(mk)
+        if hit is None:
+            hit = CHOICES[mk] = [self._reshape_pre_layouts(name), self._reshape_next_layouts(name), None]
+        return hit
+
+    def _reshape_firsts(self, name: str) -> tuple[dict, dict] | None:
+        """Both sides' layouts by :func:`first_by_key` (what the cost cache keeps of them); None where the model
+        does not apply."""
+        hit = self._reshape_sides(name)
+        if hit[0] is None or hit[1] is None:
+            return None
+        if hit[2] is None:
+            hit[2] = (first_by_key(hit[0]), first_by_key(hit[1]))
+        return hit[2]
 
     # -- Reshape as MindSpore models it: strategies-with-cost over its neighbours' candidates --------
     def _reshape_pre_layouts(self, name: str) -> list[Layout] | None:

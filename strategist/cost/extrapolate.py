@@ -1,0 +1,42 @@
+"""A plan's step and memory at ``k`` repeated layers per pipeline stage, read off the same anchors' plans at two
+smaller layer counts. Where every repeated layer after the first carries the same strategies (the anchors of one
+layer copied onto the others), each added layer adds the same schedule items and the same collectives to its
+stage: the ends of a stage's timelines, its schedule totals and its memory are linear in the stage's layer
+count. The pipeline's schedule (:func:`~.pipeline.one_f_one_b`) and the memory's maximum are then taken over the
+extrapolated stages, as :class:`~.step.StepEstimate` takes them over the scheduled ones -- what a sweep prices
+each configuration of an 80-layer model with, on its plans of 2 and 3 layers per stage."""
+from __future__ import annotations
+
+from .pipeline import one_f_one_b
+from .step import StepEstimate, throughput
+
+
+def linear(a: float, b: float, ka: int, kb: int, k: int) -> float:
+    """The value at ``k`` of the line through ``(ka, a)`` and ``(kb, b)``."""
+    return a + (b - a) * (k - ka) / (kb - ka)
+
+
+def memory_at(mems_a: list[dict], mems_b: list[dict], ka: int, kb: int, k: int) -> dict:
+    """The memory of the stage that keeps the most at ``k`` layers per stage, from every stage's memory
+    (:func:`~.step.stage_memories`) at ``ka`` and ``kb``: its ``total``, the ``capacity``, ``fits``, ``stage``."""
+    totals = [linear(x["total"], y["total"], ka, kb, k) for x, y in zip(mems_a, mems_b)]
+    s = max(range(len(totals)), key=totals.__getitem__)
+    cap = mems_a[s]["capacity"]
+    return {"total": totals[s], "capacity": cap, "fits": totals[s] <= cap, "stage": s}
+
+
+def step_at(est_a: StepEstimate, est_b: StepEstimate, ka: int, kb: int, k: int) -> dict:
+    """The step at ``k`` layers per stage from the estimates at ``ka`` and ``kb`` (the same options): ``step_s``,
+    ``throughput`` (as the estimate gives it), the reported stage's ``communication_not_overlapped_s`` and
+    ``stage``."""
+    opts = est_a.opts
+    ends = [(linear(a0, b0, ka, kb, k), linear(a1, b1, ka, kb, k))
+            for (a0, a1), (b0, b1) in zip(est_a.stage_ends, est_b.stage_ends)]
+    span, _bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
+    tails = [b - a for a, b in ends]
+    step = span + max(tails)
+    worst = max(range(opts.pp), key=lambda s: (ends[s][0] + tails[s], s))
+    key = "communication_not_overlapped_s"
+    exposed = linear(est_a.stage_totals(worst)[key], est_b.stage_totals(worst)[key], ka, kb, k)
+    return {"step_s": step, "throughput": throughput(est_a.plan, step, est_a.plan.mesh.size * opts.pp),
+            key: exposed, "stage": worst}
