@@ -74,11 +74,11 @@ test: $(VENV)/.mindformers $(VENV)/.mindone $(VENV)/.ray check-cc lint docs-chec
 	$(MAKE) --no-print-directory test-ms2.10
 
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(PYTEST_JOBS) -m "not slow"
 
 # everything, the large-model and MindFormers-heavy checks too
 test-all: $(VENV)/.mindformers $(VENV)/.mindone check-cc
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_JOBS)
 
 # a second environment on MindSpore 2.10.0: strategist and its test tools, then MindFormers 2.0.0 (the one that pairs
 # with MindSpore 2.10). MindFormers 2.0.0 requires hyper-parallel, which PyPI does not serve: it is installed without
