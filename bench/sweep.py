@@ -57,17 +57,23 @@ def _peak_mb() -> float:
     return max(own, kids) / 1024
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the sweep's workers, once the pool is shut down)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run(key: str, workers: int | None) -> dict:
     from strategist.frontend.loader import load_graph
     from strategist.sweep import sweep_graph
     case = CASES[key]
     t0 = time.perf_counter()
     graph = load_graph(case["model"], None, case["kwargs"])
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), _cpu_s()
     r = sweep_graph(graph, case["devices"], dataset_strategy="full_batch", micro_batches=case["micro_batches"],
                     workers=workers, best=0, sequence_parallel=case.get("sequence_parallel", False))
-    t2 = time.perf_counter()
-    out = {"title": case["title"], "model": os.path.relpath(case["model"], ROOT) + " " + " ".join(case["kwargs"]),
+    t2, c2 = time.perf_counter(), _cpu_s()
+    out = {"sweep_cpu_s": c2 - c1, "title": case["title"], "model": os.path.relpath(case["model"], ROOT) + " " + " ".join(case["kwargs"]),
            "extract_s": t1 - t0, "sweep_s": t2 - t1, "meshes_advised": r.meshes_advised,
            "configurations": len(r.ranked) + len(r.unfit), "ranked": len(r.ranked), "unfit": len(r.unfit),
            "infeasible": len(r.infeasible), "peak_rss_mb": _peak_mb(),
@@ -113,7 +119,8 @@ def main():
         print(f"({k}) {r['title']}: {r['model']}")
         print(f"    extract {r['extract_s']:.1f} s; sweep {r['sweep_s']:.1f} s over {r['meshes_advised']} meshes, "
               f"{r['configurations']} configurations ({r['ranked']} fit, {r['unfit']} out of memory), "
-              f"{r['infeasible']} infeasible; peak RSS {r['peak_rss_mb']:.0f} MB")
+              f"{r['infeasible']} infeasible; CPU {r['sweep_cpu_s']:.0f} s "
+              f"({r['sweep_cpu_s'] / max(r['meshes_advised'], 1):.2f} s per mesh); peak RSS {r['peak_rss_mb']:.0f} MB")
         if r["first"]:
             print(f"    first: {_cfg(r['first'])}")
         p = r.get("published")
