@@ -11,7 +11,8 @@
 
 Every sweep runs as ``strategist sweep`` does: the graph extracted once, each mesh advised on the first two
 repeated layers with their anchors copied onto the others, every memory option priced by the step model (on the
-plans of 2 and 3 layers per pipeline stage, extrapolated to the stage's layers, where that is less to schedule). MindFormers feeds whole batches (``full_batch``), trains with a vocab-parallel cross-entropy and sets
+plans of 2 and 3 layers per pipeline stage, extrapolated to the stage's layers, where that is less to schedule).
+MindFormers feeds whole batches (``full_batch``), trains with a vocab-parallel cross-entropy and sets
 use_seq_parallel where mp > 1, so (a) and (b) do too (every tp mesh advised with sequence parallelism).
 
     .venv/bin/python bench/sweep.py [--json] [--only a,b,c] [--workers N]
@@ -73,8 +74,8 @@ def run(key: str, workers: int | None) -> dict:
     r = sweep_graph(graph, case["devices"], dataset_strategy="full_batch", micro_batches=case["micro_batches"],
                     workers=workers, best=0, sequence_parallel=case.get("sequence_parallel", False))
     t2, c2 = time.perf_counter(), _cpu_s()
-    out = {"sweep_cpu_s": c2 - c1, "title": case["title"], "model": os.path.relpath(case["model"], ROOT) + " " + " ".join(case["kwargs"]),
-           "extract_s": t1 - t0, "sweep_s": t2 - t1, "meshes_advised": r.meshes_advised,
+    out = {"title": case["title"], "model": os.path.relpath(case["model"], ROOT) + " " + " ".join(case["kwargs"]),
+           "extract_s": t1 - t0, "sweep_s": t2 - t1, "sweep_cpu_s": c2 - c1, "meshes_advised": r.meshes_advised,
            "configurations": len(r.ranked) + len(r.unfit), "ranked": len(r.ranked), "unfit": len(r.unfit),
            "infeasible": len(r.infeasible), "peak_rss_mb": _peak_mb(),
            "first": r.ranked[0].to_dict() if r.ranked else None}

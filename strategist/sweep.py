@@ -250,13 +250,23 @@ def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_stra
     first layers (:func:`~strategist.frontend.layers.truncate_layers`), the anchors advised there copied onto every
     layer and propagated over the whole graph."""
     from .advice.advisor import advise
-    from .propagate import propagate
     advice = advise(base, mesh, rules=rules, hardware=hw, dataset_strategy=dataset_strategy)
-    if base is graph:
-        return advice, advice.plan, advice.anchors
-    anchors = copy_anchors(advice.anchors, base, graph)
-    return advice, propagate(graph, mesh, anchors, use_model_strategies=False, dataset_strategy=dataset_strategy,
-                             hardware=hw), anchors
+    return advice, plan_on(graph, base, advice, mesh, hw, dataset_strategy), whole_anchors(advice, base, graph)
+
+
+def whole_anchors(advice, base: OpGraph, graph: OpGraph) -> dict:
+    """The advice on ``base`` as anchors of ``graph``: those of its last layer copied onto every later layer."""
+    return advice.anchors if base is graph else copy_anchors(advice.anchors, base, graph)
+
+
+def plan_on(g: OpGraph, base: OpGraph, advice, mesh: Mesh, hw, dataset_strategy):
+    """The plan of ``g`` (``base``, the graph, or the graph cut down) under the advice's anchors copied onto its
+    layers: the advice's own plan on ``base``."""
+    from .propagate import propagate
+    if g is base:
+        return advice.plan
+    return propagate(g, mesh, whole_anchors(advice, base, g), use_model_strategies=False,
+                     dataset_strategy=dataset_strategy, hardware=hw)
 
 
 def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> dict:
@@ -284,7 +294,7 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whol
         try:
             advice = advise(base, inner, rules=load_rules(w["rules"]), hardware=hw,
                             dataset_strategy=w["dataset_strategy"])
-            anchors = copy_anchors(advice.anchors, base, graph) if base is not graph else advice.anchors
+            anchors = whole_anchors(advice, base, graph)
             per, plans = pricing_plans(advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
             return {"error": str(err).splitlines()[0]}
@@ -306,7 +316,6 @@ def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
     priced on -- the whole graph's, or, where its stages hold more than :data:`PRICE_LAYERS` and pricing those
     is less to schedule, the plans of the graph cut down to that many layers per stage, the advice's anchors
     copied onto every layer of each."""
-    from .propagate import propagate
     w = _WORKER
     graph, base = w["graph"], w["base"]
     layers = len(layer_block(graph)[1])
@@ -315,12 +324,10 @@ def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
     counts = {c for o in options for c in o.comm_recompute_layers + o.select_layers}
     at = [ka, kb] if not whole and base is not graph and per > kb and (ka + kb) * pp < layers and counts <= {0, per} \
         and all(not o.offset for o in options) else [per]
-    plans = {}
-    for k in at if options else ():
-        g = graph if k == per else _truncated(k * pp)
-        plans[k] = advice.plan if g is base else propagate(g, inner, copy_anchors(advice.anchors, base, g), use_model_strategies=False,
-                             dataset_strategy=w["dataset_strategy"], hardware=hw)
-    return per, plans
+    if not options:
+        return per, {}
+    return per, {k: plan_on(graph if k == per else _truncated(k * pp), base, advice, inner, hw, w["dataset_strategy"])
+                 for k in at}
 
 
 def _truncated(layers: int) -> OpGraph:
@@ -343,8 +350,7 @@ def _price_options(per: int, plans: dict, options: list[StepOptions]):
     """Each option set's row: its memory first, and its step where it fits; on the whole graph's plan, or
     extrapolated from two cut-down plans (:func:`pricing_plans`)."""
     if len(plans) < 2:
-        (plan,) = plans.values() if options else (None,)
-        yield from _priced(plan, options)
+        yield from (_priced(*plans.values(), options) if plans else ())
         return
     (ka, pa), (kb, pb) = sorted(plans.items())
     for opts in options:
@@ -495,9 +501,7 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
                 c.reason = row["error"]
                 result.infeasible.append(c)
                 continue
-            c.step_s, c.memory_bytes, c.exposed_s, c.fits = row["step_s"], row["memory"], row["exposed_s"], row["fits"]
-            c.tokens_per_s_per_device = row["throughput"].get("tokens_per_s_per_device")
-            c.samples_per_s = row["throughput"].get("samples_per_s")
+            _fill(c, row)
             if c.fits:
                 result.ranked.append(c)
             else:
@@ -522,13 +526,18 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
             out = _advise_mesh(mesh, [o], True, whole=True)
             row = (out.get("rows") or [{}])[0]
             if row.get("fits"):
-                c.step_s, c.exposed_s = row["step_s"], row["exposed_s"]
-                c.tokens_per_s_per_device = row["throughput"].get("tokens_per_s_per_device")
-                c.samples_per_s = row["throughput"].get("samples_per_s")
+                _fill(c, row)
             if "advice" in out:
                 result.best.append({"mesh": c.mesh, "options": c.options, "advice": out["advice"],
                                     "parallel_config": parallel_config(c)})
         result.ranked.sort(key=key)
+
+
+def _fill(c: Config, row: dict) -> None:
+    """``c``'s figures from its priced row."""
+    c.step_s, c.memory_bytes, c.exposed_s, c.fits = row["step_s"], row["memory"], row["exposed_s"], row["fits"]
+    c.tokens_per_s_per_device = row["throughput"].get("tokens_per_s_per_device")
+    c.samples_per_s = row["throughput"].get("samples_per_s")
 
 
 def parallel_config(c: Config) -> dict:

@@ -2,13 +2,12 @@
 smaller layer counts. Where every repeated layer after the first carries the same strategies (the anchors of one
 layer copied onto the others), each added layer adds the same schedule items and the same collectives to its
 stage: the ends of a stage's timelines, its schedule totals and its memory are linear in the stage's layer
-count. The pipeline's schedule (:func:`~.pipeline.one_f_one_b`) and the memory's maximum are then taken over the
+count. The pipeline's schedule (:func:`~.step.pipeline_step`) and the memory's maximum are then taken over the
 extrapolated stages, as :class:`~.step.StepEstimate` takes them over the scheduled ones -- what a sweep prices
 each configuration of an 80-layer model with, on its plans of 2 and 3 layers per stage."""
 from __future__ import annotations
 
-from .pipeline import one_f_one_b
-from .step import StepEstimate, throughput
+from .step import StepEstimate, pipeline_step, throughput
 
 
 def linear(a: float, b: float, ka: int, kb: int, k: int) -> float:
@@ -32,10 +31,7 @@ def step_at(est_a: StepEstimate, est_b: StepEstimate, ka: int, kb: int, k: int) 
     opts = est_a.opts
     ends = [(linear(a0, b0, ka, kb, k), linear(a1, b1, ka, kb, k))
             for (a0, a1), (b0, b1) in zip(est_a.stage_ends, est_b.stage_ends)]
-    span, _bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
-    tails = [b - a for a, b in ends]
-    step = span + max(tails)
-    worst = max(range(opts.pp), key=lambda s: (ends[s][0] + tails[s], s))
+    step, _bubbles, worst = pipeline_step(ends, opts)
     key = "communication_not_overlapped_s"
     exposed = linear(est_a.stage_totals(worst)[key], est_b.stage_totals(worst)[key], ka, kb, k)
     return {"step_s": step, "throughput": throughput(est_a.plan, step, est_a.plan.mesh.size * opts.pp),

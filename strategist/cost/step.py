@@ -367,6 +367,16 @@ def boundary_bytes(plan, stage) -> dict[int, float]:
     return out
 
 
+def pipeline_step(ends: list[tuple[float, float]], opts: StepOptions) -> tuple[float, list[float], int]:
+    """(the step, each stage's bubble, the stage reported) from each stage's timeline ends -- one micro-batch
+    without the gradient reductions, one with them and the optimizer step: the 1F1B schedule of the first, and the
+    slowest stage's tail of gradients and optimizer after it."""
+    span, bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
+    tails = [b - a for a, b in ends]
+    worst = max(range(len(ends)), key=lambda s: (ends[s][0] + tails[s], s))
+    return span + max(tails), bubbles, worst
+
+
 class StepEstimate:
     """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
     breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
@@ -384,10 +394,7 @@ class StepEstimate:
             else:
                 ends.append(ends[rep])
         self._ends = ends
-        span, self.bubbles = one_f_one_b([a for a, _b in ends], opts.micro_batches, opts.pp_interleave)
-        tails = [b - a for a, b in ends]
-        self.step_s = span + max(tails)
-        self.worst = max(range(opts.pp), key=lambda s: (ends[s][0] + tails[s], s))
+        self.step_s, self.bubbles, self.worst = pipeline_step(ends, opts)
         self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,

@@ -113,13 +113,18 @@ class ReshapeSearch:
         stops at the Reshape without visiting it)."""
         if self.op(name).attrs.get("strategist_local_rows"):
             return None
-        sig = self.reshape_sigs.get(name)
-        if sig is None:
-            sig = self.reshape_sigs[name] = self._reshape_signature(name)
+        sig = self._reshape_sig(name)
         mk = ("swc", self.key(name), fixed, side, self.n, self.fully_use_devices, sig, self.reshape_costs()[0])
         if mk not in CHOICES:
             CHOICES[mk] = self._reshape_swc(name, fixed, side)
         return CHOICES[mk]
+
+    def _reshape_sig(self, name: str) -> tuple:
+        """:meth:`_reshape_signature`, once per search."""
+        sig = self.reshape_sigs.get(name)
+        if sig is None:
+            sig = self.reshape_sigs[name] = self._reshape_signature(name)
+        return sig
 
     def _reshape_signature(self, name: str) -> tuple:
         """What a Reshape's swc list depends on: its producer's and consumers' signatures, and the layouts
@@ -161,7 +166,7 @@ class ReshapeSearch:
         """The swcs whose layout on ``side`` equals ``fixed``, in swc order; None where the model does not apply.
         They depend on the Reshape's neighbours and their configured layouts (its signature), not on the cost
         cache: memoised on those, across the propagations of one advice."""
-        mk = ("swc matches", self.key(name), fixed, side, self.n, self.fully_use_devices, self.reshape_sigs[name])
+        mk = ("swc matches", self.key(name), fixed, side, self.n, self.fully_use_devices, self._reshape_sig(name))
         hit = CHOICES.get(mk, False)
         if hit is not False:
             return hit
@@ -194,10 +199,7 @@ class ReshapeSearch:
         if self.reshape_cache is None:
             names = sorted((n for n in self.reshapes if n in self.created and n not in self.anchors
                             and not self.op(n).attrs.get("strategist_local_rows")), key=self.created.__getitem__)
-            for n in names:
-                if n not in self.reshape_sigs:
-                    self.reshape_sigs[n] = self._reshape_signature(n)
-            mk = ("rcache", tuple((self.key(n), self.reshape_sigs[n]) for n in names), self.n, self.fully_use_devices)
+            mk = ("rcache", tuple((self.key(n), self._reshape_sig(n)) for n in names), self.n, self.fully_use_devices)
             hit = CHOICES.get(mk)
             if hit is None:
                 cache = ReshapeCostCache()
@@ -215,7 +217,7 @@ class ReshapeSearch:
                     if (self.key(n), self.reshape_sigs[n]) in done:
                         continue
                     done.add((self.key(n), self.reshape_sigs[n]))
-                    firsts = self._reshape_firsts(n)
+                    firsts = self._reshape_sides(n)[2]
                     if firsts is not None:
                         cache.pairs(*firsts, type_len(self.op(n).inputs[0].spec))
                 hit = CHOICES[mk] = (next(FINGERPRINTS), cache)
@@ -223,26 +225,16 @@ class ReshapeSearch:
         return self.reshape_cache
 
     def _reshape_sides(self, name: str) -> tuple:
-        """(:meth:`_reshape_pre_layouts`, :meth:`_reshape_next_layouts`), memoised on the Reshape's signature (its
-        neighbours and their configured layouts): the propagations of one advice list them once."""
-        sig = self.reshape_sigs.get(name)
-        if sig is None:
-            sig = self.reshape_sigs[name] = self._reshape_signature(name)
-        mk = ("swc sides", self.key(name), self.n, self.fully_use_devices, sig)
+        """(:meth:`_reshape_pre_layouts`, :meth:`_reshape_next_layouts`, both by :func:`first_by_key` -- what the
+        cost cache keeps of them -- or None where the model does not apply), memoised on the Reshape's signature
+        (its neighbours and their configured layouts): the propagations of one advice list them once."""
+        mk = ("swc sides", self.key(name), self.n, self.fully_use_devices, self._reshape_sig(name))
         hit = CHOICES.get(mk)
         if hit is None:
-            hit = CHOICES[mk] = [self._reshape_pre_layouts(name), self._reshape_next_layouts(name), None]
+            pre, nxt = self._reshape_pre_layouts(name), self._reshape_next_layouts(name)
+            firsts = (first_by_key(pre), first_by_key(nxt)) if pre is not None and nxt is not None else None
+            hit = CHOICES[mk] = (pre, nxt, firsts)
         return hit
-
-    def _reshape_firsts(self, name: str) -> tuple[dict, dict] | None:
-        """Both sides' layouts by :func:`first_by_key` (what the cost cache keeps of them); None where the model
-        does not apply."""
-        hit = self._reshape_sides(name)
-        if hit[0] is None or hit[1] is None:
-            return None
-        if hit[2] is None:
-            hit[2] = (first_by_key(hit[0]), first_by_key(hit[1]))
-        return hit[2]
 
     # -- Reshape as MindSpore models it: strategies-with-cost over its neighbours' candidates --------
     def _reshape_pre_layouts(self, name: str) -> list[Layout] | None:
