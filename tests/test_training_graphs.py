@@ -77,10 +77,10 @@ def test_fold_reshapes_as_reshape_eliminater():
     assert f.training is True
 
 
-def _embedding(ids_shape):
+def _embedding(ids_shape, table_shape=(1024, 64)):
     ids = Input("input", "ids", spec=TensorSpec(tuple(ids_shape), "int32"))
-    table = Input("param", "w", spec=TensorSpec((1024, 64), "float32"))
-    return _op("emb", "Embedding", "", [ids, table], tuple(ids_shape) + (64,))
+    table = Input("param", "w", spec=TensorSpec(tuple(table_shape), "float32"))
+    return _op("emb", "Embedding", "", [ids, table], tuple(ids_shape) + tuple(table_shape[1:]))
 
 
 def test_embedding_with_flat_ids_generates_only_vocabulary_splits_over_every_device():
@@ -96,3 +96,19 @@ def test_embedding_with_2d_ids_keeps_the_unsplit_vocabulary():
     got = candidates(_embedding((8, 32)), 8)
     assert ((1, 1), (1, 1)) in got and ((1, 1), (1, 8)) in got and ((1, 1), (2, 4)) in got
     assert ((1, 1), (2, 1)) not in got and ((1, 1), (2, 2)) not in got
+
+
+def test_embedding_splits_its_table_over_every_device_and_its_vocabulary_by_the_ids_rows():
+    """mindone LLaMA's EmbeddingInfo in verify's child (ids int32 [2, 2048], table float32 [32000, 256], 8 devices,
+    GLOG_v=1): "Successfully generated" [[1, 1], [1, 1]], [[1, 1], [1, 8]], [[1, 1], [2, 4]] only -- [1, 2], [1, 4]
+    and the other splits on fewer devices "param_strategy ... is not supported" (CheckProductValidity), [4, 2] and
+    [8, 1] fail InferTensorInfo (the output's dim 0, 2 rows, takes the vocabulary's split). GetStrategyByVisitedEdges
+    prices them "computation cost: 3.27844e+07", "4.11238e+06", "4.11238e+06": the ids' slice plus the table's."""
+    from strategist.engine.rules.computation import computation_cost
+    from strategist.engine.rules.registry import rule_for
+    from strategist.engine.rules.sharding import shard
+    op = _embedding((2, 2048), (32000, 256))
+    got = candidates(op, 8)
+    assert got == [((1, 1), (1, 1)), ((1, 1), (1, 8)), ((1, 1), (2, 4))]
+    costs = [computation_cost(op, rule_for(op), shard(op, s, 8), 8) for s in got]
+    assert costs == [32784384.0, 4112384.0, 4112384.0]

@@ -108,20 +108,27 @@ def embedding_rule(op: Op) -> FactorRule:
     strategy (input, weight); out = input.shape + [H]. MindSpore's EmbeddingInfo refuses any split
     of the indices (checked: ``((2, 1), (1, 1))``, ``((8, 1), (1, 1))`` refused). A vocabulary split is a
     reduction factor (each device looks up its own rows). Measured on 8 devices (MindSpore 2.9.0 itself, and the
-    EmbeddingInfo candidates of MindFormers' qwen3 in verify's GLOG_v=1 log): a vocabulary split must use
-    every device (GatherInfo::CheckProductValidity, "param_strategy [2, 1] is not supported": ``((1, 1),
+    EmbeddingInfo candidates of MindFormers' qwen3 and mindone's LLaMA in verify's GLOG_v=1 log): a table split
+    must use every device (GatherInfo::CheckProductValidity, "param_strategy [2, 1] is not supported": ``((1, 1),
     (2, 1))``, ``((1, 1), (2, 2))``, ``((1,), (2, 1))`` refused; ``((1,), (8, 1))``, ``((1,), (2, 4))`` taken),
     and with 1-D indices the unsplit-vocabulary ("normal") mode fails its tensor-info inference
     ("tensor_map_origin_ size must be equal to tensor_shape_origin_ size": ``((1,), (1, 1))``, ``((1,), (1, 8))``
     refused, while 2-D indices take ``((1, 1), (1, 1))`` and ``((1, 1), (1, 8))``)."""
     i = shape_of(op, 0)
     rule = make_rule(op, ["v", "h"], [[None] * len(i), ["v", "h"]], [[None] * len(i) + ["h"]], [0, 1])
-    # 1-D indices (MindFormers' ids reshaped to [B*S]): the vocabulary split reduce-scatters onto the output's
-    # rows, as Gather's table-row split does (verify's GLOG_v=1 log of deepseek3: EmbeddingInfo's candidates
-    # ((1), (2, 4)), ((1), (4, 2)), ((1), (8, 1)) give the Reshape after it the input layouts [2, 4] / [4, 2]
-    # tensor map [1, 0] and [8] tensor map [0, -1], dim 0 split by the vocabulary's devices)
-    gather = GatherAxis("v", (), 2, 0, i[0]) if len(i) == 1 else ()
-    return dataclasses.replace(rule, split_uses_all=frozenset({"v"}), gather_axis=gather,
+    # the vocabulary split reduce-scatters onto the output's dim 0, as Gather's table-row split does (verify's
+    # GLOG_v=1 log of deepseek3: EmbeddingInfo's candidates ((1), (2, 4)), ((1), (4, 2)), ((1), (8, 1)) give the
+    # Reshape after it the input layouts [2, 4] / [4, 2] tensor map [1, 0] and [8] tensor map [0, -1], dim 0 split
+    # by the vocabulary's devices); a split that does not divide the ids' dim 0 fails InferTensorInfo ("0th input
+    # shape is not divisible"), so the generator only splits the vocabulary by divisors of both (mindone LLaMA's
+    # ids [2, 2048], vocabulary 32000 on 8 devices: ((1, 1), (2, 4)) taken, ((1, 1), (4, 2)) and ((1, 1), (8, 1))
+    # refused). CheckProductValidity refuses a table split on fewer than every device, the hidden dim's alone
+    # too ("param_strategy [1, 2] is not supported", [1, 4] likewise): only ((1, 1), (1, 1)), ((1, 1), (1, 8))
+    # and ((1, 1), (2, 4)) are generated there
+    gather = GatherAxis("v", (), 2, 0, i[0])
+    vocab = shape_of(op, 1)[0]
+    return dataclasses.replace(rule, split_uses_all=frozenset({"v", "h"}), gather_axis=gather,
+                               cand_sizes=(("v", math.gcd(vocab, i[0])),),
                                must_split=frozenset({"v"}) if len(i) == 1 else frozenset())
 
 

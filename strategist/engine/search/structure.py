@@ -8,7 +8,7 @@ import dataclasses
 from ...vocab.graph import Op, OpGraph
 from ...vocab.anchors import DATASET
 from .caches import cached_rule
-from .kinds import RESHAPES
+from .kinds import NO_OPERATOR_INFO, RESHAPES
 from .orders import creation_order
 
 
@@ -150,15 +150,26 @@ def graph_structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
             e = _input_edge(x, slot, dataset)
             if e is not None:
                 data_prev[op.name].append(e)
+    absent = frozenset(op.name for op in cost_graph if op.type in NO_OPERATOR_INFO)
     for op in cost_graph:
         for slot, x in enumerate(op.inputs):
             e = _input_edge(x, slot, dataset)
             if e is None:
                 continue
-            if x.edge:
+            if x.edge and op.name not in absent and e[0] not in absent:
                 prev[op.name].append(e)
                 succ[e[0]].append((e[1], op.name, slot))
     created = creation_order(cost_graph, forward=forward)
+    if absent:                      # no OperatorInfo, no creation index: the operators after them move up
+        ranked = sorted((k, n) for n, k in created.items() if n != DATASET)
+        gone = 0
+        for k, n in ranked:
+            if n in absent:
+                gone += 1
+            else:
+                created[n] = k - gone
+        for n in absent:            # after everything (they take their defaults)
+            created[n] = len(ranked) + 1
     for name in copies:             # no OperatorInfo of their own: after everything (they take the first call's)
         created[name] = len(created) + 1
     idents = tmp_identities(cost_graph, succ, prev, created)
