@@ -9,13 +9,16 @@
 (c) the sweep's time over every factorisation of 1024 devices for the 80-layer 70B shape -- target <= 60 s on
     this 2-core machine -- with its peak memory.
 
-Every sweep runs as ``strategist sweep`` does: the graph extracted once, each mesh advised on the first two
-repeated layers with their anchors copied onto the others, every memory option priced by the step model (on the
-plans of 2 and 3 layers per pipeline stage, extrapolated to the stage's layers, where that is less to schedule).
+Every sweep runs as ``strategist sweep`` does: the graph extracted once, each family of meshes (the same tp, cp and
+ep) advised at one of them on the first two repeated layers, their anchors copied onto the others and carried onto
+the family's other meshes, every memory option priced by the step model (on the plans of 2 and 3 layers per
+pipeline stage, extrapolated to the stage's layers, where that is less to schedule), then the fastest meshes
+advised on their own. ``--check`` runs (c) again with every mesh advised on its own (``--exhaustive``) and prints
+how the two rankings compare.
 MindFormers feeds whole batches (``full_batch``), trains with a vocab-parallel cross-entropy and sets
 use_seq_parallel where mp > 1, so (a) and (b) do too (every tp mesh advised with sequence parallelism).
 
-    .venv/bin/python bench/sweep.py [--json] [--only a,b,c] [--workers N]
+    .venv/bin/python bench/sweep.py [--json] [--only a,b,c] [--workers N] [--check]
 """
 import argparse
 import json
@@ -64,18 +67,20 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run(key: str, workers: int | None) -> dict:
+def run(key: str, workers: int | None, check: bool = False) -> dict:
     from strategist.frontend.loader import load_graph
     from strategist.sweep import sweep_graph
     case = CASES[key]
     t0 = time.perf_counter()
     graph = load_graph(case["model"], None, case["kwargs"])
     t1, c1 = time.perf_counter(), _cpu_s()
-    r = sweep_graph(graph, case["devices"], dataset_strategy="full_batch", micro_batches=case["micro_batches"],
-                    workers=workers, best=0, sequence_parallel=case.get("sequence_parallel", False))
+    kw = dict(dataset_strategy="full_batch", micro_batches=case["micro_batches"], workers=workers, best=0,
+              sequence_parallel=case.get("sequence_parallel", False))
+    r = sweep_graph(graph, case["devices"], **kw)
     t2, c2 = time.perf_counter(), _cpu_s()
     out = {"title": case["title"], "model": os.path.relpath(case["model"], ROOT) + " " + " ".join(case["kwargs"]),
            "extract_s": t1 - t0, "sweep_s": t2 - t1, "sweep_cpu_s": c2 - c1, "meshes_advised": r.meshes_advised,
+           "meshes_carried": r.meshes_carried,
            "configurations": len(r.ranked) + len(r.unfit), "ranked": len(r.ranked), "unfit": len(r.unfit),
            "infeasible": len(r.infeasible), "peak_rss_mb": _peak_mb(),
            "first": r.ranked[0].to_dict() if r.ranked else None}
@@ -96,7 +101,35 @@ def run(key: str, workers: int | None) -> dict:
             out["met"] = rank == 0 or out["published"]["gap"] <= case["target"]
     else:
         out["met"] = t2 - t1 <= case["target_s"]
+    if check:
+        t3 = time.perf_counter()
+        every = sweep_graph(graph, case["devices"], exhaustive=True, **kw)
+        out["check"] = dict(compare(r, every), exhaustive_s=time.perf_counter() - t3)
     return out
+
+
+def compare(r, every) -> dict:
+    """How the families' ranking ``r`` compares with every mesh advised on its own (``every``)."""
+    def key(c):
+        return c.mesh, tuple(sorted(c.options.items()))
+
+    def meshes(rows, n):
+        seen: list = []
+        for c in rows:
+            if c.mesh not in seen:
+                seen.append(c.mesh)
+        return seen[:n]
+    want = {key(c): c for c in every.ranked + every.unfit}
+    rows = r.ranked + r.unfit
+    own = [c for c in rows if c.anchors_from == c.mesh]
+    dev = sorted(abs(c.step_s / want[key(c)].step_s - 1) for c in rows
+                 if c.anchors_from != c.mesh and c.step_s and want[key(c)].step_s)
+    return {"same_first": key(r.ranked[0]) == key(every.ranked[0]) and r.ranked[0].step_s == every.ranked[0].step_s,
+            "same_top10_meshes": meshes(r.ranked, 10) == meshes(every.ranked, 10),
+            "own_rows": len(own), "own_rows_equal": sum(1 for c in own if c.step_s == want[key(c)].step_s),
+            "carried_rows": len(dev), "fits_differ": sum(1 for c in rows if c.fits != want[key(c)].fits),
+            "carried_median": dev[len(dev) // 2] if dev else 0.0, "carried_p90": dev[int(0.9 * len(dev))] if dev else 0.0,
+            "carried_max": dev[-1] if dev else 0.0}
 
 
 def _cfg(c: dict) -> str:
@@ -111,17 +144,29 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="a,b,c", help="which of a, b, c to run")
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: every core)")
+    ap.add_argument("--check", action="store_true", help="(c) again with every mesh advised, compared")
     args = ap.parse_args()
-    out = {k: run(k, args.workers) for k in args.only.split(",")}
+    out = {k: run(k, args.workers, args.check and k == "c") for k in args.only.split(",")}
     if args.json:
         print(json.dumps(out, indent=1, sort_keys=True))
         return
     for k, r in out.items():
         print(f"({k}) {r['title']}: {r['model']}")
-        print(f"    extract {r['extract_s']:.1f} s; sweep {r['sweep_s']:.1f} s over {r['meshes_advised']} meshes, "
+        n = r["meshes_advised"] + r["meshes_carried"]
+        print(f"    extract {r['extract_s']:.1f} s; sweep {r['sweep_s']:.1f} s over {n} meshes ({r['meshes_advised']} "
+              f"advised on their own, {r['meshes_carried']} with their family's anchors), "
               f"{r['configurations']} configurations ({r['ranked']} fit, {r['unfit']} out of memory), "
               f"{r['infeasible']} infeasible; CPU {r['sweep_cpu_s']:.0f} s "
-              f"({r['sweep_cpu_s'] / max(r['meshes_advised'], 1):.2f} s per mesh); peak RSS {r['peak_rss_mb']:.0f} MB")
+              f"({r['sweep_cpu_s'] / max(n, 1):.2f} s per mesh); peak RSS {r['peak_rss_mb']:.0f} MB")
+        ch = r.get("check")
+        if ch:
+            print(f"    every mesh advised on its own: {ch['exhaustive_s']:.1f} s; the same first configuration: "
+                  f"{'yes' if ch['same_first'] else 'NO'}; the same ten fastest meshes in order: "
+                  f"{'yes' if ch['same_top10_meshes'] else 'NO'}; rows of meshes advised on their own equal: "
+                  f"{ch['own_rows_equal']} of {ch['own_rows']}; rows with their family's anchors: {ch['carried_rows']}, "
+                  f"step off by median {ch['carried_median'] * 100:.2f} %, 90th percentile "
+                  f"{ch['carried_p90'] * 100:.1f} %, at most {ch['carried_max'] * 100:.1f} %; "
+                  f"{ch['fits_differ']} rows fit in one ranking only")
         if r["first"]:
             print(f"    first: {_cfg(r['first'])}")
         p = r.get("published")

@@ -285,6 +285,12 @@ def _sweep_command(command) -> None:
                         "full_batch for MindFormers configs)")
     sequence_parallel_arg(g)
     g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
+    g.add_argument("--exhaustive", action="store_true",
+                   help="advise every mesh on its own (default: each family of meshes with the same tp, cp and ep "
+                        "is advised at one of them and its others priced with those anchors, then the fastest "
+                        "meshes are advised on their own)")
+    g.add_argument("--refine", type=int, default=None, metavar="N",
+                   help="how many of the fastest meshes are advised on their own after the families (default 8)")
     g.add_argument("--ray", metavar="ADDRESS",
                    help="run the meshes as tasks on a Ray cluster: its address (auto, ray://host:10001) or local "
                         "(pip install 'strategist[ray]')")
@@ -510,13 +516,16 @@ def _sweep(parser, args, said: list) -> int:
     from .sweep import sweep_model
     if args.devices < 1 or (args.workers is not None and args.workers < 1):
         _command_parser(parser, "sweep").error("--devices and --workers must be >= 1")
+    if args.refine is not None and args.refine < 0:
+        _command_parser(parser, "sweep").error("--refine must be >= 0")
     result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs,
                          training=not args.eval, hardware=args.hardware,
                          axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
                          max_tp=args.max_tp, max_pp=args.max_pp,
                          micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
                          dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
-                         workers=args.workers, ray=args.ray, sequence_parallel=args.sequence_parallel)
+                         workers=args.workers, ray=args.ray, sequence_parallel=args.sequence_parallel,
+                         exhaustive=args.exhaustive, **({} if args.refine is None else {"refine": args.refine}))
     if args.format == "json":
         _write(args, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     elif args.format == "html":
@@ -525,7 +534,8 @@ def _sweep(parser, args, said: list) -> int:
     else:
         _write(args, sweep_text(result, markdown=args.format == "md", max_rows=args.max_rows))
     if result.interrupted:
-        _say(said + [f"interrupted: the ranking of the {result.meshes_advised} meshes advised so far"])
+        _say(said + [f"interrupted: the ranking of the {result.meshes_advised + result.meshes_carried} meshes "
+                     f"priced so far"])
         return 130
     _say(said)
     return 0

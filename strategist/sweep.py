@@ -20,6 +20,7 @@ progress bar shows on a terminal, and Ctrl-C stops the sweep with what it ranked
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import gc
 import itertools
@@ -29,6 +30,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import progress
+from .advice.carry import carry_anchors, told_apart
 from .cost.extrapolate import memory_at, step_at
 from .cost.step import StepOptions, estimate_with, memory_with, stage_memories
 from .engine.rules.attention import FA_LAYOUTS
@@ -38,7 +40,7 @@ from .errors import InputSpecError, StrategistError
 from .advice.anatomy import uses_sequence_parallel
 from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
-from .sweep_ray import run_on_ray
+from .sweep_ray import ray_runner
 from .vocab.graph import OpGraph
 from .vocab.mesh import Mesh
 
@@ -49,6 +51,8 @@ ADVISE_LAYERS = 2
 #: the repeated layers per pipeline stage each configuration is priced at where the stages hold more: its step and
 #: memory at the stage's whole layer count are extrapolated from these two (:mod:`strategist.cost.extrapolate`)
 PRICE_LAYERS = (2, 3)
+#: the meshes advised on their own whatever their family: the fastest this many (by their fastest configuration)
+REFINE = 8
 
 
 @dataclass(frozen=True)
@@ -80,12 +84,14 @@ class Config:
     anchors: int | None = None
     fits: bool = False
     reason: str = ""
+    anchors_from: str = ""       # the mesh whose advice its anchors are: its own, or its family's advised one
 
     def to_dict(self) -> dict:
         return {"mesh": self.mesh, "options": self.options, "step_s": self.step_s,
                 "tokens_per_s_per_device": self.tokens_per_s_per_device, "samples_per_s": self.samples_per_s,
                 "memory_bytes": self.memory_bytes, "communication_not_overlapped_s": self.exposed_s,
-                "anchors": self.anchors, "fits": self.fits, "reason": self.reason}
+                "anchors": self.anchors, "anchors_from": self.anchors_from, "fits": self.fits,
+                "reason": self.reason}
 
 
 @dataclass
@@ -98,13 +104,15 @@ class SweepResult:
     infeasible: list[Config] = field(default_factory=list)   # cannot run, with the reason
     best: list[dict] = field(default_factory=list)           # the best meshes' advice, as advise --format json
     interrupted: bool = False
-    meshes_advised: int = 0
+    meshes_advised: int = 0                                  # advised on their own
+    meshes_carried: int = 0                                  # priced with their family's advice
 
     def to_dict(self) -> dict:
         return {"model": self.model, "devices": self.devices, "hardware": self.hardware,
                 "ranked": [c.to_dict() for c in self.ranked], "unfit": [c.to_dict() for c in self.unfit],
                 "infeasible": [c.to_dict() for c in self.infeasible], "best": self.best,
-                "interrupted": self.interrupted, "meshes_advised": self.meshes_advised}
+                "interrupted": self.interrupted, "meshes_advised": self.meshes_advised,
+                "meshes_carried": self.meshes_carried}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -263,25 +271,45 @@ def plan_on(g: OpGraph, base: OpGraph, advice, mesh: Mesh, hw, dataset_strategy)
     """The plan of ``g`` (``base``, the graph, or the graph cut down) under the advice's anchors copied onto its
     layers: the advice's own plan on ``base``."""
     from .propagate import propagate
-    if g is base:
+    if g is base and advice.plan is not None:
         return advice.plan
     return propagate(g, mesh, whole_anchors(advice, base, g), use_model_strategies=False,
                      dataset_strategy=dataset_strategy, hardware=hw)
 
 
-def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions]) -> dict:
+def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], carry=None, share=False) -> dict:
     """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
     ``(graph, hardware, dataset_strategy, rules)``, set up again whenever the task receives another state object
     (Ray may hand each task its own deserialised copy)."""
     if _WORKER.get("state") is not state:
         _init_pool_worker(*state)
         _WORKER["state"] = state
-    return _advise_mesh(mesh, options, False)
+    return _advise_mesh(mesh, options, False, carry=carry, share=share)
 
 
-def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whole: bool = False) -> dict:
-    """In a worker: the advice for ``mesh`` without its pp axis and each option set's step on its plan (``whole``:
-    on the whole graph's plan, never extrapolated)."""
+@dataclass
+class Carried:
+    """A family's advice carried onto another of its meshes: the anchors on the graph the mesh is advised on
+    (:func:`strategist.advice.carry.carry_anchors`); their plan is propagated on the graphs priced
+    (:func:`plan_on`), the advised graph's only where it is one of them."""
+
+    anchors: dict
+    plan: object = None
+
+
+def _carried(carry, inner: Mesh) -> Carried | None:
+    """``carry`` -- (the family's advised mesh, its anchors on the advised graph) -- on ``inner``; None where the
+    anchors do not carry over (the mesh is then advised on its own, as where their plans fail)."""
+    src, anchors = carry
+    moved = carry_anchors(anchors, Mesh.parse(src), inner)
+    return None if moved is None else Carried(moved)
+
+
+def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whole: bool = False, carry=None,
+                 share: bool = False) -> dict:
+    """In a worker: the advice for ``mesh`` without its pp axis (or ``carry``'s, its family's, carried onto it) and
+    each option set's step on its plan (``whole``: on the whole graph's plan, never extrapolated; ``share``: the
+    advice's anchors returned too, for the family's other meshes)."""
     from .advice.advisor import advise, load_rules
     from .files.hardware import load_hardware
     from .report.render import advice_dict
@@ -292,14 +320,21 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whol
     # one collection after the mesh's advice and options, not one per propagation and estimate
     with no_cyclic_gc():
         try:
-            advice = advise(base, inner, rules=load_rules(w["rules"]), hardware=hw,
-                            dataset_strategy=w["dataset_strategy"])
+            advice = _carried(carry, inner) if carry else None
+            own = advice is None
+            if own:
+                advice = advise(base, inner, rules=load_rules(w["rules"]), hardware=hw,
+                                dataset_strategy=w["dataset_strategy"])
             anchors = whole_anchors(advice, base, graph)
             per, plans = pricing_plans(advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
-            return {"error": str(err).splitlines()[0]}
+            if not own:          # the family's anchors priced badly here: the mesh's own advice instead
+                return _advise_mesh(mesh, options, with_advice, whole, None, share)
+            return {"error": str(err).splitlines()[0], "own": True}
         rows = list(_price_options(per, plans, options))
-    out = {"anchors": len(anchors), "rows": rows}
+    out = {"anchors": len(anchors), "rows": rows, "own": own}
+    if share and own:
+        out["shared"] = (str(inner), advice.anchors)
     if with_advice:
         out["advice"] = advice_dict(advice)
         if base is not graph:
@@ -331,7 +366,10 @@ def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
 
 
 def _truncated(layers: int) -> OpGraph:
-    """The sweep's graph cut down to its first ``layers`` repeated layers, once per worker."""
+    """The sweep's graph cut down to its first ``layers`` repeated layers, once per worker (the advised graph
+    where it has as many)."""
+    if len(layer_block(_WORKER["base"])[1]) == layers:
+        return _WORKER["base"]
     cut = _WORKER.setdefault("truncated", {})
     if layers not in cut:
         cut[layers] = truncate_layers(_WORKER["graph"], layers)
@@ -400,11 +438,13 @@ def _options_dict(o: StepOptions) -> dict:
 def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2", axes=AXES,
                 max_tp: int | None = None, max_pp: int | None = None, dataset_strategy="data_parallel",
                 rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
-                best: int = 3, ray: str | None = None, sequence_parallel: bool = False) -> SweepResult:
+                best: int = 3, ray: str | None = None, sequence_parallel: bool = False,
+                exhaustive: bool = False, refine: int = REFINE) -> SweepResult:
     """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default:
     every core; 1 runs in this process); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on
     instead (:mod:`strategist.sweep_ray`); ``sequence_parallel``: every mesh with tp advised with sequence
-    parallelism where the model's layout allows it (each configuration's ``options`` says where it applied)."""
+    parallelism where the model's layout allows it (each configuration's ``options`` says where it applied);
+    ``exhaustive``: every mesh advised on its own, not only each family's one and the ``refine`` fastest."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]
@@ -429,17 +469,106 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     if workers > 1 or ray:
         _prepare_front_end(graph, todo)
     results: dict[int, dict] = {}
+    seeds = family_seeds(todo, exhaustive)
     try:
-        with progress.interrupt_raises():        # Ctrl-C: stop, and rank what was advised so far
-            runs = _run(graph, hardware, dataset_strategy, rules, todo, workers) if not ray else \
-                run_on_ray(ray, (graph, hardware, dataset_strategy, rules), todo, advise_mesh_task)
-            for k, out in progress.bar(runs, "sweep", total=len(todo)):
-                results[k] = out
+        with progress.interrupt_raises(), \
+                _executor(graph, hardware, dataset_strategy, rules, workers, ray) as run:   # Ctrl-C: rank so far
+            # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
+            first = sorted(set(seeds.values()))
+            for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, True) for k in first]),
+                                       "sweep: advising each family", total=len(first)):
+                results[first[j]] = out
+            rest = [k for k in range(len(todo)) if k not in results]
+            tasks = [(todo[k][0], todo[k][1], results[seeds[k]].get("shared"), False) for k in rest]
+            for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(rest)):
+                results[rest[j]] = out
+            for _round in range(len(todo)):
+                redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
+                if not redo:
+                    break
+                for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, False) for k in redo]),
+                                           "sweep: advising the fastest", total=len(redo)):
+                    results[redo[j]] = out
     except KeyboardInterrupt:
         result.interrupted = True
-    result.meshes_advised = len(results)
-    _rank(result, todo, results, 0 if result.interrupted else best, graph, hardware, dataset_strategy, rules)
+    result.meshes_advised = sum(1 for out in results.values() if out.get("own"))
+    result.meshes_carried = len(results) - result.meshes_advised
+    _rank(result, todo, results, seeds, 0 if result.interrupted else best, graph, hardware, dataset_strategy, rules)
     return result
+
+
+def family_of(mesh: dict) -> tuple:
+    """A mesh's family: its tp, cp and ep (the meshes of one family differ in dp and pp alone)."""
+    return tuple(mesh.get(a, 1) for a in ("tp", "cp", "ep"))
+
+
+def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
+    """``{index: the index of the mesh advised for its family}`` over ``todo``'s meshes: the family's middle mesh by
+    pp, among those with dp > 1 (dp stays an axis of every mesh the anchors are carried to) and, first, those
+    whose axis sizes tell their sets apart (:func:`~strategist.advice.carry.told_apart`); each mesh its own with
+    ``exhaustive``."""
+    if exhaustive:
+        return {k: k for k in range(len(todo))}
+    families: dict = {}
+    for k, (mesh, _opts) in enumerate(todo):
+        families.setdefault(family_of(mesh), []).append(k)
+    seeds = {}
+    for members in families.values():
+        members.sort(key=lambda k: todo[k][0].get("pp", 1))
+        inner = [Mesh.parse(mesh_text({a: v for a, v in todo[k][0].items() if a != "pp"})) for k in members]
+        pick = [k for k, m in zip(members, inner) if m.get("dp") > 1 and told_apart(m)] or \
+            [k for k, m in zip(members, inner) if m.get("dp") > 1] or members
+        seed = pick[len(pick) // 2]
+        seeds.update({k: seed for k in members})
+    return seeds
+
+
+def fastest_meshes(todo, results: dict, n: int) -> list[int]:
+    """The indices of the ``n`` meshes whose fastest fitting configuration is fastest."""
+    best = []
+    for k, out in results.items():
+        steps = [r["step_s"] for r in out.get("rows", ()) if r.get("fits") and r.get("step_s") is not None]
+        if steps:
+            best.append((round(min(steps), 12), mesh_text(todo[k][0]), k))
+    return [k for _s, _m, k in sorted(best)[:n]]
+
+
+@contextlib.contextmanager
+def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
+    """``run(tasks)``: ``(position, result)`` of each ``(mesh, options, carry, share)`` task as it completes -- in
+    this process (one worker, in order), on a process pool kept for the sweep's rounds, or as Ray tasks."""
+    state = (graph, hardware, dataset_strategy, rules)
+    if ray:
+        with ray_runner(ray, state, advise_mesh_task) as run:
+            yield run
+        return
+    if workers <= 1:
+        _init_worker(*state)
+        yield lambda tasks: ((j, _advise_mesh(m, o, False, carry=c, share=s)) for j, (m, o, c, s) in enumerate(tasks))
+        return
+    ctx = multiprocessing.get_context("fork")
+    pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker, initargs=state)
+    pids: list[int] = []
+
+    def run(tasks):
+        futures = {pool.submit(_advise_mesh, m, o, False, carry=c, share=s): j for j, (m, o, c, s) in enumerate(tasks)}
+        for pid in [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]:
+            if pid not in pids:           # killed with the run if it is interrupted on its way out
+                pids.append(pid)
+                progress.add_worker(pid)
+        for f in cf.as_completed(futures):
+            yield futures[f], f.result()
+    try:
+        yield run
+    except BaseException:                          # Ctrl-C: the meshes still being advised are not waited for
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        for pid in pids:
+            progress.remove_worker(pid)
+    pool.shutdown(wait=True)
 
 
 def _prepare_front_end(graph: OpGraph, todo) -> None:
@@ -453,36 +582,7 @@ def _prepare_front_end(graph: OpGraph, todo) -> None:
         loss_own_strategies(graph, Mesh.parse(mesh))
 
 
-def _run(graph, hardware, dataset_strategy, rules, todo, workers):
-    """``(index, result)`` of each mesh as it completes (in order of index with one worker)."""
-    if workers <= 1:
-        _init_worker(graph, hardware, dataset_strategy, rules)
-        for k, (mesh, opts) in enumerate(todo):
-            yield k, _advise_mesh(mesh, opts, False)
-        return
-    ctx = multiprocessing.get_context("fork")
-    pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker,
-                                  initargs=(graph, hardware, dataset_strategy, rules))
-    pids: list[int] = []
-    try:
-        futures = {pool.submit(_advise_mesh, mesh, opts, False): k for k, (mesh, opts) in enumerate(todo)}
-        pids = [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]
-        for pid in pids:                  # killed with the run if it is interrupted on its way out
-            progress.add_worker(pid)
-        for f in cf.as_completed(futures):
-            yield futures[f], f.result()
-    except BaseException:                          # Ctrl-C: the meshes still being advised are not waited for
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    finally:
-        for pid in pids:
-            progress.remove_worker(pid)
-    pool.shutdown(wait=True)
-
-
-def _rank(result: SweepResult, todo, results, best: int, graph, hardware, dataset_strategy, rules) -> None:
+def _rank(result: SweepResult, todo, results, seeds, best: int, graph, hardware, dataset_strategy, rules) -> None:
     option_of: dict = {}
     for k, (mesh, opts) in enumerate(todo):
         out = results.get(k)
@@ -494,8 +594,10 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
             continue
         sp = graph.sequence_parallel and uses_sequence_parallel(graph, Mesh.parse(mesh_text(
             {a: v for a, v in mesh.items() if a != "pp"})))
+        source = mesh_text(mesh) if out.get("own") else mesh_text(todo[seeds[k]][0])
         for o, row in zip(opts, out["rows"]):
-            c = Config(mesh_text(mesh), dict(_options_dict(o), sequence_parallel=sp), anchors=out["anchors"])
+            c = Config(mesh_text(mesh), dict(_options_dict(o), sequence_parallel=sp), anchors=out["anchors"],
+                       anchors_from=source)
             option_of[id(c)] = (mesh, o)
             if "error" in row:
                 c.reason = row["error"]
@@ -519,7 +621,8 @@ def _rank(result: SweepResult, todo, results, best: int, graph, hardware, datase
     result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.mesh))
     if best and result.ranked:
         _init_worker(graph, hardware, dataset_strategy, rules)
-        firsts = [c for k, c in enumerate(result.ranked) if c.mesh not in {d.mesh for d in result.ranked[:k]}]
+        seen: set = set()
+        firsts = [c for c in result.ranked if c.mesh not in seen and not seen.add(c.mesh)]
         for c in firsts[:best]:            # the fastest configuration of each of the best meshes
             # advised again with its advice reported, and priced on the whole graph's plan (as ``advise`` prices it)
             mesh, o = option_of[id(c)]

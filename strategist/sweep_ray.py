@@ -1,9 +1,11 @@
 """The sweep's meshes as Ray tasks (``strategist sweep --ray ADDRESS``), for sweeps that outgrow one machine: the
 graph goes into Ray's object store once, each mesh is one task running what a local worker runs
-(:func:`strategist.sweep.advise_mesh_task`), results arrive as they complete. Ray is an optional extra
-(``pip install 'strategist[ray]'``); ``ADDRESS`` is a running cluster's (``auto``, ``ray://host:10001``) or
+(:func:`strategist.sweep.advise_mesh_task`), results arrive as they complete, a round of tasks at a time. Ray is
+an optional extra (``pip install 'strategist[ray]'``); ``ADDRESS`` is a running cluster's (``auto``, ``ray://host:10001``) or
 ``local`` for a Ray started on this machine for the sweep."""
 from __future__ import annotations
+
+import contextlib
 
 from .errors import InputSpecError
 
@@ -17,9 +19,11 @@ def import_ray():
     return ray
 
 
-def run_on_ray(address: str, state: tuple, todo: list, task):
-    """``(index, result)`` of each of ``todo``'s meshes as its Ray task completes; ``task(state, mesh, options)``
-    runs one. A Ctrl-C cancels the tasks still running."""
+@contextlib.contextmanager
+def ray_runner(address: str, state: tuple, task):
+    """``run(tasks)`` on Ray, for the length of the block: ``(position, result)`` of each
+    ``(mesh, options, carry, share)`` task as it completes, ``task(state, mesh, options, carry, share)`` running one
+    (the state put into the object store once). A Ctrl-C cancels the tasks still running."""
     ray = import_ray()
     started = not ray.is_initialized()
     if started:
@@ -31,12 +35,16 @@ def run_on_ray(address: str, state: tuple, todo: list, task):
                                  f"cluster's address (auto, ray://host:10001) or local") from None
     remote = ray.remote(task)
     ref = ray.put(state)
-    pending = {remote.remote(ref, mesh, opts): k for k, (mesh, opts) in enumerate(todo)}
-    try:
+    pending: dict = {}
+
+    def run(tasks):
+        pending.update({remote.remote(ref, *t): j for j, t in enumerate(tasks)})
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for r in done:
                 yield pending.pop(r), ray.get(r)
+    try:
+        yield run
     except BaseException:
         for r in pending:
             ray.cancel(r, force=True)

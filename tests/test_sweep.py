@@ -330,3 +330,35 @@ def test_configurations_priced_on_cut_down_plans_are_the_whole_graphs():
                 assert r["exposed_s"] == pytest.approx(w["exposed_s"], rel=1e-9, abs=1e-15)
                 assert r["throughput"]["tokens_per_s_per_device"] == \
                     pytest.approx(w["throughput"]["tokens_per_s_per_device"], rel=1e-9)
+
+
+def test_families_priced_with_one_members_advice_rank_as_every_mesh_advised(tiny):
+    # 16 devices: each family (the same tp, cp, ep) is advised at one mesh and its other meshes priced with those
+    # anchors; the fastest REFINE meshes are then advised on their own. The first configuration, and every row of a
+    # mesh advised on its own, are what advising every mesh gives
+    from strategist.sweep import REFINE
+    fam = sweep_graph(tiny, 16, workers=1, best=0)
+    every = sweep_graph(tiny, 16, workers=1, best=0, exhaustive=True)
+    assert every.meshes_carried == 0 and fam.meshes_carried > 0
+    assert fam.meshes_advised + fam.meshes_carried == every.meshes_advised
+    assert fam.meshes_advised < every.meshes_advised
+
+    def key(c):
+        return c.mesh, tuple(sorted(c.options.items()))
+    want = {key(c): c for c in every.ranked + every.unfit}
+    assert key(fam.ranked[0]) == key(every.ranked[0]) and fam.ranked[0].step_s == every.ranked[0].step_s
+    rows = fam.ranked + fam.unfit
+    own = [c for c in rows if c.anchors_from == c.mesh]
+    assert own and all(c.step_s == want[key(c)].step_s and c.memory_bytes == want[key(c)].memory_bytes for c in own)
+    seen: list = []
+    for c in fam.ranked:
+        if c.mesh not in seen:
+            seen.append(c.mesh)
+    assert all(c.anchors_from == c.mesh for c in fam.ranked if c.mesh in seen[:REFINE])
+    # a carried row names the mesh its family was advised at: the same tp, cp and ep
+    carried = [c for c in rows if c.anchors_from != c.mesh]
+    assert carried
+    for c in carried:
+        a, b = (dict(x.split("=") for x in m.split(",")) for m in (c.mesh, c.anchors_from))
+        assert all(a.get(x, "1") == b.get(x, "1") for x in ("tp", "cp", "ep"))
+    assert {c["anchors_from"] for c in fam.to_dict()["ranked"]} >= {c.anchors_from for c in carried if c.fits}

@@ -17,7 +17,9 @@ def _options_text(o: dict) -> str:
 
 def _row(c) -> list[str]:
     tps = f"{c.tokens_per_s_per_device:.0f}" if c.tokens_per_s_per_device else "-"
-    return [c.mesh, _options_text(c.options) if c.options else "-", "-" if c.anchors is None else str(c.anchors),
+    carried = "*" if c.anchors_from and c.anchors_from != c.mesh else ""
+    return [c.mesh, _options_text(c.options) if c.options else "-",
+            "-" if c.anchors is None else f"{c.anchors}{carried}",
             f"{c.step_s * 1e3:.1f} ms" if c.step_s is not None else "-", tps,
             f"{c.exposed_s * 1e3:.1f} ms" if c.exposed_s is not None else "-",
             human_bytes(c.memory_bytes) if c.memory_bytes is not None else "-",
@@ -28,9 +30,11 @@ HEAD = ["mesh", "options", "anchors", "step", "tokens/s/device", "exposed comm",
 
 
 def sweep_text(result, markdown: bool = False, max_rows: int = 20) -> str:
+    carried = (f", {result.meshes_carried} priced with the anchors of their family's advised mesh (anchors marked *;"
+               f" --exhaustive advises each)") if result.meshes_carried else ""
     out = [f"strategist sweep: {result.model} on {result.devices} devices, hardware {result.hardware}",
            f"{len(result.ranked)} configurations fit, {len(result.unfit)} out of memory, "
-           f"{len(result.infeasible)} infeasible; {result.meshes_advised} meshes advised"
+           f"{len(result.infeasible)} infeasible; {result.meshes_advised} meshes advised on their own{carried}"
            + (" (interrupted: what was ranked so far)" if result.interrupted else ""), ""]
     shown = result.ranked if not max_rows else result.ranked[:max_rows]
     out.append("Ranked (fastest first)")

@@ -1,0 +1,110 @@
+"""Anchors advised on one mesh, carried onto another mesh of the same axes at other sizes.
+
+A ``mindspore.Layout`` anchor names its mesh axes: on the other mesh it splits each dimension by the axes of the
+same names (an axis the other mesh does not have, being of size 1 there, drops out). A strategy tuple gives sizes
+only: each size is read as the product of the one set of the mesh's axes that multiplies to it, and becomes the
+product of those axes on the other mesh; where no set or more than one does (``dp=8,tp=8``: an 8 is either), the
+anchors are not carried.
+
+    >>> from strategist.vocab.mesh import Mesh
+    >>> carry_size(32, Mesh.parse("dp=4,tp=8"), Mesh.parse("dp=16,tp=8"))
+    128
+    >>> carry_size(8, Mesh.parse("dp=8,tp=8"), Mesh.parse("dp=16,tp=8")) is None
+    True
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+from ..vocab.anchors import Anchor
+from ..vocab.graph import ShardLayout
+from ..vocab.mesh import Mesh
+
+
+def told_apart(mesh: Mesh) -> bool:
+    """Whether every size a strategy tuple can give on ``mesh`` names its axes: no two sets of its axes multiply
+    to the same size."""
+    axes = [s for _, s in mesh.axes if s > 1]
+    sizes = [math.prod(c) for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)]
+    return len(sizes) == len(set(sizes))
+
+
+def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
+    """``size`` (a product of ``src``'s axes) as the product of the same axes on ``dst``; None where no set of
+    ``src``'s axes, or more than one, multiplies to it."""
+    if size == 1:
+        return 1
+    axes = [(n, s) for n, s in src.axes if s > 1]
+    sets = [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)
+            if math.prod(s for _, s in c) == size]
+    if len(sets) != 1:
+        return None
+    return math.prod(dst.get(n) if n in dst.names else 1 for n, _ in sets[0])
+
+
+def carry_layout(lay: ShardLayout, src: Mesh, dst: Mesh) -> ShardLayout | None:
+    """``lay`` (over ``src``'s axes, or over a device matrix that splits some of them further, as
+    FlashAttention's key/value heads under more tp than heads: ``('tp', 'tp_group')``) over ``dst``: each of the
+    mesh's axes at its size on ``dst`` (dropped where ``dst`` has it at 1), the others as they are; None where
+    an axis it splits further changes size, or where the sizes do not make up ``dst``'s devices."""
+    names, sizes = [], []
+    for n, size in zip(lay.alias_name, lay.device_matrix):
+        whole = n in src.names and size == src.get(n)
+        if not whole and src.get(n) != dst.get(n):
+            return None
+        new = dst.get(n) if whole else size
+        if new > 1:
+            names.append(n)
+            sizes.append(new)
+    if math.prod(sizes) != dst.size:
+        return None
+    k = len(names)
+    tmap = tuple(tuple(k - 1 - names.index(n) for n in dim if n in names) for dim in lay.axes())
+    return ShardLayout(tuple(sizes), tuple(names), tmap)
+
+
+def _carry_strategy(strategy, src: Mesh, dst: Mesh):
+    if strategy is None:
+        return None
+    rows = []
+    for row in strategy:
+        sizes = tuple(carry_size(v, src, dst) for v in row)
+        if None in sizes:
+            raise ValueError
+        rows.append(sizes)
+    return tuple(rows)
+
+
+def _carry_layouts(layouts, src: Mesh, dst: Mesh):
+    if layouts is None:
+        return None
+    out = tuple(carry_layout(x, src, dst) for x in layouts)
+    if None in out:
+        raise ValueError
+    return out
+
+
+def carry_anchor(a: Anchor, src: Mesh, dst: Mesh) -> Anchor | None:
+    """``a`` (an anchor on ``src``) on ``dst``; None where its strategy's sizes do not name their axes."""
+    try:
+        return dataclasses.replace(
+            a, strategy=_carry_strategy(a.strategy, src, dst), out_strategy=_carry_strategy(a.out_strategy, src, dst),
+            layouts=_carry_layouts(a.layouts, src, dst), out_layouts=_carry_layouts(a.out_layouts, src, dst))
+    except ValueError:
+        return None
+
+
+def carry_anchors(anchors: dict[str, Anchor], src: Mesh, dst: Mesh) -> dict[str, Anchor] | None:
+    """Every anchor of ``anchors`` on ``dst`` (:func:`carry_anchor`); None where one cannot be carried, or where
+    ``dst`` has an axis ``src`` lacks (where it would split nothing says)."""
+    if any(n not in src.names for n, s in dst.axes if s > 1):
+        return None
+    out = {}
+    for name, a in anchors.items():
+        c = carry_anchor(a, src, dst)
+        if c is None:
+            return None
+        out[name] = c
+    return out

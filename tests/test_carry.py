@@ -1,0 +1,53 @@
+"""Anchors carried from one mesh onto another of the same axes (what ``strategist sweep`` prices a family's other
+meshes with): sizes read as the axes that make them, Layouts by their axes' names -- worked by hand."""
+from __future__ import annotations
+
+from strategist.advice.carry import carry_anchor, carry_anchors, carry_layout, carry_size, told_apart
+from strategist.vocab.anchors import Anchor
+from strategist.vocab.graph import ShardLayout
+from strategist.vocab.mesh import Mesh
+
+SRC, DST = Mesh.parse("dp=4,tp=8"), Mesh.parse("dp=16,tp=8")
+
+
+def test_sizes_carry_as_the_axes_that_make_them():
+    assert carry_size(1, SRC, DST) == 1
+    assert carry_size(4, SRC, DST) == 16                  # dp
+    assert carry_size(8, SRC, DST) == 8                   # tp
+    assert carry_size(32, SRC, DST) == 128                # dp x tp
+    assert carry_size(2, SRC, DST) is None                # no set of axes makes 2
+    # on dp=8,tp=8 an 8 is dp or tp: not carried
+    assert carry_size(8, Mesh.parse("dp=8,tp=8"), DST) is None
+    # an axis the other mesh lacks (dp=1 there) carries as 1
+    assert carry_size(4, SRC, Mesh.parse("tp=8")) == 1
+
+
+def test_told_apart():
+    assert told_apart(SRC) and told_apart(Mesh.parse("dp=2,tp=4,cp=16"))
+    assert not told_apart(Mesh.parse("dp=8,tp=8")) and not told_apart(Mesh.parse("dp=2,tp=4,cp=8"))
+
+
+def test_layouts_carry_by_their_axes_names():
+    # (dp, None) x (None, tp) on dp=4,tp=8: the same names on dp=16,tp=8; dp dropped where the mesh has none
+    x = ShardLayout((4, 8), ("dp", "tp"), ((1,), ()))
+    assert carry_layout(x, SRC, DST) == ShardLayout((16, 8), ("dp", "tp"), ((1,), ()))
+    assert carry_layout(x, SRC, Mesh.parse("tp=8")) == ShardLayout((8,), ("tp",), ((), ()))
+    # a device matrix splitting tp further (key/value heads under more tp than heads: tp=32 as 8 x 4) keeps the
+    # split where tp keeps its size, and cannot be carried where tp changes
+    src, dst = Mesh.parse("dp=2,tp=32"), Mesh.parse("dp=8,tp=32")
+    kv = ShardLayout((2, 8, 4), ("dp", "tp", "tp_group"), ((2,), (), (1,)))
+    assert carry_layout(kv, src, dst) == ShardLayout((8, 8, 4), ("dp", "tp", "tp_group"), ((2,), (), (1,)))
+    assert carry_layout(kv, src, Mesh.parse("dp=4,tp=16")) is None
+
+
+def test_anchors_carry_whole_or_not_at_all():
+    tuple_form = Anchor("gather", ((8, 1), (4, 1)))
+    layout_form = Anchor("mm", None, (ShardLayout((4, 8), ("dp", "tp"), ((1,), ())),
+                                      ShardLayout((4, 8), ("dp", "tp"), ((), (0,)))))
+    got = carry_anchors({"gather": tuple_form, "mm": layout_form}, SRC, DST)
+    assert got["gather"].strategy == ((8, 1), (16, 1))
+    assert got["mm"].layouts[0].device_matrix == (16, 8) and got["mm"].layouts[1].axes() == ((), ("tp",))
+    assert carry_anchor(Anchor("odd", ((2, 1),)), SRC, DST) is None
+    assert carry_anchors({"gather": tuple_form, "odd": Anchor("odd", ((2, 1),))}, SRC, DST) is None
+    # a mesh with an axis the advised one lacks: where the anchors would split along it is not known
+    assert carry_anchors({"gather": tuple_form}, Mesh.parse("tp=8"), DST) is None
