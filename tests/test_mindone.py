@@ -212,3 +212,26 @@ def test_verify_builds_the_port_on_the_cpu_and_compares_with_mindspore():
     cmp = verify_model("mindone:llama", "dp=2,tp=4", kwargs=list(SMALL), dataset_strategy="full_batch")
     assert cmp.total > 100 and cmp.dataset_agrees
     assert cmp.agreed == cmp.total, cmp.text(20)
+
+
+@pytest.mark.verify_live
+def test_verify_gives_mindspore_the_advised_functional_anchors(tmp_path):
+    """The advice on LLaMA (SMALL, dp=2,tp=4, full_batch) anchors mindone's flash attention, a functional call
+    (``ops.flash_attention_score`` creates its FlashAttentionScore while the graph compiles), alike in both layers:
+    verify's child shards the primitive those calls share, MindSpore takes both as configured, and every operator
+    agrees."""
+    from strategist.api import advise_model
+    from strategist.report.render import advice_dict
+    from strategist.verify import verify_model
+    advice = advise_model("mindone:llama", "dp=2,tp=4", kwargs=list(SMALL), dataset_strategy="full_batch")
+    d = advice_dict(advice)
+    assert [a["op"] for a in d["anchors"] if not a["held"]] == [
+        "model.layers.0.self_attn.flash_attention_score", "model.layers.1.self_attn.flash_attention_score"]
+    f = tmp_path / "advice.yaml"
+    f.write_text(d["anchors_yaml"])
+    cmp = verify_model("mindone:llama", "dp=2,tp=4", kwargs=list(SMALL), dataset_strategy="full_batch",
+                       strategies=str(f))
+    configured = {r.op for r in cmp.rows if r.configured}
+    assert configured == {a["op"] for a in d["anchors"]}, cmp.text(20)
+    assert cmp.total > 100 and cmp.dataset_agrees and not cmp.notes
+    assert cmp.agreed == cmp.total, cmp.text(20)

@@ -154,6 +154,33 @@ def test_compile_specs_slice_global_inputs_per_device():
         compile_specs(["x"], [x], 3, "data_parallel")
 
 
+def test_functional_anchors_go_through_their_shared_primitive_when_every_call_agrees():
+    """An anchor on a call no Cell holds is marked with the number of such calls of its type (the child shards the
+    primitive they share); a call of that type left out, or anchored otherwise, is one line naming both."""
+    from types import SimpleNamespace as O
+    from strategist.errors import StrategyError
+    from strategist.verify.runner import shared_calls
+    ops = [O(name=f"layers.{i}.fa", type="FlashAttentionScore", held=False) for i in range(2)]
+    ops += [O(name="emb", type="Embedding", held=False), O(name="layers.0.mm", type="MatMul", held=True),
+            O(name="mul", type="Mul", held=False)]
+    fa = [[2, 1, 4, 1]] * 3
+
+    def req(op, typ, rows):
+        return {"op": op, "type": typ, "cell_path": "", "instance": "x", "in_strategy": rows, "out_strategy": None}
+    both = [req("layers.0.fa", "FlashAttentionScore", fa), req("layers.1.fa", "FlashAttentionScore", fa)]
+    got = shared_calls(ops, both + [req("emb", "Embedding", [[1, 1], [1, 8]]),
+                                    req("layers.0.mm", "MatMul", [[2, 1], [4, 1]])])
+    assert [r.get("functional") for r in got] == [2, 2, 1, None]
+    with pytest.raises(StrategyError, match=r"anchor layers\.0\.fa: .* and layers\.1\.fa has no anchor: anchor all 2"):
+        shared_calls(ops, [req("layers.0.fa", "FlashAttentionScore", fa)])
+    other = [[2, 1, 1, 1]] * 3
+    with pytest.raises(StrategyError, match=r"layers\.1\.fa has another strategy"):
+        shared_calls(ops, [req("layers.0.fa", "FlashAttentionScore", fa),
+                           req("layers.1.fa", "FlashAttentionScore", other)])
+    held = [req("layers.0.mm", "MatMul", [[2, 1], [4, 1]])]
+    assert shared_calls(ops, held) == held and "functional" not in held[0]     # held anchors: as before
+
+
 def _docs_plan(graph_of):
     from strategist.vocab.mesh import Mesh
     from strategist.propagate import propagate

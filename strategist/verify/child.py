@@ -12,7 +12,8 @@ directory afterwards. Here:
    (the dry run installs MindSpore's dummy collectives); the device-count check is waived.
 2. The model is built as ``strategist.frontend.loader`` builds it (weights never allocated); the anchors are
    applied with ``Primitive.shard`` to the primitive each strategist operator name stands for (its
-   Cell by attribute path, the primitive by attribute name).
+   Cell by attribute path, the primitive by attribute name; a functional call's: every primitive of its type
+   outside the model's Cells, see :func:`apply_anchors`).
 3. ``auto_parallel`` + ``sharding_propagation`` on ``device_num`` devices, the dataset strategy and
    MindSpore's algorithm parameters as requested; the inputs are the per-device slices the dataset
    strategy implies. Compiling stops after the front end (dry run).
@@ -132,33 +133,104 @@ def apply_anchors(net, anchors: list[dict], mesh: dict | None) -> None:
 
     from ..errors import StrategyError
     cells = dict(net.cells_and_names())
+    shared: set[str] = set()
     for a in anchors:
         cell = cells.get(a["cell_path"])
         prim = None
         if cell is not None:
             prim = (getattr(cell, "_primitives", None) or {}).get(a["instance"]) or vars(cell).get(a["instance"])
+        if (not isinstance(prim, Primitive) or prim.name != a["type"]) and a.get("functional"):
+            # a functional call: every primitive of its type outside the model's Cells (runner.shared_calls
+            # checked that each such call has this anchor), configured once per type
+            if a["type"] in shared:
+                continue
+            shared.add(a["type"])
+            prims, classes = _shared_primitives(a["type"], net)
+            if not prims and not classes:
+                raise StrategyError(
+                    f"anchor {a['op']}: no module of MindSpore or the model holds a {a['type']} primitive or "
+                    f"class its functional call could use, so it cannot be configured")
+            kw = _shard_args(a, mesh)
+            for p in prims:
+                p.shard(**kw)
+            for cls in classes:
+                _shard_on_creation(cls, kw)
+            continue
         if not isinstance(prim, Primitive) or prim.name != a["type"]:
             raise StrategyError(
                 f"anchor {a['op']}: MindSpore can only configure a primitive a Cell holds as an attribute, and "
                 f"{a['cell_path'] or 'the top Cell'} has no {a['type']} attribute {a['instance']!r} "
                 f"(a functional call or tensor method cannot be sharded by name)")
-        kw = {}
-        if a.get("in_layout") is not None:
-            from mindspore.parallel import Layout
-            m = a.get("mesh") or mesh
-            layout = Layout(tuple(m["shape"]), tuple(m["names"]))
+        prim.shard(**_shard_args(a, mesh))
 
-            def lay(rows):
-                return tuple(layout(*[(d[0] if len(d) == 1 else tuple(d)) if d else "None" for d in row])
-                             for row in rows)
-            kw["in_strategy"] = lay(a["in_layout"])
-            if a.get("out_layout") is not None:
-                kw["out_strategy"] = lay(a["out_layout"])
-        else:
-            kw["in_strategy"] = tuple(tuple(r) for r in a["in_strategy"])
-            if a.get("out_strategy") is not None:
-                kw["out_strategy"] = tuple(tuple(r) for r in a["out_strategy"])
-        prim.shard(**kw)
+
+def _shard_args(a: dict, mesh: dict | None) -> dict:
+    """The ``Primitive.shard`` keywords of anchor request ``a``: tuple strategies, or Layouts over its mesh."""
+    kw = {}
+    if a.get("in_layout") is not None:
+        from mindspore.parallel import Layout
+        m = a.get("mesh") or mesh
+        layout = Layout(tuple(m["shape"]), tuple(m["names"]))
+
+        def lay(rows):
+            return tuple(layout(*[(d[0] if len(d) == 1 else tuple(d)) if d else "None" for d in row])
+                         for row in rows)
+        kw["in_strategy"] = lay(a["in_layout"])
+        if a.get("out_layout") is not None:
+            kw["out_strategy"] = lay(a["out_layout"])
+    else:
+        kw["in_strategy"] = tuple(tuple(r) for r in a["in_strategy"])
+        if a.get("out_strategy") is not None:
+            kw["out_strategy"] = tuple(tuple(r) for r in a["out_strategy"])
+    return kw
+
+
+def _shared_primitives(typ: str, net) -> tuple[list, list]:
+    """The primitives of type ``typ`` that a functional call can use: every instance a loaded module holds at its
+    top level (``gen_ops_prim.embedding_op``, imported under other names too, counted once), and the primitive
+    classes of that name, whose instances a call creates while the graph compiles
+    (``_get_cache_prim(FlashAttentionScore)(...)``). The model's Cells' own primitives are left out."""
+    from mindspore.ops.primitive import Primitive
+    held = {id(p) for _, c in net.cells_and_names()
+            for p in list((getattr(c, "_primitives", None) or {}).values()) + list(vars(c).values())
+            if isinstance(p, Primitive)}
+    prims: dict[int, object] = {}
+    classes: dict[int, type] = {}
+    for module in list(sys.modules.values()):
+        space = getattr(module, "__dict__", None)
+        if not isinstance(space, dict):
+            continue
+        for value in list(space.values()):
+            if isinstance(value, Primitive) and value.name == typ and id(value) not in held:
+                prims[id(value)] = value
+            elif isinstance(value, type) and issubclass(value, Primitive) and value.__name__ == typ:
+                classes[id(value)] = value
+    return list(prims.values()), list(classes.values())
+
+
+def _check_shared(anchors: list[dict], result: dict) -> None:
+    """A note for each type of functional anchor whose calls MindSpore did not all take as configured."""
+    want = {a["type"]: a["functional"] for a in anchors if a.get("functional")}
+    for typ, calls in want.items():
+        held = sum(1 for a in anchors if a["type"] == typ and not a.get("functional"))     # one node each
+        took = sum(1 for nd in result["ops"] if nd["type"] == typ and nd.get("configured")) - held
+        if took != calls:
+            result.setdefault("notes", []).append(
+                f"MindSpore configured {took} of the model's {calls} functional {typ} calls anchored through "
+                f"their shared primitive")
+
+
+def _shard_on_creation(cls: type, kw: dict) -> None:
+    """Every ``cls`` created from now on (in this child only) is configured with ``shard(**kw)``."""
+    import functools
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def configured(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if type(self) is cls:
+            self.shard(**kw)
+    cls.__init__ = configured
 
 
 def attach_names(nodes: list[dict], shard_strategy: dict) -> list[dict]:
@@ -335,6 +407,7 @@ def run(req: dict) -> dict:
                 f"{dump} dump): {_first_line(err)}")
         result["compile_seconds"] = round(time.time() - t0, 3)
         _read_plan(req, executor, cell, n, dump, result)
+        _check_shared(req.get("anchors") or [], result)
         result["ok"] = True
     except StrategistError as err:
         result["error_kind"] = "input"

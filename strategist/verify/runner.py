@@ -50,7 +50,50 @@ def _anchor_requests(strategies: str, graph, mesh: Mesh) -> list[dict]:
             req["in_layout"] = [[list(d) for d in x.axes()] for x in a.layouts]
             req["out_layout"] = [[list(d) for d in x.axes()] for x in a.out_layouts] if a.out_layouts else None
         out.append(req)
-    return out
+    return shared_calls(graph.ops, out)
+
+
+#: the keys of an anchor request that say its strategy (the rest say which operator it is)
+_STRATEGY_KEYS = ("in_strategy", "out_strategy", "mesh", "in_layout", "out_layout")
+
+
+def shared_calls(ops, requests: list[dict]) -> list[dict]:
+    """``requests`` with ``functional`` (how many such calls the model makes) on each anchor of an operator no Cell
+    attribute holds (a functional call, a tensor method). MindSpore configures such a call through the primitive its
+    function shares with every other call of it (``ops.embedding`` calls the one ``embedding_op``;
+    ``ops.flash_attention_score`` creates a ``FlashAttentionScore`` while the graph compiles), so the child shards
+    every primitive of that type outside the model's Cells: exact when each call of that type no Cell holds has the
+    same anchor. The first that has none, or another, is a ``StrategyError`` naming both operators and why.
+
+    >>> from types import SimpleNamespace as O
+    >>> ops = [O(name="emb", type="Embedding", held=False), O(name="mm", type="MatMul", held=True)]
+    >>> reqs = [{"op": "emb", "type": "Embedding", "in_strategy": [[1, 1], [4, 1]]},
+    ...         {"op": "mm", "type": "MatMul", "in_strategy": [[2, 1], [4, 1]]}]
+    >>> [r.get("functional") for r in shared_calls(ops, reqs)]
+    [1, None]
+    """
+    from ..errors import StrategyError
+    by_op = {r["op"]: r for r in requests}
+    free: dict[str, list[str]] = {}
+    for op in ops:
+        if not op.held:
+            free.setdefault(op.type, []).append(op.name)
+    for r in requests:
+        names = free.get(r["type"], [])
+        if r["op"] not in names:
+            continue
+        r["functional"] = len(names)      # the calls it configures: the child checks MindSpore took each
+        mine = [r.get(k) for k in _STRATEGY_KEYS]
+        for other in names:
+            o = by_op.get(other)
+            why = ("has no anchor" if o is None else
+                   "has another strategy" if [o.get(k) for k in _STRATEGY_KEYS] != mine else None)
+            if why is not None:
+                raise StrategyError(
+                    f"anchor {r['op']}: MindSpore configures this functional {r['type']} call through the "
+                    f"primitive it shares with the model's other functional {r['type']} calls, and {other} "
+                    f"{why}: anchor all {len(names)} alike (or none)")
+    return requests
 
 
 def _dataset_request(dataset_strategy, mesh: Mesh):
