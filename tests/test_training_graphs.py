@@ -112,3 +112,21 @@ def test_embedding_splits_its_table_over_every_device_and_its_vocabulary_by_the_
     assert got == [((1, 1), (1, 1)), ((1, 1), (1, 8)), ((1, 1), (2, 4))]
     costs = [computation_cost(op, rule_for(op), shard(op, s, 8), 8) for s in got]
     assert costs == [32784384.0, 4112384.0, 4112384.0]
+
+
+def test_a_configured_embedding_table_split_on_fewer_than_every_device_is_refused():
+    """MindSpore 2.9 refuses mindone LLaMA's embedding anchored ((1, 1), (4, 1)) on dp=2,tp=4 (verify's child:
+    "EmbeddingInfo param_strategy [4, 1] is not supported", CheckProductValidity, then SetCostUnderStrategy
+    failed) and takes ((1, 1), (2, 4)); a vocabulary split of 8 does not divide the ids' 2 rows."""
+    from strategist.engine.rules.gather import table_split_refused
+    from strategist.engine.rules.registry import rule_for
+    from strategist.engine.rules.sharding import shard
+    op = _embedding((2, 2048), (32000, 256))
+    rule = rule_for(op)
+
+    def why(strategy):
+        return table_split_refused(rule, shard(op, strategy, 8, rule=rule).splits, 8)
+    assert "uses 4 of the 8 devices" in why(((1, 1), (4, 1)))
+    assert "uses 2 of the 8 devices" in why(((1, 1), (1, 2)))
+    assert "does not divide the ids' 2 rows" in why(((1, 1), (8, 1)))
+    assert why(((1, 1), (2, 4))) is None and why(((1, 1), (1, 8))) is None and why(((1, 1), (1, 1))) is None

@@ -8,6 +8,7 @@ from ..errors import RulesError
 from ..vocab.graph import Op, OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..engine.rules.factor import FactorRule, Sharding
+from ..engine.rules.gather import table_split_refused
 from ..engine.rules.sharding import build_sharding
 from ..vocab.anchors import Anchor
 from ..engine.search.kinds import LAYOUT_REJECTED
@@ -47,6 +48,8 @@ def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
     if not axis:
         return None
     splits = {f: math.prod(mesh.shape[a] for a in ax) for f, ax in axis.items()}
+    if table_split_refused(rule, splits, mesh.size):       # an embedding table split MindSpore refuses
+        return None
     strategy = tuple(tuple(splits.get(f, 1) if f else 1 for f in t) for t in rule.strategy_rows)
     try:
         return build_sharding(rule, strategy, mesh.shape, splits, axis, 1, None)

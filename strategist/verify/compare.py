@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ..vocab.anchors import DATASET
 from ..engine.search.layout_eq import type_len
 from ..engine.search.dataset import dataset_layouts
+from ..engine.search.kinds import NO_OPERATOR_INFO
 from .msplan import MsOp, MsPlan, output_strategies
 
 
@@ -29,8 +30,9 @@ def _base(name: str) -> str:
     return "_VirtualDataset" if name == DATASET else re.sub(r"#\d+$", "", name)
 
 
-#: strategist operators MindSpore's report never lists.
-UNREPORTED = frozenset({"Reshape", "Cast", "DropoutGenMask"})
+#: strategist operators MindSpore's report never lists: these, and the operators it creates no OperatorInfo for
+#: (:data:`strategist.engine.search.kinds.NO_OPERATOR_INFO`)
+UNREPORTED = frozenset({"Reshape", "Cast", "DropoutGenMask"}) | NO_OPERATOR_INFO
 
 
 @dataclass

@@ -52,6 +52,24 @@ def gather_like_rule(op: Op, p_slot: int, i_slot: int, axis) -> FactorRule:
                                gather_axis=GatherAxis(fp[axis], tuple(fi), len(p), axis, i[0] if i else 0, tuple(fp)))
 
 
+def table_split_refused(rule, splits: dict, device_num: int) -> str | None:
+    """Why MindSpore's EmbeddingInfo refuses a strategy of an operator whose table split must use every device
+    (``rule.split_uses_all``), or None: a table split on fewer devices (``GatherInfo::CheckProductValidity``,
+    measured on mindone LLaMA's table [32000, 256] over 8 devices: "param_strategy [4, 1] is not supported"), or a
+    vocabulary split that does not divide the ids' rows (its output is scattered onto them: InferTensorInfo
+    fails)."""
+    if not rule.split_uses_all or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all):
+        return None
+    if math.prod(splits.values()) != device_num:
+        return (f"its table split uses {math.prod(splits.values())} of the {device_num} devices; EmbeddingInfo takes a "
+                f"table split on every device or none (CheckProductValidity)")
+    g = rule.gather_axis
+    k = splits.get(g.factor, 1) if g else 1
+    if k > 1 and g.index_rows % k:
+        return f"its vocabulary split {k} does not divide the ids' {g.index_rows} rows (InferTensorInfo)"
+    return None
+
+
 def gather_axis_refused(g: GatherAxis, splits: dict, device_num: int) -> str | None:
     """Why MindSpore's GatherInfo refuses a table split on its gathered axis, or None: its checks of such a split
     (``CheckSplitAxisStrategy``, ``GetGatherMode``), which refuse a generated candidate and a configured strategy

@@ -12,7 +12,7 @@ from collections import deque
 from ...errors import PropagationError, StrategyError
 from ...vocab.layout import Layout
 from ..rules.factor import Sharding
-from ..rules.gather import gather_axis_refused
+from ..rules.gather import gather_axis_refused, table_split_refused
 from ..rules.interleaved import interleaved_priced
 from ..rules.sharding import layout_strategy, self_defined_sharding, shard, shard_anchor, shard_layout
 from ...vocab.anchors import DATASET, Anchor
@@ -68,7 +68,8 @@ class Propagation:
                 if anchor.layouts is None or name not in self.stand_alone:
                     raise
                 s = self_defined_sharding(op, tuple(anchor.layouts), self.n, anchor.out_layouts)
-            why = gather_axis_refused(rule.gather_axis, s.splits, self.n) if rule.gather_axis else None
+            why = (gather_axis_refused(rule.gather_axis, s.splits, self.n) if rule.gather_axis else None) or \
+                table_split_refused(rule, s.splits, self.n)
             if why:
                 raise StrategyError(f"{name} ({op.type}) strategy {tuple(map(tuple, s.strategy))}: MindSpore 2.9 "
                                     f"rejects it, its compile fails with SetCostUnderStrategy failed: {why}")
