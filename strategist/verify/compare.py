@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..vocab.anchors import DATASET
 from ..engine.search.layout_eq import type_len
 from ..engine.search.dataset import dataset_layouts
-from ..engine.search.kinds import NO_OPERATOR_INFO
+from ..engine.rules.registry import NO_OPERATOR_INFO
 from .msplan import MsOp, MsPlan, output_strategies
 
 
@@ -31,7 +31,7 @@ def _base(name: str) -> str:
 
 
 #: strategist operators MindSpore's report never lists: these, and the operators it creates no OperatorInfo for
-#: (:data:`strategist.engine.search.kinds.NO_OPERATOR_INFO`)
+#: (:data:`strategist.engine.rules.registry.NO_OPERATOR_INFO`)
 UNREPORTED = frozenset({"Reshape", "Cast", "DropoutGenMask"}) | NO_OPERATOR_INFO
 
 

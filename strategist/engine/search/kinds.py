@@ -13,14 +13,6 @@ RESHAPES = frozenset({"Reshape"})
 NO_SWC = ()
 
 
-#: operators MindSpore 2.9's parallel pass creates no OperatorInfo for and links no cost-graph edge through: no
-#: creation index, no edge in or out, so the search stops at them (measured, mindone LLaMA's ``Contiguous`` between
-#: the attention output's Reshape and o_proj's: verify's GLOG_v=1 log "Successfully created 0 edges for:
-#: ReshapeInfo7171", the Reshape before it "FindNextLayout prim Contiguous" and no edge out, the two Reshapes
-#: ReshapeInfo7070 and ReshapeInfo7171 numbered one after the other)
-NO_OPERATOR_INFO = frozenset({"Contiguous"})
-
-
 #: consumers MindSpore marks visited without a strategy when they are reached from a Reshape
 AFTER_RESHAPE_UNSET = frozenset({"Concat"})
 

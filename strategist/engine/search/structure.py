@@ -8,7 +8,8 @@ import dataclasses
 from ...vocab.graph import Op, OpGraph
 from ...vocab.anchors import DATASET
 from .caches import cached_rule
-from .kinds import NO_OPERATOR_INFO, RESHAPES
+from ..rules.registry import NO_OPERATOR_INFO
+from .kinds import RESHAPES
 from .orders import creation_order
 
 
