@@ -130,3 +130,15 @@ def test_a_configured_embedding_table_split_on_fewer_than_every_device_is_refuse
     assert "uses 2 of the 8 devices" in why(((1, 1), (1, 2)))
     assert "does not divide the ids' 2 rows" in why(((1, 1), (8, 1)))
     assert why(((1, 1), (2, 4))) is None and why(((1, 1), (1, 8))) is None and why(((1, 1), (1, 1))) is None
+
+
+def test_flat_ids_take_a_table_split_on_fewer_devices():
+    """MindFormers' vocabulary-parallel embedding over flat ids, ((1,), (4, 1)) on 8 devices, compiles in MindSpore
+    (the experts' configurations of deepseek3, qwen3 and telechat3, verified): only 2-D ids need every device."""
+    from strategist.engine.rules.gather import table_split_refused
+    from strategist.engine.rules.registry import rule_for
+    from strategist.engine.rules.sharding import shard
+    op = _embedding((4096,), (32000, 256))
+    rule = rule_for(op)
+    assert table_split_refused(rule, shard(op, ((1,), (4, 1)), 8, rule=rule).splits, 8) is None
+    assert table_split_refused(rule, shard(op, ((1,), (8, 1)), 8, rule=rule).splits, 8) is None

@@ -54,13 +54,14 @@ def gather_like_rule(op: Op, p_slot: int, i_slot: int, axis) -> FactorRule:
 
 def table_split_refused(rule, splits: dict, device_num: int) -> str | None:
     """Why MindSpore's EmbeddingInfo refuses a strategy of an operator whose table split must use every device
-    (``rule.split_uses_all``), or None: a table split on fewer devices (``GatherInfo::CheckProductValidity``,
-    measured on mindone LLaMA's table [32000, 256] over 8 devices: "param_strategy [4, 1] is not supported"), or a
-    vocabulary split that does not divide the ids' rows (its output is scattered onto them: InferTensorInfo
-    fails)."""
+    (``rule.split_uses_all``), or None: with ids of two or more dims, a table split on fewer devices
+    (``GatherInfo::CheckProductValidity``, measured on mindone LLaMA's ids [2, 2048] and table [32000, 256] over 8
+    devices: "param_strategy [4, 1] is not supported"; flat ids take it, as MindFormers' vocabulary-parallel
+    embeddings ``((1,), (4, 1))`` on 8 compile), or a vocabulary split that does not divide the ids' rows (its
+    output is scattered onto them: InferTensorInfo fails)."""
     if not rule.split_uses_all or not any(splits.get(f, 1) > 1 for f in rule.split_uses_all):
         return None
-    if math.prod(splits.values()) != device_num:
+    if len(rule.inputs[0]) >= 2 and math.prod(splits.values()) != device_num:
         return (f"its table split uses {math.prod(splits.values())} of the {device_num} devices; EmbeddingInfo takes a "
                 f"table split on every device or none (CheckProductValidity)")
     g = rule.gather_axis
