@@ -205,6 +205,11 @@ def mesh_text(mesh: dict) -> str:
     return ",".join(shown) or "dp=1"
 
 
+def inner_mesh(mesh: dict) -> Mesh:
+    """The mesh of one pipeline stage: ``mesh`` without its pp axis (what each mesh is advised and propagated on)."""
+    return Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
+
+
 def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = None,
                 dataset_strategy="data_parallel") -> list[StepOptions]:
     """The memory options tried on ``mesh``: recompute none/selective/full x the parallel optimizer (where dp > 1)
@@ -315,7 +320,7 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whol
     from .report.render import advice_dict
     w = _WORKER
     graph, base = w["graph"], w["base"]
-    inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
+    inner = inner_mesh(mesh)
     hw = load_hardware(w["hardware"])
     # one collection after the mesh's advice and options, not one per propagation and estimate
     with no_cyclic_gc():
@@ -475,7 +480,8 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
                 _executor(graph, hardware, dataset_strategy, rules, workers, ray) as run:   # Ctrl-C: rank so far
             # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
             first = sorted(set(seeds.values()))
-            for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, True) for k in first]),
+            carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
+            for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, k in carried_to) for k in first]),
                                        "sweep: advising each family", total=len(first)):
                 results[first[j]] = out
             rest = [k for k in range(len(todo)) if k not in results]
@@ -515,7 +521,7 @@ def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
     seeds = {}
     for members in families.values():
         members.sort(key=lambda k: todo[k][0].get("pp", 1))
-        inner = [Mesh.parse(mesh_text({a: v for a, v in todo[k][0].items() if a != "pp"})) for k in members]
+        inner = [inner_mesh(todo[k][0]) for k in members]
         pick = [k for k, m in zip(members, inner) if m.get("dp") > 1 and told_apart(m)] or \
             [k for k, m in zip(members, inner) if m.get("dp") > 1] or members
         seed = pick[len(pick) // 2]
@@ -578,7 +584,7 @@ def _prepare_front_end(graph: OpGraph, todo) -> None:
     if graph.mf_options is None or not graph.parallel_only:
         return
     from .frontend.mindformers import loss_own_strategies
-    for mesh in sorted({mesh_text({a: v for a, v in m.items() if a != "pp"}) for m, _opts in todo}):
+    for mesh in sorted({str(inner_mesh(m)) for m, _opts in todo}):
         loss_own_strategies(graph, Mesh.parse(mesh))
 
 
@@ -592,8 +598,7 @@ def _rank(result: SweepResult, todo, results, seeds, best: int, graph, hardware,
         if "error" in out:
             result.infeasible.append(Config(mesh_text(mesh), {}, reason=out["error"]))
             continue
-        sp = graph.sequence_parallel and uses_sequence_parallel(graph, Mesh.parse(mesh_text(
-            {a: v for a, v in mesh.items() if a != "pp"})))
+        sp = graph.sequence_parallel and uses_sequence_parallel(graph, inner_mesh(mesh))
         source = mesh_text(mesh) if out.get("own") else mesh_text(todo[seeds[k]][0])
         for o, row in zip(opts, out["rows"]):
             c = Config(mesh_text(mesh), dict(_options_dict(o), sequence_parallel=sp), anchors=out["anchors"],
