@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from . import progress
 from .advice.carry import carry_anchors, told_apart
 from .cost.extrapolate import memory_at, step_at
-from .cost.step import StepOptions, estimate_with, memory_with, stage_memories
+from .cost.step import STAND_IN_STAGES, StepOptions, estimate_with, memory_with, stage_memories
 from .engine.rules.attention import FA_LAYOUTS
 from .engine.rules.common import const_arg
 from .engine.search.caches import no_cyclic_gc
@@ -246,6 +246,7 @@ _WORKER: dict = {}
 def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS):
     base = truncate_layers(graph, advise_layers) if advise_layers else graph
     _WORKER.pop("state", None)
+    _WORKER.pop("truncated", None)           # cut from the graph of an earlier sweep in this process
     _WORKER.update(graph=graph, base=base, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
 
 
@@ -331,12 +332,12 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whol
                 advice = advise(base, inner, rules=load_rules(w["rules"]), hardware=hw,
                                 dataset_strategy=w["dataset_strategy"])
             anchors = whole_anchors(advice, base, graph)
-            per, plans = pricing_plans(advice, inner, mesh.get("pp", 1), options, hw, whole)
+            per, plans, stand_in = pricing_plans(advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
             if not own:          # the family's anchors priced badly here: the mesh's own advice instead
                 return _advise_mesh(mesh, options, with_advice, whole, None, share)
             return {"error": str(err).splitlines()[0], "own": True}
-        rows = list(_price_options(per, plans, options))
+        rows = list(_price_options(per, plans, options, stand_in))
     out = {"anchors": len(anchors), "rows": rows, "own": own}
     if share and own:
         out["shared"] = (str(inner), advice.anchors)
@@ -351,23 +352,26 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whol
 
 
 def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
-                  whole: bool = False) -> tuple[int, dict]:
-    """(the repeated layers per pipeline stage, ``{layers per stage: plan}``): the plans a mesh's options are
-    priced on -- the whole graph's, or, where its stages hold more than :data:`PRICE_LAYERS` and pricing those
-    is less to schedule, the plans of the graph cut down to that many layers per stage, the advice's anchors
-    copied onto every layer of each."""
+                  whole: bool = False) -> tuple[int, dict, bool]:
+    """(the repeated layers per pipeline stage, ``{layers per stage: plan}``, whether the plans stand in for the
+    pipeline's stages): the plans a mesh's options are priced on -- the whole graph's; or, where every layer
+    takes the same options, the plans of the graph cut down to three stages (the first, one middle stage and the
+    last standing for a deeper pipeline's: :func:`~strategist.cost.step.held_stages`), and where its stages hold
+    more than :data:`PRICE_LAYERS`, to that many layers per stage, the advice's anchors copied onto every layer
+    of each."""
     w = _WORKER
     graph, base = w["graph"], w["base"]
     layers = len(layer_block(graph)[1])
     per = layers // pp if layers and layers % pp == 0 else 0
     ka, kb = PRICE_LAYERS
     counts = {c for o in options for c in o.comm_recompute_layers + o.select_layers}
-    at = [ka, kb] if not whole and base is not graph and per > kb and (ka + kb) * pp < layers and counts <= {0, per} \
-        and all(not o.offset for o in options) else [per]
+    cut = not whole and base is not graph and per and counts <= {0, per} and all(not o.offset for o in options)
+    held = min(pp, STAND_IN_STAGES) if cut else pp
+    at = [ka, kb] if cut and per > kb and (ka + kb) * held < layers else [per]
     if not options:
-        return per, {}
-    return per, {k: plan_on(graph if k == per else _truncated(k * pp), base, advice, inner, hw, w["dataset_strategy"])
-                 for k in at}
+        return per, {}, False
+    return per, {k: plan_on(graph if k * held == layers else _truncated(k * held), base, advice, inner, hw,
+                            w["dataset_strategy"]) for k in at}, held < pp
 
 
 def _truncated(layers: int) -> OpGraph:
@@ -383,28 +387,31 @@ def _truncated(layers: int) -> OpGraph:
 
 def _at_layers(opts: StepOptions, k: int, per: int) -> StepOptions:
     """``opts`` on a plan of ``k`` layers per stage: its every-layer recompute lists counting ``k``."""
+    if k == per:
+        return opts
     def scaled(v):
         return tuple(k if c == per else c for c in v)
     return dataclasses.replace(opts, comm_recompute_layers=scaled(opts.comm_recompute_layers),
                                select_layers=scaled(opts.select_layers))
 
 
-def _price_options(per: int, plans: dict, options: list[StepOptions]):
+def _price_options(per: int, plans: dict, options: list[StepOptions], stand_in: bool = False):
     """Each option set's row: its memory first, and its step where it fits; on the whole graph's plan, or
-    extrapolated from two cut-down plans (:func:`pricing_plans`)."""
+    extrapolated from two cut-down plans (:func:`pricing_plans`; ``stand_in``: theirs are three stages standing
+    for the pipeline's)."""
     if len(plans) < 2:
-        yield from (_priced(*plans.values(), options) if plans else ())
+        yield from (_priced(*plans.items(), options, per, stand_in) if plans else ())
         return
     (ka, pa), (kb, pb) = sorted(plans.items())
     for opts in options:
         oa, ob = _at_layers(opts, ka, per), _at_layers(opts, kb, per)
         try:
-            mem = memory_at(stage_memories(pa, oa), stage_memories(pb, ob), ka, kb, per)
+            mem = memory_at(stage_memories(pa, oa, stand_in), stage_memories(pb, ob, stand_in), ka, kb, per)
             if not mem["fits"]:
                 yield {"step_s": None, "throughput": {}, "memory": mem["total"], "capacity": mem["capacity"],
                        "fits": False, "exposed_s": None}
                 continue
-            est = step_at(estimate_with(pa, oa), estimate_with(pb, ob), ka, kb, per)
+            est = step_at(estimate_with(pa, oa, stand_in), estimate_with(pb, ob, stand_in), ka, kb, per)
         except StrategistError as err:
             yield {"error": str(err).splitlines()[0]}
             continue
@@ -412,16 +419,19 @@ def _price_options(per: int, plans: dict, options: list[StepOptions]):
                "capacity": mem["capacity"], "fits": True, "exposed_s": est["communication_not_overlapped_s"]}
 
 
-def _priced(plan, options: list[StepOptions]):
-    """Each option set's row on ``plan``: its memory first, and its step where it fits."""
+def _priced(at: tuple, options: list[StepOptions], per: int, stand_in: bool = False):
+    """Each option set's row on ``at``'s plan (of ``at[0]`` layers per stage): its memory first, and its step
+    where it fits."""
+    k, plan = at
     for opts in options:
+        opts = _at_layers(opts, k, per)
         try:
-            mem = memory_with(plan, opts)
+            mem = memory_with(plan, opts, stand_in)
             if not mem.get("fits"):        # out of memory: not scheduled, its memory says by how much
                 yield {"step_s": None, "throughput": {}, "memory": mem.get("total"), "capacity": mem.get("capacity"),
                        "fits": False, "exposed_s": None}
                 continue
-            est = estimate_with(plan, opts)
+            est = estimate_with(plan, opts, stand_in)
         except StrategistError as err:
             yield {"error": str(err).splitlines()[0]}
             continue

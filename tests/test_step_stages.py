@@ -46,7 +46,7 @@ def test_the_middle_stages_simulated_once_give_every_stages_figures(plan, monkey
     monkeypatch.setattr(step_module, "simulate", lambda *a, **k: sims.append(1) or real(*a, **k))
     estimate_with(plan, OPTIONS[1])
     assert len(sims) < 2 * 8               # eight stages, fewer simulated (first, middle, last)
-    monkeypatch.setattr(step_module, "stage_signature", lambda *a: object())      # every stage its own shape
+    monkeypatch.setattr(step_module, "stage_signature", lambda *a: (object(),))   # every stage its own shape
     assert [_figures(estimate_with(plan, o)) for o in OPTIONS] == shared
 
 

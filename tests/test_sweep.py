@@ -315,21 +315,46 @@ def test_configurations_priced_on_cut_down_plans_are_the_whole_graphs():
         hw = load_hardware("atlas-800t-a2")
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
         adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="data_parallel")
-        per, cut = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
-        assert per == 12 // mesh["pp"] and sorted(cut) == [2, 3]
+        per, cut, stand_in = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
+        assert per == 12 // mesh["pp"] and sorted(cut) == [2, 3] and not stand_in
         assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {2 * mesh["pp"], 3 * mesh["pp"]}
-        _per, whole = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw, whole=True)
-        assert list(whole) == [per] and whole[per].graph is graph
-        rows = list(sweep._price_options(per, cut, opts))
-        want = list(sweep._price_options(per, whole, opts))
-        assert any(r["fits"] for r in rows)
-        for r, w in zip(rows, want):
-            assert r["fits"] == w["fits"] and r["memory"] == pytest.approx(w["memory"], rel=1e-12)
-            if w["fits"]:
-                assert r["step_s"] == pytest.approx(w["step_s"], rel=1e-9)
-                assert r["exposed_s"] == pytest.approx(w["exposed_s"], rel=1e-9, abs=1e-15)
-                assert r["throughput"]["tokens_per_s_per_device"] == \
-                    pytest.approx(w["throughput"]["tokens_per_s_per_device"], rel=1e-9)
+        _assert_priced_as_whole(sweep, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
+
+
+def _assert_priced_as_whole(sweep, adv, inner, pp, opts, hw, graph, per, cut, stand_in):
+    _per, whole, whole_stand_in = sweep.pricing_plans(adv, inner, pp, opts, hw, whole=True)
+    assert list(whole) == [per] and whole[per].graph is graph and not whole_stand_in
+    rows = list(sweep._price_options(per, cut, opts, stand_in))
+    want = list(sweep._price_options(per, whole, opts))
+    assert any(r["fits"] for r in rows)
+    for r, w in zip(rows, want):
+        assert r["fits"] == w["fits"] and r["memory"] == pytest.approx(w["memory"], rel=1e-12)
+        if w["fits"]:
+            assert r["step_s"] == pytest.approx(w["step_s"], rel=1e-9)
+            assert r["exposed_s"] == pytest.approx(w["exposed_s"], rel=1e-9, abs=1e-15)
+            assert r["throughput"]["tokens_per_s_per_device"] == \
+                pytest.approx(w["throughput"]["tokens_per_s_per_device"], rel=1e-9)
+
+
+def test_deep_pipelines_priced_on_three_stages_are_the_whole_graphs():
+    # 24 layers on 4 and 8 stages: the plans of three stages (the first, one middle, the last), of 2 and 3 layers
+    # per stage extrapolated to 6 or of the stage's own 3, stand for every stage; each option set's step, memory
+    # and exposed communication are what the step model gives the whole graph's plan of 4 or 8 stages
+    from strategist import sweep
+    graph = load_graph(TINY, None, ["layers=24", "batch=64"])
+    shapes = shapes_of(graph)
+    sweep._init_worker(graph, "atlas-800t-a2", "data_parallel", None)
+    hw = load_hardware("atlas-800t-a2")
+    for mesh, at in (({"dp": 2, "tp": 2, "pp": 4}, [2, 3]), ({"dp": 2, "tp": 2, "pp": 8}, [3]),
+                     ({"dp": 4, "pp": 4}, [2, 3])):
+        opts = option_sets(mesh, shapes)
+        assert len({o.micro_batches for o in opts}) >= 2
+        inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
+        adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="data_parallel")
+        per, cut, stand_in = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
+        assert per == 24 // mesh["pp"] and sorted(cut) == at and stand_in
+        assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {3 * k for k in at}
+        _assert_priced_as_whole(sweep, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
 
 
 def test_families_priced_with_one_members_advice_rank_as_every_mesh_advised(tiny):
@@ -362,3 +387,15 @@ def test_families_priced_with_one_members_advice_rank_as_every_mesh_advised(tiny
         a, b = (dict(x.split("=") for x in m.split(",")) for m in (c.mesh, c.anchors_from))
         assert all(a.get(x, "1") == b.get(x, "1") for x in ("tp", "cp", "ep"))
     assert {c["anchors_from"] for c in fam.to_dict()["ranked"]} >= {c.anchors_from for c in carried if c.fits}
+
+
+def test_a_later_sweeps_cut_down_graphs_are_cut_from_its_own_graph():
+    # one process sweeping two models: the graphs cut down for pricing are the second model's, not the first's
+    from strategist import sweep
+    first = load_graph(TINY, None, ["layers=12", "batch=16"])
+    second = load_graph(TINY, None, ["layers=24", "batch=64"])
+    sweep._init_worker(first, "atlas-800t-a2", "data_parallel", None)
+    assert next(iter(sweep._truncated(6).inputs.values())).shape[0] == 16
+    sweep._init_worker(second, "atlas-800t-a2", "data_parallel", None)
+    cut = sweep._truncated(6)
+    assert next(iter(cut.inputs.values())).shape[0] == 64 and len({op.layer for op in cut if op.layer}) == 6

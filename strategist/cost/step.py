@@ -381,10 +381,12 @@ class StepEstimate:
     """A plan's step as scheduled: ``step_s`` at once (what the advisor's trials read); the msprof-style
     breakdown (:attr:`schedule`, :attr:`per_layer`), the memory and the per-stage figures on first use."""
 
-    def __init__(self, plan, prof, opts, zero, stages, same):
+    def __init__(self, plan, prof, opts, zero, stages, same, held=None):
         """``stages``: (operators, items, pipeline p2p, optimizer seconds) per stage; ``same``: per stage, an
-        earlier stage of its signature (its timelines' ends are that one's), or None."""
+        earlier stage of its signature (its timelines' ends are that one's), or None; ``held``: ``opts`` as the
+        plan's own stages read them (:func:`held_options`; ``opts`` where the plan holds every stage)."""
         self.plan, self.prof, self.opts, self.zero = plan, prof, opts, zero
+        self.held = held or opts
         self._stage_items, self._timelines = stages, {}
         ends = []
         for s, rep in enumerate(same):
@@ -474,7 +476,8 @@ class StepEstimate:
         return self._per_layer
 
     def _stage_memory(self, s: int) -> dict:
-        return _memory_of_stage(self.plan, self._stage_items[s][0], s, self.opts, self.zero, self.prof)
+        return _memory_of_stage(self.plan, self._stage_items[s][0], _in_flight(s, self.opts), self.held, self.zero,
+                                self.prof)
 
     def _stages(self) -> list:
         if self._memory is None:
@@ -498,27 +501,68 @@ class StepEstimate:
                 "throughput": self.throughput, "options": self.options, "per_stage": self.per_stage}
 
 
-def _memory_of_stage(plan, names: set, s: int, o: StepOptions, zero, prof) -> dict:
-    return stage_memory(plan, names, devices=plan.mesh.size, recompute=o.recompute,
-                        optimizer_parallel=zero is not None, micro_batches=o.micro_batches,
-                        in_flight=in_flight(s, o.pp, o.micro_batches) if o.pp > 1 else 1, profile=prof,
-                        drop=selective_drop(plan.graph, o) if o.recompute != "full" else None)
+def _in_flight(s: int, opts: StepOptions) -> int:
+    return in_flight(s, opts.pp, opts.micro_batches) if opts.pp > 1 else 1
 
 
-def stage_memories(plan, opts: StepOptions) -> list[dict]:
+def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, prof) -> dict:
+    """The memory of the stage of ``plan`` holding ``names`` with ``flight`` micro-batches in flight (``held``:
+    the options as the plan's stages read them)."""
+    return stage_memory(plan, names, devices=plan.mesh.size, recompute=held.recompute,
+                        optimizer_parallel=zero is not None, micro_batches=held.micro_batches,
+                        in_flight=flight, profile=prof,
+                        drop=selective_drop(plan.graph, held) if held.recompute != "full" else None)
+
+
+#: the stages a stand-in plan holds for a longer pipeline: the first, one of the middle ones, the last
+STAND_IN_STAGES = 3
+
+
+def held_stages(pp: int, stand_in: bool = False) -> list[int]:
+    """Per stage of a ``pp``-stage pipeline, the stage of the plan that stands for it: itself; or, on a stand-in
+    plan (the layers of :data:`STAND_IN_STAGES` stages: the first, one middle stage, the last -- where every
+    middle stage holds the same layers with the same strategies), the first, the middle one for every middle
+    stage, the last."""
+    if not stand_in or pp <= STAND_IN_STAGES:
+        return list(range(pp))
+    return [0] + [1] * (pp - 2) + [2]
+
+
+def held_options(opts: StepOptions, stand_in: bool = False) -> StepOptions:
+    """``opts`` as a stand-in plan's own stages read them (:func:`held_stages`): its stages, and its per-stage
+    layer counts of the stages held; ``opts`` where the plan holds every stage. A one-line error where the
+    middle stages' counts differ or an offset makes the stages unequal (no plan stands for them)."""
+    held = held_stages(opts.pp, stand_in)
+    if len(held) == len(set(held)):
+        return opts
+    from ..errors import InputSpecError
+    if opts.offset or any(len(set(v[1:-1])) > 1 for v in (opts.select_layers, opts.comm_recompute_layers) if v):
+        raise InputSpecError("a stand-in plan stands for middle stages of one shape: give every middle stage the "
+                             "same layers and recompute counts (no offset)")
+
+    def kept(v):
+        return (v[0], v[1], v[-1]) if v else v
+    return replace(opts, pp=STAND_IN_STAGES, select_layers=kept(opts.select_layers),
+                   comm_recompute_layers=kept(opts.comm_recompute_layers))
+
+
+def stage_memories(plan, opts: StepOptions, stand_in: bool = False) -> list[dict]:
     """Each pipeline stage's memory (:func:`~.memory.stage_memory`) of ``plan`` under ``opts``, without scheduling
-    the step (the memory a stage keeps does not depend on the schedule)."""
+    the step (the memory a stage keeps does not depend on the schedule); ``stand_in``: ``plan`` stands for the
+    pipeline's stages (:func:`held_stages`)."""
     opts = opts.check()
+    held = held_options(opts, stand_in)
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
-    names = _stage_names(plan.graph, opts.pp, opts.offset or None)
-    return [_memory_of_stage(plan, n, k, opts, zero, prof) for k, n in enumerate(names)]
+    names = _stage_names(plan.graph, held.pp, held.offset or None)
+    return [_memory_of_stage(plan, names[h], _in_flight(s, opts), held, zero, prof)
+            for s, h in enumerate(held_stages(opts.pp, stand_in))]
 
 
-def memory_with(plan, opts: StepOptions) -> dict:
+def memory_with(plan, opts: StepOptions, stand_in: bool = False) -> dict:
     """:attr:`StepEstimate.memory` of ``plan`` under ``opts`` without scheduling the step: a sweep schedules only
     the configurations that fit."""
-    mems = stage_memories(plan, opts)
+    mems = stage_memories(plan, opts, stand_in)
     k = max(range(len(mems)), key=lambda i: mems[i]["total"])
     return {**mems[k], "stage": k}
 
@@ -534,11 +578,13 @@ def estimate(plan) -> StepEstimate | None:
     return est
 
 
-def estimate_with(plan, opts: StepOptions) -> StepEstimate:
-    """The step estimate of ``plan`` under ``opts`` (not memoised: a sweep prices one plan under many options)."""
+def estimate_with(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
+    """The step estimate of ``plan`` under ``opts`` (not memoised: a sweep prices one plan under many options);
+    ``stand_in``: ``plan`` holds three stages' layers standing for the pipeline's ``opts.pp`` (:func:`held_stages`:
+    a sweep prices a deep pipeline of identical layers on the plan of three stages)."""
     from ..engine.search.caches import no_cyclic_gc
     with no_cyclic_gc():
-        return _estimate(plan, opts.check())
+        return _estimate(plan, opts.check(), stand_in)
 
 
 _STAGES: dict = {}
@@ -572,38 +618,46 @@ def _stage_names(graph, pp: int, offset) -> list[frozenset[str]]:
     return hit[1]
 
 
-def _estimate(plan, opts: StepOptions) -> StepEstimate:
+def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
-    items = build_items(plan, prof, opts, zero)
-    stage = _stages(plan.graph, opts.pp, opts.offset or None)
+    held, of = held_options(opts, stand_in), held_stages(opts.pp, stand_in)
+    items = build_items(plan, prof, held, zero)
+    stage = _stages(plan.graph, held.pp, held.offset or None)
     devices = plan.mesh.size
     m = opts.micro_batches
-    sent = boundary_bytes(plan, stage) if opts.pp > 1 else {}
-    by_stage: list[list[Item]] = [[] for _ in range(opts.pp)]
-    if opts.pp > 1:
+    sent = boundary_bytes(plan, stage) if held.pp > 1 else {}       # by the sending stage of the plan
+    by_stage: list[list[Item]] = [[] for _ in range(held.pp)]
+    if held.pp > 1:
         for it in items:
             by_stage[stage[it.op]].append(it)
     else:
         by_stage[0] = items
-    stages, same, seen = [], [], {}
-    for s, names in enumerate(_stage_names(plan.graph, opts.pp, opts.offset or None)):
-        mine = by_stage[s]
+    names_of = _stage_names(plan.graph, held.pp, held.offset or None)
+    stages, same, seen, rows_of, optimizer_of = [], [], {}, {}, {}
+    for s, h in enumerate(of):
+        mine = by_stage[h]
         p2p = []
         for b, ph in ((s - 1, "forward"), (s, "backward")):
             if 0 <= b < opts.pp - 1:
-                nb = sent.get(b, 0.0) / m
+                nb = sent.get(of[b], 0.0) / m
                 t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
                 p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
-        stages.append((names, mine, p2p, _optimizer_seconds(plan, names, zero, prof, devices)))
+        if h not in optimizer_of:
+            optimizer_of[h] = _optimizer_seconds(plan, names_of[h], zero, prof, devices)
+        stages.append((names_of[h], mine, p2p, optimizer_of[h]))
         # the middle stages of a pipeline of identical layers schedule alike: each shape of stage simulated once
         # (another of its shape when its own timelines are read: StepEstimate.runs)
-        sig = stage_signature(mine, p2p, stages[-1][3]) if opts.pp > 2 else None
+        sig = None
+        if opts.pp > 2:
+            if h not in rows_of:
+                rows_of[h] = stage_signature(mine)[0]
+            sig = (rows_of[h], tuple((ph, secs) for ph, secs, _layer in p2p), optimizer_of[h])
         rep = seen.get(sig) if sig is not None else None
         same.append(rep)
         if rep is None and sig is not None:
             seen[sig] = s
-    est = StepEstimate(plan, prof, opts, zero, stages, same)
+    est = StepEstimate(plan, prof, opts, zero, stages, same, held)
     est.items = items
     return est
 
