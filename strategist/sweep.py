@@ -253,10 +253,23 @@ def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_
 def _init_pool_worker(*state) -> None:
     """A worker process's set-up: out of the run's exit machinery (:func:`strategist.progress.detach_worker`), the
     sweep's state, and what it holds moved out of the cyclic collector's sight (``gc.freeze``): each estimate
-    allocates a burst the collector would otherwise walk the whole graph for."""
+    allocates a burst the collector would otherwise walk the whole graph for. The collector then runs once after
+    each mesh (:func:`_mesh_task`), not when allocations trigger it."""
     progress.detach_worker()
     _init_worker(*state)
     gc.freeze()
+    gc.disable()
+    _WORKER["collect"] = True
+
+
+def _mesh_task(*args, **kw) -> dict:
+    """:func:`_advise_mesh` in a worker, then the mesh's cyclic garbage collected and what it leaves (the caches'
+    new entries) moved out of later collections' sight: each mesh's collection walks only the objects it made."""
+    out = _advise_mesh(*args, **kw)
+    if _WORKER.get("collect"):
+        gc.collect()
+        gc.freeze()
+    return out
 
 
 def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_strategy):
@@ -290,7 +303,7 @@ def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], carry
     if _WORKER.get("state") is not state:
         _init_pool_worker(*state)
         _WORKER["state"] = state
-    return _advise_mesh(mesh, options, False, carry=carry, share=share)
+    return _mesh_task(mesh, options, False, carry=carry, share=share)
 
 
 @dataclass
@@ -567,7 +580,7 @@ def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
     pids: list[int] = []
 
     def run(tasks):
-        futures = {pool.submit(_advise_mesh, m, o, False, carry=c, share=s): j for j, (m, o, c, s) in enumerate(tasks)}
+        futures = {pool.submit(_mesh_task, m, o, False, carry=c, share=s): j for j, (m, o, c, s) in enumerate(tasks)}
         for pid in [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]:
             if pid not in pids:           # killed with the run if it is interrupted on its way out
                 pids.append(pid)

@@ -65,3 +65,17 @@ def test_memory_memos_give_the_figures_computed_afresh(plan):
         memo.clear()
     cold = [memory_with(plan, o) for o in OPTIONS]
     assert warm[:len(OPTIONS)] == cold and warm[len(OPTIONS):] == cold[::-1]
+
+
+def test_a_stages_communication_not_overlapped_is_its_summarys(plan):
+    # the sweep's shortcut for the exposed communication: the time a collective runs and no computation does,
+    # read off a stage's timelines, is what summarising them gives (every stage, pipelined or not, with copies)
+    from strategist.cost.schedule import not_overlapped, summarize
+    for o in OPTIONS:
+        est = estimate_with(plan, o)
+        for s in range(o.pp):
+            for tl in est._simulated(s):
+                want = summarize(tl)[0]["communication_not_overlapped_s"]
+                assert want > 0 and not_overlapped(tl) == pytest.approx(want, rel=1e-12)
+            assert est.stage_not_overlapped(s) == \
+                pytest.approx(est.stage_totals(s)["communication_not_overlapped_s"], rel=1e-12)

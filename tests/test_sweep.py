@@ -316,8 +316,9 @@ def test_configurations_priced_on_cut_down_plans_are_the_whole_graphs():
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
         adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="data_parallel")
         per, cut, stand_in = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
-        assert per == 12 // mesh["pp"] and sorted(cut) == [2, 3] and not stand_in
-        assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {2 * mesh["pp"], 3 * mesh["pp"]}
+        ka, kb = sweep.PRICE_LAYERS
+        assert per == 12 // mesh["pp"] and sorted(cut) == [ka, kb] and not stand_in
+        assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {ka * mesh["pp"], kb * mesh["pp"]}
         _assert_priced_as_whole(sweep, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
 
 
@@ -345,8 +346,8 @@ def test_deep_pipelines_priced_on_three_stages_are_the_whole_graphs():
     shapes = shapes_of(graph)
     sweep._init_worker(graph, "atlas-800t-a2", "data_parallel", None)
     hw = load_hardware("atlas-800t-a2")
-    for mesh, at in (({"dp": 2, "tp": 2, "pp": 4}, [2, 3]), ({"dp": 2, "tp": 2, "pp": 8}, [3]),
-                     ({"dp": 4, "pp": 4}, [2, 3])):
+    for mesh in ({"dp": 2, "tp": 2, "pp": 4}, {"dp": 2, "tp": 2, "pp": 8}, {"dp": 4, "pp": 4}):
+        at = list(sweep.PRICE_LAYERS) if 24 // mesh["pp"] > sweep.PRICE_LAYERS[1] else [24 // mesh["pp"]]
         opts = option_sets(mesh, shapes)
         assert len({o.micro_batches for o in opts}) >= 2
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))

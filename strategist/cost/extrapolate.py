@@ -33,6 +33,6 @@ def step_at(est_a: StepEstimate, est_b: StepEstimate, ka: int, kb: int, k: int) 
             for (a0, a1), (b0, b1) in zip(est_a.stage_ends, est_b.stage_ends)]
     step, _bubbles, worst = pipeline_step(ends, opts)
     key = "communication_not_overlapped_s"
-    exposed = linear(est_a.stage_totals(worst)[key], est_b.stage_totals(worst)[key], ka, kb, k)
+    exposed = linear(est_a.stage_not_overlapped(worst), est_b.stage_not_overlapped(worst), ka, kb, k)
     return {"step_s": step, "throughput": throughput(est_a.plan, step, est_a.plan.mesh.size * opts.pp),
             key: exposed, "stage": worst}

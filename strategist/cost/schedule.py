@@ -217,6 +217,33 @@ def summarize(tl: Timeline) -> tuple[dict, dict]:
     return total, per
 
 
+def _union(intervals) -> list[tuple[float, float]]:
+    out: list = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def not_overlapped(tl: Timeline) -> float:
+    """:func:`summarize`'s total Communication not overlapped alone: the time some collective runs and no
+    computation does."""
+    comp = _union((s, e) for s, e, _layer in tl.compute if e > s)
+    total, k = 0.0, 0
+    for s, e in _union((c[0], c[1]) for c in tl.comm if c[1] > c[0]):
+        total += e - s
+        while k < len(comp) and comp[k][1] <= s:
+            k += 1
+        j = k
+        while j < len(comp) and comp[j][0] < e:
+            total -= min(e, comp[j][1]) - max(s, comp[j][0])
+            j += 1
+    return total
+
+
 def exposed(tl: Timeline) -> list[tuple]:
     """Each collective's time with no computation beside it: ((operator, what, layer, exposed seconds,
     seconds), ...), in start order."""

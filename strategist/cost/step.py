@@ -19,7 +19,7 @@ from .optime import (
 )
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
-from .schedule import Item, added, scaled, simulate, stage_signature, summarize
+from .schedule import Item, added, not_overlapped, scaled, simulate, stage_signature, summarize
 
 #: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
 #: twice (the global-norm clip, then the update), two fp32 moments read and written
@@ -162,8 +162,24 @@ def _base_rows(plan, prof, m: int) -> list[tuple]:
     return rows
 
 
+_ITEMS: list = [None, None]
+
+
 def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
-    """The schedule's view of every operator for one micro-batch."""
+    """The schedule's view of every operator for one micro-batch: those of one copy, memoised for the last plan,
+    profile and options but the copies (a sweep prices each option set with one copy and with two in turn),
+    then its copies (:func:`interleaved`)."""
+    key = (id(plan), id(prof), replace(opts, interleave=1), zero)
+    hit = _ITEMS[0]
+    if hit is not None and hit[0] is plan and hit[1] is prof and hit[2] == key:
+        items = _ITEMS[1]
+    else:
+        items = _one_copy(plan, prof, opts, zero)
+        _ITEMS[:] = [(plan, prof, key), items]
+    return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+
+
+def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
     g, m = plan.graph, opts.micro_batches
     grad, layer_of = _graph_facts(g)
     recompute = _in_layers(g) if opts.recompute == "full" else selective_drop(g, opts)
@@ -178,7 +194,7 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
             it.bwd += it.fwd
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
         items.append(it)
-    return interleaved(items, opts.interleave) if opts.interleave > 1 else items
+    return items
 
 
 def _in_layers(graph) -> frozenset[str]:
@@ -437,6 +453,12 @@ class StepEstimate:
         """Stage ``s``'s schedule totals over the step (its micro-batches, the last with the gradients)."""
         return self._summary(s)[0]
 
+    def stage_not_overlapped(self, s: int) -> float:
+        """Stage ``s``'s Communication not overlapped over the step (:meth:`stage_totals`' alone, read off its
+        timelines without summarising them)."""
+        a, b = self._simulated(s)
+        return not_overlapped(a) * (self.opts.micro_batches - 1) + not_overlapped(b)
+
     def _summary(self, s: int):
         """Stage ``s``'s (totals, per-layer rows) for the step: ``m - 1`` micro-batches' forward and backward
         without the gradient reductions, and the last one's with them."""
@@ -648,10 +670,11 @@ def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
         stages.append((names_of[h], mine, p2p, optimizer_of[h]))
         # the middle stages of a pipeline of identical layers schedule alike: each shape of stage simulated once
         # (another of its shape when its own timelines are read: StepEstimate.runs)
+        # (a stand-in's stages are told apart by the stage of the plan that stands for them)
         sig = None
         if opts.pp > 2:
             if h not in rows_of:
-                rows_of[h] = stage_signature(mine)[0]
+                rows_of[h] = h if held is not opts else stage_signature(mine)[0]
             sig = (rows_of[h], tuple((ph, secs) for ph, secs, _layer in p2p), optimizer_of[h])
         rep = seen.get(sig) if sig is not None else None
         same.append(rep)

@@ -92,6 +92,7 @@ def std_sort(items: list, key) -> list:
                 linear_insert(i)
 
     introsort(0, n, 2 * int(math.log2(n)))
+    introsort = None        # the recursive closure's hold on itself: the sort's lists freed on return, not by gc
     if n > _THRESHOLD:
         insertion_sort(0, _THRESHOLD)
         for i in range(_THRESHOLD, n):

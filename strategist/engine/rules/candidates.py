@@ -107,6 +107,7 @@ def _enumerate_splits(sizes: list[int], device_num: int, fully_use_devices: bool
             x *= 2
 
     rec(0, pow2, [])
+    rec = None              # the recursive closure's hold on itself: freed on return, not by gc
     if odd > 1:
         out = [c[:k] + [c[k] * odd] + c[k + 1:] for c in out for k, n in enumerate(sizes) if n % (c[k] * odd) == 0]
         out.append([1] * len(sizes))

@@ -110,6 +110,7 @@ def topo_sort_order(graph: OpGraph) -> dict[str, int]:
     for x in graph.outputs:
         if x.kind == "op":
             walk(x.ref, None)
+    walk = None                    # the closures' hold on each other (walk, call): freed on return, not by gc
     for name in ops:               # unreachable from the output: after everything else
         if name not in order:
             order[name] = len(order) + 1
