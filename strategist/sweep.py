@@ -502,15 +502,12 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
         with progress.interrupt_raises(), \
                 _executor(graph, hardware, dataset_strategy, rules, workers, ray) as run:   # Ctrl-C: rank so far
             # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
-            # by the stage's device count: a worker's caches of one count serve its next mesh of that count
-            def by_devices(ks):
-                return sorted(ks, key=lambda k: (-math.prod(todo[k][0].values()) // todo[k][0].get("pp", 1), k))
-            first = by_devices(set(seeds.values()))
+            first = by_devices(todo, set(seeds.values()))
             carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
             for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, k in carried_to) for k in first]),
                                        "sweep: advising each family", total=len(first)):
                 results[first[j]] = out
-            rest = by_devices(k for k in range(len(todo)) if k not in results)
+            rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
             tasks = [(todo[k][0], todo[k][1], results[seeds[k]].get("shared"), False) for k in rest]
             for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(rest)):
                 results[rest[j]] = out
@@ -527,6 +524,12 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     result.meshes_carried = len(results) - result.meshes_advised
     _rank(result, todo, results, seeds, 0 if result.interrupted else best, graph, hardware, dataset_strategy, rules)
     return result
+
+
+def by_devices(todo, ks) -> list[int]:
+    """The indices ``ks`` of ``todo``'s meshes in the order the workers take them: by their stage's device count,
+    largest first (a worker's caches of one count serve its next mesh of that count), then as listed."""
+    return sorted(ks, key=lambda k: (-inner_mesh(todo[k][0]).size, k))
 
 
 def family_of(mesh: dict) -> tuple:
