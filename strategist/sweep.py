@@ -296,14 +296,15 @@ def plan_on(g: OpGraph, base: OpGraph, advice, mesh: Mesh, hw, dataset_strategy)
                      dataset_strategy=dataset_strategy, hardware=hw)
 
 
-def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], carry=None, share=False) -> dict:
+def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], carry=None, share=False,
+                     with_advice=False, whole=False) -> dict:
     """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
     ``(graph, hardware, dataset_strategy, rules)``, set up again whenever the task receives another state object
     (Ray may hand each task its own deserialised copy)."""
     if _WORKER.get("state") is not state:
         _init_pool_worker(*state)
         _WORKER["state"] = state
-    return _mesh_task(mesh, options, False, carry=carry, share=share)
+    return _mesh_task(mesh, options, with_advice, whole=whole, carry=carry, share=share)
 
 
 @dataclass
@@ -498,31 +499,35 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
         _prepare_front_end(graph, todo)
     results: dict[int, dict] = {}
     seeds = family_seeds(todo, exhaustive)
+    option_of = None
     try:
         with progress.interrupt_raises(), \
                 _executor(graph, hardware, dataset_strategy, rules, workers, ray) as run:   # Ctrl-C: rank so far
             # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
             first = by_devices(todo, set(seeds.values()))
             carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
-            for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, k in carried_to) for k in first]),
+            for j, out in progress.bar(run([(*todo[k], None, k in carried_to, False, False) for k in first]),
                                        "sweep: advising each family", total=len(first)):
                 results[first[j]] = out
             rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
-            tasks = [(todo[k][0], todo[k][1], results[seeds[k]].get("shared"), False) for k in rest]
+            tasks = [(*todo[k], results[seeds[k]].get("shared"), False, False, False) for k in rest]
             for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(rest)):
                 results[rest[j]] = out
             for _round in range(len(todo)):
                 redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
                 if not redo:
                     break
-                for j, out in progress.bar(run([(todo[k][0], todo[k][1], None, False) for k in redo]),
+                for j, out in progress.bar(run([(*todo[k], None, False, False, False) for k in redo]),
                                            "sweep: advising the fastest", total=len(redo)):
                     results[redo[j]] = out
+            option_of = _rank(result, todo, results, seeds, graph)
+            _advise_best(result, option_of, best, run)      # by the workers, whose caches hold those meshes
     except KeyboardInterrupt:
         result.interrupted = True
     result.meshes_advised = sum(1 for out in results.values() if out.get("own"))
     result.meshes_carried = len(results) - result.meshes_advised
-    _rank(result, todo, results, seeds, 0 if result.interrupted else best, graph, hardware, dataset_strategy, rules)
+    if option_of is None:
+        _rank(result, todo, results, seeds, graph)
     return result
 
 
@@ -570,7 +575,8 @@ def fastest_meshes(todo, results: dict, n: int) -> list[int]:
 
 @contextlib.contextmanager
 def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
-    """``run(tasks)``: ``(position, result)`` of each ``(mesh, options, carry, share)`` task as it completes -- in
+    """``run(tasks)``: ``(position, result)`` of each ``(mesh, options, carry, share, with_advice, whole)`` task
+    (:func:`_advise_mesh`'s arguments) as it completes -- in
     this process (one worker, in order), on a process pool kept for the sweep's rounds, or as Ray tasks."""
     state = (graph, hardware, dataset_strategy, rules)
     if ray:
@@ -579,14 +585,16 @@ def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
         return
     if workers <= 1:
         _init_worker(*state)
-        yield lambda tasks: ((j, _advise_mesh(m, o, False, carry=c, share=s)) for j, (m, o, c, s) in enumerate(tasks))
+        yield lambda tasks: ((j, _advise_mesh(m, o, a, whole=w, carry=c, share=s))
+                             for j, (m, o, c, s, a, w) in enumerate(tasks))
         return
     ctx = multiprocessing.get_context("fork")
     pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker, initargs=state)
     pids: list[int] = []
 
     def run(tasks):
-        futures = {pool.submit(_mesh_task, m, o, False, carry=c, share=s): j for j, (m, o, c, s) in enumerate(tasks)}
+        futures = {pool.submit(_mesh_task, m, o, a, whole=w, carry=c, share=s): j
+                   for j, (m, o, c, s, a, w) in enumerate(tasks)}
         for pid in [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]:
             if pid not in pids:           # killed with the run if it is interrupted on its way out
                 pids.append(pid)
@@ -617,15 +625,18 @@ def _prepare_front_end(graph: OpGraph, todo) -> None:
         loss_own_strategies(graph, Mesh.parse(mesh))
 
 
-def _rank(result: SweepResult, todo, results, seeds, best: int, graph, hardware, dataset_strategy, rules) -> None:
+def _rank(result: SweepResult, todo, results, seeds, graph) -> dict:
+    """``result``'s ranked, out-of-memory and infeasible configurations from each mesh's rows, ranked; returns
+    ``{id(configuration): (mesh, options)}``."""
     option_of: dict = {}
+    ranked, unfit, infeasible = [], [], []
     for k, (mesh, opts) in enumerate(todo):
         out = results.get(k)
         if out is None:
-            result.infeasible.append(Config(mesh_text(mesh), {}, reason="not run (the sweep was interrupted)"))
+            infeasible.append(Config(mesh_text(mesh), {}, reason="not run (the sweep was interrupted)"))
             continue
         if "error" in out:
-            result.infeasible.append(Config(mesh_text(mesh), {}, reason=out["error"]))
+            infeasible.append(Config(mesh_text(mesh), {}, reason=out["error"]))
             continue
         sp = graph.sequence_parallel and uses_sequence_parallel(graph, inner_mesh(mesh))
         source = mesh_text(mesh) if out.get("own") else mesh_text(todo[seeds[k]][0])
@@ -635,39 +646,50 @@ def _rank(result: SweepResult, todo, results, seeds, best: int, graph, hardware,
             option_of[id(c)] = (mesh, o)
             if "error" in row:
                 c.reason = row["error"]
-                result.infeasible.append(c)
+                infeasible.append(c)
                 continue
             _fill(c, row)
             if c.fits:
-                result.ranked.append(c)
+                ranked.append(c)
             else:
                 over = (row["memory"] or 0) - (row["capacity"] or 0)
                 c.reason = f"out of memory by {over / 2**30:.1f} GiB per device"
-                result.unfit.append(c)
-    def key(c):
-        # equal steps (a plan MindSpore lays out alike under two meshes' names: no anchor, the dataset split over
-        # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
-        mesh = dict(a.split("=") for a in c.mesh.split(","))
-        return (round(c.step_s, 12), sum(1 for a in mesh if a != "dp"), c.memory_bytes or 0, c.mesh,
-                c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
-                c.options["interleave"])
-    result.ranked.sort(key=key)
-    result.unfit.sort(key=lambda c: (c.memory_bytes or 0, c.mesh))
-    if best and result.ranked:
-        _init_worker(graph, hardware, dataset_strategy, rules)
-        seen: set = set()
-        firsts = [c for c in result.ranked if c.mesh not in seen and not seen.add(c.mesh)]
-        for c in firsts[:best]:            # the fastest configuration of each of the best meshes
-            # advised again with its advice reported, and priced on the whole graph's plan (as ``advise`` prices it)
-            mesh, o = option_of[id(c)]
-            out = _advise_mesh(mesh, [o], True, whole=True)
+                unfit.append(c)
+    ranked.sort(key=_rank_key)
+    unfit.sort(key=lambda c: (c.memory_bytes or 0, c.mesh))
+    result.ranked, result.unfit = ranked, unfit
+    result.infeasible.extend(infeasible)
+    return option_of
+
+
+def _rank_key(c: Config) -> tuple:
+    # equal steps (a plan MindSpore lays out alike under two meshes' names: no anchor, the dataset split over
+    # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
+    mesh = dict(a.split("=") for a in c.mesh.split(","))
+    return (round(c.step_s, 12), sum(1 for a in mesh if a != "dp"), c.memory_bytes or 0, c.mesh,
+            c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
+            c.options["interleave"])
+
+
+def _advise_best(result: SweepResult, option_of: dict, best: int, run) -> None:
+    """The fastest configuration of each of the ``best`` fastest meshes advised again with its advice reported, and
+    priced on the whole graph's plan (as ``advise`` prices it), on ``run``'s workers; the ranking sorted again."""
+    seen: set = set()
+    firsts = [c for c in result.ranked if c.mesh not in seen and not seen.add(c.mesh)][:best]
+    if not firsts:
+        return
+    try:
+        outs = dict(run([(*option_of[id(c)][:1], [option_of[id(c)][1]], None, False, True, True) for c in firsts]))
+        for j, c in enumerate(firsts):
+            out = outs[j]
             row = (out.get("rows") or [{}])[0]
             if row.get("fits"):
                 _fill(c, row)
             if "advice" in out:
                 result.best.append({"mesh": c.mesh, "options": c.options, "advice": out["advice"],
                                     "parallel_config": parallel_config(c)})
-        result.ranked.sort(key=key)
+    finally:
+        result.ranked.sort(key=_rank_key)
 
 
 def _fill(c: Config, row: dict) -> None:

@@ -243,11 +243,13 @@ def test_memory_without_the_schedule_is_the_estimates(tiny):
 @pytest.mark.slow
 @pytest.mark.ci_sample
 def test_the_same_sweep_on_a_local_ray(tiny):
-    # --ray local: the meshes as Ray tasks on a Ray started for the sweep give the ranking the local workers give
+    # --ray local: the meshes as Ray tasks on a Ray started for the sweep give the ranking the local workers give,
+    # and the best two meshes' advice (advised again by Ray tasks)
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'strategist[ray]')")
-    here = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=1, best=0)
-    there = sweep_graph(tiny, 8, axes=("dp", "tp"), best=0, ray="local")
+    here = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=1, best=2)
+    there = sweep_graph(tiny, 8, axes=("dp", "tp"), best=2, ray="local")
     assert [c.to_dict() for c in there.ranked] == [c.to_dict() for c in here.ranked] and here.ranked
+    assert there.best == here.best and len(here.best) == 2 and here.best[0]["advice"]
     assert there.meshes_advised == here.meshes_advised == 4
 
 
@@ -400,3 +402,12 @@ def test_a_later_sweeps_cut_down_graphs_are_cut_from_its_own_graph():
     sweep._init_worker(second, "atlas-800t-a2", "data_parallel", None)
     cut = sweep._truncated(6)
     assert next(iter(cut.inputs.values())).shape[0] == 64 and len({op.layer for op in cut if op.layer}) == 6
+
+
+def test_the_best_meshes_advised_again_by_the_pools_workers_are_this_processs(tiny):
+    # the best meshes' advice and whole-graph step, from the worker processes that advised them in the sweep, are
+    # what one process gives
+    here = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=1, best=2)
+    pool = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=2, best=2)
+    assert [c.to_dict() for c in pool.ranked] == [c.to_dict() for c in here.ranked]
+    assert pool.best == here.best and len({b["mesh"] for b in here.best}) == 2 and here.best[0]["advice"]["anchors"]
