@@ -28,6 +28,7 @@ import math
 import multiprocessing
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import progress
 from .advice.carry import carry_anchors, told_apart
@@ -296,8 +297,8 @@ def plan_on(g: OpGraph, base: OpGraph, advice, mesh: Mesh, hw, dataset_strategy)
                      dataset_strategy=dataset_strategy, hardware=hw)
 
 
-def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], carry=None, share=False,
-                     with_advice=False, whole=False) -> dict:
+def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], with_advice=False, whole=False,
+                     carry=None, share=False) -> dict:
     """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
     ``(graph, hardware, dataset_strategy, rules)``, set up again whenever the task receives another state object
     (Ray may hand each task its own deserialised copy)."""
@@ -323,6 +324,17 @@ def _carried(carry, inner: Mesh) -> Carried | None:
     src, anchors = carry
     moved = carry_anchors(anchors, Mesh.parse(src), inner)
     return None if moved is None else Carried(moved)
+
+
+class Task(NamedTuple):
+    """One mesh for a worker: :func:`_advise_mesh`'s arguments, in its order."""
+
+    mesh: dict
+    options: list
+    with_advice: bool = False
+    whole: bool = False
+    carry: tuple | None = None
+    share: bool = False
 
 
 def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whole: bool = False, carry=None,
@@ -506,18 +518,18 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
             # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
             first = by_devices(todo, set(seeds.values()))
             carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
-            for j, out in progress.bar(run([(*todo[k], None, k in carried_to, False, False) for k in first]),
+            for j, out in progress.bar(run([Task(*todo[k], share=k in carried_to) for k in first]),
                                        "sweep: advising each family", total=len(first)):
                 results[first[j]] = out
             rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
-            tasks = [(*todo[k], results[seeds[k]].get("shared"), False, False, False) for k in rest]
+            tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in rest]
             for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(rest)):
                 results[rest[j]] = out
             for _round in range(len(todo)):
                 redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
                 if not redo:
                     break
-                for j, out in progress.bar(run([(*todo[k], None, False, False, False) for k in redo]),
+                for j, out in progress.bar(run([Task(*todo[k]) for k in redo]),
                                            "sweep: advising the fastest", total=len(redo)):
                     results[redo[j]] = out
             option_of = _rank(result, todo, results, seeds, graph)
@@ -575,8 +587,7 @@ def fastest_meshes(todo, results: dict, n: int) -> list[int]:
 
 @contextlib.contextmanager
 def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
-    """``run(tasks)``: ``(position, result)`` of each ``(mesh, options, carry, share, with_advice, whole)`` task
-    (:func:`_advise_mesh`'s arguments) as it completes -- in
+    """``run(tasks)``: ``(position, result)`` of each :class:`Task` as it completes -- in
     this process (one worker, in order), on a process pool kept for the sweep's rounds, or as Ray tasks."""
     state = (graph, hardware, dataset_strategy, rules)
     if ray:
@@ -585,16 +596,14 @@ def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
         return
     if workers <= 1:
         _init_worker(*state)
-        yield lambda tasks: ((j, _advise_mesh(m, o, a, whole=w, carry=c, share=s))
-                             for j, (m, o, c, s, a, w) in enumerate(tasks))
+        yield lambda tasks: ((j, _advise_mesh(*t)) for j, t in enumerate(tasks))
         return
     ctx = multiprocessing.get_context("fork")
     pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker, initargs=state)
     pids: list[int] = []
 
     def run(tasks):
-        futures = {pool.submit(_mesh_task, m, o, a, whole=w, carry=c, share=s): j
-                   for j, (m, o, c, s, a, w) in enumerate(tasks)}
+        futures = {pool.submit(_mesh_task, *t): j for j, t in enumerate(tasks)}
         for pid in [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]:
             if pid not in pids:           # killed with the run if it is interrupted on its way out
                 pids.append(pid)
@@ -679,7 +688,11 @@ def _advise_best(result: SweepResult, option_of: dict, best: int, run) -> None:
     if not firsts:
         return
     try:
-        outs = dict(run([(*option_of[id(c)][:1], [option_of[id(c)][1]], None, False, True, True) for c in firsts]))
+        tasks = []
+        for c in firsts:
+            mesh, o = option_of[id(c)]
+            tasks.append(Task(mesh, [o], with_advice=True, whole=True))
+        outs = dict(run(tasks))
         for j, c in enumerate(firsts):
             out = outs[j]
             row = (out.get("rows") or [{}])[0]
