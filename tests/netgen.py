@@ -1437,6 +1437,103 @@ def root_disagreements(plan, comparison) -> tuple[list[tuple[str, str]], int]:
     return roots, cascaded
 
 
+# ---- the known disagreements: tests/known_disagreements.yaml
+
+KNOWN_FILE = os.path.join(ROOT, "tests", "known_disagreements.yaml")
+#: how a case can end: both sides agree (both refusing counts), or one of the four ways they differ
+OUTCOMES = ("agrees", "disagrees", "mindspore-rejects", "strategist-refuses", "cannot-state")
+
+
+class KnownDisagreement(AssertionError):
+    """Raised by a case that differs from MindSpore exactly as tests/known_disagreements.yaml records: its test is
+    a strict expected failure raising this (any other failure, or a pass, fails the suite)."""
+
+
+@dataclass(frozen=True)
+class Known:
+    """One recorded disagreement: the case, how it ends, the operators that differ and why."""
+    case: str
+    outcome: str
+    operators: tuple[str, ...]
+    cause: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How strategist's answer for a case compares with MindSpore's recorded one."""
+    kind: str                               # one of OUTCOMES
+    operators: tuple[str, ...] = ()         # the operators that differ ("disagrees"), sorted
+    detail: str = ""                        # one line: the strategies that differ, or the error
+    comparison: object = None
+
+
+def known_disagreements(path: str = KNOWN_FILE) -> dict[str, Known]:
+    """tests/known_disagreements.yaml as {case id: Known}; a malformed entry raises ValueError naming it."""
+    import yaml
+    with open(path) as f:
+        doc = yaml.safe_load(f) or []
+    out: dict[str, Known] = {}
+    for e in doc:
+        if not isinstance(e, dict) or set(e) - {"case", "outcome", "operators", "cause"} or \
+                e.get("outcome") not in OUTCOMES[1:] or not e.get("cause") or not e.get("case"):
+            raise ValueError(f"{os.path.basename(path)}: malformed entry {e!r} (case, outcome, operators, cause)")
+        if e["case"] in out:
+            raise ValueError(f"{os.path.basename(path)}: {e['case']} listed twice")
+        out[e["case"]] = Known(e["case"], e["outcome"], tuple(sorted(e.get("operators") or ())), e["cause"])
+    return out
+
+
+def differing_operators(comparison) -> tuple[str, ...]:
+    """The operators of a Comparison that differ: strategist's name for a paired one, either side's for an unpaired
+    one, ``<dataset>`` for the dataset strategy."""
+    names = {r.op for r in comparison.disagreements()} | {n for n, _, _ in comparison.only_ours} | \
+        {m.path or m.name for m in comparison.only_theirs}
+    return tuple(sorted(names | ({"<dataset>"} if not comparison.dataset_agrees else set())))
+
+
+def outcome(case: Case, answer: dict) -> Outcome:
+    """Compare strategist's plan for ``case`` with MindSpore's recorded ``answer``."""
+    from strategist.errors import StrategistError
+    if not answer["ok"] and answer.get("error_source") == "strategist":
+        return Outcome("cannot-state", detail=f"strategist could not state the case for MindSpore: {answer['error'][:200]}")
+    try:
+        plan = strategist_plan(case)
+    except StrategistError as err:
+        if not answer["ok"]:
+            return Outcome("agrees", detail="both refuse the configuration")
+        return Outcome("strategist-refuses", detail=f"strategist refuses a configuration MindSpore accepts: {str(err)[:200]}")
+    if not answer["ok"]:
+        return Outcome("mindspore-rejects", detail=f"MindSpore rejects the configuration ({answer['error'][:160]}); "
+                                                   "strategist accepts it")
+    comparison = compare_answer(plan, answer)
+    if not comparison.total:
+        return Outcome("disagrees", ("<nothing in common>",), "MindSpore and strategist report no common operator",
+                       comparison)
+    if comparison.all_agree:
+        return Outcome("agrees", comparison=comparison)
+    return Outcome("disagrees", differing_operators(comparison),
+                   f"{comparison.agreed}/{comparison.total} operators agree; " + summarize(comparison, limit=8),
+                   comparison)
+
+
+def expect(case: Case, answer: dict, known: dict[str, Known]) -> Outcome:
+    """Assert ``case`` ends as tests/known_disagreements.yaml says: agreement where it lists nothing; else exactly the
+    recorded outcome and operators, which raises :class:`KnownDisagreement` (the test's strict expected failure)."""
+    got = outcome(case, answer)
+    k = known.get(case.id)
+    if got.kind == "agrees":
+        return got          # a listed case that agrees now passes, which fails its strict xfail: remove it
+    if k is None:
+        raise AssertionError(f"new disagreement with MindSpore ({got.kind}): {got.detail}")
+    if (k.outcome, k.operators) != (got.kind, got.operators if got.kind == "disagrees" else ()):
+        now = set(got.operators)
+        raise AssertionError(
+            f"{case.id} differs from MindSpore otherwise than tests/known_disagreements.yaml records: recorded "
+            f"{k.outcome} {sorted(k.operators)}, now {got.kind}; newly differing {sorted(now - set(k.operators))}, "
+            f"no longer differing {sorted(set(k.operators) - now)}: {got.detail}")
+    raise KnownDisagreement(f"{k.cause} ({got.detail})")
+
+
 def _fmt(s):
     from strategist.verify.compare import fmt
     return fmt(s)

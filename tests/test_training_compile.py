@@ -19,7 +19,7 @@ ENCODER = [c for c in netgen.example_cases() if c.id == "encoder[dp=2,tp=4]"][0]
 def _answer(case):
     answer = netgen.load_fixture(case)
     if answer is None:
-        pytest.skip(f"no cached MindSpore answer for {case.id} (run `make fixtures`)")
+        pytest.fail(f"no recorded MindSpore answer for {case.id}: record it with `make fixtures`", pytrace=False)
     return answer
 
 
