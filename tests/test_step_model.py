@@ -99,21 +99,57 @@ def test_mlp_memory_with_and_without_the_parallel_optimizer(graph_of):
     m = estimate(plan).memory
     # weights [1024, 4096] and [4096, 1024] fp16 split by 4: 2 MiB each; biases 2 KiB each
     assert m["parameters"] == pytest.approx(4 * mib + 4096)
-    assert m["gradients"] == pytest.approx(4 * mib + 4096)
     assert m["optimizer_states"] == pytest.approx(4 * (4 * mib + 4096))      # two fp32 moments: 8 B per element
-    # saved for the backward: GeLU's input and fc2's input, [2048, 1024] fp16 slices (4 MiB each); the
-    # largest output slice, 4 MiB, is the transient
-    assert m["activations"] == pytest.approx(8 * mib) and m["transient"] == pytest.approx(4 * mib)
+    # the end of the forward: GeLU's input and fc2's input saved, [2048, 1024] fp16 slices (4 MiB each), and the
+    # largest output slice, 4 MiB: 12 MiB. The optimizer step: the local gradients and the dp AllReduce's output
+    # (2 x 4 MiB + 4 KiB) and two fp32 copies of the largest slice (1M elements: 4 MiB each): 16 MiB + 8 KiB, the peak
+    held = 4 * mib + 4096 + 16 * mib + 16384                                   # parameters and optimizer states
+    assert m["moments"]["end of the forward"] == pytest.approx(held + 12 * mib)
+    assert m["moments"]["optimizer step"] == pytest.approx(held + 16 * mib + 8192)
+    assert m["peak_at"] == "optimizer step" and m["gradients"] == pytest.approx(8 * mib + 8192)
+    assert m["activations"] == 0 and m["optimizer_temporaries"] == pytest.approx(8 * mib)
+    assert m["total"] == pytest.approx(held + 16 * mib + 8192)
+    assert m["margin"] == pytest.approx(m["capacity"] - m["total"])
     assert not m["assumed"]["optimizer_parallel"]
     plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions(optimizer_parallel=True))
     z = estimate(plan).memory
-    # each weight slice is repeated on the 2 dp replicas and >= 64 KiB: kept as halves, gathered for the
-    # step (the gathered copy kept for the backward); biases below the 64 KiB threshold stay whole
+    # each weight slice is repeated on the 2 dp replicas and >= 64 KiB: kept as halves; biases below the 64 KiB
+    # threshold stay whole. The end of the forward holds the gathered weights (both MatMuls read theirs again in the
+    # backward) beside the 12 MiB of activations: 16 MiB; the optimizer step the whole gradients and their shards
+    # (4 MiB + 4 KiB, 2 MiB + 4 KiB) and two fp32 copies of the largest kept slice (2 MiB each): 10 MiB + 8 KiB
     assert z["parameters"] == pytest.approx(2 * mib + 4096)
-    assert z["gathered_weights"] == pytest.approx(4 * mib)
     assert z["optimizer_states"] == pytest.approx(8 * (mib + 2048))                # 8 B per element kept
-    assert z["gradients"] == pytest.approx(4 * mib + 4096)                    # level1: gradients whole
+    assert z["peak_at"] == "end of the forward" and z["gathered_weights"] == pytest.approx(4 * mib)
+    assert z["gradients"] == 0 and z["activations"] == pytest.approx(8 * mib)
+    assert z["moments"]["optimizer step"] == pytest.approx(2 * mib + 4096 + 8 * mib + 16384 + 10 * mib + 8192)
+    assert z["total"] == pytest.approx(2 * mib + 4096 + 8 * mib + 16384 + 16 * mib)
     assert z["assumed"]["optimizer_parallel"] and z["assumed"]["optimizer_level"] == "level1"
+
+
+def test_optimizer_states_by_optimizer(graph_of):
+    """The optimizer's states per kept parameter element: MindFormers' AdamW two fp32 moments (8 B), MindSpore's
+    nn.AdamWeightDecay two moments in the weights' dtype (fp16: 4 B), nn.Momentum one (2 B)."""
+    mib = 2**20
+    for name, per in (("adamw", 8), ("adam-weight-decay", 4), ("momentum", 2)):
+        plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions(optimizer=name))
+        m = estimate(plan).memory
+        assert m["optimizer_states"] == pytest.approx(per * (2 * mib + 2048)), name
+        assert m["assumed"]["optimizer_key"] == name
+    with pytest.raises(InputSpecError, match="bad --optimizer 'adam'"):
+        StepOptions(optimizer="adam").check()
+
+
+def test_gradient_accumulation_memory(graph_of):
+    """Two micro-batches without a pipeline: MindSpore keeps the accumulated gradients (4 MiB + 4 KiB) and two
+    constant zeros of their size all step; its optimizer step holds one scaled copy of them and five fp32 copies of
+    the largest slice (4 MiB each)."""
+    mib = 2**20
+    plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions(micro_batches=2))
+    m = estimate(plan).memory
+    g = 4 * mib + 4096
+    assert m["accumulated_gradients"] == pytest.approx(g) and m["accumulation_constants"] == pytest.approx(2 * g)
+    assert m["peak_at"] == "optimizer step"
+    assert m["total"] == pytest.approx(g + 4 * g + 3 * g + g + 5 * 4 * mib)
 
 
 def test_recompute_and_pipeline_options_change_time_and_memory(graph_of):
@@ -125,8 +161,8 @@ def test_recompute_and_pipeline_options_change_time_and_memory(graph_of):
         for r in ("none", "selective", "full"):
             g.step_options = StepOptions(recompute=r)
             base[r] = estimate(propagate(g, mesh, {}, hardware=hw))
-        assert base["none"].memory["activations"] > base["selective"].memory["activations"] > \
-            base["full"].memory["activations"]
+        assert base["none"].memory["activations_per_micro_batch"] > \
+            base["selective"].memory["activations_per_micro_batch"] > base["full"].memory["activations_per_micro_batch"]
         assert base["none"].schedule["computing_s"] < base["selective"].schedule["computing_s"] < \
             base["full"].schedule["computing_s"]
         g.step_options = StepOptions(pp=2, micro_batches=2)

@@ -18,7 +18,10 @@ def linear(a: float, b: float, ka: int, kb: int, k: int) -> float:
 def memory_at(mems_a: list[dict], mems_b: list[dict], ka: int, kb: int, k: int) -> dict:
     """The memory of the stage that keeps the most at ``k`` layers per stage, from every stage's memory
     (:func:`~.step.stage_memories`) at ``ka`` and ``kb``: its ``total``, the ``capacity``, ``fits``, ``stage``."""
-    totals = [linear(x["total"], y["total"], ka, kb, k) for x, y in zip(mems_a, mems_b)]
+    # each moment of a stage's step (the end of the forward, the optimizer step, ...) is linear in its layers; the
+    # peak, their maximum, is not
+    totals = [max(linear(x["moments"][m], y["moments"][m], ka, kb, k) for m in x["moments"])
+              for x, y in zip(mems_a, mems_b)]
     s = max(range(len(totals)), key=totals.__getitem__)
     cap = mems_a[s]["capacity"]
     return {"total": totals[s], "capacity": cap, "fits": totals[s] <= cap, "stage": s}

@@ -1,7 +1,19 @@
-"""Per-device memory a training run keeps at its peak, per pipeline stage: the weights (their
-optimizer-parallel slices, and the gathered copies the backward reads), one gradient buffer, Adam's two fp32
-moments, the activations the backward reads for every micro-batch in flight (what each operator's bprop
-saves, not every output; recompute drops what it recomputes), and the largest transient output."""
+"""Per-device memory a training step holds at its peak, per pipeline stage, as MindSpore 2.9's allocator holds it
+(validated against its DryRun, ``strategist verify --memory``; docs/design/cost-model.md, "Memory").
+
+What is held all step (the weights' slices, the optimizer's states, with gradient accumulation or a pipeline the
+accumulated gradients and the constants that clear them) plus the largest of three moments, never their sum:
+
+* the end of the forward: the activations every micro-batch in flight saved for its backward (what each operator's
+  bprop reads; recompute drops what it recomputes), the loss's largest output, and with the parallel optimizer the
+  gathered weights the backward reads again (a table read only by a Gather is freed after the forward);
+* under full recompute, the backward's rebuilding of one layer beside the layers' inputs;
+* the optimizer step: the gradients (the local ones and the AllReduce's output, which is not in place; with the
+  parallel optimizer the whole gradients and their reduce-scattered shards; with accumulation one scaled copy of the
+  accumulated ones) and the optimizer's fp32 temporaries of the largest parameter.
+
+MindSpore frees each activation once its backward has read it and each gathered weight after its gradient, so the
+gradients never meet the forward's activations at the peak."""
 from __future__ import annotations
 
 import math
@@ -17,7 +29,22 @@ NOTHING_SAVED = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Reshape", "
 #: ``feed_forward\.mul``, ``feed_forward\.w1\.activation\.silu``: the MLP's activation and its gating product)
 ACTIVATIONS = frozenset({"SiLU", "Silu", "GeLU", "FastGeLU", "Gelu", "Swish", "ReLU", "Sigmoid"})
 RECOMPUTE = ("none", "selective", "full")
-ADAM_BYTES = 8          # Adam's two moments in fp32 (MindFormers' FP32StateAdamWeightDecay)
+#: the optimizer's states, per parameter element: (description, bytes given the weight's element size)
+OPTIMIZERS = {
+    "adamw": ("MindFormers' AdamW: two fp32 moments per parameter", lambda per: 8),
+    "adam-weight-decay": ("MindSpore's nn.AdamWeightDecay: two moments in the weights' dtype", lambda per: 2 * per),
+    "momentum": ("MindSpore's nn.Momentum: one accumulator in the weights' dtype", lambda per: per),
+}
+#: MindFormers' and MindSpore's optimizer class names (a config's ``optimizer.type``) -> :data:`OPTIMIZERS`' key
+OPTIMIZER_TYPES = {"AdamW": "adamw", "FP32StateAdamWeightDecay": "adamw", "AdamWeightDecay": "adam-weight-decay",
+                   "Momentum": "momentum"}
+#: the optimizer step's fp32 temporaries of the largest parameter slice (MindSpore 2.9 DryRun, MindFormers' AdamW:
+#: two without accumulation; five with it, beside the scaled copy of the accumulated gradients)
+OPTIMIZER_TEMPORARIES = 2
+ACCUMULATION_TEMPORARIES = 5
+#: with gradient accumulation or a pipeline MindSpore keeps, beside each accumulated gradient, two constant zero
+#: tensors of its size that the Assigns clearing it read (``_TrainGradAccuStepCell``'s clear, folded to constants)
+CLEAR_CONSTANTS = 2
 
 
 def saved_inputs(op) -> tuple[int, ...]:
@@ -31,6 +58,11 @@ def saved_inputs(op) -> tuple[int, ...]:
     if op.type == "FlashAttentionScore":
         return (0, 1, 2)
     return tuple(i for i, x in enumerate(op.inputs) if x.kind in ("op", "input"))
+
+
+def saved_outputs(op) -> tuple[int, ...]:
+    """Output slots ``op``'s own backward reads (FlashAttentionScore's softmax max and sum)."""
+    return (0, 1) if op.type == "FlashAttentionScore" and len(op.outputs) >= 2 else ()
 
 
 NORMS = frozenset({"RmsNorm", "LayerNorm"})
@@ -62,38 +94,36 @@ _ACTIVATIONS: dict = {}
 
 
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
-                     drop: set | None = None) -> tuple[float, float]:
-    """(activations saved for one micro-batch, largest transient output) over operators ``names``; ``drop``:
-    the operators recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped
-    set (the same objects: a sweep's memory options read the same stages under each micro-batch count)."""
+                     drop: set | None = None) -> tuple[float, float, float]:
+    """(activations saved at the end of one micro-batch's forward, largest transient output, activations held while
+    full recompute rebuilds its largest layer: 0 without it) over operators ``names``; ``drop``: the operators
+    recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (the same
+    objects: a sweep's memory options read the same stages under each micro-batch count)."""
     key = (id(plan), id(names), recompute, id(drop))
     hit = _ACTIVATIONS.get(key)
     if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop:
         if len(_ACTIVATIONS) >= 256:
             _ACTIVATIONS.clear()
         hit = _ACTIVATIONS[key] = (plan, names, drop, _activation_bytes(plan, names, recompute, drop))
-    total, transient = hit[3]
-    return total / micro_batches, transient / micro_batches
+    return tuple(x / micro_batches for x in hit[3])
 
 
-def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -> tuple[float, float]:
-    """(activations saved, largest transient output) for the whole batch: :func:`activation_bytes` times the
-    micro-batch count."""
+def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict, float]:
+    """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}, the largest
+    output) over operators ``names``, for the whole batch."""
     g, ch = plan.graph, plan.choices
-    drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
-    for op in g:
-        # a view of a recomputed tensor is recomputed with it (MindFormers' fine-grained configs list the
-        # Reshapes beside the operators for this reason)
-        if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
-            drop.add(op.name)
-    saved: dict = {}            # (producer, j) -> bytes
-    layer_of = {}
+    saved: dict = {}
+    layer_of: dict = {}
     transient = 0.0
     for op in g:
         if op.name not in names:
             continue
         for j, spec in enumerate(op.outputs):
             transient = max(transient, _bytes(ch[op.name], j, spec))
+        for j in saved_outputs(op):
+            if op.name not in drop:
+                saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j])
+                layer_of[(op.name, j)] = (op.layer, op.layer)
         for slot in saved_inputs(op):
             x = op.inputs[slot] if slot < len(op.inputs) else None
             if x is None or x.kind != "op" or x.ref in drop or x.ref not in ch:
@@ -103,19 +133,34 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -
             if key not in saved:
                 saved[key] = _bytes(ch[x.ref], x.index or 0, spec)
                 layer_of[key] = (g.op(x.ref).layer, op.layer)
-    if recompute == "full":
-        per_layer: dict = {}
-        kept = 0.0
-        for key, b in saved.items():
-            mine, reader = layer_of[key]
-            if reader and mine == reader:
-                per_layer[reader] = per_layer.get(reader, 0.0) + b      # recomputed inside the layer
-            else:
-                kept += b                                               # a layer's input, or outside layers
-        total = kept + max(per_layer.values(), default=0.0)             # one layer rebuilt at a time
-    else:
-        total = sum(saved.values())
-    return total, transient
+    return saved, layer_of, transient
+
+
+def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -> tuple[float, float, float]:
+    """:func:`activation_bytes` for the whole batch (times the micro-batch count)."""
+    g = plan.graph
+    drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
+    for op in g:
+        # a view of a recomputed tensor is recomputed with it (MindFormers' fine-grained configs list the
+        # Reshapes beside the operators for this reason)
+        if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
+            drop.add(op.name)
+    saved, layer_of, transient = _saved(plan, names, drop)
+    if recompute != "full":
+        return sum(saved.values()), transient, 0.0
+    per_layer: dict = {}
+    inputs = outside = 0.0
+    for key, b in saved.items():
+        mine, reader = layer_of[key]
+        if reader and mine == reader:
+            per_layer[reader] = per_layer.get(reader, 0.0) + b      # recomputed inside the layer
+        elif reader:
+            inputs += b                                             # a layer's input, kept
+        else:
+            outside += b                                            # read outside the layers (the head, the loss)
+    # the forward ends with the layers' inputs and what the head and the loss saved; the backward rebuilds one
+    # layer at a time, after the head's and the loss's backward have freed theirs
+    return inputs + outside, transient, inputs + max(per_layer.values(), default=0.0)
 
 
 _SLICES: dict = {}
@@ -150,15 +195,20 @@ def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
 
 
 def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimizer_parallel: bool,
-                 micro_batches: int, in_flight: int, profile, drop: set | None = None) -> dict:
-    """The peak bytes one device of the stage holding operators ``names`` keeps, and what is assumed."""
+                 micro_batches: int, in_flight: int, profile, drop: set | None = None, accumulate: bool = False,
+                 optimizer: str = "adamw") -> dict:
+    """The peak bytes one device of the stage holding operators ``names`` keeps, how they divide at that peak, and
+    what is assumed. ``accumulate``: the step accumulates gradients over micro-batches (gradient accumulation, or a
+    pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`."""
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
     if optimizer_parallel and zero is None:
         zero = OptimizerSharding()
     if not optimizer_parallel:
         zero = None
-    params = gathered = grads = opt = 0.0
+    describe, state_bytes = OPTIMIZERS[optimizer]
+    reread = _reread_params(plan, names)
+    params = gathered = grads = shards = opt = largest = 0.0
     for name, shape in param_slices(plan, names).items():
         p = g.params.get(name)
         if p is None:
@@ -169,29 +219,64 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         if zero is not None and p.requires_grad and shape:
             w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * per)
         params += n * per / w
-        if w > 1:
-            gathered += n * per          # the AllGather's output, kept for the backward
+        if w > 1 and name in reread:
+            gathered += n * per          # the AllGather's output, kept until the weight's gradient is made
         if p.requires_grad:
-            grads += n * per / (w if zero is not None and zero.shards_gradients else 1)
-            opt += n * ADAM_BYTES / w
-    act, transient = activation_bytes(plan, names, recompute, micro_batches, drop)
-    act_total = act * in_flight
-    total = params + gathered + grads + opt + act_total + transient
+            grads += n * per
+            shards += n * per / w
+            opt += n * state_bytes(per) / w
+            largest = max(largest, n * 4 / w)
+    act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop)
+    persistent = params + opt
+    accumulated = constants = 0.0
+    if accumulate:
+        accumulated = shards
+        constants = CLEAR_CONSTANTS * shards
+        persistent += accumulated + constants
+    forward_end = {"activations": act * in_flight, "transient": transient, "gathered_weights": gathered}
+    rebuilding = {"activations": act * (in_flight - 1) + rebuild, "transient": 0.0, "gathered_weights": gathered} \
+        if recompute == "full" else None
+    if accumulate:
+        step_grads, temporaries = shards, ACCUMULATION_TEMPORARIES * largest
+    elif zero is not None:
+        step_grads, temporaries = grads + shards, OPTIMIZER_TEMPORARIES * largest
+    else:
+        step_grads, temporaries = 2 * grads, OPTIMIZER_TEMPORARIES * largest
+    optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries}
+    moments = [("end of the forward", forward_end), ("optimizer step", optimizer_step)]
+    if rebuilding is not None:
+        moments.insert(1, ("full recompute's rebuilding of a layer", rebuilding))
+    peak_at, held = max(moments, key=lambda m: sum(m[1].values()))
+    total = persistent + sum(held.values())
     cap = profile.memory_GB - profile.memory_reserved_GB
-    return {"parameters": params, "gathered_weights": gathered, "gradients": grads, "optimizer_states": opt,
-            "activations": act_total, "activations_per_micro_batch": act, "transient": transient,
-            "total": total, "capacity": cap, "device_memory": profile.memory_GB, "fits": total <= cap,
+    parts = {"activations": 0.0, "transient": 0.0, "gathered_weights": 0.0, "gradients": 0.0,
+             "optimizer_temporaries": 0.0, **held}
+    return {"parameters": params, "optimizer_states": opt, "accumulated_gradients": accumulated,
+            "accumulation_constants": constants, **parts, "activations_per_micro_batch": act,
+            "peak_at": peak_at, "moments": {name: sum(m.values()) + persistent for name, m in moments},
+            "total": total, "capacity": cap, "margin": cap - total, "device_memory": profile.memory_GB,
+            "fits": total <= cap,
             "assumed": {"recompute": recompute, "optimizer_parallel": bool(zero is not None),
                         "optimizer_level": zero.level if zero is not None else None,
-                        "micro_batches_in_flight": in_flight,
-                        "optimizer": "Adam, two fp32 moments per parameter, no fp32 master copy",
-                        "gradients": "one buffer in the weights' dtype" + (", sharded over dp" if zero is not None
-                                                                          and zero.shards_gradients else ""),
-                        "gathered_weights": "optimizer-parallel AllGather outputs kept for the backward"
+                        "micro_batches_in_flight": in_flight, "optimizer": describe, "optimizer_key": optimizer,
+                        "peak": f"held all step plus the largest moment ({peak_at})",
+                        "gradients": "at the optimizer step: "
+                                     + ("one scaled copy of the accumulated gradients" if accumulate else
+                                        "the whole gradients and their reduce-scattered shards" if zero is not None
+                                        else "the local gradients and the AllReduce's output"),
+                        "gathered_weights": "optimizer-parallel AllGather outputs kept until each weight's gradient "
+                                            "(a table read only by a Gather freed after the forward)"
                                             if zero is not None else None,
                         "activations": "what each operator's backward reads, per micro-batch in flight"
                                        + {"none": "", "selective": "; the MLP activation and its product "
                                           "recomputed", "full": "; each layer's input kept, one layer rebuilt at "
-                                          "a time"}[recompute]
+                                          "a time in the backward"}[recompute]
                                        + ("; norms recomputed with their communication (select_comm_recompute)"
                                           if drop and any(plan.graph.op(n).type in NORMS for n in drop) else "")}}
+
+
+def _reread_params(plan, names: set[str]) -> set[str]:
+    """The Parameters an operator of ``names`` reads again in its backward: every one it reads, but a table read only
+    by a Gather (whose backward reads the indices)."""
+    return {x.ref for op in plan.graph if op.name in names and op.type not in ("Gather", "GatherV2")
+            for x in op.inputs if x.kind == "param"}

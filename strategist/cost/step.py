@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .memory import RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
+from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from .optime import (
     DTYPE_BYTES,
     cached_rule,
@@ -52,9 +52,14 @@ class StepOptions:
     #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
     #: than the serial sum (Plan.totals()' step_seconds)
     choose_by_schedule: bool = False
+    #: the optimizer whose states the memory holds (:data:`~.memory.OPTIMIZERS`: adamw, MindFormers' AdamW with
+    #: fp32 moments; adam-weight-decay, MindSpore's nn.AdamWeightDecay; momentum)
+    optimizer: str = "adamw"
 
     def check(self) -> StepOptions:
         from ..errors import InputSpecError
+        if self.optimizer not in OPTIMIZERS:
+            raise InputSpecError(f"bad --optimizer {self.optimizer!r}: write one of {', '.join(OPTIMIZERS)}")
         if self.recompute not in RECOMPUTE:
             raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
         for name, v in (("select_layers", self.select_layers), ("comm_recompute_layers", self.comm_recompute_layers)):
@@ -533,7 +538,8 @@ def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, pro
     return stage_memory(plan, names, devices=plan.mesh.size, recompute=held.recompute,
                         optimizer_parallel=zero is not None, micro_batches=held.micro_batches,
                         in_flight=flight, profile=prof,
-                        drop=selective_drop(plan.graph, held) if held.recompute != "full" else None)
+                        drop=selective_drop(plan.graph, held) if held.recompute != "full" else None,
+                        accumulate=held.micro_batches > 1, optimizer=held.optimizer)
 
 
 #: the stages a stand-in plan holds for a longer pipeline: the first, one of the middle ones, the last
