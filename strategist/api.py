@@ -199,3 +199,42 @@ def find_op(plan: Plan, name: str) -> str:
     close = [n for n in plan.choices if n.endswith(name) or name in n][:6]
     raise StrategistError(f"--op {name!r} names no operator"
                           + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect)"))
+
+
+def verify_memory(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
+                  dataset_strategy="data_parallel", optimizer: str | None = None, optimizer_parallel: bool = False,
+                  recompute: str = "none", micro_batches: int = 1, hardware: str | None = "atlas-800t-a2",
+                  rank: int | None = None, timeout: float = 900):
+    """``strategist verify --memory``: MindSpore's DryRun peak memory per simulated rank beside strategist's
+    estimate of the same stage (the step model's ``memory.total``, as ``advise --format json`` reports it), for the
+    anchors of ``strategies`` or, without a file, strategist's own advice on ``mesh``. ``optimizer``: a key of
+    strategist.cost.memory.OPTIMIZERS (None: as the model's config says, else adamw), run by MindSpore and assumed
+    by the estimate alike. A list of :class:`~strategist.verify.memory_report.MemoryCheck` (``mesh``'s ``pp``
+    axis: the first and the last stage)."""
+    from .cost.step import StepOptions, estimate
+    from .verify.dryrun import mindspore_memory
+    from .verify.memory_report import MemoryCheck
+    mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
+    rest = ",".join(f"{n}={s}" for n, s in mesh.axes if n != "pp") or "dp=1"
+    graph = load_graph(model, inputs, kwargs, training=True)
+    optimizer = optimizer or graph.optimizer or "adamw"
+    step = StepOptions(pp=mesh.get("pp"), micro_batches=micro_batches, recompute=recompute,
+                       optimizer_parallel=optimizer_parallel, optimizer=optimizer).check()
+    anchors = None
+    if strategies:
+        plan = plan_model(model, rest, strategies=strategies, hardware=hardware, dataset_strategy=dataset_strategy,
+                          graph=graph, step=step)
+    else:
+        advice = advise_model(model, rest, hardware=hardware, dataset_strategy=dataset_strategy, graph=graph,
+                              step=step)
+        plan = advice.plan
+        anchors = {c.op: plan.anchors[c.op] for c in advice.chosen}
+    est = estimate(plan)
+    answers = mindspore_memory(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies, anchors=anchors,
+                               dataset_strategy=dataset_strategy, optimizer_parallel=optimizer_parallel,
+                               recompute=recompute, optimizer=optimizer, micro_batches=micro_batches, rank=rank,
+                               timeout=timeout, graph=graph)
+    stages = est.per_stage if est is not None else []
+    assumes = est.memory["assumed"]["optimizer"] if est is not None else "no estimate (no hardware profile)"
+    return [MemoryCheck(a, stages[a.stage]["memory_total"] if a.stage < len(stages) else None, assumes)
+            for a in answers]

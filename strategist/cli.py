@@ -246,6 +246,7 @@ def _check_commands(command) -> None:
                    help="also compare every collective of one training step (forward, backward, gradient "
                         "mirrors) with MindSpore's graph after autodiff")
     g.add_argument("--timeout", type=float, default=900, metavar="SECONDS", help="seconds MindSpore may take (default 900)")
+    _memory_args(sp)
     output_args(sp, max_rows="operator rows in the table, disagreements first")
 
     sp = command("compare", "MindFormers models: the advice beside the experts' anchors and full strategies",
@@ -258,6 +259,26 @@ def _check_commands(command) -> None:
     g.add_argument("--verify", action="store_true",
                    help="also run MindSpore's own propagation of the experts' anchors (a child process)")
     output_args(sp, max_rows="disagreement rows per column", html=True)
+
+
+def _memory_args(sp) -> None:
+    g = sp.add_argument_group("memory", "--memory: MindSpore's own peak memory per device (its DryRun, one training "
+                                        "step) beside strategist's estimate, instead of the propagation comparison")
+    g.add_argument("--memory", action="store_true",
+                   help="run one training step in MindSpore's DryRun (MS_SIMULATION_LEVEL=1; needs a C and a C++ "
+                        "compiler) and print its used and actual peak beside strategist's memory estimate; without "
+                        "--anchors, strategist's advice on the mesh is compiled")
+    optimizer_arg(g, memory=True)
+    g.add_argument("--optimizer-parallel", action="store_true", default=None,
+                   help="with --memory: MindSpore's enable_parallel_optimizer")
+    g.add_argument("--recompute", choices=["none", "selective", "full"], default=None,
+                   help="with --memory: none (default), selective (the MLP activation and its product) or full "
+                        "(every repeated layer)")
+    g.add_argument("--micro-batches", type=int, default=None, metavar="M",
+                   help="with --memory: micro-batches (a pp axis in --mesh: the pipeline's; else gradient "
+                        "accumulation; default 1)")
+    g.add_argument("--rank", type=int, default=None, metavar="R",
+                   help="with --memory: the rank to simulate (default rank 0 and, with pp, the last rank)")
 
 
 def _sweep_command(command) -> None:
@@ -311,6 +332,7 @@ def step_model_args(sp) -> None:
     g.add_argument("--optimizer-parallel", action="store_true", default=None,
                    help="MindSpore's enable_parallel_optimizer: weights and optimizer states sharded over their "
                         "replicas (default: as the model's config says)")
+    optimizer_arg(g)
     g.add_argument("--interleave", type=int, default=1, metavar="K",
                    help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): "
                         "1 (default), 2, 4 or 8")
@@ -322,6 +344,15 @@ def step_model_args(sp) -> None:
                         "intra_bus_GBps.AllReduce.8=80; repeatable")
     g.add_argument("--choose-by-schedule", action="store_true",
                    help="the advisor's choices by the scheduled step rather than the serial sum")
+
+
+def optimizer_arg(g, memory: bool = False) -> None:
+    """``--optimizer``: whose states the memory holds (and, with verify --memory, what MindSpore's step runs)."""
+    g.add_argument("--optimizer", choices=["adamw", "adam-weight-decay", "momentum"], default=None,
+                   help=("with --memory: " if memory else "") + "the optimizer whose states each device keeps: "
+                        "adamw (MindFormers' AdamW, two fp32 moments), adam-weight-decay (MindSpore's "
+                        "nn.AdamWeightDecay, two moments in the weights' dtype) or momentum (nn.Momentum); default: "
+                        "as the model's config says (optimizer.type), else adamw")
 
 
 def step_model_options(args):
@@ -337,8 +368,25 @@ def step_model_options(args):
                        optimizer_parallel=args.optimizer_parallel, interleave=args.interleave,
                        pp_interleave=args.pp_interleave,
                        overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
-                       choose_by_schedule=args.choose_by_schedule)
+                       choose_by_schedule=args.choose_by_schedule, optimizer=args.optimizer)
     return rest, opts.check()
+
+
+def _check_memory(parser, args) -> None:
+    """verify's --memory options: only with --memory, which compares no propagation."""
+    given = [f for f, v in (("--optimizer", args.optimizer), ("--optimizer-parallel", args.optimizer_parallel),
+                            ("--recompute", args.recompute), ("--micro-batches", args.micro_batches),
+                            ("--rank", args.rank)) if v is not None]
+    if given and not args.memory:
+        parser.error(f"{given[0]} is an option of --memory (MindSpore's peak memory): add --memory")
+    if args.memory:
+        other = [f for f, v in (("--semi-auto", args.semi_auto), ("--redistributions", args.redistributions),
+                                ("--communication", args.communication), ("--eval", args.eval)) if v]
+        if other:
+            parser.error(f"--memory runs a training step and compares no propagation, so {other[0]} does not apply: "
+                         f"drop one of them")
+        if args.micro_batches is not None and args.micro_batches < 1:
+            parser.error("--micro-batches must be >= 1")
 
 
 def _kwargs_words(argv: list[str]) -> list[str]:
@@ -383,6 +431,8 @@ def _check(parser: argparse.ArgumentParser, args) -> None:
     if args.command == "propagate" and args.out and args.trace and os.path.abspath(args.out) == \
             os.path.abspath(args.trace):
         parser.error(f"--out and --trace both write {args.out}: give them different files")
+    if args.command == "verify":
+        _check_memory(parser, args)
     if args.command == "advise":
         edits = args.diff or args.diff_out or args.apply
         for flag, given in (("--prune", args.prune), ("--target", args.target)):
@@ -541,6 +591,21 @@ def _sweep(parser, args, said: list) -> int:
     return 0
 
 
+def _verify_memory(args) -> None:
+    """``strategist verify --memory``: MindSpore's DryRun peak memory beside strategist's estimate."""
+    from .api import parse_dataset_strategy, verify_memory
+    from .verify.memory_report import memory_json, memory_text
+    checks = verify_memory(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs, strategies=args.strategies,
+                           dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
+                           optimizer=args.optimizer, optimizer_parallel=bool(args.optimizer_parallel),
+                           recompute=args.recompute or "none", micro_batches=args.micro_batches or 1,
+                           rank=args.rank, timeout=args.timeout)
+    if args.format == "json":
+        _write(args, memory_json(checks, args.model, args.mesh))
+    else:
+        _write(args, memory_text(checks, args.model, args.mesh, markdown=args.format == "md"))
+
+
 def _main(argv: list[str] | None = None) -> int:
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
@@ -607,6 +672,8 @@ def _main(argv: list[str] | None = None) -> int:
                     _write(args, _md_block(text) if args.format == "md" else text)
             else:
                 _plan_report(args, plan)
+        elif args.command == "verify" and args.memory:
+            _verify_memory(args)
         elif args.command == "verify":
             from .verify import verify_model
             result = verify_model(args.model, args.mesh, inputs=args.input, kwargs=args.kwargs,

@@ -186,7 +186,7 @@ def test_stage_assignment_is_even_with_embedding_first_and_head_last(graph_of):
 def test_profile_figures_name_their_sources_and_can_be_overridden():
     hw = load_hardware("atlas-800t-a2")
     p = step_profile(hw)
-    assert p.matmul_tflops == 328e12 and p.elementwise_GBps == 640e9 and p.memory_GB == 64e9
+    assert p.matmul_tflops == 328e12 and p.elementwise_GBps == 640e9 and p.memory_GB == 64 * 2**30
     assert [p.bus_bandwidth("AllGather", n, True) for n in (2, 4, 8)] == [38e9, 64e9, 149e9]
     assert [p.bus_bandwidth("AllReduce", n, True) for n in (2, 4, 8)] == [18e9, 30e9, 72e9]
     assert all(p.sources[k] for k in ("matmul_tflops", "elementwise_GBps", "intra_bus_GBps", "inter_bus_GBps"))

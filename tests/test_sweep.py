@@ -136,7 +136,7 @@ def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):
     path.write_text(yaml.safe_dump(prof))
     r = sweep_graph(tiny, 8, hardware=str(path), axes=("dp", "pp"), workers=1, best=0)
     assert r.unfit and all(c.reason.startswith("out of memory by ") for c in r.unfit)
-    assert all(c.memory_bytes <= 0.03e9 for c in r.ranked) and all(c.memory_bytes > 0.03e9 for c in r.unfit)
+    assert all(c.memory_bytes <= 0.03 * 2**30 for c in r.ranked) and all(c.memory_bytes > 0.03 * 2**30 for c in r.unfit)
 
 
 def test_cli_sweep_json(tmp_path):
@@ -177,7 +177,7 @@ def test_only_the_parallel_optimizer_fits(tmp_path):
     on = [c for c in full.ranked if c.options["optimizer_parallel"]][0].memory_bytes
     off = [c for c in full.ranked if not c.options["optimizer_parallel"]][0].memory_bytes
     assert on < off
-    prof["step_model"]["memory_GB"]["value"] = (on + off) / 2 / 1e9        # between the two
+    prof["step_model"]["memory_GB"]["value"] = (on + off) / 2 / 2**30      # between the two
     path = tmp_path / "card.yaml"
     path.write_text(yaml.safe_dump(prof))
     r = sweep_graph(g, 8, hardware=str(path), axes=("dp",), workers=1, best=0)

@@ -29,22 +29,21 @@ NOTHING_SAVED = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Reshape", "
 #: ``feed_forward\.mul``, ``feed_forward\.w1\.activation\.silu``: the MLP's activation and its gating product)
 ACTIVATIONS = frozenset({"SiLU", "Silu", "GeLU", "FastGeLU", "Gelu", "Swish", "ReLU", "Sigmoid"})
 RECOMPUTE = ("none", "selective", "full")
-#: the optimizer's states, per parameter element: (description, bytes given the weight's element size)
+#: the optimizer's states, per parameter element: (description, bytes given the weight's element size, the fp32
+#: temporaries of the largest parameter slice its step holds without accumulation -- MindSpore 2.9 DryRun, llama2_7b
+#: width, dp=8: MindFormers' AdamW two, nn.AdamWeightDecay, computing its fp16 moments in fp32, four)
 OPTIMIZERS = {
-    "adamw": ("MindFormers' AdamW: two fp32 moments per parameter", lambda per: 8),
-    "adam-weight-decay": ("MindSpore's nn.AdamWeightDecay: two moments in the weights' dtype", lambda per: 2 * per),
-    "momentum": ("MindSpore's nn.Momentum: one accumulator in the weights' dtype", lambda per: per),
+    "adamw": ("MindFormers' AdamW: two fp32 moments per parameter", lambda per: 8, 2),
+    "adam-weight-decay": ("MindSpore's nn.AdamWeightDecay: two moments in the weights' dtype", lambda per: 2 * per, 4),
+    "momentum": ("MindSpore's nn.Momentum: one accumulator in the weights' dtype", lambda per: per, 2),
 }
-#: MindFormers' and MindSpore's optimizer class names (a config's ``optimizer.type``) -> :data:`OPTIMIZERS`' key
-OPTIMIZER_TYPES = {"AdamW": "adamw", "FP32StateAdamWeightDecay": "adamw", "AdamWeightDecay": "adam-weight-decay",
-                   "Momentum": "momentum"}
-#: the optimizer step's fp32 temporaries of the largest parameter slice (MindSpore 2.9 DryRun, MindFormers' AdamW:
-#: two without accumulation; five with it, beside the scaled copy of the accumulated gradients)
-OPTIMIZER_TEMPORARIES = 2
+#: the optimizer step's fp32 temporaries of the largest parameter slice with accumulation, beside the scaled copy of
+#: the accumulated gradients (MindSpore 2.9 DryRun, MindFormers' AdamW)
 ACCUMULATION_TEMPORARIES = 5
-#: with gradient accumulation or a pipeline MindSpore keeps, beside each accumulated gradient, two constant zero
-#: tensors of its size that the Assigns clearing it read (``_TrainGradAccuStepCell``'s clear, folded to constants)
-CLEAR_CONSTANTS = 2
+#: with gradient accumulation or a pipeline MindSpore keeps each gradient accumulated whole (the parallel optimizer
+#: does not shard it) and, for the Assigns that clear it (``_TrainGradAccuStepCell``'s, folded to constants), zeros
+#: of its size and of its kept shard's (DryRun, llama2_7b width, 2 layers, dp=8: 1272 MiB accumulated, 2544 MiB of
+#: constants; with the parallel optimizer 1272 and 1272 + 159)
 
 
 def saved_inputs(op) -> tuple[int, ...]:
@@ -206,7 +205,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         zero = OptimizerSharding()
     if not optimizer_parallel:
         zero = None
-    describe, state_bytes = OPTIMIZERS[optimizer]
+    describe, state_bytes, temporaries_of = OPTIMIZERS[optimizer]
     reread = _reread_params(plan, names)
     params = gathered = grads = shards = opt = largest = 0.0
     for name, shape in param_slices(plan, names).items():
@@ -219,8 +218,10 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         if zero is not None and p.requires_grad and shape:
             w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * per)
         params += n * per / w
-        if w > 1 and name in reread:
-            gathered += n * per          # the AllGather's output, kept until the weight's gradient is made
+        if w > 1 and (name in reread or accumulate):
+            # the AllGather's output, kept until the weight's gradient is made; accumulating, every one is gathered
+            # once for all the micro-batches and kept
+            gathered += n * per
         if p.requires_grad:
             grads += n * per
             shards += n * per / w
@@ -230,18 +231,18 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     persistent = params + opt
     accumulated = constants = 0.0
     if accumulate:
-        accumulated = shards
-        constants = CLEAR_CONSTANTS * shards
+        accumulated = grads
+        constants = grads + shards
         persistent += accumulated + constants
     forward_end = {"activations": act * in_flight, "transient": transient, "gathered_weights": gathered}
     rebuilding = {"activations": act * (in_flight - 1) + rebuild, "transient": 0.0, "gathered_weights": gathered} \
         if recompute == "full" else None
     if accumulate:
-        step_grads, temporaries = shards, ACCUMULATION_TEMPORARIES * largest
+        step_grads, temporaries = grads, ACCUMULATION_TEMPORARIES * largest
     elif zero is not None:
-        step_grads, temporaries = grads + shards, OPTIMIZER_TEMPORARIES * largest
+        step_grads, temporaries = grads + shards, temporaries_of * largest
     else:
-        step_grads, temporaries = 2 * grads, OPTIMIZER_TEMPORARIES * largest
+        step_grads, temporaries = 2 * grads, temporaries_of * largest
     optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries}
     moments = [("end of the forward", forward_end), ("optimizer step", optimizer_step)]
     if rebuilding is not None:

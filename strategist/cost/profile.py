@@ -28,12 +28,15 @@ from ..errors import MeshError
 KINDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll")
 _SAME_AS = {"ReduceScatter": "AllGather", "AllToAll": "AllGather"}
 
+#: a device memory's GB as MindSpore counts it: ``max_device_memory="59GB"`` is 59 x 2**30 bytes, and its DryRun's
+#: simulated 64 GB 910B has 65536 MiB ("Device MOC memory size: 65536M")
+MEMORY_GB = 2**30
 #: figures a profile may give (scalars), with their unit conversion to SI
 SCALARS = {
     "peak_tflops": 1e12, "matmul_tflops": 1e12, "flash_attention_efficiency": 1.0, "fp32_matmul_ratio": 1.0,
-    "elementwise_GBps": 1e9, "memory_GB": 1e9, "intra_latency_us": 1e-6, "inter_bus_GBps": 1e9,
+    "elementwise_GBps": 1e9, "memory_GB": MEMORY_GB, "intra_latency_us": 1e-6, "inter_bus_GBps": 1e9,
     "inter_latency_us": 1e-6, "p2p_intra_GBps": 1e9, "p2p_inter_GBps": 1e9, "kernel_launch_us": 1e-6,
-    "memory_reserved_GB": 1e9,
+    "memory_reserved_GB": MEMORY_GB,
 }
 TABLES = ("intra_bus_GBps",)
 

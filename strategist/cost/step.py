@@ -53,12 +53,13 @@ class StepOptions:
     #: than the serial sum (Plan.totals()' step_seconds)
     choose_by_schedule: bool = False
     #: the optimizer whose states the memory holds (:data:`~.memory.OPTIMIZERS`: adamw, MindFormers' AdamW with
-    #: fp32 moments; adam-weight-decay, MindSpore's nn.AdamWeightDecay; momentum)
-    optimizer: str = "adamw"
+    #: fp32 moments; adam-weight-decay, MindSpore's nn.AdamWeightDecay; momentum); None: as the model's config says
+    #: (a MindFormers config's ``optimizer.type``), else adamw
+    optimizer: str | None = None
 
     def check(self) -> StepOptions:
         from ..errors import InputSpecError
-        if self.optimizer not in OPTIMIZERS:
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise InputSpecError(f"bad --optimizer {self.optimizer!r}: write one of {', '.join(OPTIMIZERS)}")
         if self.recompute not in RECOMPUTE:
             raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
@@ -539,7 +540,8 @@ def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, pro
                         optimizer_parallel=zero is not None, micro_batches=held.micro_batches,
                         in_flight=flight, profile=prof,
                         drop=selective_drop(plan.graph, held) if held.recompute != "full" else None,
-                        accumulate=held.micro_batches > 1, optimizer=held.optimizer)
+                        accumulate=held.micro_batches > 1,
+                        optimizer=held.optimizer or plan.graph.optimizer or "adamw")
 
 
 #: the stages a stand-in plan holds for a longer pipeline: the first, one of the middle ones, the last

@@ -30,5 +30,5 @@ def load_hardware(name_or_path: str) -> Hardware:
     links = {k: Link(getattr(d, k).bandwidth_GBps * 1e9, getattr(d, k).latency_us / 1e6)
              for k in ("intra_node", "inter_node")}
     return Hardware(d.name or os.path.basename(path), d.devices_per_node, links["intra_node"], links["inter_node"],
-                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 1e9, d.hbm_GBps * d.hbm_efficiency * 1e9,
+                    d.peak_tflops * 1e12, d.mfu, d.memory_GB * 2**30, d.hbm_GBps * d.hbm_efficiency * 1e9,
                     tuple((d.step_model or {}).items()))

@@ -72,13 +72,20 @@ def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -
 def memory_lines(d: dict) -> list[str]:
     m = d["memory"]
     a = m["assumed"]
+    margin = m["capacity"] - m["total"]
+    held = [("parameters", m["parameters"]), ("optimizer states", m["optimizer_states"]),
+            ("accumulated gradients", m.get("accumulated_gradients", 0.0)),
+            ("their clear constants", m.get("accumulation_constants", 0.0))]
+    at = [("activations", m["activations"]), ("transient", m["transient"]),
+          ("gathered weights", m["gathered_weights"]), ("gradients", m["gradients"]),
+          ("optimizer temporaries", m.get("optimizer_temporaries", 0.0))]
     total = (f"memory per device: {_gib(m['total'])} of {_gib(m['capacity'])} usable "
-             f"({'fits' if m['fits'] else 'does NOT fit'}): parameters {_gib(m['parameters'])}, gathered weights "
-             f"{_gib(m['gathered_weights'])}, gradients {_gib(m['gradients'])}, optimizer states "
-             f"{_gib(m['optimizer_states'])}, activations {_gib(m['activations'])}, transient {_gib(m['transient'])}")
+             f"({'fits' if m['fits'] else 'does NOT fit'}, margin {'-' if margin < 0 else ''}{_gib(abs(margin))}); "
+             f"peak at the {m.get('peak_at', 'end of the forward')}: "
+             + ", ".join(f"{k} {_gib(v)}" for k, v in held + at if v or k in ("parameters", "optimizer states")))
     assumed = (f"  assumed: recompute {a['recompute']}, optimizer parallel "
                f"{'on' if a['optimizer_parallel'] else 'off'}, {a['micro_batches_in_flight']} micro-batch(es) in "
-               f"flight; {a['activations']}; {a['optimizer']}; {a['gradients']}")
+               f"flight; {a['activations']}; {a['optimizer']}; gradients {a['gradients']}")
     return [total, assumed]
 
 

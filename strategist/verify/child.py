@@ -44,7 +44,7 @@ def _first_line(err: BaseException) -> str:
     return first(err)
 
 
-def _from_mindspore(err: BaseException) -> bool:
+def from_mindspore(err: BaseException) -> bool:
     """True when the innermost frame of ``err``'s traceback is MindSpore's code."""
     tb, last = err.__traceback__, None
     while tb is not None:
@@ -54,7 +54,7 @@ def _from_mindspore(err: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _import_time_guard():
+def import_time_guard():
     """Model files may call ``set_context(device_target=...)`` or ``init()`` when imported or built; while
     the model is built those calls keep our device target and do not re-initialise communication."""
     import mindspore as ms
@@ -340,7 +340,7 @@ def run(req: dict) -> dict:
             # MindFormers builds (and anchors) its own model at the requested mesh in its world
             cell, names, specs, slots = _build_mindformers(req, stack, result)
         else:
-            with _import_time_guard():
+            with import_time_guard():
                 cell = build_cell(ModelRef.parse(req["model"]), parse_kwargs(req.get("kwargs")))
             named = parse_inputs(req.get("inputs"))
             if not named:
@@ -414,7 +414,7 @@ def run(req: dict) -> dict:
         result["error"] = str(err)
     except Exception as err:
         # MindSpore's own checks (shard() arguments, context values) reject with Python exceptions too
-        result["error_kind"] = "rejected" if _from_mindspore(err) else "internal"
+        result["error_kind"] = "rejected" if from_mindspore(err) else "internal"
         result["error"] = _first_line(err)
         if result["error_kind"] == "internal":
             import traceback
@@ -579,7 +579,7 @@ def _clear_strategies(net, notes: list) -> None:
                                             f"every parallel run)" if kept else ""))
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """A killed ``strategist verify`` must not leave MindSpore compiling on a shared machine (Linux)."""
     parent = os.environ.get("STRATEGIST_VERIFY_PARENT")
     try:
@@ -593,7 +593,7 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     request_file, result_file = argv
-    _die_with_parent()
+    die_with_parent()
     with open(request_file) as f:
         req = json.load(f)
     result = run(req)

@@ -264,6 +264,12 @@ class OptimizerSharding:
                    float(c.get("parallel_optimizer_threshold", 64)), str(c.get("optimizer_level", "level1")))
 
 
+#: MindFormers' and MindSpore's optimizer class names (a config's ``optimizer.type``) -> the step model's optimizer
+#: (strategist.cost.memory.OPTIMIZERS: what its states keep per parameter element)
+OPTIMIZER_TYPES = {"AdamW": "adamw", "FP32StateAdamWeightDecay": "adamw", "AdamWeightDecay": "adam-weight-decay",
+                   "Momentum": "momentum"}
+
+
 @dataclass(frozen=True)
 class GraphMeta:
     """What a front end records about a graph beside its operators: how MindSpore compiles it, its
@@ -304,6 +310,8 @@ class GraphMeta:
     optimizer_sharding: OptimizerSharding | None = None
     #: MindFormers' ``enable_alltoall`` (MoE dispatch by AllToAll)
     enable_alltoall: bool = False
+    #: the optimizer a config names (``optimizer.type`` as strategist.cost.memory.OPTIMIZERS keys it; None: not said)
+    optimizer: str | None = None
     #: the step model's options its plans are estimated with (:class:`strategist.cost.step.StepOptions`; None: the
     #: defaults)
     step_options: Any = None

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...errors import InputSpecError
-from ...vocab.graph import OpGraph, OptimizerSharding, TensorSpec
+from ...vocab.graph import OPTIMIZER_TYPES, OpGraph, OptimizerSharding, TensorSpec
 from ...vocab.mesh import Mesh
 from ..graph import extract
 from .build import (UID, add_loss_adds, build_model, clear_strategies, config_batch, input_slots,
@@ -178,6 +178,8 @@ def _record_build(g: OpGraph, cfg, options: tuple, batch: int, fitted: list[str]
     g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
     # the config's enable_alltoall: without it MindSpore writes an all-to-all as AllGather + Split + Concat
     g.enable_alltoall = bool(_plain(cfg.get("parallel") or {}).get("enable_alltoall", False))
+    # the config's optimizer (its states' bytes): MindFormers' AdamW keeps fp32 moments, AdamWeightDecay the weights'
+    g.optimizer = OPTIMIZER_TYPES.get(str((_plain(cfg.get("optimizer") or {}) or {}).get("type", "")))
 
 
 def _plain(d):
