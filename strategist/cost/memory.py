@@ -144,22 +144,120 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -
         # Reshapes beside the operators for this reason)
         if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
             drop.add(op.name)
-    saved, layer_of, transient = _saved(plan, names, drop)
-    if recompute != "full":
-        return sum(saved.values()), transient, 0.0
-    per_layer: dict = {}
-    inputs = outside = 0.0
-    for key, b in saved.items():
-        mine, reader = layer_of[key]
-        if reader and mine == reader:
-            per_layer[reader] = per_layer.get(reader, 0.0) + b      # recomputed inside the layer
-        elif reader:
-            inputs += b                                             # a layer's input, kept
+    saved, layer_of, _largest = _saved(plan, names, drop)
+    rebuild = 0.0
+    if recompute == "full":
+        per_layer: dict = {}
+        inputs = 0.0
+        for key, b in list(saved.items()):
+            mine, reader = layer_of[key]
+            if reader and mine == reader:
+                per_layer[reader] = per_layer.get(reader, 0.0) + b      # recomputed inside the layer
+                del saved[key]
+            elif reader:
+                inputs += b                                             # a layer's input, kept
+        # the backward rebuilds one layer at a time, after the head's and the loss's backward have freed theirs
+        rebuild = inputs + max(per_layer.values(), default=0.0)
+    kept = sum(saved.values())
+    return kept, _forward_peak(plan, names, saved) - kept, rebuild
+
+
+def redistribution_peak(edge, alltoall: bool = False) -> tuple[float, float]:
+    """(the bytes a redistribution holds at once beside its source, the bytes it holds once its source may be
+    freed), per device. Each step's output; an AllGather along another dim than the first is MindSpore's AllGather
+    along the first, then a Split of the gathered tensor into the pieces a Concat joins: the gathered tensor beside
+    the source, then the gathered tensor and its pieces (DryRun, llama2_7b's logits gathered over tp=4 for the loss:
+    2000 MiB gathered beside 4 x 500 MiB pieces, the source freed). An all-to-all is such an AllGather, Split and
+    Concat too unless MindSpore's ``enable_alltoall`` (``alltoall``) sends it as one AllToAll."""
+    per = DTYPE_BYTES.get(edge.dtype, 4)
+    first = later = 0.0
+    for step in edge.forward.ops:
+        s = step.slice_numel * per
+        if step.kind == "AllGather" or (step.kind == "AllToAll" and not alltoall):
+            first = max(first, step.n * s)
+            if step.kind == "AllToAll" or step.dim != 0:
+                later = max(later, 2 * step.n * s)
+        elif step.kind == "AllToAll":
+            first = max(first, 2 * s)
+        elif step.kind == "Split":
+            first = max(first, s / step.n)
         else:
-            outside += b                                            # read outside the layers (the head, the loss)
-    # the forward ends with the layers' inputs and what the head and the loss saved; the backward rebuilds one
-    # layer at a time, after the head's and the loss's backward have freed theirs
-    return inputs + outside, transient, inputs + max(per_layer.values(), default=0.0)
+            first = max(first, s)
+    return first, later
+
+
+def _forward_peak(plan, names: set[str], saved: dict) -> float:
+    """The most the forward over operators ``names`` holds at once, as MindSpore's allocator frees: walking the
+    operators in order, every tensor lives from its operator to its last reader (a redistribution reading it for its
+    consumer frees it there) and, saved for the backward, to the end of the forward; a redistributed input lives
+    from its redistribution to its consumer (to the end when the consumer saves it), beside the redistribution's own
+    steps while it runs; an operator's outputs are allocated beside its inputs."""
+    g, ch = plan.graph, plan.choices
+    moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
+    saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
+              if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}
+    reads: dict = {}
+    for op in g:
+        if op.name in names:
+            for x in op.inputs:
+                if x.kind == "op":
+                    reads[(x.ref, x.index or 0)] = reads.get((x.ref, x.index or 0), 0) + 1
+    live: dict = {}
+    live_bytes = held = peak = 0.0
+
+    def read(key):
+        nonlocal live_bytes
+        reads[key] -= 1
+        if reads[key] == 0 and key in live:
+            live_bytes -= live.pop(key)
+
+    for op in g:
+        if op.name not in names:
+            continue
+        copies = kept = 0.0
+        direct = []
+        for slot, x in enumerate(op.inputs):
+            if x.kind not in ("op", "input"):
+                continue
+            key = (x.ref, x.index or 0)
+            e = moved.get((op.name, slot))
+            if e is None:
+                if x.kind == "op":
+                    direct.append(key)
+                continue
+            # a redistributed input: its steps beside the source, the source freed after its last read (a net input
+            # lives all step), its copy kept to the end of the forward where the consumer's backward reads it
+            first, later = redistribution_peak(e, g.enable_alltoall)
+            peak = max(peak, held + live_bytes + copies + first)
+            if x.kind == "op":
+                read(key)
+            peak = max(peak, held + live_bytes + copies + later)
+            b = e.dst_layout.slice_numel * DTYPE_BYTES.get(e.dtype, 4)
+            copies += b
+            if (x.ref, x.index or 0, op.name) in saving and (key in saved or x.kind == "input"):
+                kept += b
+        out = [_bytes(ch[op.name], j, spec) for j, spec in enumerate(op.outputs)]
+        peak = max(peak, held + live_bytes + copies + sum(out))
+        for key in direct:
+            read(key)
+        held += kept
+        for j, b in enumerate(out):
+            key = (op.name, j)
+            if key in saved and not _redistributed_only(key, saving, moved):
+                held += saved[key]
+            elif reads.get(key):
+                live[key] = b
+                live_bytes += b
+    return max(peak, held)
+
+
+def _redistributed_only(key, saving, moved) -> set:
+    """``{key}`` when every reader saving tensor ``key`` reads it through a redistribution (it saves its own copy,
+    counted there), else the empty set."""
+    savers = [r for p, j, r in saving if (p, j) == key]
+    if savers and all(any(e.dst == r and e.src == key[0] for e in moved.values()) for r in savers):
+        return {key}
+    return set()
 
 
 _SLICES: dict = {}
