@@ -45,7 +45,8 @@ def cli_page() -> str:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out = [HEADER.format(what="the argparse parser in strategist/cli.py"), "# Command line\n",
            "Every command takes a model, then options in groups. Shared by every command: `--format "
-           "table|json|md|html` (`--json` is `--format json`; `html` is not supported yet), `--out FILE`; "
+           "table|json|md|html` (`--json` is `--format json`; `html`, one self-contained page, for advise, "
+           "propagate, compare and sweep), `--out FILE`; "
            f"every command that prints tables takes `--max-rows` (default {cli.MAX_ROWS}, 0 = all). "
            "`--kwargs` takes KEY=VALUE words only, so the model may come before or after it. "
            "A mistake is one line on stderr, `strategist: error: ...`, naming the fix, and exit code 2.\n",

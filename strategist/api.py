@@ -118,7 +118,7 @@ def mindformers_anchors_note(plan: Plan) -> str | None:
                 f"{', '.join(a.op for a in fixed)} start the plan too") if fixed else None
     what = "shard()" if own[0].origin == SEMI_AUTO else "sharding_propagation()"
     return (f"anchors: MindFormers' own {what} strategies at {plan.mesh} ({len(own)} operators; "
-            f"--no-model-strategies for none, --strategies FILE for yours)")
+            f"--no-model-strategies for none, --anchors FILE for yours)")
 
 
 def _warn_mesh_fit(graph, mesh, into: list) -> None:
@@ -185,9 +185,20 @@ def with_sequence_parallel(graph, mesh: Mesh) -> str | None:
 
 def _step_options(graph, step) -> None:
     """The step model's options (:class:`strategist.cost.step.StepOptions`: pipeline stages, micro-batches,
-    recompute, parallel optimizer) the plans of ``graph`` are estimated with."""
-    if step is not None:
-        graph.step_options = step.check()
+    recompute, parallel optimizer) the plans of ``graph`` are estimated with; a model file's batch (its inputs' first
+    dim: the step's) must split into the micro-batches."""
+    if step is None:
+        return
+    step = step.check()
+    if step.micro_batches > 1 and graph.mf_options is None:
+        batches = {spec.shape[0] for spec in graph.inputs.values() if getattr(spec, "shape", None)}
+        bad = sorted(b for b in batches if b % step.micro_batches)
+        if bad:
+            from .errors import InputSpecError
+            raise InputSpecError(f"--micro-batches {step.micro_batches} does not split the model's batch of {bad[0]} "
+                                 f"into whole micro-batches: give a count dividing {bad[0]}, or a larger batch "
+                                 f"(--kwargs batch=N or --input)")
+    graph.step_options = step
 
 
 def find_op(plan: Plan, name: str) -> str:

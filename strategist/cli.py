@@ -433,6 +433,10 @@ def _check(parser: argparse.ArgumentParser, args) -> None:
         parser.error(f"--out and --trace both write {args.out}: give them different files")
     if args.command == "verify":
         _check_memory(parser, args)
+    if args.command == "sweep":
+        for flag, v in (("--max-tp", args.max_tp), ("--max-pp", args.max_pp)):
+            if v is not None and v < 1:
+                parser.error(f"{flag} {v}: give the largest size tried, at least 1 (leave it out for no limit)")
     if args.command == "advise":
         edits = args.diff or args.diff_out or args.apply
         for flag, given in (("--prune", args.prune), ("--target", args.target)):

@@ -298,6 +298,8 @@ def test_qwen3_tiny_loads_quietly_and_restores_everything(tmp_path, monkeypatch,
     assert info.train_class == "TrainingQwen3ForCausalLM" and info.layers == 2 and info.seq == 128
     assert {k: str(v) for k, v in info.inputs.items()} == {"input_ids": "int32[8,128]", "labels": "int32[8,128]"}
     assert g.count_by_type()["MatMul"] == 9 and g.count_by_type()["FlashAttentionScore"] == 2
+    # the config's optimizer (optimizer.type AdamW: MindFormers' AdamW, fp32 moments) is the memory's default
+    assert g.optimizer == "adamw"
     assert not any(op.configured for op in g)          # the tp=1 build's all-ones strategies are stripped
     assert info.stripped > 0
     # sharding_propagation(): the linears' MatMuls only; FlashAttention's missing method is reported

@@ -1,6 +1,6 @@
 """Declared schemas of strategist's input files, validated with pydantic v2.
 
-Every YAML file strategist reads -- anchors (``--strategies``), advisor rules (``--rules``), hardware
+Every YAML file strategist reads -- anchors (``--anchors``), advisor rules (``--rules``), hardware
 profiles (``--hardware``) -- and the MindFormers ``--set`` overrides are checked here against a
 declared model: types (strict: ``true`` is not a split, ``"8"`` is not a number), ranges, finiteness
 (no NaN or infinity), unknown keys (with "did you mean") and duplicate keys. The first problem

@@ -735,7 +735,7 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
         by_rule[f"rule {x['rule']}: {x['why']}"] = by_rule.get(f"rule {x['rule']}: {x['why']}", 0) + 1
     for k, v in by_rule.items():
         out.append(f"  {v} x {k}")
-    out.append("\nAnchors file (strategist propagate --strategies):")
+    out.append("\nAnchors file (strategist propagate --anchors):")
     out.append(("```yaml\n" if markdown else "") + d["anchors_yaml"].rstrip() + ("\n```" if markdown else ""))
     if d["existing_shard_calls"]:
         out.append(h("The model's own shard() calls"))

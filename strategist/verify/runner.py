@@ -261,7 +261,7 @@ def _mindformers_request(model: str, kwargs, strategies, mindformers: dict | Non
         raise VerifyError(f"mindformers mode {opts['mode']!r}: propagation, semi_auto or anchors")
     if (opts["mode"] == "anchors") != bool(strategies):
         raise VerifyError(f"{model}: MindFormers mode {opts['mode']!r} "
-                          + ("takes an anchors file (--strategies)" if not strategies else
+                          + ("takes an anchors file (--anchors)" if not strategies else
                              "configures the model with MindFormers' own strategies; an anchors file replaces "
                              "them (mode 'anchors')"))
     opts["overrides"] = dict(opts.get("overrides") or {})

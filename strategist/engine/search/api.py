@@ -182,7 +182,7 @@ def search(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = None, *,
             all_anchors[sib] = cand
     if not all_anchors and not eng.dataset:
         raise StrategyError("There is no operator that is configured sharding strategy. "
-                            "(give anchors with --strategies, or a model input)")
+                            "(give anchors with --anchors, or a model input)")
     for op, why in per_graph("no_generated_strategy", graph,
                               lambda g: [(op, w) for op in g if (w := no_generated_strategy(op))]):
         if op.name not in all_anchors:

@@ -1,0 +1,106 @@
+"""strategist's memory model against MindSpore's own answer: its DryRun (``strategist verify --memory``).
+
+Each row runs one training step of examples/llama.py in MindSpore 2.9's DryRun (MS_SIMULATION_LEVEL=1, on this CPU
+through its Ascend plugin against stub CANN libraries) and prints MindSpore's used peak per device (without
+fragments), its actual peak (with them), strategist's estimate of the same configuration and their ratio. The
+matrix spans data parallelism, the parallel optimizer, MindSpore's and MindFormers' optimizers, tensor parallelism
+(Megatron anchors), sequence parallelism (the advice's anchors), selective and full recompute, gradient
+accumulation, a pipeline's first and last stage, at two model widths (llama2_7b's hidden 4096 and hidden 2048).
+Target: every row within 0.90-1.10 of MindSpore's used peak.
+
+    .venv/bin/python bench/memory.py [--only SUBSTRING] [--large] [--json out.json]
+
+``--large`` adds LLaMA-2-7B at all 32 layers (dp=8, the parallel optimizer, the vocab-parallel loss: MindFormers'
+published configuration without its gradient accumulation). About 25 s a row on two cores.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, ROOT)
+os.environ.setdefault("GLOG_v", "4")
+
+LLAMA = os.path.join(ROOT, "examples", "llama.py") + ":llama2_7b"
+W2K = ["hidden=2048", "ffn=5504", "heads=16", "kv_heads=16"]
+MEGATRON = os.path.join(HERE, "anchors", "llama_megatron_dp2_tp4.yaml")
+SP = os.path.join(HERE, "anchors", "llama_advice_dp2_tp4_sp.yaml")
+NORMS = os.path.join(HERE, "anchors", "llama_dp8_norms.yaml")
+
+#: (label, kwargs, mesh, options of strategist.api.verify_memory)
+ROWS = [
+    ("dp=8", ["layers=2", "batch=8"], "dp=8", {}),
+    ("dp=8, parallel optimizer", ["layers=2", "batch=8"], "dp=8", {"optimizer_parallel": True}),
+    ("dp=8, nn.AdamWeightDecay", ["layers=2", "batch=8"], "dp=8", {"optimizer": "adam-weight-decay"}),
+    ("dp=8, 4 layers, 4 sequences/device", ["layers=4", "batch=32"], "dp=8", {}),
+    ("dp=8, 4 layers, 4 seq, selective recompute", ["layers=4", "batch=32"], "dp=8", {"recompute": "selective"}),
+    ("dp=8, 4 layers, 4 seq, full recompute", ["layers=4", "batch=32"], "dp=8", {"recompute": "full"}),
+    ("dp=8, 4 layers, 4 seq, full recompute, parallel optimizer", ["layers=4", "batch=32"], "dp=8",
+     {"recompute": "full", "optimizer_parallel": True}),
+    ("dp=8, gradient accumulation 2", ["layers=2", "batch=16"], "dp=8", {"micro_batches": 2, "strategies": NORMS}),
+    ("dp=8, gradient accumulation 2, parallel optimizer", ["layers=2", "batch=16"], "dp=8",
+     {"micro_batches": 2, "strategies": NORMS, "optimizer_parallel": True}),
+    ("dp=2,tp=4 Megatron", ["layers=2", "batch=8"], "dp=2,tp=4",
+     {"strategies": MEGATRON, "dataset_strategy": "full_batch"}),
+    ("dp=2,tp=4 Megatron, parallel optimizer", ["layers=2", "batch=8"], "dp=2,tp=4",
+     {"strategies": MEGATRON, "dataset_strategy": "full_batch", "optimizer_parallel": True}),
+    ("dp=2,tp=4 sequence parallel (advice)", ["layers=2", "batch=8"], "dp=2,tp=4",
+     {"strategies": SP, "dataset_strategy": "full_batch"}),
+    ("pp=2,dp=4, 4 layers, 2 micro-batches", ["layers=4", "batch=8"], "pp=2,dp=4", {"micro_batches": 2}),
+    ("hidden 2048: dp=8", ["layers=2", "batch=8", *W2K], "dp=8", {}),
+    ("hidden 2048: dp=8, parallel optimizer", ["layers=2", "batch=8", *W2K], "dp=8", {"optimizer_parallel": True}),
+    ("hidden 2048: dp=8, 4 layers, 4 seq, full recompute", ["layers=4", "batch=32", *W2K], "dp=8",
+     {"recompute": "full"}),
+    ("hidden 2048: dp=2,tp=4 Megatron", ["layers=2", "batch=8", *W2K], "dp=2,tp=4",
+     {"strategies": MEGATRON, "dataset_strategy": "full_batch"}),
+]
+LARGE = [("LLaMA-2-7B, 32 layers, dp=8, parallel optimizer, vocab-parallel loss",
+          ["layers=32", "batch=8", "loss=vocab_parallel"], "dp=8", {"optimizer_parallel": True})]
+MIB = 2**20
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", default=None, help="rows whose label contains this")
+    p.add_argument("--large", action="store_true", help="the 32-layer LLaMA-2-7B row too")
+    p.add_argument("--json", default=None, metavar="FILE")
+    a = p.parse_args()
+    from strategist.api import verify_memory
+    from strategist.errors import StrategistError
+    rows = [r for r in ROWS + (LARGE if a.large else []) if a.only is None or a.only in r[0]]
+    out, ratios = [], []
+    print(f"{'configuration':58s} {'rank':>4s} {'strategist':>11s} {'MS used':>9s} {'MS actual':>9s} {'ratio':>6s}")
+    t0 = time.time()
+    for label, kwargs, mesh, opts in rows:
+        try:
+            checks = verify_memory(LLAMA, mesh, kwargs=kwargs, **opts)
+        except StrategistError as err:
+            print(f"{label:58s} MindSpore could not run it: {err}")
+            out.append({"configuration": label, "error": str(err)})
+            continue
+        for c in checks:
+            r = c.ratio
+            ratios.append(r)
+            print(f"{label:58s} {c.answer.rank:>4d} {c.estimate_bytes / MIB:>11.0f} {c.answer.used_peak_bytes / MIB:>9.0f} "
+                  f"{(c.answer.actual_peak_bytes or 0) / MIB:>9.0f} {r:>6.3f}", flush=True)
+            out.append({"configuration": label, "kwargs": kwargs, "mesh": mesh,
+                        **{k: (os.path.relpath(v, ROOT) if k == "strategies" else v) for k, v in opts.items()},
+                        **c.to_dict()})
+    if ratios:
+        worst = max(ratios, key=lambda x: abs(x - 1))
+        inside = sum(0.9 <= x <= 1.1 for x in ratios)
+        print(f"\n{len(ratios)} ranks: median ratio {statistics.median(ratios):.3f}, worst {worst:.3f}, "
+              f"{inside}/{len(ratios)} within 0.90-1.10 of MindSpore's used peak ({time.time() - t0:.0f} s)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
