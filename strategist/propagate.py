@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cost import pricing
+from .cost import pricing, step as step_model
 from .cost.step import chosen_step_seconds
 from .vocab.anchors import DATASET, Anchor
 from .engine.plan import Plan, Provenance, model_anchors, parallel_only_anchors
@@ -107,6 +107,8 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = 
 
 
 def clear_caches() -> None:
-    """Forget every cached rule, candidate, sharding, redistribution plan and price (for cold timings)."""
+    """Forget every cached rule, candidate, sharding, redistribution plan, price and the step and memory models'
+    memos (for cold timings)."""
     clear_search_caches()
     pricing.clear_caches()
+    step_model.clear_caches()

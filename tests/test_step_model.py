@@ -274,7 +274,7 @@ def test_cli_options_and_json_keys(capsys):
     import json
     import os
     tiny = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "llama.py") + ":tiny"
-    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=2,dp=2", "--micro-batches", "4",
+    code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=2,dp=2", "--micro-batches", "4",
                           "--recompute", "selective", "--optimizer-parallel", "--format", "json")
     assert code == 0, err
     d = json.loads(out)
@@ -286,11 +286,24 @@ def test_cli_options_and_json_keys(capsys):
     rows = [r for k, r in d["plan"]["per_layer"].items() if k.startswith("model.layers.")]
     assert rows and all(keys <= set(r) for r in rows)
     assert all({"op", "feature", "applicable", "reason", "saving_s", "how"} <= set(x) for x in d["overlap"]["candidates"])
-    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=2,dp=2", "--micro-batches", "4")
+    code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=2,dp=2", "--micro-batches", "4")
     assert code == 0 and "Step (scheduled, msprof-analyze's columns)" in out and "Bubble" in out
-    code, out, err = _cli(capsys, "advise", tiny, "--mesh", "pp=3,dp=2", "--micro-batches", "4")
+    code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=3,dp=2", "--micro-batches", "4")
     assert code == 2 and err.strip().splitlines() == [
         ("strategist: error: pp=3 does not split the model's 2 layers evenly: pick a pp dividing 2 (or give a "
          "per-stage offset summing to 0)")]
     code, out, err = _cli(capsys, "propagate", tiny, "--mesh", "dp=2", "--step-set", "matmul_tflops")
     assert code == 2 and "bad --step-set 'matmul_tflops'" in err
+
+
+def test_clear_caches_clears_the_step_and_memory_models(graph_of):
+    """propagate.clear_caches() leaves the step model's and the memory model's memos empty (bench/ cold timings)."""
+    from strategist.cost import memory, step
+    from strategist.propagate import clear_caches
+    plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions())
+    estimate(plan).memory
+    assert step._GRAPHS or step._BASES or step._STAGES
+    assert memory._ACTIVATIONS and memory._SLICES
+    clear_caches()
+    assert not any((step._PROFILES, step._COMMS, step._GRAPHS, step._BASES, step._DROPS, step._MIRRORS,
+                    step._STAGES, step._NAMES, memory._ACTIVATIONS, memory._SLICES)) and step._ITEMS == [None, None]

@@ -379,3 +379,9 @@ def _reread_params(plan, names: set[str]) -> set[str]:
     by a Gather (whose backward reads the indices)."""
     return {x.ref for op in plan.graph if op.name in names and op.type not in ("Gather", "GatherV2")
             for x in op.inputs if x.kind == "param"}
+
+
+def clear_caches() -> None:
+    """Forget the memoised activations and parameter slices."""
+    _ACTIVATIONS.clear()
+    _SLICES.clear()

@@ -717,3 +717,11 @@ def chosen_step_seconds(plan) -> float | None:
     (``choose_by_schedule``), else None (the serial sum)."""
     return step_seconds(plan) if options_of(plan).choose_by_schedule else None
 
+
+def clear_caches() -> None:
+    """Forget the step model's memos (profiles, graphs' facts, items, mirrors, stages) and the memory model's."""
+    from . import memory
+    for memo in (_PROFILES, _COMMS, _GRAPHS, _BASES, _DROPS, _MIRRORS, _STAGES, _NAMES):
+        memo.clear()
+    _ITEMS[:] = [None, None]
+    memory.clear_caches()
