@@ -161,10 +161,11 @@ def output_args(sp, max_rows="operator rows in each table", html=False, trace=Fa
     return g
 
 
-def plan_args(sp, anchors=True):
+def plan_args(sp, anchors=True, step=True):
     model_args(sp)
     mesh_args(sp)
-    step_model_args(sp)
+    if step:
+        step_model_args(sp)
     g = sp.add_argument_group("anchors and search")
     if anchors:
         anchors_args(g)
@@ -216,7 +217,7 @@ def _plan_commands(command) -> None:
     output_args(sp, html=True, trace=True)
 
     sp = command("explain", "why an operator got its strategy: provenance chain and candidates")
-    g = plan_args(sp)
+    g = plan_args(sp, step=False)       # the provenance is the propagation's: no step-model option changes it
     g.add_argument("--op", required=True, metavar="NAME", help="operator name, e.g. layers.0.mlp.linear_fc2.matmul")
     output_args(sp, max_rows=None)
 
@@ -363,6 +364,8 @@ def step_model_options(args):
     mesh = Mesh.parse(args.mesh)
     pp = mesh.get("pp")
     rest = ",".join(f"{n}={v}" for n, v in mesh.axes if n != "pp") or "dp=1"
+    if not hasattr(args, "micro_batches"):          # a command without the step model's options (explain)
+        return rest, StepOptions(pp=pp, micro_batches=pp).check()
     over = parse_overrides(args.step_set)
     opts = StepOptions(pp=pp, micro_batches=args.micro_batches, recompute=args.recompute,
                        optimizer_parallel=args.optimizer_parallel, interleave=args.interleave,

@@ -108,6 +108,8 @@ FAST = [
     ("sweep-max-tp-zero", ["sweep", "{M}:Net", "--devices", "8", "--max-tp", "0"], 2,
      "--max-tp 0: give the largest size tried, at least 1 (leave it out for no limit)"),
     ("sweep-max-pp-negative", ["sweep", "{M}:Net", "--devices", "8", "--max-pp", "-2"], 2, "--max-pp -2"),
+    ("explain-takes-no-step-model-option", ["explain", "{M}:Net", "--mesh", "dp=2", "--op", "x", "--recompute",
+                                            "full"], 2, "unrecognized arguments: --recompute full"),
     ("advise-bad-optimizer", ["advise", "{M}:Net", "--mesh", "dp=2", "--optimizer", "adam"], 2,
      "invalid choice: 'adam'"),
     # ---- model reference
