@@ -2,7 +2,7 @@
 (validated against its DryRun, ``strategist verify --memory``; docs/design/cost-model.md, "Memory").
 
 What is held all step (the weights' slices, the optimizer's states, with gradient accumulation or a pipeline the
-accumulated gradients and the constants that clear them) plus the largest of three moments, never their sum:
+accumulated gradients) plus the largest of three moments, never their sum:
 
 * the end of the forward: the activations every micro-batch in flight saved for its backward (what each operator's
   bprop reads; recompute drops what it recomputes), the loss's largest output, and with the parallel optimizer the
@@ -40,10 +40,11 @@ OPTIMIZERS = {
 #: the optimizer step's fp32 temporaries of the largest parameter slice with accumulation, beside the scaled copy of
 #: the accumulated gradients (MindSpore 2.9 DryRun, MindFormers' AdamW)
 ACCUMULATION_TEMPORARIES = 5
-#: with gradient accumulation or a pipeline MindSpore keeps each gradient accumulated whole (the parallel optimizer
-#: does not shard it) and, for the Assigns that clear it (``_TrainGradAccuStepCell``'s, folded to constants), zeros
-#: of its size and of its kept shard's (DryRun, llama2_7b width, 2 layers, dp=8: 1272 MiB accumulated, 2544 MiB of
-#: constants; with the parallel optimizer 1272 and 1272 + 159)
+#: with gradient accumulation or a pipeline MindFormers' training cell (MFPipelineWithLossScaleCell, which its trainer
+#: builds for both) keeps each gradient accumulated whole, the parallel optimizer not sharding it (DryRun, llama2_7b
+#: width, 2 layers, dp=8: 1272 MiB of accu_grads with and without the parallel optimizer). MindSpore's own
+#: ``_TrainGradAccuStepCell`` keeps beside them the zeros its clearing Assigns read, folded to constants (2544 MiB
+#: there): strategist models MindFormers' cell, what its published runs train with.
 
 
 def saved_inputs(op) -> tuple[int, ...]:
@@ -305,7 +306,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         zero = None
     describe, state_bytes, temporaries_of = OPTIMIZERS[optimizer]
     reread = _reread_params(plan, names)
-    params = gathered = grads = shards = opt = largest = 0.0
+    params = gathered = grads = shards = shard_elements = opt = largest = 0.0
     for name, shape in param_slices(plan, names).items():
         p = g.params.get(name)
         if p is None:
@@ -323,15 +324,15 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         if p.requires_grad:
             grads += n * per
             shards += n * per / w
+            shard_elements += n / w
             opt += n * state_bytes(per) / w
             largest = max(largest, n * 4 / w)
     act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop)
     persistent = params + opt
-    accumulated = constants = 0.0
+    accumulated = 0.0
     if accumulate:
         accumulated = grads
-        constants = grads + shards
-        persistent += accumulated + constants
+        persistent += accumulated
     forward_end = {"activations": act * in_flight, "transient": transient, "gathered_weights": gathered}
     rebuilding = {"activations": act * (in_flight - 1) + rebuild, "transient": 0.0, "gathered_weights": gathered} \
         if recompute == "full" else None
@@ -343,6 +344,11 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         step_grads, temporaries = 2 * grads, temporaries_of * largest
     optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries}
     moments = [("end of the forward", forward_end), ("optimizer step", optimizer_step)]
+    if accumulate:
+        # MindFormers' training cell clips the accumulated gradients' global norm first: an fp32 copy of every
+        # gradient (shard) it reads is kept until the clip applies the norm (DryRun: 2544 MiB for 1272 MiB of fp16
+        # gradients, 2 layers at llama2_7b's width)
+        moments.append(("gradient clipping", {"gradients": 4 * shard_elements, "optimizer_temporaries": 0.0}))
     if rebuilding is not None:
         moments.insert(1, ("full recompute's rebuilding of a layer", rebuilding))
     peak_at, held = max(moments, key=lambda m: sum(m[1].values()))
@@ -351,7 +357,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     parts = {"activations": 0.0, "transient": 0.0, "gathered_weights": 0.0, "gradients": 0.0,
              "optimizer_temporaries": 0.0, **held}
     return {"parameters": params, "optimizer_states": opt, "accumulated_gradients": accumulated,
-            "accumulation_constants": constants, **parts, "activations_per_micro_batch": act,
+            **parts, "activations_per_micro_batch": act,
             "peak_at": peak_at, "moments": {name: sum(m.values()) + persistent for name, m in moments},
             "total": total, "capacity": cap, "margin": cap - total, "device_memory": profile.memory_GB,
             "fits": total <= cap,

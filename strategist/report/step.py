@@ -74,8 +74,7 @@ def memory_lines(d: dict) -> list[str]:
     a = m["assumed"]
     margin = m["capacity"] - m["total"]
     held = [("parameters", m["parameters"]), ("optimizer states", m["optimizer_states"]),
-            ("accumulated gradients", m.get("accumulated_gradients", 0.0)),
-            ("their clear constants", m.get("accumulation_constants", 0.0))]
+            ("accumulated gradients", m.get("accumulated_gradients", 0.0))]
     at = [("activations", m["activations"]), ("transient", m["transient"]),
           ("gathered weights", m["gathered_weights"]), ("gradients", m["gradients"]),
           ("optimizer temporaries", m.get("optimizer_temporaries", 0.0))]
