@@ -89,9 +89,11 @@ def run_published(name, row):
                                                                                     row.get("pp") else ""),
             "predicted_tokens_per_s_per_device": pred, "published_tokens_per_s_per_device": pub,
             "ratio": pred / pub, "schedule": est.schedule, "throughput": est.throughput,
-            "memory": {"total_GB": m["total"] / 1e9, "usable_GB": m["capacity"] / 1e9,
-                       "device_GB": m["device_memory"] / 1e9, "fits": m["fits"], "assumed": m["assumed"],
-                       "per_stage_GB": [s["memory_total"] / 1e9 for s in est.per_stage]},
+            # GiB, as MindSpore's max_device_memory counts its GB
+            "memory": {"total_GB": m["total"] / 2**30, "usable_GB": m["capacity"] / 2**30,
+                       "device_GB": m["device_memory"] / 2**30, "fits": m["fits"], "assumed": m["assumed"],
+                       "margin_GB": m["margin"] / 2**30,
+                       "per_stage_GB": [s["memory_total"] / 2**30 for s in est.per_stage]},
             "seconds": time.perf_counter() - t0}
 
 
@@ -137,12 +139,12 @@ def main():
     for n, r in out["configurations"].items():
         m = r["memory"]
         print(f"{n:26s} {r['predicted_tokens_per_s_per_device']:9.0f} {r['published_tokens_per_s_per_device']:10.0f} "
-              f"{r['ratio']:6.3f}   {m['total_GB']:6.1f} GB ({m['usable_GB']:.1f})        {m['fits']}")
+              f"{r['ratio']:6.3f}   {m['total_GB']:6.1f} GiB ({m['usable_GB']:.1f})       {m['fits']}")
         s = r["schedule"]
         print(f"    {r['config']}")
         print(f"    step {s['step_s']:.3f} s: computing {s['computing_s']:.3f}, communication not overlapped "
               f"{s['communication_not_overlapped_s']:.3f}, overlapped {s['overlapped_s']:.3f}, free {s['free_s']:.3f}, "
-              f"bubble {s['bubble_s']:.3f}; per-stage memory GB {[round(x, 1) for x in m['per_stage_GB']]}")
+              f"bubble {s['bubble_s']:.3f}; per-stage memory GiB {[round(x, 1) for x in m['per_stage_GB']]}")
         print(f"    source: {r['source']}")
     print(f"\nCoC end-to-end gain at tp=8 ({COC_NOTE})")
     print("shape        predicted (2 chunks)  MindSpeed  ratio   4 chunks (ratio)")

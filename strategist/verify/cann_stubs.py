@@ -12,6 +12,12 @@ kernels) gets empty objects: ``ge::`` constructors zero the object, factories re
 
 They are compiled with the system C and C++ compilers into ``<cache>/cann-stubs-<key>/latest/lib64`` (the cache of
 :func:`strategist.verify.stubs.cache_root`); ``<key>`` changes with the wheel, so an upgraded MindSpore rebuilds.
+
+Beside them, ``<cache>/cann-stubs-<key>/preload/libstrategist_nprocs.so``: an ``LD_PRELOAD`` shim whose
+``get_nprocs()``/``get_nprocs_conf()`` report 16 processors. MindSpore sizes its runtime's actor threads from the
+processor count; on a machine with 2 cores it computes one and then disables kernel-by-kernel sub-graphs, which a
+step with inlined control flow needs (MindFormers' training cell: "Can not build a sub graph which contains
+ConditionSwitch ... by kbk"). Only thread-pool sizes change; no memory figure depends on them.
 """
 from __future__ import annotations
 
@@ -27,8 +33,8 @@ from dataclasses import dataclass
 from ..errors import VerifyError
 from .stubs import INSTALL_HINT, cache_root, find_compiler, mindspore_dir
 
-#: Bumped when the generated stubs change, so old caches are not reused.
-STUB_FORMAT = 1
+#: Bumped when the generated stubs change, so old caches are not reused (2: the processor-count shim).
+STUB_FORMAT = 2
 
 #: the CANN sonames MindSpore's Ascend plugin and its helpers link (``libascendcl.so`` holds every symbol)
 SONAMES = ("libascendcl.so", "libge_runner.so", "libgraph.so", "libhccl.so", "libmsprofiler.so", "libnnopbase.so",
@@ -89,6 +95,14 @@ static void *reserve(size_t n) {
 }
 """
 
+#: the LD_PRELOAD shim's file (under ``preload/``) and source: MindSpore's runtime sees 16 processors
+NPROCS_SHIM = "libstrategist_nprocs.so"
+NPROCS_SOURCE = """/* strategist verify --memory: report 16 processors (glibc get_nprocs, std::thread::hardware_concurrency) so
+   MindSpore's runtime sizes its actor threads as on a server and keeps kernel-by-kernel sub-graphs (ConditionSwitch) */
+int get_nprocs(void) { return 16; }
+int get_nprocs_conf(void) { return 16; }
+"""
+
 CXX_INSTALL_HINT = ("install one, e.g. `sudo apt-get install g++` (Debian/Ubuntu; or build-essential), "
                     "`sudo dnf install gcc-c++`, or set CXX")
 
@@ -96,10 +110,11 @@ CXX_INSTALL_HINT = ("install one, e.g. `sudo apt-get install g++` (Debian/Ubuntu
 @dataclass(frozen=True)
 class CannStubs:
     """Where the stubs are: ``lib_dirs`` go on ``LD_LIBRARY_PATH``, ``home`` (holding ``latest/lib64``) is the fake
-    ``ASCEND_HOME_PATH``."""
+    ``ASCEND_HOME_PATH``; ``nprocs_shim`` is the processor-count shim for ``LD_PRELOAD``."""
 
     lib_dirs: tuple[str, ...]
     home: str
+    nprocs_shim: str = ""
 
 
 def find_cxx_compiler() -> str:
@@ -219,7 +234,7 @@ def _compile(cmd: list[str], what: str, hint: str) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         first = next((ln for ln in (r.stderr or r.stdout).splitlines() if ln.strip()), "no message")
-        raise VerifyError(f"building the stub CANN library {what} with {cmd[0]} failed: {first} ({hint})")
+        raise VerifyError(f"building {what} with {cmd[0]} failed: {first} ({hint})")
 
 
 def _build(dest: str, ms_dir: str, cc: str, cxx: str, readelf: str) -> None:
@@ -239,14 +254,20 @@ def _build(dest: str, ms_dir: str, cc: str, cxx: str, readelf: str) -> None:
     for source, compiler in ((c_file, cc), (cxx_file, cxx)):
         obj = source + ".o"
         _compile([compiler, "-c", "-fPIC", "-O0", "-w", "-D_GLIBCXX_USE_CXX11_ABI=0", source, "-o", obj],
-                 os.path.basename(source), hint)
+                 f"the stub CANN library {os.path.basename(source)}", hint)
         objs.append(obj)
     _compile([cxx, "-shared", "-o", os.path.join(lib64, SONAMES[0]), *objs, f"-Wl,-soname,{SONAMES[0]}"],
-             SONAMES[0], hint)
+             f"the stub CANN library {SONAMES[0]}", hint)
     for so in SONAMES[1:]:
         _compile([cc, "-shared", "-fPIC", "-w", "-o", os.path.join(lib64, so), empty,
                   f"-Wl,-soname,{os.path.basename(so)}", f"-L{lib64}", "-Wl,--no-as-needed", "-lascendcl",
-                  f"-Wl,-rpath,{lib64}"], so, hint)
+                  f"-Wl,-rpath,{lib64}"], f"the stub CANN library {so}", hint)
+    shim_src = os.path.join(src, "nprocs_shim.c")
+    with open(shim_src, "w") as f:
+        f.write(NPROCS_SOURCE)
+    os.makedirs(os.path.join(dest, "preload"))
+    _compile([cc, "-shared", "-fPIC", "-O2", "-w", "-o", os.path.join(dest, "preload", NPROCS_SHIM), shim_src],
+             f"the processor-count shim {NPROCS_SHIM}", hint)
 
 
 def ensure_cann_stubs(ms_dir: str | None = None) -> CannStubs:
@@ -276,4 +297,4 @@ def ensure_cann_stubs(ms_dir: str | None = None) -> CannStubs:
                     raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return CannStubs((lib64, os.path.join(lib64, "driver")), final)
+    return CannStubs((lib64, os.path.join(lib64, "driver")), final, os.path.join(final, "preload", NPROCS_SHIM))

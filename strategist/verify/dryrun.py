@@ -7,6 +7,10 @@ shard()ed), runs it once allocating every tensor from a simulated 64 GiB device,
 peak: "Used peak memory usage (without fragments)" and "Actual peak memory usage (with fragments)". Level 2 (kernel
 workspaces) needs the real CANN and is not run.
 
+With micro-batches (gradient accumulation, or a pipeline) the child trains in MindFormers' cell, as MindFormers'
+trainer builds it (strategist's memory model follows it); its inlined control flow needs the processor-count shim
+of :mod:`~strategist.verify.cann_stubs` in the child's ``LD_PRELOAD`` on a machine with few cores.
+
 Each simulated rank is one child (one at a time). With a ``pp`` axis: the first stage's rank and the last stage's.
 MindSpore refusing the configuration, crashing before its answer or timing out is a one-line
 :class:`~strategist.errors.VerifyError`.
@@ -209,10 +213,31 @@ def _dataset(dataset_strategy, mesh: Mesh):
                       f"or a split per input such as {{'x': (8, 1)}}")
 
 
-def _child_env(cann: cann_stubs.CannStubs, device_num: int, rank: int) -> dict:
+def needs_mindformers_cell(request: dict) -> bool:
+    """Whether the child trains in MindFormers' cell (``MFPipelineWithLossScaleCell``): with micro-batches."""
+    return request.get("micro_batches", 1) > 1
+
+
+#: what to install for MindFormers' training cell (pyproject.toml's extra)
+MINDFORMERS_HINT = "pip install 'strategist[mindformers]'"
+
+
+def require_mindformers(request: dict) -> None:
+    """A one-line error when the child needs MindFormers (its training cell for micro-batches) and it is missing."""
+    import importlib.util
+    if needs_mindformers_cell(request) and importlib.util.find_spec("mindformers") is None:
+        raise VerifyError(f"verify --memory with --micro-batches {request['micro_batches']} trains in MindFormers' "
+                          f"MFPipelineWithLossScaleCell, and mindformers is not installed: {MINDFORMERS_HINT}")
+
+
+def _child_env(cann: cann_stubs.CannStubs, device_num: int, rank: int, *, nprocs_shim: bool = False) -> dict:
+    """The child's environment; ``nprocs_shim``: preload the processor-count shim (MindFormers' cell, whose inlined
+    control flow MindSpore's runtime runs only with more than two actor threads, which it sizes from the cores)."""
     env = dict(os.environ)
     lib = os.pathsep.join(cann.lib_dirs)
     env["LD_LIBRARY_PATH"] = lib + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if nprocs_shim:
+        env["LD_PRELOAD"] = cann.nprocs_shim + (os.pathsep + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     env.update({
         "MS_SIMULATION_LEVEL": "1",            # DryRun: compile, then run the step allocating, launching nothing
         "RANK_SIZE": str(device_num), "RANK_ID": str(rank),
@@ -357,7 +382,9 @@ def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: 
     ``shard()`` calls alone. ``inputs`` are global shapes; the child compiles the per-device slices. ``optimizer``:
     ``adamw`` (MindFormers' AdamW: fp32 moments), ``adam-weight-decay`` (``nn.AdamWeightDecay``: moments in the
     weights' dtype) or ``momentum``. ``micro_batches`` > 1 without a ``pp`` axis: gradient accumulation
-    (``nn.GradAccumulationCell``); with one: ``nn.PipelineCell``'s micro-batches, the layers split evenly.
+    (``GradAccumulationCell``); with one: ``nn.PipelineCell``'s micro-batches, the layers split evenly; either in
+    MindFormers' training cell (``MFPipelineWithLossScaleCell``, as MindFormers' trainer builds it; needs
+    mindformers).
 
     One :class:`MemoryAnswer` per simulated rank: ``rank``, else rank 0, and with a ``pp`` axis the last rank too.
 
@@ -375,15 +402,18 @@ def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: 
     request = memory_request(model, mesh, graph, inputs=inputs, kwargs=kwargs, anchors=anchors,
                              dataset_strategy=dataset_strategy, optimizer_parallel=optimizer_parallel,
                              recompute=recompute, optimizer=optimizer, micro_batches=micro_batches)
+    require_mindformers(request)
     targets = stage_ranks(mesh.size, mesh.get("pp"), rank)
     cann = cann_stubs.ensure_cann_stubs(stubs.mindspore_dir())
+    shim = needs_mindformers_cell(request)
     answers = []
     for r, stage in targets:
         where = f"{os.path.basename(model)} on {mesh} (rank {r})"
         work = tempfile.mkdtemp(prefix=f"strategist-verify-{os.getpid()}-")    # (swept as verify's are)
         try:
             t0 = time.time()
-            rc, res, log = _run_child(work, {**request, "rank": r}, _child_env(cann, mesh.size, r), timeout)
+            rc, res, log = _run_child(work, {**request, "rank": r}, _child_env(cann, mesh.size, r, nprocs_shim=shim),
+                                      timeout)
             seconds = time.time() - t0
         finally:
             keep = os.environ.get("STRATEGIST_VERIFY_KEEP")     # a directory: the child's log and request

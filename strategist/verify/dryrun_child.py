@@ -14,8 +14,12 @@ Here:
 3. The model is built as :mod:`strategist.frontend.loader` builds it (under ``no_init_parameters()``); the anchors
    are applied by :func:`strategist.verify.child.apply_anchors`; recompute (``Cell.recompute()`` on each layer, or
    ``Primitive.recompute()`` on the selective operators), pipeline stages (``Cell.pipeline_stage``).
-4. the training cell ``Model`` builds (``amp.build_train_network``: ``TrainOneStepCell``, or with the net in
-   ``PipelineCell`` or ``GradAccumulationCell`` for micro-batches its gradient-accumulating form) is compiled and run once: every tensor of the step is allocated from the simulated device memory, no kernel runs.
+4. the training cell is compiled and run once: every tensor of the step is allocated from the simulated device
+   memory, no kernel runs. Without micro-batches the one ``Model`` builds (``amp.build_train_network``:
+   ``TrainOneStepCell``); with them the one MindFormers 1.9's trainer builds, which strategist's memory model
+   follows: ``MFPipelineWithLossScaleCell`` over ``_VirtualDatasetCell(GradAccumulationCell(net, micro))`` (with
+   pipeline stages ``PipelineCell(net, micro)``), the gradients clipped by their global norm, the optimizer on a
+   learning-rate schedule (the parent preloads the processor-count shim for its inlined control flow).
 
 The result file holds MindSpore's memory statistics of the process (``runtime.memory_stats()``); MindSpore logs its
 own summary ("Used peak memory usage ...") when the process ends, which the parent reads from the log. The process
@@ -42,16 +46,48 @@ def _fake_hccl() -> None:
     sys.modules.setdefault("hccl.sys_version", version)
 
 
-def _optimizer(name: str, params):
+def _optimizer(name: str, params, learning_rate=1e-4):
     from mindspore import nn
     if name == "adam-weight-decay":
-        return nn.AdamWeightDecay(params, learning_rate=1e-4)
+        return nn.AdamWeightDecay(params, learning_rate=learning_rate)
     if name == "adamw":
         from mindformers.core.optim.adamw import AdamW     # fp32 moments whatever the weights' dtype
-        return AdamW(params, learning_rate=1e-4)
+        return AdamW(params, learning_rate=learning_rate)
     if name == "momentum":
-        return nn.Momentum(params, learning_rate=1e-4, momentum=0.9)
+        return nn.Momentum(params, learning_rate=learning_rate, momentum=0.9)
     raise StrategistError(f"unknown optimizer {name!r}: adamw, adam-weight-decay or momentum")
+
+
+MINDFORMERS_HINT = "pip install 'strategist[mindformers]'"
+
+
+def _mindformers_cell(net, params, req: dict):
+    """MindFormers 1.9's training cell for micro-batches, as its trainer builds it in (semi-)auto parallel
+    (``BaseTrainer``: ``_wrap_network_with_tool_cells_legacy`` wraps the net in ``GradAccumulationCell`` -- with
+    pipeline stages ``PipelineCell`` -- and ``_VirtualDatasetCell``; ``_reset_wrapper_for_grad_accu`` /
+    ``_reset_wrapper_for_pipeline_parallel`` make the wrapper ``MFPipelineWithLossScaleCell``; its default
+    arguments): the accumulated gradients are cleared from their own values rather than from constant zeros
+    (MindSpore's ``_TrainGradAccuStepCell`` keeps those), and the gradients are clipped by their global norm.
+    The optimizer gets a learning-rate schedule, as the trainer gives it: the cell deep-copies the rate, which
+    a float one (a Parameter) does not survive."""
+    from mindspore import nn
+    from mindspore.nn.wrap.cell_wrapper import GradAccumulationCell, _VirtualDatasetCell  # noqa: PLC2701
+    try:
+        from mindformers.core.lr.lr_schedule import CosineWithWarmUpLR
+        from mindformers.wrapper.wrapper import MFPipelineWithLossScaleCell
+    except ImportError as err:
+        raise StrategistError(f"verify --memory with micro-batches trains in MindFormers' MFPipelineWithLossScaleCell, "
+                              f"and mindformers cannot be imported ({err}): {MINDFORMERS_HINT}") from None
+    micro = req["micro_batches"]
+    pipeline = req.get("pipeline_stages", 1) > 1
+    wrapped = _VirtualDatasetCell(nn.PipelineCell(net, micro) if pipeline else GradAccumulationCell(net, micro))
+    lr = CosineWithWarmUpLR(learning_rate=1e-4, warmup_steps=10, total_steps=1000)
+    opt = _optimizer(req.get("optimizer", "adamw"), params, lr)
+    return MFPipelineWithLossScaleCell(
+        network=wrapped, optimizer=opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=1.0,
+        micro_batch_num=micro, parallel_config=None, calculate_per_token_loss=False,
+        global_norm_spike_threshold=1.0, print_separate_loss=True, use_skip_data_by_global_norm=False,
+        lr_scheduler=None, grouped_lr_scheduler=None)
 
 
 def _configure(cell, req: dict, result: dict) -> None:
@@ -95,12 +131,9 @@ def _train_step(cell, req: dict):
 
     params = cell.trainable_params()
     net = _Loss(cell)
-    micro = req.get("micro_batches", 1)
-    if req.get("pipeline_stages", 1) > 1:
-        net = nn.PipelineCell(net, micro)
-    elif micro > 1:
-        net = nn.GradAccumulationCell(net, micro)
-    # as Model builds it: TrainOneStepCell, or its gradient-accumulating form for micro-batches
+    if req.get("micro_batches", 1) > 1 or req.get("pipeline_stages", 1) > 1:
+        return _mindformers_cell(net, params, req)
+    # without micro-batches, as Model builds it: TrainOneStepCell
     from mindspore.amp import build_train_network
     return build_train_network(net, _optimizer(req.get("optimizer", "adamw"), params), level="O0")
 
