@@ -107,3 +107,15 @@ def test_modules_and_functions_are_short_or_say_why():
                 if n > MAX_FUNCTION_LINES and not _reason(lines, node.body[0].lineno - 1):
                     long.append(f"{mod}.{node.name}: {n} lines")
     assert long == [], long
+
+
+def test_one_dtype_size_table():
+    """Bytes per element come from one table (strategist.vocab.graph.DTYPE_BYTES): no other module spells one out."""
+    spelled = []
+    for mod, path in _modules():
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Dict) and {"float16", "float32"} <= {k.value for k in node.keys
+                                                                          if isinstance(k, ast.Constant)}:
+                if all(isinstance(v, ast.Constant) and isinstance(v.value, int) for v in node.values):
+                    spelled.append(f"{mod}:{node.lineno}")
+    assert spelled == ["strategist.vocab.graph:22"], spelled

@@ -11,11 +11,9 @@ from functools import lru_cache
 
 from ..engine.rules.flops import COMPUTE_TYPES
 from ..engine.rules.registry import rule_for
+from ..vocab.graph import DTYPE_BYTES  # noqa: F401 (the package's one table, read here by the step model)
 from .pricing import memory_traffic
 
-#: bytes per element of a dtype name
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
-               "int32": 4, "int64": 8, "bool": 1}
 
 #: FlashAttention-2's backward runs five MatMuls of the forward's two (it recomputes the scores): 2.5x its FLOPs
 FA_BACKWARD = 2.5
