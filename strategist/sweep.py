@@ -107,13 +107,14 @@ class SweepResult:
     interrupted: bool = False
     meshes_advised: int = 0                                  # advised on their own
     meshes_carried: int = 0                                  # priced with their family's advice
+    usable_bytes: float | None = None                        # the card's usable memory (max_device_memory)
 
     def to_dict(self) -> dict:
         return {"model": self.model, "devices": self.devices, "hardware": self.hardware,
                 "ranked": [c.to_dict() for c in self.ranked], "unfit": [c.to_dict() for c in self.unfit],
                 "infeasible": [c.to_dict() for c in self.infeasible], "best": self.best,
                 "interrupted": self.interrupted, "meshes_advised": self.meshes_advised,
-                "meshes_carried": self.meshes_carried}
+                "meshes_carried": self.meshes_carried, "usable_bytes": self.usable_bytes}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -658,6 +659,7 @@ def _rank(result: SweepResult, todo, results, seeds, graph) -> dict:
                 infeasible.append(c)
                 continue
             _fill(c, row)
+            result.usable_bytes = row.get("capacity") or result.usable_bytes
             if c.fits:
                 ranked.append(c)
             else:

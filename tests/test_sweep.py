@@ -137,6 +137,9 @@ def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):
     r = sweep_graph(tiny, 8, hardware=str(path), axes=("dp", "pp"), workers=1, best=0)
     assert r.unfit and all(c.reason.startswith("out of memory by ") for c in r.unfit)
     assert all(c.memory_bytes <= 0.03 * 2**30 for c in r.ranked) and all(c.memory_bytes > 0.03 * 2**30 for c in r.unfit)
+    assert r.usable_bytes == pytest.approx(0.03 * 2**30)       # the card's usable memory, reported with the ranking
+    from strategist.report.sweep import sweep_text
+    assert f"against {0.03 * 1024:.2f} MiB usable" in sweep_text(r)
 
 
 def test_cli_sweep_json(tmp_path):

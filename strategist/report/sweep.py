@@ -35,7 +35,11 @@ def sweep_text(result, markdown: bool = False, max_rows: int = 20) -> str:
     out = [f"strategist sweep: {result.model} on {result.devices} devices, hardware {result.hardware}",
            f"{len(result.ranked)} configurations fit, {len(result.unfit)} out of memory, "
            f"{len(result.infeasible)} infeasible; {result.meshes_advised} meshes advised on their own{carried}"
-           + (" (interrupted: what was ranked so far)" if result.interrupted else ""), ""]
+           + (" (interrupted: what was ranked so far)" if result.interrupted else "")]
+    if result.usable_bytes:
+        out.append(f"memory per device as MindSpore's allocator holds it at the step's peak, against "
+                   f"{human_bytes(result.usable_bytes)} usable (the profile's max_device_memory)")
+    out.append("")
     shown = result.ranked if not max_rows else result.ranked[:max_rows]
     out.append("Ranked (fastest first)")
     out += render_table(HEAD, [_row(c) for c in shown], markdown=markdown)
