@@ -307,3 +307,13 @@ def test_clear_caches_clears_the_step_and_memory_models(graph_of):
     clear_caches()
     assert not any((step._PROFILES, step._COMMS, step._GRAPHS, step._BASES, step._DROPS, step._MIRRORS,
                     step._STAGES, step._NAMES, memory._ACTIVATIONS, memory._SLICES)) and step._ITEMS == [None, None]
+
+
+def test_the_html_memory_bar_adds_up_to_the_total(graph_of):
+    """The HTML report's memory bar stacks what the step holds at its peak: its parts add up to the total."""
+    from strategist.report.html.charts import BAR_W, memory_bar
+    for opts in (StepOptions(), StepOptions(optimizer_parallel=True), StepOptions(micro_batches=2)):
+        m = estimate(_mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), opts)).memory
+        bar = memory_bar(m)
+        top = max(m["capacity"], m["total"])
+        assert sum(s["w"] for s in bar["segments"]) == pytest.approx(m["total"] / top * BAR_W, abs=0.05)

@@ -107,11 +107,12 @@ def scatter(points: list[dict], capacity: float | None = None) -> dict | None:
 
 
 def memory_bar(mem: dict | None) -> dict | None:
-    """The memory per device against the card: the step model's parts, stacked, and the usable capacity."""
+    """The memory per device against the card: what the step holds at its peak, stacked, and the usable capacity."""
     if not mem or not mem.get("capacity"):
         return None
     parts = [("parameters", "Parameters"), ("gathered_weights", "Gathered weights"), ("gradients", "Gradients"),
-             ("optimizer_states", "Optimizer states"), ("activations", "Activations"), ("transient", "Transient")]
+             ("optimizer_states", "Optimizer states"), ("activations", "Activations"), ("transient", "Transient"),
+             ("accumulated_gradients", "Accumulated gradients"), ("optimizer_temporaries", "Optimizer temporaries")]
     top = max(float(mem["capacity"]), float(mem.get("total", 0.0)))
     x, segs = 0.0, []
     for k, (key, label) in enumerate(parts):
