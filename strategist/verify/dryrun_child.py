@@ -80,9 +80,7 @@ def _mindformers_cell(net, params, req: dict):
                               f"and mindformers cannot be imported ({err}): {MINDFORMERS_HINT}") from None
     micro = req["micro_batches"]
     pipeline = req.get("pipeline_stages", 1) > 1
-    wrapped = nn.PipelineCell(net, micro) if pipeline else GradAccumulationCell(net, micro)
-    if not os.environ.get("SV_NOVDS"):
-        wrapped = _VirtualDatasetCell(wrapped)
+    wrapped = _VirtualDatasetCell(nn.PipelineCell(net, micro) if pipeline else GradAccumulationCell(net, micro))
     lr = CosineWithWarmUpLR(learning_rate=1e-4, warmup_steps=10, total_steps=1000)
     opt = _optimizer(req.get("optimizer", "adamw"), params, lr)
     return MFPipelineWithLossScaleCell(
