@@ -197,6 +197,11 @@ def _forward_peak(plan, names: set[str], saved: dict) -> float:
     moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
     saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
               if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}
+    # the tensors every reader saving them reads through a redistribution: each saves its own copy, counted there
+    moved_pairs = {(e.src, e.dst) for e in moved.values()}
+    copied: dict = {}
+    for p, j, r in saving:
+        copied[(p, j)] = copied.get((p, j), True) and (p, r) in moved_pairs
     reads: dict = {}
     for op in g:
         if op.name in names:
@@ -244,21 +249,12 @@ def _forward_peak(plan, names: set[str], saved: dict) -> float:
         held += kept
         for j, b in enumerate(out):
             key = (op.name, j)
-            if key in saved and not _redistributed_only(key, saving, moved):
+            if key in saved and not copied.get(key, False):
                 held += saved[key]
             elif reads.get(key):
                 live[key] = b
                 live_bytes += b
     return max(peak, held)
-
-
-def _redistributed_only(key, saving, moved) -> set:
-    """``{key}`` when every reader saving tensor ``key`` reads it through a redistribution (it saves its own copy,
-    counted there), else the empty set."""
-    savers = [r for p, j, r in saving if (p, j) == key]
-    if savers and all(any(e.dst == r and e.src == key[0] for e in moved.values()) for r in savers):
-        return {key}
-    return set()
 
 
 _SLICES: dict = {}
