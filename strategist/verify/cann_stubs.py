@@ -25,13 +25,11 @@ import glob
 import hashlib
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 
 from ..errors import VerifyError
-from .stubs import INSTALL_HINT, cache_root, find_compiler, mindspore_dir
+from .stubs import build_once, cache_root, dynamic_symbols, find_compiler, find_program, find_readelf, mindspore_dir
 
 #: Bumped when the generated stubs change, so old caches are not reused (2: the processor-count shim).
 STUB_FORMAT = 2
@@ -117,22 +115,13 @@ class CannStubs:
     nprocs_shim: str = ""
 
 
+WHY = "verify --memory builds stub CANN libraries to run MindSpore's DryRun"
+
+
 def find_cxx_compiler() -> str:
     """The system C++ compiler (``$CXX``, ``c++``, ``g++`` or ``clang++``); a one-line error naming the package."""
-    for cand in ([os.environ["CXX"]] if os.environ.get("CXX") else []) + ["c++", "g++", "clang++"]:
-        path = shutil.which(cand)
-        if path:
-            return path
-    raise VerifyError("verify --memory builds stub CANN libraries to run MindSpore's DryRun on a CPU-only machine "
-                      f"and needs a C++ compiler, but none was found (c++, g++, clang++): {CXX_INSTALL_HINT}")
-
-
-def find_readelf() -> str:
-    path = shutil.which("readelf")
-    if not path:
-        raise VerifyError("verify --memory reads MindSpore's Ascend plugin with readelf, which is missing: install "
-                          "binutils (`sudo apt-get install binutils`; it comes with gcc and build-essential)")
-    return path
+    return find_program(["c++", "g++", "clang++"], "CXX", f"{WHY} on a CPU-only machine and needs a C++ compiler, "
+                                                          f"but none was found (c++, g++, clang++): {CXX_INSTALL_HINT}")
 
 
 def ascend_plugin(ms_dir: str) -> str:
@@ -142,21 +131,6 @@ def ascend_plugin(ms_dir: str) -> str:
                           "verify --memory runs MindSpore's DryRun with: install the Linux x86_64 wheel of "
                           "mindspore==2.9.0")
     return path
-
-
-def dynamic_symbols(readelf: str, path: str) -> tuple[list[str], set[str]]:
-    """(undefined symbols as ``name`` or ``name@version``, names defined) of one shared library."""
-    out = subprocess.run([readelf, "--dyn-syms", "-W", path], capture_output=True, text=True).stdout
-    undefined, defined = [], set()
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) < 8 or not f[0].endswith(":"):
-            continue
-        if f[6] == "UND":
-            undefined.append(f[7])
-        else:
-            defined.add(f[7].split("@")[0])
-    return undefined, defined
 
 
 def _plugin_files(ms_dir: str) -> tuple[list[str], list[str]]:
@@ -278,23 +252,9 @@ def ensure_cann_stubs(ms_dir: str | None = None) -> CannStubs:
     final = os.path.join(cache_root(), "cann-stubs-" + hashlib.sha1(ident.encode()).hexdigest()[:12])
     lib64 = os.path.join(final, "latest", "lib64")
     if not os.path.exists(os.path.join(lib64, "driver", "libascend_hal.so")):
-        try:
-            cc = find_compiler()
-        except VerifyError:
-            raise VerifyError("verify --memory builds stub CANN libraries to run MindSpore's DryRun on a CPU-only "
-                              f"machine and needs a C compiler, but none was found (cc, gcc, clang): {INSTALL_HINT}") \
-                from None
+        cc = find_compiler(WHY)
         cxx = find_cxx_compiler()
-        readelf = find_readelf()
-        os.makedirs(cache_root(), exist_ok=True)
-        work = tempfile.mkdtemp(prefix=".building-", dir=cache_root())
-        try:
-            _build(work, ms_dir, cc, cxx, readelf)
-            try:
-                os.rename(work, final)          # atomic: a concurrent build may have won, which is fine
-            except OSError:
-                if not os.path.exists(os.path.join(lib64, "driver", "libascend_hal.so")):
-                    raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        readelf = find_readelf("verify --memory reads MindSpore's Ascend plugin")
+        build_once(final, os.path.join("latest", "lib64", "driver", "libascend_hal.so"),
+                   lambda work: _build(work, ms_dir, cc, cxx, readelf))
     return CannStubs((lib64, os.path.join(lib64, "driver")), final, os.path.join(final, "preload", NPROCS_SHIM))

@@ -53,6 +53,20 @@ def from_mindspore(err: BaseException) -> bool:
     return last is not None and f"{os.sep}mindspore{os.sep}" in last
 
 
+def record_error(result: dict, err: Exception) -> None:
+    """A child's failure in its result: strategist's refusal of the request (input), MindSpore's own checks -- which
+    reject shard() arguments and context values with Python exceptions too -- (rejected), or anything else (internal,
+    with its traceback)."""
+    if isinstance(err, StrategistError):
+        result["error_kind"], result["error"] = "input", str(err)
+        return
+    result["error_kind"] = "rejected" if from_mindspore(err) else "internal"
+    result["error"] = _first_line(err)
+    if result["error_kind"] == "internal":
+        import traceback
+        result["traceback"] = traceback.format_exc()[-3000:]
+
+
 @contextlib.contextmanager
 def import_time_guard():
     """Model files may call ``set_context(device_target=...)`` or ``init()`` when imported or built; while
@@ -409,16 +423,8 @@ def run(req: dict) -> dict:
         _read_plan(req, executor, cell, n, dump, result)
         _check_shared(req.get("anchors") or [], result)
         result["ok"] = True
-    except StrategistError as err:
-        result["error_kind"] = "input"
-        result["error"] = str(err)
     except Exception as err:
-        # MindSpore's own checks (shard() arguments, context values) reject with Python exceptions too
-        result["error_kind"] = "rejected" if from_mindspore(err) else "internal"
-        result["error"] = _first_line(err)
-        if result["error_kind"] == "internal":
-            import traceback
-            result["traceback"] = traceback.format_exc()[-3000:]
+        record_error(result, err)
     finally:
         if stack is not None:
             with contextlib.suppress(Exception):
@@ -591,15 +597,18 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], runner=None) -> int:
+    """A child's entry: read the request, ``runner`` it (this module's :func:`run` by default), write the result
+    atomically."""
     request_file, result_file = argv
     die_with_parent()
     with open(request_file) as f:
         req = json.load(f)
-    result = run(req)
+    result = (runner or run)(req)
     with open(result_file + ".part", "w") as f:
         json.dump(result, f)
     os.replace(result_file + ".part", result_file)
+    sys.stdout.flush()
     return 0
 
 

@@ -34,7 +34,7 @@ from ..errors import VerifyError
 from ..files.anchors import load_anchors
 from ..vocab.mesh import Mesh
 from . import cann_stubs, stubs
-from .runner import shared_calls
+from .runner import anchor_requests, dataset_request
 
 #: the optimizers the child can run (the step model's keys, strategist.cost.memory.OPTIMIZERS) -> their class name
 #: (``adamw``: MindFormers' ``AdamW``, fp32 moments; ``adam-weight-decay``: MindSpore's ``nn.AdamWeightDecay``)
@@ -111,22 +111,6 @@ def stage_ranks(device_num: int, pp: int, rank: int | None) -> list[tuple[int, i
     return [(r, r // per_stage) for r in ranks]
 
 
-def anchor_requests(anchors: dict, graph) -> list[dict]:
-    """Anchors (:class:`~strategist.vocab.anchors.Anchor` per operator name) as the child's ``shard()`` requests."""
-    out = []
-    for name, a in anchors.items():
-        op = graph.op(name)
-        req = {"op": name, "cell_path": op.cell_path, "instance": op.instance_name, "type": op.type,
-               "in_strategy": a.strategy, "out_strategy": a.out_strategy}
-        if a.layouts is not None:
-            lay = a.layouts[0]
-            req["mesh"] = {"shape": list(lay.device_matrix), "names": list(lay.alias_name)}
-            req["in_layout"] = [[list(d) for d in x.axes()] for x in a.layouts]
-            req["out_layout"] = [[list(d) for d in x.axes()] for x in a.out_layouts] if a.out_layouts else None
-        out.append(req)
-    return shared_calls(graph.ops, out)
-
-
 def _layer_key(path: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in path.split("."))
 
@@ -191,7 +175,7 @@ def memory_request(model: str, mesh: Mesh, graph, *, inputs=None, kwargs=None, a
         raise VerifyError(f"verify --memory takes a path/to/model.py:NAME model, not {model}")
     rest = [(n, s) for n, s in mesh.axes if n != "pp"]
     req = {"model": f"{os.path.abspath(path)}:{name}", "inputs": list(inputs or []), "kwargs": list(kwargs or []),
-           "device_num": mesh.size, "dataset_strategy": _dataset(dataset_strategy, mesh),
+           "device_num": mesh.size, "dataset_strategy": dataset_request(dataset_strategy, mesh),
            "anchors": anchor_requests(anchors or {}, graph),
            "mesh": {"shape": [s for _, s in rest], "names": [n for n, _ in rest]},
            "optimizer": optimizer, "optimizer_parallel": bool(optimizer_parallel),
@@ -200,17 +184,6 @@ def memory_request(model: str, mesh: Mesh, graph, *, inputs=None, kwargs=None, a
     if pp > 1:
         req["stages"] = pipeline_stages(graph, pp)
     return req
-
-
-def _dataset(dataset_strategy, mesh: Mesh):
-    if dataset_strategy in ("data_parallel", "full_batch"):
-        return dataset_strategy
-    if dataset_strategy == "dp":      # strategist's MindFormers convention: the batch split by the dp axis
-        return {"*dim0": mesh.get("dp", mesh.size)}
-    if isinstance(dataset_strategy, dict):
-        return {k: list(v) for k, v in dataset_strategy.items()}
-    raise VerifyError(f"unknown dataset strategy {dataset_strategy!r}: use data_parallel, full_batch, "
-                      f"or a split per input such as {{'x': (8, 1)}}")
 
 
 def needs_mindformers_cell(request: dict) -> bool:

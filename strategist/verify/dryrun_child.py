@@ -27,14 +27,13 @@ then usually dies in MindSpore's teardown (a double free): harmless, the result 
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 import types
 
 from ..errors import StrategistError
-from .child import apply_anchors, compile_specs, die_with_parent, from_mindspore, import_time_guard
+from .child import apply_anchors, compile_specs, import_time_guard, record_error
+from .child import main as child_main
 
 
 def _fake_hccl() -> None:
@@ -209,31 +208,14 @@ def run(req: dict) -> dict:
         stats = ms.runtime.memory_stats()
         result["memory_stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         result["ok"] = True
-    except StrategistError as err:
-        result["error_kind"] = "input"
-        result["error"] = str(err)
     except Exception as err:
-        from ..frontend.compile import first_line
-        result["error_kind"] = "rejected" if from_mindspore(err) else "internal"
-        result["error"] = first_line(err)
-        if result["error_kind"] == "internal":
-            import traceback
-            result["traceback"] = traceback.format_exc()[-3000:]
+        record_error(result, err)
     result["child_seconds"] = round(time.time() - t_start, 3)
     return result
 
 
 def main(argv: list[str]) -> int:
-    request_file, result_file = argv
-    die_with_parent()
-    with open(request_file) as f:
-        req = json.load(f)
-    result = run(req)
-    with open(result_file + ".part", "w") as f:
-        json.dump(result, f)
-    os.replace(result_file + ".part", result_file)
-    sys.stdout.flush()
-    return 0
+    return child_main(argv, run)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,13 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 def _anchor_requests(strategies: str, graph, mesh: Mesh) -> list[dict]:
     """The anchors file resolved against strategist's graph: what the child must ``shard()``."""
+    return anchor_requests(load_anchors(strategies, graph, mesh), graph)
+
+
+def anchor_requests(anchors: dict, graph) -> list[dict]:
+    """Anchors (:class:`~strategist.vocab.anchors.Anchor` per operator name) as the child's ``shard()`` requests."""
     out = []
-    for name, a in load_anchors(strategies, graph, mesh).items():
+    for name, a in anchors.items():
         op = graph.op(name)
         req = {"op": name, "cell_path": op.cell_path, "instance": op.instance_name, "type": op.type,
                "in_strategy": a.strategy, "out_strategy": a.out_strategy}
@@ -96,7 +101,8 @@ def shared_calls(ops, requests: list[dict]) -> list[dict]:
     return requests
 
 
-def _dataset_request(dataset_strategy, mesh: Mesh):
+def dataset_request(dataset_strategy, mesh: Mesh):
+    """The dataset strategy as the MindSpore child takes it."""
     if dataset_strategy in ("data_parallel", "full_batch"):
         return dataset_strategy
     if dataset_strategy == "dp":      # strategist's MindFormers convention: the batch split by the dp axis
@@ -167,7 +173,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         ir_dir = os.path.join(work, "ir")
         request = {
             "model": model, "inputs": list(inputs or []), "kwargs": list(kwargs or []),
-            "device_num": mesh.size, "dataset_strategy": _dataset_request(dataset_strategy, mesh),
+            "device_num": mesh.size, "dataset_strategy": dataset_request(dataset_strategy, mesh),
             "anchors": anchors, "backend": backend, "ir_dir": ir_dir,
             "algo": {"fully_use_devices": bool(fully_use_devices),
                      "elementwise_op_strategy_follow": bool(elementwise_op_strategy_follow)},

@@ -107,22 +107,24 @@ def detect_backend(ms_dir: str | None = None) -> str:
     return "stub"
 
 
-def find_compiler() -> str:
-    """The system C compiler (``$CC``, ``cc``, ``gcc`` or ``clang``); a one-line error naming the package if none."""
-    for cand in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]:
+def find_program(names: list[str], env: str | None, missing: str) -> str:
+    """The first of ``$env`` and ``names`` on PATH; else a VerifyError with the one line ``missing``."""
+    for cand in ([os.environ[env]] if env and os.environ.get(env) else []) + names:
         path = shutil.which(cand)
         if path:
             return path
-    raise VerifyError("verify builds stub CUDA libraries to run MindSpore's sharding propagation on a CPU-only "
-                      f"machine and needs a C compiler, but none was found (cc, gcc, clang): {INSTALL_HINT}")
+    raise VerifyError(missing)
 
 
-def _readelf() -> str:
-    path = shutil.which("readelf")
-    if not path:
-        raise VerifyError("verify reads MindSpore's GPU plugin with readelf, which is missing: install binutils "
-                          "(`sudo apt-get install binutils`; it comes with gcc and build-essential)")
-    return path
+def find_compiler(why: str = "verify builds stub CUDA libraries to run MindSpore's sharding propagation") -> str:
+    """The system C compiler (``$CC``, ``cc``, ``gcc`` or ``clang``); a one-line error naming the package if none."""
+    return find_program(["cc", "gcc", "clang"], "CC", f"{why} on a CPU-only machine and needs a C compiler, but none "
+                                                      f"was found (cc, gcc, clang): {INSTALL_HINT}")
+
+
+def find_readelf(what: str = "verify reads MindSpore's GPU plugin") -> str:
+    return find_program(["readelf"], None, f"{what} with readelf, which is missing: install binutils "
+                                           "(`sudo apt-get install binutils`; it comes with gcc and build-essential)")
 
 
 def cache_root() -> str:
@@ -146,7 +148,7 @@ def cuda_release(plugins: list[str]) -> str:
     return "11.6" if "11.6" in versions else sorted(versions, key=lambda v: tuple(map(int, v.split("."))))[-1]
 
 
-def _dynsyms(readelf: str, path: str) -> tuple[list[str], set[str]]:
+def dynamic_symbols(readelf: str, path: str) -> tuple[list[str], set[str]]:
     """(undefined symbols as ``name@version`` or ``name``, names defined) of one shared library."""
     out = subprocess.run([readelf, "--dyn-syms", "-W", path], capture_output=True, text=True).stdout
     undefined, defined = [], set()
@@ -169,10 +171,10 @@ def needed_symbols(ms_dir: str, readelf: str) -> dict[str, set[str]]:
     for lib in (glob.glob(os.path.join(ms_dir, "lib", "*.so*")) + glob.glob(os.path.join(plugin_dir, "gpu", "*.so*"))
                 + [os.path.join(plugin_dir, "libmindspore_ops_cpu.so")]):
         if os.path.exists(lib):
-            defined |= _dynsyms(readelf, lib)[1]
+            defined |= dynamic_symbols(readelf, lib)[1]
     need: dict[str, set[str]] = collections.defaultdict(set)
     for t in targets:
-        for sym in _dynsyms(readelf, t)[0]:
+        for sym in dynamic_symbols(readelf, t)[0]:
             name, _, version = sym.partition("@")
             version = version.lstrip("@")
             if version:
@@ -239,16 +241,23 @@ def ensure_stubs(ms_dir: str | None = None) -> tuple[str, str]:
     final = os.path.join(cache_root(), key)
     if not os.path.exists(os.path.join(final, "lib", "libcuda.so.1")):
         cc = find_compiler()
-        readelf = _readelf()
-        os.makedirs(cache_root(), exist_ok=True)
-        work = tempfile.mkdtemp(prefix=".building-", dir=cache_root())
-        try:
-            _build(work, ms_dir, cc, readelf, cuda_release(plugins))
-            try:
-                os.rename(work, final)          # atomic: a concurrent build may have won, which is fine
-            except OSError:
-                if not os.path.exists(os.path.join(final, "lib", "libcuda.so.1")):
-                    raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        readelf = find_readelf()
+        build_once(final, os.path.join("lib", "libcuda.so.1"),
+                   lambda work: _build(work, ms_dir, cc, readelf, cuda_release(plugins)))
     return os.path.join(final, "lib"), os.path.join(final, "cuda_home")
+
+
+def build_once(final: str, marker: str, build) -> None:
+    """``build(folder)`` into a temporary folder of the cache, renamed to ``final`` atomically: a concurrent build that
+    won (``final``'s ``marker`` file exists) is fine."""
+    os.makedirs(cache_root(), exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".building-", dir=cache_root())
+    try:
+        build(work)
+        try:
+            os.rename(work, final)
+        except OSError:
+            if not os.path.exists(os.path.join(final, marker)):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
