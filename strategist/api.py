@@ -212,6 +212,23 @@ def find_op(plan: Plan, name: str) -> str:
                           + (f" (did you mean: {', '.join(close)})" if close else " (see strategist inspect)"))
 
 
+def memory_estimate(model: str, mesh: Mesh, *, graph, strategies: str | None = None, dataset_strategy="data_parallel",
+                    optimizer: str = "adamw", optimizer_parallel: bool = False, recompute: str = "none",
+                    micro_batches: int = 1, hardware: str | None = "atlas-800t-a2"):
+    """(the step estimate, the anchors the advice chose or None) of what ``verify --memory`` compiles: ``graph`` of
+    ``model`` on ``mesh`` (a ``pp`` axis: pipeline stages) with the anchors of ``strategies`` or, without, the
+    advice's."""
+    from .cost.step import StepOptions, estimate
+    rest = ",".join(f"{n}={s}" for n, s in mesh.axes if n != "pp") or "dp=1"
+    step = StepOptions(pp=mesh.get("pp"), micro_batches=micro_batches, recompute=recompute,
+                       optimizer_parallel=optimizer_parallel, optimizer=optimizer).check()
+    if strategies:
+        return estimate(plan_model(model, rest, strategies=strategies, hardware=hardware,
+                                   dataset_strategy=dataset_strategy, graph=graph, step=step)), None
+    advice = advise_model(model, rest, hardware=hardware, dataset_strategy=dataset_strategy, graph=graph, step=step)
+    return estimate(advice.plan), {c.op: advice.plan.anchors[c.op] for c in advice.chosen}
+
+
 def verify_memory(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                   dataset_strategy="data_parallel", optimizer: str | None = None, optimizer_parallel: bool = False,
                   recompute: str = "none", micro_batches: int = 1, hardware: str | None = "atlas-800t-a2",
@@ -222,25 +239,14 @@ def verify_memory(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, str
     strategist.cost.memory.OPTIMIZERS (None: as the model's config says, else adamw), run by MindSpore and assumed
     by the estimate alike. A list of :class:`~strategist.verify.memory_report.MemoryCheck` (``mesh``'s ``pp``
     axis: the first and the last stage)."""
-    from .cost.step import StepOptions, estimate
     from .verify.dryrun import mindspore_memory
     from .verify.memory_report import MemoryCheck
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
-    rest = ",".join(f"{n}={s}" for n, s in mesh.axes if n != "pp") or "dp=1"
     graph = load_graph(model, inputs, kwargs, training=True)
     optimizer = optimizer or graph.optimizer or "adamw"
-    step = StepOptions(pp=mesh.get("pp"), micro_batches=micro_batches, recompute=recompute,
-                       optimizer_parallel=optimizer_parallel, optimizer=optimizer).check()
-    anchors = None
-    if strategies:
-        plan = plan_model(model, rest, strategies=strategies, hardware=hardware, dataset_strategy=dataset_strategy,
-                          graph=graph, step=step)
-    else:
-        advice = advise_model(model, rest, hardware=hardware, dataset_strategy=dataset_strategy, graph=graph,
-                              step=step)
-        plan = advice.plan
-        anchors = {c.op: plan.anchors[c.op] for c in advice.chosen}
-    est = estimate(plan)
+    est, anchors = memory_estimate(model, mesh, graph=graph, strategies=strategies, dataset_strategy=dataset_strategy,
+                                   optimizer=optimizer, optimizer_parallel=optimizer_parallel, recompute=recompute,
+                                   micro_batches=micro_batches, hardware=hardware)
     answers = mindspore_memory(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies, anchors=anchors,
                                dataset_strategy=dataset_strategy, optimizer_parallel=optimizer_parallel,
                                recompute=recompute, optimizer=optimizer, micro_batches=micro_batches, rank=rank,
