@@ -274,3 +274,16 @@ def test_llama_dp8_grad_accumulation_used_peak_live(capsys):
     assert rank["rank"] == 0 and rank["optimizer"] == "adamw"
     assert abs(rank["used_peak_bytes"] - LLAMA_DP8_GA2_USED) < 0.03 * LLAMA_DP8_GA2_USED
     assert 0.9 < rank["ratio"] < 1.1
+
+
+@pytest.mark.slow
+def test_the_childs_mindformers_optimizer_writes_nothing_into_its_working_directory(tmp_path):
+    """MindFormers logs into ./output/ unless LOG_MF_PATH points elsewhere: the child imports it as strategist does."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "LOG_MF_PATH"}
+    code = ("import numpy as np; from mindspore import Parameter, Tensor; "
+            "from strategist.verify import dryrun_child as c; "
+            "c._optimizer('adamw', [Parameter(Tensor(np.ones(4, np.float32)), name='w')])")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
+    assert not (tmp_path / "output").exists()

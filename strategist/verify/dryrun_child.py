@@ -34,6 +34,7 @@ import types
 from ..errors import StrategistError
 from .child import apply_anchors, compile_specs, import_time_guard, record_error
 from .child import main as child_main
+from .dryrun import MINDFORMERS_HINT
 
 
 def _fake_hccl() -> None:
@@ -50,6 +51,7 @@ def _optimizer(name: str, params, learning_rate=1e-4):
     if name == "adam-weight-decay":
         return nn.AdamWeightDecay(params, learning_rate=learning_rate)
     if name == "adamw":
+        _import_mindformers("MindFormers' AdamW")
         from mindformers.core.optim.adamw import AdamW     # fp32 moments whatever the weights' dtype
         return AdamW(params, learning_rate=learning_rate)
     if name == "momentum":
@@ -57,7 +59,15 @@ def _optimizer(name: str, params, learning_rate=1e-4):
     raise StrategistError(f"unknown optimizer {name!r}: adamw, adam-weight-decay or momentum")
 
 
-MINDFORMERS_HINT = "pip install 'strategist[mindformers]'"
+def _import_mindformers(what: str) -> None:
+    """MindFormers imported as strategist imports it: its log kept out of the working directory (it writes
+    ``./output/`` unless LOG_MF_PATH points elsewhere); a one-line error naming the extra where it cannot be."""
+    from ..frontend.mindformers.world import import_mindformers
+    try:
+        import_mindformers()
+    except StrategistError as err:
+        raise StrategistError(f"verify --memory runs {what}, and mindformers cannot be imported ({err}): "
+                              f"{MINDFORMERS_HINT}") from None
 
 
 def _mindformers_cell(net, params, req: dict):
@@ -71,12 +81,9 @@ def _mindformers_cell(net, params, req: dict):
     a float one (a Parameter) does not survive."""
     from mindspore import nn
     from mindspore.nn.wrap.cell_wrapper import GradAccumulationCell, _VirtualDatasetCell  # noqa: PLC2701
-    try:
-        from mindformers.core.lr.lr_schedule import CosineWithWarmUpLR
-        from mindformers.wrapper.wrapper import MFPipelineWithLossScaleCell
-    except ImportError as err:
-        raise StrategistError(f"verify --memory with micro-batches trains in MindFormers' MFPipelineWithLossScaleCell, "
-                              f"and mindformers cannot be imported ({err}): {MINDFORMERS_HINT}") from None
+    _import_mindformers("micro-batches in MindFormers' MFPipelineWithLossScaleCell")
+    from mindformers.core.lr.lr_schedule import CosineWithWarmUpLR
+    from mindformers.wrapper.wrapper import MFPipelineWithLossScaleCell
     micro = req["micro_batches"]
     pipeline = req.get("pipeline_stages", 1) > 1
     wrapped = _VirtualDatasetCell(nn.PipelineCell(net, micro) if pipeline else GradAccumulationCell(net, micro))
