@@ -2,7 +2,7 @@
 (validated against its DryRun, ``strategist verify --memory``; docs/design/cost-model.md, "Memory").
 
 What is held all step (the weights' slices, the optimizer's states, with gradient accumulation or a pipeline the
-accumulated gradients) plus the largest of three moments, never their sum:
+accumulated gradients) plus the largest of the step's moments, never their sum:
 
 * the end of the forward: the activations every micro-batch in flight saved for its backward (what each operator's
   bprop reads; recompute drops what it recomputes), the loss's largest output, and with the parallel optimizer the
@@ -10,7 +10,8 @@ accumulated gradients) plus the largest of three moments, never their sum:
 * under full recompute, the backward's rebuilding of one layer beside the layers' inputs;
 * the optimizer step: the gradients (the local ones and the AllReduce's output, which is not in place; with the
   parallel optimizer the whole gradients and their reduce-scattered shards; with accumulation one scaled copy of the
-  accumulated ones) and the optimizer's fp32 temporaries of the largest parameter.
+  accumulated ones) and the optimizer's fp32 temporaries of the largest parameter;
+* with accumulation, the clipping of the accumulated gradients' global norm (an fp32 copy of each).
 
 MindSpore frees each activation once its backward has read it and each gathered weight after its gradient, so the
 gradients never meet the forward's activations at the peak."""
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-from ..vocab.graph import OptimizerSharding
-from .optime import DTYPE_BYTES, cached_rule
+from ..vocab.graph import DTYPE_BYTES, OptimizerSharding
+from .optime import cached_rule
 
 #: operators whose backward reads none of their inputs (a sum, a view, a cast, a copy)
 NOTHING_SAVED = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Reshape", "Cast", "Transpose", "StridedSlice",
@@ -95,8 +96,9 @@ _ACTIVATIONS: dict = {}
 
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
                      drop: set | None = None) -> tuple[float, float, float]:
-    """(activations saved at the end of one micro-batch's forward, largest transient output, activations held while
-    full recompute rebuilds its largest layer: 0 without it) over operators ``names``; ``drop``: the operators
+    """(activations saved at the end of one micro-batch's forward, what its forward holds beyond them at its fullest
+    instant, activations held while full recompute rebuilds its largest layer: 0 without it) over operators
+    ``names``; ``drop``: the operators
     recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (the same
     objects: a sweep's memory options read the same stages under each micro-batch count)."""
     key = (id(plan), id(names), recompute, id(drop))
@@ -108,18 +110,15 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     return tuple(x / micro_batches for x in hit[3])
 
 
-def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict, float]:
-    """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}, the largest
-    output) over operators ``names``, for the whole batch."""
+def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
+    """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}) over
+    operators ``names``, for the whole batch."""
     g, ch = plan.graph, plan.choices
     saved: dict = {}
     layer_of: dict = {}
-    transient = 0.0
     for op in g:
         if op.name not in names:
             continue
-        for j, spec in enumerate(op.outputs):
-            transient = max(transient, _bytes(ch[op.name], j, spec))
         for j in saved_outputs(op):
             if op.name not in drop:
                 saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j])
@@ -133,7 +132,7 @@ def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict, float]:
             if key not in saved:
                 saved[key] = _bytes(ch[x.ref], x.index or 0, spec)
                 layer_of[key] = (g.op(x.ref).layer, op.layer)
-    return saved, layer_of, transient
+    return saved, layer_of
 
 
 def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -> tuple[float, float, float]:
@@ -145,7 +144,7 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -
         # Reshapes beside the operators for this reason)
         if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
             drop.add(op.name)
-    saved, layer_of, _largest = _saved(plan, names, drop)
+    saved, layer_of = _saved(plan, names, drop)
     rebuild = 0.0
     if recompute == "full":
         per_layer: dict = {}

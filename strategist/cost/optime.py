@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from ..engine.rules.flops import COMPUTE_TYPES
 from ..engine.rules.registry import rule_for
-from ..vocab.graph import DTYPE_BYTES  # noqa: F401 (the package's one table, read here by the step model)
+from ..vocab.graph import DTYPE_BYTES
 from .pricing import memory_traffic
 
 

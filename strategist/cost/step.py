@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass, replace
 
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
+from ..vocab.graph import DTYPE_BYTES
 from .optime import (
-    DTYPE_BYTES,
     cached_rule,
     comms_of_steps,
     needs_grad,

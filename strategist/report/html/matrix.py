@@ -6,7 +6,8 @@ collective are spread evenly over its group's other ranks (the algorithm's own p
 is not modelled)."""
 from __future__ import annotations
 
-from ...cost.optime import DTYPE_BYTES, parse_step
+from ...cost.optime import parse_step
+from ...vocab.graph import DTYPE_BYTES
 
 
 def collective_steps(plan) -> list[tuple[str, float]]:
