@@ -11,36 +11,37 @@ from .propagate import propagate
 
 
 def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
-                         dataset_strategy: str | None) -> tuple[list[str], str, list[str]]:
+                         dataset_strategy: str | None, micro_batches: int = 1) -> tuple[list[str], str, list[str]]:
     """What the CLI fills in when the user does not say: for a MindFormers model, the whole batch on every device
     (``full_batch``: MindFormers' own (dp, 1) input split leaves the tp devices unused, which auto_parallel
-    refuses) and the global batch it trains with on ``mesh`` (batch_size x dp, where the config's own
-    data_parallel would be 1 at the tp=1 build); otherwise the batch over all devices. Returns
+    refuses) and the global batch it trains with on ``mesh`` (batch_size x dp x ``micro_batches``, where the config's
+    own data_parallel would be 1 at the tp=1 build); otherwise the batch over all devices. Returns
     (kwargs, dataset_strategy, notes for stderr)."""
     from .frontend.mindformers import default_batch, is_mindformers_ref, split_model_options
     kwargs = list(kwargs or [])
     if model.startswith("mindone:"):
-        return _mindone_defaults(mesh, kwargs, dataset_strategy)
+        return _mindone_defaults(mesh, kwargs, dataset_strategy, micro_batches)
     if not is_mindformers_ref(model):
         return kwargs, dataset_strategy or "data_parallel", []
     notes = []
     opts = split_model_options(kwargs)
     if opts["batch"] is None and mesh:
-        b, note = default_batch(model, Mesh.parse(mesh), opts["overrides"])
+        b, note = default_batch(model, Mesh.parse(mesh), opts["overrides"], micro_batches)
         kwargs.append(f"batch={b}")
         notes.append(note)
     return kwargs, dataset_strategy or "full_batch", notes
 
 
-def _mindone_defaults(mesh: str | None, kwargs: list[str], dataset_strategy: str | None):
+def _mindone_defaults(mesh: str | None, kwargs: list[str], dataset_strategy: str | None, micro_batches: int = 1):
     """A mindone model, as a MindFormers one: the whole batch on every device (``full_batch``) and, unless
-    ``batch=`` is given, one sequence per data-parallel rank (dp x ep of ``mesh``)."""
+    ``batch=`` is given, one sequence per data-parallel rank (dp x ep of ``mesh``) and micro-batch."""
     notes = []
     if mesh and not any(k.partition("=")[0].strip() == "batch" for k in kwargs):
         m = Mesh.parse(mesh)
-        b = m.get("dp", 1) * m.get("ep", 1)
+        b = m.get("dp", 1) * m.get("ep", 1) * micro_batches
         kwargs = kwargs + [f"batch={b}"]
-        notes.append(f"batch {b}: one sequence per data-parallel rank (--batch N to change)")
+        notes.append(f"batch {b}: one sequence per data-parallel rank" + (f" and micro-batch ({micro_batches})"
+                     if micro_batches > 1 else "") + " (--batch N to change)")
     return kwargs, dataset_strategy or "full_batch", notes
 
 

@@ -116,7 +116,7 @@ def model_args(sp, mindformers_only=False):
 
 
 def sequence_parallel_arg(g) -> None:
-    g.add_argument("--sequence-parallel", action="store_true",
+    g.add_argument("--sequence-parallel", action="store_true", default=None,
                    help="sequence parallelism (Megatron's; MindFormers' use_seq_parallel): the norms and residual "
                         "adds between the tp blocks split along the sequence by tp, the tp AllReduces become "
                         "AllGather + ReduceScatter (a MindFormers config: parallel_config.use_seq_parallel)")
@@ -124,7 +124,9 @@ def sequence_parallel_arg(g) -> None:
 
 def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
     g = sp.add_argument_group("mesh and hardware")
-    g.add_argument("--mesh", required=True, metavar="AXIS=N,...", help="device mesh, e.g. dp=2,tp=4 (outer axis first)")
+    g.add_argument("--mesh", metavar="AXIS=N,...",
+                   help="device mesh, e.g. dp=2,tp=4 (outer axis first); a MindFormers config's own parallel sizes "
+                        "when left out (data_parallel, model_parallel, pipeline_stage, context_parallel, expert_parallel)")
     if hardware:
         profiles = _hardware_profiles()
         g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
@@ -324,20 +326,32 @@ def step_model_args(sp) -> None:
     optimizer, fine-grained multi-copy, profile overrides."""
     g = sp.add_argument_group("step model", "a pp=N axis in --mesh gives pipeline stages (MindSpore "
                                             "pipeline_stages); the plan is propagated within a stage")
-    g.add_argument("--micro-batches", type=int, default=1, metavar="M",
+    g.add_argument("--micro-batches", type=int, default=None, metavar="M",
                    help="micro-batches a step's batch is split into: the pipeline's (micro_batch_num), or gradient "
-                        "accumulation without pp (default 1)")
-    g.add_argument("--recompute", default="none", metavar="none|selective|full",
+                        "accumulation without pp (default 1; a MindFormers config's own)")
+    g.add_argument("--recompute", default=None, metavar="none|selective|full",
                    help="recomputation: none (default), selective (MindFormers' select_recompute: the MLP "
-                        "activation and its product) or full (every layer)")
+                        "activation and its product) or full (every layer); a MindFormers config's own by default")
+    g.add_argument("--recompute-layers", type=_counts, default=None, metavar="N,N,...",
+                   help="full recompute of each stage's first N layers (MindFormers' recompute: [N, ...]); the "
+                        "other layers as --recompute says")
+    g.add_argument("--select-recompute-layers", dest="select_layers", type=_counts, default=None, metavar="N,N,...",
+                   help="selective recompute on each stage's first N layers only (MindFormers' select_recompute: "
+                        "[N, ...])")
+    g.add_argument("--comm-recompute-layers", type=_counts, default=None, metavar="N,N,...",
+                   help="recompute the norms and the communication after them on each stage's first N layers "
+                        "(MindFormers' select_comm_recompute: [N, ...])")
+    g.add_argument("--offset", type=_offset, default=None, metavar="N,N,...[;N,N,...]",
+                   help="per stage, the layers beyond an even split (MindFormers' model_config.offset, summing to "
+                        "layers %% (pp x chunks)); one row per model chunk with --pp-interleave, rows split by ';'")
     g.add_argument("--optimizer-parallel", action="store_true", default=None,
                    help="MindSpore's enable_parallel_optimizer: weights and optimizer states sharded over their "
                         "replicas (default: as the model's config says)")
     optimizer_arg(g)
-    g.add_argument("--interleave", type=int, default=1, metavar="K",
+    g.add_argument("--interleave", type=int, default=None, metavar="K",
                    help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): "
                         "1 (default), 2, 4 or 8")
-    g.add_argument("--pp-interleave", type=int, default=1, metavar="V",
+    g.add_argument("--pp-interleave", type=int, default=None, metavar="V",
                    help="model chunks per pipeline stage (interleaved 1F1B: MindSpore pipeline_interleave, "
                         "MindFormers pp_interleave_num; default 1)")
     g.add_argument("--step-set", action="append", default=[], metavar="FIGURE=VALUE",
@@ -356,23 +370,82 @@ def optimizer_arg(g, memory: bool = False) -> None:
                         "as the model's config says (optimizer.type), else adamw")
 
 
+def _counts(text: str) -> tuple:
+    """``--recompute-layers 4,0`` -> (4, 0)."""
+    try:
+        out = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        out = ()
+    if not out or any(x < 0 for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one layer count >= 0 per pipeline stage, e.g. 4,2,0,0")
+    return out
+
+
+def _offset(text: str) -> tuple:
+    """``--offset 1,1,-2`` -> (1, 1, -2); ``--offset "1,1;1,-2"`` -> ((1, 1), (1, -2))."""
+    try:
+        rows = [tuple(int(x) for x in row.split(",")) for row in text.split(";")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers per stage, e.g. 1,1,-2 (rows per model "
+                                         f"chunk split by ';')") from None
+    return rows[0] if len(rows) == 1 else tuple(rows)
+
+
+#: the run settings the command line gives (argparse dest -> run_settings name)
+RUN_ARGS = {"mesh": "mesh", "micro_batches": "micro_batches", "recompute": "recompute",
+            "recompute_layers": "recompute_layers", "select_layers": "select_layers",
+            "comm_recompute_layers": "comm_recompute_layers", "optimizer_parallel": "optimizer_parallel",
+            "interleave": "interleave", "pp_interleave": "pp_interleave", "offset": "offset",
+            "sequence_parallel": "sequence_parallel"}
+
+
+def resolve_args(args):
+    """The :class:`~strategist.run_settings.Run` of the parsed arguments: what they give, the rest from a MindFormers
+    config's own settings or the defaults."""
+    from .cost.profile import parse_overrides
+    from .frontend.mindformers import split_model_options
+    from .run_settings import resolve_run
+    given = {name: getattr(args, dest, None) for dest, name in RUN_ARGS.items()}
+    if not hasattr(args, "micro_batches"):          # a command without the step model's options (explain)
+        given = {"mesh": args.mesh}
+    over = parse_overrides(getattr(args, "step_set", None))
+    overrides = split_model_options(args.kwargs)["overrides"] if _is_config(args.model) else None
+    return resolve_run(args.model, given, overrides=overrides, optimizer=getattr(args, "optimizer", None),
+                       step_overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
+                       choose_by_schedule=getattr(args, "choose_by_schedule", False))
+
+
+def _is_config(model: str) -> bool:
+    from .frontend.mindformers import is_mindformers_ref
+    return is_mindformers_ref(model)
+
+
+def _run_of(args):
+    """The run the command prices (advise, propagate, explain), or a MindFormers config's own mesh where verify or
+    compare is given none (``args.mesh`` set to it); None for the other commands."""
+    if args.command in ("advise", "propagate", "explain"):
+        return resolve_args(args)
+    if args.command in ("verify", "compare") and not args.mesh:
+        from .run_settings import resolve_run
+        run = resolve_run(args.model, {}, overrides=None)
+        memory = args.command == "verify" and args.memory
+        args.mesh = run.full_mesh if memory else run.mesh
+        return None
+    return None
+
+
+def _settings_note(run) -> str:
+    """One stderr line: the run's settings a MindFormers config gave (the report's "settings" line says from where)."""
+    taken = [f"{n.replace('_', ' ')} {v}" for n, v, o in run.origins if o.startswith("config")]
+    if not taken:
+        return f"mesh {run.full_mesh}"
+    return "the config's own settings: " + ", ".join(taken) + " (an option overrides each one)"
+
+
 def step_model_options(args):
     """(the mesh without its pp axis, :class:`~strategist.cost.step.StepOptions`) of the parsed arguments."""
-    from .cost.profile import parse_overrides
-    from .cost.step import StepOptions
-    from .vocab.mesh import Mesh
-    mesh = Mesh.parse(args.mesh)
-    pp = mesh.get("pp")
-    rest = ",".join(f"{n}={v}" for n, v in mesh.axes if n != "pp") or "dp=1"
-    if not hasattr(args, "micro_batches"):          # a command without the step model's options (explain)
-        return rest, StepOptions(pp=pp, micro_batches=pp).check()
-    over = parse_overrides(args.step_set)
-    opts = StepOptions(pp=pp, micro_batches=args.micro_batches, recompute=args.recompute,
-                       optimizer_parallel=args.optimizer_parallel, interleave=args.interleave,
-                       pp_interleave=args.pp_interleave,
-                       overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
-                       choose_by_schedule=args.choose_by_schedule, optimizer=args.optimizer)
-    return rest, opts.check()
+    run = resolve_args(args)
+    return run.mesh, run.step
 
 
 def _check_memory(parser, args) -> None:
@@ -624,11 +697,15 @@ def _main(argv: list[str] | None = None) -> int:
     quiet.enter_context(_report_stdout())
     try:
         from .api import mindformers_defaults, parse_dataset_strategy
+        run = _run_of(args)
         if hasattr(args, "dataset_strategy") and getattr(args, "model", None):
             args.kwargs, args.dataset_strategy, said = mindformers_defaults(
-                args.model, getattr(args, "mesh", None), args.kwargs, args.dataset_strategy)
+                args.model, run.mesh if run else getattr(args, "mesh", None), args.kwargs, args.dataset_strategy,
+                micro_batches=run.step.micro_batches if run else 1)
         else:
             said = []
+        if run is not None:
+            said = [_settings_note(run)] + list(run.notes) + said
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text
@@ -641,11 +718,10 @@ def _main(argv: list[str] | None = None) -> int:
         elif args.command == "advise":
             import io
             from .api import advise_model
-            mesh, step = step_model_options(args)
-            advice = advise_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
+            advice = advise_model(args.model, run.mesh, inputs=args.input, kwargs=args.kwargs, rules=args.rules,
                                   boundaries=args.boundary, hardware=args.hardware,
                                   dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                                  training=not args.eval, step=step, sequence_parallel=args.sequence_parallel)
+                                  training=not args.eval, step=run.step, sequence_parallel=run.sequence_parallel)
             from .progress import mark
             mark("writing the report")
             from .source import advise_outputs
@@ -662,12 +738,11 @@ def _main(argv: list[str] | None = None) -> int:
             import json
             from .api import find_op, mindformers_anchors_note, plan_model
             from .report.render import explain_dict, explain_text
-            mesh, step = step_model_options(args)
-            plan = plan_model(args.model, mesh, inputs=args.input, kwargs=args.kwargs,
+            plan = plan_model(args.model, run.mesh, inputs=args.input, kwargs=args.kwargs,
                               strategies=args.strategies, hardware=args.hardware,
                               use_model_strategies=not args.no_model_strategies,
                               dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
-                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval, step=step)
+                              semi_auto=getattr(args, "semi_auto", False), training=not args.eval, step=run.step)
             note = mindformers_anchors_note(plan)
             said = list(said) + ([note] if note else [])
             if args.command == "explain":

@@ -189,7 +189,10 @@ def test_stage_assignment_is_even_with_embedding_first_and_head_last(graph_of):
 def test_profile_figures_name_their_sources_and_can_be_overridden():
     hw = load_hardware("atlas-800t-a2")
     p = step_profile(hw)
-    assert p.matmul_tflops == 328e12 and p.elementwise_GBps == 640e9 and p.memory_GB == 64 * 2**30
+    assert p.matmul_tflops == 273.3e12 and p.elementwise_GBps == 1280e9 and p.memory_GB == 64 * 2**30
+    podc = step_profile(load_hardware("Atlas 900 A2 PoDc"))      # as the vendor writes it
+    assert podc.matmul_tflops == 328e12 and podc.elementwise_GBps == p.elementwise_GBps \
+        and podc.intra_bus_GBps == p.intra_bus_GBps and podc.memory_GB == p.memory_GB
     assert [p.bus_bandwidth("AllGather", n, True) for n in (2, 4, 8)] == [38e9, 64e9, 149e9]
     assert [p.bus_bandwidth("AllReduce", n, True) for n in (2, 4, 8)] == [18e9, 30e9, 72e9]
     assert all(p.sources[k] for k in ("matmul_tflops", "elementwise_GBps", "intra_bus_GBps", "inter_bus_GBps"))
@@ -289,9 +292,23 @@ def test_cli_options_and_json_keys(capsys):
     code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=2,dp=2", "--micro-batches", "4")
     assert code == 0 and "Step (scheduled, msprof-analyze's columns)" in out and "Bubble" in out
     code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=3,dp=2", "--micro-batches", "4")
-    assert code == 2 and err.strip().splitlines() == [
-        ("strategist: error: pp=3 does not split the model's 2 layers evenly: pick a pp dividing 2 (or give a "
-         "per-stage offset summing to 0)")]
+    assert code == 2 and err.strip().splitlines()[-1:] == [
+        ("strategist: error: pp=3 does not split the model's 2 layers evenly: give --offset (MindFormers' "
+         "model_config.offset, per-stage extra layers summing to 2 % 3 = 2) or a pp dividing 2 (2)")]
+    # MindFormers' own split: 2 // 3 = 0 layers a stage, the offsets give the middle and last stage one each
+    code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=3,dp=2", "--micro-batches", "4",
+                          "--offset", "0,1,1", "--format", "json")
+    assert code == 0, err
+    o = json.loads(out)["plan"]["step"]["options"]
+    assert o["offset"] == [0, 1, 1] and {"setting": "offset", "value": "[0, 1, 1]", "from": "command line"} in o["settings"]
+    code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8", "--mesh", "pp=2,dp=2", "--micro-batches", "4",
+                          "--offset", "1,0")
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "strategist: error: bad offset [1,0]: MindFormers needs the offsets to sum to 2 % 2 = 0 (the layers pp=2 "
+        "leave over), and they sum to 1")
+    code, out, err = _cli(capsys, "advise", tiny, "--kwargs", "batch=8")
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "strategist: error: no mesh: give --mesh (e.g. --mesh dp=2,tp=4); a MindFormers config gives its own")
     code, out, err = _cli(capsys, "propagate", tiny, "--mesh", "dp=2", "--step-set", "matmul_tflops")
     assert code == 2 and "bad --step-set 'matmul_tflops'" in err
 

@@ -95,19 +95,21 @@ _ACTIVATIONS: dict = {}
 
 
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
-                     drop: set | None = None) -> tuple[float, float, float]:
+                     drop: set | None = None, full_layers: frozenset | None = None) -> tuple[float, float, float]:
     """(activations saved at the end of one micro-batch's forward, what its forward holds beyond them at its fullest
     instant, activations held while full recompute rebuilds its largest layer: 0 without it) over operators
     ``names``; ``drop``: the operators
     recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (the same
-    objects: a sweep's memory options read the same stages under each micro-batch count)."""
-    key = (id(plan), id(names), recompute, id(drop))
+    objects: a sweep's memory options read the same stages under each micro-batch count). ``full_layers``: with
+    ``recompute`` "full", the layers recomputed fully (None: every one)."""
+    key = (id(plan), id(names), recompute, id(drop), id(full_layers))
     hit = _ACTIVATIONS.get(key)
-    if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop:
+    if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop or hit[3] is not full_layers:
         if len(_ACTIVATIONS) >= 256:
             _ACTIVATIONS.clear()
-        hit = _ACTIVATIONS[key] = (plan, names, drop, _activation_bytes(plan, names, recompute, drop))
-    return tuple(x / micro_batches for x in hit[3])
+        hit = _ACTIVATIONS[key] = (plan, names, drop, full_layers,
+                                   _activation_bytes(plan, names, recompute, drop, full_layers))
+    return tuple(x / micro_batches for x in hit[4])
 
 
 def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
@@ -135,7 +137,8 @@ def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
     return saved, layer_of
 
 
-def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -> tuple[float, float, float]:
+def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
+                      full_layers: frozenset | None = None) -> tuple[float, float, float]:
     """:func:`activation_bytes` for the whole batch (times the micro-batch count)."""
     g = plan.graph
     drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
@@ -151,6 +154,8 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None) -
         inputs = 0.0
         for key, b in list(saved.items()):
             mine, reader = layer_of[key]
+            if full_layers is not None and reader not in full_layers:
+                continue                                                # a layer that keeps its activations
             if reader and mine == reader:
                 per_layer[reader] = per_layer.get(reader, 0.0) + b      # recomputed inside the layer
                 del saved[key]
@@ -289,7 +294,7 @@ def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
 
 def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimizer_parallel: bool,
                  micro_batches: int, in_flight: int, profile, drop: set | None = None, accumulate: bool = False,
-                 optimizer: str = "adamw") -> dict:
+                 optimizer: str = "adamw", full_layers: frozenset | None = None) -> dict:
     """The peak bytes one device of the stage holding operators ``names`` keeps, how they divide at that peak, and
     what is assumed. ``accumulate``: the step accumulates gradients over micro-batches (gradient accumulation, or a
     pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`."""
@@ -322,7 +327,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
             shard_elements += n / w
             opt += n * state_bytes(per) / w
             largest = max(largest, n * 4 / w)
-    act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop)
+    act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
     persistent = params + opt
     accumulated = 0.0
     if accumulate:
@@ -371,8 +376,15 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                        + {"none": "", "selective": "; the MLP activation and its product "
                                           "recomputed", "full": "; each layer's input kept, one layer rebuilt at "
                                           "a time in the backward"}[recompute]
+                                       + (f" ({len(full_layers & _layers_of(plan, names))} of the stage's layers "
+                                          f"recomputed fully, the rest keeping theirs)"
+                                          if recompute == "full" and full_layers is not None else "")
                                        + ("; norms recomputed with their communication (select_comm_recompute)"
                                           if drop and any(plan.graph.op(n).type in NORMS for n in drop) else "")}}
+
+
+def _layers_of(plan, names: set[str]) -> set[str]:
+    return {plan.graph.op(n).layer for n in names if plan.graph.op(n).layer}
 
 
 def _reread_params(plan, names: set[str]) -> set[str]:

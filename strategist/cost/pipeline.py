@@ -15,24 +15,92 @@ def layer_order(graph) -> list[str]:
     return list(seen)
 
 
-def stage_of_ops(graph, pp: int, offset=None) -> dict[str, int]:
-    """Each operator's stage: layers split evenly over ``pp`` stages (``offset``: MindFormers' per-stage extra
-    layers, summing to 0), the operators before the first layer on stage 0, the others outside layers on
-    the last stage. A one-line error when ``pp`` does not divide the layers."""
+def main_layers(graph) -> list[str]:
+    """The layers the stages split: those of the largest Cell list (``model.layers.*``); a second list's (DeepSeek's
+    multi-token-prediction ``mtp.layers.*``) runs with the head, on the last stage, as MindFormers places it."""
+    layers = layer_order(graph)
+    groups: dict[str, list[str]] = {}
+    for name in layers:
+        groups.setdefault(name.rpartition(".")[0], []).append(name)
+    return max(groups.values(), key=len) if groups else []
+
+
+def normal_offset(offset, pp: int, chunks: int = 1) -> tuple[tuple[int, ...], ...]:
+    """MindFormers' ``model_config.offset`` as one row of ``pp`` per model chunk: an int for every stage, one row
+    for every chunk (numpy's broadcast, as its LayerSetting does), or one row per chunk.
+
+    >>> normal_offset([1, -1], 2, chunks=2)
+    ((1, -1), (1, -1))
+    >>> normal_offset(0, 4)
+    ((0, 0, 0, 0),)
+    """
+    if offset is None or offset == () or offset == []:
+        offset = 0
+    if isinstance(offset, int) and not isinstance(offset, bool):
+        return tuple((offset,) * pp for _ in range(chunks))
+    rows = [offset] if all(isinstance(x, int) and not isinstance(x, bool) for x in offset) else list(offset)
+    if len(rows) == 1:
+        rows = rows * chunks
+    if len(rows) != chunks or any(not isinstance(r, (list, tuple)) or len(r) != pp
+                                  or any(not isinstance(x, int) or isinstance(x, bool) for x in r) for r in rows):
+        raise InputSpecError(f"bad offset {_show(offset)}: give {pp} whole numbers (one per stage)"
+                             + (f", or {chunks} rows of {pp} (one per model chunk of --pp-interleave {chunks})"
+                                if chunks > 1 else ""))
+    return tuple(tuple(r) for r in rows)
+
+
+def _sum(offset) -> int:
+    """The offsets as written, summed (MindFormers checks this sum before it broadcasts a row over the chunks)."""
+    return offset if isinstance(offset, int) else sum(_sum(x) for x in offset)
+
+
+def _show(offset) -> str:
+    return str(offset).replace(" ", "").replace("(", "[").replace(")", "]")
+
+
+def stage_sizes(n: int, pp: int, offset=None, chunks: int = 1) -> list[int]:
+    """Layers per stage, as MindFormers' LayerSetting splits ``n`` layers: each of the ``pp x chunks`` model chunks
+    holds ``n // (pp chunks)`` plus its offset, the offsets (as written) summing to the remainder
+    ``n % (pp chunks)``; a stage holds its chunks' layers. A one-line error for a split MindFormers refuses.
+
+    >>> stage_sizes(61, 8, [[1] * 8, [1] * 7 + [-2]], chunks=2)        # DeepSeek-V3's pretraining config
+    [8, 8, 8, 8, 8, 8, 8, 5]
+    >>> stage_sizes(32, 4)
+    [8, 8, 8, 8]
+    """
+    total = pp * chunks
+    base, rest = divmod(n, total)
+    given = offset not in (None, 0, (), [])
+    if not given and rest:
+        fit = [d for d in range(1, n + 1) if n % (d * chunks) == 0 and d > 1]
+        raise InputSpecError(f"pp={pp}" + (f" with {chunks} chunks per stage" if chunks > 1 else "")
+                             + f" does not split the model's {n} layers evenly: give --offset (MindFormers' "
+                             f"model_config.offset, per-stage extra layers summing to {n} % {total} = {rest}) or "
+                             f"a pp dividing {n}" + (f" ({', '.join(map(str, fit[:6]))})" if fit else ""))
+    rows = normal_offset(offset, pp, chunks)
+    written = _sum(offset) if given else 0
+    chunk = [base + x for r in rows for x in r]
+    if written != rest or sum(chunk) != n:
+        raise InputSpecError(f"bad offset {_show(offset)}: MindFormers needs the offsets to sum to {n} % {total} = "
+                             f"{rest} (the layers pp={pp}" + (f" x {chunks} chunks" if chunks > 1 else "")
+                             + f" leave over), and they sum to {written}")
+    if chunk[0] < 0 or chunk[-1] < 0 or any(c < 1 for c in chunk[1:-1]):
+        raise InputSpecError(f"bad offset {_show(offset)}: every middle chunk needs at least one of the {n} layers "
+                             f"({base} each before the offset), the first and last at least none")
+    return [sum(chunk[v * pp + s] for v in range(chunks)) for s in range(pp)]
+
+
+def stage_of_ops(graph, pp: int, offset=None, chunks: int = 1) -> dict[str, int]:
+    """Each operator's stage: the layers split as :func:`stage_sizes` says (``offset``: MindFormers' per-stage
+    extra layers; ``chunks``: model chunks per stage), in order, the operators before the first layer on stage 0,
+    the others outside them (and a second Cell list's layers: :func:`main_layers`) on the last stage."""
     if pp <= 1:
         return {op.name: 0 for op in graph}
-    layers = layer_order(graph)
+    layers = main_layers(graph)
     if not layers:
         raise InputSpecError(f"pp={pp}: the model has no repeated layers to split into stages; "
                              f"drop pp from --mesh")
-    n = len(layers)
-    offset = list(offset or [0] * pp)
-    if len(offset) != pp or sum(offset) != 0 or (n % pp and not any(offset)):
-        raise InputSpecError(f"pp={pp} does not split the model's {n} layers evenly: pick a pp dividing {n} "
-                             f"(or give a per-stage offset summing to 0)")
-    sizes = [n // pp + o for o in offset]
-    if any(s < 1 for s in sizes) or sum(sizes) != n:
-        raise InputSpecError(f"pp={pp} with offset {offset}: every stage needs at least one of the {n} layers")
+    sizes = stage_sizes(len(layers), pp, offset, chunks)
     where, k = {}, 0
     for s, size in enumerate(sizes):
         for name in layers[k:k + size]:
@@ -40,7 +108,7 @@ def stage_of_ops(graph, pp: int, offset=None) -> dict[str, int]:
         k += size
     out, started = {}, False
     for op in graph:
-        if op.layer:
+        if op.layer in where:
             started = True
             out[op.name] = where[op.layer]
         else:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from ..vocab.graph import DTYPE_BYTES
@@ -38,6 +38,8 @@ class StepOptions:
     recompute: str = "none"
     optimizer_parallel: bool | None = None
     overrides: tuple = ()
+    #: MindFormers' ``model_config.offset``: per stage, the layers beyond ``layers // (pp pp_interleave)`` (one row,
+    #: or one row per model chunk), summing to the remainder (:func:`~.pipeline.stage_sizes`); () an even split
     offset: tuple = ()
     interleave: int = 1
     #: model chunks per pipeline stage (interleaved 1F1B: MindSpore pipeline_interleave, MindFormers
@@ -46,6 +48,9 @@ class StepOptions:
     #: per stage, how many of its first layers the selective recompute takes (MindFormers' select_recompute
     #: list, e.g. (8, 4, 4, 1, 1, 1, 1, 1)); () every layer
     select_layers: tuple = ()
+    #: per stage, how many of its first layers recompute fully (MindFormers' ``recompute: [4, 0]``; the others as
+    #: ``recompute`` says, but "full"); () every layer when ``recompute`` is "full"
+    recompute_layers: tuple = ()
     #: per stage, how many of its first layers recompute their norms and the communication after them
     #: (MindFormers' select_comm_recompute); () none
     comm_recompute_layers: tuple = ()
@@ -56,6 +61,9 @@ class StepOptions:
     #: fp32 moments; adam-weight-decay, MindSpore's nn.AdamWeightDecay; momentum); None: as the model's config says
     #: (a MindFormers config's ``optimizer.type``), else adamw
     optimizer: str | None = None
+    #: per setting, (name, value as shown, where it came from: "command line", "config KEY", "default"); what the
+    #: report says of the run (:func:`strategist.run_settings.resolve_run`); not part of the options' identity
+    origins: tuple = field(default=(), compare=False, hash=False)
 
     def check(self) -> StepOptions:
         from ..errors import InputSpecError
@@ -63,10 +71,21 @@ class StepOptions:
             raise InputSpecError(f"bad --optimizer {self.optimizer!r}: write one of {', '.join(OPTIMIZERS)}")
         if self.recompute not in RECOMPUTE:
             raise InputSpecError(f"bad --recompute {self.recompute!r}: write none, selective or full")
-        for name, v in (("select_layers", self.select_layers), ("comm_recompute_layers", self.comm_recompute_layers)):
+        for name, v in (("select_layers", self.select_layers), ("comm_recompute_layers", self.comm_recompute_layers),
+                        ("recompute_layers", self.recompute_layers)):
             if v and (len(v) != self.pp or any(not isinstance(n, int) or n < 0 for n in v)):
                 raise InputSpecError(f"bad {name} {list(v)}: give one layer count >= 0 per pipeline stage "
                                      f"({self.pp})")
+        if self.offset:
+            from .pipeline import normal_offset
+            if self.pp < 2:
+                raise InputSpecError(f"an offset ({list(self.offset)}) places layers on pipeline stages: give a pp "
+                                     f"axis in --mesh, or drop it")
+            rows = normal_offset(self.offset, self.pp, self.pp_interleave)
+            flat = all(isinstance(x, int) for x in self.offset)
+            written = tuple(self.offset) if flat else rows      # hashable, as MindFormers sums it
+            if written != self.offset:
+                return replace(self, offset=written).check()
         if not isinstance(self.interleave, int) or self.interleave not in (1, 2, 4, 8):
             raise InputSpecError(f"bad interleave {self.interleave!r}: MindFormers' fine_grain_interleave is 1, 2, 4 or 8")
         if not isinstance(self.pp_interleave, int) or self.pp_interleave < 1:
@@ -81,6 +100,10 @@ class StepOptions:
             raise InputSpecError(f"--micro-batches {self.micro_batches} is fewer than pp={self.pp} stages: "
                                  f"MindSpore needs micro_batch_num >= pipeline_stages; give at least {self.pp}")
         return self
+
+
+def _plain(v):
+    return [_plain(x) for x in v] if isinstance(v, tuple) else v
 
 
 def options_of(plan) -> StepOptions:
@@ -188,7 +211,9 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
 def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
     g, m = plan.graph, opts.micro_batches
     grad, layer_of = _graph_facts(g)
-    recompute = _in_layers(g) if opts.recompute == "full" else selective_drop(g, opts)
+    full = full_layers(g, opts)
+    recompute = (_in_layers(g) if full is None else _ops_in(g, full)) | selective_drop(g, opts) \
+        if full != frozenset() else selective_drop(g, opts)
     items = []
     for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m):
         it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
@@ -212,12 +237,32 @@ def _in_layers(graph) -> frozenset[str]:
     return hit[1]
 
 
+def full_layers(graph, opts: StepOptions) -> frozenset[str] | None:
+    """The layers recomputed fully: None for every layer (``recompute`` "full" without per-stage counts), else the
+    first ``recompute_layers[s]`` of each stage (empty: none)."""
+    if opts.recompute_layers:
+        key = (id(graph), "full", opts.pp, tuple(opts.offset or ()), opts.pp_interleave, opts.recompute_layers)
+        hit = _DROPS.get(key)
+        if hit is None or hit[0] is not graph:
+            hit = _DROPS[key] = (graph, frozenset(_first_layers(graph, opts, opts.recompute_layers)))
+        return hit[1]
+    return None if opts.recompute == "full" else frozenset()
+
+
+def _ops_in(graph, layers: frozenset[str]) -> frozenset[str]:
+    key = (id(graph), "ops in", id(layers))
+    hit = _DROPS.get(key)
+    if hit is None or hit[0] is not graph or hit[2] is not layers:
+        hit = _DROPS[key] = (graph, frozenset(op.name for op in graph if op.layer in layers), layers)
+    return hit[1]
+
+
 def _first_layers(graph, opts, counts) -> set[str]:
     """The first ``counts[s]`` layers of each pipeline stage ``s``."""
-    from .pipeline import layer_order
-    layers = layer_order(graph)
-    per = len(layers) // max(opts.pp, 1)
-    sizes = [per + o for o in (opts.offset or [0] * opts.pp)]
+    from .pipeline import main_layers, stage_sizes
+    layers = main_layers(graph)
+    sizes = stage_sizes(len(layers), opts.pp, opts.offset or None, opts.pp_interleave) if opts.pp > 1 \
+        else [len(layers)]
     out, k = set(), 0
     for s, size in enumerate(sizes):
         out.update(layers[k:k + min(counts[s], size)])
@@ -232,8 +277,8 @@ def selective_drop(graph, opts: StepOptions) -> frozenset[str]:
     """Operators recomputed short of a full recompute: MindFormers' selective recompute (on the stages' first
     ``select_layers``, else every layer) and its communication recompute of norms (``comm_recompute_layers``).
     Memoised per graph and the options it reads (one object per set: the memory's memo keys on it)."""
-    key = (id(graph), opts.recompute, opts.pp, tuple(opts.offset or ()), tuple(opts.select_layers),
-           tuple(opts.comm_recompute_layers))
+    key = (id(graph), opts.recompute, opts.pp, tuple(opts.offset or ()), opts.pp_interleave, tuple(opts.select_layers),
+           tuple(opts.comm_recompute_layers), tuple(opts.recompute_layers))
     hit = _DROPS.get(key)
     if hit is None or hit[0] is not graph:
         if len(_DROPS) >= 64:
@@ -243,12 +288,16 @@ def selective_drop(graph, opts: StepOptions) -> frozenset[str]:
 
 
 def _selective_drop(graph, opts: StepOptions) -> set[str]:
+    full = full_layers(graph, opts)
+    if full is None:
+        return set()
     out = set()
     if opts.recompute == "selective":
         out |= selective_ops(graph, _first_layers(graph, opts, opts.select_layers) if opts.select_layers else None)
-    if opts.comm_recompute_layers and opts.recompute != "full":
+    if opts.comm_recompute_layers:
         out |= comm_recompute_ops(graph, _first_layers(graph, opts, opts.comm_recompute_layers))
-    return out
+    # a layer recomputed fully recomputes all of it: its selective recompute adds nothing
+    return {n for n in out if graph.op(n).layer not in full} if full else out
 
 
 def _clone(x: Item) -> Item:
@@ -422,7 +471,10 @@ class StepEstimate:
         self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
-                        "pp_interleave": opts.pp_interleave,
+                        "pp_interleave": opts.pp_interleave, "offset": _plain(opts.offset),
+                        "recompute_layers": list(opts.recompute_layers), "select_layers": list(opts.select_layers),
+                        "comm_recompute_layers": list(opts.comm_recompute_layers),
+                        "settings": [{"setting": n, "value": v, "from": o} for n, v, o in opts.origins],
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
         self._summarized: dict = {}
         self._totals = self._per_layer = None
@@ -536,10 +588,11 @@ def _in_flight(s: int, opts: StepOptions) -> int:
 def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, prof) -> dict:
     """The memory of the stage of ``plan`` holding ``names`` with ``flight`` micro-batches in flight (``held``:
     the options as the plan's stages read them)."""
-    return stage_memory(plan, names, devices=plan.mesh.size, recompute=held.recompute,
+    full = full_layers(plan.graph, held)
+    return stage_memory(plan, names, devices=plan.mesh.size, recompute="full" if full != frozenset() else
+                        held.recompute, full_layers=full,
                         optimizer_parallel=zero is not None, micro_batches=held.micro_batches,
-                        in_flight=flight, profile=prof,
-                        drop=selective_drop(plan.graph, held) if held.recompute != "full" else None,
+                        in_flight=flight, profile=prof, drop=selective_drop(plan.graph, held),
                         accumulate=held.micro_batches > 1,
                         optimizer=held.optimizer or plan.graph.optimizer or "adamw")
 
@@ -584,7 +637,7 @@ def stage_memories(plan, opts: StepOptions, stand_in: bool = False) -> list[dict
     held = held_options(opts, stand_in)
     prof = step_profile_of(plan.hardware, opts.overrides)
     zero = _zero(plan, opts)
-    names = _stage_names(plan.graph, held.pp, held.offset or None)
+    names = _stage_names(plan.graph, held.pp, held.offset or None, held.pp_interleave)
     return [_memory_of_stage(plan, names[h], _in_flight(s, opts), held, zero, prof)
             for s, h in enumerate(held_stages(opts.pp, stand_in))]
 
@@ -620,26 +673,26 @@ def estimate_with(plan, opts: StepOptions, stand_in: bool = False) -> StepEstima
 _STAGES: dict = {}
 
 
-def _stages(graph, pp: int, offset) -> dict[str, int]:
-    """:func:`~.pipeline.stage_of_ops`, memoised per graph, pp and offset."""
-    key = (id(graph), pp, tuple(offset or ()))
+def _stages(graph, pp: int, offset, chunks: int = 1) -> dict[str, int]:
+    """:func:`~.pipeline.stage_of_ops`, memoised per graph, pp, offset and chunks per stage."""
+    key = (id(graph), pp, tuple(offset or ()), chunks)
     hit = _STAGES.get(key)
     if hit is None or hit[0] is not graph:
         if len(_STAGES) >= 64:
             _STAGES.clear()
-        hit = _STAGES[key] = (graph, stage_of_ops(graph, pp, offset))
+        hit = _STAGES[key] = (graph, stage_of_ops(graph, pp, offset, chunks))
     return hit[1]
 
 
 _NAMES: dict = {}
 
 
-def _stage_names(graph, pp: int, offset) -> list[frozenset[str]]:
-    """Each stage's operators (one set object per graph, pp and offset: the memory's memo keys on it)."""
-    key = (id(graph), pp, tuple(offset or ()))
+def _stage_names(graph, pp: int, offset, chunks: int = 1) -> list[frozenset[str]]:
+    """Each stage's operators (one set object per graph, pp, offset and chunks: the memory's memo keys on it)."""
+    key = (id(graph), pp, tuple(offset or ()), chunks)
     hit = _NAMES.get(key)
     if hit is None or hit[0] is not graph:
-        stage = _stages(graph, pp, offset)
+        stage = _stages(graph, pp, offset, chunks)
         if len(_NAMES) >= 64:
             _NAMES.clear()
         names = [frozenset(op.name for op in graph if stage[op.name] == k) for k in range(pp)] if pp > 1 else \
@@ -653,7 +706,7 @@ def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
     zero = _zero(plan, opts)
     held, of = held_options(opts, stand_in), held_stages(opts.pp, stand_in)
     items = build_items(plan, prof, held, zero)
-    stage = _stages(plan.graph, held.pp, held.offset or None)
+    stage = _stages(plan.graph, held.pp, held.offset or None, held.pp_interleave)
     devices = plan.mesh.size
     m = opts.micro_batches
     sent = boundary_bytes(plan, stage) if held.pp > 1 else {}       # by the sending stage of the plan
@@ -663,7 +716,7 @@ def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
             by_stage[stage[it.op]].append(it)
     else:
         by_stage[0] = items
-    names_of = _stage_names(plan.graph, held.pp, held.offset or None)
+    names_of = _stage_names(plan.graph, held.pp, held.offset or None, held.pp_interleave)
     stages, same, seen, rows_of, optimizer_of = [], [], {}, {}, {}
     for s, h in enumerate(of):
         mine = by_stage[h]

@@ -18,7 +18,9 @@ def load_hardware(name_or_path: str) -> Hardware:
     if not isinstance(path, str) or not path.strip():
         raise MeshError("bad --hardware '': give a profile name (atlas-800t-a2, gpu-8x-nvlink) or a YAML path")
     if not os.path.isfile(path):
-        path = os.path.join(HARDWARE_DIR, name_or_path + ".yaml")
+        # a name as the vendor writes it ("Atlas 900 A2 PoDc") is the file's ("atlas-900-a2-podc")
+        name = "-".join(name_or_path.strip().lower().replace("_", " ").split())
+        path = os.path.join(HARDWARE_DIR, name + ".yaml")
     if not os.path.isfile(path):
         known = sorted(f[:-5] for f in os.listdir(HARDWARE_DIR) if f.endswith(".yaml"))
         raise MeshError(f"hardware profile not found: {name_or_path} (known: {', '.join(known)}, or a YAML path)")

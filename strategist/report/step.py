@@ -50,11 +50,30 @@ def step_lines(d: dict | None, render_table, markdown: bool, max_layers: int = 6
         overlap_lines(d, render_table, markdown)
 
 
+#: per-stage settings the options line shows when set
+PER_STAGE = (("offset", "offset"), ("recompute_layers", "full recompute on each stage's first"),
+             ("select_layers", "selective recompute on each stage's first"),
+             ("comm_recompute_layers", "communication recompute on each stage's first"))
+
+
+def _per_stage(v) -> str:
+    """A per-stage list as written; a count beyond any stage (MindFormers' True) as "all"."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_per_stage(x) for x in v) + "]"
+    return "all" if isinstance(v, int) and v >= 1_000_000 else str(v)
+
+
 def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -> list[str]:
     s, o = d["schedule"], d["options"]
     out = [f"options: pp={o['pp']}, micro-batches {o['micro_batches']}, recompute {o['recompute']}, "
            f"optimizer parallel {'on' if o['optimizer_parallel'] else 'off'}, interleave {o['interleave']}"
+           + "".join(f", {label} {o[k]}" for k, label in (("pp_interleave", "chunks per stage"),)
+                     if o.get(k, 1) != 1)
+           + "".join(f", {label} {_per_stage(o[k])}" for k, label in PER_STAGE if o.get(k))
            + (f" (stage {o['stage_reported']} shown, the slowest)" if o["pp"] > 1 else "")]
+    given = [x for x in o.get("settings", ()) if x["from"] != "command line"]
+    if given:
+        out.append("settings: " + "; ".join(f"{x['setting']} {x['value']} ({x['from']})" for x in given))
     out.extend(render_table([label for _k, label in COLUMNS], [[_s(s[k]) for k, _l in COLUMNS]], markdown))
     t = d["throughput"]
     if t.get("tokens_per_s_per_device"):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .build import (LOSS_OWN, add_loss_adds, build_model, clear_strategies, config_batch, input_slots,
                     loss_own_operators, loss_own_prims, mf_lazy_inline_cells, model_inputs)
-from .config import (PREFIX, default_batch, fit_layer_keys, is_legacy, is_mindformers_ref, load_yaml, mesh_sizes,
+from .config import (PREFIX, config_settings, default_batch, fit_layer_keys, is_legacy, is_mindformers_ref, load_yaml, mesh_sizes,
                      mesh_warnings, resolve_config, split_model_options)
 from .experts import Experts, loss_own_strategies, note_loss_own_strategies
 from .load import MfInfo, expert_strategies, load_mindformers
@@ -40,7 +40,7 @@ from .world import auto_parallel_snapshot, import_mindformers, mindformers_world
 
 __all__ = [
     "LOSS_OWN", "PREFIX", "Experts", "MfInfo", "add_loss_adds", "auto_parallel_snapshot", "build_model",
-    "clear_strategies", "config_batch", "default_batch", "expert_strategies", "fit_layer_keys", "fold_reshapes",
+    "clear_strategies", "config_batch", "config_settings", "default_batch", "expert_strategies", "fit_layer_keys", "fold_reshapes",
     "global_rows_graph", "import_mindformers", "input_slots", "is_legacy", "is_mindformers_ref", "layer_of",
     "load_mindformers", "load_yaml", "loss_own_operators", "loss_own_prims", "loss_own_strategies", "mark_local_rows",
     "mesh_sizes", "mesh_warnings", "mf_lazy_inline_cells", "mindformers_world", "model_inputs",

@@ -76,22 +76,36 @@ def split_model_options(items: list[str] | None) -> dict:
     return out
 
 
-def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None) -> tuple[int, str]:
+def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None, micro_batches: int = 1) -> tuple[int, str]:
     """The global batch MindFormers trains ``ref`` with on ``mesh``: the config's ``runner_config.batch_size``
-    (per data-parallel rank) times the mesh's data-parallel size; and a note saying so."""
+    (per data-parallel rank and micro-step) times the mesh's data-parallel size times the micro-batches (the
+    pipeline's micro_batch_num, or gradient_accumulation_steps); and a note saying so."""
     path = resolve_config(ref)
     import_mindformers()
     with quiet_logger([]):         # MindFormers' config reader logs to stdout
         cfg = load_yaml(path, None, None, None, overrides or {})
     per = max(1, int((cfg.get("runner_config") or {}).get("batch_size") or 1))
     dp = _data_parallel(mesh)      # (an axis MindFormers does not know is a warning of the report)
-    return per * dp, (f"batch {per * dp}: the config's runner_config.batch_size {per} x data parallel {dp} "
-                      f"(--batch N to change)")
+    m = max(int(micro_batches), 1)
+    return per * dp * m, (f"batch {per * dp * m}: the config's runner_config.batch_size {per} x data parallel {dp}"
+                          + (f" x {m} micro-batches" if m > 1 else "") + " (--batch N to change)")
 
 
-def load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None = None):
+def config_settings(ref: str, overrides: dict | None = None):
+    """``ref``'s own run settings (:func:`~.settings.read_settings`), its ``--set`` overrides applied; the model is
+    not built."""
+    from .settings import read_settings
+    path = resolve_config(ref)
+    import_mindformers()
+    with quiet_logger([]):         # MindFormers' config reader logs to stdout
+        cfg = load_yaml(path, None, None, None, overrides or {}, as_written=True)
+    return read_settings(cfg)
+
+
+def load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None = None, as_written: bool = False):
     """The config with the options applied. ``notes``: what was changed beside them (layer-count keys fitted to
-    ``layers``: :func:`fit_layer_keys`) is appended there."""
+    ``layers``: :func:`fit_layer_keys`) is appended there. ``as_written``: its pipeline and recompute settings kept
+    (the run's), not cleared for the one-stage build."""
     from mindformers.tools.register import MindFormerConfig
     try:
         cfg = MindFormerConfig(os.path.abspath(path))
@@ -114,6 +128,8 @@ def load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None
         mc.seq_length = seq
         if (mc.get("max_position_embeddings") or 0) < seq:
             mc.max_position_embeddings = seq
+    if as_written:
+        return cfg
     # pipeline settings are tied to the layer count; the graph is one stage
     mc.offset = 0
     if mc.get("pp_interleave_num") is not None:

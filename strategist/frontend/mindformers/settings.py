@@ -1,0 +1,171 @@
+"""A MindFormers config's own run settings, read from its YAML without building the model: its parallel sizes (the
+mesh), micro-batches, recompute (per stage, full, selective and communication), the parallel optimizer, sequence
+parallelism, the stages' layer offsets and the interleaves. They are the defaults of ``advise``, ``propagate`` and
+``sweep`` for that config; each option given on the command line overrides one, and the report names where each
+came from (:class:`Setting`).
+
+MindFormers' own readers define the meaning: ``runner_config.batch_size`` is per data-parallel rank and
+micro-step; with ``pipeline_stage`` 1 the step accumulates ``gradient_accumulation_steps`` micro-batches, with
+more it runs ``micro_batch_num``; ``recompute``/``select_recompute``/``select_comm_recompute`` are a bool (every
+layer), a count of each stage's first layers (a row per model chunk with ``pp_interleave_num``), or operator
+patterns (``LayerSetting`` in ``mindformers/parallel_core/training_graph/transformer/utils.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...errors import InputSpecError
+
+#: MindFormers' default selective-recompute patterns (legacy and mcore layers): the MLP's activation and its product,
+#: what the step model recomputes for "selective"
+DEFAULT_SELECT = frozenset({r"feed_forward\.mul", r"feed_forward\.w1\.activation\.silu", r"mlp\.shared_experts\.mul",
+                            r"mlp\.shared_experts\.activation_func\.silu", r"mlp\.mul", r"mlp\.activation_func\.silu"})
+DEFAULT_COMM = frozenset({r".*\.norm"})
+#: a per-stage count meaning "every layer of the stage" (MindFormers' True in a count list)
+ALL = 1_000_000
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One run setting: its value and where it came from (a YAML key, the command line, a default)."""
+
+    value: object
+    origin: str
+
+
+@dataclass(frozen=True)
+class ConfigSettings:
+    """A config's run settings by name (``mesh``, ``batch_per_rank``, ``sequence_parallel`` and the
+    :class:`~strategist.cost.step.StepOptions` fields it sets), and what the step model does not price of them."""
+
+    settings: dict = field(default_factory=dict)
+    notes: tuple = ()
+
+    def get(self, name: str) -> Setting | None:
+        return self.settings.get(name)
+
+
+def _count_rows(value, key: str, pp: int, chunks: int) -> tuple | None:
+    """A recompute key's per-stage counts of first layers: None for every layer, () for none."""
+    if isinstance(value, bool) or value is None:
+        return None if value else ()
+    if isinstance(value, int):
+        return tuple([value] * pp)
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(x, str) for x in value):
+            return None                       # operator patterns: every layer
+        if all(isinstance(x, (int, bool)) for x in value):
+            rows = [[x if not isinstance(x, bool) else (ALL if x else 0) for x in value]]
+        elif all(isinstance(r, (list, tuple)) for r in value):
+            rows = [[x if not isinstance(x, bool) else (ALL if x else 0) for x in r] for r in value]
+        else:
+            raise InputSpecError(f"bad {key} {value!r} in the config: give a bool, per-stage counts, or operator "
+                                 f"patterns, as MindFormers reads it")
+        per = [sum(r[s] for r in rows if s < len(r)) for s in range(pp)]
+        return tuple(per)
+    raise InputSpecError(f"bad {key} {value!r} in the config: give a bool, per-stage counts, or operator patterns")
+
+
+def _patterns(value, default: frozenset) -> tuple[frozenset, object]:
+    """(the patterns a select key names, the per-stage value they share) of a bool / counts / list / dict."""
+    if isinstance(value, dict):
+        vals = list(value.values())
+        same = all(v == vals[0] for v in vals)
+        return frozenset(value), vals[0] if same and vals else max(vals, key=lambda v: 0 if v is False else 1)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(x, str) for x in value):
+        return frozenset(value), True
+    return default, value
+
+
+def _plain(d):
+    if isinstance(d, dict):
+        return {str(k): _plain(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_plain(x) for x in d]
+    return d
+
+
+def read_settings(cfg) -> ConfigSettings:
+    """The run settings of a loaded config (``MindFormerConfig`` or a plain dict of the YAML)."""
+    cfg = _plain(dict(cfg))
+    pc = cfg.get("parallel_config") or {}
+    rc = cfg.get("runner_config") or {}
+    par = cfg.get("parallel") or {}
+    mc = (cfg.get("model") or {}).get("model_config") or {}
+    rec = cfg.get("recompute_config") or {}
+    out: dict[str, Setting] = {}
+    notes: list[str] = []
+
+    def size(*keys):
+        for k in keys:
+            if pc.get(k) is not None:
+                return int(pc[k]), f"parallel_config.{k}"
+        return 1, None
+
+    dp, kdp = size("data_parallel", "data_parallel_size")
+    tp, ktp = size("model_parallel", "tensor_model_parallel_size")
+    pp, kpp = size("pipeline_stage", "pipeline_model_parallel_size")
+    cp, kcp = size("context_parallel", "context_parallel_size")
+    ep, kep = size("expert_parallel", "expert_model_parallel_size")
+    if ep > 1 and dp % ep:
+        raise InputSpecError(f"the config's expert_parallel {ep} does not divide its data_parallel {dp} (MindFormers "
+                             f"draws ep from the data-parallel and tensor-parallel devices; strategist places ep "
+                             f"inside data parallel): give --mesh with ep dividing dp, e.g. "
+                             f"dp={max(dp // ep, 1)},ep={min(ep, dp)},tp={tp}" + (f",pp={pp}" if pp > 1 else ""))
+    axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)]
+    mesh = ",".join(f"{n}={s}" for n, s in axes if s > 1 or n == "dp")
+    out["mesh"] = Setting(mesh, ", ".join(f"{k} {v}" for k, v in ((kdp, dp), (ktp, tp), (kpp, pp), (kcp, cp),
+                                                                   (kep, ep)) if k) or "default (dp=1)")
+    # the micro-batches of a pipeline, and gradient accumulation without one: each mesh picks its own
+    out["micro_batch_num"] = Setting(int(pc.get("micro_batch_num") or 1), "parallel_config.micro_batch_num")
+    out["gradient_accumulation_steps"] = Setting(int(rc.get("gradient_accumulation_steps") or 1),
+                                                 "runner_config.gradient_accumulation_steps")
+    out["batch_per_rank"] = Setting(int(rc.get("batch_size") or 1), "runner_config.batch_size")
+    out["sequence_parallel"] = Setting(bool(pc.get("use_seq_parallel", False)), "parallel_config.use_seq_parallel")
+    out["optimizer_parallel"] = Setting(bool(par.get("enable_parallel_optimizer", False)),
+                                        "parallel.enable_parallel_optimizer")
+    interleaved = bool((par.get("pipeline_config") or {}).get("pipeline_interleave", False))
+    chunks = int(mc.get("pp_interleave_num") or 1) if interleaved and pp > 1 else 1
+    out["pp_interleave"] = Setting(chunks, "model_config.pp_interleave_num with parallel.pipeline_config."
+                                           "pipeline_interleave")
+    out["interleave"] = Setting(int(mc.get("fine_grain_interleave") or 1), "model_config.fine_grain_interleave")
+    offset = mc.get("offset", 0)
+    if pp > 1 and offset not in (0, None, [], ()):
+        out["offset"] = Setting(_hashable(offset), "model_config.offset")
+    _recompute(rec, pp, chunks, out, notes)
+    if int(cfg.get("micro_batch_interleave_num") or 1) > 1:
+        notes.append(f"micro_batch_interleave_num {cfg['micro_batch_interleave_num']}: MindSpore's micro-batch "
+                     f"interleave is not priced (each copy's communication hiding the other's computation)")
+    return ConfigSettings(out, tuple(notes))
+
+
+def _hashable(v):
+    return tuple(_hashable(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _recompute(rec: dict, pp: int, chunks: int, out: dict, notes: list) -> None:
+    full = _count_rows(rec.get("recompute", False), "recompute_config.recompute", pp, chunks)
+    pats, sel_value = _patterns(rec.get("select_recompute", False), DEFAULT_SELECT)
+    select = _count_rows(sel_value, "recompute_config.select_recompute", pp, chunks)
+    cpats, comm_value = _patterns(rec.get("select_comm_recompute", False), DEFAULT_COMM)
+    comm = _count_rows(comm_value, "recompute_config.select_comm_recompute", pp, chunks)
+    if full is None:
+        out["recompute"] = Setting("full", "recompute_config.recompute")
+    elif select != ():
+        out["recompute"] = Setting("selective", "recompute_config.select_recompute")
+    else:
+        out["recompute"] = Setting("none", "recompute_config (no recompute)")
+    if full:
+        out["recompute_layers"] = Setting(full, "recompute_config.recompute")
+        if select != ():
+            out["recompute"] = Setting("selective", "recompute_config.select_recompute")
+    if select:
+        out["select_layers"] = Setting(select, "recompute_config.select_recompute")
+    if comm is None or comm:
+        out["comm_recompute_layers"] = Setting(comm or (ALL,) * pp, "recompute_config.select_comm_recompute")
+    if select != () and not pats <= DEFAULT_SELECT:
+        notes.append(f"select_recompute patterns {', '.join(sorted(pats - DEFAULT_SELECT))}: priced as MindFormers' "
+                     f"default ones (the MLP's activation and its product)")
+    if comm != () and not cpats <= DEFAULT_COMM:
+        notes.append(f"select_comm_recompute patterns {', '.join(sorted(cpats - DEFAULT_COMM))}: priced as the "
+                     f"default (the norms)")

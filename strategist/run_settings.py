@@ -1,0 +1,115 @@
+"""The run a command prices: the mesh and the step model's options, each from the command line, else (a
+MindFormers config) from the config's own settings, else a default -- and where each came from.
+
+>>> r = resolve_run("examples/mlp.py:MegatronMLP", {"mesh": "dp=2,tp=4"})
+>>> r.mesh, r.step.micro_batches, r.origin("micro_batches")
+('dp=2,tp=4', 1, 'default')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import InputSpecError
+from .vocab.mesh import Mesh
+
+#: the settings a command line gives (StepOptions fields, and the mesh and sequence parallelism)
+STEP_KEYS = ("micro_batches", "recompute", "recompute_layers", "select_layers", "comm_recompute_layers",
+             "optimizer_parallel", "interleave", "pp_interleave", "offset")
+#: settings written per pipeline stage: a config's apply only at the pp it was written for
+PER_STAGE = ("offset", "recompute_layers", "select_layers", "comm_recompute_layers")
+DEFAULTS = {"micro_batches": 1, "recompute": "none", "recompute_layers": (), "select_layers": (),
+            "comm_recompute_layers": (), "optimizer_parallel": None, "interleave": 1, "pp_interleave": 1,
+            "offset": (), "sequence_parallel": False}
+COMMAND_LINE = "command line"
+
+
+@dataclass(frozen=True)
+class Run:
+    """The mesh (without its pp axis), the step options, sequence parallelism, and per setting (name, value as
+    shown, origin); notes on what a config says that is not applied or not priced."""
+
+    mesh: str
+    step: object
+    sequence_parallel: bool
+    origins: tuple = ()
+    notes: tuple = ()
+    batch_per_rank: int | None = None
+
+    @property
+    def full_mesh(self) -> str:
+        """The mesh with its pp axis (outermost)."""
+        pp = getattr(self.step, "pp", 1)
+        return (f"pp={pp}," if pp > 1 else "") + self.mesh
+
+    def origin(self, name: str) -> str | None:
+        return next((o for n, _v, o in self.origins if n == name), None)
+
+
+def _show(v) -> str:
+    from .frontend.mindformers.settings import ALL
+    if isinstance(v, tuple):
+        if v and all(isinstance(x, int) for x in v) and all(x >= ALL for x in v):
+            return "every layer"
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    if v is None:
+        return "as the model's config says"
+    return str(v)
+
+
+def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optimizer: str | None = None,
+                step_overrides: tuple = (), choose_by_schedule: bool = False) -> Run:
+    """The run of ``model`` with the settings ``given`` on the command line (None or absent: not given); the
+    others from a MindFormers config's own settings (:func:`~.frontend.mindformers.config_settings`, ``overrides``
+    its ``--set`` keys), else :data:`DEFAULTS`. A one-line error without a mesh from either."""
+    from .cost.step import StepOptions
+    from .frontend.mindformers import config_settings, is_mindformers_ref
+    given = {k: v for k, v in given.items() if v is not None}
+    cfg = config_settings(model, overrides) if is_mindformers_ref(model) else None
+    values, origins, notes = {}, [], list(cfg.notes) if cfg else []
+
+    def take(name, value, origin):
+        values[name] = value
+        origins.append((name, _show(value), origin))
+
+    if "mesh" in given:
+        take("mesh", str(Mesh.parse(given["mesh"])), COMMAND_LINE)
+    elif cfg is not None:
+        take("mesh", cfg.get("mesh").value, "config " + cfg.get("mesh").origin)
+    else:
+        raise InputSpecError("no mesh: give --mesh (e.g. --mesh dp=2,tp=4); a MindFormers config gives its own")
+    pp = Mesh.parse(values["mesh"]).get("pp")
+    cfg_pp = Mesh.parse(cfg.get("mesh").value).get("pp") if cfg is not None else None
+    for name in ("sequence_parallel",) + STEP_KEYS:
+        if name in given:
+            take(name, given[name], COMMAND_LINE)
+            continue
+        s = _config_value(cfg, name, pp)
+        if s is not None and name in PER_STAGE and cfg_pp != pp and not _every_layer(s.value):
+            notes.append(f"the config's {s.origin} ({_show(s.value)}) is written for pp={cfg_pp}: not applied at "
+                         f"pp={pp}")
+            s = None
+        if s is not None and name in PER_STAGE and _every_layer(s.value):
+            s = replace(s, value=(s.value[0],) * pp)
+        if s is not None:
+            take(name, s.value, "config " + s.origin)
+        elif name in DEFAULTS:
+            take(name, DEFAULTS[name], "default")
+    rest = ",".join(f"{n}={v}" for n, v in Mesh.parse(values["mesh"]).axes if n != "pp") or "dp=1"
+    step = StepOptions(pp=pp, overrides=step_overrides, choose_by_schedule=choose_by_schedule, optimizer=optimizer,
+                       origins=tuple(origins), **{k: values[k] for k in STEP_KEYS}).check()
+    per = cfg.get("batch_per_rank").value if cfg is not None else None
+    return Run(rest, step, bool(values["sequence_parallel"]), tuple(origins), tuple(notes), per)
+
+
+def _every_layer(v) -> bool:
+    from .frontend.mindformers.settings import ALL
+    return isinstance(v, tuple) and bool(v) and all(isinstance(x, int) and x >= ALL for x in v)
+
+
+def _config_value(cfg, name: str, pp: int):
+    if cfg is None:
+        return None
+    if name == "micro_batches":
+        s = cfg.get("micro_batch_num" if pp > 1 else "gradient_accumulation_steps")
+        return s
+    return cfg.get(name)
