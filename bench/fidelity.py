@@ -1,15 +1,17 @@
-"""The step model against published throughput: for MindFormers' published Atlas 800T A2 configurations,
-predicted tokens/s per device beside the published figure and their ratio (target 0.85-1.15), predicted
-per-device memory beside the card's; and the predicted end-to-end gain of chunked CoC (fused MatMul +
+"""The step model against published throughput: for each MindFormers run in ``bench/published_runs.yaml`` (the
+figure, its hardware, the YAML's own settings read by strategist's reader of a MindFormers config), predicted tokens/s
+per card beside the published figure and their ratio (target 0.85-1.15, median error 5 %), the predicted per-card
+memory beside the card's; the median and the worst; and the predicted end-to-end gain of chunked CoC (fused MatMul +
 collective) on BLOOM-7B, BLOOM-176B and LLaMA-2-70B shapes at tp=8 beside MindSpeed's published gains.
 
-    .venv/bin/python bench/fidelity.py [--json] [--quick]
+    .venv/bin/python bench/fidelity.py [--json] [--quick] [--only NAME[,NAME...]]
 
 ``--quick`` builds 8 layers for the CoC shapes (their gain is per layer; the full models dilute it by the
 embedding and head only)."""
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -20,34 +22,83 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 os.environ.setdefault("GLOG_v", "4")
 
-#: published rows: MindFormers' LLaMA-2 performance table (Atlas 800T A2), configurations from its YAMLs
-#: (runner_config.batch_size is the per-card micro-batch: MindFormers copies it over train_dataset.batch_size)
-PUBLISHED = {
-    "llama2_7b": {
-        "source": "mindspore-lab/mindformers configs/llama2/pretrain_llama2_7b_bf16.yaml; README performance "
-                  "table: 4160 tokens/s/p",
-        "published_tokens_per_s_per_device": 4160,
-        "model": "examples/llama.py:llama2_7b",
-        # data_parallel 8, runner_config.batch_size 1 per card, gradient_accumulation_steps 8: 64 sequences
-        "kwargs": ["batch=64", "loss=vocab_parallel"], "mesh": "dp=8",
-        "options": {"micro_batches": 8, "optimizer_parallel": True, "recompute": "none"},
-        "config": "dp=8, mp=1, pp=1, micro-batch 1 per card, gradient accumulation 8, seq 4096, flash attention, "
-                  "enable_parallel_optimizer, no recompute",
-    },
-    "llama2_70b": {
-        "source": "mindspore-lab/mindformers configs/llama2/finetune_llama2_70b_bf16_32p.yaml; README performance "
-                  "table: 337 tokens/s/p on 32 cards",
-        "published_tokens_per_s_per_device": 337,
-        "model": "examples/llama.py:llama2_70b",
-        # data_parallel 1, model_parallel 4, pipeline_stage 8, micro_batch_num 256, batch_size 1
-        "kwargs": ["batch=256", "layers=80", "loss=vocab_parallel"], "mesh": "tp=4", "pp": 8,
-        "sequence_parallel": True,
-        "options": {"micro_batches": 256, "optimizer_parallel": True, "recompute": "selective", "interleave": 2,
-                    "select_layers": (8, 4, 4, 1, 1, 1, 1, 1), "comm_recompute_layers": (8, 4, 4, 1, 1, 1, 1, 1)},
-        "config": "dp=1, mp=4, pp=8, micro_batch_num 256, seq 4096, fine_grain_interleave 2, select_recompute and "
-                  "select_comm_recompute [8,4,4,1,1,1,1,1] (MindFormers' default patterns), use_seq_parallel",
-    },
-}
+RUNS = os.path.join(HERE, "published_runs.yaml")
+
+
+def published_rows() -> list[dict]:
+    import yaml
+    with open(RUNS, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def row_run(row: dict):
+    """The run a row's YAML sections describe (strategist.run_settings.Run) and the model's kwargs."""
+    from strategist.frontend.mindformers.settings import read_settings
+    from strategist.run_settings import resolve_run
+    cfg = {k: row.get(k) or {} for k in ("runner_config", "parallel_config", "parallel", "recompute_config")}
+    cfg["model"] = {"model_config": row.get("model_config") or {}}
+    if row.get("micro_batch_interleave_num"):
+        cfg["micro_batch_interleave_num"] = row["micro_batch_interleave_num"]
+    sh = row["shape"]
+    run = resolve_run("examples/llama.py:build", {}, config=read_settings(cfg))
+    from strategist.vocab.mesh import Mesh
+    mesh = Mesh.parse(run.mesh)
+    dp = mesh.get("dp") * mesh.get("ep")
+    batch = run.batch_per_rank * dp * run.step.micro_batches
+    kwargs = [f"vocab={sh['vocab']}", f"hidden={sh['hidden']}", f"ffn={sh['ffn']}", f"heads={sh['heads']}",
+              f"kv_heads={sh['kv_heads']}", f"layers={sh['layers']}", f"seq={row['seq_length']}", f"batch={batch}",
+              "loss=vocab_parallel"]
+    return run, kwargs
+
+
+def regime(run) -> str:
+    from strategist.vocab.mesh import Mesh
+    m = Mesh.parse(run.full_mesh)
+    o = run.step
+    parts = [run.full_mesh]
+    if o.offset:
+        parts.append(f"offset {list(o.offset)}")
+    if o.recompute != "none" or o.recompute_layers:
+        parts.append(f"recompute {o.recompute}" + (f" {list(o.recompute_layers)}" if o.recompute_layers else "")
+                     + (f" select {list(o.select_layers)}" if o.select_layers else ""))
+    if run.sequence_parallel and m.get("tp") > 1:
+        parts.append("sp")
+    if o.interleave > 1:
+        parts.append(f"fine-grain x{o.interleave}")
+    return ", ".join(parts)
+
+
+def run_published(row: dict) -> dict:
+    from strategist.api import advise_model
+    from strategist.cost.step import estimate
+    t0 = time.perf_counter()
+    run, kwargs = row_run(row)
+    a = advise_model("examples/llama.py:build", run.mesh, kwargs=kwargs, step=run.step, hardware=row["hardware"],
+                     sequence_parallel=run.sequence_parallel)
+    est = estimate(a.plan)
+    pred = est.throughput["tokens_per_s_per_device"]
+    pub = row["published_tokens_per_s_per_device"]
+    m = est.memory
+    return {"name": row["name"], "hardware": row["hardware"], "cards": row["cards"], "regime": regime(run),
+            "devices": est.throughput["devices"],
+            "predicted_tokens_per_s_per_device": pred, "published_tokens_per_s_per_device": pub,
+            "ratio": pred / pub, "schedule": est.schedule, "table": row["table"], "yaml": row["yaml"],
+            "notes": list(run.notes) + ([row["shape_deviation"]] if row.get("shape_deviation") else []),
+            # GiB, as MindSpore's max_device_memory counts its GB
+            "memory": {"total_GB": m["total"] / 2**30, "usable_GB": m["capacity"] / 2**30,
+                       "device_GB": m["device_memory"] / 2**30, "fits": m["fits"], "peak_at": m["peak_at"],
+                       "per_stage_GB": [s["memory_total"] / 2**30 for s in est.per_stage]},
+            "seconds": time.perf_counter() - t0}
+
+
+def summary(rows: list[dict]) -> dict:
+    errors = [abs(r["ratio"] - 1) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["ratio"] - 1)) if rows else None
+    return {"rows": len(rows), "median_error": statistics.median(errors) if errors else None,
+            "worst": worst and {"name": worst["name"], "ratio": worst["ratio"]},
+            "within_0.85_1.15": sum(0.85 <= r["ratio"] <= 1.15 for r in rows),
+            "fit": sum(r["memory"]["fits"] for r in rows)}
+
 
 #: MindSpeed's published end-to-end gains of CoC (its "通算融合" page), in the settings of its training scripts
 #: (Ascend/AscendSpeed examples/bloom/pretrain_bloom_7b1.sh, examples/bloom/pretrain_bloom_176b.sh,
@@ -72,29 +123,6 @@ COC = {
 COC_NOTE = ("--coc-parallel-num 2 (MindSpeed's usage example; 4 beside it); examples/bloom.py (LayerNorm, ALiBi attention unfused, GeLU MLP) and examples/llama.py in MindSpeed's "
             "settings (each row's), sequence parallel, a vocab-parallel cross-entropy, the baseline Megatron's (the "
             "column linears' input-gradient ReduceScatter beside their weight-gradient MatMul)")
-
-
-def run_published(name, row):
-    from strategist.api import advise_model
-    from strategist.cost.step import StepOptions, estimate
-    t0 = time.perf_counter()
-    opts = StepOptions(pp=row.get("pp", 1), **row["options"])
-    a = advise_model(row["model"], row["mesh"], kwargs=row["kwargs"], step=opts,
-                     sequence_parallel=row.get("sequence_parallel", False))
-    est = estimate(a.plan)
-    pred = est.throughput["tokens_per_s_per_device"]
-    pub = row["published_tokens_per_s_per_device"]
-    m = est.memory
-    return {"source": row["source"], "config": row["config"], "mesh": row["mesh"] + (f", pp={row['pp']}" if
-                                                                                    row.get("pp") else ""),
-            "predicted_tokens_per_s_per_device": pred, "published_tokens_per_s_per_device": pub,
-            "ratio": pred / pub, "schedule": est.schedule, "throughput": est.throughput,
-            # GiB, as MindSpore's max_device_memory counts its GB
-            "memory": {"total_GB": m["total"] / 2**30, "usable_GB": m["capacity"] / 2**30,
-                       "device_GB": m["device_memory"] / 2**30, "fits": m["fits"], "assumed": m["assumed"],
-                       "margin_GB": m["margin"] / 2**30,
-                       "per_stage_GB": [s["memory_total"] / 2**30 for s in est.per_stage]},
-            "seconds": time.perf_counter() - t0}
 
 
 def run_coc(name, row, quick):
@@ -127,25 +155,43 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="8 layers for the CoC shapes")
+    ap.add_argument("--only", help="published rows to run, by name (comma-separated); no CoC shapes")
     args = ap.parse_args()
-    out = {"configurations": {n: run_published(n, r) for n, r in PUBLISHED.items()},
-           "coc": {n: run_coc(n, r, args.quick) for n, r in COC.items()}, "coc_shapes": COC_NOTE}
-    order = sorted(out["coc"], key=lambda n: out["coc"][n]["predicted_gain_pct"])
-    out["coc_same_order"] = order == sorted(COC, key=lambda n: COC[n]["mindspeed_gain_pct"])
+    rows = published_rows()
+    if args.only:
+        names = set(args.only.split(","))
+        unknown = names - {r["name"] for r in rows}
+        if unknown:
+            ap.error(f"--only: no row {', '.join(sorted(unknown))} in {os.path.relpath(RUNS)}")
+        rows = [r for r in rows if r["name"] in names]
+    out = {"published": [run_published(r) for r in rows]}
+    out["summary"] = summary(out["published"])
+    if not args.only:
+        out["coc"] = {n: run_coc(n, r, args.quick) for n, r in COC.items()}
+        out["coc_shapes"] = COC_NOTE
+        order = sorted(out["coc"], key=lambda n: out["coc"][n]["predicted_gain_pct"])
+        out["coc_same_order"] = order == sorted(COC, key=lambda n: COC[n]["mindspeed_gain_pct"])
     if args.json:
         print(json.dumps(out, indent=1, sort_keys=True))
         return
-    print("published configuration    predicted  published  ratio   memory/device (usable)   fits")
-    for n, r in out["configurations"].items():
+    print("published run (tokens/s per card)       hardware           predicted published  ratio  memory GiB (usable) fits")
+    for r in out["published"]:
         m = r["memory"]
-        print(f"{n:26s} {r['predicted_tokens_per_s_per_device']:9.0f} {r['published_tokens_per_s_per_device']:10.0f} "
-              f"{r['ratio']:6.3f}   {m['total_GB']:6.1f} GiB ({m['usable_GB']:.1f})       {m['fits']}")
+        print(f"{r['name']:40s} {r['hardware']:18s} {r['predicted_tokens_per_s_per_device']:9.0f} "
+              f"{r['published_tokens_per_s_per_device']:9.0f} {r['ratio']:6.3f}  {m['total_GB']:6.1f} ({m['usable_GB']:.1f})"
+              f"   {m['fits']}")
         s = r["schedule"]
-        print(f"    {r['config']}")
-        print(f"    step {s['step_s']:.3f} s: computing {s['computing_s']:.3f}, communication not overlapped "
-              f"{s['communication_not_overlapped_s']:.3f}, overlapped {s['overlapped_s']:.3f}, free {s['free_s']:.3f}, "
-              f"bubble {s['bubble_s']:.3f}; per-stage memory GiB {[round(x, 1) for x in m['per_stage_GB']]}")
-        print(f"    source: {r['source']}")
+        print(f"    {r['regime']}; step {s['step_s']:.3f} s: computing {s['computing_s']:.3f}, communication not "
+              f"overlapped {s['communication_not_overlapped_s']:.3f}, free {s['free_s']:.3f}, bubble {s['bubble_s']:.3f}")
+        print(f"    {r['yaml']}; table {r['table']}")
+        for n in r["notes"]:
+            print(f"    note: {n}")
+    sm = out["summary"]
+    if sm["rows"]:
+        print(f"\n{sm['rows']} rows: median error {sm['median_error'] * 100:.1f} %, worst {sm['worst']['name']} "
+              f"{sm['worst']['ratio']:.3f}, {sm['within_0.85_1.15']} within 0.85-1.15, {sm['fit']} fit in memory")
+    if "coc" not in out:
+        return
     print(f"\nCoC end-to-end gain at tp=8 ({COC_NOTE})")
     print("shape        predicted (2 chunks)  MindSpeed  ratio   4 chunks (ratio)")
     for n, r in out["coc"].items():

@@ -57,14 +57,16 @@ def _show(v) -> str:
 
 
 def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optimizer: str | None = None,
-                step_overrides: tuple = (), choose_by_schedule: bool = False) -> Run:
+                step_overrides: tuple = (), choose_by_schedule: bool = False, config=None) -> Run:
     """The run of ``model`` with the settings ``given`` on the command line (None or absent: not given); the
     others from a MindFormers config's own settings (:func:`~.frontend.mindformers.config_settings`, ``overrides``
-    its ``--set`` keys), else :data:`DEFAULTS`. A one-line error without a mesh from either."""
+    its ``--set`` keys; or ``config``, a :class:`~.frontend.mindformers.settings.ConfigSettings` read elsewhere:
+    a published run's YAML sections priced on a model file), else :data:`DEFAULTS`. A one-line error without a mesh
+    from either."""
     from .cost.step import StepOptions
     from .frontend.mindformers import config_settings, is_mindformers_ref
     given = {k: v for k, v in given.items() if v is not None}
-    cfg = config_settings(model, overrides) if is_mindformers_ref(model) else None
+    cfg = config if config is not None else config_settings(model, overrides) if is_mindformers_ref(model) else None
     values, origins, notes = {}, [], list(cfg.notes) if cfg else []
 
     def take(name, value, origin):
