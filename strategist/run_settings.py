@@ -99,7 +99,7 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
     rest = ",".join(f"{n}={v}" for n, v in Mesh.parse(values["mesh"]).axes if n != "pp") or "dp=1"
     step = StepOptions(pp=pp, overrides=step_overrides, choose_by_schedule=choose_by_schedule, optimizer=optimizer,
                        origins=tuple(origins), **{k: values[k] for k in STEP_KEYS}).check()
-    per = cfg.get("batch_per_rank").value if cfg is not None else None
+    per = (cfg.get("batch_per_rank").value if cfg.get("batch_per_rank") else 1) if cfg is not None else None
     return Run(rest, step, bool(values["sequence_parallel"]), tuple(origins), tuple(notes), per)
 
 
@@ -112,6 +112,5 @@ def _config_value(cfg, name: str, pp: int):
     if cfg is None:
         return None
     if name == "micro_batches":
-        s = cfg.get("micro_batch_num" if pp > 1 else "gradient_accumulation_steps")
-        return s
+        return cfg.get("micro_batch_num" if pp > 1 else "gradient_accumulation_steps")
     return cfg.get(name)

@@ -61,9 +61,11 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     mesh (:func:`strategist.engine.plan.parallel_only_anchors`, read by :func:`loss_own_strategies`). Off: the
     stand-alone graph, without them.
 
-    ``replicate``: compile 2 layers and copy the last one for the rest (:func:`replicate_layers`; MindFormers
-    disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on for
-    models without MoE (checked op for op against a full extraction), off for MoE configs.
+    ``replicate``: compile 2 layers (with experts: the dense ones first and two expert layers: :func:`built_layers`)
+    and copy the last one for the rest (:func:`replicate_layers`; MindFormers
+    disables lazy inline, so each layer compiles separately: 64 qwen3 layers take minutes). Default: on wherever
+    the layers after the first built are identical (checked op for op against a full extraction, with and without
+    experts), off where an expert pattern alternates.
 
     >>> g, info = load_mindformers("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", layers=2)  # doctest: +SKIP
     """
@@ -76,12 +78,10 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         cfg = load_yaml(path, layers, seq, batch, overrides or {}, notes=fitted)
         notes.extend(fitted)
         total = int(cfg.model.model_config.get(layers_key(cfg)) or 0)
+        built = built_layers(cfg, total)
         if replicate is None:
-            mcfg = cfg.model.model_config
-            # the config class's default counts too (deepseek3's YAML leaves n_routed_experts=256 to it)
-            replicate = not any(mcfg.get(k) or (k not in mcfg and config_default(cfg, k))
-                                for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
-        ext = 2 if replicate and total > 2 else total
+            replicate = built < total
+        ext = built if replicate and total > built else total
         if ext != total:
             cfg = load_yaml(path, ext, seq, batch, overrides or {})
         conf_cls, train_cls, model_type, arch = train_class(cfg)
@@ -158,6 +158,26 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         inputs=specs, notes=notes, build_seconds=t1 - t0, extract_seconds=t2 - t1)
     info.stripped = removed + strip_trivial(graph)
     return graph, info
+
+
+def built_layers(cfg, total: int) -> int:
+    """How many of a config's ``total`` layers to build, the rest copies of the last one (:func:`replicate_layers`):
+    two of identical layers; with experts, the dense layers the config puts first (``first_k_dense_replace``, the
+    config class's default counting too: deepseek3's YAML leaves it to the class) and two expert layers; ``total``
+    where the experts' layers are not the dense ones followed by identical ones (a ``moe_layer_freq`` pattern)."""
+    mcfg = cfg.model.model_config
+
+    def value(k):
+        return mcfg.get(k) if k in mcfg else config_default(cfg, k)
+    experts = any(value(k) for k in ("num_experts", "n_routed_experts", "num_moe_experts"))
+    if not experts:
+        return min(2, total)
+    freq = value("moe_layer_freq")
+    if freq not in (None, 1) and not (isinstance(freq, (list, tuple)) and all(x == 1 for x in freq)):
+        return total
+    dense = value("first_k_dense_replace")
+    dense = dense if isinstance(dense, int) and not isinstance(dense, bool) and dense > 0 else 0
+    return min(dense + 2, total)
 
 
 def _record_build(g: OpGraph, cfg, options: tuple, batch: int, fitted: list[str], fit: dict, legacy: bool) -> None:

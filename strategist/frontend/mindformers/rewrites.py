@@ -216,9 +216,28 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
     if not present or layers <= present[-1] + 1:
         return graph
     t = present[-1]
-    block = [i for i, j in enumerate(idx) if j == t]
-    if block != list(range(block[0], block[-1] + 1)):
-        raise ModelLoadError(f"layer {t} of the extracted graph is not contiguous: cannot replicate it")
+    first = idx.index(t)
+    # the layer's body: from its first operator while the operators are its own or its predecessor's (MindSpore can
+    # order an MoE router's late operators -- DeepSeek's expert-bias update -- inside the next layer's body)
+    end = first
+    while end + 1 < len(ops) and (idx[end + 1] in (t, t - 1) or not ops[end + 1].cell_path):
+        end += 1
+    while idx[end] != t:
+        end -= 1
+    body = range(first, end + 1)
+    # the predecessor's operators the body holds: a late run of this layer named as one of them runs, for each copy,
+    # inside the next copy's body
+    inside = {ops[i].name for i in body if idx[i] == t - 1}
+    # its operators after the body, in runs: an MoE router's auxiliary loss, added to the loss at the end (each
+    # layer's run in turn: the copies follow it), or the late operators of the last layer (interleaved: they are
+    # the last layer's, the copies' own running inside the copied bodies)
+    late = [i for i in range(end + 1, len(ops)) if idx[i] == t]
+    runs = []
+    for i in late:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
     last = layers - 1
 
     by_name = {op.name: op for op in ops}
@@ -251,11 +270,23 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
                                    cell_path=shift_layers(op.cell_path, lo, hi, d),
                                    full_name=_shift_scope(op.full_name, lo, hi, d), inputs=new_inputs,
                                    attrs=dict(op.attrs))
-    new_ops = ops[:block[-1] + 1]
+    ends = {r[-1]: r for r in runs}
+    moved = {i for r in runs if shift_layers(ops[r[0]].name, t, t, -1) in inside for i in r}
+    new_ops = list(ops[:end + 1])
     for k in range(t + 1, layers):
-        d = k - t
-        new_ops += [copy_op(ops[i], t - 1, t, d) for i in block]
-    new_ops += [copy_op(op, t, t, last - t, inputs_only=True) for op in ops[block[-1] + 1:]]
+        new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in body]
+    for i in range(end + 1, len(ops)):
+        op = ops[i]
+        if idx[i] != t:
+            new_ops.append(copy_op(op, t, t, last - t, inputs_only=True))
+        elif i in moved:
+            new_ops.append(copy_op(op, t, t, last - t))
+        else:
+            new_ops.append(op)
+        if i in ends and i not in moved:
+            for k in range(t + 1, layers):
+                new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in ends[i]]
+    new_ops, outputs_map = _renumber_unscoped(new_ops)
     for i, op in enumerate(new_ops):
         op.topo_index = i
     params: dict = {}
@@ -277,7 +308,66 @@ def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
                 for c2 in tcells:
                     cells[shift_layers(c2, t, t, k - t)] = graph.cells[c2]
     outputs = [ref_in(x, t, t, last - t) for x in graph.outputs]
+    outputs = [dataclasses.replace(x, ref=outputs_map.get(x.ref, x.ref)) if x.kind == "op" else x for x in outputs]
     return graph.derived(new_ops, outputs, params, cells)
+
+
+_SUFFIX = re.compile(r"#\d+$")
+_TOP_SCOPE = re.compile(r"Default/(\w+)-op(\d+)")
+
+
+def _renumber_scopes(ops: list) -> list:
+    """MindSpore numbers the operators of its top scope per type in order (``Default/SplitWithSize-op6``): a copied
+    layer's functional operators numbered as a whole extraction numbers them."""
+    seen: dict[str, int] = {}
+    out = []
+    for op in ops:
+        m = _TOP_SCOPE.fullmatch(op.full_name or "")
+        if m is None:
+            out.append(op)
+            continue
+        n = seen.get(m.group(1), 0)
+        seen[m.group(1)] = n + 1
+        want = f"Default/{m.group(1)}-op{n}"
+        out.append(op if want == op.full_name else dataclasses.replace(op, full_name=want))
+    return out
+
+
+def _renumber_unscoped(ops: list) -> tuple[list, dict]:
+    """Operators outside any Cell (a functional ``expand_dims`` in a router) are named by their order of appearance
+    (``expand_dims``, ``expand_dims#1``, ...): a copied layer's are named as a whole extraction names them, the
+    references to them following. Returns the operators and the renaming."""
+    ops = _renumber_scopes(ops)
+    seen: dict[str, int] = {}
+    rename: dict[str, str] = {}
+    for op in ops:
+        if op.cell_path or layer_of(op.name) is not None:
+            continue
+        base = _SUFFIX.sub("", op.name)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        new = base if n == 0 else f"{base}#{n}"
+        if new != op.name:
+            rename[id(op)] = new
+    if not rename:
+        return ops, {}
+    by_old: dict = {}
+    out = []
+    for op in ops:
+        new = rename.get(id(op))
+        if new is not None:
+            by_old.setdefault(op.name, []).append(new)
+    # a name can be held by one operator before renaming and another after: map each reference to the operator it
+    # named -- the nearest earlier holder of that name in order (the graph is in topological order)
+    holder: dict[str, str] = {}
+    for op in ops:
+        new = rename.get(id(op), op.name)
+        inputs = tuple(dataclasses.replace(x, ref=holder.get(x.ref, x.ref)) if x.kind == "op" else x
+                       for x in op.inputs)
+        holder[op.name] = new
+        out.append(dataclasses.replace(op, name=new, inputs=inputs) if (new != op.name or inputs != op.inputs)
+                   else op)
+    return out, holder
 
 
 def replicate_anchors(anchors: dict, graph: OpGraph, extracted_layers: int, layers: int) -> dict:

@@ -117,18 +117,22 @@ def read_settings(cfg) -> ConfigSettings:
     out["mesh"] = Setting(mesh, ", ".join(f"{k} {v}" for k, v in ((kdp, dp), (ktp, tp), (kpp, pp), (kcp, cp),
                                                                    (kep, ep)) if k) or "default (dp=1)")
     # the micro-batches of a pipeline, and gradient accumulation without one: each mesh picks its own
-    out["micro_batch_num"] = Setting(int(pc.get("micro_batch_num") or 1), "parallel_config.micro_batch_num")
-    out["gradient_accumulation_steps"] = Setting(int(rc.get("gradient_accumulation_steps") or 1),
-                                                 "runner_config.gradient_accumulation_steps")
-    out["batch_per_rank"] = Setting(int(rc.get("batch_size") or 1), "runner_config.batch_size")
-    out["sequence_parallel"] = Setting(bool(pc.get("use_seq_parallel", False)), "parallel_config.use_seq_parallel")
-    out["optimizer_parallel"] = Setting(bool(par.get("enable_parallel_optimizer", False)),
-                                        "parallel.enable_parallel_optimizer")
+    # (a key the YAML leaves out: MindFormers' default, the run's default too -- not reported as the config's)
+    for name, section, key, kind in (("micro_batch_num", pc, "micro_batch_num", int),
+                                     ("gradient_accumulation_steps", rc, "gradient_accumulation_steps", int),
+                                     ("batch_per_rank", rc, "batch_size", int),
+                                     ("sequence_parallel", pc, "use_seq_parallel", bool),
+                                     ("optimizer_parallel", par, "enable_parallel_optimizer", bool),
+                                     ("interleave", mc, "fine_grain_interleave", int)):
+        if section.get(key) is not None:
+            where = {id(pc): "parallel_config", id(rc): "runner_config", id(par): "parallel",
+                     id(mc): "model_config"}[id(section)]
+            out[name] = Setting(kind(section[key]), f"{where}.{key}")
     interleaved = bool((par.get("pipeline_config") or {}).get("pipeline_interleave", False))
     chunks = int(mc.get("pp_interleave_num") or 1) if interleaved and pp > 1 else 1
-    out["pp_interleave"] = Setting(chunks, "model_config.pp_interleave_num with parallel.pipeline_config."
-                                           "pipeline_interleave")
-    out["interleave"] = Setting(int(mc.get("fine_grain_interleave") or 1), "model_config.fine_grain_interleave")
+    if chunks > 1:
+        out["pp_interleave"] = Setting(chunks, "model_config.pp_interleave_num (parallel.pipeline_config."
+                                               "pipeline_interleave on)")
     offset = mc.get("offset", 0)
     if pp > 1 and offset not in (0, None, [], ()):
         out["offset"] = Setting(_hashable(offset), "model_config.offset")

@@ -1,0 +1,133 @@
+"""A MindFormers config's own run settings as the defaults of a run, and the stage layouts and per-stage recompute
+MindFormers configures, priced: MindFormers' offset rule worked by hand, its YAML forms read as its LayerSetting reads
+them, one uneven stage and a partial full recompute against the plan's own figures."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strategist.advice.advisor import advise
+from strategist.cost.pipeline import stage_of_ops, stage_sizes
+from strategist.cost.step import StepOptions, estimate_with, memory_with
+from strategist.errors import InputSpecError
+from strategist.files.hardware import load_hardware
+from strategist.frontend.loader import load_graph
+from strategist.frontend.mindformers.settings import ALL, read_settings
+from strategist.run_settings import resolve_run
+from strategist.vocab.mesh import Mesh
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "examples", "llama.py") + ":tiny"
+
+
+def test_offsets_split_layers_as_mindformers_layer_setting_does():
+    # avg = n // (pp chunks); each chunk holds avg + its offset; the offsets as written sum to n % (pp chunks)
+    assert stage_sizes(40, 4, [-1, 1, 1, -1]) == [9, 11, 11, 9]                       # Qwen1.5-14B's
+    # DeepSeek-V3 671B: 61 layers, pp=8, two chunks a stage: 3 a chunk, 13 left over; the last stage's second
+    # chunk holds 1 -> stages of 4 + 4 = 8 layers, the last 4 + 1 = 5
+    assert stage_sizes(61, 8, [[1] * 8, [1] * 7 + [-2]], chunks=2) == [8] * 7 + [5]
+    # one row for every chunk (numpy's broadcast in LayerSetting): each chunk adds it
+    assert stage_sizes(16, 2, [1, -1], chunks=2) == [10, 6]
+    with pytest.raises(InputSpecError, match=r"summing to 62 % 8 = 6\) or a pp dividing 62"):
+        stage_sizes(62, 8)
+    with pytest.raises(InputSpecError, match=r"sum to 40 % 4 = 0 .* they sum to 1"):
+        stage_sizes(40, 4, [1, 0, 0, 0])
+    with pytest.raises(InputSpecError, match=r"every middle chunk needs at least one"):
+        stage_sizes(8, 4, [1, -2, 1, 0])
+    assert stage_sizes(2, 3, [0, 1, 1]) == [0, 1, 1]                    # an empty first stage: MindFormers allows it
+
+
+def test_a_second_cell_list_runs_on_the_last_stage():
+    # DeepSeek's multi-token-prediction layers (mtp.layers.*) do not count in the split: they run with the head
+    from strategist.vocab.graph import Op, OpGraph, TensorSpec
+    x = TensorSpec((4,), "float32")
+    ops = [Op(f"{p}.{i}.add", "Add", f"{p}.{i}.block", "Block", "add", "", (), (x,))
+           for p, n in (("model.layers", 4), ("mtp.layers", 1)) for i in range(n)]
+    stage = stage_of_ops(OpGraph(ops, {}, {}, [], {}), 2, [1, -1])
+    assert [stage[op.name] for op in ops] == [0, 0, 0, 1, 1]
+
+
+def test_recompute_forms_read_as_mindformers_reads_them():
+    base = {"parallel_config": {"data_parallel": 1, "model_parallel": 4, "pipeline_stage": 2, "micro_batch_num": 8},
+            "model": {"model_config": {"offset": [1, -1], "pp_interleave_num": 2}},
+            "parallel": {"pipeline_config": {"pipeline_interleave": True}}}
+    s = read_settings({**base, "recompute_config": {"recompute": [[2, 1], [1, 0]], "select_recompute": True,
+                                                    "select_comm_recompute": True}}).settings
+    assert s["mesh"].value == "pp=2,dp=1,tp=4" and s["micro_batch_num"].value == 8
+    assert s["pp_interleave"].value == 2 and s["offset"].value == (1, -1)
+    # a row per model chunk: each stage's counts summed over its chunks; the other layers recompute selectively
+    assert s["recompute_layers"].value == (3, 1) and s["recompute"].value == "selective"
+    assert s["comm_recompute_layers"].value == (ALL, ALL)
+    s = read_settings({**base, "recompute_config": {"recompute": False,
+                                                    "select_recompute": {r"mlp\.mul": [4, 2],
+                                                                         r"mlp\.activation_func\.silu": [4, 2]}}})
+    assert s.settings["select_layers"].value == (4, 2) and s.settings["recompute"].value == "selective"
+    assert not s.notes                                          # MindFormers' default patterns: priced as they are
+    s = read_settings({**base, "recompute_config": {"select_recompute": [r"self_attention\.core_attention"]}})
+    assert s.settings["recompute"].value == "selective" and "priced as MindFormers' default ones" in s.notes[0]
+    s = read_settings({**base, "recompute_config": {"recompute": True}})
+    assert s.settings["recompute"].value == "full" and "recompute_layers" not in s.settings
+
+
+def test_expert_parallel_beyond_data_parallel_is_refused_before_any_build():
+    cfg = {"parallel_config": {"data_parallel": 4, "model_parallel": 8, "pipeline_stage": 8, "expert_parallel": 32}}
+    with pytest.raises(InputSpecError, match=r"expert_parallel 32 does not divide its data_parallel 4"):
+        read_settings(cfg)
+
+
+def test_the_command_line_overrides_each_config_setting_and_the_run_says_where_each_came_from():
+    cfg = read_settings({"parallel_config": {"data_parallel": 2, "model_parallel": 2, "pipeline_stage": 2,
+                                             "micro_batch_num": 4, "use_seq_parallel": True},
+                         "runner_config": {"batch_size": 2, "gradient_accumulation_steps": 3},
+                         "recompute_config": {"recompute": [1, 0]},
+                         "model": {"model_config": {"offset": [1, -1]}}})
+    run = resolve_run(TINY, {}, config=cfg)
+    assert (run.mesh, run.full_mesh, run.step.micro_batches, run.batch_per_rank) == ("dp=2,tp=2", "pp=2,dp=2,tp=2",
+                                                                                      4, 2)
+    assert run.step.offset == (1, -1) and run.step.recompute_layers == (1, 0) and run.sequence_parallel
+    assert run.origin("offset") == "config model_config.offset" and run.origin("interleave") == "default"
+    run = resolve_run(TINY, {"mesh": "dp=4,tp=2", "recompute": "selective", "sequence_parallel": None}, config=cfg)
+    # no pipeline on the command line's mesh: gradient accumulation's micro-batches, and the per-stage settings
+    # written for pp=2 left out, each with a note
+    assert run.step.pp == 1 and run.step.micro_batches == 3 and run.step.offset == () and run.step.recompute_layers == ()
+    assert run.origin("mesh") == "command line" and run.origin("recompute") == "command line"
+    assert run.origin("micro_batches") == "config runner_config.gradient_accumulation_steps"
+    assert any("model_config.offset" in n and "pp=2" in n for n in run.notes)
+    with pytest.raises(InputSpecError, match="no mesh: give --mesh"):
+        resolve_run(TINY, {})
+
+
+@pytest.fixture(scope="module")
+def plan():
+    graph = load_graph(TINY, None, ["layers=4", "batch=8"])
+    return advise(graph, Mesh.parse("dp=2"), hardware=load_hardware("atlas-800t-a2")).plan
+
+
+def test_an_uneven_stage_holds_its_layers_time_and_memory(plan):
+    even = estimate_with(plan, StepOptions(pp=2, micro_batches=4))
+    uneven = estimate_with(plan, StepOptions(pp=2, micro_batches=4, offset=(1, -1)))
+    # three layers and the embedding on stage 0, one and the head on stage 1: stage 0's micro-batch takes longer by
+    # what one layer takes, and the pipeline runs at its pace
+    (a0, a1), (b0, b1) = [[s["micro_batch_s"] for s in e.per_stage] for e in (even, uneven)]
+    assert b0 > a0 and b1 < a1
+    assert b0 - a0 == pytest.approx(a1 - b1, rel=0.05)             # one layer moved from stage 1 to stage 0
+    assert uneven.step_s > even.step_s
+    m_even, m_uneven = [[s["memory_total"] for s in e.per_stage] for e in (even, uneven)]
+    assert m_uneven[0] > m_even[0] and m_uneven[1] < m_even[1]
+
+
+def test_a_full_recompute_of_each_stages_first_layers_lies_between_none_and_all(plan):
+    opts = StepOptions(pp=2, micro_batches=4)
+
+    def forward_end(**kw):        # what a stage holds at the end of its forward (the first stage's: its fullest)
+        return memory_with(plan, StepOptions(pp=2, micro_batches=4, **kw))["moments"]["end of the forward"]
+    none, full = forward_end(recompute="none"), forward_end(recompute="full")
+    every, zero, some = (forward_end(recompute_layers=c) for c in ((ALL, ALL), (0, 0), (1, 1)))
+    assert every == full and zero == none and full < some < none
+    # in time: the recomputed layers' forward once more in the backward, and nothing for the others
+    t_none, t_some, t_full = (estimate_with(plan, o).schedule["computing_s"] for o in
+                              (opts, StepOptions(pp=2, micro_batches=4, recompute_layers=(1, 1)),
+                               StepOptions(pp=2, micro_batches=4, recompute="full")))
+    assert t_none < t_some < t_full
+    assert t_some - t_none == pytest.approx((t_full - t_none) / 2, rel=0.02)     # one layer of each stage's two
