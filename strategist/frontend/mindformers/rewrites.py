@@ -13,7 +13,6 @@ import dataclasses
 import re
 
 from ...engine.search.structure import local_rows_marked
-from ...errors import ModelLoadError
 from ...vocab.graph import Input, OpGraph, Param
 
 
