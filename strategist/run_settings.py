@@ -75,12 +75,14 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
 
     if "mesh" in given:
         take("mesh", str(Mesh.parse(given["mesh"])), COMMAND_LINE)
-    elif cfg is not None:
+    elif cfg is not None and cfg.get("mesh") is not None:
         take("mesh", cfg.get("mesh").value, "config " + cfg.get("mesh").origin)
+    elif cfg is not None:
+        raise InputSpecError(cfg.mesh_error)
     else:
         raise InputSpecError("no mesh: give --mesh (e.g. --mesh dp=2,tp=4); a MindFormers config gives its own")
     pp = Mesh.parse(values["mesh"]).get("pp")
-    cfg_pp = Mesh.parse(cfg.get("mesh").value).get("pp") if cfg is not None else None
+    cfg_pp = cfg.get("pipeline_stage").value if cfg is not None else None
     for name in ("sequence_parallel",) + STEP_KEYS:
         if name in given:
             take(name, given[name], COMMAND_LINE)

@@ -654,6 +654,41 @@ def test_cli_advise_without_batch_or_dataset_strategy(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.ci_sample
+def test_cli_advise_takes_the_configs_own_run_settings(tmp_path):
+    """No --mesh, no step options: qwen3's pretraining config runs pp=4 (offset [-1, -1, 1, 1]), tp=4, 4
+    micro-batches, full recompute -- the report says where each came from; a --mesh with another pp leaves the
+    per-stage offset out, with a note, and the batch follows the micro-batches."""
+    env = {k: v for k, v in os.environ.items() if k != "LOG_MF_PATH"}
+    env["PYTHONPATH"] = ROOT
+    base = [PY, "-m", "strategist", "advise", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--layers", "8",
+            "--seq", "128"] + [a for k, v in DENSE.items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run(base + ["--format", "json"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    o = d["plan"]["step"]["options"]
+    assert d["mesh"] == "dp=1,tp=4" and o["pp"] == 4 and o["micro_batches"] == 4 and o["recompute"] == "full"
+    assert o["offset"] == [-1, -1, 1, 1]
+    got = {x["setting"]: x["from"] for x in o["settings"]}
+    assert got["mesh"].startswith("config parallel_config.data_parallel 1, parallel_config.model_parallel 4, "
+                                  "parallel_config.pipeline_stage 4")
+    assert got["offset"] == "config model_config.offset" and got["recompute"] == "config recompute_config.recompute"
+    assert got["micro_batches"] == "config parallel_config.micro_batch_num"
+    # 8 layers: 2 a stage before the offset -> 1, 1, 3, 3
+    assert [s["memory_total"] > 0 for s in d["plan"]["step"]["per_stage"]] == [True] * 4
+    assert "strategist: batch 4: the config's runner_config.batch_size 1 x data parallel 1 x 4 micro-batches" \
+        in r.stderr
+    assert "the config's own settings: mesh pp=4,dp=1,tp=4" in r.stderr
+    r = subprocess.run(base + ["--mesh", "dp=2,tp=2", "--recompute", "selective"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "the config's model_config.offset ([-1, -1, 1, 1]) is written for pp=4: not applied at pp=1" in r.stderr
+    assert "options: pp=1, micro-batches 1, recompute selective" in r.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.ci_sample
 def test_deepseek3_tiny_advice_survives_a_shared_table_conflict():
     """MTP shares the embedding table with the main model: its two readers configured with different table
     splits is a configuration MindSpore's search refuses (the advice's configure-everything column once did

@@ -71,9 +71,14 @@ def test_recompute_forms_read_as_mindformers_reads_them():
 
 
 def test_expert_parallel_beyond_data_parallel_is_refused_before_any_build():
-    cfg = {"parallel_config": {"data_parallel": 4, "model_parallel": 8, "pipeline_stage": 8, "expert_parallel": 32}}
-    with pytest.raises(InputSpecError, match=r"expert_parallel 32 does not divide its data_parallel 4"):
-        read_settings(cfg)
+    cfg = read_settings({"parallel_config": {"data_parallel": 4, "model_parallel": 8, "pipeline_stage": 8,
+                                             "expert_parallel": 32, "micro_batch_num": 32}})
+    with pytest.raises(InputSpecError, match=r"expert_parallel 32 does not divide its data_parallel 4 .* "
+                                             r"e.g. --mesh pp=8,dp=1,ep=4,tp=8"):
+        resolve_run(TINY, {}, config=cfg)
+    # a mesh given: the config's other settings still apply
+    run = resolve_run(TINY, {"mesh": "pp=8,dp=1,ep=4,tp=8"}, config=cfg)
+    assert run.step.micro_batches == 32 and run.origin("micro_batches") == "config parallel_config.micro_batch_num"
 
 
 def test_the_command_line_overrides_each_config_setting_and_the_run_says_where_each_came_from():

@@ -40,6 +40,8 @@ class ConfigSettings:
 
     settings: dict = field(default_factory=dict)
     notes: tuple = ()
+    #: why the config's own mesh has no strategist spelling (then ``settings`` has no "mesh"), or None
+    mesh_error: str | None = None
 
     def get(self, name: str) -> Setting | None:
         return self.settings.get(name)
@@ -107,15 +109,20 @@ def read_settings(cfg) -> ConfigSettings:
     pp, kpp = size("pipeline_stage", "pipeline_model_parallel_size")
     cp, kcp = size("context_parallel", "context_parallel_size")
     ep, kep = size("expert_parallel", "expert_model_parallel_size")
+    out["pipeline_stage"] = Setting(pp, kpp or "default")
     if ep > 1 and dp % ep:
-        raise InputSpecError(f"the config's expert_parallel {ep} does not divide its data_parallel {dp} (MindFormers "
-                             f"draws ep from the data-parallel and tensor-parallel devices; strategist places ep "
-                             f"inside data parallel): give --mesh with ep dividing dp, e.g. "
-                             f"dp={max(dp // ep, 1)},ep={min(ep, dp)},tp={tp}" + (f",pp={pp}" if pp > 1 else ""))
-    axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)]
-    mesh = ",".join(f"{n}={s}" for n, s in axes if s > 1 or n == "dp")
-    out["mesh"] = Setting(mesh, ", ".join(f"{k} {v}" for k, v in ((kdp, dp), (ktp, tp), (kpp, pp), (kcp, cp),
-                                                                   (kep, ep)) if k) or "default (dp=1)")
+        # the mesh the config runs on has no strategist spelling: refused where it is needed (no --mesh given)
+        near = ",".join(f"{n}={v}" for n, v in (("pp", pp), ("dp", max(dp // ep, 1)), ("ep", min(ep, dp)),
+                                                  ("tp", tp)) if v > 1 or n == "dp")
+        mesh_error = (f"the config's expert_parallel {ep} does not divide its data_parallel {dp} (MindFormers draws "
+                      f"ep from the data-parallel and tensor-parallel devices; strategist places ep inside data "
+                      f"parallel): give --mesh with ep dividing dp, e.g. --mesh {near}")
+    else:
+        mesh_error = None
+        axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)]
+        mesh = ",".join(f"{n}={s}" for n, s in axes if s > 1 or n == "dp")
+        out["mesh"] = Setting(mesh, ", ".join(f"{k} {v}" for k, v in ((kdp, dp), (ktp, tp), (kpp, pp), (kcp, cp),
+                                                                       (kep, ep)) if k) or "default (dp=1)")
     # the micro-batches of a pipeline, and gradient accumulation without one: each mesh picks its own
     # (a key the YAML leaves out: MindFormers' default, the run's default too -- not reported as the config's)
     for name, section, key, kind in (("micro_batch_num", pc, "micro_batch_num", int),
@@ -140,7 +147,7 @@ def read_settings(cfg) -> ConfigSettings:
     if int(cfg.get("micro_batch_interleave_num") or 1) > 1:
         notes.append(f"micro_batch_interleave_num {cfg['micro_batch_interleave_num']}: MindSpore's micro-batch "
                      f"interleave is not priced (each copy's communication hiding the other's computation)")
-    return ConfigSettings(out, tuple(notes))
+    return ConfigSettings(out, tuple(notes), mesh_error)
 
 
 def _hashable(v):
