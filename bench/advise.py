@@ -33,7 +33,8 @@ def main():
 
     import llama
     from strategist import load_graph
-    from strategist.advice.advisor import advise, load_rules
+    from strategist.advice.advisor import load_rules
+    from strategist.advice.repeated import advise_repeated
     from strategist.vocab.graph import TensorSpec
     from strategist.frontend.compile import as_tensor, standalone_compile
     from strategist.vocab.mesh import Mesh
@@ -59,8 +60,9 @@ def main():
                    [f"layers={args.layers}", f"batch={args.batch}"], training=not args.eval)
     t1 = time.perf_counter()
     c1 = time.process_time()
-    a = advise(g, Mesh.parse("dp=8,tp=8"), rules=load_rules(), hardware=load_hardware("atlas-800t-a2"),
-               dataset_strategy="full_batch")
+    # as `strategist advise` runs it: the repeated layers advised on the first two, carried to the rest
+    a = advise_repeated(g, Mesh.parse("dp=8,tp=8"), rules=load_rules(), hardware=load_hardware("atlas-800t-a2"),
+                        dataset_strategy="full_batch")
     t2 = time.perf_counter()
     advise_cpu = time.process_time() - c1
     text = advice_text(a)

@@ -159,9 +159,11 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     from .advice.advisor import check_boundaries
     check_boundaries(graph, bounds)
     from . import progress
+    from .advice.repeated import advise_repeated
     with progress.task("advising (propagations)"):
-        advice = advise(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
-                        dataset_strategy=dataset_strategy)
+        # repeated layers advised on the first few and carried to the rest (strategist.advice.repeated)
+        advice = advise_repeated(graph, mesh, rules=rules, boundaries=bounds, hardware=hw,
+                                 dataset_strategy=dataset_strategy)
     _warn_mesh_fit(graph, mesh, advice.notes)
     if sp_note:
         advice.notes.append(sp_note)

@@ -194,6 +194,26 @@ def test_replicated_layers_equal_a_full_extraction(ref, overrides, ops, anchors)
 
 
 @pytest.mark.slow
+def test_advise_on_a_replicated_mindformers_graph_equals_advising_the_whole():
+    """``strategist advise`` on qwen3 (4 layers, 2 built and 2 copies): advised on the built layers, the anchors
+    carried -- the anchors and plan of advising all four."""
+    from strategist.advice.advisor import advise
+    from strategist.advice.repeated import advise_repeated
+    from strategist.files.hardware import load_hardware
+    from strategist.frontend.mindformers import load_mindformers
+    g, info = load_mindformers(QWEN3, layers=4, seq=128, batch=8, overrides=DENSE)
+    assert info.extracted_layers == 2 and g.mf_base_graph is not None
+    hw = load_hardware("atlas-800t-a2")
+    whole = advise(g, Mesh.parse("dp=2,tp=4"), hardware=hw, dataset_strategy="full_batch")
+    carried = advise_repeated(g, Mesh.parse("dp=2,tp=4"), hardware=hw, dataset_strategy="full_batch")
+    assert {k: (v.strategy, v.layouts) for k, v in whole.anchors.items()} == \
+        {k: (v.strategy, v.layouts) for k, v in carried.anchors.items()}
+    assert {n: c.strategy for n, c in whole.plan.choices.items()} == \
+        {n: c.strategy for n, c in carried.plan.choices.items()}
+    assert whole.plan.totals() == carried.plan.totals()
+
+
+@pytest.mark.slow
 def test_fast_advice_on_a_replicated_graph_equals_advising_the_whole():
     """qwen3 at its shipped size, 4 layers (2 compiled + 2 copies): advising the compiled layers and copying
     the anchors gives the advice and plan of advising all 4 layers."""

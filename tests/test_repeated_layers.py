@@ -43,3 +43,30 @@ def test_the_last_layers_anchors_are_copied_onto_the_later_layers(graphs):
     assert set(got) == {first} | {f"model.layers.{i}.{tail}" for i in (1, 2, 3, 4)}
     assert all(got[f"model.layers.{i}.{tail}"].strategy == ((2, 1), (1, 4)) for i in (2, 3, 4))
     assert got[first].strategy == ((1, 2), (2, 1))
+
+
+def _same_advice(a, b) -> None:
+    assert {k: (v.strategy, v.layouts) for k, v in a.anchors.items()} == \
+        {k: (v.strategy, v.layouts) for k, v in b.anchors.items()}
+    assert {n: c.strategy for n, c in a.plan.choices.items()} == {n: c.strategy for n, c in b.plan.choices.items()}
+    assert a.plan.totals() == b.plan.totals() and a.baseline.totals() == b.baseline.totals()
+    assert a.semi.totals() == b.semi.totals()
+
+
+@pytest.mark.parametrize("model, kwargs, mesh, dataset", [
+    (TINY, ["layers=6", "batch=8"], "dp=2,tp=4", "data_parallel"),
+    (TINY, ["layers=5", "batch=8", "loss=vocab_parallel"], "dp=4,tp=2", "data_parallel"),
+    (os.path.join(ROOT, "examples", "llama.py") + ":llama2_70b", ["layers=8", "batch=8"], "dp=8,tp=8", "full_batch")])
+def test_advice_on_the_first_layers_carried_is_the_whole_graphs(model, kwargs, mesh, dataset):
+    """``strategist advise`` advises two of the repeated layers and carries their anchors to the rest: the anchors,
+    the plan and the configurations compared of advising every layer."""
+    from strategist.advice.advisor import advise
+    from strategist.advice.repeated import advise_repeated
+    from strategist.files.hardware import load_hardware
+    from strategist.vocab.mesh import Mesh
+    g = load_graph(model, None, kwargs)
+    hw = load_hardware("atlas-800t-a2")
+    whole = advise(g, Mesh.parse(mesh), hardware=hw, dataset_strategy=dataset)
+    carried = advise_repeated(g, Mesh.parse(mesh), hardware=hw, dataset_strategy=dataset)
+    _same_advice(whole, carried)
+    assert any("advised on 2 of the" in n for n in carried.notes)
