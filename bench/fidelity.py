@@ -47,7 +47,7 @@ def row_run(row: dict):
     batch = run.batch_per_rank * dp * run.step.micro_batches
     kwargs = [f"vocab={sh['vocab']}", f"hidden={sh['hidden']}", f"ffn={sh['ffn']}", f"heads={sh['heads']}",
               f"kv_heads={sh['kv_heads']}", f"layers={sh['layers']}", f"seq={row['seq_length']}", f"batch={batch}",
-              "loss=vocab_parallel"]
+              "loss=vocab_parallel", "causal=True"]
     return run, kwargs
 
 

@@ -8,6 +8,7 @@ what users want (rule 4 of the sharding-techniques guidance).
 """
 import math
 
+import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.ops.operations.nn_ops import FlashAttentionScore
@@ -18,7 +19,7 @@ from common import Linear, RMSNorm
 class Attention(nn.Cell):
     """x[B,S,H] -> o[B,S,H]; q has ``heads`` heads, k and v ``kv_heads`` heads of size H/heads."""
 
-    def __init__(self, hidden, heads, kv_heads=None, dtype=ms.float16):
+    def __init__(self, hidden, heads, kv_heads=None, dtype=ms.float16, causal=False):
         super().__init__()
         kv_heads = kv_heads or heads
         self.head_dim = hidden // heads
@@ -28,8 +29,12 @@ class Attention(nn.Cell):
         self.wv = Linear(hidden, self.kv_hidden, has_bias=False, dtype=dtype)
         self.wo = Linear(hidden, hidden, has_bias=False, dtype=dtype)
         self.reshape = ops.Reshape()
+        # causal: MindFormers' compressed causal mask (use_attn_mask_compression, sparse_mode 2): a [2048, 2048]
+        # upper-triangle tile the kernel reads for the diagonal blocks, skipping the blocks above it
+        self.mask = ms.Tensor(np.triu(np.ones((2048, 2048), np.uint8), k=1)) if causal else None
         self.flash_attention = FlashAttentionScore(
-            head_num=heads, input_layout="BSH", scale_value=1.0 / math.sqrt(self.head_dim))
+            head_num=heads, input_layout="BSH", scale_value=1.0 / math.sqrt(self.head_dim),
+            **({"sparse_mode": 2, "next_tokens": 0} if causal else {}))
 
     def construct(self, x):
         bs, seq, hidden = x.shape
@@ -37,7 +42,7 @@ class Attention(nn.Cell):
         q = self.reshape(self.wq(x2), (bs, seq, hidden))
         k = self.reshape(self.wk(x2), (bs, seq, self.kv_hidden))
         v = self.reshape(self.wv(x2), (bs, seq, self.kv_hidden))
-        _, _, _, context = self.flash_attention(q, k, v, None, None, None, None)
+        _, _, _, context = self.flash_attention(q, k, v, None, None, None, self.mask)
         out = self.wo(self.reshape(context, (bs * seq, hidden)))
         return self.reshape(out, (bs, seq, hidden))
 

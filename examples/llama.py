@@ -59,10 +59,10 @@ class FeedForward(nn.Cell):
 class DecoderLayer(nn.Cell):
     """h = x + attention(norm(x)); out = h + feed_forward(norm(h))."""
 
-    def __init__(self, hidden, ffn, heads, kv_heads, dtype=ms.float16):
+    def __init__(self, hidden, ffn, heads, kv_heads, dtype=ms.float16, causal=False):
         super().__init__()
         self.attention_norm = RMSNorm(hidden, dtype=dtype)
-        self.attention = Attention(hidden, heads, kv_heads, dtype=dtype)
+        self.attention = Attention(hidden, heads, kv_heads, dtype=dtype, causal=causal)
         self.ffn_norm = RMSNorm(hidden, dtype=dtype)
         self.feed_forward = FeedForward(hidden, ffn, dtype=dtype)
         self.add = ops.Add()
@@ -73,10 +73,11 @@ class DecoderLayer(nn.Cell):
 
 
 class LlamaModel(nn.Cell):
-    def __init__(self, vocab, hidden, ffn, heads, kv_heads, layers, dtype=ms.float16):
+    def __init__(self, vocab, hidden, ffn, heads, kv_heads, layers, dtype=ms.float16, causal=False):
         super().__init__()
         self.tok_embeddings = Embedding(vocab, hidden, dtype)
-        self.layers = nn.CellList([DecoderLayer(hidden, ffn, heads, kv_heads, dtype) for _ in range(layers)])
+        self.layers = nn.CellList([DecoderLayer(hidden, ffn, heads, kv_heads, dtype, causal)
+                                   for _ in range(layers)])
         self.norm_out = RMSNorm(hidden, dtype=dtype)
 
     def construct(self, tokens):
@@ -144,10 +145,12 @@ LOSSES = {"fused": CrossEntropyLoss, "vocab_parallel": VocabParallelCrossEntropy
 
 class LlamaForCausalLM(nn.Cell):
     """input_ids[B, S+1] -> tokens = ids[:, :-1], labels = ids[:, 1:] -> loss (scalar). ``loss``: ``fused``
-    (``SoftmaxCrossEntropyWithLogits``) or ``vocab_parallel`` (MindFormers' and Megatron's formulation)."""
+    (``SoftmaxCrossEntropyWithLogits``) or ``vocab_parallel`` (MindFormers' and Megatron's formulation).
+    ``causal``: the attention causal as MindFormers' LLaMA trains it (a compressed causal mask, sparse_mode 2: the
+    kernel computes the blocks on and below the diagonal only); off, every query attends to every key."""
 
     def __init__(self, vocab=32000, hidden=4096, ffn=11008, heads=32, kv_heads=None, layers=2, batch=1,
-                 seq=4096, pad_token_id=0, dtype=ms.float16, loss="fused"):
+                 seq=4096, pad_token_id=0, dtype=ms.float16, loss="fused", causal=False):
         super().__init__()
         if not 1 <= layers <= 80:
             raise ValueError(f"layers must be 1..80, got {layers}")
@@ -155,7 +158,7 @@ class LlamaForCausalLM(nn.Cell):
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
         self.hidden = hidden
         self.pad_token_id = pad_token_id
-        self.model = LlamaModel(vocab, hidden, ffn, heads, kv_heads or heads, layers, dtype)
+        self.model = LlamaModel(vocab, hidden, ffn, heads, kv_heads or heads, layers, dtype, causal)
         self.lm_head = Linear(hidden, vocab, has_bias=False, transpose_b=True, dtype=dtype)
         self.loss = LOSSES[loss](vocab)
         self.slice = ops.StridedSlice()

@@ -142,7 +142,7 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     """``strategist advise`` as a call: the :class:`~strategist.advice.advisor.Advice` for ``model`` on ``mesh``
     (``training``: as :func:`plan_model`; ``sequence_parallel``: the norms and residual adds between the tp blocks
     split along the sequence by tp, as Megatron's and MindFormers' sequence parallelism lay them out)."""
-    from .advice.advisor import advise, load_rules
+    from .advice.advisor import load_rules
     from .errors import InputSpecError
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     bounds = {}

@@ -37,7 +37,64 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         q = math.prod(rule.input_shapes[0])
         kf = rule.inputs[1]
         s2 = next((rule.input_shapes[1][i] for i, f in enumerate(kf) if f in ("s2", "t2")), 1)
-        fwd = 4.0 * q * s2 / split(["b", "n", "s", "t"])
+        s1 = next((rule.input_shapes[0][i] for i, f in enumerate(rule.inputs[0]) if f in ("s", "t")), s2)
+        fwd = 4.0 * q * s2 * attended_fraction(op, s1, s2) / split(["b", "n", "s", "t"])
     else:
         fwd = 2.0 * math.prod(sizes[f] for f in rule.factors if f in sizes) / split(rule.factors)
     return 3.0 * fwd
+
+
+#: FlashAttentionScore's inputs: pre_tokens, next_tokens, sparse_mode (MindSpore's argument order); attn_mask
+_PRE, _NEXT, _SPARSE, _MASK = 13, 14, 17, 6
+_ALL = 2**31 - 1
+
+
+def attended_fraction(op: Op, s1: int, s2: int) -> float:
+    """The share of a FlashAttentionScore's query-key blocks its kernel computes: Ascend's kernel skips the blocks
+    outside the band its mask mode sets (CANN FlashAttentionScore: ``sparse_mode`` 0 reads ``pre_tokens`` and
+    ``next_tokens`` where an ``attn_mask`` is given, 2 and 3 are causal from the top left and the bottom right, 4 a
+    band), so a causal attention computes about half of them (MindFormers' LLaMA: ``next_tokens=0``).
+
+    >>> from strategist.vocab.graph import Input, Op
+    >>> def fa(sparse, pre=_ALL, nxt=_ALL, mask=True):
+    ...     consts = {_PRE: pre, _NEXT: nxt, _SPARSE: sparse}
+    ...     ins = [Input("input", "x")] * 6 + [Input("const", "", value=1 if mask else None)]
+    ...     ins += [Input("const", "", value=consts.get(i)) for i in range(7, 18)]
+    ...     return Op("fa", "FlashAttentionScore", "", "", "fa", "", tuple(ins), ())
+    >>> attended_fraction(fa(2), 4, 4), attended_fraction(fa(0, nxt=0), 4, 4), attended_fraction(fa(0, mask=False), 4, 4)
+    (0.625, 0.625, 1.0)
+    """
+    def const(i, default):
+        x = op.inputs[i] if i < len(op.inputs) else None
+        return x.value if x is not None and x.kind == "const" and x.value is not None else default
+    mode = const(_SPARSE, 0)
+    masked = _MASK < len(op.inputs) and (op.inputs[_MASK].kind != "const" or op.inputs[_MASK].value is not None)
+    if mode == 0 and masked:
+        pre, nxt = const(_PRE, _ALL), const(_NEXT, _ALL)
+    elif mode == 2:
+        pre, nxt = _ALL, 0
+    elif mode == 3:
+        pre, nxt = _ALL, s2 - s1
+    elif mode == 4:
+        pre, nxt = const(_PRE, _ALL), const(_NEXT, _ALL) + s2 - s1
+    else:
+        return 1.0
+    if s1 <= 0 or s2 <= 0:
+        return 1.0
+    return _band(s1, s2, min(pre, s1 + s2), min(nxt, s1 + s2)) / (s1 * s2)
+
+
+def _band(s1: int, s2: int, pre: int, nxt: int) -> float:
+    """Query-key pairs with ``i - pre <= j <= i + nxt`` (0 <= i < s1, 0 <= j < s2), summed in closed form over the
+    stretches where the band's edges are straight."""
+    a, b = max(0, -nxt), min(s1, s2 + pre)
+    if a >= b:
+        return 0.0
+    cuts = sorted({a, b} | {c for c in (pre + 1, s2 - nxt) if a < c < b})
+    total = 0.0
+    for lo, hi in zip(cuts, cuts[1:]):
+        def count(i):
+            return min(s2 - 1, i + nxt) - max(0, i - pre) + 1
+        n = hi - lo
+        total += (count(lo) + count(hi - 1)) * n / 2       # linear on the stretch: its mean times its length
+    return total
