@@ -155,8 +155,12 @@ def _op_time(op, s, flops: float, traffic: float, grad: bool, prof) -> OpTime:
     moved = memory_traffic(op, rule, s, False)
     if op.type in COMPUTE_TYPES and flops:
         fwd_flops = flops / 3.0
-        dtype = op.outputs[0].dtype if op.outputs and op.outputs[0] is not None else "bfloat16"
         attention = op.type == "FlashAttentionScore"
+        # the operands' dtype sets the rate: a FlashAttentionScore's first outputs are its fp32 softmax statistics,
+        # its MatMuls run in the query's dtype
+        of = op.inputs[0].spec if attention and op.inputs and op.inputs[0].spec is not None else \
+            op.outputs[0] if op.outputs and op.outputs[0] is not None else None
+        dtype = of.dtype if of is not None else "bfloat16"
         f = max(prof.matmul_seconds(fwd_flops, dtype, attention), prof.memory_seconds(moved))
         bwd_factor = FA_BACKWARD if attention else 2.0
         b = max(prof.matmul_seconds(bwd_factor * fwd_flops, dtype, attention), prof.memory_seconds(2 * moved))
