@@ -334,3 +334,28 @@ def test_the_html_memory_bar_adds_up_to_the_total(graph_of):
         bar = memory_bar(m)
         top = max(m["capacity"], m["total"])
         assert sum(s["w"] for s in bar["segments"]) == pytest.approx(m["total"] / top * BAR_W, abs=0.05)
+
+
+def test_flash_attention_runs_at_its_querys_rate_on_the_blocks_its_mask_leaves():
+    """By hand, the tiny LLaMA's FlashAttentionScore at sequence 2048 (batch 2, hidden 256, fp16 query; its first
+    outputs the fp32 softmax statistics): forward FLOPs 4 x (2 x 2048 x 256) x 2048 = 8.59 G without a mask; causal
+    (sparse_mode 2), the 2048 x 2049 / 2 pairs on and below the diagonal: x 2049 / 4096; at the fp16 rate x 0.55
+    (compute-bound: its 10 MB through memory take a sixth of that), the backward 2.5x the forward."""
+    import os
+    from strategist.cost.optime import op_time
+    from strategist.cost.step import step_profile_of
+    from strategist.frontend.loader import load_graph
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    hw = load_hardware("atlas-800t-a2")
+    prof = step_profile_of(hw, ())
+    for causal, share in ((False, 1.0), (True, 2049 / 4096)):
+        g = load_graph(os.path.join(root, "examples", "llama.py") + ":tiny", None,
+                       ["layers=1", "batch=2", "seq=2048", f"causal={causal}"])
+        plan = propagate(g, Mesh.parse("dp=1"), {}, hardware=hw)
+        fa = next(op for op in g if op.type == "FlashAttentionScore")
+        assert fa.outputs[0].dtype == "float32" and fa.inputs[0].spec.dtype == "float16"
+        fwd = 4 * (2 * 2048 * 256) * 2048 * share
+        assert plan.flops[fa.name] == pytest.approx(3 * fwd)
+        t = op_time(fa, plan.choices[fa.name], plan.flops[fa.name], plan.traffic.get(fa.name, 0.0), True, prof)
+        assert t.forward == pytest.approx(fwd / (273.3e12 * 0.55))
+        assert t.backward == pytest.approx(2.5 * fwd / (273.3e12 * 0.55))
