@@ -249,7 +249,8 @@ class Comparison3:
             ["anchors"] + [cell(c, lambda c: str(c.anchors)) for c in cols],
             ["communication / step"] + [cell(c, lambda c: human_bytes(c.totals["total_bytes"])) for c in cols],
             ["communication time"] + [cell(c, lambda c: f"{c.totals['total_seconds'] * 1e3:.3f} ms") for c in cols],
-            ["step estimate"] + [cell(c, lambda c: f"{c.totals['step_seconds'] * 1e3:.3f} ms") for c in cols],
+            # compare weighs plans by the serial sum (communication plus compute, nothing hidden): named so
+            ["serial sum"] + [cell(c, lambda c: f"{c.totals['step_seconds'] * 1e3:.3f} ms") for c in cols],
             ["memory / device"] + [cell(c, lambda c: human_bytes(c.memory["total"])) for c in cols],
             ["agreement with (c)"] + [cell(c, lambda c: f"{c.agreed}/{c.total} ({100 * c.agreement:.1f} %)")
                                       for c in cols],
@@ -262,7 +263,7 @@ class Comparison3:
         out += render_table([""] + [c.title for c in cols], rows)
         r = self.step_ratio()
         if r is not None:
-            out.append(f"step estimate (a)/(c): {r:.3f}")
+            out.append(f"serial sum (a)/(c): {r:.3f}")
         for c in cols:
             if c.error:
                 out.append(f"{c.title}: not available: {c.error}")
@@ -330,7 +331,7 @@ def _toward_text(c: Column, ref_step: float | None, b: Column) -> list[str]:
            + (f"; a functional call is anchored by no line ({functional} of the differing operators), it follows "
               f"or not" if functional else "")]
     ratio = (lambda t: f"{t.step_seconds / ref_step:.3f}") if ref_step else (lambda t: "-")
-    out += render_table(["region taken", "agreement with (c)", "anchors", "step estimate", "step / (c)'s"],
+    out += render_table(["region taken", "agreement with (c)", "anchors", "serial sum", "serial sum / (c)'s"],
                         [[t.region or "(the advice)", f"{t.agreed}/{t.total} ({100 * t.agreement:.1f} %)",
                           str(t.anchors), f"{t.step_seconds * 1e3:.3f} ms", ratio(t)] for t in c.toward])
     limit = "" if b.error or b.anchors is None else f" and no more anchors than (b) ({b.anchors})"

@@ -47,6 +47,7 @@ from .refine import (align_layers, embedding_tables, input_path, take_alternativ
     unreached_followers)
 from .. import progress
 from ..engine.plan import Plan, model_anchors
+from ..cost.step import step_measure
 
 #: the advice's API (the parts re-exported from the modules beside this one)
 __all__ = ["advise", "propose", "load_rules", "check_boundaries", "Rules", "Choice", "Advice", "anchor_of",
@@ -223,7 +224,7 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
                     for c in members:
-                        c.needed = (f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, "
+                        c.needed = (f"{what}: {changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms, "
                                     f"but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device")
                     continue
                 if dt <= worth and not any(c.declared for c in members):
@@ -237,12 +238,12 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                             if any(c.template in SP_TEMPLATES for c in members) and fallbacks else
                             " (then tried without its package)" if fallbacks else "") +
                             f", {changed} operators change layout and "
-                                           f"the step estimate changes by {dt * 1e3:+.3f} ms" +
+                                           f"the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms" +
                                            (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))
                     adopt(fallbacks)
                     continue
                 for c in members:
-                    c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + ((
+                    c.needed = f"{what}: {changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms" + ((
                         " (kept: the config asks for sequence parallelism, use_seq_parallel, though the plan is "
                         "faster without it)" if c.template in SP_TEMPLATES else
                         " (kept: MindFormers' FFNGroupedGEMM runs its Morph on this layout whatever the plan, though "
@@ -283,7 +284,7 @@ def _drop_package_members(graph, keep: list[Choice], groups: dict, plan, dropped
                 keep, plan = trial, q
                 for c in members_of[key]:
                     dropped.append((c, f"does not pay for itself (its package is kept): without it, {changed} "
-                                       f"operators change layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
+                                       f"operators change layout and the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms"))
     return keep, plan
 
 
@@ -347,9 +348,9 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
     if slower and not lands:
         floor, floor_keep = (run(fixed), fixed) if len(fixed) < len(keep) else (final, keep)
     if final.totals()["step_seconds"] > floor.totals()["step_seconds"] * (1 + 1e-9):
-        notes.append("the anchored plan's step estimate exceeds the layouts the model's code fixes alone (its MoE FFN "
+        notes.append(f"the anchored plan's {step_measure(graph)} exceeds the layouts the model's code fixes alone (its MoE FFN "
                      "Morphs) with propagation from the dataset's; the advice is those alone" if floor_keep else
-                     "the anchored plan's step estimate exceeds plain propagation from the dataset's; "
+                     f"the anchored plan's {step_measure(graph)} exceeds plain propagation from the dataset's; "
                      "the advice is to configure nothing")
         for c in keep:
             if c not in floor_keep and not c.required:

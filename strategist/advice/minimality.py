@@ -16,6 +16,7 @@ from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes
 from ..engine.search.caches import cached_rule
 from ..engine.search.structure import per_graph
+from ..cost.step import step_measure
 
 
 # an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
@@ -127,7 +128,7 @@ def reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> lis
                 dropped.remove((c, why))
                 c.needed = (f"reinstated after the anchors checked later went: without "
                             f"{'these' if len(members) > 1 else 'it'} {changed} operators change layout and the "
-                            f"step estimate changes by {-dt * 1e3:+.3f} ms")
+                            f"{step_measure(graph)} changes by {-dt * 1e3:+.3f} ms")
             continue
         keep, plan = _reinstate_patterns(graph, keep, plan, members, dropped, run)
     return keep
@@ -164,7 +165,7 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
         for c, why in pat:
             dropped.remove((c, why))
             c.needed = (f"reinstated alone (its package does not pay whole): without it {changed} operators "
-                        f"change layout and the step estimate changes by {-dt * 1e3:+.3f} ms")
+                        f"change layout and the {step_measure(graph)} changes by {-dt * 1e3:+.3f} ms")
         return True
 
     _settle(sorted(patterns, key=lambda k: min(graph.op(c.op).topo_index for c, _ in patterns[k])), back)
@@ -281,14 +282,14 @@ def every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> l
             what = f"without {'these ' + str(len(members)) + ' anchors' if len(members) > 1 else 'it'}"
             for c in members:
                 if c.needed.startswith("without") and "kept:" not in c.needed:
-                    c.needed = f"{what}: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms" + (
+                    c.needed = f"{what}: {changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms" + (
                         f", but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device"
                         if dt <= worth else "")
             return False
         keep, cur = trial, q
         for c in members:
             dropped.append((c, f"does not pay for its line in the final advice: without it, {changed} operators "
-                               f"change layout and the step estimate changes by {dt * 1e3:+.3f} ms" +
+                               f"change layout and the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms" +
                                (f" (less than {worth * 1e6:.0f} us, what the step model resolves)" if dt > 0 else "")))
         return True
 

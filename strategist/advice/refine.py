@@ -25,6 +25,7 @@ from .footprint import MEMORY_WORTH, state_bytes
 from .minimality import PAY_FLOOR, PAY_WORTH, plan_diff, group_key, same_plan
 from .anatomy import (LAYER_PATH, embedding_companion, producer_through, uses_sequence_parallel, sp_templates,
     weight_params, weight_slot)
+from ..cost.step import step_measure
 
 
 def unreached_followers(graph: OpGraph, plan: Plan, anchored: set, rules: Rules, mesh: Mesh) -> list[Choice]:
@@ -254,7 +255,7 @@ def align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Ch
         return keep
     changed, dt = plan_diff(q, cur)
     for c in extra:
-        c.needed = (f"without these {len(extra)} anchors: {changed} operators change layout, step estimate "
+        c.needed = (f"without these {len(extra)} anchors: {changed} operators change layout, {step_measure(graph)} "
                     f"{dt * 1e3:+.3f} ms")
     return trial
 
@@ -382,11 +383,11 @@ def input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: lis
         if base_t - t <= min(PAY_WORTH * base_t, PAY_FLOOR):
             continue
         changed, dt = plan_diff(q, cur)
-        c.needed = f"without it: {changed} operators change layout, step estimate {dt * 1e3:+.3f} ms"
+        c.needed = f"without it: {changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms"
         for x in gone:
             if dropped is not None:
                 dropped.append((x, f"replaced by the batch split starting at {c.op}: {changed} operators change "
-                                   f"layout, step estimate {dt * 1e3:+.3f} ms"))
+                                   f"layout, {step_measure(graph)} {dt * 1e3:+.3f} ms"))
         keep, cur, base_t = trial, q, t
         taken += 1
     return keep
@@ -457,7 +458,7 @@ def embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice
         if t_cur - t <= worth or state_bytes(q) - state_bytes(cur) >= MEMORY_WORTH or same_plan(cur, q):
             continue
         changed, dt = plan_diff(cur, q)
-        what = f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms"
+        what = f"{changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms"
         for c in package:
             c.needed = f"instead of propagation's table layout: {what}" if c.op == op.name else \
                 f"with {op.name}'s table layout: {what}"
@@ -502,7 +503,7 @@ def take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) ->
         more = state_bytes(q) - state_bytes(cur)
         if dt >= -1e-9 * cur.totals()["step_seconds"] or more >= MEMORY_WORTH:
             continue
-        what = f"{changed} operators change layout, step estimate {dt * 1e3:+.3f} ms, " \
+        what = f"{changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms, " \
                f"{more / 2**20:+.0f} MiB weight/gradient/optimizer state per device"
         for c in members:
             c.alternative.needed = f"instead of {c.template}: {what}"

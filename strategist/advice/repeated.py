@@ -13,6 +13,7 @@ import dataclasses
 
 from ..vocab.graph import OpGraph
 from ..vocab.mesh import Mesh
+from ..cost.step import step_measure
 
 #: the repeated layers a model file is advised on; the anchors advised there are copied onto the others
 ADVISE_LAYERS = 2
@@ -81,7 +82,7 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
         changed, dt = plan_diff(plan, q)
         if dt <= plan_worth(plan) and state_bytes(q) - state_bytes(plan) < MEMORY_WORTH:
             dropped.append((c, f"does not pay for its line on the whole graph: without it, {changed} operators change "
-                               f"layout and the step estimate changes by {dt * 1e3:+.3f} ms"))
+                               f"layout and the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms"))
             chosen, plan = trial, q
     layers = len({op.layer for op in graph if op.layer})
     notes = list(adv.notes) + [f"advised on {len({op.layer for op in base if op.layer})} of the {layers} repeated "

@@ -765,6 +765,13 @@ def step_seconds(plan) -> float | None:
     return est.step_s if est is not None else None
 
 
+def step_measure(graph) -> str:
+    """What the advisor's choices on ``graph`` weigh, as its notes name it: the scheduled "step estimate"
+    (``choose_by_schedule``), else the "serial sum" of communication and compute."""
+    opts = getattr(graph, "step_options", None) or StepOptions()
+    return "step estimate" if opts.choose_by_schedule else "serial sum"
+
+
 def chosen_step_seconds(plan) -> float | None:
     """``Plan.totals()``' step_seconds: the scheduled step where the options ask the advisor to choose by it
     (``choose_by_schedule``), else None (the serial sum)."""

@@ -602,14 +602,17 @@ def advice_dict(advice) -> dict:
     for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
                         ("every operator configured", advice.semi, len(advice.semi.anchors))):
         t = p.totals()
+        # the step estimate is the schedule's makespan wherever there is one; the serial sum (communication plus
+        # compute, nothing hidden) is named for what it is
         configs[label] = {"anchors": n, "communication_bytes": t["total_bytes"],
                           "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
-                          "step_seconds": t["step_seconds"], "mindspore_cost": t["redistribution_ms_cost"],
+                          "step_seconds": t["step_seconds"], "serial_seconds": t["serial_step_seconds"],
+                          "mindspore_cost": t["redistribution_ms_cost"],
                           "conflicts": len(p.conflicts), "memory": memory(p)}
         with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
             step = estimate(p)
             if step is not None:
-                configs[label].update(schedule=step.schedule, throughput=step.throughput,
+                configs[label].update(schedule=step.schedule, throughput=step.throughput, step_seconds=step.step_s,
                                       memory=step.memory, memory_upper_bound=memory(p))
     yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
 
@@ -745,10 +748,12 @@ def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
     for label, c in d["configurations"].items():
         m = c["memory"]
         rows.append((label, c["anchors"], human_bytes(c["communication_bytes"]), _seconds(c["communication_seconds"]),
-                     _seconds(c["compute_seconds"]), _seconds(c["step_seconds"]), human_bytes(m["total"]),
-                     c["conflicts"]))
-    table(["configuration", "anchors", "comm bytes", "comm time", "compute", "step estimate", "memory", "conflicts"],
-          rows)
+                     _seconds(c["compute_seconds"]), _seconds(c["serial_seconds"]), _seconds(c["step_seconds"]),
+                     human_bytes(m["total"]), c["conflicts"]))
+    table(["configuration", "anchors", "comm bytes", "comm time", "compute", "serial sum", "step estimate", "memory",
+           "conflicts"], rows)
+    out.append("(serial sum: communication plus compute, nothing hidden; step estimate: the schedule's step, as "
+               "below)")
     m = d["configurations"]["advice"].get("memory_upper_bound") or d["configurations"]["advice"]["memory"]
     out.append(h("Memory under the advice (per device)"))
     if d["plan"].get("step"):
