@@ -71,9 +71,10 @@ def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -
                      if o.get(k, 1) != 1)
            + "".join(f", {label} {_per_stage(o[k])}" for k, label in PER_STAGE if o.get(k))
            + (f" (stage {o['stage_reported']} shown, the slowest)" if o["pp"] > 1 else "")]
-    given = [x for x in o.get("settings", ()) if x["from"] != "command line"]
+    given = [x for x in o.get("settings", ()) if x["from"].startswith("config")]
     if given:
-        out.append("settings: " + "; ".join(f"{x['setting']} {x['value']} ({x['from']})" for x in given))
+        out.append("settings from the config: " + "; ".join(f"{x['setting']} {x['value']} ({x['from'][7:]})"
+                                                             for x in given))
     out.extend(render_table([label for _k, label in COLUMNS], [[_s(s[k]) for k, _l in COLUMNS]], markdown))
     t = d["throughput"]
     if t.get("tokens_per_s_per_device"):
