@@ -1,0 +1,69 @@
+"""MoE at its published scale: ``strategist advise`` on MindFormers' DeepSeek-V3 671B and Qwen3-MoE 30B-A3B
+pretraining configs with the YAML's own run settings (pipeline, offsets, pipeline interleave, micro-batches,
+recompute, parallel optimizer, sequence parallelism), each as one CLI run: its wall time (target <= 2 minutes) and
+peak memory, the step and memory it reports; and how fast a setting the model cannot take is refused (before
+anything is built).
+
+Both configs draw expert parallelism from the tensor-parallel devices too (``expert_parallel`` beyond
+``data_parallel``), which strategist's ``ep`` axis (inside data parallel) cannot spell: the YAML's own mesh is
+refused in one line naming the nearest one, and that nearest mesh is priced.
+
+    .venv/bin/python bench/moe_scale.py
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+RUNS = [
+    ("DeepSeek-V3 671B, its YAML's own mesh", "mindformers:deepseek3/pretrain_deepseek3_671b.yaml", []),
+    ("DeepSeek-V3 671B, the nearest mesh (ep 4 of the YAML's 32)", "mindformers:deepseek3/pretrain_deepseek3_671b.yaml",
+     ["--mesh", "pp=8,dp=1,ep=4,tp=8"]),
+    ("Qwen3-MoE 30B-A3B, its YAML's own mesh", "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", []),
+    ("Qwen3-MoE 30B-A3B, the nearest mesh (ep 1 of the YAML's 4)",
+     "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", ["--mesh", "pp=4,dp=1,tp=4"]),
+]
+
+
+def run(model: str, extra: list[str]) -> dict:
+    env = dict(os.environ, GLOG_v="4")
+    cmd = [sys.executable, "-m", "strategist", "advise", model, *extra, "--format", "json"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    out = {"seconds": wall, "exit": r.returncode, "peak_rss_MB_so_far": rss}
+    if r.returncode:
+        out["error"] = next((line for line in r.stderr.splitlines() if line.startswith("strategist: error")),
+                            r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "")
+        return out
+    d = json.loads(r.stdout)
+    step = d["plan"]["step"]
+    out.update(mesh=d["mesh"], anchors=len(d["anchors"]), step_s=step["schedule"]["step_s"],
+               tokens_per_s_per_device=step["throughput"].get("tokens_per_s_per_device"),
+               memory_GiB=step["memory"]["total"] / 2**30, fits=step["memory"]["fits"],
+               options={k: step["options"][k] for k in ("pp", "micro_batches", "recompute", "pp_interleave",
+                                                         "offset")})
+    return out
+
+
+def main():
+    for label, model, extra in RUNS:
+        r = run(model, extra)
+        print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
+        if "error" in r:
+            print(f"    {r['error']}")
+        else:
+            print(f"    mesh {r['mesh']}, {r['options']}; {r['anchors']} anchors; step {r['step_s']:.2f} s, "
+                  f"{r['tokens_per_s_per_device']:.0f} tokens/s per device; memory {r['memory_GiB']:.1f} GiB per "
+                  f"device, fits {r['fits']}")
+    print(f"peak RSS of the runs: {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
