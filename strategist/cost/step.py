@@ -24,6 +24,9 @@ from .schedule import Item, added, not_overlapped, scaled, simulate, stage_signa
 #: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
 #: twice (the global-norm clip, then the update), two fp32 moments read and written
 OPTIMIZER_BYTES_16 = 2 + 2 + 2 + 2 + 16
+#: gradient accumulation's add per micro-batch, in passes over the gradients' bytes: the micro-batch's gradient and
+#: the accumulated sum read, the sum written
+ACCUMULATE_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -406,7 +409,11 @@ def _zero(plan, opts):
     return z
 
 
-def _optimizer_seconds(plan, names, zero, prof, devices) -> float:
+def _optimizer_seconds(plan, names, zero, prof, devices, micro_batches: int = 1) -> float:
+    """The optimizer step's device-memory time over the stage's parameters (each one's shard), and with
+    ``micro_batches`` > 1 the accumulation of every micro-batch's gradients into MindFormers' whole accumulated
+    gradients (its training cell's accu_grads, one add per micro-batch: the gradient and the sum read, the sum
+    written -- the buffers the memory model holds, checked against MindSpore's DryRun)."""
     from .memory import param_slices
     total = 0.0
     for name, shape in param_slices(plan, names).items():
@@ -414,9 +421,11 @@ def _optimizer_seconds(plan, names, zero, prof, devices) -> float:
         if p is None or not p.requires_grad:
             continue
         n = math.prod(shape)
-        w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * DTYPE_BYTES.get(p.spec.dtype, 4)) \
-            if zero is not None and shape else 1
+        per = DTYPE_BYTES.get(p.spec.dtype, 4)
+        w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * per) if zero is not None and shape else 1
         total += n / w * OPTIMIZER_BYTES_16
+        if micro_batches > 1:
+            total += micro_batches * ACCUMULATE_PASSES * n * per
     return prof.memory_seconds(total)
 
 
@@ -727,7 +736,7 @@ def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
                 t = prof.p2p_seconds(nb, p2p_intra(b, devices, prof.devices_per_node))
                 p2p.append((ph, t * opts.pp_interleave, "(pipeline p2p)"))     # one boundary per chunk
         if h not in optimizer_of:
-            optimizer_of[h] = _optimizer_seconds(plan, names_of[h], zero, prof, devices)
+            optimizer_of[h] = _optimizer_seconds(plan, names_of[h], zero, prof, devices, opts.micro_batches)
         stages.append((names_of[h], mine, p2p, optimizer_of[h]))
         # the middle stages of a pipeline of identical layers schedule alike: each shape of stage simulated once
         # (another of its shape when its own timelines are read: StepEstimate.runs)
