@@ -434,11 +434,11 @@ def _run_of(args):
     return None
 
 
-def _settings_note(run) -> str:
+def _settings_note(run) -> str | None:
     """One stderr line: the run's settings a MindFormers config gave (the report's "settings" line says from where)."""
     taken = [f"{n.replace('_', ' ')} {v}" for n, v, o in run.origins if o.startswith("config")]
     if not taken:
-        return f"mesh {run.full_mesh}"
+        return None
     return "the config's own settings: " + ", ".join(taken) + " (an option overrides each one)"
 
 
@@ -705,7 +705,7 @@ def _main(argv: list[str] | None = None) -> int:
         else:
             said = []
         if run is not None:
-            said = [_settings_note(run)] + list(run.notes) + said
+            said = [n for n in [_settings_note(run)] if n] + list(run.notes) + said
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text

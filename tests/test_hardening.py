@@ -94,7 +94,7 @@ FAST = [
     # ---- argument syntax (argparse, one line)
     ("no-subcommand", [], 2, "required: command"),
     ("unknown-option", ["inspect", "{M}:Net", "--bogus"], 2, "unrecognized arguments: --bogus"),
-    ("missing-mesh", ["propagate", "{M}:Net"], 2, "required: --mesh"),
+    ("missing-mesh", ["propagate", "{M}:Net"], 2, "no mesh: give --mesh (e.g. --mesh dp=2,tp=4)"),
     ("negative-max-rows", ["advise", "{M}:Net", "--mesh", "dp=2", "--max-rows", "-1"], 2, "--max-rows must be >= 0"),
     ("negative-depth", ["inspect", "{M}:Net", "--depth", "-3"], 2, "--depth must be >= 0"),
     ("bad-format", ["propagate", "{M}:Net", "--mesh", "dp=2", "--format", "xml"], 2, "invalid choice: 'xml'"),

@@ -28,7 +28,7 @@ def test_bad_meshes(text, needle):
 def test_hardware_profiles(tmp_path):
     gpu = load_hardware("gpu-8x-nvlink")
     assert gpu.devices_per_node == 8 and gpu.intra.bandwidth == 300e9 and gpu.inter.latency == 10e-6
-    with pytest.raises(MeshError, match="hardware profile not found: nope .known: atlas-800t-a2, gpu-8x-nvlink"):
+    with pytest.raises(MeshError, match="hardware profile not found: nope .known: atlas-800t-a2, atlas-900-a2-podc, gpu-8x-nvlink"):
         load_hardware("nope")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ndevices_per_node: 8\n")

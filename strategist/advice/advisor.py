@@ -308,6 +308,20 @@ def _polish(graph: OpGraph, mesh: Mesh, rules: Rules, p: _Pass) -> _Pass:
     return _Pass(keep, p.dropped, p.notes, p.baseline, p.run, p.run(keep) if keep else p.baseline)
 
 
+def carried_advice(graph, mesh, rules, chosen: list, dropped: list, notes: list, hardware, dataset_strategy,
+                   recheck) -> Advice:
+    """The Advice of anchors chosen on part of ``graph`` and carried to all of it (:mod:`strategist.advice.repeated`):
+    its plan, baseline and every-operator plan propagated on ``graph``; ``recheck(chosen, dropped, run, plan,
+    baseline) -> (chosen, plan)`` first drops what the whole graph does not need (``run``: the pass's propagation of
+    a list of choices)."""
+    run = _Runner(graph, mesh, hardware, dataset_strategy, {})
+    run.required.update({c.op: c.anchor for c in chosen if c.required})
+    baseline = run([])
+    plan = run(chosen) if chosen else baseline
+    chosen, plan = recheck(chosen, dropped, run, plan, baseline)
+    return _finish(graph, mesh, rules, _Pass(chosen, dropped, notes, baseline, run, plan), hardware, dataset_strategy)
+
+
 def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
     """The Advice of a pass's anchors: the sequence-parallel note, every operator configured, the floor (configure
     nothing, or only the layouts the model's code fixes) and the model's own shard() calls."""

@@ -45,7 +45,7 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
                     dataset_strategy="data_parallel"):
     """:func:`~strategist.advice.advisor.advise` of ``graph``, run on its first layers and carried to the rest."""
     from ..errors import StrategistError
-    from .advisor import _finish, _Pass, _Runner, advise
+    from .advisor import advise, carried_advice
     from .footprint import MEMORY_WORTH, state_bytes
     from .minimality import plan_diff, plan_worth
     base = advised_graph(graph)
@@ -64,33 +64,30 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
             c = dataclasses.replace(of[src], op=name, anchor=a, fallback=None, alternative=None, package=[])
         chosen.append(c)
     chosen.sort(key=lambda c: graph.op(c.op).topo_index)
-    run = _Runner(graph, mesh, hardware, dataset_strategy, {})
-    run.required.update({c.op: c.anchor for c in chosen if c.required})
-    baseline = run([])
-    plan = run(chosen) if chosen else baseline
-    dropped = list(adv.dropped)
-    # the anchors outside the repeated layers (the head, the embedding) were checked against two layers: each is
-    # checked again on the whole graph, one propagation each, and dropped where the whole plan does not need it
-    for c in [c for c in chosen if not graph.op(c.op).layer and not c.required]:
-        trial = [x for x in chosen if x is not c]
-        try:
-            q = run(trial) if trial else baseline
-        except StrategistError:
-            continue
-        # as every line of the advice must pay for itself (minimality.every_line_pays): in step time beyond what the
-        # step model resolves, or in the state it shards
-        changed, dt = plan_diff(plan, q)
-        if dt <= plan_worth(plan) and state_bytes(q) - state_bytes(plan) < MEMORY_WORTH:
-            dropped.append((c, f"does not pay for its line on the whole graph: without it, {changed} operators change "
-                               f"layout and the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms"))
-            chosen, plan = trial, q
     layers = len({op.layer for op in graph if op.layer})
     notes = list(adv.notes) + [f"advised on {len({op.layer for op in base if op.layer})} of the {layers} repeated "
                                f"layers, the last one's anchors copied onto the others; each anchor's \"needed\" "
                                f"figure is measured there"]
-    out = _finish(graph, mesh, adv.rules, _Pass(chosen, dropped, notes, baseline, run, plan), hardware,
-                  dataset_strategy)
-    return out
+
+    def recheck(chosen, dropped, run, plan, baseline):
+        # the anchors outside the repeated layers (the head, the embedding) were checked against two layers: each is
+        # checked again on the whole graph, one propagation each, and dropped where the whole plan does not need it
+        for c in [c for c in chosen if not graph.op(c.op).layer and not c.required]:
+            trial = [x for x in chosen if x is not c]
+            try:
+                q = run(trial) if trial else baseline
+            except StrategistError:
+                continue
+            # as every line of the advice must pay for itself (minimality.every_line_pays): in step time beyond what
+            # the step model resolves, or in the state it shards
+            changed, dt = plan_diff(plan, q)
+            if dt <= plan_worth(plan) and state_bytes(q) - state_bytes(plan) < MEMORY_WORTH:
+                dropped.append((c, f"does not pay for its line on the whole graph: without it, {changed} operators "
+                                   f"change layout and the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms"))
+                chosen, plan = trial, q
+        return chosen, plan
+    return carried_advice(graph, mesh, adv.rules, chosen, list(adv.dropped), notes, hardware, dataset_strategy,
+                          recheck)
 
 
 def _same_place(src: str, name: str) -> bool:
