@@ -378,3 +378,30 @@ def test_gradient_accumulation_adds_each_micro_batchs_gradients_into_the_sum():
     elements = sum(math.prod(p.spec.shape) for p in g.params.values() if p.requires_grad)
     assert all(p.spec.dtype == "float16" for p in g.params.values() if p.requires_grad)
     assert four - one == pytest.approx(4 * 3 * 2 * elements / 1280e9)
+
+
+def test_every_step_figure_of_one_advice_is_the_schedules(capsys):
+    """Text, JSON and HTML of one advice: the configurations' step estimate, the schedule's Step and the HTML
+    summary's step are one number (the serial sum, where shown, under its own name)."""
+    import json
+    import os
+    import re
+    from strategist.api import advise_model
+    from strategist.report.html import advice_html
+    from strategist.report.render import advice_dict, advice_text
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    a = advise_model(os.path.join(root, "examples", "llama.py") + ":tiny", "dp=2,tp=2",
+                     kwargs=["layers=2", "batch=8", "loss=vocab_parallel"], hardware="atlas-800t-a2")
+    step = estimate(a.plan).step_s
+    d = json.loads(json.dumps(advice_dict(a)))
+    assert d["configurations"]["advice"]["step_seconds"] == step == d["plan"]["step"]["schedule"]["step_s"]
+    assert d["configurations"]["advice"]["serial_seconds"] == a.plan.totals()["serial_step_seconds"]
+    text = advice_text(a)
+    ms = f"{step * 1e3:.3f} ms" if step >= 1e-3 else f"{step * 1e6:.1f} us"
+    row = next(line for line in text.splitlines() if line.startswith("advice ")).split()
+    # ... serial sum, step estimate, memory (two words each), conflicts
+    assert " ".join(row[-5:-3]) == ms
+    html = advice_html(a)
+    assert re.search(r"step estimate", text) and "serial sum" in text
+    from strategist.report.html import charts
+    assert charts.ms(step) in html
