@@ -414,3 +414,23 @@ def test_the_best_meshes_advised_again_by_the_pools_workers_are_this_processs(ti
     pool = sweep_graph(tiny, 8, axes=("dp", "tp"), workers=2, best=2)
     assert [c.to_dict() for c in pool.ranked] == [c.to_dict() for c in here.ranked]
     assert pool.best == here.best and len({b["mesh"] for b in here.best}) == 2 and here.best[0]["advice"]["anchors"]
+
+
+def test_advise_on_the_sweeps_best_configuration_gives_its_anchors_and_step():
+    """The sweep's best configuration, advised by ``strategist advise`` on its mesh with its options: the same
+    anchors (the sweep advises two layers and carries them, as advise does) and the same step."""
+    import os
+    from strategist.api import advise_model
+    from strategist.cost.step import StepOptions, estimate
+    from strategist.sweep import sweep_model
+    from strategist.vocab.mesh import Mesh
+    model = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "llama.py") + ":tiny"
+    kwargs = ["layers=6", "batch=16"]
+    best = sweep_model(model, 8, kwargs=kwargs, workers=1).ranked[0]
+    m = Mesh.parse(best.mesh)
+    rest = ",".join(f"{n}={v}" for n, v in m.axes if n != "pp") or "dp=1"
+    opts = StepOptions(pp=m.get("pp"), **{k: best.options[k] for k in ("micro_batches", "recompute",
+                                                                       "optimizer_parallel", "interleave")})
+    a = advise_model(model, rest, kwargs=kwargs, step=opts, sequence_parallel=best.options["sequence_parallel"])
+    assert len(a.anchors) == best.anchors
+    assert estimate(a.plan).step_s == pytest.approx(best.step_s, rel=1e-9)
