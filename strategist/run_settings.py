@@ -16,7 +16,7 @@ from .vocab.mesh import Mesh
 STEP_KEYS = ("micro_batches", "recompute", "recompute_layers", "select_layers", "comm_recompute_layers",
              "optimizer_parallel", "interleave", "pp_interleave", "offset")
 #: settings written per pipeline stage: a config's apply only at the pp it was written for
-PER_STAGE = ("offset", "recompute_layers", "select_layers", "comm_recompute_layers")
+PER_STAGE = ("offset", "recompute_layers", "select_layers", "comm_recompute_layers", "pp_interleave")
 DEFAULTS = {"micro_batches": 1, "recompute": "none", "recompute_layers": (), "select_layers": (),
             "comm_recompute_layers": (), "optimizer_parallel": None, "interleave": 1, "pp_interleave": 1,
             "offset": (), "sequence_parallel": False}

@@ -99,6 +99,12 @@ def test_the_command_line_overrides_each_config_setting_and_the_run_says_where_e
     assert run.origin("mesh") == "command line" and run.origin("recompute") == "command line"
     assert run.origin("micro_batches") == "config runner_config.gradient_accumulation_steps"
     assert any("model_config.offset" in n and "pp=2" in n for n in run.notes)
+    # the pipeline's interleave is the pipeline's: without one, left out too
+    chunked = read_settings({"parallel_config": {"pipeline_stage": 2, "micro_batch_num": 4},
+                             "parallel": {"pipeline_config": {"pipeline_interleave": True}},
+                             "model": {"model_config": {"pp_interleave_num": 2}}})
+    run = resolve_run(TINY, {"mesh": "dp=2"}, config=chunked)
+    assert run.step.pp_interleave == 1 and any("pp_interleave_num" in n for n in run.notes)
     with pytest.raises(InputSpecError, match="no mesh: give --mesh"):
         resolve_run(TINY, {})
 
