@@ -46,9 +46,8 @@ class Run:
 
 
 def _show(v) -> str:
-    from .frontend.mindformers.settings import ALL
     if isinstance(v, tuple):
-        if v and all(isinstance(x, int) for x in v) and all(x >= ALL for x in v):
+        if _every_layer(v):
             return "every layer"
         return "[" + ", ".join(_show(x) for x in v) + "]"
     if v is None:

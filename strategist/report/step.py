@@ -3,6 +3,7 @@ what it assumes, overlap candidates; as JSON and as a short table section."""
 from __future__ import annotations
 
 from ..cost.step import estimate
+from ..frontend.mindformers.settings import ALL
 
 #: the msprof-analyze columns, in their order
 COLUMNS = (("computing_s", "Computing"), ("communication_not_overlapped_s", "Communication (not overlapped)"),
@@ -60,7 +61,7 @@ def _per_stage(v) -> str:
     """A per-stage list as written; a count beyond any stage (MindFormers' True) as "all"."""
     if isinstance(v, list):
         return "[" + ", ".join(_per_stage(x) for x in v) + "]"
-    return "all" if isinstance(v, int) and v >= 1_000_000 else str(v)
+    return "all" if isinstance(v, int) and v >= ALL else str(v)
 
 
 def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -> list[str]:

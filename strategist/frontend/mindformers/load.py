@@ -20,6 +20,7 @@ from .build import (UID, add_loss_adds, build_model, clear_strategies, config_ba
 from .config import config_default, is_legacy, layers_key, load_yaml, resolve_config
 from .experts import Experts, loss_own_strategies, read_expert_strategies
 from .morph import collapse_moe_ffn
+from .settings import plain
 from .rewrites import mark_local_rows, replicate_layers, unmerge_rotary_tables
 from .world import BUILD_LOG, import_mindformers, mindformers_world
 
@@ -154,7 +155,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,
         layers=total, seq=int(ids.shape[1]), batch=b, extracted_layers=ext,
-        model_config=_plain(mc), parallel_config=_plain(cfg.get("parallel_config") or {}),
+        model_config=plain(mc), parallel_config=plain(cfg.get("parallel_config") or {}),
         inputs=specs, notes=notes, build_seconds=t1 - t0, extract_seconds=t2 - t1)
     info.stripped = removed + strip_trivial(graph)
     return graph, info
@@ -195,19 +196,11 @@ def _record_build(g: OpGraph, cfg, options: tuple, batch: int, fitted: list[str]
     g.sequence_first = not legacy       # mcore's [S, B, H]; the legacy layers are batch-first
     g.mf_legacy = legacy
     # the config's parallel optimizer: replicated weights and their optimizer states kept in slices
-    g.optimizer_sharding = OptimizerSharding.from_config(_plain(cfg.get("parallel") or {}))
+    g.optimizer_sharding = OptimizerSharding.from_config(plain(cfg.get("parallel") or {}))
     # the config's enable_alltoall: without it MindSpore writes an all-to-all as AllGather + Split + Concat
-    g.enable_alltoall = bool(_plain(cfg.get("parallel") or {}).get("enable_alltoall", False))
+    g.enable_alltoall = bool(plain(cfg.get("parallel") or {}).get("enable_alltoall", False))
     # the config's optimizer (its states' bytes): MindFormers' AdamW keeps fp32 moments, AdamWeightDecay the weights'
-    g.optimizer = OPTIMIZER_TYPES.get(str((_plain(cfg.get("optimizer") or {}) or {}).get("type", "")))
-
-
-def _plain(d):
-    if isinstance(d, dict):
-        return {str(k): _plain(v) for k, v in d.items()}
-    if isinstance(d, (list, tuple)):
-        return [_plain(x) for x in d]
-    return d if isinstance(d, (int, float, str, bool, type(None))) else str(d)
+    g.optimizer = OPTIMIZER_TYPES.get(str((plain(cfg.get("optimizer") or {}) or {}).get("type", "")))
 
 
 def expert_strategies(ref: str, mesh: Mesh | str, mode: str = "semi_auto", *, graph: OpGraph | None = None,

@@ -350,12 +350,7 @@ def _renumber_unscoped(ops: list) -> tuple[list, dict]:
             rename[id(op)] = new
     if not rename:
         return ops, {}
-    by_old: dict = {}
     out = []
-    for op in ops:
-        new = rename.get(id(op))
-        if new is not None:
-            by_old.setdefault(op.name, []).append(new)
     # a name can be held by one operator before renaming and another after: map each reference to the operator it
     # named -- the nearest earlier holder of that name in order (the graph is in topological order)
     holder: dict[str, str] = {}

@@ -56,10 +56,12 @@ def _count_rows(value, key: str, pp: int, chunks: int) -> tuple | None:
     if isinstance(value, (list, tuple)):
         if all(isinstance(x, str) for x in value):
             return None                       # operator patterns: every layer
+        def counts(row):                    # MindFormers' True in a count list: every layer of the stage
+            return [(ALL if x else 0) if isinstance(x, bool) else x for x in row]
         if all(isinstance(x, (int, bool)) for x in value):
-            rows = [[x if not isinstance(x, bool) else (ALL if x else 0) for x in value]]
+            rows = [counts(value)]
         elif all(isinstance(r, (list, tuple)) for r in value):
-            rows = [[x if not isinstance(x, bool) else (ALL if x else 0) for x in r] for r in value]
+            rows = [counts(r) for r in value]
         else:
             raise InputSpecError(f"bad {key} {value!r} in the config: give a bool, per-stage counts, or operator "
                                  f"patterns, as MindFormers reads it")
@@ -79,17 +81,18 @@ def _patterns(value, default: frozenset) -> tuple[frozenset, object]:
     return default, value
 
 
-def _plain(d):
+def plain(d):
+    """A config section (MindFormerConfig, nested) as plain dicts, lists and scalars (anything else as its str)."""
     if isinstance(d, dict):
-        return {str(k): _plain(v) for k, v in d.items()}
+        return {str(k): plain(v) for k, v in d.items()}
     if isinstance(d, (list, tuple)):
-        return [_plain(x) for x in d]
-    return d
+        return [plain(x) for x in d]
+    return d if isinstance(d, (int, float, str, bool, type(None))) else str(d)
 
 
 def read_settings(cfg) -> ConfigSettings:
     """The run settings of a loaded config (``MindFormerConfig`` or a plain dict of the YAML)."""
-    cfg = _plain(dict(cfg))
+    cfg = plain(dict(cfg))
     pc = cfg.get("parallel_config") or {}
     rc = cfg.get("runner_config") or {}
     par = cfg.get("parallel") or {}
