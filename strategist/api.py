@@ -11,11 +11,13 @@ from .propagate import propagate
 
 
 def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
-                         dataset_strategy: str | None, micro_batches: int = 1) -> tuple[list[str], str, list[str]]:
+                         dataset_strategy: str | None, micro_batches: int = 1,
+                         per_rank: int | None = None) -> tuple[list[str], str, list[str]]:
     """What the CLI fills in when the user does not say: for a MindFormers model, the whole batch on every device
     (``full_batch``: MindFormers' own (dp, 1) input split leaves the tp devices unused, which auto_parallel
     refuses) and the global batch it trains with on ``mesh`` (batch_size x dp x ``micro_batches``, where the config's
-    own data_parallel would be 1 at the tp=1 build); otherwise the batch over all devices. Returns
+    own data_parallel would be 1 at the tp=1 build; ``per_rank``: its batch_size, where the run's settings read it
+    already); otherwise the batch over all devices. Returns
     (kwargs, dataset_strategy, notes for stderr)."""
     from .frontend.mindformers import default_batch, is_mindformers_ref, split_model_options
     kwargs = list(kwargs or [])
@@ -26,7 +28,7 @@ def mindformers_defaults(model: str, mesh: str | None, kwargs: list[str] | None,
     notes = []
     opts = split_model_options(kwargs)
     if opts["batch"] is None and mesh:
-        b, note = default_batch(model, Mesh.parse(mesh), opts["overrides"], micro_batches)
+        b, note = default_batch(model, Mesh.parse(mesh), opts["overrides"], micro_batches, per_rank)
         kwargs.append(f"batch={b}")
         notes.append(note)
     return kwargs, dataset_strategy or "full_batch", notes

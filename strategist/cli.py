@@ -701,7 +701,7 @@ def _main(argv: list[str] | None = None) -> int:
         if hasattr(args, "dataset_strategy") and getattr(args, "model", None):
             args.kwargs, args.dataset_strategy, said = mindformers_defaults(
                 args.model, run.mesh if run else getattr(args, "mesh", None), args.kwargs, args.dataset_strategy,
-                micro_batches=run.step.micro_batches if run else 1)
+                micro_batches=run.step.micro_batches if run else 1, per_rank=run.batch_per_rank if run else None)
         else:
             said = []
         if run is not None:

@@ -76,15 +76,19 @@ def split_model_options(items: list[str] | None) -> dict:
     return out
 
 
-def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None, micro_batches: int = 1) -> tuple[int, str]:
+def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None, micro_batches: int = 1,
+                  per_rank: int | None = None) -> tuple[int, str]:
     """The global batch MindFormers trains ``ref`` with on ``mesh``: the config's ``runner_config.batch_size``
-    (per data-parallel rank and micro-step) times the mesh's data-parallel size times the micro-batches (the
-    pipeline's micro_batch_num, or gradient_accumulation_steps); and a note saying so."""
-    path = resolve_config(ref)
-    import_mindformers()
-    with quiet_logger([]):         # MindFormers' config reader logs to stdout
-        cfg = load_yaml(path, None, None, None, overrides or {})
-    per = max(1, int((cfg.get("runner_config") or {}).get("batch_size") or 1))
+    (per data-parallel rank and micro-step; ``per_rank`` where the caller has read it already) times the mesh's
+    data-parallel size times the micro-batches (the pipeline's micro_batch_num, or gradient_accumulation_steps); and
+    a note saying so."""
+    if per_rank is None:
+        path = resolve_config(ref)
+        import_mindformers()
+        with quiet_logger([]):         # MindFormers' config reader logs to stdout
+            cfg = load_yaml(path, None, None, None, overrides or {})
+        per_rank = int((cfg.get("runner_config") or {}).get("batch_size") or 1)
+    per = max(1, int(per_rank))
     dp = _data_parallel(mesh)      # (an axis MindFormers does not know is a warning of the report)
     m = max(int(micro_batches), 1)
     return per * dp * m, (f"batch {per * dp * m}: the config's runner_config.batch_size {per} x data parallel {dp}"
