@@ -89,7 +89,7 @@ def plan_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strate
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     hw = load_hardware(hardware) if hardware else None
     graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
-    _step_options(graph, step)
+    graph = _with_step_options(graph, step)
     anchors = load_anchors(strategies, graph, mesh, check=True) if strategies else {}
     if not strategies and use_model_strategies and graph.mf_options is not None:
         # a MindFormers model's own strategies are what its code sets at the mesh (its tp=1 graph carries none):
@@ -156,8 +156,10 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     hw = load_hardware(hardware) if hardware else None
     rules = load_rules(rules)           # a bad rules file fails before the model is built
     graph = graph if graph is not None else load_graph(model, inputs, kwargs, training=training)
-    _step_options(graph, step)
-    sp_note = with_sequence_parallel(graph, mesh) if sequence_parallel else None
+    graph = _with_step_options(graph, step)
+    sp_note = None
+    if sequence_parallel:
+        graph, sp_note = with_sequence_parallel(graph, mesh)
     from .advice.advisor import check_boundaries
     check_boundaries(graph, bounds)
     from . import progress
@@ -175,11 +177,15 @@ def advise_model(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, rule
     return advice
 
 
-def with_sequence_parallel(graph, mesh: Mesh) -> str | None:
-    """Ask the advice on ``graph`` for sequence parallelism (``graph.sequence_parallel``); a note saying why it
-    does not apply on ``mesh``, or None where it does."""
+def with_sequence_parallel(graph, mesh: Mesh) -> tuple:
+    """(``graph`` asking its advice for sequence parallelism (``sequence_parallel``: a view, the caller's graph left
+    as it is), a note saying why it does not apply on ``mesh`` or None where it does)."""
+    graph = graph.with_meta(sequence_parallel=True)
+    return graph, _sequence_parallel_note(graph, mesh)
+
+
+def _sequence_parallel_note(graph, mesh: Mesh) -> str | None:
     from .advice.anatomy import uses_sequence_parallel
-    graph.sequence_parallel = True
     if mesh.get("tp") <= 1:
         return "sequence parallelism: not applied (it splits the sequence by tp, and the mesh has no tp axis)"
     if not uses_sequence_parallel(graph, mesh):
@@ -188,12 +194,12 @@ def with_sequence_parallel(graph, mesh: Mesh) -> str | None:
     return None
 
 
-def _step_options(graph, step) -> None:
-    """The step model's options (:class:`strategist.cost.step.StepOptions`: pipeline stages, micro-batches,
-    recompute, parallel optimizer) the plans of ``graph`` are estimated with; a model file's batch (its inputs' first
-    dim: the step's) must split into the micro-batches."""
+def _with_step_options(graph, step):
+    """``graph`` with the step model's options its plans are estimated with (:class:`strategist.cost.step.StepOptions`:
+    pipeline stages, micro-batches, recompute, parallel optimizer), a view leaving the caller's graph as it is; a model
+    file's batch (its inputs' first dim: the step's) must split into the micro-batches."""
     if step is None:
-        return
+        return graph
     step = step.check()
     if step.micro_batches > 1 and graph.mf_options is None:
         batches = {spec.shape[0] for spec in graph.inputs.values() if getattr(spec, "shape", None)}
@@ -203,7 +209,7 @@ def _step_options(graph, step) -> None:
             raise InputSpecError(f"--micro-batches {step.micro_batches} does not split the model's batch of {bad[0]} "
                                  f"into whole micro-batches: give a count dividing {bad[0]}, or a larger batch "
                                  f"(--kwargs batch=N or --input)")
-    graph.step_options = step
+    return graph.with_meta(step_options=step)
 
 
 def find_op(plan: Plan, name: str) -> str:

@@ -494,7 +494,7 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
         raise InputSpecError(f"bad --axes {','.join(axes)}: axes are {', '.join(AXES)}")
     shapes = shapes_of(graph)
     if sequence_parallel:
-        graph.sequence_parallel = True
+        graph = graph.with_meta(sequence_parallel=True)     # a view: the caller's graph left as it is
     result = SweepResult(graph.model, devices, hardware)
     todo = []
     for mesh in factorisations(devices, tuple(a for a in AXES if a in axes), max_tp, max_pp):

@@ -16,11 +16,10 @@ LLAMA = os.path.join(ROOT, "examples", "llama.py")
 
 
 def _advise(graph, mesh, sp, step=None):
-    try:
-        return advise_model("", mesh, graph=graph, dataset_strategy="full_batch", step=step, sequence_parallel=sp)
-    finally:
-        del graph.sequence_parallel          # the cached graph goes back as it was built
-        graph.step_options = None
+    advice = advise_model("", mesh, graph=graph, dataset_strategy="full_batch", step=step, sequence_parallel=sp)
+    # the options reach the plans on a view of the graph: the caller's (the cached one) is left as it was built
+    assert not graph.sequence_parallel and graph.step_options is None
+    return advice
 
 
 def _steps(plan, name):

@@ -66,13 +66,9 @@ def test_one_f_one_b_bubble_is_three_elevenths_for_four_stages_and_eight_micro_b
 def _mlp_plan(graph_of, mesh, fc1, fc2, opts=None):
     g = graph_of("examples/mlp.py:MegatronMLP")
     anchors = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", fc1), "linear_fc2.matmul": Anchor("linear_fc2.matmul", fc2)}
-    try:
-        g.step_options = opts
-        plan = propagate(g, Mesh.parse(mesh), anchors, hardware=load_hardware("atlas-800t-a2"))
-        estimate(plan)          # memoised on the plan with the options it was priced under
-        return plan
-    finally:
-        g.step_options = None
+    plan = propagate(g.with_meta(step_options=opts), Mesh.parse(mesh), anchors, hardware=load_hardware("atlas-800t-a2"))
+    estimate(plan)          # memoised on the plan with the options it was priced under
+    return plan
 
 
 def test_megatron_mlp_at_tp4_exposes_the_row_parallel_allreduce(graph_of):
@@ -160,22 +156,17 @@ def test_recompute_and_pipeline_options_change_time_and_memory(graph_of):
     hw = load_hardware("atlas-800t-a2")
     mesh = Mesh.parse("dp=2")
     base = {}
-    try:
-        for r in ("none", "selective", "full"):
-            g.step_options = StepOptions(recompute=r)
-            base[r] = estimate(propagate(g, mesh, {}, hardware=hw))
-        assert base["none"].memory["activations_per_micro_batch"] > \
-            base["selective"].memory["activations_per_micro_batch"] > base["full"].memory["activations_per_micro_batch"]
-        assert base["none"].schedule["computing_s"] < base["selective"].schedule["computing_s"] < \
-            base["full"].schedule["computing_s"]
-        g.step_options = StepOptions(pp=2, micro_batches=2)
-        est = estimate(propagate(g, mesh, {}, hardware=hw))
-        assert est.schedule["bubble_s"] > 0 and len(est.per_stage) == 2
-        g.step_options = StepOptions(pp=3, micro_batches=3)
-        with pytest.raises(InputSpecError, match="pp=3 does not split the model's 2 layers evenly"):
-            estimate(propagate(g, mesh, {}, hardware=hw))
-    finally:
-        g.step_options = None
+    for r in ("none", "selective", "full"):
+        base[r] = estimate(propagate(g.with_meta(step_options=StepOptions(recompute=r)), mesh, {}, hardware=hw))
+    assert base["none"].memory["activations_per_micro_batch"] > \
+        base["selective"].memory["activations_per_micro_batch"] > base["full"].memory["activations_per_micro_batch"]
+    assert base["none"].schedule["computing_s"] < base["selective"].schedule["computing_s"] < \
+        base["full"].schedule["computing_s"]
+    est = estimate(propagate(g.with_meta(step_options=StepOptions(pp=2, micro_batches=2)), mesh, {}, hardware=hw))
+    assert est.schedule["bubble_s"] > 0 and len(est.per_stage) == 2
+    with pytest.raises(InputSpecError, match="pp=3 does not split the model's 2 layers evenly"):
+        estimate(propagate(g.with_meta(step_options=StepOptions(pp=3, micro_batches=3)), mesh, {}, hardware=hw))
+    assert g.step_options is None           # the views left the cached graph as it was built
 
 
 def test_stage_assignment_is_even_with_embedding_first_and_head_last(graph_of):
@@ -233,19 +224,17 @@ def test_the_advisor_chooses_by_the_schedule_when_asked(graph_of):
     hw, mesh = load_hardware("atlas-800t-a2"), Mesh.parse("dp=2,tp=4")
     megatron = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", ((2, 1), (1, 4))),
                 "linear_fc2.matmul": Anchor("linear_fc2.matmul", ((2, 4), (4, 1)))}
-    try:
-        g.step_options = StepOptions(choose_by_schedule=True)
-        a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
-        ref = propagate(g, mesh, megatron, hardware=hw, dataset_strategy="full_batch")
-        assert a.plan.totals()["step_seconds"] == estimate(a.plan).step_s
-        assert ref.totals()["step_seconds"] == estimate(ref).step_s
-        # the whole 8 cards as one tensor-parallel group: fc2's AllReduce of the [8192, 1024] fp16 output
-        # over 8 at 72 GB/s bus bandwidth (2 * 7/8 * 16 MiB: 408 us) against Megatron's [4096, 1024] over 4
-        # at 30 GB/s (2 * 3/4 * 8 MiB: 419 us), and no gradient reduction over dp
-        assert a.plan.strategy("linear_fc1.matmul") == ((1, 1), (1, 8))
-        assert a.plan.totals()["step_seconds"] < ref.totals()["step_seconds"]
-    finally:
-        g.step_options = None
+    a = advise(g.with_meta(step_options=StepOptions(choose_by_schedule=True)), mesh, hardware=hw,
+               dataset_strategy="full_batch")
+    ref = propagate(g.with_meta(step_options=StepOptions(choose_by_schedule=True)), mesh, megatron, hardware=hw,
+                    dataset_strategy="full_batch")
+    assert a.plan.totals()["step_seconds"] == estimate(a.plan).step_s
+    assert ref.totals()["step_seconds"] == estimate(ref).step_s
+    # the whole 8 cards as one tensor-parallel group: fc2's AllReduce of the [8192, 1024] fp16 output
+    # over 8 at 72 GB/s bus bandwidth (2 * 7/8 * 16 MiB: 408 us) against Megatron's [4096, 1024] over 4
+    # at 30 GB/s (2 * 3/4 * 8 MiB: 419 us), and no gradient reduction over dp
+    assert a.plan.strategy("linear_fc1.matmul") == ((1, 1), (1, 8))
+    assert a.plan.totals()["step_seconds"] < ref.totals()["step_seconds"]
     # by default the advisor still chooses by the serial sum: Megatron's column/row pair
     a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
     assert a.plan.strategy("linear_fc1.matmul") == ((2, 1), (1, 4))

@@ -364,6 +364,18 @@ class OpGraph:
         g.meta = self.meta
         return g
 
+    def with_meta(self, **changes) -> "OpGraph":
+        """This graph with ``changes`` to its :class:`GraphMeta` (e.g. ``step_options``, ``sequence_parallel``), left
+        as it is: a view sharing the operators, its MindFormers base graph (``mf_base_graph``) viewed with the same
+        changes -- how a run's options reach the plans of a graph without writing onto the caller's."""
+        import copy
+        g = copy.copy(self)
+        base = self.meta.mf_base_graph
+        if base is not None and "mf_base_graph" not in changes:
+            changes = {**changes, "mf_base_graph": base.with_meta(**changes)}
+        g.meta = dataclasses.replace(self.meta, **changes)
+        return g
+
     def __len__(self) -> int:
         return len(self._ops)
 
