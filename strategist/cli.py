@@ -348,6 +348,13 @@ def step_model_args(sp) -> None:
                    help="MindSpore's enable_parallel_optimizer: weights and optimizer states sharded over their "
                         "replicas (default: as the model's config says)")
     optimizer_arg(g)
+    g.add_argument("--overlap-grad-reduce", dest="grad_comm_overlap", action="store_true", default=None,
+                   help="the data-parallel gradient reductions run beside the backward (MindSpore's "
+                        "parallel_speed_up_json grad_computation_allreduce_overlap; default: as a MindFormers config's "
+                        "parallel_speed_up_json_path says, else off, MindSpore's default)")
+    g.add_argument("--overlap-param-gather", dest="allgather_overlap", action="store_true", default=None,
+                   help="the parallel optimizer's weight AllGathers run beside the forward (MindSpore's "
+                        "parallel_speed_up_json computation_allgather_overlap; default as --overlap-grad-reduce)")
     g.add_argument("--interleave", type=int, default=None, metavar="K",
                    help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): "
                         "1 (default), 2, 4 or 8")
@@ -396,7 +403,8 @@ RUN_ARGS = {"mesh": "mesh", "micro_batches": "micro_batches", "recompute": "reco
             "recompute_layers": "recompute_layers", "select_layers": "select_layers",
             "comm_recompute_layers": "comm_recompute_layers", "optimizer_parallel": "optimizer_parallel",
             "interleave": "interleave", "pp_interleave": "pp_interleave", "offset": "offset",
-            "sequence_parallel": "sequence_parallel"}
+            "sequence_parallel": "sequence_parallel", "grad_comm_overlap": "grad_comm_overlap",
+            "allgather_overlap": "allgather_overlap"}
 
 
 def resolve_args(args):

@@ -76,3 +76,17 @@ def test_console_script_end_to_end_no_traceback(tmp_path):
     assert "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [l for l in bad.stderr.splitlines() if l.startswith("strategist: error:")]
     assert os.listdir(tmp_path) == []
+
+
+def test_the_overlap_options_reach_the_step_and_its_report(capsys):
+    import json
+    off = json.loads(run(capsys, "advise", "examples/llama.py:tiny", "--mesh", "dp=2", "--optimizer-parallel",
+                         "--format", "json")[1])
+    on = json.loads(run(capsys, "advise", "examples/llama.py:tiny", "--mesh", "dp=2", "--optimizer-parallel",
+                        "--overlap-grad-reduce", "--overlap-param-gather", "--format", "json")[1])
+    on, off = on["plan"]["step"], off["plan"]["step"]
+    assert (on["options"]["grad_comm_overlap"], on["options"]["allgather_overlap"]) == (True, True)
+    assert off["options"]["grad_comm_overlap"] is False
+    # the dp=2 gradient reductions and weight AllGathers hidden behind computation: a shorter step
+    assert on["schedule"]["step_s"] < off["schedule"]["step_s"]
+    assert on["schedule"]["communication_not_overlapped_s"] < off["schedule"]["communication_not_overlapped_s"]

@@ -142,3 +142,28 @@ def test_a_full_recompute_of_each_stages_first_layers_lies_between_none_and_all(
                                StepOptions(pp=2, micro_batches=4, recompute="full")))
     assert t_none < t_some < t_full
     assert t_some - t_none == pytest.approx((t_full - t_none) / 2, rel=0.02)     # one layer of each stage's two
+
+
+def test_a_configs_parallel_speed_up_json_sets_the_overlaps(tmp_path):
+    cfg = {"parallel_config": {"data_parallel": 8},
+           "context": {"ascend_config": {"parallel_speed_up_json_path": "./speed/parallel_speed_up.json"}}}
+    # the file missing: MindSpore's defaults (no overlap), said in a note
+    missing = read_settings(cfg, str(tmp_path))
+    assert missing.get("grad_comm_overlap") is None and "not found" in missing.notes[-1]
+    run = resolve_run("examples/llama.py:tiny", {}, config=missing)
+    assert (run.step.grad_comm_overlap, run.step.allgather_overlap) == (False, False)
+    assert run.origin("grad_comm_overlap") == "default"
+    # found beside the YAML (or in a directory above it, as a path relative to the repository's root is written)
+    (tmp_path / "speed").mkdir()
+    (tmp_path / "speed" / "parallel_speed_up.json").write_text('{"grad_computation_allreduce_overlap": true}')
+    found = read_settings(cfg, str(tmp_path / "configs" / "model"))
+    run = resolve_run("examples/llama.py:tiny", {}, config=found)
+    assert (run.step.grad_comm_overlap, run.step.allgather_overlap) == (True, False)
+    assert run.origin("grad_comm_overlap") == ("config ./speed/parallel_speed_up.json "
+                                               "grad_computation_allreduce_overlap")
+    # the command line overrides the file
+    run = resolve_run("examples/llama.py:tiny", {"grad_comm_overlap": False, "allgather_overlap": True}, config=found)
+    assert (run.step.grad_comm_overlap, run.step.allgather_overlap) == (False, True)
+    (tmp_path / "speed" / "parallel_speed_up.json").write_text('{"grad_computation_allreduce_overlap": tru')
+    with pytest.raises(InputSpecError, match="parallel_speed_up_json_path ./speed/parallel_speed_up.json: not JSON"):
+        read_settings(cfg, str(tmp_path))

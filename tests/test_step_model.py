@@ -3,7 +3,7 @@ import pytest
 
 from strategist.cost.pipeline import one_f_one_b, stage_of_ops
 from strategist.cost.profile import StepProfile, parse_overrides, step_profile
-from strategist.cost.schedule import Item, simulate, summarize
+from strategist.cost.schedule import FUSION_BYTES, Item, Overlap, simulate, summarize
 from strategist.cost.step import StepOptions, estimate
 from strategist.vocab.mesh import Mesh
 from strategist.files.hardware import load_hardware
@@ -63,6 +63,30 @@ def test_one_f_one_b_bubble_is_three_elevenths_for_four_stages_and_eight_micro_b
     assert span == pytest.approx(3.0 + 3 * 2.0) and bubble == [pytest.approx(5.0), pytest.approx(1.0)]
 
 
+class _OneSecondPerBucket:
+    """A profile whose collectives take one second per fusion bucket of bytes."""
+
+    def collective_seconds(self, kind, n, nbytes, intra):
+        return nbytes / FUSION_BYTES
+
+
+def test_data_parallel_collectives_beside_computation_only_with_mindspores_overlap_options():
+    # two operators, 1 s forward and 2 s backward each, each weight gathered in 0.5 s (the parallel optimizer) and
+    # its gradient a whole fusion bucket reduced in 1 s
+    items = [Item(n, "", 1.0, 2.0, True, (), prefetch=0.5, mirrors=((("dp", "AllReduce"), "AllReduce", 2, True,
+                                                                     float(FUSION_BYTES)),)) for n in "ab"]
+    prof = _OneSecondPerBucket()
+    both = simulate(items, prof, grads=True, overlap=Overlap(grad_reduce=True, param_gather=True))
+    # b's weight gathered during a's forward (0.5-1.0); b's bucket (after its backward, 2.5-4.5) reduced during a's
+    # backward (4.5-5.5), a's after it (6.5-7.5)
+    assert both.forward_end == pytest.approx(2.5) and both.end == pytest.approx(7.5)
+    # MindSpore's default: each AllGather waits for the computation before it and the forward for it (0-0.5,
+    # 1.5-2.0); the reductions run after the backward (7-9)
+    none = simulate(items, prof, grads=True, overlap=Overlap(grad_reduce=False, param_gather=False))
+    assert none.forward_end == pytest.approx(3.0) and none.end == pytest.approx(9.0)
+    assert summarize(none)[0]["communication_not_overlapped_s"] == pytest.approx(3.0)
+
+
 def _mlp_plan(graph_of, mesh, fc1, fc2, opts=None):
     g = graph_of("examples/mlp.py:MegatronMLP")
     anchors = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", fc1), "linear_fc2.matmul": Anchor("linear_fc2.matmul", fc2)}
@@ -81,10 +105,18 @@ def test_megatron_mlp_at_tp4_exposes_the_row_parallel_allreduce(graph_of):
     # the dataset splits x [4096, 1024] by rows over the 4 cards, fc1 reads it whole: an AllGather sending
     # 3 slices of 2 MiB at 64 GB/s, 2 steps of 10 us, before fc1 can start
     ag = 2 * 10e-6 + 3 * 2 * 2**20 / 64e9
-    assert est.schedule["communication_not_overlapped_s"] == pytest.approx(ag + 2 * ar, rel=1e-6)
-    # fc2's bias [1024] is replicated on the 4 cards: its 2 KiB gradient AllReduce runs on the data-parallel
-    # stream beside fc2's backward AllReduce, which the compute stream waits for: no time of its own
+    # fc2's bias [1024] is replicated on the 4 cards: its 2 KiB gradient AllReduce (2 x log2(4) steps of 10 us and
+    # 2 * 3/4 * 2 KiB at 30 GB/s) runs after the backward, MindSpore's default without
+    # grad_computation_allreduce_overlap
+    gb = 2 * 2 * 10e-6 + 2 * 0.75 * 2048 / 30e9
+    assert est.schedule["communication_not_overlapped_s"] == pytest.approx(ag + 2 * ar + gb, rel=1e-6)
     assert est.schedule["overlapped_s"] == 0.0
+    # with the overlap it runs on the data-parallel stream beside fc2's backward AllReduce, which the compute stream
+    # waits for: no time of its own
+    over = estimate(_mlp_plan(graph_of, "tp=4", ((1, 1), (1, 4)), ((1, 4), (4, 1)),
+                              StepOptions(grad_comm_overlap=True)))
+    assert over.schedule["communication_not_overlapped_s"] == pytest.approx(ag + 2 * ar, rel=1e-6)
+    assert over.schedule["overlapped_s"] == 0.0
     s = est.schedule
     assert s["step_s"] == pytest.approx(s["computing_s"] + s["communication_not_overlapped_s"] + s["free_s"])
 
@@ -348,6 +380,13 @@ def test_flash_attention_runs_at_its_querys_rate_on_the_blocks_its_mask_leaves()
         t = op_time(fa, plan.choices[fa.name], plan.flops[fa.name], plan.traffic.get(fa.name, 0.0), True, prof)
         assert t.forward == pytest.approx(fwd / (273.3e12 * 0.55))
         assert t.backward == pytest.approx(2.5 * fwd / (273.3e12 * 0.55))
+    # the query's sequence split over cp=2 (the keys whole): the device with rows 1024-2047 attends
+    # sum(i + 1 for those rows) = 2048 x 2049 / 2 - 1024 x 1025 / 2 pairs of its 1024 x 2048, three quarters against
+    # the half of the other device: the step waits on it
+    plan = propagate(g, Mesh.parse("cp=2"), {fa.name: ((1, 2, 1), (1, 1, 1), (1, 1, 1), (1, 1))}, hardware=hw,
+                     dataset_strategy="full_batch")
+    pairs = 2048 * 2049 / 2 - 1024 * 1025 / 2
+    assert plan.flops[fa.name] == pytest.approx(3 * 4 * 2 * 256 * pairs)         # 4 x batch x hidden per pair
 
 
 def test_gradient_accumulation_adds_each_micro_batchs_gradients_into_the_sum():

@@ -67,25 +67,44 @@ def candidates(plan, est) -> list[dict]:
     m = est.opts.micro_batches
     rows: dict = {}
     for name, what, _layer, exp, secs in exposed(est.timeline):
-        if exp <= 0 or not (name or what == "gradient"):
+        once = what in ("gradient", "prefetch")         # once a step, all of them one row
+        if exp <= 0 or not (name or once):
             continue
-        r = rows.setdefault((name, what), [0.0, 0.0])
-        r[0] += exp * (1 if what == "gradient" else m)
-        r[1] += secs * (1 if what == "gradient" else m)
+        r = rows.setdefault(("" if once else name, what), [0.0, 0.0])
+        r[0] += exp * (1 if once else m)
+        r[1] += secs * (1 if once else m)
     groups = {c.n for c in _tp_comms(plan)}
     out = []
     for (name, what), (exp, secs) in sorted(rows.items(), key=lambda kv: -kv[1][0]):
-        if what == "gradient":
-            out.append({"op": "(data-parallel gradient reduction)", "collective": what, "exposed_s": exp,
-                        "feature": "gradient fusion buckets beside the backward", "applicable": False,
-                        "reason": "its last bucket waits for the last gradient, after the backward it could hide "
-                                  "behind; more micro-batches (gradient accumulation) amortise it", "saving_s": 0.0,
-                        "how": ""})
+        if what in ("gradient", "prefetch"):
+            out.append(_data_parallel_row(est, what, exp))
             continue
         op = plan.graph.op(name) if name in plan.choices else None
         if op is not None:
             out.extend(_for(plan, est, op, what, exp, secs, groups))
     return out[:24]
+
+
+def _data_parallel_row(est, what: str, exp: float) -> dict:
+    """The overlap row of the data-parallel gradient reductions or the parallel optimizer's weight AllGathers: the
+    parallel_speed_up_json key that runs them beside computation and the step it saves (the schedule again with it
+    on), or why none applies."""
+    from dataclasses import replace
+    grads = what == "gradient"
+    key, field, op = (("grad_computation_allreduce_overlap", "grad_comm_overlap", "(data-parallel gradient reduction)")
+                      if grads else ("computation_allgather_overlap", "allgather_overlap",
+                                     "(optimizer-parallel weight AllGather)"))
+    row = {"op": op, "collective": what, "exposed_s": exp, "feature": f"parallel_speed_up_json {key}"}
+    if getattr(est.opts, field):
+        why = ("its last bucket waits for the last gradient, after the backward it could hide behind; more "
+               "micro-batches (gradient accumulation) amortise it" if grads else
+               "the first layer's AllGather has no computation before it to hide behind")
+        return {**row, "applicable": False, "reason": f"already on: {why}", "saving_s": 0.0, "how": ""}
+    from .step import estimate_with
+    saving = est.step_s - estimate_with(est.plan, replace(est.opts, **{field: True})).step_s
+    return {**row, "applicable": saving > 0, "reason": "" if saving > 0 else "nothing beside it to hide behind",
+            "saving_s": max(saving, 0.0), "how": SPEED_UP.format(key=key) + (
+                " (or --overlap-grad-reduce here)" if grads else " (or --overlap-param-gather here)")}
 
 
 def _tp_comms(plan):

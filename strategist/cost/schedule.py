@@ -38,6 +38,28 @@ class Item:
     op: str = ""                    # the graph operator (a fine-grained copy's is its original's)
 
 
+@dataclass(frozen=True)
+class Overlap:
+    """Which data-parallel collectives MindSpore runs beside computation: the gradient reductions beside the
+    backward's input-gradient operators (``grad_reduce``: ``parallel_speed_up_json``'s
+    ``grad_computation_allreduce_overlap``) and the parallel optimizer's weight AllGathers beside the forward
+    operators before their users (``param_gather``: ``computation_allgather_overlap``). MindSpore's default is
+    neither (mindspore.parallel.auto_parallel.AutoParallel.transformer_opt's documentation: both "Default:
+    False"): the reductions run after the backward, each AllGather before its user, the compute stream waiting."""
+
+    grad_reduce: bool = True
+    param_gather: bool = True
+
+
+def _split_buckets(b: list) -> list[list]:
+    """A group's gradient bytes ``b`` as MindSpore's fusion cuts them: buckets of :data:`FUSION_BYTES`, the rest in
+    the last."""
+    nb, kind, n, intra, layer, last = b
+    full, rest = divmod(nb, FUSION_BYTES)
+    sizes = [float(FUSION_BYTES)] * int(full) + ([rest] if rest else [])
+    return [[x, kind, n, intra, layer, last] for x in sizes]
+
+
 @dataclass
 class Timeline:
     compute: list = field(default_factory=list)     # (start, end, layer), in order
@@ -46,10 +68,13 @@ class Timeline:
     forward_end: float = 0.0
 
 
-def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, extra_exposed=()) -> Timeline:
+def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, extra_exposed=(),
+             overlap: Overlap | None = None) -> Timeline:
     """The schedule of one micro-batch's forward and backward over ``items`` (graph order); with ``grads``
     the gradient reductions in fusion buckets and the optimizer step after them. ``extra_exposed``:
-    ((phase, seconds, layer), ...) collectives every micro-batch waits on (pipeline send/receive)."""
+    ((phase, seconds, layer), ...) collectives every micro-batch waits on (pipeline send/receive). ``overlap``:
+    which data-parallel collectives run beside computation (:class:`Overlap`; None: both)."""
+    overlap = overlap or Overlap()
     tl = Timeline()
     tc = tcomm = tpre = 0.0
     ready: dict = {}
@@ -68,7 +93,7 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
                 t = tcomm
             start = max(start, t)
         if it.prefetch and grads:
-            s = tpre
+            s = tpre if overlap.param_gather else max(tpre, tc)
             tpre = s + it.prefetch
             tl.comm.append((s, tpre, it.layer, it.op, "prefetch"))
             start = max(start, tpre)
@@ -125,14 +150,18 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
                 b = buckets.setdefault(key, [0.0, kind, n, intra, it.layer, 0.0])
                 b[0] += nb
                 b[5] = end
-                if b[0] >= FUSION_BYTES:
+                if b[0] >= FUSION_BYTES and overlap.grad_reduce:
                     s = max(tdp, end)
                     tdp = s + prof.collective_seconds(kind, n, b[0], intra)
                     tl.comm.append((s, tdp, b[4], "", "gradient"))
                     del buckets[key]
-    # the last bucket of each group: launched once its last gradient is computed
+    # the last bucket of each group: launched once its last gradient is computed; without the overlap, every
+    # bucket after the backward, in the order of their last gradients
+    if not overlap.grad_reduce:
+        buckets = {k: _split_buckets(b) for k, b in buckets.items()}
+        buckets = {(k, i): b for k, bs in buckets.items() for i, b in enumerate(bs)}
     for nb, kind, n, intra, layer, last in sorted(buckets.values(), key=lambda b: b[5]):
-        s = max(tdp, last)
+        s = max(tdp, last if overlap.grad_reduce else tc)
         tdp = s + prof.collective_seconds(kind, n, nb, intra)
         tl.comm.append((s, tdp, layer, "", "gradient"))
     end = max(tc, tcomm, tdp if grads else 0.0)

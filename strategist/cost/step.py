@@ -19,7 +19,7 @@ from .optime import (
 )
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
-from .schedule import Item, added, not_overlapped, scaled, simulate, stage_signature, summarize
+from .schedule import Item, Overlap, added, not_overlapped, scaled, simulate, stage_signature, summarize
 
 #: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
 #: twice (the global-norm clip, then the update), two fp32 moments read and written
@@ -57,6 +57,11 @@ class StepOptions:
     #: per stage, how many of its first layers recompute their norms and the communication after them
     #: (MindFormers' select_comm_recompute); () none
     comm_recompute_layers: tuple = ()
+    #: MindSpore's ``parallel_speed_up_json`` ``grad_computation_allreduce_overlap`` (the data-parallel gradient
+    #: reductions beside the backward) and ``computation_allgather_overlap`` (the parallel optimizer's AllGathers
+    #: beside the forward); MindSpore's default is neither (:class:`~.schedule.Overlap`)
+    grad_comm_overlap: bool = False
+    allgather_overlap: bool = False
     #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
     #: than the serial sum (Plan.totals()' step_seconds)
     choose_by_schedule: bool = False
@@ -483,6 +488,7 @@ class StepEstimate:
                         "pp_interleave": opts.pp_interleave, "offset": _plain(opts.offset),
                         "recompute_layers": list(opts.recompute_layers), "select_layers": list(opts.select_layers),
                         "comm_recompute_layers": list(opts.comm_recompute_layers),
+                        "grad_comm_overlap": opts.grad_comm_overlap, "allgather_overlap": opts.allgather_overlap,
                         "settings": [{"setting": n, "value": v, "from": o} for n, v, o in opts.origins],
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
         self._summarized: dict = {}
@@ -495,9 +501,10 @@ class StepEstimate:
         hit = self._timelines.get(s)
         if hit is None:
             _names, mine, p2p, optimizer_s = self._stage_items[s]
-            hit = self._timelines[s] = (simulate(mine, self.prof, grads=False, extra_exposed=p2p),
+            ov = Overlap(grad_reduce=self.opts.grad_comm_overlap, param_gather=self.opts.allgather_overlap)
+            hit = self._timelines[s] = (simulate(mine, self.prof, grads=False, extra_exposed=p2p, overlap=ov),
                                         simulate(mine, self.prof, grads=True, optimizer_s=optimizer_s,
-                                                 extra_exposed=p2p))
+                                                 extra_exposed=p2p, overlap=ov))
         return hit
 
     @property

@@ -71,7 +71,11 @@ def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -
            + "".join(f", {label} {o[k]}" for k, label in (("pp_interleave", "chunks per stage"),)
                      if o.get(k, 1) != 1)
            + "".join(f", {label} {_per_stage(o[k])}" for k, label in PER_STAGE if o.get(k))
-           + (f" (stage {o['stage_reported']} shown, the slowest)" if o["pp"] > 1 else "")]
+           + (f" (stage {o['stage_reported']} shown, the slowest)" if o["pp"] > 1 else ""),
+           "beside computation: data-parallel gradient reductions "
+           f"{'yes' if o.get('grad_comm_overlap') else 'no'}, optimizer-parallel AllGathers "
+           f"{'yes' if o.get('allgather_overlap') else 'no'}"
+           + ("" if o.get("grad_comm_overlap") and o.get("allgather_overlap") else " (MindSpore's default: no)")]
     given = [x for x in o.get("settings", ()) if x["from"].startswith("config")]
     if given:
         out.append("settings from the config: " + "; ".join(f"{x['setting']} {x['value']} ({x['from'][7:]})"

@@ -38,7 +38,9 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         kf = rule.inputs[1]
         s2 = next((rule.input_shapes[1][i] for i, f in enumerate(kf) if f in ("s2", "t2")), 1)
         s1 = next((rule.input_shapes[0][i] for i, f in enumerate(rule.inputs[0]) if f in ("s", "t")), s2)
-        fwd = 4.0 * q * s2 * attended_fraction(op, s1, s2) / split(["b", "n", "s", "t"])
+        # the query's sequence split k ways (context parallelism): the device holding the last chunk sets the pace
+        k = next((s.splits.get(f, 1) for f in rule.inputs[0] if f in ("s", "t")), 1)
+        fwd = 4.0 * q * s2 * attended_fraction(op, s1, s2, k) / split(["b", "n", "s", "t"])
     else:
         fwd = 2.0 * math.prod(sizes[f] for f in rule.factors if f in sizes) / split(rule.factors)
     return 3.0 * fwd
@@ -49,11 +51,16 @@ _PRE, _NEXT, _SPARSE, _MASK = 13, 14, 17, 6
 _ALL = 2**31 - 1
 
 
-def attended_fraction(op: Op, s1: int, s2: int) -> float:
+def attended_fraction(op: Op, s1: int, s2: int, chunks: int = 1) -> float:
     """The share of a FlashAttentionScore's query-key blocks its kernel computes: Ascend's kernel skips the blocks
     outside the band its mask mode sets (CANN FlashAttentionScore: ``sparse_mode`` 0 reads ``pre_tokens`` and
     ``next_tokens`` where an ``attn_mask`` is given, 2 and 3 are causal from the top left and the bottom right, 4 a
     band), so a causal attention computes about half of them (MindFormers' LLaMA: ``next_tokens=0``).
+
+    ``chunks``: the query's sequence split that many ways over the devices (context parallelism, the keys gathered
+    whole): MindSpore shifts each device's band by its chunk's offset (FlashAttentionScoreInfo's
+    ``GetAttentionMaskAttrs``: causal modes become band mode 4), and the share is the last chunk's, the device that
+    attends the most keys and that the step waits on -- ``(2k - 1) / k`` times the mean for a causal mask.
 
     >>> from strategist.vocab.graph import Input, Op
     >>> def fa(sparse, pre=_ALL, nxt=_ALL, mask=True):
@@ -63,6 +70,8 @@ def attended_fraction(op: Op, s1: int, s2: int) -> float:
     ...     return Op("fa", "FlashAttentionScore", "", "", "fa", "", tuple(ins), ())
     >>> attended_fraction(fa(2), 4, 4), attended_fraction(fa(0, nxt=0), 4, 4), attended_fraction(fa(0, mask=False), 4, 4)
     (0.625, 0.625, 1.0)
+    >>> attended_fraction(fa(2), 4, 4, chunks=2)       # rows 2 and 3 of the causal 4 x 4: 3 + 4 of their 8 pairs
+    0.875
     """
     def const(i, default):
         x = op.inputs[i] if i < len(op.inputs) else None
@@ -81,7 +90,11 @@ def attended_fraction(op: Op, s1: int, s2: int) -> float:
         return 1.0
     if s1 <= 0 or s2 <= 0:
         return 1.0
-    return _band(s1, s2, min(pre, s1 + s2), min(nxt, s1 + s2)) / (s1 * s2)
+    pre, nxt = min(pre, s1 + s2), min(nxt, s1 + s2)
+    if chunks > 1 and s1 % chunks == 0:
+        lo = s1 - s1 // chunks
+        return (_band(s1, s2, pre, nxt) - _band(lo, s2, pre, nxt)) / (s1 // chunks * s2)
+    return _band(s1, s2, pre, nxt) / (s1 * s2)
 
 
 def _band(s1: int, s2: int, pre: int, nxt: int) -> float:

@@ -103,7 +103,7 @@ def config_settings(ref: str, overrides: dict | None = None):
     import_mindformers()
     with quiet_logger([]):         # MindFormers' config reader logs to stdout
         cfg = load_yaml(path, None, None, None, overrides or {}, as_written=True)
-    return read_settings(cfg)
+    return read_settings(cfg, os.path.dirname(path))
 
 
 def load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None = None, as_written: bool = False):

@@ -90,8 +90,15 @@ def plain(d):
     return d if isinstance(d, (int, float, str, bool, type(None))) else str(d)
 
 
-def read_settings(cfg) -> ConfigSettings:
-    """The run settings of a loaded config (``MindFormerConfig`` or a plain dict of the YAML)."""
+#: MindSpore's parallel_speed_up_json keys the step model prices, as StepOptions fields
+SPEED_UP = {"grad_computation_allreduce_overlap": "grad_comm_overlap",
+            "computation_allgather_overlap": "allgather_overlap"}
+
+
+def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
+    """The run settings of a loaded config (``MindFormerConfig`` or a plain dict of the YAML); ``config_dir``: the
+    YAML's directory (a relative ``parallel_speed_up_json_path`` is looked for from the working directory, as
+    MindFormers reads it, then from there and the directories above it)."""
     cfg = plain(dict(cfg))
     pc = cfg.get("parallel_config") or {}
     rc = cfg.get("runner_config") or {}
@@ -147,10 +154,40 @@ def read_settings(cfg) -> ConfigSettings:
     if pp > 1 and offset not in (0, None, [], ()):
         out["offset"] = Setting(_hashable(offset), "model_config.offset")
     _recompute(rec, pp, chunks, out, notes)
+    _speed_up(cfg, config_dir, out, notes)
     if int(cfg.get("micro_batch_interleave_num") or 1) > 1:
         notes.append(f"micro_batch_interleave_num {cfg['micro_batch_interleave_num']}: MindSpore's micro-batch "
                      f"interleave is not priced (each copy's communication hiding the other's computation)")
     return ConfigSettings(out, tuple(notes), mesh_error)
+
+
+def _speed_up(cfg: dict, config_dir: str | None, out: dict, notes: list) -> None:
+    """The overlaps a config's ``context.ascend_config.parallel_speed_up_json_path`` turns on (MindSpore's default
+    where the file names none), or a note where the file is not found."""
+    import json
+    import os
+    path = ((cfg.get("context") or {}).get("ascend_config") or {}).get("parallel_speed_up_json_path")
+    if not path or not isinstance(path, str):
+        return
+    tries = [path]
+    d = os.path.abspath(config_dir) if config_dir else None
+    while d and not os.path.isabs(path):
+        tries.append(os.path.join(d, path))
+        d = None if os.path.dirname(d) == d else os.path.dirname(d)
+    found = next((t for t in tries if os.path.isfile(t)), None)
+    if found is None:
+        notes.append(f"context.ascend_config.parallel_speed_up_json_path {path}: not found, so its overlaps are "
+                     f"taken as MindSpore's defaults (off); --overlap-grad-reduce, --overlap-param-gather to say")
+        return
+    try:
+        with open(found, encoding="utf-8") as f:
+            speed = json.load(f)
+    except (OSError, ValueError) as e:
+        raise InputSpecError(f"context.ascend_config.parallel_speed_up_json_path {path}: not JSON ({e}): fix the "
+                             f"file or the path") from None
+    for key, name in SPEED_UP.items():
+        if isinstance(speed, dict) and key in speed:
+            out[name] = Setting(bool(speed[key]), f"{path} {key}")
 
 
 def _hashable(v):
