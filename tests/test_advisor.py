@@ -582,3 +582,16 @@ def test_advice_configures_what_mindspore_cannot_propagate(model, anchors):
     want = yaml.safe_load(open(os.path.join(ROOT, "tests", "models", anchors)))
     assert yaml.safe_load(advice_dict(adv)["anchors_yaml"]) == want
     assert all(c.required and c.rule == "4 fused" for c in adv.chosen)
+
+
+def test_context_parallel_advice_splits_the_vocabulary_as_mindformers_does_and_the_query_by_cp():
+    """On dp=2,cp=2,tp=2 with a 32000-word vocabulary and the whole batch on every device (MindFormers' dataset
+    splits only by dp): MindSpore refuses a vocabulary split beside ids split on their sequence (GatherInfo
+    SHARD_BATCH_AND_AXIS), so the embedding takes LlamaEmbedding's ((mp * cp, 1), (dp, 1)); the attention's query
+    sequence splits by cp, its keys and values gathered whole (MindFormers' colossalai_cp)."""
+    from strategist.api import advise_model
+    a = advise_model("examples/llama.py:tiny", "dp=2,cp=2,tp=2", kwargs=["vocab=32000", "batch=2", "seq=512",
+                                                                          "causal=True"],
+                     dataset_strategy="full_batch")
+    assert a.plan.strategy("model.tok_embeddings.gather") == ((4, 1), (2, 1))
+    assert a.plan.strategy("model.layers.0.attention.flash_attention")[:3] == ((2, 2, 2), (2, 1, 2), (2, 1, 2))
