@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from ..vocab.graph import DTYPE_BYTES, OptimizerSharding
+from .experts import expert_slice
 from .optime import cached_rule
 
 #: operators whose backward reads none of their inputs (a sum, a view, a cast, a copy)
@@ -288,7 +289,7 @@ def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
         for k, slot in enumerate(cached_rule(op).slots):
             x = op.inputs[slot]
             if x.kind == "param" and x.ref not in seen and k < len(ch.inputs):
-                seen[x.ref] = ch.inputs[k].slice_shape
+                seen[x.ref] = expert_slice(plan, x.ref, ch.inputs[k].slice_shape)
     return seen
 
 

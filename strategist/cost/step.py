@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_ways
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from ..vocab.graph import DTYPE_BYTES
 from .optime import (
+    Comm,
     cached_rule,
     comms_of_steps,
     needs_grad,
@@ -192,11 +194,25 @@ def _base_rows(plan, prof, m: int) -> list[tuple]:
         if c is not None:
             ph = comms_of_steps(c.steps, prof)
             own_fwd, own_bwd = _scale(ph.get("forward", ()), m, prof), _scale(ph.get("backward", ()), m, prof)
+        a2a_s = _dispatch_seconds(plan, op, prof, m)
+        if a2a_s:
+            ph = ph if ph is not None else {}
+            own_fwd, own_bwd = (own_fwd or 0.0) + a2a_s, (own_bwd or 0.0) + a2a_s
         rows.append((op, ch, t, tuple(deps), ph, own_fwd, own_bwd))
     if len(_BASES) >= 8:
         _BASES.clear()
     _BASES[key] = (plan, prof, rows)
     return rows
+
+
+def _dispatch_seconds(plan, op, prof, m: int) -> float:
+    """A MoE FFN's dispatch and combine all-to-alls over the ep group for one micro-batch (:mod:`.experts`): each
+    way, forward and again backward."""
+    nb = dispatch_bytes(plan, op)
+    if not nb:
+        return 0.0
+    intra = ep_group_intra(plan, prof.devices_per_node)
+    return 2 * prof.collective_seconds("AllToAll", expert_ways(plan), nb / m, intra)
 
 
 _ITEMS: list = [None, None]
@@ -223,17 +239,34 @@ def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
     recompute = (_in_layers(g) if full is None else _ops_in(g, full)) | selective_drop(g, opts) \
         if full != frozenset() else selective_drop(g, opts)
     items = []
+    experts = expert_chain(plan)
     for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m):
         it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
         if ph is not None:
             it.own_fwd, it.own_bwd = own_fwd, own_bwd
-            it.mirrors, it.prefetch = _mirrors(op, ch, ph.get("grad", ()), zero, prof, g)
+            grads = ph.get("grad", ())
+            if grads and op.name in experts:
+                grads = _expert_grads(grads, experts[op.name], prof)
+            it.mirrors, it.prefetch = _mirrors(op, ch, grads, zero, prof, g)
         it.bwd = t.backward / m
         if op.name in recompute:
             it.bwd += it.fwd
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
         items.append(it)
     return items
+
+
+def _expert_grads(comms, ep: int, prof) -> tuple:
+    """The gradient reductions of an expert weight held ``E / ep`` per device: over each expert's ``n / ep`` replicas
+    (none where ep covers them all), the ring's bytes of a slice ep times smaller."""
+    out = []
+    for c in comms:
+        n = c.n // ep
+        if n <= 1 or c.n % ep:
+            continue
+        nb = c.nbytes / ep * ((n - 1) / n) / ((c.n - 1) / c.n)
+        out.append(Comm(c.kind, n, c.intra, nb, prof.collective_seconds(c.kind, n, nb, c.intra), ("experts", n)))
+    return tuple(out)
 
 
 def _in_layers(graph) -> frozenset[str]:

@@ -13,7 +13,8 @@ the body's place:
   expert weights ``[E, ...]``); its output is what leaves it (``[1, N, h]``);
 * its rule (:func:`strategist.engine.rules.matmul.morph_ffn_rule`) has one token factor ``n`` shared by every activation
   and the output; the expert weights are whole (MindSpore's GroupedMatmulInfo never splits them either, and
-  the Morph's own ep all-to-all is not modelled);
+  the Morph's own ep all-to-all takes no part in propagation: the step and the memory price both,
+  :mod:`strategist.cost.experts`);
 * its FLOPs are the two GroupedMatmuls' (``strategist_flops``), per token split.
 
 ``strategist verify`` still compiles the inlined body on both sides (MindSpore's own view:

@@ -1,0 +1,121 @@
+"""Expert parallelism in the step and the memory: MindFormers' MoE FFN (its dispatcher and experts, one ``MorphFFN``
+operator: :mod:`strategist.frontend.mindformers.morph`) on a mesh with an ``ep`` axis.
+
+The operator's rule keeps the expert weights whole (its propagation has no expert factor), but the run does not:
+MindFormers lays the experts over the ep devices (``FFNGroupedGEMM``'s Morph ``in_strategy``: weights by ep), and its
+token dispatcher (``MoEAlltoAllTokenDispatcher``, mindformers 1.9.0 ``parallel_core/training_graph/transformer/moe``)
+exchanges each device's routed tokens with the expert owners by explicit all-to-alls inside the Morph:
+
+* each device holds ``E / ep`` experts: their weights, gradients and optimizer states are divided by ep, and their
+  gradients are reduced over the ``devices / ep`` replicas of each expert, not over every device;
+* per micro-batch, forward: the dispatch (an AlltoAllV over the ep group of the device's ``k N`` routed token rows of
+  ``h`` elements, ``(ep - 1) / ep`` of them leaving the device) and the combine (the same rows back); backward: the
+  two again, sends and receives swapped. The compute stream waits on each (the experts need their tokens, the
+  next operator the combined rows). The small exchanges of the per-expert counts and of the routing map are left
+  out.
+"""
+from __future__ import annotations
+
+import math
+
+from ..vocab.graph import DTYPE_BYTES, OpGraph
+
+MORPH_FFN = "MorphFFN"
+
+
+def expert_ways(plan) -> int:
+    """The ep size of ``plan``'s mesh (1: no expert parallelism)."""
+    return max(1, plan.mesh.get("ep"))
+
+
+def expert_params(graph: OpGraph) -> dict[str, int]:
+    """``{parameter: its experts}``: the Parameters entering a MoE FFN operator's weight inputs (through Casts and
+    Reshapes), their first dimension the experts. Memoised per graph."""
+    hit = _PARAMS.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    out: dict[str, int] = {}
+    for op in graph:
+        if op.type != MORPH_FFN:
+            continue
+        dims = op.attrs.get("strategist_token_dims", ())
+        for x, d in zip(op.inputs, dims):
+            if d is not None or x.spec is None or len(x.spec.shape) < 3:
+                continue
+            experts = x.spec.shape[0]
+            src = x
+            while src.kind == "op" and src.ref in graph:
+                prev = graph.op(src.ref)
+                if prev.type not in ("Cast", "Reshape") or not prev.inputs:
+                    break
+                src = prev.inputs[0]
+            if src.kind == "param" and src.ref in graph.params:
+                out[src.ref] = experts
+    if len(_PARAMS) >= 8:
+        _PARAMS.clear()
+    _PARAMS[id(graph)] = (graph, out)
+    return out
+
+
+_PARAMS: dict = {}
+
+
+def expert_chain(plan) -> dict[str, int]:
+    """``{operator: ep}``: the operators between an expert Parameter and its MoE FFN operator (Casts, Reshapes) and
+    the FFN operators themselves, whichever of them carries the weight's gradient reduction; {} without ep."""
+    ep = expert_ways(plan)
+    if ep <= 1:
+        return {}
+    g = plan.graph
+    params = expert_params(g)
+    out: dict[str, int] = {}
+    for op in g:
+        if op.type == MORPH_FFN:
+            out[op.name] = ep
+        elif op.type in ("Cast", "Reshape") and op.inputs:
+            x = op.inputs[0]
+            while x.kind == "op" and x.ref in g and g.op(x.ref).type in ("Cast", "Reshape") and g.op(x.ref).inputs:
+                x = g.op(x.ref).inputs[0]
+            if x.kind == "param" and x.ref in params:
+                out[op.name] = ep
+    return out
+
+
+def expert_slice(plan, name: str, shape: tuple) -> tuple:
+    """A Parameter's slice shape with its experts divided over the ep devices (``shape`` as propagated: whole; the
+    experts outermost in its first dimension, ``[E, ...]`` or MindFormers' ``[E * h, f]``)."""
+    ep = expert_ways(plan)
+    experts = expert_params(plan.graph).get(name) if ep > 1 else None
+    if not experts or not shape or experts % ep or shape[0] % experts:
+        return shape
+    return (shape[0] // ep,) + tuple(shape[1:])
+
+
+def dispatch_bytes(plan, op) -> float:
+    """Bytes one device sends in one all-to-all of ``op``'s routed tokens over the ep group (dispatch or combine),
+    for the whole step's batch: ``k N h`` elements of the tokens' dtype, ``(ep - 1) / ep`` of them leaving; 0
+    without expert parallelism."""
+    ep = expert_ways(plan)
+    if op.type != MORPH_FFN or ep <= 1:
+        return 0.0
+    ch = plan.choices.get(op.name)
+    dims = op.attrs.get("strategist_token_dims", ())
+    acts = [(k, x, d) for k, (x, d) in enumerate(zip(op.inputs, dims)) if d is not None and x.spec is not None]
+    if ch is None or not acts:
+        return 0.0
+    k0, tokens, d0 = acts[0]
+    lay = ch.inputs[k0] if k0 < len(ch.inputs) else None
+    rows = lay.slice_shape[d0] if lay is not None else tokens.spec.shape[d0]
+    hidden = tokens.spec.shape[-1]
+    # the routing map: [..., N, k] integer expert ids beside the tokens
+    top_k = next((x.spec.shape[-1] for _k, x, _d in acts[1:] if "int" in x.spec.dtype), 1)
+    per = DTYPE_BYTES.get(tokens.spec.dtype, 2)
+    return top_k * rows * hidden * per * (ep - 1) / ep
+
+
+def ep_group_intra(plan, devices_per_node: int) -> bool:
+    """Does the ep group stay within a node? Its devices are ``cp * tp`` apart in strategist's mesh order (pp, dp,
+    ep, cp, tp)."""
+    m = plan.mesh
+    inner = math.prod(m.get(a) for a in ("cp", "tp"))
+    return expert_ways(plan) * inner <= devices_per_node

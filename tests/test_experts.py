@@ -1,0 +1,62 @@
+"""Expert parallelism in the step and the memory (strategist.cost.experts), worked by hand on a small qwen3_moe: the
+experts over the ep devices, their gradients reduced over each expert's replicas, and the token dispatcher's
+all-to-alls over the ep group."""
+import math
+
+import pytest
+
+from strategist.api import plan_model
+from strategist.cost.experts import dispatch_bytes, expert_params
+from strategist.cost.step import StepOptions, build_items, estimate, step_profile_of
+from strategist.vocab.graph import DTYPE_BYTES
+
+QWEN3_MOE = "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"
+SMALL = ["layers=2", "seq=128", "batch=8", "hidden_size=256", "intermediate_size=512", "num_attention_heads=4",
+         "num_key_value_heads=4", "head_dim=64", "vocab_size=1024", "num_experts_per_tok=2",
+         "moe_intermediate_size=128", "num_experts=4"]
+
+
+@pytest.fixture(scope="module")
+def plans():
+    from strategist.frontend.loader import load_graph
+    g = load_graph(QWEN3_MOE, None, SMALL, training=True)
+    return {mesh: plan_model(QWEN3_MOE, mesh, graph=g, step=StepOptions()) for mesh in ("dp=4", "dp=2,ep=2")}
+
+
+def test_each_device_holds_its_share_of_the_experts(plans):
+    plain, ep = plans["dp=4"], plans["dp=2,ep=2"]
+    experts = expert_params(ep.graph)
+    # two layers, each: w1 [4 experts x 256, 256] (gate and up, 128 each) and w2 [4 x 128, 256]
+    assert sorted(experts.values()) == [4, 4, 4, 4]
+    whole = sum(math.prod(ep.graph.params[p].spec.shape) * DTYPE_BYTES[ep.graph.params[p].spec.dtype]
+                for p in experts)
+    assert whole == 2 * (4 * 256 * 256 + 4 * 128 * 256) * DTYPE_BYTES[ep.graph.params[next(iter(experts))].spec.dtype]
+    # ep=2: half of them on each device, and half their optimizer states (two fp32 moments per element)
+    a, b = estimate(plain).memory, estimate(ep).memory
+    assert a["parameters"] - b["parameters"] == pytest.approx(whole / 2)
+    elements = whole / DTYPE_BYTES[ep.graph.params[next(iter(experts))].spec.dtype]
+    assert a["optimizer_states"] - b["optimizer_states"] == pytest.approx(elements / 2 * 8)
+
+
+def test_the_dispatcher_exchanges_each_devices_routed_tokens_over_the_ep_group(plans):
+    plan = plans["dp=2,ep=2"]
+    ffn = next(op for op in plan.graph if op.type == "MorphFFN")
+    # 8 x 128 tokens over 4 devices: 256 rows each, routed to 2 experts, 256 bf16 elements a row; half of them to the
+    # other device of the ep pair
+    assert dispatch_bytes(plan, ffn) == 2 * 256 * 256 * 2 / 2
+    assert dispatch_bytes(plans["dp=4"], ffn) == 0.0
+    prof = step_profile_of(plan.hardware, ())
+    a2a = prof.collective_seconds("AllToAll", 2, 2 * 256 * 256 * 2 / 2, True)
+    mine = {it.name: it for it in build_items(plan, prof, StepOptions(), None)}[ffn.name]
+    plain = {it.name: it for it in build_items(plans["dp=4"], prof, StepOptions(), None)}[ffn.name]
+    # dispatch and combine, forward and again backward, on top of what the operator had without ep
+    assert mine.own_fwd - (plain.own_fwd or 0.0) == pytest.approx(2 * a2a)
+    assert mine.own_bwd - (plain.own_bwd or 0.0) == pytest.approx(2 * a2a)
+
+
+def test_an_experts_gradient_is_reduced_over_its_replicas_only(plans):
+    ep = plans["dp=2,ep=2"]
+    prof = step_profile_of(ep.hardware, ())
+    mirrors = [m for it in build_items(ep, prof, StepOptions(), None) for m in it.mirrors if m[0][0][:1] == ("experts",)]
+    # each expert weight on 2 of the 4 devices: one AllReduce over the pair, not over all 4
+    assert mirrors and all(m[2] == 2 for m in mirrors)
