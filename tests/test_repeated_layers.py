@@ -70,3 +70,15 @@ def test_advice_on_the_first_layers_carried_is_the_whole_graphs(model, kwargs, m
     carried = advise_repeated(g, Mesh.parse(mesh), hardware=hw, dataset_strategy=dataset)
     _same_advice(whole, carried)
     assert any("advised on 2 of the" in n for n in carried.notes)
+
+
+def test_advice_on_two_layers_of_a_deeper_pipeline_prices_them_as_one_stage():
+    """8 layers on pp=4: the advisor runs on 2 of them, which no 4-stage split holds; it prices them as one stage
+    (strategist.cost.step.stage_options) and the whole graph's plan is priced on the 4 stages."""
+    from strategist.api import advise_model
+    from strategist.cost.step import StepOptions, estimate, stage_options
+    step = StepOptions(pp=4, micro_batches=4, choose_by_schedule=True, recompute_layers=(2, 1, 0, 0))
+    assert stage_options(step) == StepOptions(micro_batches=4, choose_by_schedule=True, recompute_layers=(2,))
+    a = advise_model(os.path.join(ROOT, "examples", "llama.py") + ":tiny", "dp=2", kwargs=["layers=8", "batch=8"],
+                     step=step)
+    assert len(estimate(a.plan).per_stage) == 4

@@ -52,7 +52,8 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
     if base is graph:
         return advise(graph, mesh, rules=rules, boundaries=boundaries, hardware=hardware,
                       dataset_strategy=dataset_strategy)
-    adv = advise(base, mesh, rules=rules, boundaries=boundaries, hardware=hardware, dataset_strategy=dataset_strategy)
+    adv = advise(_layers_view(base), mesh, rules=rules, boundaries=boundaries, hardware=hardware,
+                 dataset_strategy=dataset_strategy)
     whole = copied_anchors(adv.anchors, base, graph)
     of = {c.op: c for c in adv.chosen}
     chosen = []
@@ -88,6 +89,14 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
         return chosen, plan
     return carried_advice(graph, mesh, adv.rules, chosen, list(adv.dropped), notes, hardware, dataset_strategy,
                           recheck)
+
+
+def _layers_view(base: OpGraph) -> OpGraph:
+    """The advised layers with the run's step options as one pipeline stage holding them
+    (:func:`~strategist.cost.step.stage_options`): the stage split needs the whole model's layers."""
+    from ..cost.step import stage_options
+    opts = base.step_options
+    return base.with_meta(step_options=stage_options(opts)) if opts is not None and opts.pp > 1 else base
 
 
 def _same_place(src: str, name: str) -> bool:

@@ -112,6 +112,16 @@ class StepOptions:
         return self
 
 
+def stage_options(opts: StepOptions) -> StepOptions:
+    """``opts`` for a graph of a few of the model's layers priced as one pipeline stage (the advice on repeated
+    layers): no pipeline, and each per-stage setting the first stage's."""
+    def first(v):
+        return v[:1] if v else v
+    return replace(opts, pp=1, offset=(), pp_interleave=1, recompute_layers=first(opts.recompute_layers),
+                   select_layers=first(opts.select_layers),
+                   comm_recompute_layers=first(opts.comm_recompute_layers)).check()
+
+
 def _plain(v):
     return [_plain(x) for x in v] if isinstance(v, tuple) else v
 
