@@ -364,8 +364,11 @@ def step_model_args(sp) -> None:
     g.add_argument("--step-set", action="append", default=[], metavar="FIGURE=VALUE",
                    help="override a hardware figure of the step model, e.g. matmul_tflops=300, "
                         "intra_bus_GBps.AllReduce.8=80; repeatable")
+    g.add_argument("--choose-by-serial-sum", action="store_true",
+                   help="the advisor's choices by the serial sum of communication and compute rather than the "
+                        "scheduled step (the default)")
     g.add_argument("--choose-by-schedule", action="store_true",
-                   help="the advisor's choices by the scheduled step rather than the serial sum")
+                   help="the advisor's choices by the scheduled step: the default (accepted for earlier command lines)")
 
 
 def optimizer_arg(g, memory: bool = False) -> None:
@@ -420,7 +423,7 @@ def resolve_args(args):
     overrides = split_model_options(args.kwargs)["overrides"] if _is_config(args.model) else None
     return resolve_run(args.model, given, overrides=overrides, optimizer=getattr(args, "optimizer", None),
                        step_overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
-                       choose_by_schedule=getattr(args, "choose_by_schedule", False))
+                       choose_by_schedule=not getattr(args, "choose_by_serial_sum", False))
 
 
 def _is_config(model: str) -> bool:

@@ -206,6 +206,8 @@ class Comparison3:
     extract_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     advice: object = None             # the Advice behind (a)
+    #: what its steps are ("step estimate": the schedule's, the default; "serial sum" with --choose-by-serial-sum)
+    measure: str = "step estimate"
 
     def __getitem__(self, key: str) -> Column:
         return self.columns[key]
@@ -220,7 +222,7 @@ class Comparison3:
                 "dataset_strategy": self.dataset_strategy if isinstance(self.dataset_strategy, str)
                 else {k: list(v) for k, v in self.dataset_strategy.items()},
                 "operators": self.graph_ops,
-                "step_ratio_a_over_c": self.step_ratio(),
+                "step_ratio_a_over_c": self.step_ratio(), "measure": self.measure,
                 "columns": {k: c.to_dict(max_rows) for k, c in self.columns.items()}, "notes": self.notes}
 
     def timings(self) -> str:
@@ -249,8 +251,8 @@ class Comparison3:
             ["anchors"] + [cell(c, lambda c: str(c.anchors)) for c in cols],
             ["communication / step"] + [cell(c, lambda c: human_bytes(c.totals["total_bytes"])) for c in cols],
             ["communication time"] + [cell(c, lambda c: f"{c.totals['total_seconds'] * 1e3:.3f} ms") for c in cols],
-            # compare weighs plans by the serial sum (communication plus compute, nothing hidden): named so
-            ["serial sum"] + [cell(c, lambda c: f"{c.totals['step_seconds'] * 1e3:.3f} ms") for c in cols],
+            # compare weighs plans by the advisor's measure (the schedule's step, or the serial sum): named so
+            [self.measure] + [cell(c, lambda c: f"{c.totals['step_seconds'] * 1e3:.3f} ms") for c in cols],
             ["memory / device"] + [cell(c, lambda c: human_bytes(c.memory["total"])) for c in cols],
             ["agreement with (c)"] + [cell(c, lambda c: f"{c.agreed}/{c.total} ({100 * c.agreement:.1f} %)")
                                       for c in cols],
@@ -263,7 +265,7 @@ class Comparison3:
         out += render_table([""] + [c.title for c in cols], rows)
         r = self.step_ratio()
         if r is not None:
-            out.append(f"serial sum (a)/(c): {r:.3f}")
+            out.append(f"{self.measure} (a)/(c): {r:.3f}")
         for c in cols:
             if c.error:
                 out.append(f"{c.title}: not available: {c.error}")
@@ -289,7 +291,7 @@ class Comparison3:
             if c.key == "a" and c.regions:
                 out += _regions_text(c, max_rows)
             if c.key == "a" and len(c.toward) > 1:
-                out += _toward_text(c, self.columns["c"].totals.get("step_seconds"), self.columns["b"])
+                out += _toward_text(c, self.columns["c"].totals.get("step_seconds"), self.columns["b"], self.measure)
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
             out += ["", "notes:"] + [f"  {n}" for n in notes]
@@ -324,14 +326,14 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
     return out
 
 
-def _toward_text(c: Column, ref_step: float | None, b: Column) -> list[str]:
+def _toward_text(c: Column, ref_step: float | None, b: Column, measure: str) -> list[str]:
     functional = sum(not d.held for d in c.disagreements if d.type != "Cast")
     out = ["", f"{c.title} toward (c): (c)'s layout region by region on top of the advice, the cheapest per "
                f"operator first, each with the regions before it"
            + (f"; a functional call is anchored by no line ({functional} of the differing operators), it follows "
               f"or not" if functional else "")]
     ratio = (lambda t: f"{t.step_seconds / ref_step:.3f}") if ref_step else (lambda t: "-")
-    out += render_table(["region taken", "agreement with (c)", "anchors", "serial sum", "serial sum / (c)'s"],
+    out += render_table(["region taken", "agreement with (c)", "anchors", measure, f"{measure} / (c)'s"],
                         [[t.region or "(the advice)", f"{t.agreed}/{t.total} ({100 * t.agreement:.1f} %)",
                           str(t.anchors), f"{t.step_seconds * 1e3:.3f} ms", ratio(t)] for t in c.toward])
     limit = "" if b.error or b.anchors is None else f" and no more anchors than (b) ({b.anchors})"
@@ -443,7 +445,8 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     t_extract = time.perf_counter() - t0
     experts = dict(experts or {})
     cols = {k: Column(k, TITLES[k]) for k in COLUMNS}
-    cmp = Comparison3(model, mesh, dataset_strategy, cols, len(graph), t_extract)
+    from .cost.step import step_measure
+    cmp = Comparison3(model, mesh, dataset_strategy, cols, len(graph), t_extract, measure=step_measure(graph))
     cmp.notes += list(graph.notes)      # the front end's (layer-count keys fitted to --layers)
     if dataset_strategy == DEFAULT_DATASET:
         cmp.notes.append("dataset full_batch for all three: MindFormers' own (dp, 1) input split leaves the tp "

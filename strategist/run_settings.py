@@ -56,7 +56,7 @@ def _show(v) -> str:
 
 
 def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optimizer: str | None = None,
-                step_overrides: tuple = (), choose_by_schedule: bool = False, config=None) -> Run:
+                step_overrides: tuple = (), choose_by_schedule: bool = True, config=None) -> Run:
     """The run of ``model`` with the settings ``given`` on the command line (None or absent: not given); the
     others from a MindFormers config's own settings (:func:`~.frontend.mindformers.config_settings`, ``overrides``
     its ``--set`` keys; or ``config``, a :class:`~.frontend.mindformers.settings.ConfigSettings` read elsewhere:

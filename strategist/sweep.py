@@ -577,13 +577,15 @@ def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
 
 
 def fastest_meshes(todo, results: dict, n: int) -> list[int]:
-    """The indices of the ``n`` meshes whose fastest fitting configuration is fastest."""
+    """The indices of the ``n`` meshes whose fastest fitting configuration is fastest, equal steps ordered as the
+    ranking orders them (:func:`_rank_key`: fewer axes besides dp first)."""
     best = []
     for k, out in results.items():
         steps = [r["step_s"] for r in out.get("rows", ()) if r.get("fits") and r.get("step_s") is not None]
         if steps:
-            best.append((round(min(steps), 12), mesh_text(todo[k][0]), k))
-    return [k for _s, _m, k in sorted(best)[:n]]
+            axes = sum(1 for a, v in todo[k][0].items() if a != "dp" and v > 1)
+            best.append((round(min(steps), 12), axes, mesh_text(todo[k][0]), k))
+    return [k for *_key, k in sorted(best)[:n]]
 
 
 @contextlib.contextmanager

@@ -67,3 +67,20 @@ def no_output_folder():
     yield
     appeared = sorted(d for d in dirs - before if os.path.exists(os.path.join(d, "output")))
     assert not appeared, f"an output/ folder appeared in {', '.join(appeared)} (MindFormers' log, LOG_MF_PATH unset)"
+
+
+def serial(graph):
+    """``graph`` advised by the serial sum of communication and compute (``--choose-by-serial-sum``) instead of the
+    default scheduled step: what a test of an advisor's mechanism on a small model pins. On the 910B's HCCS a 2- or
+    4-card group runs its collectives at 18-30 GB/s against 72 for all 8 (rules/hardware/atlas-800t-a2.yaml), and the
+    data-parallel gradient reductions run after the backward (MindSpore's default), so by the schedule most of these
+    small models train fastest data parallel over every device -- configure nothing -- and the mechanism would have
+    no anchor to show. Each such test says what the schedule chooses instead."""
+    from strategist.cost.step import StepOptions
+    return graph.with_meta(step_options=StepOptions(choose_by_schedule=False))
+
+
+def serial_step():
+    """The step options of :func:`serial`, for ``advise_model(..., step=)``."""
+    from strategist.cost.step import StepOptions
+    return StepOptions(choose_by_schedule=False)

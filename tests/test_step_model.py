@@ -250,14 +250,13 @@ def test_two_copies_hide_a_row_parallel_allreduce_behind_each_other():
     assert summarize(tl)[0]["overlapped_s"] == pytest.approx(1.0)
 
 
-def test_the_advisor_chooses_by_the_schedule_when_asked(graph_of):
+def test_the_advisor_chooses_by_the_schedule(graph_of):
     from strategist.advice.advisor import advise
     g = graph_of("examples/mlp.py:MegatronMLP", "hidden=1024", "ffn=4096", "tokens=8192")
     hw, mesh = load_hardware("atlas-800t-a2"), Mesh.parse("dp=2,tp=4")
     megatron = {"linear_fc1.matmul": Anchor("linear_fc1.matmul", ((2, 1), (1, 4))),
                 "linear_fc2.matmul": Anchor("linear_fc2.matmul", ((2, 4), (4, 1)))}
-    a = advise(g.with_meta(step_options=StepOptions(choose_by_schedule=True)), mesh, hardware=hw,
-               dataset_strategy="full_batch")
+    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")        # the schedule: the default
     ref = propagate(g.with_meta(step_options=StepOptions(choose_by_schedule=True)), mesh, megatron, hardware=hw,
                     dataset_strategy="full_batch")
     assert a.plan.totals()["step_seconds"] == estimate(a.plan).step_s
@@ -267,8 +266,9 @@ def test_the_advisor_chooses_by_the_schedule_when_asked(graph_of):
     # at 30 GB/s (2 * 3/4 * 8 MiB: 419 us), and no gradient reduction over dp
     assert a.plan.strategy("linear_fc1.matmul") == ((1, 1), (1, 8))
     assert a.plan.totals()["step_seconds"] < ref.totals()["step_seconds"]
-    # by default the advisor still chooses by the serial sum: Megatron's column/row pair
-    a = advise(g, mesh, hardware=hw, dataset_strategy="full_batch")
+    # by the serial sum (--choose-by-serial-sum), every collective at its link bandwidth: Megatron's column/row pair
+    a = advise(g.with_meta(step_options=StepOptions(choose_by_schedule=False)), mesh, hardware=hw,
+               dataset_strategy="full_batch")
     assert a.plan.strategy("linear_fc1.matmul") == ((2, 1), (1, 4))
 
 

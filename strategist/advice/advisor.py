@@ -339,20 +339,6 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
                          f"{mb / 2**30:.2f} GiB ({(mb - ma) / 2**30:+.2f} GiB)")
         except (PropagationError, StrategyError):
             pass
-    semi_anchors = {}
-    for name, ch in final.choices.items():
-        if name in final.anchors and final.anchors[name].layouts is not None:
-            semi_anchors[name] = final.anchors[name]      # as configured (a Layout over a device matrix of its own)
-        elif ch.sharding is not None and ch.op.type not in ("Cast",):
-            s = ch.sharding if ch.sharding.dev_matrix == mesh.shape else None
-            semi_anchors[name] = anchor_of(name, s, mesh, ch.op.type) if s is not None else \
-                Anchor(name, ch.sharding.strategy, origin="semi")
-    try:
-        semi = run(semi_anchors)
-    except (PropagationError, StrategyError) as err:   # MindSpore would refuse it: compare with the advice
-        notes.append(f"configuring every operator as the advice's plan fails in MindSpore's search ({err}); "
-                     f"that column repeats the advice")
-        semi = final
     # the layouts the model's own code fixes (MindFormers' MoE FFN Morph) stay whatever else goes: a plan without
     # them is not the model that runs. Configuring nothing is the floor where propagation lands them there anyway
     fixed = [c for c in keep if c.template == "moe_ffn"]
@@ -375,6 +361,21 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
         dt = final.totals()["step_seconds"] - baseline.totals()["step_seconds"]
         notes.append(f"configuring nothing would be {dt * 1e3:.3f} ms faster by the step model, but it leaves the MoE "
                      f"FFN Morphs on layouts MindFormers' code does not run (FFNGroupedGEMM.shard fixes theirs)")
+    # every operator configured as the plan advised (after the floor: configuring nothing has its plan too)
+    semi_anchors = {}
+    for name, ch in final.choices.items():
+        if name in final.anchors and final.anchors[name].layouts is not None:
+            semi_anchors[name] = final.anchors[name]      # as configured (a Layout over a device matrix of its own)
+        elif ch.sharding is not None and ch.op.type not in ("Cast",):
+            s = ch.sharding if ch.sharding.dev_matrix == mesh.shape else None
+            semi_anchors[name] = anchor_of(name, s, mesh, ch.op.type) if s is not None else \
+                Anchor(name, ch.sharding.strategy, origin="semi")
+    try:
+        semi = run(semi_anchors)
+    except (PropagationError, StrategyError) as err:   # MindSpore would refuse it: compare with the advice
+        notes.append(f"configuring every operator as the advice's plan fails in MindSpore's search ({err}); "
+                     f"that column repeats the advice")
+        semi = final
     existing = _existing(graph, mesh, final, keep, hardware, dataset_strategy)
     return Advice(graph, mesh, rules, keep, dropped, final, baseline, semi, existing, notes)
 

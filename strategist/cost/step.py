@@ -66,7 +66,7 @@ class StepOptions:
     allgather_overlap: bool = False
     #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
     #: than the serial sum (Plan.totals()' step_seconds)
-    choose_by_schedule: bool = False
+    choose_by_schedule: bool = True
     #: the optimizer whose states the memory holds (:data:`~.memory.OPTIMIZERS`: adamw, MindFormers' AdamW with
     #: fp32 moments; adam-weight-decay, MindSpore's nn.AdamWeightDecay; momentum); None: as the model's config says
     #: (a MindFormers config's ``optimizer.type``), else adamw
