@@ -558,11 +558,6 @@ def _fold_model_options(args) -> None:
         args.kwargs = list(args.kwargs or []) + extra
 
 
-def _md_block(text: str) -> str:
-    """A plain-text report as Markdown: one fenced block."""
-    return f"```text\n{text if text.endswith(chr(10)) else text + chr(10)}```\n"
-
-
 #: the stdout strategist's report goes to, while whatever else prints (the user's model, ``transformers`` at import,
 #: MindSpore's Python warnings) goes to stderr (:func:`_report_stdout`)
 _REPORT_OUT: list = []
@@ -724,8 +719,7 @@ def _main(argv: list[str] | None = None) -> int:
             if args.format == "json":
                 _write(args, graph.to_json() + "\n")
             else:
-                text = inspect_text(graph, args.depth)
-                _write(args, _md_block(text) if args.format == "md" else text)
+                _write(args, inspect_text(graph, args.depth, markdown=args.format == "md"))
         elif args.command == "advise":
             import io
             from .api import advise_model
@@ -761,8 +755,7 @@ def _main(argv: list[str] | None = None) -> int:
                 if args.format == "json":
                     _write(args, json.dumps(explain_dict(plan, name), indent=1, sort_keys=True) + "\n")
                 else:
-                    text = explain_text(plan, name)
-                    _write(args, _md_block(text) if args.format == "md" else text)
+                    _write(args, explain_text(plan, name, markdown=args.format == "md"))
             else:
                 _plan_report(args, plan)
         elif args.command == "verify" and args.memory:
@@ -779,8 +772,7 @@ def _main(argv: list[str] | None = None) -> int:
             if args.format == "json":
                 _write(args, result.to_json() + "\n")
             else:
-                text = result.text(args.max_rows)
-                _write(args, _md_block(text) if args.format == "md" else text)
+                _write(args, result.text(args.max_rows, markdown=args.format == "md"))
             _say(list(said) + [result.timings()])
             return 0 if result.all_agree else 1
         elif args.command == "compare":
@@ -795,8 +787,7 @@ def _main(argv: list[str] | None = None) -> int:
                 from .report.html import compare_html
                 _write(args, compare_html(cmp, args.max_rows))
             else:
-                text = cmp.text(args.max_rows)
-                _write(args, _md_block(text) if args.format == "md" else text)
+                _write(args, cmp.text(args.max_rows, markdown=args.format == "md"))
             said = list(said) + [cmp.timings()]
         elif args.command == "sweep":
             return _sweep(parser, args, said)

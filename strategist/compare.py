@@ -235,7 +235,8 @@ class Comparison3:
     def to_json(self, max_rows: int = 0) -> str:
         return json.dumps(self.to_dict(max_rows), indent=1, sort_keys=False, default=str)
 
-    def text(self, max_rows: int = 20) -> str:
+    def text(self, max_rows: int = 20, markdown: bool = False) -> str:
+        """The report as console text, or Markdown (``markdown``: its tables as Markdown tables)."""
         cols = [self.columns[k] for k in COLUMNS if k in self.columns]
         out = [f"model: {self.model}   mesh: {self.mesh} ({self.mesh.size} devices)   operators: {self.graph_ops}   "
                f"dataset: {self.dataset_strategy}", ""]
@@ -262,7 +263,7 @@ class Comparison3:
                 cell(c, lambda c: f"{c.configured_agreed}/{c.configured_total} "
                                   f"({100 * c.configured_agreement:.1f} %)") for c in cols],
         ]
-        out += render_table([""] + [c.title for c in cols], rows)
+        out += render_table([""] + [c.title for c in cols], rows, markdown)
         r = self.step_ratio()
         if r is not None:
             out.append(f"{self.measure} (a)/(c): {r:.3f}")
@@ -281,7 +282,7 @@ class Comparison3:
                                 [[d.op, d.type, strategy_text(d.strategy), strategy_text(d.reference),
                                   d.reference_by or ("experts" if d.configured else "propagation"),
                                   human_bytes(d.bytes), human_bytes(d.ref_bytes)]
-                                 + ([_what_if_text(d)] if what_if else []) for d in shown])
+                                 + ([_what_if_text(d)] if what_if else []) for d in shown], markdown)
             if what_if:
                 faster = c.reference_faster
                 out.append(f"step if (c)'s: the step estimate's change with the operator (and the same operator of "
@@ -289,9 +290,10 @@ class Comparison3:
                            f"call: no shard() line can carry it); "
                            f"{len(faster)} faster" + (": " + patterns_text(faster, getattr(c.plan, "graph", None)) if faster else ""))
             if c.key == "a" and c.regions:
-                out += _regions_text(c, max_rows)
+                out += _regions_text(c, max_rows, markdown)
             if c.key == "a" and len(c.toward) > 1:
-                out += _toward_text(c, self.columns["c"].totals.get("step_seconds"), self.columns["b"], self.measure)
+                out += _toward_text(c, self.columns["c"].totals.get("step_seconds"), self.columns["b"], self.measure,
+                                    markdown)
         notes = self.notes + [f"{c.key}: {n}" for c in cols for n in c.notes]
         if notes:
             out += ["", "notes:"] + [f"  {n}" for n in notes]
@@ -307,7 +309,7 @@ def patterns_text(ds: list[Disagreement], graph=None) -> str:
                      + ("" if g[0].held else " (functional call: no shard() line)") for key, g in groups.items())
 
 
-def _regions_text(c: Column, max_rows: int) -> list[str]:
+def _regions_text(c: Column, max_rows: int, markdown: bool = False) -> list[str]:
     priced = [r for r in c.regions if r.if_reference is not None]
     faster = c.regions_reference_faster
     out = ["", f"{c.title}: its differences by region (differing operators joined by edges, each repeated layer's "
@@ -318,7 +320,7 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
     out += render_table(["region (its first operator)", "patterns", "operators", "step if (c)'s"],
                         [[r.name, str(len(r.patterns)), str(len(r.ops)),
                           f"{r.if_reference * 1e3:+.3f} ms" + ("" if r.held else " *") if r.if_reference is not None
-                          else "- " + r.unpriced] for r in shown])
+                          else "- " + r.unpriced] for r in shown], markdown)
     if c.if_reference_everywhere is not None:
         worth = "faster" if c.if_reference_everywhere < -PAY_FLOOR else "no faster"
         out.append(f"(c)'s layout at every difference at once, on top of the advice: "
@@ -326,7 +328,7 @@ def _regions_text(c: Column, max_rows: int) -> list[str]:
     return out
 
 
-def _toward_text(c: Column, ref_step: float | None, b: Column, measure: str) -> list[str]:
+def _toward_text(c: Column, ref_step: float | None, b: Column, measure: str, markdown: bool = False) -> list[str]:
     functional = sum(not d.held for d in c.disagreements if d.type != "Cast")
     out = ["", f"{c.title} toward (c): (c)'s layout region by region on top of the advice, the cheapest per "
                f"operator first, each with the regions before it"
@@ -335,7 +337,7 @@ def _toward_text(c: Column, ref_step: float | None, b: Column, measure: str) -> 
     ratio = (lambda t: f"{t.step_seconds / ref_step:.3f}") if ref_step else (lambda t: "-")
     out += render_table(["region taken", "agreement with (c)", "anchors", measure, f"{measure} / (c)'s"],
                         [[t.region or "(the advice)", f"{t.agreed}/{t.total} ({100 * t.agreement:.1f} %)",
-                          str(t.anchors), f"{t.step_seconds * 1e3:.3f} ms", ratio(t)] for t in c.toward])
+                          str(t.anchors), f"{t.step_seconds * 1e3:.3f} ms", ratio(t)] for t in c.toward], markdown)
     limit = "" if b.error or b.anchors is None else f" and no more anchors than (b) ({b.anchors})"
     t = c.closest
     out.append(f"closest to (c) with a step no slower than (c)'s{limit}: "

@@ -196,7 +196,9 @@ def test_out_writes_the_report_to_the_file(capsys, tmp_path):
     captured = capsys.readouterr()
     assert captured.out == "" and f"strategist: wrote {out}" in captured.err
     text = out.read_text()
-    assert text.startswith("```text\n") and text.endswith("```\n") and "operators: 5   edges: 4" in text
+    # Markdown as every command writes it: headings, lists and tables, no fenced console text
+    assert text.startswith("# strategist inspect: ") and "```" not in text and "- operators: 5, edges: 4" in text
+    assert "| type | operators |" in text
 
 
 def test_out_to_an_unwritable_place_is_one_line(capsys, tmp_path):
@@ -220,4 +222,6 @@ def test_explain_json_and_md(capsys):
     assert sum(c["chosen"] for c in d["candidates"]) == 1
     assert main(args + ["--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert md.startswith("```text\nmatmul2 (MatMul)") and "provenance (seed first):" in md
+    assert md.startswith("# matmul2 (MatMul)") and "## Provenance (seed first)" in md and "```" not in md
+    rows = [line for line in md.splitlines() if line.startswith("| `(")]
+    assert len(rows) == len(d["candidates"]) and sum(line.endswith("| chosen |") for line in rows) == 1

@@ -347,6 +347,9 @@ def test_qwen3_moe_layers_laid_out_alike():
             assert plan.strategy(f"model.decoder.layers.{i}.self_attention.{op}")[0] == (1, 2, 4, 1)
     assert not [e for e in plan.edges if e.dst.endswith("core_attention.bnsd_transpose") and e.fwd_bytes]
     assert c.step_ratio() <= 1.0 and c["a"].anchors <= c["b"].anchors
+    # --format md: its tables as Markdown tables, no fenced console text
+    md = c.text(markdown=True)
+    assert "```" not in md and "| | (a) " in md.replace("|  |", "| |") and "| region taken |" in md
 
 
 @pytest.mark.slow

@@ -202,6 +202,10 @@ def test_compare_on_recorded_answer(graph_of):
     text = c.text()
     assert "dataset strategy data_parallel" in text and "compile 0.39 s" not in text
     assert "MindSpore compile 0.39 s" in c.timings() and "seconds" not in d
+    # --format md: the operators as a Markdown table, one row each, no fenced console text
+    md = c.text(markdown=True)
+    assert "```" not in md and "| operator | type | agree | strategy" in md
+    assert sum(1 for line in md.splitlines() if line.startswith("| ") and line.split(" | ")[2] == "yes") == 6
 
 
 def test_compare_reports_a_disagreement_and_one_sided_ops(graph_of):

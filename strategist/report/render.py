@@ -42,8 +42,11 @@ def rel(path: str | None) -> str:
     return f"{file if r.startswith('..') else r}:{line}"
 
 
-def inspect_text(graph: OpGraph, depth: int = 3) -> str:
-    """The ``strategist inspect`` report: ops by type, parameters, cell tree with op counts."""
+def inspect_text(graph: OpGraph, depth: int = 3, markdown: bool = False) -> str:
+    """The ``strategist inspect`` report: ops by type, parameters, cell tree with op counts (``markdown``: the
+    operators by type as a Markdown table, the cell tree as a nested list)."""
+    if markdown:
+        return _inspect_markdown(graph, depth)
     out = [f"model: {graph.model}",
            "inputs: " + ", ".join(f"{k}:{v}" for k, v in graph.inputs.items()),
            f"operators: {len(graph)}   edges: {graph.nx.number_of_edges()}",
@@ -63,6 +66,25 @@ def inspect_text(graph: OpGraph, depth: int = 3) -> str:
         out.append(f"  {'  ' * level}{label} [{graph.cells.get(path, '?')}] {counts[path]}")
     out += [f"note: {n}" for n in graph.notes]
     return "\n".join(out) + "\n"
+
+
+def _inspect_markdown(graph: OpGraph, depth: int) -> str:
+    out = [f"# strategist inspect: {graph.model}", "",
+           "- inputs: " + ", ".join(f"`{k}:{v}`" for k, v in graph.inputs.items()),
+           f"- operators: {len(graph)}, edges: {graph.nx.number_of_edges()}",
+           f"- parameters: {len(graph.params)} tensors, {human_count(graph.param_count)} elements, "
+           f"{human_bytes(graph.param_bytes)}",
+           f"- configured in source (shard): {sum(op.configured for op in graph)}", "", "## Operators by type", ""]
+    out += render_table(["type", "operators"], [[t, str(n)] for t, n in graph.count_by_type().items()], True)
+    out += ["", "## Cell tree (operators inside each cell)", ""]
+    counts = graph.cell_op_counts()
+    for path in sorted(counts, key=_path_key):
+        level = 0 if not path else path.count(".") + 1
+        if level <= depth:
+            label = path.rsplit(".", 1)[-1] if path else "(root)"
+            out.append(f"{'  ' * level}- {label} [{graph.cells.get(path, '?')}] {counts[path]}")
+    out += [""] + [f"note: {n}" for n in graph.notes]
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def _path_key(path: str):
@@ -423,8 +445,11 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     return "\n".join(out) + "\n"
 
 
-def explain_text(plan, name: str) -> str:
-    """An operator's provenance chain and its candidates, costed against the edge that decided it."""
+def explain_text(plan, name: str, markdown: bool = False) -> str:
+    """An operator's provenance chain and its candidates, costed against the edge that decided it (``markdown``: the
+    candidates as a Markdown table, the chain as a list)."""
+    if markdown:
+        return _explain_markdown(plan, name)
     from ..vocab.anchors import DATASET
     ch = plan.choices[name]
     out = [f"{name} ({ch.op.type}) in {ch.op.cell_path or '(root)'} [{ch.op.cell_class}] at {rel(ch.op.source)}",
@@ -451,6 +476,25 @@ def explain_text(plan, name: str) -> str:
             and s.outputs == ch.sharding.outputs else ""
         out.append(f"  {strategy_text(s.strategy):32} edge comm {key[0]:>10.0f}  comp {key[1]:>12.0f}  "
                    f"own fwd comm {key[2]:>8.0f}{mark}")
+    return "\n".join(out) + "\n"
+
+
+def _explain_markdown(plan, name: str) -> str:
+    d = explain_dict(plan, name)
+    ch = plan.choices[name]
+    out = [f"# {name} ({ch.op.type})", "", f"in `{ch.op.cell_path or '(root)'}` [{ch.op.cell_class}] at "
+           f"{rel(ch.op.source)}", "", f"- strategy: `{strategy_text(ch.strategy)}`",
+           f"- layout form: `{layout_text(ch.inputs, plan.mesh) if ch.sharding else '-'}`", "",
+           "## Provenance (seed first)", ""]
+    def st(v):
+        return strategy_text(tuple(tuple(x) for x in v)) if v else "-"
+    out += [f"- {c['name']}" + (f" ({c['type']}) `{st(c['strategy'])}`" if c["type"] else "") + f" [{c['how']}]"
+            for c in d["provenance"]]
+    out += ["", "## Candidates against the deciding edge (MindSpore order of preference)", ""]
+    out += render_table(["strategy", "edge communication", "edge computation", "own forward communication", ""],
+                        [[f"`{st(c['strategy'])}`", f"{c['edge_communication']:.0f}",
+                          f"{c['edge_computation']:.0f}", f"{c['own_forward_communication']:.0f}",
+                          "chosen" if c.get("chosen") else ""] for c in d["candidates"]], True)
     return "\n".join(out) + "\n"
 
 

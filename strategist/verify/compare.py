@@ -148,8 +148,8 @@ class Comparison:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
-    def text(self, max_rows: int = 0) -> str:
-        return comparison_text(self, max_rows)
+    def text(self, max_rows: int = 0, markdown: bool = False) -> str:
+        return comparison_text(self, max_rows, markdown)
 
 
 def _lists(v):
@@ -448,7 +448,8 @@ def compare_moves(plan, ms: MsPlan) -> Moves:
 # text
 
 
-def comparison_text(c: Comparison, max_rows: int = 0) -> str:
+def comparison_text(c: Comparison, max_rows: int = 0, markdown: bool = False) -> str:
+    """verify's report: console text, or Markdown (``markdown``: the operators as a Markdown table)."""
     ds = c.dataset_strategy if isinstance(c.dataset_strategy, str) else json.dumps(c.dataset_strategy)
     backend = {"stub": "GPU plugin on CUDA stubs, CPU only", "gpu": "GPU", "ascend": "Ascend"}.get(c.ms.backend,
                                                                                                   c.ms.backend)
@@ -460,7 +461,15 @@ def comparison_text(c: Comparison, max_rows: int = 0) -> str:
     shown = rows if not max_rows else (c.disagreements() + [r for r in rows if r.agree])[:max_rows]
     shown_set = {id(r) for r in shown}
     shown = [r for r in rows if id(r) in shown_set]
-    if shown:
+    if shown and markdown:
+        from ..report.render import render_table
+        out += render_table(["operator", "type", "agree", "strategy (strategist | MindSpore where they differ)"],
+                            [[r.op, r.type, "yes" if r.agree else "NO",
+                              (fmt(r.theirs) if r.agree else f"{fmt(r.ours)} | {fmt(r.theirs)}")
+                              + (" (configured)" if r.configured else "")] for r in shown], True)
+        if len(shown) < len(rows):
+            out.append(f"... {len(rows) - len(shown)} more agreeing operators (--max-rows 0 shows all)")
+    elif shown:
         w = max(len(r.op) for r in shown)
         tw = max(len(r.type) for r in shown)
         out.append(f"{'operator':<{w}}  {'type':<{tw}}  agree  strategy (strategist | MindSpore where they differ)")
