@@ -24,10 +24,14 @@ _CACHE = {}
 
 
 def _cmp(ref, mesh, overrides):
+    """compare on a tiny MindFormers model, its advice by the serial sum (conftest.serial: by the schedule these tiny
+    models are advised nothing, and (a) would have no anchors of its own to compare)."""
     from strategist.compare import compare_model
+    from strategist.frontend.mindformers import load_mindformers
     key = (ref, mesh)
     if key not in _CACHE:
-        _CACHE[key] = compare_model(ref, mesh, layers=2, seq=128, batch=8, overrides=overrides)
+        g, _ = load_mindformers(ref, layers=2, seq=128, batch=8, overrides=overrides)
+        _CACHE[key] = compare_model(ref, mesh, layers=2, seq=128, batch=8, overrides=overrides, graph=serial(g))
     return _CACHE[key]
 
 
@@ -109,7 +113,8 @@ def test_qwen3_tiny_three_plans():
         cb["configured_operators"]
     assert all(x["configured_in_reference"] == (x["op"] in ref.plan.anchors) for x in cb["disagreements"])
     text = c.text()
-    assert "(c) MindFormers shard() (reference)" in text and "142/148 (95.9 %)" in text
+    # (the column titles wrap within the console's 120 columns: "(c) MindFormers", "shard()", "(reference)")
+    assert "(c) MindFormers" in text and "(reference)" in text and "142/148 (95.9 %)" in text
     # toward (c): the labels' mask region is the one a shard() line can carry (the embedding is MindFormers'
     # functional call): 147/148 at 1 more anchor, the Mul (the NotEquals and Casts follow it back; anchored too,
     # they give the same plan), priced as the region alone, within (c)'s step and (b)'s anchors
@@ -393,7 +398,11 @@ def test_telechat3_moe_shared_experts_data_parallel_rows_follow_the_sequence(tmp
     again = propagate(g, c.mesh, loaded, use_model_strategies=False, dataset_strategy="full_batch")
     assert all(again.choices[n].inputs == ch.inputs and again.choices[n].outputs == ch.outputs
                for n, ch in plan.choices.items())
-    assert not c["a"].regions_reference_faster
+    # by the schedule two regions of (c)'s are faster on top of the advice, each by little: the attention's
+    # ExpandDims in the decoder's layers and in the MTP layer, which no rule proposes (0.27 and 0.14 ms measured)
+    faster = c["a"].regions_reference_faster
+    assert len(faster) <= 2 and all(r.name.endswith("self_attention.expand_dims") for r in faster)
+    assert all(-0.3e-3 < r.if_reference < 0 for r in faster)
 
 
 def by_op(d, name):
@@ -480,8 +489,11 @@ def test_deepseek3_input_path_and_dense_mlp_interior():
     from strategist.advice.footprint import MEMORY_WORTH, state_bytes
     from strategist.advice.minimality import PAY_FLOOR, group_key
     from strategist.compare import compare_model
-    c = compare_model("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", "dp=2,tp=4", layers=2, batch=8,
-                      overrides={"first_k_dense_replace": 1})
+    from strategist.frontend.mindformers import load_mindformers
+    # the advice by the serial sum (conftest.serial), the measure every figure below was worked out under
+    ref, ov = "mindformers:deepseek3/pretrain_deepseek3_671b.yaml", {"first_k_dense_replace": 1}
+    g, _ = load_mindformers(ref, layers=2, batch=8, overrides=ov)
+    c = compare_model(ref, "dp=2,tp=4", layers=2, batch=8, overrides=ov, graph=serial(g))
     chosen = {ch.op: ch for ch in c.advice.chosen}
     cat = chosen["model.mtp.concat_2d"]
     assert cat.template == "input_batch" and cat.anchor.strategy == ((2, 1), (2, 1))
