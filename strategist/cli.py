@@ -296,9 +296,10 @@ def _sweep_command(command) -> None:
                    help="the mesh axes N is factorised over (default dp,tp,cp,ep,pp)")
     g.add_argument("--max-tp", type=int, metavar="N", help="the largest tp tried")
     g.add_argument("--max-pp", type=int, metavar="N", help="the largest pp tried")
-    g.add_argument("--micro-batches", type=int, action="append", metavar="M",
-                   help="micro-batch counts tried on every mesh (gradient accumulation without pp); repeatable "
-                        "(default 1 without pp; pp, 2 pp, 4 pp ... with it, where they split the batch)")
+    g.add_argument("--micro-batches", type=_micro_batch_counts, action="append", metavar="M[,M...]",
+                   help="micro-batch counts tried on every mesh, as advise's --micro-batches M gives one (gradient "
+                        "accumulation without pp): 4,8 or repeated (default 1 without pp; pp, 2 pp, 4 pp ... with "
+                        "it, where they split the batch)")
     profiles = _hardware_profiles()
     g.add_argument("--hardware", default="atlas-800t-a2", metavar="PROFILE",
                    help="hardware profile: " + (", ".join(profiles) + " (under rules/hardware/)" if profiles
@@ -378,6 +379,17 @@ def optimizer_arg(g, memory: bool = False) -> None:
                         "adamw (MindFormers' AdamW, two fp32 moments), adam-weight-decay (MindSpore's "
                         "nn.AdamWeightDecay, two moments in the weights' dtype) or momentum (nn.Momentum); default: "
                         "as the model's config says (optimizer.type), else adamw")
+
+
+def _micro_batch_counts(text: str) -> tuple:
+    """sweep's ``--micro-batches 4,8`` -> (4, 8)."""
+    try:
+        out = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        out = ()
+    if not out or any(x < 1 for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: give micro-batch counts >= 1, e.g. 4 or 4,8")
+    return out
 
 
 def _counts(text: str) -> tuple:
@@ -658,7 +670,8 @@ def _sweep(parser, args, said: list) -> int:
                          training=not args.eval, hardware=args.hardware,
                          axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
                          max_tp=args.max_tp, max_pp=args.max_pp,
-                         micro_batches=tuple(args.micro_batches) if args.micro_batches else None,
+                         micro_batches=tuple(m for ms in args.micro_batches for m in ms) if args.micro_batches
+                         else None,
                          dataset_strategy=parse_dataset_strategy(args.dataset_strategy) or "data_parallel",
                          workers=args.workers, ray=args.ray, sequence_parallel=args.sequence_parallel,
                          exhaustive=args.exhaustive, **({} if args.refine is None else {"refine": args.refine}))

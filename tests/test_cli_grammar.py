@@ -225,3 +225,15 @@ def test_explain_json_and_md(capsys):
     assert md.startswith("# matmul2 (MatMul)") and "## Provenance (seed first)" in md and "```" not in md
     rows = [line for line in md.splitlines() if line.startswith("| `(")]
     assert len(rows) == len(d["candidates"]) and sum(line.endswith("| chosen |") for line in rows) == 1
+
+
+def test_sweep_takes_micro_batch_counts_as_a_list_or_repeated(capsys):
+    """advise's --micro-batches M gives one count; sweep's the counts it tries, written 4,8 or repeated."""
+    from strategist import cli
+    p = cli._parser()
+    a = p.parse_args(["sweep", "m.py:Net", "--devices", "8", "--micro-batches", "1,2", "--micro-batches", "4"])
+    assert [m for ms in a.micro_batches for m in ms] == [1, 2, 4]
+    with pytest.raises(SystemExit):
+        p.parse_args(["sweep", "m.py:Net", "--devices", "8", "--micro-batches", "2,0"])
+    assert "give micro-batch counts >= 1, e.g. 4 or 4,8" in capsys.readouterr().err
+    assert p.parse_args(["advise", "m.py:Net", "--micro-batches", "4"]).micro_batches == 4
