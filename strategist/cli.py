@@ -381,26 +381,25 @@ def optimizer_arg(g, memory: bool = False) -> None:
                         "as the model's config says (optimizer.type), else adamw")
 
 
-def _micro_batch_counts(text: str) -> tuple:
-    """sweep's ``--micro-batches 4,8`` -> (4, 8)."""
+def _int_list(text: str, low: int, fix: str) -> tuple:
+    """``"4,2,0"`` -> (4, 2, 0), every number at least ``low``; else a usage error ending with ``fix``."""
     try:
         out = tuple(int(x) for x in text.split(","))
     except ValueError:
         out = ()
-    if not out or any(x < 1 for x in out):
-        raise argparse.ArgumentTypeError(f"{text!r}: give micro-batch counts >= 1, e.g. 4 or 4,8")
+    if not out or any(x < low for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: {fix}")
     return out
+
+
+def _micro_batch_counts(text: str) -> tuple:
+    """sweep's ``--micro-batches 4,8`` -> (4, 8)."""
+    return _int_list(text, 1, "give micro-batch counts >= 1, e.g. 4 or 4,8")
 
 
 def _counts(text: str) -> tuple:
     """``--recompute-layers 4,0`` -> (4, 0)."""
-    try:
-        out = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        out = ()
-    if not out or any(x < 0 for x in out):
-        raise argparse.ArgumentTypeError(f"{text!r}: give one layer count >= 0 per pipeline stage, e.g. 4,2,0,0")
-    return out
+    return _int_list(text, 0, "give one layer count >= 0 per pipeline stage, e.g. 4,2,0,0")
 
 
 def _offset(text: str) -> tuple:
