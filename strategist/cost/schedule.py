@@ -4,8 +4,10 @@
 gradient reductions in MindSpore's gradient-fusion buckets, and the optimizer-parallel AllGathers ahead of
 the forward. An operator starts when the compute stream is free and its inputs have arrived; a collective
 starts when its stream is free and its input is computed. So a collective the next operator needs is
-exposed unless other independent work runs meanwhile, a gradient reduction overlaps the rest of the backward,
-a weight's AllGather the forward before it. The step is the makespan. Linear in operators and edges.
+exposed unless other independent work runs meanwhile. The gradient reductions run after the backward and each
+weight's AllGather right before its user, the compute stream waiting, as MindSpore runs them by default; with its
+overlap options (:class:`Overlap`) a gradient reduction overlaps the rest of the backward and a weight's AllGather
+the forward before it. The step is the makespan. Linear in operators and edges.
 
 :func:`summarize` reads the intervals in msprof-analyze's cluster-analysis vocabulary: Computing,
 Communication (not overlapped), Overlapped, Free; per layer and in total."""
