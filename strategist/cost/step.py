@@ -271,8 +271,11 @@ def _expert_grads(comms, ep: int, prof) -> tuple:
     (none where ep covers them all), the ring's bytes of a slice ep times smaller."""
     out = []
     for c in comms:
+        if c.n % ep:             # a group the ep devices do not divide: as priced
+            out.append(c)
+            continue
         n = c.n // ep
-        if n <= 1 or c.n % ep:
+        if n <= 1:
             continue
         nb = c.nbytes / ep * ((n - 1) / n) / ((c.n - 1) / c.n)
         out.append(Comm(c.kind, n, c.intra, nb, prof.collective_seconds(c.kind, n, nb, c.intra), ("experts", n)))
