@@ -1,8 +1,8 @@
 """MoE at its published scale: ``strategist advise`` on MindFormers' DeepSeek-V3 671B and Qwen3-MoE 30B-A3B
 pretraining configs with the YAML's own run settings (pipeline, offsets, pipeline interleave, micro-batches,
 recompute, parallel optimizer, sequence parallelism), each as one CLI run: its wall time (target <= 2 minutes) and
-peak memory, the step and memory it reports; and how fast a setting the model cannot take is refused (before
-anything is built).
+peak memory, the step and memory it reports; how fast a setting the model cannot take is refused (before anything
+is built); and ``strategist sweep`` on Qwen3-MoE over 32 devices, its expert-parallel meshes among the rest.
 
 Both configs draw expert parallelism from the tensor-parallel devices too (``expert_parallel`` beyond
 ``data_parallel``), which strategist's ``ep`` axis (inside data parallel) cannot spell: the YAML's own mesh is
@@ -52,7 +52,38 @@ def run(model: str, extra: list[str]) -> dict:
     return out
 
 
+#: a sweep over every mesh of the devices with the expert axis among them (its MoE layers priced with their experts
+#: divided by ep and the dispatcher's all-to-alls): (label, model, devices, extra options)
+SWEEPS = [("Qwen3-MoE 30B-A3B, sweep over 32 devices (batch 32)", "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml",
+           32, ["--kwargs", "batch=32"])]
+
+
+def sweep(model: str, devices: int, extra: list[str]) -> dict:
+    env = dict(os.environ, GLOG_v="4")
+    cmd = [sys.executable, "-m", "strategist", "sweep", model, "--devices", str(devices), *extra, "--format", "json"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    out = {"seconds": time.perf_counter() - t0, "exit": r.returncode}
+    if r.returncode:
+        out["error"] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        return out
+    d = json.loads(r.stdout)
+    ranked = d["ranked"]
+    out.update(fit=len(ranked), best=ranked[0] if ranked else None,
+               with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]))
+    return out
+
+
 def main():
+    for label, model, devices, extra in SWEEPS:
+        r = sweep(model, devices, extra)
+        print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
+        if "error" in r:
+            print(f"    {r['error']}")
+        elif r["best"]:
+            b = r["best"]
+            print(f"    {r['fit']} configurations fit, {r['with_ep']} of them with ep; fastest {b['mesh']} "
+                  f"{b['options']}: step {b['step_s']:.2f} s, memory {b['memory_bytes'] / 2**30:.1f} GiB per device")
     for label, model, extra in RUNS:
         r = run(model, extra)
         print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")

@@ -150,6 +150,10 @@ def shapes_of(graph: OpGraph) -> Shapes:
             spec = graph.params[name].spec
             if op.type in ("GroupedMatmul", "BatchMatMul") and len(spec.shape) == 3:
                 experts = max(experts or 0, spec.shape[0])
+    # a MindFormers MoE FFN's experts (its weights enter the collapsed operator through Casts and Reshapes)
+    from .cost.experts import expert_params
+    for n in expert_params(graph).values():
+        experts = max(experts or 0, n)
     layers = len({op.layer for op in graph if op.layer})
     widths = frozenset(d for p in graph.params.values() for d in p.spec.shape)
     return Shapes(batch, heads, kv, seq, experts, layers, widths)

@@ -60,3 +60,10 @@ def test_an_experts_gradient_is_reduced_over_its_replicas_only(plans):
     mirrors = [m for it in build_items(ep, prof, StepOptions(), None) for m in it.mirrors if m[0][0][:1] == ("experts",)]
     # each expert weight on 2 of the 4 devices: one AllReduce over the pair, not over all 4
     assert mirrors and all(m[2] == 2 for m in mirrors)
+
+
+def test_the_sweep_counts_a_mindformers_moe_layers_experts(plans):
+    # (its expert weights enter the collapsed MoE FFN through Casts and Reshapes: the sweep's ep meshes were all
+    # refused, "the model has no experts")
+    from strategist.sweep import shapes_of
+    assert shapes_of(plans["dp=4"].graph).experts == 4
