@@ -447,6 +447,8 @@ def _run_of(args):
     compare is given none (``args.mesh`` set to it); None for the other commands."""
     if args.command in ("advise", "propagate", "explain"):
         return resolve_args(args)
+    if args.command == "sweep":
+        return _sweep_run(args)
     if args.command in ("verify", "compare") and not args.mesh:
         from .run_settings import resolve_run
         run = resolve_run(args.model, {}, overrides=None)
@@ -454,6 +456,24 @@ def _run_of(args):
         args.mesh = run.full_mesh if memory else run.mesh
         return None
     return None
+
+
+def _sweep_run(args):
+    """A MindFormers config's own run, whose global batch (batch_size x data parallel x micro-batches) the sweep
+    trains every mesh with where ``--kwargs batch=N`` does not say; None for a model file or a run strategist cannot
+    spell (the batch is then the build's default, and a note says to give one)."""
+    from .frontend.mindformers import is_mindformers_ref, split_model_options
+    if not is_mindformers_ref(args.model) or split_model_options(args.kwargs)["batch"] is not None:
+        return None
+    from .errors import InputSpecError
+    from .run_settings import resolve_run
+    try:
+        run = resolve_run(args.model, {}, overrides=split_model_options(args.kwargs)["overrides"] or None)
+    except InputSpecError:
+        print("strategist: the config's own mesh has no strategist spelling, so its global batch is not known: "
+              "give --kwargs batch=N (a sweep needs a batch every mesh's data parallelism divides)", file=sys.stderr)
+        return None
+    return run
 
 
 def _settings_note(run) -> str | None:
@@ -722,7 +742,7 @@ def _main(argv: list[str] | None = None) -> int:
                 micro_batches=run.step.micro_batches if run else 1, per_rank=run.batch_per_rank if run else None)
         else:
             said = []
-        if run is not None:
+        if run is not None and args.command != "sweep":
             said = [n for n in [_settings_note(run)] if n] + list(run.notes) + said
         if args.command == "inspect":
             from .frontend.loader import load_graph

@@ -237,3 +237,22 @@ def test_sweep_takes_micro_batch_counts_as_a_list_or_repeated(capsys):
         p.parse_args(["sweep", "m.py:Net", "--devices", "8", "--micro-batches", "2,0"])
     assert "give micro-batch counts >= 1, e.g. 4 or 4,8" in capsys.readouterr().err
     assert p.parse_args(["advise", "m.py:Net", "--micro-batches", "4"]).micro_batches == 4
+
+
+def test_a_sweep_of_a_mindformers_config_trains_with_its_global_batch():
+    """Without --kwargs batch=N a sweep of a MindFormers config takes the config's own global batch (batch_size x
+    data parallel x micro-batches) for every mesh; it had the build's batch of 1, which no dp mesh divides."""
+    from strategist import cli
+    from strategist.api import mindformers_defaults
+    p = cli._parser()
+    args = p.parse_args(["sweep", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--devices", "8"])
+    run = cli._sweep_run(args)
+    kwargs, _ds, notes = mindformers_defaults(args.model, run.mesh, [], None, micro_batches=run.step.micro_batches,
+                                              per_rank=run.batch_per_rank)
+    from strategist.vocab.mesh import Mesh
+    want = run.batch_per_rank * Mesh.parse(run.mesh).get("dp") * run.step.micro_batches
+    assert kwargs == [f"batch={want}"] and "runner_config.batch_size" in notes[0]
+    given = p.parse_args(["sweep", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--devices", "8",
+                          "--kwargs", "batch=16"])
+    assert cli._sweep_run(given) is None
+    assert cli._sweep_run(p.parse_args(["sweep", "examples/mlp.py:MegatronMLP", "--devices", "8"])) is None
