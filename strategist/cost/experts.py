@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 
-from ..vocab.graph import DTYPE_BYTES, OpGraph
+from ..engine.search.structure import per_graph
+from ..vocab.graph import DTYPE_BYTES, MORPH_FFN, OpGraph
 
-MORPH_FFN = "MorphFFN"
+#: the operators an expert weight passes through on its way into the MoE FFN operator
+_VIEWS = ("Cast", "Reshape")
 
 
 def expert_ways(plan) -> int:
@@ -28,36 +30,36 @@ def expert_ways(plan) -> int:
     return max(1, plan.mesh.get("ep"))
 
 
-def expert_params(graph: OpGraph) -> dict[str, int]:
-    """``{parameter: its experts}``: the Parameters entering a MoE FFN operator's weight inputs (through Casts and
-    Reshapes), their first dimension the experts. Memoised per graph."""
-    hit = _PARAMS.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        return hit[1]
-    out: dict[str, int] = {}
+def _experts_of(graph: OpGraph) -> tuple[dict[str, int], frozenset[str]]:
+    """(``{parameter: its experts}``, the operators carrying them): the Parameters entering a MoE FFN operator's weight
+    inputs through Casts and Reshapes, their first dimension the experts; and those Casts and Reshapes with the FFN
+    operators themselves."""
+    params: dict[str, int] = {}
+    chain: set[str] = set()
     for op in graph:
         if op.type != MORPH_FFN:
             continue
-        dims = op.attrs.get("strategist_token_dims", ())
-        for x, d in zip(op.inputs, dims):
+        chain.add(op.name)
+        for x, d in zip(op.inputs, op.attrs.get("strategist_token_dims", ())):
             if d is not None or x.spec is None or len(x.spec.shape) < 3:
                 continue
-            experts = x.spec.shape[0]
-            src = x
+            src, passed = x, []
             while src.kind == "op" and src.ref in graph:
                 prev = graph.op(src.ref)
-                if prev.type not in ("Cast", "Reshape") or not prev.inputs:
+                if prev.type not in _VIEWS or not prev.inputs:
                     break
+                passed.append(prev.name)
                 src = prev.inputs[0]
             if src.kind == "param" and src.ref in graph.params:
-                out[src.ref] = experts
-    if len(_PARAMS) >= 8:
-        _PARAMS.clear()
-    _PARAMS[id(graph)] = (graph, out)
-    return out
+                params[src.ref] = x.spec.shape[0]
+                chain.update(passed)
+    return params, frozenset(chain)
 
 
-_PARAMS: dict = {}
+def expert_params(graph: OpGraph) -> dict[str, int]:
+    """``{parameter: its experts}``: the Parameters entering a MoE FFN operator's weight inputs (through Casts and
+    Reshapes), their first dimension the experts. Once per graph."""
+    return per_graph("expert parameters", graph, _experts_of)[0]
 
 
 def expert_chain(plan) -> dict[str, int]:
@@ -66,19 +68,7 @@ def expert_chain(plan) -> dict[str, int]:
     ep = expert_ways(plan)
     if ep <= 1:
         return {}
-    g = plan.graph
-    params = expert_params(g)
-    out: dict[str, int] = {}
-    for op in g:
-        if op.type == MORPH_FFN:
-            out[op.name] = ep
-        elif op.type in ("Cast", "Reshape") and op.inputs:
-            x = op.inputs[0]
-            while x.kind == "op" and x.ref in g and g.op(x.ref).type in ("Cast", "Reshape") and g.op(x.ref).inputs:
-                x = g.op(x.ref).inputs[0]
-            if x.kind == "param" and x.ref in params:
-                out[op.name] = ep
-    return out
+    return dict.fromkeys(per_graph("expert parameters", plan.graph, _experts_of)[1], ep)
 
 
 def expert_slice(plan, name: str, shape: tuple) -> tuple:

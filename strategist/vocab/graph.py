@@ -25,6 +25,10 @@ DTYPE_BYTES = {
     "complex64": 8, "complex128": 16,
 }
 
+#: strategist's own operator type for MindFormers' MoE FFN Morph (its dispatcher and experts as one device-local
+#: operator: :mod:`strategist.frontend.mindformers.morph`); no MindSpore primitive
+MORPH_FFN = "MorphFFN"
+
 #: ANF nodes that only route data or order side effects; folded away.
 PLUMBING = frozenset({"Load", "UpdateState", "Depend", "MakeTuple", "TupleGetItem", "Return",
                       "MakeList", "ListGetItem"})

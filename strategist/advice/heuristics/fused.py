@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...engine.rules.sharding import shard
 from ...engine.search.caches import cached_rule
 from ...engine.search.structure import no_generated_strategy
-from ...vocab.graph import Op, OpGraph
+from ...vocab.graph import MORPH_FFN, Op, OpGraph
 from ...vocab.mesh import Mesh
 from ..anatomy import is_sequence_first, token_template, weight_params
 from ..choice import Choice
@@ -57,7 +57,7 @@ def fused_choice(ctx, op: Op) -> tuple:
                    "reduce-scattered rows [B*S] arrive, B by " + ", ".join(tmpl["d0"]) +
                    (", S by " + ", ".join(tmpl["d1"]) if tmpl["d1"] else ""))
         return ("4 fused", name, tmpl, why)
-    if op.type == "MorphFFN":
+    if op.type == MORPH_FFN:
         return ("4 fused", "moe_ffn", t.get("moe_ffn", {}),
                 "MoE dispatcher + experts (MindFormers' Morph): each device permutes and computes its own "
                 "tokens; left to propagation they arrive in whatever layout the router had")

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import math
 
-from ...vocab.graph import Op
+from ...vocab.graph import MORPH_FFN, Op
 from .factor import FactorRule, Sharding
 
 #: the operators :func:`training_flops` counts (the memory-bound rest is left out)
 COMPUTE_TYPES = frozenset({"MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Conv2D", "FlashAttentionScore",
-                           "MorphFFN"})
+                           MORPH_FFN})
 
 
 def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
@@ -29,7 +29,7 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         kh, kw = rule.input_shapes[1][2], rule.input_shapes[1][3]
         n, _, h, w = rule.output_shapes[0]
         fwd = 2.0 * n * o * h * w * c * kh * kw / split(["n", "o", "c"])
-    elif op.type == "MorphFFN":
+    elif op.type == MORPH_FFN:
         # MindFormers' MoE dispatcher + experts (strategist.frontend.mf_morph): its GroupedMatmuls' FLOPs, each device
         # computing its own tokens
         fwd = op.attrs.get("strategist_flops", 0.0) / split(["n"])

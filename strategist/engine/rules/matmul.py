@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...vocab.graph import Op
+from ...vocab.graph import MORPH_FFN, Op
 from .common import batch_parallel_rule, const_arg, letters, make_rule, out_shapes, shape_of, tensor_slots, unknown_rule
 from .factor import FactorRule
 
@@ -129,7 +129,7 @@ REGISTRATIONS = (
     (quant_matmul_rule, ("QuantBatchMatmul", "WeightQuantBatchMatmul")),
     (dense_rule, ("Dense",)),
     (grouped_matmul_rule, ("GroupedMatmul",)),
-    (morph_ffn_rule, ("MorphFFN",)),
+    (morph_ffn_rule, (MORPH_FFN,)),
     (tensor_dot_rule, ("TensorDot",)),
     (outer_rule, ("Outer",)),
     (cdist_rule, ("Cdist",)),

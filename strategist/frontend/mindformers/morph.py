@@ -27,10 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ...vocab.graph import Input, Op, OpGraph
-
-#: the collapsed operator's type (no MindSpore primitive: strategist's own)
-MORPH_FFN = "MorphFFN"
+from ...vocab.graph import MORPH_FFN, Input, Op, OpGraph
 #: MindFormers Cells whose Morph body is dispatcher + experts
 FFN_CLASSES = ("FFNGroupedGEMM",)
 
