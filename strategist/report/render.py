@@ -57,15 +57,19 @@ def inspect_text(graph: OpGraph, depth: int = 3, markdown: bool = False) -> str:
     for t, n in graph.count_by_type().items():
         out.append(f"  {t:<32}{n:>8}")
     out += ["", "cell tree (operators inside each cell):"]
+    out += [f"  {'  ' * level}{cell}" for level, cell in _cell_tree(graph, depth)]
+    out += [f"note: {n}" for n in graph.notes]
+    return "\n".join(out) + "\n"
+
+
+def _cell_tree(graph: OpGraph, depth: int):
+    """(level, ``"name [Class] operators"``) of each Cell down to ``depth``, in tree order."""
     counts = graph.cell_op_counts()
     for path in sorted(counts, key=_path_key):
         level = 0 if not path else path.count(".") + 1
-        if level > depth:
-            continue
-        label = path.rsplit(".", 1)[-1] if path else "(root)"
-        out.append(f"  {'  ' * level}{label} [{graph.cells.get(path, '?')}] {counts[path]}")
-    out += [f"note: {n}" for n in graph.notes]
-    return "\n".join(out) + "\n"
+        if level <= depth:
+            label = path.rsplit(".", 1)[-1] if path else "(root)"
+            yield level, f"{label} [{graph.cells.get(path, '?')}] {counts[path]}"
 
 
 def _inspect_markdown(graph: OpGraph, depth: int) -> str:
@@ -77,12 +81,7 @@ def _inspect_markdown(graph: OpGraph, depth: int) -> str:
            f"- configured in source (shard): {sum(op.configured for op in graph)}", "", "## Operators by type", ""]
     out += render_table(["type", "operators"], [[t, str(n)] for t, n in graph.count_by_type().items()], True)
     out += ["", "## Cell tree (operators inside each cell)", ""]
-    counts = graph.cell_op_counts()
-    for path in sorted(counts, key=_path_key):
-        level = 0 if not path else path.count(".") + 1
-        if level <= depth:
-            label = path.rsplit(".", 1)[-1] if path else "(root)"
-            out.append(f"{'  ' * level}- {label} [{graph.cells.get(path, '?')}] {counts[path]}")
+    out += [f"{'  ' * level}- {cell}" for level, cell in _cell_tree(graph, depth)]
     out += [""] + [f"note: {n}" for n in graph.notes]
     return "\n".join(out).rstrip("\n") + "\n"
 
