@@ -587,8 +587,8 @@ def fastest_meshes(todo, results: dict, n: int) -> list[int]:
     for k, out in results.items():
         steps = [r["step_s"] for r in out.get("rows", ()) if r.get("fits") and r.get("step_s") is not None]
         if steps:
-            axes = sum(1 for a, v in todo[k][0].items() if a != "dp" and v > 1)
-            best.append((round(min(steps), 12), axes, mesh_text(todo[k][0]), k))
+            text = mesh_text(todo[k][0])
+            best.append((round(min(steps), 12), _axes_besides_dp(text), text, k))
     return [k for *_key, k in sorted(best)[:n]]
 
 
@@ -679,11 +679,16 @@ def _rank(result: SweepResult, todo, results, seeds, graph) -> dict:
     return option_of
 
 
+def _axes_besides_dp(mesh: str) -> int:
+    """How many axes ``mesh`` (as :func:`mesh_text` writes it) has besides dp: the plainer of two equal steps has
+    fewer."""
+    return sum(1 for a in mesh.split(",") if a.split("=")[0] != "dp")
+
+
 def _rank_key(c: Config) -> tuple:
     # equal steps (a plan MindSpore lays out alike under two meshes' names: no anchor, the dataset split over
     # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
-    mesh = dict(a.split("=") for a in c.mesh.split(","))
-    return (round(c.step_s, 12), sum(1 for a in mesh if a != "dp"), c.memory_bytes or 0, c.mesh,
+    return (round(c.step_s, 12), _axes_besides_dp(c.mesh), c.memory_bytes or 0, c.mesh,
             c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
             c.options["interleave"])
 

@@ -448,6 +448,12 @@ def compare_moves(plan, ms: MsPlan) -> Moves:
 # text
 
 
+def _strategies(r, gap: str = " ") -> str:
+    """A row's strategy (strategist's | MindSpore's where they differ), and whether it was configured."""
+    strat = fmt(r.theirs) if r.agree else f"{fmt(r.ours)} | {fmt(r.theirs)}"
+    return strat + (f"{gap}(configured)" if r.configured else "")
+
+
 def comparison_text(c: Comparison, max_rows: int = 0, markdown: bool = False) -> str:
     """verify's report: console text, or Markdown (``markdown``: the operators as a Markdown table)."""
     ds = c.dataset_strategy if isinstance(c.dataset_strategy, str) else json.dumps(c.dataset_strategy)
@@ -464,9 +470,7 @@ def comparison_text(c: Comparison, max_rows: int = 0, markdown: bool = False) ->
     if shown and markdown:
         from ..report.render import render_table
         out += render_table(["operator", "type", "agree", "strategy (strategist | MindSpore where they differ)"],
-                            [[r.op, r.type, "yes" if r.agree else "NO",
-                              (fmt(r.theirs) if r.agree else f"{fmt(r.ours)} | {fmt(r.theirs)}")
-                              + (" (configured)" if r.configured else "")] for r in shown], True)
+                            [[r.op, r.type, "yes" if r.agree else "NO", _strategies(r)] for r in shown], True)
         if len(shown) < len(rows):
             out.append(f"... {len(rows) - len(shown)} more agreeing operators (--max-rows 0 shows all)")
     elif shown:
@@ -475,9 +479,7 @@ def comparison_text(c: Comparison, max_rows: int = 0, markdown: bool = False) ->
         out.append(f"{'operator':<{w}}  {'type':<{tw}}  agree  strategy (strategist | MindSpore where they differ)")
         for r in shown:
             mark = "yes" if r.agree else "NO"
-            strat = fmt(r.theirs) if r.agree else f"{fmt(r.ours)} | {fmt(r.theirs)}"
-            cfg = "  (configured)" if r.configured else ""
-            out.append(f"{r.op:<{w}}  {r.type:<{tw}}  {mark:<5}  {strat}{cfg}")
+            out.append(f"{r.op:<{w}}  {r.type:<{tw}}  {mark:<5}  {_strategies(r, '  ')}")
         if len(shown) < len(rows):
             out.append(f"... {len(rows) - len(shown)} more agreeing operators (--max-rows 0 shows all)")
     if c.only_ours:
