@@ -463,12 +463,15 @@ def _sweep_run(args):
     trains every mesh with where ``--kwargs batch=N`` does not say; None for a model file or a run strategist cannot
     spell (the batch is then the build's default, and a note says to give one)."""
     from .frontend.mindformers import is_mindformers_ref, split_model_options
-    if not is_mindformers_ref(args.model) or split_model_options(args.kwargs)["batch"] is not None:
+    if not is_mindformers_ref(args.model):
+        return None
+    opts = split_model_options(args.kwargs)
+    if opts["batch"] is not None:
         return None
     from .errors import InputSpecError
     from .run_settings import resolve_run
     try:
-        run = resolve_run(args.model, {}, overrides=split_model_options(args.kwargs)["overrides"] or None)
+        run = resolve_run(args.model, {}, overrides=opts["overrides"] or None)
     except InputSpecError:
         print("strategist: the config's own mesh has no strategist spelling, so its global batch is not known: "
               "give --kwargs batch=N (a sweep needs a batch every mesh's data parallelism divides)", file=sys.stderr)
