@@ -14,7 +14,7 @@ import dataclasses
 import re
 
 from ..errors import ModelLoadError
-from ..vocab.graph import Input, OpGraph
+from ..vocab.graph import Input, OpGraph, Param
 
 
 def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
@@ -43,6 +43,15 @@ def _index(rx: re.Pattern, text: str) -> int | None:
 def _shift(rx: re.Pattern, text: str, frm: int, to: int) -> str:
     return rx.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + str(to) if int(m.group(1)) == frm
                   else m.group(0), text) if text else text
+
+
+def _move(rx: re.Pattern, text: str, lo: int, hi: int, d: int) -> str:
+    """``text`` with each layer index ``rx`` finds (its group 1) in [lo, hi] moved by ``d``."""
+    if not text or not d:
+        return text
+    return rx.sub(lambda m: f"{m.group(0)[:m.start(1) - m.start(0)]}{int(m.group(1)) + d}"
+                            f"{m.group(0)[m.end(1) - m.start(0):]}" if lo <= int(m.group(1)) <= hi
+                  else m.group(0), text)
 
 
 def truncate_layers(graph: OpGraph, keep: int) -> OpGraph:
@@ -96,3 +105,182 @@ def copy_anchors(anchors: dict, base: OpGraph, graph: OpGraph) -> dict:
                 if nn in graph:
                     out[nn] = dataclasses.replace(a, op=nn)
     return out
+
+
+def grow_layers(graph: OpGraph, layers: int, rx: re.Pattern, scope_rx: re.Pattern) -> OpGraph:
+    """``graph`` with its repeated layers grown to ``layers`` by copying its last one: the graph a ``layers``-layer
+    compile gives where the layers are alike (tests: op for op against whole extractions).
+
+    ``rx`` finds a layer's index in a path (group 1: ``model.layers.N``), ``scope_rx`` in MindSpore's scope names
+    (``.../layers-CellList/N-DecoderLayer/...``). Layer k (k >= the extracted count L) is the last layer t = L-1
+    renamed in op names, cell paths, scopes and parameters; its inputs from layer t-1 come from layer k-1; what
+    followed the layers reads layer ``layers-1``."""
+    ops = graph.ops
+    idx = [_index(rx, op.cell_path) for op in ops]
+    present = sorted({i for i in idx if i is not None})
+    if not present or layers <= present[-1] + 1:
+        return graph
+    t = present[-1]
+    first = idx.index(t)
+    # the layer's body: from its first operator while the operators are its own or its predecessor's (MindSpore can
+    # order an MoE router's late operators -- DeepSeek's expert-bias update -- inside the next layer's body)
+    end = first
+    while end + 1 < len(ops) and (idx[end + 1] in (t, t - 1) or not ops[end + 1].cell_path):
+        end += 1
+    while idx[end] != t:
+        end -= 1
+    body = range(first, end + 1)
+    # the predecessor's operators the body holds: a late run of this layer named as one of them runs, for each copy,
+    # inside the next copy's body
+    inside = {ops[i].name for i in body if idx[i] == t - 1}
+    # its operators after the body, in runs: an MoE router's auxiliary loss, added to the loss at the end (each
+    # layer's run in turn: the copies follow it), or the late operators of the last layer (interleaved: they are
+    # the last layer's, the copies' own running inside the copied bodies)
+    late = [i for i in range(end + 1, len(ops)) if idx[i] == t]
+    runs = []
+    for i in late:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    last = layers - 1
+
+    by_name = {op.name: op for op in ops}
+
+    def signature(op):
+        return op.type, tuple(x.spec.shape if x.spec is not None else None for x in op.inputs)
+
+    def counterpart(name: str) -> bool:
+        """Layer t has an operator of that name, doing the same (a shared op's name can be another op's in the
+        next layer: ChatGLM2's layer 0 splits the shared rotary table as split#1, layer 1 its kv as split#1)."""
+        other = by_name.get(_move(rx, name, t - 1, t - 1, 1))
+        return other is not None and signature(other) == signature(by_name[name])
+
+    def ref_in(x: Input, lo, hi, d) -> Input:
+        if x.kind == "op":
+            if lo == t - 1 and lo >= 0 and _move(rx, x.ref, lo, lo, 1) != x.ref and not counterpart(x.ref):
+                # an operator of layer t-1 that layer t has no counterpart of: computed once and shared by the
+                # layers after it (MindSpore's CSE keeps one rotary cos/sin, in the first layer), not per layer
+                return x
+            return dataclasses.replace(x, ref=_move(rx, x.ref, lo, hi, d))
+        if x.kind == "param":
+            return dataclasses.replace(x, ref=_move(rx, x.ref, lo, hi, d))
+        return x
+
+    def copy_op(op, lo, hi, d, inputs_only=False):
+        new_inputs = tuple(ref_in(x, lo, hi, d) for x in op.inputs)
+        if inputs_only:
+            return dataclasses.replace(op, inputs=new_inputs, attrs=dict(op.attrs))
+        return dataclasses.replace(op, name=_move(rx, op.name, lo, hi, d),
+                                   cell_path=_move(rx, op.cell_path, lo, hi, d),
+                                   full_name=_move(scope_rx, op.full_name, lo, hi, d), inputs=new_inputs,
+                                   attrs=dict(op.attrs))
+    ends = {r[-1]: r for r in runs}
+    moved = {i for r in runs if _move(rx, ops[r[0]].name, t, t, -1) in inside for i in r}
+    new_ops = list(ops[:end + 1])
+    for k in range(t + 1, layers):
+        new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in body]
+    for i in range(end + 1, len(ops)):
+        op = ops[i]
+        if idx[i] != t:
+            new_ops.append(copy_op(op, t, t, last - t, inputs_only=True))
+        elif i in moved:
+            new_ops.append(copy_op(op, t, t, last - t))
+        else:
+            new_ops.append(op)
+        if i in ends and i not in moved:
+            for k in range(t + 1, layers):
+                new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in ends[i]]
+    new_ops, outputs_map = _renumber_unscoped(new_ops, rx)
+    for i, op in enumerate(new_ops):
+        op.topo_index = i
+    params: dict = {}
+    tparams = [n for n in graph.params if _index(rx, n) == t]
+    for name, p in graph.params.items():
+        params[name] = p
+        if tparams and name == tparams[-1]:
+            for k in range(t + 1, layers):
+                for n in tparams:
+                    q = graph.params[n]
+                    nn = _move(rx, n, t, t, k - t)
+                    params[nn] = Param(nn, q.spec, q.requires_grad)
+    cells: dict = {}
+    tcells = [c for c in graph.cells if _index(rx, c) == t]
+    for c, cls in graph.cells.items():
+        cells[c] = cls
+        if tcells and c == tcells[-1]:
+            for k in range(t + 1, layers):
+                for c2 in tcells:
+                    cells[_move(rx, c2, t, t, k - t)] = graph.cells[c2]
+    outputs = [ref_in(x, t, t, last - t) for x in graph.outputs]
+    outputs = [dataclasses.replace(x, ref=outputs_map.get(x.ref, x.ref)) if x.kind == "op" else x for x in outputs]
+    return graph.derived(new_ops, outputs, params, cells)
+
+
+_SUFFIX = re.compile(r"#\d+$")
+_TOP_SCOPE = re.compile(r"Default/(\w+)-op(\d+)")
+
+
+def _renumber_scopes(ops: list) -> list:
+    """MindSpore numbers the operators of its top scope per type in order (``Default/SplitWithSize-op6``): a copied
+    layer's functional operators numbered as a whole extraction numbers them."""
+    seen: dict[str, int] = {}
+    out = []
+    for op in ops:
+        m = _TOP_SCOPE.fullmatch(op.full_name or "")
+        if m is None:
+            out.append(op)
+            continue
+        n = seen.get(m.group(1), 0)
+        seen[m.group(1)] = n + 1
+        want = f"Default/{m.group(1)}-op{n}"
+        out.append(op if want == op.full_name else dataclasses.replace(op, full_name=want))
+    return out
+
+
+def _renumber_unscoped(ops: list, rx: re.Pattern) -> tuple[list, dict]:
+    """Operators outside any Cell (a functional ``expand_dims`` in a router) are named by their order of appearance
+    (``expand_dims``, ``expand_dims#1``, ...): a copied layer's are named as a whole extraction names them, the
+    references to them following. Returns the operators and the renaming."""
+    ops = _renumber_scopes(ops)
+    seen: dict[str, int] = {}
+    rename: dict[str, str] = {}
+    for op in ops:
+        if op.cell_path or _index(rx, op.name) is not None:
+            continue
+        base = _SUFFIX.sub("", op.name)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        new = base if n == 0 else f"{base}#{n}"
+        if new != op.name:
+            rename[id(op)] = new
+    if not rename:
+        return ops, {}
+    out = []
+    # a name can be held by one operator before renaming and another after: map each reference to the operator it
+    # named -- the nearest earlier holder of that name in order (the graph is in topological order)
+    holder: dict[str, str] = {}
+    for op in ops:
+        new = rename.get(id(op), op.name)
+        inputs = tuple(dataclasses.replace(x, ref=holder.get(x.ref, x.ref)) if x.kind == "op" else x
+                       for x in op.inputs)
+        holder[op.name] = new
+        out.append(dataclasses.replace(op, name=new, inputs=inputs) if (new != op.name or inputs != op.inputs)
+                   else op)
+    return out, holder
+
+
+def grows_alike(graph: OpGraph, rx: re.Pattern, scope_rx: re.Pattern) -> bool:
+    """Whether ``graph``'s last repeated layer is its previous one copied: :func:`grow_layers` of the graph cut to
+    one layer fewer gives ``graph`` back, op for op (operators, their inputs, parameters, cells, outputs). Checked
+    on a compile of three layers before two are grown to many: a layer reading two layers back, or compiled
+    differently for its position, is not copied."""
+    _, idx = layer_block(graph)
+    if len(idx) < 2:
+        return False
+    try:
+        again = grow_layers(truncate_layers(graph, len(idx) - 1), len(idx), rx, scope_rx)
+    except ModelLoadError:
+        return False
+    return (list(again) == list(graph) and again.params == graph.params and again.cells == graph.cells
+            and list(again.outputs) == list(graph.outputs))

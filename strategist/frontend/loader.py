@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import importlib.util
 import inspect
 import os
@@ -250,8 +251,39 @@ def order_inputs(cell, inputs: list[tuple[str, TensorSpec]]) -> list[TensorSpec]
     return out
 
 
+def _extract(cell, args, model: str, training: bool, replicate: bool) -> OpGraph:
+    """``extract``, or (``replicate``, a list of alike blocks) its first three blocks extracted and the graph grown
+    to the whole list; the whole compile where the grown graph might not be its: the small compile fails (a
+    ``construct`` counting the blocks itself), its layers are not that list's, or its third layer is not its second
+    copied (:func:`strategist.frontend.layers.grows_alike`)."""
+    from . import blocks
+    from .compile import deferred_cells, lazy_inline_cells, lazy_inline_groups
+    from .layers import grow_layers, grows_alike, layer_block
+    found = blocks.repeated_list(cell) if replicate else None
+    if found is None:
+        return extract(cell, *args, model=model, training=training)
+    path, lst, n = found
+    try:
+        with blocks.first_blocks(lst):
+            small = extract(cell, *args, model=model, training=training)
+    except CompileError:            # its construct counts the blocks itself (range(self.num_layers))
+        small = None
+    rx, scope_rx = blocks.path_pattern(path), blocks.scope_pattern(path, lst)
+    if small is None or layer_block(small) != (path, list(range(blocks.COMPILED))) \
+            or not grows_alike(small, rx, scope_rx):
+        return extract(cell, *args, model=model, training=training)
+    graph = grow_layers(small, n, rx, scope_rx)
+    graph.meta = dataclasses.replace(small.meta, deferred_cells=deferred_cells(cell))
+    lazy = lazy_inline_cells(cell)
+    if lazy:
+        graph.meta = dataclasses.replace(graph.meta, lazy_inline_cells=lazy, lazy_groups=lazy_inline_groups(cell),
+                                         lazy_classes={p: type(c).__name__ for p, c in cell.cells_and_names()
+                                                       if p in set(lazy)})
+    return graph
+
+
 def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] | None = None,
-               training: bool = True) -> OpGraph:
+               training: bool = True, replicate: bool = True) -> OpGraph:
     """``strategist inspect``'s whole front half: file -> Cell -> OpGraph.
 
     ``training`` says which compile strategist extracts and emulates (``graph.training``): True (the default,
@@ -264,6 +296,10 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     ``mindformers:<config.yaml>`` or a path to a MindFormers YAML builds that config's training model
     (:mod:`strategist.frontend.mindformers`); ``kwargs`` are then ``layers=N``, ``seq=S``, ``batch=B`` and any
     config key (``hidden_size=256``, ``parallel_config.use_seq_parallel=True``).
+
+    ``replicate``: a model whose one list of repeated blocks is alike after the first
+    (:func:`strategist.frontend.blocks.repeated_list`) is compiled with its first three blocks and the graph grown to
+    the whole list, the graph the whole compile gives at a three-layer compile's cost; off, every block compiled.
     """
     # the MindFormers front end (and the engine it reads) is loaded when used: `import strategist` stays light
     from .mindformers import is_mindformers_ref
@@ -291,7 +327,7 @@ def load_graph(target: str, inputs: list[str] | None = None, kwargs: list[str] |
     args = order_inputs(cell, named)
     with progress.task("extracting the graph (MindSpore compile)"):
         try:
-            graph = extract(cell, *args, model=str(ref), training=training)
+            graph = _extract(cell, args, str(ref), training, replicate)
         except CompileError as err:
             fallback = cell.__dict__.get("strategist_eager_fallback")     # (a mindone model's default attention)
             if fallback is None:

@@ -13,7 +13,8 @@ import dataclasses
 import re
 
 from ...engine.search.structure import local_rows_marked
-from ...vocab.graph import Input, OpGraph, Param
+from ...vocab.graph import OpGraph
+from ..layers import grow_layers
 
 
 _MOE_LAYERS = ("MoELayer",)
@@ -203,165 +204,10 @@ def _shift_scope(text: str, lo: int, hi: int, d: int) -> str:
 
 
 def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
-    """``graph`` with its decoder grown to ``layers`` layers by copying its last layer.
-
-    Layer k (k >= the extracted count L) is the last layer t = L-1 renamed (``decoder.layers.t`` ->
-    ``decoder.layers.k`` in op names, cell paths, scopes and parameters); its inputs from layer t-1 come
-    from layer k-1; what followed the decoder reads layer ``layers-1``. MindFormers' layers are identical
+    """``graph`` with its decoder grown to ``layers`` layers by copying its last layer
+    (:func:`strategist.frontend.layers.grow_layers` on ``decoder.layers.N``): MindFormers' layers are identical
     modules, so this is the graph a ``layers``-layer extraction gives (tests: op for op at 4 layers)."""
-    ops = graph.ops
-    idx = [layer_of(op.cell_path) for op in ops]
-    present = sorted({i for i in idx if i is not None})
-    if not present or layers <= present[-1] + 1:
-        return graph
-    t = present[-1]
-    first = idx.index(t)
-    # the layer's body: from its first operator while the operators are its own or its predecessor's (MindSpore can
-    # order an MoE router's late operators -- DeepSeek's expert-bias update -- inside the next layer's body)
-    end = first
-    while end + 1 < len(ops) and (idx[end + 1] in (t, t - 1) or not ops[end + 1].cell_path):
-        end += 1
-    while idx[end] != t:
-        end -= 1
-    body = range(first, end + 1)
-    # the predecessor's operators the body holds: a late run of this layer named as one of them runs, for each copy,
-    # inside the next copy's body
-    inside = {ops[i].name for i in body if idx[i] == t - 1}
-    # its operators after the body, in runs: an MoE router's auxiliary loss, added to the loss at the end (each
-    # layer's run in turn: the copies follow it), or the late operators of the last layer (interleaved: they are
-    # the last layer's, the copies' own running inside the copied bodies)
-    late = [i for i in range(end + 1, len(ops)) if idx[i] == t]
-    runs = []
-    for i in late:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    last = layers - 1
-
-    by_name = {op.name: op for op in ops}
-
-    def signature(op):
-        return op.type, tuple(x.spec.shape if x.spec is not None else None for x in op.inputs)
-
-    def counterpart(name: str) -> bool:
-        """Layer t has an operator of that name, doing the same (a shared op's name can be another op's in the
-        next layer: ChatGLM2's layer 0 splits the shared rotary table as split#1, layer 1 its kv as split#1)."""
-        other = by_name.get(shift_layers(name, t - 1, t - 1, 1))
-        return other is not None and signature(other) == signature(by_name[name])
-
-    def ref_in(x: Input, lo, hi, d) -> Input:
-        if x.kind == "op":
-            if lo == t - 1 and lo >= 0 and shift_layers(x.ref, lo, lo, 1) != x.ref and not counterpart(x.ref):
-                # an operator of layer t-1 that layer t has no counterpart of: computed once and shared by the
-                # layers after it (MindSpore's CSE keeps one rotary cos/sin, in the first layer), not per layer
-                return x
-            return dataclasses.replace(x, ref=shift_layers(x.ref, lo, hi, d))
-        if x.kind == "param":
-            return dataclasses.replace(x, ref=shift_layers(x.ref, lo, hi, d))
-        return x
-
-    def copy_op(op, lo, hi, d, inputs_only=False):
-        new_inputs = tuple(ref_in(x, lo, hi, d) for x in op.inputs)
-        if inputs_only:
-            return dataclasses.replace(op, inputs=new_inputs, attrs=dict(op.attrs))
-        return dataclasses.replace(op, name=shift_layers(op.name, lo, hi, d),
-                                   cell_path=shift_layers(op.cell_path, lo, hi, d),
-                                   full_name=_shift_scope(op.full_name, lo, hi, d), inputs=new_inputs,
-                                   attrs=dict(op.attrs))
-    ends = {r[-1]: r for r in runs}
-    moved = {i for r in runs if shift_layers(ops[r[0]].name, t, t, -1) in inside for i in r}
-    new_ops = list(ops[:end + 1])
-    for k in range(t + 1, layers):
-        new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in body]
-    for i in range(end + 1, len(ops)):
-        op = ops[i]
-        if idx[i] != t:
-            new_ops.append(copy_op(op, t, t, last - t, inputs_only=True))
-        elif i in moved:
-            new_ops.append(copy_op(op, t, t, last - t))
-        else:
-            new_ops.append(op)
-        if i in ends and i not in moved:
-            for k in range(t + 1, layers):
-                new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in ends[i]]
-    new_ops, outputs_map = _renumber_unscoped(new_ops)
-    for i, op in enumerate(new_ops):
-        op.topo_index = i
-    params: dict = {}
-    tparams = [n for n in graph.params if layer_of(n) == t]
-    for name, p in graph.params.items():
-        params[name] = p
-        if tparams and name == tparams[-1]:
-            for k in range(t + 1, layers):
-                for n in tparams:
-                    q = graph.params[n]
-                    nn = shift_layers(n, t, t, k - t)
-                    params[nn] = Param(nn, q.spec, q.requires_grad)
-    cells: dict = {}
-    tcells = [c for c in graph.cells if layer_of(c) == t]
-    for c, cls in graph.cells.items():
-        cells[c] = cls
-        if tcells and c == tcells[-1]:
-            for k in range(t + 1, layers):
-                for c2 in tcells:
-                    cells[shift_layers(c2, t, t, k - t)] = graph.cells[c2]
-    outputs = [ref_in(x, t, t, last - t) for x in graph.outputs]
-    outputs = [dataclasses.replace(x, ref=outputs_map.get(x.ref, x.ref)) if x.kind == "op" else x for x in outputs]
-    return graph.derived(new_ops, outputs, params, cells)
-
-
-_SUFFIX = re.compile(r"#\d+$")
-_TOP_SCOPE = re.compile(r"Default/(\w+)-op(\d+)")
-
-
-def _renumber_scopes(ops: list) -> list:
-    """MindSpore numbers the operators of its top scope per type in order (``Default/SplitWithSize-op6``): a copied
-    layer's functional operators numbered as a whole extraction numbers them."""
-    seen: dict[str, int] = {}
-    out = []
-    for op in ops:
-        m = _TOP_SCOPE.fullmatch(op.full_name or "")
-        if m is None:
-            out.append(op)
-            continue
-        n = seen.get(m.group(1), 0)
-        seen[m.group(1)] = n + 1
-        want = f"Default/{m.group(1)}-op{n}"
-        out.append(op if want == op.full_name else dataclasses.replace(op, full_name=want))
-    return out
-
-
-def _renumber_unscoped(ops: list) -> tuple[list, dict]:
-    """Operators outside any Cell (a functional ``expand_dims`` in a router) are named by their order of appearance
-    (``expand_dims``, ``expand_dims#1``, ...): a copied layer's are named as a whole extraction names them, the
-    references to them following. Returns the operators and the renaming."""
-    ops = _renumber_scopes(ops)
-    seen: dict[str, int] = {}
-    rename: dict[str, str] = {}
-    for op in ops:
-        if op.cell_path or layer_of(op.name) is not None:
-            continue
-        base = _SUFFIX.sub("", op.name)
-        n = seen.get(base, 0)
-        seen[base] = n + 1
-        new = base if n == 0 else f"{base}#{n}"
-        if new != op.name:
-            rename[id(op)] = new
-    if not rename:
-        return ops, {}
-    out = []
-    # a name can be held by one operator before renaming and another after: map each reference to the operator it
-    # named -- the nearest earlier holder of that name in order (the graph is in topological order)
-    holder: dict[str, str] = {}
-    for op in ops:
-        new = rename.get(id(op), op.name)
-        inputs = tuple(dataclasses.replace(x, ref=holder.get(x.ref, x.ref)) if x.kind == "op" else x
-                       for x in op.inputs)
-        holder[op.name] = new
-        out.append(dataclasses.replace(op, name=new, inputs=inputs) if (new != op.name or inputs != op.inputs)
-                   else op)
-    return out, holder
+    return grow_layers(graph, layers, _LAYER, _SCOPE)
 
 
 def replicate_anchors(anchors: dict, graph: OpGraph, extracted_layers: int, layers: int) -> dict:
