@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cost import pricing, step as step_model
+from . import memo
+from .cost import pricing
 from .cost.step import chosen_step_seconds
 from .vocab.anchors import DATASET, Anchor
 from .engine.plan import Plan, Provenance, model_anchors, parallel_only_anchors
-from .engine.search import clear_caches as clear_search_caches, search
+from .engine.search import search
 from .engine.search.caches import no_cyclic_gc
 from .engine.semi_auto import BATCH, FOLLOW, arriving, semi_auto_anchors
 from .vocab.graph import OpGraph, ShardLayout
@@ -107,8 +108,6 @@ def semi_auto_plan(graph: OpGraph, mesh: Mesh, anchors: dict[str, Any] | None = 
 
 
 def clear_caches() -> None:
-    """Forget every cached rule, candidate, sharding, redistribution plan, price and the step and memory models'
-    memos (for cold timings)."""
-    clear_search_caches()
-    pricing.clear_caches()
-    step_model.clear_caches()
+    """Forget every cache strategist keeps (:func:`strategist.memo.clear_caches`): rules, candidates, shardings,
+    redistribution plans, prices, the step and memory models' memos (for cold timings)."""
+    memo.clear_caches()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from ..memo import table
 from ..vocab.graph import DTYPE_BYTES, OptimizerSharding
 from .experts import expert_slice
 from .optime import cached_rule
@@ -92,7 +93,7 @@ def _bytes(choice, j: int, spec) -> float:
     return choice.outputs[j].slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
 
 
-_ACTIVATIONS: dict = {}
+_ACTIVATIONS = table("memory: activations per plan and operator set", 256)
 
 
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
@@ -106,8 +107,6 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     key = (id(plan), id(names), recompute, id(drop), id(full_layers))
     hit = _ACTIVATIONS.get(key)
     if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop or hit[3] is not full_layers:
-        if len(_ACTIVATIONS) >= 256:
-            _ACTIVATIONS.clear()
         hit = _ACTIVATIONS[key] = (plan, names, drop, full_layers,
                                    _activation_bytes(plan, names, recompute, drop, full_layers))
     return tuple(x / micro_batches for x in hit[4])
@@ -262,7 +261,7 @@ def _forward_peak(plan, names: set[str], saved: dict) -> float:
     return max(peak, held)
 
 
-_SLICES: dict = {}
+_SLICES = table("memory: parameter slices per plan and operator set", 32)
 
 
 def param_slices(plan, names: set[str]) -> dict[str, tuple]:
@@ -272,8 +271,6 @@ def param_slices(plan, names: set[str]) -> dict[str, tuple]:
     hit = _SLICES.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
-    if len(_SLICES) >= 32:
-        _SLICES.clear()
     out = _SLICES[key] = (plan, _param_slices(plan, names))
     return out[1]
 
@@ -393,9 +390,3 @@ def _reread_params(plan, names: set[str]) -> set[str]:
     by a Gather (whose backward reads the indices)."""
     return {x.ref for op in plan.graph if op.name in names and op.type not in ("Gather", "GatherV2")
             for x in op.inputs if x.kind == "param"}
-
-
-def clear_caches() -> None:
-    """Forget the memoised activations and parameter slices."""
-    _ACTIVATIONS.clear()
-    _SLICES.clear()

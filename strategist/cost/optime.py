@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
+from ..memo import lru, table
 from ..engine.rules.flops import COMPUTE_TYPES
-from ..engine.rules.registry import rule_for
+from ..engine.search.caches import cached_rule as search_rule, signature
 from ..vocab.graph import DTYPE_BYTES
 from .pricing import memory_traffic
 
@@ -44,7 +44,7 @@ def parse_step(label: str, nbytes: float, per_node: int):
     return _parse_label(label, per_node)
 
 
-@lru_cache(maxsize=8192)
+@lru("cost.optime._parse_label", 8192)
 def _parse_label(label: str, per_node: int):
     m = _STEP.match(label)
     if m is None or m.group(2) == "Split":
@@ -57,7 +57,7 @@ def _parse_label(label: str, per_node: int):
     return m.group(1) or "forward", kind, int(m.group(3)), intra, group
 
 
-_STEPS: dict = {}
+_STEPS = table("step model: collectives per priced steps and profile", 1 << 16)
 
 
 def comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
@@ -110,29 +110,13 @@ class OpTime:
     bound: str            # "flops" | "bytes" | "none"
 
 
-_RULES: dict = {}          # id(op) -> (op, rule)
-_BY_SIGNATURE: dict = {}   # operator signature -> rule (the repeated layers' operators share one)
-_TIMES: dict = {}
-
-
-def _signature(op) -> tuple:
-    """What an operator's factor rule depends on: its type, its inputs' kinds, specs and constants, its
-    outputs, its attributes."""
-    return (op.type, tuple((x.kind == "const", str(x.spec) if x.spec else None,
-                            repr(x.value) if x.kind == "const" else None) for x in op.inputs),
-            tuple(map(str, op.outputs)), repr(sorted(op.attrs.items())))
+_TIMES = table("step model: compute time per operator, sharding and profile", 1 << 18)
 
 
 def cached_rule(op):
-    """``op``'s factor rule, memoised per operator object and per signature."""
-    hit = _RULES.get(id(op))
-    if hit is None or hit[0] is not op:
-        sig = _signature(op)
-        rule = _BY_SIGNATURE.get(sig)
-        if rule is None:
-            rule = _BY_SIGNATURE[sig] = rule_for(op)
-        hit = _RULES[id(op)] = (op, rule)
-    return hit[1]
+    """``op``'s factor rule, memoised per operator signature (the search's memo: the repeated layers' operators
+    share one)."""
+    return search_rule(op, signature(op))
 
 
 def op_time(op, choice, flops: float, traffic: float, grad: bool, prof) -> OpTime:

@@ -7,13 +7,13 @@ these prices: like MindSpore it minimises one edge at a time."""
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
+from ..memo import lru, table
 from ..errors import StrategyError
 from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.layout import Layout
 from ..engine.rules.flops import COMPUTE_TYPES, training_flops
-from ..engine.rules.sharding import output_partial, output_scattered, pre_reduce, pre_reduce_layout, shard_layout
+from ..engine.rules.sharding import output_partial, output_scattered, pre_reduce_layout, shard_layout
 from ..engine.redistribution import Collective, Physical
 from ..vocab.anchors import DATASET
 from ..engine.plan import CAST_PASS, Conflict, EdgeCost, OpChoice, OpCost, Plan, Provenance
@@ -24,7 +24,7 @@ from ..engine.search.local_rows import local_rows_layout
 from ..engine.search.result import SearchResult
 from ..engine.search.structure import STRUCTURES
 
-_PRICES: dict = {}      # memoised edge and operator prices
+_PRICES = table("pricing: edge and operator prices", 1 << 20)
 
 
 # operators that pass a Parameter on unchanged to MindSpore's parallel pass: a weight read through them gets its
@@ -94,7 +94,7 @@ def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
     return Physical(nb, t, ((f"AllReduce(n={n}, group={list(ranks)})", nb, t),))
 
 
-@lru_cache(maxsize=4096)
+@lru("cost.pricing._group_of_rank0", 4096)
 def _group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
     """Ranks sharing rank 0's coordinates on every device axis but ``axes``."""
     ranks = [0]
@@ -542,9 +542,3 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
         if spec is not None:
             total += lay.slice_numel * spec.nbytes / max(spec.numel, 1)
     return total * (3.0 if needs_grad else 1.0)
-
-
-def clear_caches() -> None:
-    """Forget cached prices (for cold timings)."""
-    _PRICES.clear()
-    pre_reduce.cache_clear()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_ways
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
+from ..memo import table
 from ..vocab.graph import DTYPE_BYTES
 from .optime import (
     Comm,
@@ -130,8 +131,8 @@ def options_of(plan) -> StepOptions:
     return plan.graph.step_options or StepOptions()
 
 
-_PROFILES: dict = {}
-_COMMS: dict = {}
+_PROFILES = table("step model: profile per hardware and overrides", 64)
+_COMMS = table("step model: collectives per redistribution", 1 << 16)
 
 
 def step_profile_of(hw, overrides: tuple):
@@ -157,7 +158,7 @@ def _scale(comms, m: int, prof) -> float:
     return sum(prof.collective_seconds(c.kind, c.n, c.nbytes / m, c.intra) for c in comms)
 
 
-_GRAPHS: dict = {}
+_GRAPHS = table("step model: facts per graph", 16)
 
 
 def _graph_facts(g) -> tuple[dict, dict]:
@@ -168,7 +169,7 @@ def _graph_facts(g) -> tuple[dict, dict]:
     return hit[1], hit[2]
 
 
-_BASES: dict = {}
+_BASES = table("step model: base rows per plan", 8)
 
 
 def _base_rows(plan, prof, m: int) -> list[tuple]:
@@ -209,8 +210,6 @@ def _base_rows(plan, prof, m: int) -> list[tuple]:
             ph = ph if ph is not None else {}
             own_fwd, own_bwd = (own_fwd or 0.0) + a2a_s, (own_bwd or 0.0) + a2a_s
         rows.append((op, ch, t, tuple(deps), ph, own_fwd, own_bwd))
-    if len(_BASES) >= 8:
-        _BASES.clear()
     _BASES[key] = (plan, prof, rows)
     return rows
 
@@ -225,7 +224,7 @@ def _dispatch_seconds(plan, op, prof, m: int) -> float:
     return 2 * prof.collective_seconds("AllToAll", expert_ways(plan), nb / m, intra)
 
 
-_ITEMS: list = [None, None]
+_ITEMS = table("step model: items of the last plan, profile and options", 1)
 
 
 def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
@@ -233,12 +232,12 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
     profile and options but the copies (a sweep prices each option set with one copy and with two in turn),
     then its copies (:func:`interleaved`)."""
     key = (id(plan), id(prof), replace(opts, interleave=1), zero)
-    hit = _ITEMS[0]
-    if hit is not None and hit[0] is plan and hit[1] is prof and hit[2] == key:
-        items = _ITEMS[1]
+    hit = _ITEMS.get(key)
+    if hit is not None and hit[0] is plan and hit[1] is prof:
+        items = hit[2]
     else:
         items = _one_copy(plan, prof, opts, zero)
-        _ITEMS[:] = [(plan, prof, key), items]
+        _ITEMS[key] = (plan, prof, items)
     return interleaved(items, opts.interleave) if opts.interleave > 1 else items
 
 
@@ -324,7 +323,7 @@ def _first_layers(graph, opts, counts) -> set[str]:
     return out
 
 
-_DROPS: dict = {}
+_DROPS = table("step model: selective recompute per graph and options", 64)
 
 
 def selective_drop(graph, opts: StepOptions) -> frozenset[str]:
@@ -335,8 +334,6 @@ def selective_drop(graph, opts: StepOptions) -> frozenset[str]:
            tuple(opts.comm_recompute_layers), tuple(opts.recompute_layers))
     hit = _DROPS.get(key)
     if hit is None or hit[0] is not graph:
-        if len(_DROPS) >= 64:
-            _DROPS.clear()
         hit = _DROPS[key] = (graph, frozenset(_selective_drop(graph, opts)))
     return hit[1]
 
@@ -408,7 +405,7 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
     return out
 
 
-_MIRRORS: dict = {}
+_MIRRORS = table("step model: gradient reductions per operator", 1 << 16)
 
 
 def _mirrors(op, ch, comms, zero, prof, g):
@@ -732,7 +729,7 @@ def estimate_with(plan, opts: StepOptions, stand_in: bool = False) -> StepEstima
         return _estimate(plan, opts.check(), stand_in)
 
 
-_STAGES: dict = {}
+_STAGES = table("step model: stage per operator", 64)
 
 
 def _stages(graph, pp: int, offset, chunks: int = 1) -> dict[str, int]:
@@ -740,13 +737,11 @@ def _stages(graph, pp: int, offset, chunks: int = 1) -> dict[str, int]:
     key = (id(graph), pp, tuple(offset or ()), chunks)
     hit = _STAGES.get(key)
     if hit is None or hit[0] is not graph:
-        if len(_STAGES) >= 64:
-            _STAGES.clear()
         hit = _STAGES[key] = (graph, stage_of_ops(graph, pp, offset, chunks))
     return hit[1]
 
 
-_NAMES: dict = {}
+_NAMES = table("step model: operators per stage", 64)
 
 
 def _stage_names(graph, pp: int, offset, chunks: int = 1) -> list[frozenset[str]]:
@@ -755,8 +750,6 @@ def _stage_names(graph, pp: int, offset, chunks: int = 1) -> list[frozenset[str]
     hit = _NAMES.get(key)
     if hit is None or hit[0] is not graph:
         stage = _stages(graph, pp, offset, chunks)
-        if len(_NAMES) >= 64:
-            _NAMES.clear()
         names = [frozenset(op.name for op in graph if stage[op.name] == k) for k in range(pp)] if pp > 1 else \
             [frozenset(op.name for op in graph)]
         hit = _NAMES[key] = (graph, names)
@@ -838,12 +831,3 @@ def chosen_step_seconds(plan) -> float | None:
     """``Plan.totals()``' step_seconds: the scheduled step where the options ask the advisor to choose by it
     (``choose_by_schedule``), else None (the serial sum)."""
     return step_seconds(plan) if options_of(plan).choose_by_schedule else None
-
-
-def clear_caches() -> None:
-    """Forget the step model's memos (profiles, graphs' facts, items, mirrors, stages) and the memory model's."""
-    from . import memory
-    for memo in (_PROFILES, _COMMS, _GRAPHS, _BASES, _DROPS, _MIRRORS, _STAGES, _NAMES):
-        memo.clear()
-    _ITEMS[:] = [None, None]
-    memory.clear_caches()

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
+from ..memo import lru
 from ..vocab.layout import Layout, unify
 
 #: MindSpore CostModelContext defaults (costmodel_context.h).
@@ -567,7 +567,7 @@ def ms_infer(subs, sizes) -> list[tuple[str, int, int]]:
     return ops
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.redistribution.ms_elements", 1 << 16)
 def ms_elements(src: Layout, dst: Layout) -> tuple[float, float, float] | None:
     """(forward, backward, computation) in elements as MindSpore 2.9.0's cost mode counts them, or None
     where the model does not apply (partial sums, no common device matrix, unexpandable shapes)."""

@@ -44,8 +44,8 @@ reshape_layout_transfer.cc, redistribution_operator_infer.cc), rules checked aga
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
+from ..memo import lru
 from ..vocab.layout import Layout, unify
 from .redistribution import (ALLGATHER_REDUCESCATTER_SCALE_FACTOR, RESHAPE_COST_FACTOR, ms_infer, cut_axis,
                              refine_cost, squeeze_shape)
@@ -155,7 +155,7 @@ class _Unknown(Exception):
     pass
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.reshape_cost.reshape_swc_cost", 1 << 16)
 def reshape_swc_cost(src: Layout, dst: Layout) -> tuple[float, float] | None:
     """(communication, computation) in ELEMENTS of MindSpore 2.9.0's ReshapeInfo strategy-with-cost for
     input layout ``src`` and output layout ``dst`` (same element count and device count), before

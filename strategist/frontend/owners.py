@@ -14,6 +14,7 @@ import re
 import textwrap
 from typing import Any
 
+from ..memo import table
 from ..vocab.graph import PLUMBING
 
 
@@ -270,7 +271,7 @@ def _prims(obj) -> dict:
     return d
 
 
-_SOURCE_CACHE: dict[type, dict[str, str]] = {}
+_SOURCE_CACHE = table("front end: assignment lines per Cell class", 4096)
 
 
 def source_of(obj, inst: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..memo import lru
 from ..vocab.graph import PLUMBING, Input, Op, OpGraph, Param, ShardLayout, TensorSpec
 from .irtext import tuple_shapes_from_text
 from .owners import OWNER_ATTR, name_operators, source_of
@@ -24,15 +25,17 @@ _DT = {
 }
 
 
-_ENUM_NAMES: dict[int, str] = {}
 
 
 def _enum_name(v: int) -> str:
     """``anf_ir_pb2.DataType.Name`` through a table (the enum lookup is slow in the Python runtime)."""
-    if not _ENUM_NAMES:
-        from mindspore.train import anf_ir_pb2
-        _ENUM_NAMES.update({e.number: e.name for e in anf_ir_pb2.DataType.DESCRIPTOR.values})
-    return _ENUM_NAMES.get(v, "DT_UNDEFINED")
+    return _enum_names().get(v, "DT_UNDEFINED")
+
+
+@lru("front end: proto dtype names", 1)
+def _enum_names() -> dict[int, str]:
+    from mindspore.train import anf_ir_pb2
+    return {e.number: e.name for e in anf_ir_pb2.DataType.DESCRIPTOR.values}
 
 
 def _dtype_name(pb_enum_value) -> str:

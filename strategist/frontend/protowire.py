@@ -17,11 +17,13 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 from google.protobuf.descriptor import FieldDescriptor as F  # noqa: E402
 
+from ..memo import table
+
 _FLOAT = struct.Struct("<f").unpack_from
 _DOUBLE = struct.Struct("<d").unpack_from
 _FIXED = {5: (4, _FLOAT), 1: (8, _DOUBLE)}     # wire type -> (bytes, decoder): fixed32 float, fixed64 double
 _VARINT_TYPES = {F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_INT32, F.TYPE_UINT32, F.TYPE_BOOL, F.TYPE_ENUM}
-_TABLES: dict = {}
+_TABLES = table("front end: proto field tables", 1024)
 
 
 class Msg:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from itertools import combinations
+
+from ..memo import lru
 
 _GROUP = re.compile(r"n=(\d+), group=\[([0-9, ]*)\]")
 
 
-@lru_cache(maxsize=256)
+@lru("report.groups.axis_groups", 256)
 def axis_groups(shape: tuple[int, ...], names: tuple[str, ...]) -> dict[tuple[int, ...], str]:
     """Rank 0's group along each set of mesh axes (of size > 1) -> its name, the inner axes first within a size.
 

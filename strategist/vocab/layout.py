@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
+from ..memo import lru
 from ..errors import StrategyError
 
 
@@ -148,7 +148,7 @@ def _partial_key(layout: Layout, c: tuple[int, ...]):
     return (n, idx)
 
 
-@lru_cache(maxsize=4096)
+@lru("vocab.layout._coords", 4096)
 def _coords(dev_matrix: tuple[int, ...], rank: int) -> tuple[int, ...]:
     out = []
     for size in reversed(dev_matrix):
@@ -207,7 +207,7 @@ def refine(layout: Layout, target: tuple[int, ...]) -> Layout:
     return Layout(layout.shape, target, dims, partial)
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("vocab.layout.squeeze", 1 << 16)
 def squeeze(layout: Layout) -> Layout:
     """Drop device axes of size 1 (placement unchanged)."""
     keep = [a for a, d in enumerate(layout.dev_matrix) if d > 1]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
+from ..memo import lru
 from ..errors import MeshError
 
 MAX_DEVICES = 2 ** 20   # more devices than any real cluster: a typo, refused
@@ -119,7 +119,7 @@ class Hardware:
         return op.steps() * link.latency + nbytes / link.bandwidth
 
 
-@lru_cache(maxsize=1024)
+@lru("vocab.mesh._intra_axes", 1024)
 def _intra_axes(dev_matrix: tuple[int, ...], axes: tuple[int, ...], per_node: int) -> bool:
     """Every group spanning the device ``axes`` of ``dev_matrix`` lies inside one node (nodes hold consecutive
     ranks, so a group's first and last rank decide)."""

@@ -3,8 +3,8 @@ communication (:func:`reshape_layout`). Flatten, which has no OperatorInfo of it
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
+from ...memo import lru
 from ...vocab.graph import Op
 from ...vocab.layout import Layout
 from .common import batch_parallel_rule, letters, make_rule, out_shapes, shape_of
@@ -18,7 +18,7 @@ def reshape_placeholder(op: Op) -> FactorRule:
                      [[None] * len(o) for o in out_shapes(op)], [0])
 
 
-@lru_cache(maxsize=1 << 16)      # pure; pricing maps every Reshape's output back on each plan it prices
+@lru("engine.rules.reshape.reshape_layout", 1 << 16)      # pure; pricing maps every Reshape's output back on each plan it prices
 def reshape_layout(src: Layout, out_shape: tuple[int, ...]) -> Layout | None:
     """The layout of ``reshape(x, out_shape)`` that needs no communication given ``x``'s layout
     ``src``, or None when the reshape cannot keep every device's data in place.

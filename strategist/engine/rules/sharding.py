@@ -14,8 +14,8 @@ anchor (:func:`shard_anchor`), a self-defined shard, or an ``enable_nd_tp`` (Bat
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
+from ...memo import lru
 from ...errors import StrategyError
 from ...vocab.graph import Op, ShardLayout
 from ...vocab.layout import Layout
@@ -364,7 +364,7 @@ def pre_reduce_layout(s: Sharding, j: int = 0) -> Layout:
     return pre_reduce(s.outputs[j], output_scattered(s, j), tuple(sorted(output_partial(s, j))))
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.rules.sharding.pre_reduce", 1 << 16)
 def pre_reduce(out: Layout, scattered: tuple[int, ...], partial: tuple[int, ...]) -> Layout:
     dims = tuple(tuple(a for a in d if a not in scattered) for d in out.dims) if scattered else out.dims
     return Layout(out.shape, out.dev_matrix, dims, tuple(sorted(partial + scattered)))

@@ -20,8 +20,8 @@ from .bfs import Propagation
 from .caches import cached_candidates, cached_rule
 from .chooser import Chooser, better
 from .dataset import dataset_layouts
-from .layout_eq import edge_cache_key, type_len, without_partial
-from .reshape import ReshapeSearch, reshape_pair_cost
+from .layout_eq import type_len
+from .reshape import ReshapeSearch
 from .result import SearchQueries, SearchResult
 from .structure import graph_structure, lazy_fold, local_rows_marked, no_generated_strategy, per_graph, \
     reshape_names, self_defined_ops, sibling_calls
@@ -251,8 +251,5 @@ def alternatives(plan, name: str) -> list[tuple[Sharding, tuple]]:
 
 
 def clear_caches() -> None:
-    """Forget the search's cached rules, candidates, shardings and redistribution plans (for cold timings)."""
+    """Forget every cache strategist keeps (:func:`strategist.memo.clear_caches`), the search's among them."""
     caches.clear_caches()
-    without_partial.cache_clear()
-    edge_cache_key.cache_clear()
-    reshape_pair_cost.cache_clear()

@@ -1,20 +1,20 @@
 """The search's caches, kept across propagations (the advisor runs hundreds over one graph): operator
 signatures, rules, candidates and shardings per signature, redistribution plans per layout pair, and the memo
 of choices (``CHOICES``: neighbour choices, Reshape mappings and seed shardings, each keyed by what decides it).
-:func:`strategist.engine.search.clear_caches` forgets them all (for cold timings)."""
+:func:`strategist.memo.clear_caches` forgets them all (for cold timings), with every other cache."""
 from __future__ import annotations
 
 import contextlib
 import gc
 import itertools
-from functools import lru_cache
 
+from ... import memo
+from ...memo import lru, table
 from ...vocab.graph import Op
 from ...vocab.layout import Layout
 from ..rules.candidates import candidates
 from ..rules.factor import FactorRule, Sharding
 from ..rules.registry import rule_for
-from ..rules.reshape import reshape_layout
 from ..rules.sharding import shard
 from ..redistribution import Redistribution, plan
 
@@ -37,28 +37,14 @@ def _op_key(op: Op):
                  tuple(map(str, op.outputs)), repr(sorted(op.attrs.items()))))
 
 
-_RULES: dict = {}
-
-
-_SHARDS: dict = {}
-
-
-_CANDS: dict = {}
-
-
-SWC_STRATS: dict = {}       # (operator signature, devices, fully_use_devices) -> swc_strategies
-
-
-CHOICES: dict = {}     # memoised neighbour choices, reshape mappings and seed shardings
-
-
-FINGERPRINTS = itertools.count()   # tells Reshape cost caches apart in the choices' memo keys
-
-
-_KEYS: dict = {}        # id(op) -> (op, signature): the op is kept so the id cannot be reused
-
-
-EDGE_KEYS: dict = {}   # (id(src), id(dst), dtype) -> (src, dst, (comm, comp)), likewise
+_RULES = table("search: rule per operator signature", 1 << 16)
+_SHARDS = table("search: sharding per signature and strategy", 1 << 18)
+_CANDS = table("search: candidates per signature", 1 << 16)
+SWC_STRATS = table("search: swc strategies per signature", 1 << 16)   # (signature, devices, fully_use) -> ...
+CHOICES = table("search: choices", 1 << 21)     # memoised neighbour choices, reshape mappings and seed shardings
+FINGERPRINTS = itertools.count()   # tells Reshape cost caches apart in the choices' memo keys (a counter: no cache)
+_KEYS = table("search: signature per operator", 1 << 18)   # id(op) -> (op, signature): the op kept, its id not reused
+EDGE_KEYS = table("search: edge keys", 1 << 18)   # (id(src), id(dst), dtype) -> (src, dst, (comm, comp)), likewise
 
 
 def cached_rule(op: Op, opkey=None) -> FactorRule:
@@ -85,7 +71,7 @@ def cached_shard(op: Op, strategy, n: int, opkey=None) -> Sharding:
     return s
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("search: redistribution plan per layout pair", 1 << 16)
 def cached_plan(src: Layout, dst: Layout) -> Redistribution:
     return plan(src, dst)
 
@@ -100,16 +86,8 @@ def signature(op: Op) -> tuple:
 
 
 def clear_caches() -> None:
-    """Forget the cached rules, candidates, shardings, signatures, choices and redistribution plans."""
-    _RULES.clear()
-    _SHARDS.clear()
-    _CANDS.clear()
-    SWC_STRATS.clear()
-    CHOICES.clear()
-    _KEYS.clear()
-    EDGE_KEYS.clear()
-    cached_plan.cache_clear()
-    reshape_layout.cache_clear()
+    """Forget every cache (:func:`strategist.memo.clear_caches`)."""
+    memo.clear_caches()
 
 
 @contextlib.contextmanager

@@ -11,9 +11,11 @@ helpers they rest on:
   is the identity), however the layouts are written."""
 from __future__ import annotations
 
-import math
-from functools import lru_cache
+import itertools
 
+import math
+
+from ...memo import lru, table
 from ...vocab.graph import DTYPE_BYTES
 from ...vocab.layout import Layout
 from .caches import cached_plan
@@ -23,7 +25,7 @@ def type_len(spec) -> int:
     return DTYPE_BYTES.get(spec.dtype, 4) if spec is not None else 4
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.search.layout_eq.edge_cache_key", 1 << 16)
 def edge_cache_key(layout: Layout) -> tuple:
     """MindSpore's edge-cost cache key of a layout: (device arrangement, tensor map) in the standard form
     (size-1 device axes dropped); the tensor shape and type are not part of it."""
@@ -33,17 +35,22 @@ def edge_cache_key(layout: Layout) -> tuple:
             tuple(tuple(idx[a] for a in d if a in idx) for d in layout.dims))
 
 
-_KEY_IDS: dict = {}
+_KEY_IDS = table("search: small id per edge cache key", 1 << 16)
+_IDS = itertools.count()   # never reused: an id a cleared table gave out is not given to another key
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.search.layout_eq.edge_cache_id", 1 << 16)
 def edge_cache_id(layout: Layout) -> int:
     """A small integer naming :func:`edge_cache_key`'s key (equal keys, equal ids): a pair of them hashes in
     constant time where a pair of nested key tuples is hashed element by element."""
-    return _KEY_IDS.setdefault(edge_cache_key(layout), len(_KEY_IDS))
+    key = edge_cache_key(layout)
+    got = _KEY_IDS.get(key)
+    if got is None:
+        got = _KEY_IDS[key] = next(_IDS)
+    return got
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.search.layout_eq.without_partial", 1 << 16)
 def without_partial(layout: Layout) -> Layout:
     """``layout`` with its partial sums reduced (one object per layout, so id-keyed caches keep hitting)."""
     return layout if not layout.partial else Layout(layout.shape, layout.dev_matrix, layout.dims)

@@ -5,8 +5,8 @@ MindSpore's shape-blind Reshape cost cache; the layout on the side the search re
 is mapped through the Reshape (:meth:`~strategist.engine.search.result.SearchQueries.reshape_through`)."""
 from __future__ import annotations
 
-from functools import lru_cache
 
+from ...memo import lru
 from ...errors import StrategyError
 from ...vocab.graph import Op
 from ...vocab.layout import Layout
@@ -25,7 +25,7 @@ from .orders import dfs_from_output
 from .structure import per_graph
 
 
-@lru_cache(maxsize=1 << 16)
+@lru("engine.search.reshape.reshape_pair_cost", 1 << 16)
 def reshape_pair_cost(src: Layout, dst: Layout, type_len: int = 4) -> tuple[float, float]:
     """(communication_without_parameter_, computation_cost_) of a Reshape from ``src`` to ``dst``
     (different shapes) as MindSpore's ReshapeInfo prices its strategies-with-cost, in bytes after its

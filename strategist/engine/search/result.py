@@ -4,9 +4,9 @@ that both answer alike)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Mapping
 
+from ...memo import lru
 from ...vocab.graph import Op, OpGraph
 from ...vocab.layout import Layout
 from ...vocab.mesh import Hardware, Mesh
@@ -19,7 +19,7 @@ from .layout_eq import gather_variants, without_partial
 from .local_rows import local_rows_layout
 
 
-@lru_cache(maxsize=4096)
+@lru("engine.search.result.seq_axes", 4096)
 def seq_axes(dev_matrix: tuple[int, ...], names: tuple[str, ...], shape: tuple[int, ...]) -> frozenset | None:
     """The axes of ``dev_matrix`` that are the ``cp`` and ``tp`` of a mesh with axis ``names`` and ``shape``
     (MindFormers splits the sequence of its ``[S, B, H]`` tensors by them, never the batch): by position where

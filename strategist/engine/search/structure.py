@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...memo import table
 from ...vocab.graph import Op, OpGraph
 from ...vocab.anchors import DATASET
 from .caches import cached_rule
@@ -14,15 +15,17 @@ from .orders import creation_order
 
 
 #: per graph (the most recent few): its adjacency, creation order and TmpIdentity operators, read-only
-STRUCTURES: dict = {}
+STRUCTURES = table("search: structure per graph", 8)
+#: per graph: the scans every propagation over it would otherwise repeat
+_SCANS = table("per-graph scans", 512)
 
 
 def per_graph(what: str, graph: OpGraph, compute):
     """``compute(graph)``, once per graph (kept with its structure): a scan every propagation over it would
     otherwise repeat (the advisor runs some fifty)."""
-    hit = STRUCTURES.get((what, id(graph)))
+    hit = _SCANS.get((what, id(graph)))
     if hit is None or hit[0] is not graph:
-        hit = STRUCTURES[(what, id(graph))] = (graph, compute(graph))
+        hit = _SCANS[(what, id(graph))] = (graph, compute(graph))
     return hit[1]
 
 
@@ -177,8 +180,6 @@ def graph_structure(graph: OpGraph, dataset: tuple[str, ...], forward: bool):
     # MindSpore creates edges per consumer in creation order: a producer's successors follow it
     for n, lst in succ.items():
         lst.sort(key=lambda e: created.get(e[1], 1 << 30))
-    if len(STRUCTURES) >= 8:
-        STRUCTURES.clear()
     ops = {op.name: op for op in graph}
     ops.update(idents)
     out = (succ, prev, data_prev, created, idents, ops, {})

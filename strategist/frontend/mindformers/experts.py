@@ -13,6 +13,7 @@ import dataclasses
 import json
 import time
 
+from ...memo import table
 from ...engine.rules.sharding import shard, shard_layout
 from ...engine.plan import PARALLEL_ONLY, SEMI_AUTO
 from ...vocab.anchors import Anchor
@@ -100,7 +101,7 @@ def _param_reader(graph: OpGraph):
 
 
 #: (model, build options, mesh, operators) -> (anchors, notes): loss_own_strategies' readings
-_LOSS_OWN_STRATEGIES: dict = {}
+_LOSS_OWN_STRATEGIES = table("mindformers: the loss's own strategies per model and mesh", 64)
 
 
 def _loss_own_key(graph: OpGraph, mesh: Mesh) -> tuple:

@@ -3,8 +3,8 @@ leaves it), rendered with Jinja2 from the templates beside this module. :func:`a
 :func:`compare_html`, :func:`sweep_html`."""
 from __future__ import annotations
 
-from functools import lru_cache
 
+from ...memo import lru
 from ... import __version__
 from ..render import advice_dict, alike_anchors, human_bytes, rel
 from ..step import step_dict
@@ -15,7 +15,7 @@ from .sections import plan_sections
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 
-@lru_cache(maxsize=1)
+@lru("report.html.environment", 1)
 def environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
     env = Environment(loader=PackageLoader("strategist.report.html", "templates"),
