@@ -188,12 +188,12 @@ def test_local_slices_run_after_the_collectives():
     dst = Layout((16, 8, 8), (2, 4), ((), (0,), (1,)))
     r = plan_redistribution(src, dst)
     assert [op.kind for op in r.ops] == ["Split", "AllToAll"]
-    assert [b for _l, b, _t in r.physical(4).steps] == [0.0, 2048]
-    assert [b for _l, b, _t in r.transposed().physical(4).steps] == [2048]
+    assert [st.nbytes for st in r.physical(4).steps] == [0.0, 2048]
+    assert [st.nbytes for st in r.transposed().physical(4).steps] == [2048]
     data = Layout((16, 8, 8), (2, 4), ((0, 1), (), ()))
-    assert [b for _l, b, _t in plan_redistribution(data, dst).physical(4).steps] == [1536, 2048]
+    assert [st.nbytes for st in plan_redistribution(data, dst).physical(4).steps] == [1536, 2048]
     # with enable_alltoall the all-to-alls move (n - 1) / n of the slice as it is
-    assert [b for _l, b, _t in plan_redistribution(data, dst).physical(4, alltoall=True).steps] == [384, 256]
+    assert [st.nbytes for st in plan_redistribution(data, dst).physical(4, alltoall=True).steps] == [384, 256]
 
 
 def test_mirror_over_two_device_axes_is_one_allreduce(tmp_path):
@@ -265,7 +265,7 @@ def test_allgathers_run_innermost_device_axis_first():
     r = plan_redistribution(Layout((16, 32), (4, 2), ((0,), (1,))), Layout((16, 32), (4, 2), ((), ())))
     assert [(op.kind, op.n, op.dim, op.group(0)) for op in r.ops] == [
         ("AllGather", 2, 1, (0, 1)), ("AllGather", 4, 0, (0, 2, 4, 6))]
-    assert [st[1] for st in r.physical(4).steps] == [256.0, 1536.0]
+    assert [st.nbytes for st in r.physical(4).steps] == [256.0, 1536.0]
 
 
 # ---- one tensor redistributed alike for several consumers: one transpose per redistribution NODE of MindSpore's
@@ -383,12 +383,12 @@ def test_nd_tp_matmul_prices_its_own_input_all_gathers(graph_of):
     hw = load_hardware("atlas-800t-a2")
     p = propagate(graph_of(ND_TP + "BmmTP2DNdAnchor8"), Mesh.parse("b=1,x=2,y=4"), dataset_strategy="full_batch",
                   hardware=hw)
-    steps = {s[0]: s[1] for s in p.op_costs["mul1"].steps}
+    steps = {s.label: s.nbytes for s in p.op_costs["mul1"].steps}
     assert steps["AllGather(n=4, group=[0, 1, 2, 3], dim=2)"] == 393216
     assert not any(k.startswith("backward ReduceScatter(n=4") for k in steps)
     p = propagate(graph_of(ND_TP + "BmmTP3D16Nd1"), Mesh.parse("z=2,x=2,y=4"), dataset_strategy="full_batch",
                   hardware=hw)
-    assert [s[:2] for s in p.op_costs["mul1"].steps if "n=2" in s[0]] == [
+    assert [(s.label, s.nbytes) for s in p.op_costs["mul1"].steps if s.n == 2] == [
         ("AllGather(n=2, group=[0, 4], dim=1)", 65536), ("AllGather(n=2, group=[0, 8], dim=1)", 65536),
         ("backward ReduceScatter(n=2, group=[0, 8], dim=1)", 65536)]
 

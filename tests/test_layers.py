@@ -119,3 +119,21 @@ def test_one_dtype_size_table():
                 if all(isinstance(v, ast.Constant) and isinstance(v.value, int) for v in node.values):
                     spelled.append(f"{mod}:{node.lineno}")
     assert spelled == ["strategist.vocab.graph:22"], spelled
+
+
+def test_collective_labels_are_read_nowhere():
+    """Collective steps travel typed (strategist.vocab.comm.CommStep) from the redistribution planner to the
+    reports: no module outside report/ holds a regex over their labels (``n=8, group=[...]``, a ``grad ``/``backward
+    `` prefix), and report/ only prints them."""
+    readers = []
+    for mod, path in _modules():
+        if mod.startswith("strategist.report") or mod == "strategist.vocab.comm":
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("compile", "match", "search",
+                                                                                  "findall", "sub", "fullmatch"):
+                for arg in node.args[:1]:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (
+                            "group=" in arg.value or "n=(" in arg.value or "(backward|grad)" in arg.value):
+                        readers.append(f"{mod}:{node.lineno}")
+    assert readers == [], readers

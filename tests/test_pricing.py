@@ -82,9 +82,8 @@ IR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "ir")
 
 def _mirror_devices(plan) -> set[int]:
     """The group sizes of the mirrors (Parameters' gradient reductions) strategist prices (the toy has one weight)."""
-    import re
-    return {int(n) for c in plan.op_costs.values() for t, _b, _s in c.steps if t.startswith("grad ")
-            for n in re.findall(r"AllReduce\(n=(\d+)", t)}
+    return {st.n for c in plan.op_costs.values() for st in c.steps
+            if st.direction == "grad" and st.kind == "AllReduce"}
 
 
 @pytest.mark.parametrize("factory, recorded", [("repeated", "rep"), ("column", "col"),

@@ -27,7 +27,7 @@ def _advise(graph, mesh, sp, step=None):
 
 
 def _steps(plan, name):
-    return [(label.split("(")[0], nbytes) for label, nbytes, _t in plan.op_costs[name].steps]
+    return [(st.label.split("(")[0], st.nbytes) for st in plan.op_costs[name].steps]
 
 
 def test_sequence_parallel_turns_the_row_linears_allreduce_into_a_reduce_scatter(graph_of):
@@ -60,7 +60,7 @@ def test_vocab_parallel_loss_reduces_over_the_split_vocabulary(graph_of):
     assert not [e for e in plan.edges if e.dst.startswith("loss.") and (e.fwd_bytes or e.bwd_bytes)]
     # 2 x 128 = 256 rows, fp32: the max, the sum of exponentials and the picked logit all-reduced per row over
     # the two halves of the vocabulary, 256 x 4 bytes each, forward and backward
-    comm = {n: [(label.split("(")[0], nb) for label, nb, _t in c.steps]
+    comm = {n: [(st.label.split("(")[0], st.nbytes) for st in c.steps]
             for n, c in plan.op_costs.items() if n.startswith("loss.") and c.steps}
     assert comm == {n: [("AllReduce", 1024.0), ("backward AllReduce", 1024.0)]
                     for n in ("loss.max", "loss.sum_exp", "loss.sum_vocab")}

@@ -5,10 +5,9 @@ through device memory; forward and backward apart. Each redistribution and each 
 repriced on the profile's bus bandwidths, per kind and group size, intra- or inter-node by its group."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from ..memo import lru, table
+from ..memo import table
 from ..engine.rules.flops import COMPUTE_TYPES
 from ..engine.search.caches import cached_rule as search_rule, signature
 from ..vocab.graph import DTYPE_BYTES
@@ -17,10 +16,6 @@ from .pricing import memory_traffic
 
 #: FlashAttention-2's backward runs five MatMuls of the forward's two (it recomputes the scores): 2.5x its FLOPs
 FA_BACKWARD = 2.5
-
-_STEP = re.compile(r"^(?:(backward|grad) )?(AllGather|ReduceScatter|AllReduce|AllToAll|Split)\(n=(\d+), "
-                   r"group=\[([0-9, ]*)\][^)]*\)(?: as (AllGather|Split \+ Concat \+ ReduceScatter))?")
-
 
 @dataclass(frozen=True)
 class Comm:
@@ -35,34 +30,13 @@ class Comm:
     group: tuple = ()
 
 
-def parse_step(label: str, nbytes: float, per_node: int):
-    """(phase, kind, n, intra, group) of a priced step's label (``"grad AllReduce(n=8, group=[0, ...])"``), or
-    None for a local Split. An all-to-all without enable_alltoall runs as the AllGather (backward: the
-    ReduceScatter) its label says."""
-    if nbytes <= 0:
-        return None
-    return _parse_label(label, per_node)
-
-
-@lru("cost.optime._parse_label", 8192)
-def _parse_label(label: str, per_node: int):
-    m = _STEP.match(label)
-    if m is None or m.group(2) == "Split":
-        return None
-    kind = m.group(2)
-    if m.group(5):
-        kind = "AllGather" if m.group(5) == "AllGather" else "ReduceScatter"
-    group = tuple(int(x) for x in m.group(4).split(",") if x.strip())
-    intra = not group or min(group) // per_node == max(group) // per_node
-    return m.group(1) or "forward", kind, int(m.group(3)), intra, group
-
-
 _STEPS = table("step model: collectives per priced steps and profile", 1 << 16)
 
 
 def comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
-    """A priced ``steps`` tuple ((label, bytes, seconds), ...) -> {phase: [Comm]} on ``prof``
-    (phase: ``forward``, ``backward`` or ``grad``); memoised per tuple and profile."""
+    """A priced ``steps`` tuple (:class:`~strategist.vocab.comm.CommStep`) -> {direction: [Comm]} on ``prof``
+    (``forward``, ``backward`` or ``grad``; local Splits and empty steps left out); memoised per tuple and
+    profile."""
     key = (id(steps), id(prof))
     hit = _STEPS.get(key)
     if hit is not None and hit[0] is steps and hit[1] is prof:
@@ -74,12 +48,13 @@ def comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
 
 def _comms_of_steps(steps, prof) -> dict[str, list[Comm]]:
     out: dict[str, list[Comm]] = {}
-    for label, nb, _t in steps:
-        p = parse_step(label, nb, prof.devices_per_node)
-        if p is None:
+    for st in steps:
+        kind = st.collective
+        if kind is None or st.nbytes <= 0:
             continue
-        phase, kind, n, intra, group = p
-        out.setdefault(phase, []).append(Comm(kind, n, intra, nb, prof.collective_seconds(kind, n, nb, intra), group))
+        intra = st.intra(prof.devices_per_node)
+        out.setdefault(st.direction, []).append(
+            Comm(kind, st.n, intra, st.nbytes, prof.collective_seconds(kind, st.n, st.nbytes, intra), st.group))
     return out
 
 

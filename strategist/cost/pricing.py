@@ -11,6 +11,7 @@ import math
 from ..memo import lru, table
 from ..errors import StrategyError
 from ..vocab.graph import OpGraph, ShardLayout
+from ..vocab.comm import CommStep
 from ..vocab.layout import Layout
 from ..engine.rules.flops import COMPUTE_TYPES, training_flops
 from ..engine.rules.sharding import output_partial, output_scattered, pre_reduce_layout, shard_layout
@@ -91,7 +92,7 @@ def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
     nb = step.bytes_sent(type_len)
     t = hw.collective_seconds(step, nb, axes) if hw is not None and nb else 0.0
     ranks = _group_of_rank0(lay.dev_matrix, axes)
-    return Physical(nb, t, ((f"AllReduce(n={n}, group={list(ranks)})", nb, t),))
+    return Physical(nb, t, (CommStep("AllReduce", tuple(ranks), nb, t),))
 
 
 @lru("cost.pricing._group_of_rank0", 4096)
@@ -395,7 +396,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                 bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
-                steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
+                steps.extend(st.toward("backward") for st in pb.steps)
         for k, gl in enumerate(s.gathered):
             # its own AllGather of an input before computing (an enable_nd_tp MatMul's replace graph), and its
             # transpose, a ReduceScatter of that input's gradient
@@ -414,7 +415,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                 _bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
-                steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
+                steps.extend(st.toward("backward") for st in pb.steps)
         if op.type not in PARAM_CASTS:
             # the mirror of each Parameter it reads (through a Cast too: a Cast has no OperatorInfo after the
             # search, MindSpore mirrors the weight where it is consumed)
@@ -425,7 +426,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                 if p is not None:
                     c.grad_bytes += p.bytes_sent
                     c.grad_seconds += p.seconds
-                    steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+                    steps.extend(st.toward("grad") for st in p.steps)
         c.steps = tuple(steps)
         _PRICES[pk] = (res.key(op.name), s, hw, c if c.bytes else None)
         if c.bytes:
@@ -458,7 +459,7 @@ def _reshape_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, n
             p = _mirror(a, tl, hw, a2a)
             if p is not None:
                 c.grad_bytes, c.grad_seconds = p.bytes_sent, p.seconds
-                steps.extend(("grad " + st[0], st[1], st[2]) for st in p.steps)
+                steps.extend(st.toward("grad") for st in p.steps)
         inp = None
         if op.attrs.get("strategist_local_rows"):
             # a device-local Morph reshape is free when its output is its input's own rows: dealing rows back
@@ -477,7 +478,7 @@ def _reshape_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, n
             if needs_grad.get(op.name) and differentiable(op.inputs[0].spec):
                 bwd, pb = _backward(r, tl, hw, a2a)
                 c.bwd_bytes, c.bwd_seconds = pb.bytes_sent, pb.seconds
-                steps.extend(("backward " + st[0], st[1], st[2]) for st in pb.steps)
+                steps.extend(st.toward("backward") for st in pb.steps)
         c.steps = tuple(steps)
         if c.bytes:
             op_costs[op.name] = c

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from ..vocab.comm import AS_ALLGATHER, AS_REDUCESCATTER, CommStep
 from ..memo import lru
 from ..vocab.layout import Layout, unify
 
@@ -70,14 +71,19 @@ class Collective:
         base = rank - coord * stride
         return tuple(base + k * stride for k in range(self.n))
 
-    def __str__(self) -> str:
+    @property
+    def where(self) -> str:
+        """The tensor dims it works on, as its label prints them."""
         if self.kind == "AllToAll":
-            where = f"split_dim={self.dim} concat_dim={self.concat_dim}"
-        elif self.kind == "AllReduce":
-            where = ""
-        else:
-            where = f"dim={self.dim}"
-        return f"{self.kind}(n={self.n}, group={list(self.group(0))}{', ' + where if where else ''})"
+            return f"split_dim={self.dim} concat_dim={self.concat_dim}"
+        return "" if self.kind == "AllReduce" else f"dim={self.dim}"
+
+    def step(self, nbytes: float = 0.0, seconds: float = 0.0, runs_as: str = "", dtype: str = "") -> CommStep:
+        """This step as the cost model carries it (:class:`~strategist.vocab.comm.CommStep`)."""
+        return CommStep(self.kind, self.group(0), nbytes, seconds, where=self.where, runs_as=runs_as, dtype=dtype)
+
+    def __str__(self) -> str:
+        return self.step().label
 
     def transposed(self) -> "Collective | None":
         """This step's backward as MindSpore's autodiff writes it (``grad_comm_ops``' bprops): an AllGather's
@@ -180,7 +186,7 @@ class Physical:
 
     bytes_sent: float
     seconds: float
-    steps: tuple[tuple[str, float, float], ...] = field(default=())   # (step, bytes, seconds)
+    steps: tuple[CommStep, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -223,7 +229,7 @@ class Redistribution:
             return MsCost(math.inf, math.inf, math.inf)  # "Communication Operators don't support bool dtype!"
         return MsCost(f * type_len, b * type_len, c * type_len)
 
-    def physical(self, type_len: int, hardware=None, alltoall: bool = False) -> Physical:
+    def physical(self, type_len: int, hardware=None, alltoall: bool = False, dtype: str = "") -> Physical:
         """Bytes each device sends and the time on ``hardware``. ``alltoall``: MindSpore's ``enable_alltoall``.
         Off (MindSpore's default), its redistribution writes an all-to-all as an AllGather of each device's whole
         slice, then a local Split and Concat (``redistribution_operator_infer``: AllConcat + AllSplit instead of
@@ -239,21 +245,21 @@ class Redistribution:
             sized.reverse()
         k = 0
         for op in self.ops:
-            label = str(op)
+            written, runs_as = op, ""
             if op.kind == "AllToAll" and not alltoall:
                 if self.backward:
                     whole = tuple(d * op.n if i == op.dim else d for i, d in enumerate(op.slice_shape))
                     op = replace(op, kind="ReduceScatter", slice_shape=whole)
-                    label += " as Split + Concat + ReduceScatter"
+                    runs_as = AS_REDUCESCATTER
                 else:
                     op = replace(op, kind="AllGather")
-                    label += " as AllGather + Split + Concat"
+                    runs_as = AS_ALLGATHER
             nb = op.bytes_sent(type_len)
             if sized is not None and op.kind != "Split":
                 nb = sized[k]
                 k += 1
             t = hardware.collective_seconds(op, nb) if hardware is not None and nb else 0.0
-            steps.append((label, nb, t))
+            steps.append(written.step(nb, t, runs_as, dtype))
             total_b += nb
             total_t += t
         return Physical(total_b, total_t, tuple(steps))

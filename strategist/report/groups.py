@@ -1,17 +1,16 @@
 """Device groups by name rather than by rank list: ``tp group of 8``, ``all 64``, ``8 ranks, stride 4``.
 
-A collective's label (``AllGather(n=8, group=[0, 8, 16, ...], dim=0)``) names its group by rank 0's ranks; the
-text report names it by the mesh axes it runs along instead, and keeps the list for ``--format json``.
+A collective step (:class:`~strategist.vocab.comm.CommStep`) holds rank 0's group; its label lists the ranks
+(``AllGather(n=8, group=[0, 8, 16, ...], dim=0)``, kept for ``--format json``), the text report names the mesh
+axes it runs along instead.
 """
 from __future__ import annotations
 
 import math
-import re
 from itertools import combinations
 
 from ..memo import lru
 
-_GROUP = re.compile(r"n=(\d+), group=\[([0-9, ]*)\]")
 
 
 @lru("report.groups.axis_groups", 256)
@@ -56,14 +55,12 @@ def group_name(ranks, mesh) -> str:
     return f"{n} ranks"
 
 
-def short_label(label: str, mesh) -> str:
-    """A collective's label with its group named instead of listed.
+def short_label(step, mesh) -> str:
+    """A collective step's label with its group named instead of listed.
 
+    >>> from strategist.vocab.comm import CommStep
     >>> from strategist.vocab.mesh import Mesh
-    >>> short_label("grad AllReduce(n=8, group=[0, 8, 16, 24, 32, 40, 48, 56])", Mesh.parse("dp=8,tp=8"))
+    >>> short_label(CommStep("AllReduce", tuple(range(0, 64, 8)), 0.0, 0.0, "grad"), Mesh.parse("dp=8,tp=8"))
     'grad AllReduce(dp group of 8)'
     """
-    def name(m) -> str:
-        ranks = [int(x) for x in m.group(2).split(",") if x.strip()]
-        return group_name(ranks, mesh) if len(ranks) == int(m.group(1)) else m.group(0)
-    return _GROUP.sub(name, label)
+    return step.text(group_name(step.group, mesh)) if step.group else step.label

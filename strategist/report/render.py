@@ -352,7 +352,7 @@ def plan_dict(plan) -> dict:
         "ops": ops, "edges": edges,
         "op_communication": {k: {"forward_bytes": c.fwd_bytes, "backward_bytes": c.bwd_bytes,
                                  "gradient_bytes": c.grad_bytes,
-                                 "seconds": c.seconds, "steps": [s[0] for s in c.steps]}
+                                 "seconds": c.seconds, "steps": [s.label for s in c.steps]}
                              for k, c in plan.op_costs.items()},
         "per_layer": per_layer_rows(plan, plan.per_layer()), "per_cell": plan.per_cell(), "totals": plan.totals(),
         "step": step_dict(plan),
@@ -408,12 +408,12 @@ def plan_text(plan, markdown: bool = False, max_rows: int = 0, d: dict | None = 
     out.append(h("Redistributions (edges that move data)"))
     moving = [e for e in plan.edges if e.bytes]
     rows = _once_per_layer([(plan.choices[e.dst].op.layer, (
-        f"{e.src} -> {e.dst}", " ; ".join(short_label(str(o), plan.mesh) for o in e.forward.ops) or "-",
-        " ; ".join(short_label(str(o), plan.mesh) for o in e.backward.ops) if e.backward else "-",
+        f"{e.src} -> {e.dst}", " ; ".join(short_label(o.step(), plan.mesh) for o in e.forward.ops) or "-",
+        " ; ".join(short_label(o.step(), plan.mesh) for o in e.backward.ops) if e.backward else "-",
         f"{e.ms_communication:.0f}"), e.bytes, e.seconds) for e in moving], same)
     table(["edge", "forward", "backward", "ms cost", "bytes/dev", "time"], rows or [("(none)", "", "", "", "", "")])
     out.append(h("Operators' own communication"))
-    rows = _once_per_layer([(plan.choices[k].op.layer, (k, " ; ".join(short_label(s[0], plan.mesh) for s in c.steps)),
+    rows = _once_per_layer([(plan.choices[k].op.layer, (k, " ; ".join(short_label(s, plan.mesh) for s in c.steps)),
                              c.bytes, c.seconds) for k, c in plan.op_costs.items()], same)
     if max_rows and len(rows) > max_rows:
         rows = rows[:max_rows] + [(f"... {len(rows) - max_rows} more", "", "", "")]

@@ -403,7 +403,7 @@ def _our_moves(plan) -> list[tuple[str, str, str, frozenset]]:
             continue
         names, out = consumers(name)
         src = next((x.ref for x in op.inputs if x.kind == "op"), DATASET)
-        steps = " ; ".join(st[0] for st in c.steps if not st[0].startswith("grad "))
+        steps = " ; ".join(st.label for st in c.steps if st.direction != "grad")
         if out and steps:
             moves.append((src, ",".join(out), f"{name}: {steps}", frozenset(map(_base, names)), name))
     # an edge into a Reshape and the Reshape's own redistribution are one chain of MindSpore's
@@ -524,7 +524,6 @@ def comparison_text(c: Comparison, max_rows: int = 0, markdown: bool = False) ->
 
 
 PHASES = ("forward", "backward", "mirror")
-_STEP = re.compile(r"^(?:(backward|grad) )?(\w+)\(n=(\d+)")
 
 
 @dataclass
@@ -596,22 +595,17 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
         if e.backward is not None and e.bwd_bytes:      # (one transpose for the consumers sharing it)
             _add_steps(out["backward"], e.backward.physical(tl, None, a2a).steps)
     for c in plan.op_costs.values():
-        for label, b, sec in c.steps:
-            phase = "mirror" if label.startswith("grad ") else "backward" if label.startswith("backward ") else "forward"
-            _add_steps(out[phase], [(label, b, sec)])
+        for st in c.steps:
+            _add_steps(out["mirror" if st.direction == "grad" else st.direction], [st])
     return out
 
 
 def _add_steps(into: list, steps) -> None:
-    """Priced steps (``(label, bytes, seconds)``) as collectives ``(kind, n, bytes)`` onto ``into``: an all-to-all
-    written without ``enable_alltoall`` counts as the AllGather (or ReduceScatter) it is written as."""
-    for label, b, _s in steps:
-        m = _STEP.match(label)
-        if m is None or not b:
-            continue
-        kind = ("AllGather" if "as AllGather" in label else "ReduceScatter" if "as Split + Concat + ReduceScatter"
-                in label else m.group(2))
-        into.append((kind, int(m.group(3)), float(b)))
+    """Priced steps (:class:`~strategist.vocab.comm.CommStep`) as collectives ``(kind, n, bytes)`` onto ``into``:
+    an all-to-all written without ``enable_alltoall`` counts as the AllGather (or ReduceScatter) it is written as."""
+    for st in steps:
+        if st.nbytes:
+            into.append((st.collective or st.kind, st.n, float(st.nbytes)))
 
 
 def loss_sum_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:

@@ -43,7 +43,7 @@ def own_collectives(plan, name: str) -> str:
     c = plan.op_costs.get(name)
     if c is None or not (c.fwd_bytes or c.bwd_bytes):
         return ""
-    steps = [short_label(label, plan.mesh) for label, nb, _t in c.steps if nb > 0 and not label.startswith("grad ")]
+    steps = [short_label(st, plan.mesh) for st in c.steps if st.nbytes > 0 and st.direction != "grad"]
     return f"{' ; '.join(steps)} \u00b7 {human_bytes(c.fwd_bytes + c.bwd_bytes)}" if steps else ""
 
 
@@ -157,7 +157,7 @@ def graph_view(plan) -> dict:
     moving = {}
     for e in plan.edges:
         if e.src in inside and e.dst in inside and (e.bytes > 0 or any(o.kind != "Split" for o in e.forward.ops)):
-            steps = [short_label(str(o), plan.mesh) for o in e.forward.ops if o.kind != "Split"]
+            steps = [short_label(o.step(), plan.mesh) for o in e.forward.ops if o.kind != "Split"]
             moving[(e.src, e.dst)] = f"{' ; '.join(steps) or 'local split'} \u00b7 {human_bytes(e.bytes)}"
     edges = []
     for op in ops:

@@ -6,21 +6,20 @@ collective are spread evenly over its group's other ranks (the algorithm's own p
 is not modelled)."""
 from __future__ import annotations
 
-from ...cost.optime import parse_step
 from ...vocab.graph import DTYPE_BYTES
 
 
-def collective_steps(plan) -> list[tuple[str, float]]:
-    """(label, bytes each device sends) of every collective step of one training step."""
+def collective_steps(plan) -> list:
+    """Every step (:class:`~strategist.vocab.comm.CommStep`) of one training step that sends bytes."""
     a2a = bool(getattr(plan.graph, "enable_alltoall", False))
-    out: list[tuple[str, float]] = []
+    out: list = []
     for e in plan.edges:
         size = DTYPE_BYTES.get(e.dtype, 4)
         for r in (e.forward, e.backward):
             if r is not None and r.ops:
-                out.extend((label, nb) for label, nb, _t in r.physical(size, None, a2a).steps if nb > 0)
+                out.extend(st for st in r.physical(size, None, a2a, e.dtype).steps if st.nbytes > 0)
     for name in sorted(plan.op_costs):
-        out.extend((label, nb) for label, nb, _t in plan.op_costs[name].steps if nb > 0)
+        out.extend(st for st in plan.op_costs[name].steps if st.nbytes > 0)
     return out
 
 
@@ -50,14 +49,11 @@ def comm_matrix(plan) -> list[list[float]]:
     """``m[i][j]``: bytes device ``i`` sends device ``j`` in one training step."""
     n = plan.mesh.size
     m = [[0.0] * n for _ in range(n)]
-    for label, nb in collective_steps(plan):
-        p = parse_step(label, nb, n)
-        if p is None:
+    for st in collective_steps(plan):
+        group = st.group
+        if st.collective is None or st.n < 2:
             continue
-        _phase, _kind, size, _intra, group = p
-        if size < 2 or not group:
-            continue
-        share = nb / (len(group) - 1)
+        share = st.nbytes / (len(group) - 1)
         for g in cosets(tuple(group), n):
             for i in g:
                 row = m[i]

@@ -102,8 +102,8 @@ def op_rows(plan) -> list[dict]:
 
 def redistributions(plan) -> list[dict]:
     return [{"edge": f"{e.src} -> {e.dst}",
-             "forward": " ; ".join(short_label(str(o), plan.mesh) for o in e.forward.ops) or "-",
-             "backward": " ; ".join(short_label(str(o), plan.mesh) for o in e.backward.ops) if e.backward else "-",
+             "forward": " ; ".join(short_label(o.step(), plan.mesh) for o in e.forward.ops) or "-",
+             "backward": " ; ".join(short_label(o.step(), plan.mesh) for o in e.backward.ops) if e.backward else "-",
              "bytes": human_bytes(e.bytes), "time": charts.ms(e.seconds)}
             for e in plan.edges if e.bytes]
 
