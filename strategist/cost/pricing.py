@@ -78,7 +78,7 @@ def _root_param(g: OpGraph, x, casts) -> str:
     return x.ref
 
 
-def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
+def _mirror(lay: Layout, type_len: int, hw, a2a: bool, dtype: str = ""):
     """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy: ONE AllReduce
     over every device holding the same slice, however many device axes they span. Measured (random net 30,
     MindSpore 2.9.0): a MatMul ``((2, 2), (1, 2))`` on dp=4,tp=4 repeats over 2 devices and the weight's rows
@@ -92,7 +92,7 @@ def _mirror(lay: Layout, type_len: int, hw, a2a: bool):
     nb = step.bytes_sent(type_len)
     t = hw.collective_seconds(step, nb, axes) if hw is not None and nb else 0.0
     ranks = _group_of_rank0(lay.dev_matrix, axes)
-    return Physical(nb, t, (CommStep("AllReduce", tuple(ranks), nb, t),))
+    return Physical(nb, t, (CommStep("AllReduce", tuple(ranks), nb, t, dtype=dtype),))
 
 
 @lru("cost.pricing._group_of_rank0", 4096)
@@ -105,11 +105,11 @@ def _group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple
     return tuple(sorted(ranks))
 
 
-def _backward(fwd, type_len: int, hw, a2a: bool):
+def _backward(fwd, type_len: int, hw, a2a: bool, dtype: str = ""):
     """(backward redistribution, its physical price) of a forward one: its transpose, as MindSpore's autodiff
     writes it (:meth:`~strategist.engine.redistribution.Redistribution.transposed`)."""
     bwd = fwd.transposed()
-    return bwd, bwd.physical(type_len, hw, a2a)
+    return bwd, bwd.physical(type_len, hw, a2a, dtype)
 
 
 def differentiable(spec) -> bool:
@@ -308,15 +308,15 @@ def _edge_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, casts: dict, ne
             hit = _PRICES.get(pk)
             if hit is None or hit[0] is not a or hit[1] is not b or hit[2] is not hw:
                 r = cached_plan(a, b)
-                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a),
-                                     _backward(r, tl, hw, a2a))
+                hit = _PRICES[pk] = (a, b, hw, r, r.mindspore_cost(tl, dtype), r.physical(tl, hw, a2a, dtype),
+                                     _backward(r, tl, hw, a2a, dtype))
             fwd, ms, pf, back = hit[3:]
             if fwd.has_communication and (src, j, a, b) in once and src != DATASET and res.is_reshape(src):
                 # a Reshape's output read twice by one operator (Concat((t, t))): MindSpore replaces the Reshape by
                 # the redistribution once, both elements read it (netgen 89's step_parallel_end). Any other
                 # producer is redistributed per input (netgen 8: two AllGathers)
                 fwd = cached_plan(b, b)
-                ms, pf, back = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a), None
+                ms, pf, back = fwd.mindspore_cost(tl, dtype), fwd.physical(tl, hw, a2a, dtype), None
             once.add((src, j, a, b))
             # one redistribution node for the consumers wanting the same data on every device, however their
             # layouts are written (a MatMul's (2, 1) input and an Add's: one AllGather, one ReduceScatter)
@@ -382,10 +382,10 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
         for j, out in enumerate(s.outputs):
             if not (output_partial(s, j) or output_scattered(s, j)) or j >= len(op.outputs) or op.outputs[j] is None:
                 continue
-            tl = type_len(op.outputs[j])
+            tl, dt = type_len(op.outputs[j]), op.outputs[j].dtype
             # its own AllReduce, or ReduceScatter onto the output's dims (Gather's table row split)
             r = cached_plan(pre_reduce_layout(s, j), out)
-            p = r.physical(tl, hw, a2a)
+            p = r.physical(tl, hw, a2a, dt)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
@@ -393,7 +393,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                     folded[j] and all(st.kind == "AllReduce" for st in r.ops)):
                 # its transpose in the backward (an AllReduce's is an AllReduce of the output's gradient; on a
                 # constant gradient MindSpore folds it: constant_gradients)
-                bwd, pb = _backward(r, tl, hw, a2a)
+                bwd, pb = _backward(r, tl, hw, a2a, dt)
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
                 steps.extend(st.toward("backward") for st in pb.steps)
@@ -404,15 +404,15 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                 continue
             x = op.inputs[res.rule(op.name).slots[k]]
             spec = x.spec
-            tl = type_len(spec)
+            tl, dt = type_len(spec), spec.dtype if spec else ""
             r = cached_plan(s.inputs[k], gl)
-            p = r.physical(tl, hw, a2a)
+            p = r.physical(tl, hw, a2a, dt)
             c.fwd_bytes += p.bytes_sent
             c.fwd_seconds += p.seconds
             steps.extend(p.steps)
             if differentiable(spec) and (_trainable(g, x, param_casts) or
                                           (x.kind == "op" and needs_grad.get(x.ref, False))):
-                _bwd, pb = _backward(r, tl, hw, a2a)
+                _bwd, pb = _backward(r, tl, hw, a2a, dt)
                 c.bwd_bytes += pb.bytes_sent
                 c.bwd_seconds += pb.seconds
                 steps.extend(st.toward("backward") for st in pb.steps)
@@ -422,7 +422,8 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
             for k, slot in enumerate(res.rule(op.name).slots):
                 if k >= len(s.inputs) or not grads_on[slot]:
                     continue
-                p = _mirror(s.inputs[k], type_len(op.inputs[slot].spec), hw, a2a)
+                spec = op.inputs[slot].spec
+                p = _mirror(s.inputs[k], type_len(spec), hw, a2a, spec.dtype if spec else "")
                 if p is not None:
                     c.grad_bytes += p.bytes_sent
                     c.grad_seconds += p.seconds
@@ -449,14 +450,15 @@ def _reshape_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, n
         if not ch.inputs or not ch.outputs or ch.inputs[0] is None or ch.outputs[0] is None:
             continue
         a = ch.inputs[0]
-        tl = type_len(op.inputs[0].spec)
+        spec = op.inputs[0].spec
+        tl, dt = type_len(spec), spec.dtype if spec else ""
         c = OpCost()
         steps = []
         on = grads_on_of[op.name]
         root = _root_param(g, op.inputs[0], param_casts) if on and on[0] else None
         if root is not None and root not in mirrored and root not in const_params:
             mirrored.add(root)
-            p = _mirror(a, tl, hw, a2a)
+            p = _mirror(a, tl, hw, a2a, dt)
             if p is not None:
                 c.grad_bytes, c.grad_seconds = p.bytes_sent, p.seconds
                 steps.extend(st.toward("grad") for st in p.steps)
@@ -472,11 +474,11 @@ def _reshape_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, n
             inp, _cand = res.reshape_through(op.name, ch.outputs[0], forward=False)
         if a.shape == inp.shape and not same_placement(a, inp):
             r = cached_plan(a, inp)
-            p = r.physical(tl, hw, a2a)
+            p = r.physical(tl, hw, a2a, dt)
             c.fwd_bytes, c.fwd_seconds = p.bytes_sent, p.seconds
             steps.extend(p.steps)
             if needs_grad.get(op.name) and differentiable(op.inputs[0].spec):
-                bwd, pb = _backward(r, tl, hw, a2a)
+                bwd, pb = _backward(r, tl, hw, a2a, dt)
                 c.bwd_bytes, c.bwd_seconds = pb.bytes_sent, pb.seconds
                 steps.extend(st.toward("backward") for st in pb.steps)
         c.steps = tuple(steps)
