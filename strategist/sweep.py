@@ -246,14 +246,36 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
 # ---------------------------------------------------------------------------------------------------------------
 # one mesh: advise, then price every option set on the plan
 
+@dataclass
+class WorkerState:
+    """What a worker advises and prices every mesh with: the whole graph, the graph the meshes are advised on (its
+    first :data:`ADVISE_LAYERS` repeated layers), the hardware's and the rules' names, the dataset strategy, and
+    the graph cut to other layer counts, once each (:meth:`truncated`)."""
+
+    graph: OpGraph
+    base: OpGraph
+    hardware: str
+    dataset_strategy: object
+    rules: object
+    cut: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS) -> "WorkerState":
+        base = truncate_layers(graph, advise_layers) if advise_layers else graph
+        return cls(graph, base, hardware, dataset_strategy, rules)
+
+    def truncated(self, layers: int) -> OpGraph:
+        """The graph cut down to its first ``layers`` repeated layers (the advised graph where it has as many)."""
+        if len(layer_block(self.base)[1]) == layers:
+            return self.base
+        if layers not in self.cut:
+            self.cut[layers] = truncate_layers(self.graph, layers)
+        return self.cut[layers]
+
+
+#: a pool or Ray worker process's state, set by its initialiser and read only by the task entry points below
+#: (:func:`_mesh_task`, :func:`advise_mesh_task`): a process of the pool holds one sweep's graph between tasks
 _WORKER: dict = {}
-
-
-def _init_worker(graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS):
-    base = truncate_layers(graph, advise_layers) if advise_layers else graph
-    _WORKER.pop("state", None)
-    _WORKER.pop("truncated", None)           # cut from the graph of an earlier sweep in this process
-    _WORKER.update(graph=graph, base=base, hardware=hardware, dataset_strategy=dataset_strategy, rules=rules)
 
 
 def _init_pool_worker(*state) -> None:
@@ -262,19 +284,19 @@ def _init_pool_worker(*state) -> None:
     allocates a burst the collector would otherwise walk the whole graph for. The collector then runs once after
     each mesh (:func:`_mesh_task`), not when allocations trigger it."""
     progress.detach_worker()
-    _init_worker(*state)
+    _WORKER.clear()
+    _WORKER["worker"] = WorkerState.of(*state)
     gc.freeze()
     gc.disable()
-    _WORKER["collect"] = True
 
 
-def _mesh_task(*args, **kw) -> dict:
-    """:func:`_advise_mesh` in a worker, then the mesh's cyclic garbage collected and what it leaves (the caches'
-    new entries) moved out of later collections' sight: each mesh's collection walks only the objects it made."""
-    out = _advise_mesh(*args, **kw)
-    if _WORKER.get("collect"):
-        gc.collect()
-        gc.freeze()
+def _mesh_task(task: "Task") -> dict:
+    """:func:`advise_mesh` in a pool worker, then the mesh's cyclic garbage collected and what it leaves (the
+    caches' new entries) moved out of later collections' sight: each mesh's collection walks only the objects it
+    made."""
+    out = advise_mesh(_WORKER["worker"], task)
+    gc.collect()
+    gc.freeze()
     return out
 
 
@@ -302,15 +324,14 @@ def plan_on(g: OpGraph, base: OpGraph, advice, mesh: Mesh, hw, dataset_strategy)
                      dataset_strategy=dataset_strategy, hardware=hw)
 
 
-def advise_mesh_task(state: tuple, mesh: dict, options: list[StepOptions], with_advice=False, whole=False,
-                     carry=None, share=False) -> dict:
+def advise_mesh_task(state: tuple, task: "Task") -> dict:
     """One mesh of the sweep in a process that may not have the sweep's state yet (a Ray task): ``state`` is
     ``(graph, hardware, dataset_strategy, rules)``, set up again whenever the task receives another state object
     (Ray may hand each task its own deserialised copy)."""
     if _WORKER.get("state") is not state:
         _init_pool_worker(*state)
         _WORKER["state"] = state
-    return _mesh_task(mesh, options, with_advice, whole=whole, carry=carry, share=share)
+    return _mesh_task(task)
 
 
 @dataclass
@@ -332,7 +353,9 @@ def _carried(carry, inner: Mesh) -> Carried | None:
 
 
 class Task(NamedTuple):
-    """One mesh for a worker: :func:`_advise_mesh`'s arguments, in its order."""
+    """One mesh for a worker (:func:`advise_mesh`): the mesh, its option sets, whether the advice is returned
+    (``with_advice``), priced on the whole graph (``whole``), carried from its family (``carry``) or shared
+    (``share``)."""
 
     mesh: dict
     options: list
@@ -342,31 +365,30 @@ class Task(NamedTuple):
     share: bool = False
 
 
-def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whole: bool = False, carry=None,
-                 share: bool = False) -> dict:
-    """In a worker: the advice for ``mesh`` without its pp axis (or ``carry``'s, its family's, carried onto it) and
-    each option set's step on its plan (``whole``: on the whole graph's plan, never extrapolated; ``share``: the
+def advise_mesh(w: WorkerState, task: Task) -> dict:
+    """The advice for ``task.mesh`` without its pp axis (or ``task.carry``'s, its family's, carried onto it) and each
+    option set's step on its plan (``whole``: on the whole graph's plan, never extrapolated; ``share``: the
     advice's anchors returned too, for the family's other meshes)."""
     from .advice.advisor import advise, load_rules
     from .files.hardware import load_hardware
     from .report.render import advice_dict
-    w = _WORKER
-    graph, base = w["graph"], w["base"]
+    mesh, options, with_advice, whole, carry, share = task
+    graph, base = w.graph, w.base
     inner = inner_mesh(mesh)
-    hw = load_hardware(w["hardware"])
+    hw = load_hardware(w.hardware)
     # one collection after the mesh's advice and options, not one per propagation and estimate
     with no_cyclic_gc():
         try:
             advice = _carried(carry, inner) if carry else None
             own = advice is None
             if own:
-                advice = advise(base, inner, rules=load_rules(w["rules"]), hardware=hw,
-                                dataset_strategy=w["dataset_strategy"])
+                advice = advise(base, inner, rules=load_rules(w.rules), hardware=hw,
+                                dataset_strategy=w.dataset_strategy)
             anchors = whole_anchors(advice, base, graph)
-            per, plans, stand_in = pricing_plans(advice, inner, mesh.get("pp", 1), options, hw, whole)
+            per, plans, stand_in = pricing_plans(w, advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
             if not own:          # the family's anchors priced badly here: the mesh's own advice instead
-                return _advise_mesh(mesh, options, with_advice, whole, None, share)
+                return advise_mesh(w, task._replace(carry=None))
             return {"error": str(err).splitlines()[0], "own": True}
         rows = list(_price_options(per, plans, options, stand_in))
     out = {"anchors": len(anchors), "rows": rows, "own": own}
@@ -382,7 +404,7 @@ def _advise_mesh(mesh: dict, options: list[StepOptions], with_advice: bool, whol
     return out
 
 
-def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
+def pricing_plans(w: WorkerState, advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
                   whole: bool = False) -> tuple[int, dict, bool]:
     """(the repeated layers per pipeline stage, ``{layers per stage: plan}``, whether the plans stand in for the
     pipeline's stages): the plans a mesh's options are priced on -- the whole graph's; or, where every layer
@@ -390,8 +412,7 @@ def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
     last standing for a deeper pipeline's: :func:`~strategist.cost.step.held_stages`), and where its stages hold
     more than :data:`PRICE_LAYERS`, to that many layers per stage, the advice's anchors copied onto every layer
     of each."""
-    w = _WORKER
-    graph, base = w["graph"], w["base"]
+    graph, base = w.graph, w.base
     layers = len(layer_block(graph)[1])
     per = layers // pp if layers and layers % pp == 0 else 0
     ka, kb = PRICE_LAYERS
@@ -401,19 +422,8 @@ def pricing_plans(advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
     at = [ka, kb] if cut and per > kb and (ka + kb) * held < layers else [per]
     if not options:
         return per, {}, False
-    return per, {k: plan_on(graph if k * held == layers else _truncated(k * held), base, advice, inner, hw,
-                            w["dataset_strategy"]) for k in at}, held < pp
-
-
-def _truncated(layers: int) -> OpGraph:
-    """The sweep's graph cut down to its first ``layers`` repeated layers, once per worker (the advised graph
-    where it has as many)."""
-    if len(layer_block(_WORKER["base"])[1]) == layers:
-        return _WORKER["base"]
-    cut = _WORKER.setdefault("truncated", {})
-    if layers not in cut:
-        cut[layers] = truncate_layers(_WORKER["graph"], layers)
-    return cut[layers]
+    return per, {k: plan_on(graph if k * held == layers else w.truncated(k * held), base, advice, inner, hw,
+                            w.dataset_strategy) for k in at}, held < pp
 
 
 def _at_layers(opts: StepOptions, k: int, per: int) -> StepOptions:
@@ -602,15 +612,15 @@ def _executor(graph, hardware, dataset_strategy, rules, workers, ray):
             yield run
         return
     if workers <= 1:
-        _init_worker(*state)
-        yield lambda tasks: ((j, _advise_mesh(*t)) for j, t in enumerate(tasks))
+        w = WorkerState.of(*state)
+        yield lambda tasks: ((j, advise_mesh(w, t)) for j, t in enumerate(tasks))
         return
     ctx = multiprocessing.get_context("fork")
     pool = cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_pool_worker, initargs=state)
     pids: list[int] = []
 
     def run(tasks):
-        futures = {pool.submit(_mesh_task, *t): j for j, t in enumerate(tasks)}
+        futures = {pool.submit(_mesh_task, t): j for j, t in enumerate(tasks)}
         for pid in [p.pid for p in (getattr(pool, "_processes", None) or {}).values()]:
             if pid not in pids:           # killed with the run if it is interrupted on its way out
                 pids.append(pid)

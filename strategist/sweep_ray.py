@@ -21,9 +21,9 @@ def import_ray():
 
 @contextlib.contextmanager
 def ray_runner(address: str, state: tuple, task):
-    """``run(tasks)`` on Ray, for the length of the block: ``(position, result)`` of each
-    ``(mesh, options, carry, share)`` task as it completes, ``task(state, mesh, options, carry, share)`` running one
-    (the state put into the object store once). A Ctrl-C cancels the tasks still running."""
+    """``run(tasks)`` on Ray, for the length of the block: ``(position, result)`` of each task
+    (:class:`strategist.sweep.Task`) as it completes, ``task(state, t)`` running one (the state put into the object
+    store once). A Ctrl-C cancels the tasks still running."""
     ray = import_ray()
     started = not ray.is_initialized()
     if started:
@@ -38,7 +38,7 @@ def ray_runner(address: str, state: tuple, task):
     pending: dict = {}
 
     def run(tasks):
-        pending.update({remote.remote(ref, *t): j for j, t in enumerate(tasks)})
+        pending.update({remote.remote(ref, t): j for j, t in enumerate(tasks)})
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for r in done:

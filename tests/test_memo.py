@@ -16,7 +16,7 @@ STATE = {
     "strategist.frontend.mindone.build._MATMUL_CONV1D": "the Conv1D classes patched while a mindone model builds",
     "strategist.progress._CHILDREN": "child processes to stop on Ctrl-C",
     "strategist.progress._WORKERS": "worker pools to stop on Ctrl-C",
-    "strategist.sweep._WORKER": "a sweep worker process's graph and options (set by its pool initialiser)",
+    "strategist.sweep._WORKER": "a pool or Ray worker process's WorkerState, read only by its task entry points",
     "strategist.memo.REGISTRY": "the caches themselves",
 }
 

@@ -1473,18 +1473,18 @@ def test_a_deep_pipeline_of_mindformers_layers_priced_on_three_stages_is_the_who
     cfg, ov, seq, _ = FAMILIES["qwen3"]
     graph, _info = load_mindformers("mindformers:" + cfg, layers=12, seq=seq, batch=48, overrides=ov)
     shapes = sweep.shapes_of(graph)
-    sweep._init_worker(graph, "atlas-800t-a2", "full_batch", None)
+    w = sweep.WorkerState.of(graph, "atlas-800t-a2", "full_batch", None)
     hw = load_hardware("atlas-800t-a2")
     for mesh in ({"dp": 2, "tp": 2, "pp": 4}, {"tp": 4, "pp": 6}):
         opts = sweep.option_sets(mesh, shapes, None, "full_batch")
         inner = sweep.inner_mesh(mesh)
-        adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="full_batch")
-        per, cut, stand_in = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
-        _per, whole, _ = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw, whole=True)
+        adv = advise(w.base, inner, hardware=hw, dataset_strategy="full_batch")
+        per, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
+        _per, whole, _ = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw, whole=True)
         assert stand_in and {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {3 * per}
         rows = list(sweep._price_options(per, cut, opts, stand_in))
         want = list(sweep._price_options(per, whole, opts))
-        assert len(rows) == len(opts) >= 24 and all(w["fits"] for w in want)
-        for r, w in zip(rows, want):
-            assert r["fits"] == w["fits"] and r["memory"] == pytest.approx(w["memory"], rel=1e-12)
-            assert r["step_s"] == pytest.approx(w["step_s"], rel=1e-12)
+        assert len(rows) == len(opts) >= 24 and all(x["fits"] for x in want)
+        for r, x in zip(rows, want):
+            assert r["fits"] == x["fits"] and r["memory"] == pytest.approx(x["memory"], rel=1e-12)
+            assert r["step_s"] == pytest.approx(x["step_s"], rel=1e-12)

@@ -319,33 +319,33 @@ def test_configurations_priced_on_cut_down_plans_are_the_whole_graphs():
     from strategist import sweep
     graph = load_graph(TINY, None, ["layers=12", "batch=16"])
     shapes = shapes_of(graph)
-    sweep._init_worker(graph, "atlas-800t-a2", "data_parallel", None)
+    w = sweep.WorkerState.of(graph, "atlas-800t-a2", "data_parallel", None)
     for mesh in ({"dp": 2, "tp": 2, "cp": 1, "ep": 1, "pp": 1}, {"dp": 2, "tp": 2, "cp": 1, "ep": 1, "pp": 2}):
         opts = option_sets(mesh, shapes)
         assert len(opts) >= 6
         hw = load_hardware("atlas-800t-a2")
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
-        adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="data_parallel")
-        per, cut, stand_in = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
+        adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
+        per, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
         ka, kb = sweep.PRICE_LAYERS
         assert per == 12 // mesh["pp"] and sorted(cut) == [ka, kb] and not stand_in
         assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {ka * mesh["pp"], kb * mesh["pp"]}
-        _assert_priced_as_whole(sweep, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
+        _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
 
 
-def _assert_priced_as_whole(sweep, adv, inner, pp, opts, hw, graph, per, cut, stand_in):
-    _per, whole, whole_stand_in = sweep.pricing_plans(adv, inner, pp, opts, hw, whole=True)
+def _assert_priced_as_whole(sweep, w, adv, inner, pp, opts, hw, graph, per, cut, stand_in):
+    _per, whole, whole_stand_in = sweep.pricing_plans(w, adv, inner, pp, opts, hw, whole=True)
     assert list(whole) == [per] and whole[per].graph is graph and not whole_stand_in
     rows = list(sweep._price_options(per, cut, opts, stand_in))
     want = list(sweep._price_options(per, whole, opts))
     assert any(r["fits"] for r in rows)
-    for r, w in zip(rows, want):
-        assert r["fits"] == w["fits"] and r["memory"] == pytest.approx(w["memory"], rel=1e-12)
-        if w["fits"]:
-            assert r["step_s"] == pytest.approx(w["step_s"], rel=1e-9)
-            assert r["exposed_s"] == pytest.approx(w["exposed_s"], rel=1e-9, abs=1e-15)
+    for r, x in zip(rows, want):
+        assert r["fits"] == x["fits"] and r["memory"] == pytest.approx(x["memory"], rel=1e-12)
+        if x["fits"]:
+            assert r["step_s"] == pytest.approx(x["step_s"], rel=1e-9)
+            assert r["exposed_s"] == pytest.approx(x["exposed_s"], rel=1e-9, abs=1e-15)
             assert r["throughput"]["tokens_per_s_per_device"] == \
-                pytest.approx(w["throughput"]["tokens_per_s_per_device"], rel=1e-9)
+                pytest.approx(x["throughput"]["tokens_per_s_per_device"], rel=1e-9)
 
 
 def test_deep_pipelines_priced_on_three_stages_are_the_whole_graphs():
@@ -355,18 +355,18 @@ def test_deep_pipelines_priced_on_three_stages_are_the_whole_graphs():
     from strategist import sweep
     graph = load_graph(TINY, None, ["layers=24", "batch=64"])
     shapes = shapes_of(graph)
-    sweep._init_worker(graph, "atlas-800t-a2", "data_parallel", None)
+    w = sweep.WorkerState.of(graph, "atlas-800t-a2", "data_parallel", None)
     hw = load_hardware("atlas-800t-a2")
     for mesh in ({"dp": 2, "tp": 2, "pp": 4}, {"dp": 2, "tp": 2, "pp": 8}, {"dp": 4, "pp": 4}):
         at = list(sweep.PRICE_LAYERS) if 24 // mesh["pp"] > sweep.PRICE_LAYERS[1] else [24 // mesh["pp"]]
         opts = option_sets(mesh, shapes)
         assert len({o.micro_batches for o in opts}) >= 2
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
-        adv = advise(sweep._WORKER["base"], inner, hardware=hw, dataset_strategy="data_parallel")
-        per, cut, stand_in = sweep.pricing_plans(adv, inner, mesh["pp"], opts, hw)
+        adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
+        per, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
         assert per == 24 // mesh["pp"] and sorted(cut) == at and stand_in
         assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {3 * k for k in at}
-        _assert_priced_as_whole(sweep, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
+        _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
 
 
 def test_families_priced_with_one_members_advice_rank_as_every_mesh_advised(tiny):
@@ -406,10 +406,9 @@ def test_a_later_sweeps_cut_down_graphs_are_cut_from_its_own_graph():
     from strategist import sweep
     first = load_graph(TINY, None, ["layers=12", "batch=16"])
     second = load_graph(TINY, None, ["layers=24", "batch=64"])
-    sweep._init_worker(first, "atlas-800t-a2", "data_parallel", None)
-    assert next(iter(sweep._truncated(6).inputs.values())).shape[0] == 16
-    sweep._init_worker(second, "atlas-800t-a2", "data_parallel", None)
-    cut = sweep._truncated(6)
+    assert next(iter(sweep.WorkerState.of(first, "atlas-800t-a2", "data_parallel", None).truncated(6)
+                     .inputs.values())).shape[0] == 16
+    cut = sweep.WorkerState.of(second, "atlas-800t-a2", "data_parallel", None).truncated(6)
     assert next(iter(cut.inputs.values())).shape[0] == 64 and len({op.layer for op in cut if op.layer}) == 6
 
 
