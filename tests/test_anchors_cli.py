@@ -137,3 +137,44 @@ def test_advice_anchor_over_its_own_device_matrix_round_trips(tmp_path, graph_of
     plan = propagate(g, MESH, back, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
     assert plan.strategy(fa)[:3] == ((2, 1, 4), (2, 1, 2), (2, 1, 2))
     assert all(plan.strategy(n) == adv.plan.strategy(n) for n in adv.plan.choices)
+
+
+@pytest.mark.parametrize("target,kwargs,mesh,sp", [
+    ("examples/mlp.py:MegatronMLP", ("hidden=4096", "ffn=16384", "tokens=4096"), "dp=2,tp=4", False),
+    # sequence parallel: row linears configured with their reduce-scattered out layouts
+    ("examples/llama.py:llama2_7b", ("layers=3", "batch=8", "loss=vocab_parallel"), "dp=2,tp=4", True),
+    # grouped-query attention: a Layout over its own device matrix
+    ("examples/attention.py:AttentionBlock", ("kv_heads=2",), "dp=2,tp=4", False),
+])
+def test_the_anchors_file_written_reads_back_as_the_advice(tmp_path, graph_of, target, kwargs, mesh, sp):
+    """files.anchors.dump_anchors is load_anchors' inverse: the advice's anchors file, read back, is the advice's
+    anchors (their strategies, layouts and out layouts) and propagates to the advice's plan."""
+    from strategist.advice.advisor import advise, load_rules
+    from strategist.files.hardware import load_hardware
+    from strategist.propagate import propagate
+    from strategist.report.render import advice_dict
+    from conftest import serial
+    m = Mesh.parse(mesh)
+    g = serial(graph_of(target, *kwargs))
+    if sp:
+        g = g.with_meta(sequence_parallel=True)
+    hw = load_hardware("atlas-800t-a2")
+    adv = advise(g, m, rules=load_rules(), dataset_strategy="full_batch", hardware=hw)
+    assert adv.chosen
+    if sp:
+        assert any(a.out_layouts is not None for a in adv.anchors.values())
+    if "kv_heads=2" in kwargs:
+        assert any(a.layouts is not None and tuple(a.layouts[0].device_matrix) != m.shape
+                   for a in adv.anchors.values())
+    f = tmp_path / "a.yaml"
+    f.write_text(advice_dict(adv)["anchors_yaml"])
+    back = load_anchors(str(f), g, m, check=True)
+    assert set(back) == set(adv.anchors)
+    for n, a in adv.anchors.items():
+        b = back[n]
+        assert adv.plan.strategy(n) == propagate(g, m, {n: b}, use_model_strategies=False,
+                                                 dataset_strategy="full_batch", hardware=hw).strategy(n)
+        assert (a.out_layouts is None) == (b.out_layouts is None) and (a.out_strategy is None) == (
+            b.out_strategy is None)
+    plan = propagate(g, m, back, use_model_strategies=False, dataset_strategy="full_batch", hardware=hw)
+    assert all(plan.strategy(n) == adv.plan.strategy(n) for n in adv.plan.choices)

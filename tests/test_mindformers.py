@@ -982,13 +982,13 @@ def _advice_verified(ref, tmp_path, mesh="dp=2,tp=4"):
     functional calls (no attribute to configure by name) and the out layouts, propagated by MindSpore itself."""
     from strategist.advice.advisor import advise
     from strategist.frontend.mindformers import load_mindformers
-    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.report.render import configurable_anchors_yaml
     from strategist.verify import verify_model
     g, _ = load_mindformers(ref, layers=2, batch=8)
     # by the serial sum (conftest.serial): anchors for MindSpore to propagate from
     adv = advise(serial(g), Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
     f = tmp_path / "advice.yaml"
-    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
+    f.write_text(configurable_anchors_yaml(adv, out_layouts=False))
     return g, verify_model(ref, mesh, kwargs=["layers=2", "batch=8"], strategies=str(f), dataset_strategy="full_batch")
 
 
@@ -1246,7 +1246,7 @@ def test_glm4_rotary_chain_takes_the_attention_heads_verified(tmp_path):
     MindSpore propagates the advice to the same layouts, operator for operator."""
     from strategist.advice.advisor import advise
     from strategist.frontend.mindformers import load_mindformers
-    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.report.render import configurable_anchors_yaml
     from strategist.verify import verify_model
     mesh = Mesh.parse("dp=8,tp=8")
     g, _ = load_mindformers(GLM4, layers=2, seq=512, batch=8)
@@ -1265,7 +1265,7 @@ def test_glm4_rotary_chain_takes_the_attention_heads_verified(tmp_path):
             assert re.search(r"step estimate \+\d+\.\d+ ms", c.needed), c.needed
         assert at + "kv_transpose" not in by and dropped[at + "kv_transpose"].startswith("does not pay")
     f = tmp_path / "advice.yaml"
-    f.write_text(configurable_anchors_yaml(advice_dict(adv)))
+    f.write_text(configurable_anchors_yaml(adv))
     c = verify_model(GLM4, "dp=8,tp=8", strategies=str(f), dataset_strategy="full_batch",
                      kwargs=["layers=2", "seq=512", "batch=8"])
     assert c.all_agree and not c.only_ours and not c.only_theirs
@@ -1288,7 +1288,7 @@ def test_glm4_sequence_parallel_batch_first_advice_verified(tmp_path):
     stays sequence-parallel.)"""
     from strategist.advice.advisor import advise
     from strategist.frontend.mindformers import load_mindformers
-    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.report.render import configurable_anchors_yaml
     from strategist.verify import verify_model
     mesh = Mesh.parse("dp=2,tp=4")
     for batch, seq, norm_strategy in ((8, 128, (8, 1, 1)), (2, 1024, (2, 4, 1))):
@@ -1313,7 +1313,7 @@ def test_glm4_sequence_parallel_batch_first_advice_verified(tmp_path):
                     assert c.template == "matmul_data_parallel"
         assert any("sequence parallelism (use_seq_parallel, --sequence-parallel)" in n for n in adv.notes)
     f = tmp_path / "advice.yaml"
-    text = configurable_anchors_yaml(advice_dict(adv))
+    text = configurable_anchors_yaml(adv)
     assert "out_layout" in text
     f.write_text(text)
     c = verify_model(GLM4, "dp=2,tp=4", strategies=str(f), dataset_strategy="full_batch",
@@ -1395,7 +1395,7 @@ def test_loss_adds_are_the_models_own_in_every_plan():
     assert adv.plan.choices["model.loss.add"].provenance.direction == "seed"
     d = advice_dict(adv)
     assert {x["op"] for x in d["existing_shard_calls"] if x["status"] == "the model's own (parallel build)"} == own
-    assert not any(n in configurable_anchors_yaml(d) for n in ("model.loss.add", "_log_softmax", "sum2"))
+    assert not any(n in configurable_anchors_yaml(adv) for n in ("model.loss.add", "_log_softmax", "sum2"))
     cfg, ov, seq, _ = FAMILIES["qwen3"]
     cmp = compare_model("mindformers:" + cfg, mesh, layers=2, seq=seq, batch=BATCH, overrides=ov, graph=g,
                         what_if=False)
@@ -1421,7 +1421,7 @@ def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
     has them), strategist's side has them too: every operator agrees, the loss's among them. Before, the child
     dropped them all, then kept the adds alone."""
     from strategist.advice.advisor import advise
-    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.report.render import configurable_anchors_yaml
     from strategist.verify import verify_model
     cfg, ov, seq, _ = FAMILIES["qwen3"]
     g, _ = _load("qwen3")
@@ -1429,7 +1429,7 @@ def test_advice_with_loss_adds_verified_by_mindspore(tmp_path):
     # by the serial sum (conftest.serial): by the schedule the tiny qwen3 is advised nothing
     adv = advise(serial(g), Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
     f = tmp_path / "advice.yaml"
-    f.write_text(configurable_anchors_yaml(advice_dict(adv), out_layouts=False))
+    f.write_text(configurable_anchors_yaml(adv, out_layouts=False))
     c = verify_model("mindformers:" + cfg, mesh, strategies=str(f), dataset_strategy="full_batch",
                      kwargs=["layers=2", f"seq={seq}", f"batch={BATCH}", *(f"{k}={v}" for k, v in ov.items())])
     rows = {r.op: r for r in c.rows}

@@ -45,3 +45,48 @@ class Advice:
     @property
     def anchors(self) -> dict[str, Anchor]:
         return {c.op: c.anchor for c in self.chosen}
+
+    def configurations(self) -> dict[str, dict]:
+        """The three configurations compared -- the advice, no anchors, every operator configured -- each with its
+        anchors, communication, compute, step estimate (the schedule's makespan; the serial sum, communication plus
+        compute with nothing hidden, named for what it is), MindSpore's cost, conflicts, memory and schedule.
+        Computed once per advice (every report reads them)."""
+        if self._configurations is None:
+            self._configurations = _configurations(self)
+        return self._configurations
+
+    _configurations: dict | None = field(default=None, init=False, repr=False, compare=False)
+
+
+def _configurations(advice: Advice) -> dict[str, dict]:
+    from ..cost.step import estimate
+    from ..engine.search.caches import no_cyclic_gc
+    from .footprint import memory
+    out = {}
+    for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
+                        ("every operator configured", advice.semi, len(advice.semi.anchors))):
+        t = p.totals()
+        out[label] = {"anchors": n, "communication_bytes": t["total_bytes"],
+                      "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
+                      "step_seconds": t["step_seconds"], "serial_seconds": t["serial_step_seconds"],
+                      "mindspore_cost": t["redistribution_ms_cost"],
+                      "conflicts": len(p.conflicts), "memory": memory(p)}
+        with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
+            step = estimate(p)
+            if step is not None:
+                out[label].update(schedule=step.schedule, throughput=step.throughput, step_seconds=step.step_s,
+                                  memory=step.memory, memory_upper_bound=memory(p))
+    return out
+
+
+def tuple_equivalent(ch, mesh: Mesh) -> bool:
+    """Does the plain tuple strategy of plan entry ``ch`` put the same data on the same devices as its advised
+    layouts? (False where the operator refuses the tuple.)"""
+    from ..errors import StrategyError
+    from ..engine.rules.sharding import shard
+    from ..vocab.layout import squeeze
+    try:
+        s = shard(ch.op, ch.strategy, mesh.size)
+    except StrategyError:
+        return False
+    return all(squeeze(a) == squeeze(b) or a.same_as(b) for a, b in zip(s.inputs, ch.inputs))

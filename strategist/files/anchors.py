@@ -126,3 +126,62 @@ def load_anchors(path: str, graph: OpGraph, mesh: Mesh, check: bool = False) -> 
             if check:
                 _check(out[n], graph, mesh, where)
     return out
+
+
+# -- writing: the inverse of load_anchors ---------------------------------------------------------------------
+
+def own_matrix(anchor: Anchor | None, mesh: Mesh) -> Anchor | None:
+    """``anchor`` when its Layouts are over a device matrix of their own (the mesh with an axis split in two:
+    FlashAttention's grouped-query layout), else None."""
+    if anchor is None or anchor.layouts is None or anchor.out_layouts is not None:
+        return None
+    dm = anchor.layouts[0]
+    if tuple(dm.device_matrix) == tuple(mesh.shape) and tuple(dm.alias_name) == tuple(mesh.names):
+        return None
+    return anchor
+
+
+def named_dims(lay: ShardLayout) -> list:
+    """A ShardLayout's tensor map as axis names per dimension (MindSpore's right-indexed map)."""
+    n = len(lay.device_matrix)
+    return [[lay.alias_name[n - 1 - k] for k in d] for d in lay.tensor_map]
+
+
+def named_rows(layouts) -> str:
+    """``[[dp, None], [tp, [cp, tp]]]``: each ShardLayout's dims by axis name."""
+    return "[" + ", ".join("[" + ", ".join("None" if not d else d[0] if len(d) == 1 else "[" + ", ".join(d) + "]"
+                                           for d in named_dims(l)) + "]" for l in layouts) + "]"
+
+
+def _mesh_rows(layouts, mesh: Mesh) -> str:
+    """Engine Layouts over ``mesh`` as the file writes them (axis names per dimension)."""
+    dims = []
+    for lay in layouts:
+        row = ["None" if not d else mesh.names[d[0]] if len(d) == 1 else "[" + ", ".join(mesh.names[x] for x in d) + "]"
+               for d in lay.dims]
+        dims.append("[" + ", ".join(row) + "]")
+    return f"[{', '.join(dims)}]"
+
+
+def anchor_value(anchor: Anchor, strategy, inputs, outputs, mesh: Mesh, out_layouts: bool = True) -> str:
+    """The file's value for one anchor (``": [[2, 1], [1, 4]]"`` or a block), as :func:`load_anchors` reads it back:
+    over the anchor's own device matrix; as the Layouts it was planned with (``inputs``, ``outputs``: the plan's,
+    and its out layout where it was configured with one -- ``out_layouts=False`` leaves that out); with its out
+    strategy; else its tuple ``strategy``."""
+    own = own_matrix(anchor, mesh)
+    if own is not None:
+        dm = own.layouts[0]
+        return (f":\n  device_matrix: {{{', '.join(f'{n}: {v}' for n, v in zip(dm.alias_name, dm.device_matrix))}}}"
+                f"\n  layout: {named_rows(own.layouts)}")
+    if inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
+        return f":\n  layout: {_mesh_rows(inputs, mesh)}" + (
+            f"\n  out_layout: {_mesh_rows(outputs, mesh)}" if anchor.out_layouts is not None and out_layouts else "")
+    if anchor.out_strategy is not None:
+        return (f":\n  in_strategy: {[list(s) for s in strategy]}\n"
+                f"  out_strategy: {[list(s) for s in anchor.out_strategy]}")
+    return f": {[list(s) for s in strategy]}"
+
+
+def dump_anchors(entries: list[tuple[str, str]], header: str) -> str:
+    """An anchors file: ``header`` (a comment line) then each (key, :func:`anchor_value`) entry."""
+    return "\n".join([f"# {header}"] + [key + value for key, value in entries]) + "\n"

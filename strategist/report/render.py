@@ -5,6 +5,7 @@ import fnmatch
 
 import os
 
+from ..files.anchors import anchor_value, dump_anchors, named_dims, own_matrix
 from ..engine.search import alternatives
 from ..vocab.graph import OpGraph
 from ..engine.plan import CAST_PASS
@@ -527,44 +528,11 @@ def candidate_costs(plan, name: str):
 # advice
 
 
-def _own_matrix(anchor, mesh):
-    """``anchor`` when its Layouts are over a device matrix of their own (the mesh with an axis split in two:
-    FlashAttention's grouped-query layout), else None."""
-    if anchor is None or anchor.layouts is None or anchor.out_layouts is not None:
-        return None
-    dm = anchor.layouts[0]
-    if tuple(dm.device_matrix) == tuple(mesh.shape) and tuple(dm.alias_name) == tuple(mesh.names):
-        return None
-    return anchor
-
-
-def _named_dims(lay) -> list:
-    """A ShardLayout's tensor map as axis names per dimension (MindSpore's right-indexed map)."""
-    n = len(lay.device_matrix)
-    return [[lay.alias_name[n - 1 - k] for k in d] for d in lay.tensor_map]
-
-
-def _named_rows(layouts) -> str:
-    return "[" + ", ".join("[" + ", ".join("None" if not d else d[0] if len(d) == 1 else "[" + ", ".join(d) + "]"
-                                           for d in _named_dims(l)) + "]" for l in layouts) + "]"
-
-
 def _shard_layout_text(layouts) -> str:
     parts = ["layout(" + ", ".join('"None"' if not d else f'"{d[0]}"' if len(d) == 1
-                                   else "(" + ", ".join(f'"{x}"' for x in d) + ")" for d in _named_dims(l)) + ")"
+                                   else "(" + ", ".join(f'"{x}"' for x in d) + ")" for d in named_dims(l)) + ")"
              for l in layouts]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-
-def is_tuple_equivalent(ch, mesh) -> bool:
-    """Does the plain tuple strategy put the same data on the same devices as the advised layouts?"""
-    from ..vocab.layout import squeeze
-    from ..engine.rules.sharding import shard
-    try:
-        s = shard(ch.op, ch.strategy, mesh.size)
-    except Exception:
-        return False
-    return all(squeeze(a) == squeeze(b) or a.same_as(b) for a, b in zip(s.inputs, ch.inputs))
 
 
 def anchor_file_keys(ops: list[str], names: list[str], graph=None, bodies: dict | None = None) -> dict[str, list[str]]:
@@ -596,25 +564,35 @@ def anchor_file_keys(ops: list[str], names: list[str], graph=None, bodies: dict 
     return out
 
 
-def configurable_anchors_yaml(d: dict, out_layouts: bool = True) -> str:
-    """The anchors file of :func:`advice_dict` ``d`` less what MindSpore cannot configure by name: the anchors
-    on functional or tensor-method calls (no Cell attribute to call shard() on; a glob covering one goes), and,
-    with ``out_layouts=False``, the out layouts (MindSpore refuses a sequence-parallel row linear's on its
-    global-rows graph)."""
-    unheld = [a["op"] for a in d["anchors"] if not a["held"]]
-    keep, skip = [], False
-    for ln in d["anchors_yaml"].splitlines():
-        if ln and not ln.startswith((" ", "#")):
-            skip = any(fnmatch.fnmatchcase(u, ln.split(":")[0]) for u in unheld)
-        if not skip and (out_layouts or not ln.startswith("  out_layout:")):
-            keep.append(ln)
-    return "\n".join(keep) + "\n"
+def configurable_anchors_yaml(advice, out_layouts: bool = True) -> str:
+    """The advice's anchors file less what MindSpore cannot configure by name: the anchors on functional or
+    tensor-method calls (no Cell attribute to call shard() on; a glob covering one goes), and, with
+    ``out_layouts=False``, the out layouts (MindSpore refuses a sequence-parallel row linear's on its global-rows
+    graph)."""
+    unheld = [c.op for c in advice.chosen if not advice.plan.choices[c.op].op.held]
+    return dump_anchors([(key, value) for key, value in _anchor_entries(advice, out_layouts)
+                         if not any(fnmatch.fnmatchcase(u, key) for u in unheld)], _anchors_header(advice))
+
+
+def _anchors_header(advice) -> str:
+    return f"strategist advise: {advice.graph.model} on --mesh {advice.mesh}"
+
+
+def _anchor_entries(advice, out_layouts: bool = True) -> list[tuple[str, str]]:
+    """The anchors file's (key, value) entries: one glob per pattern across repeated layers where it names just
+    those operators (:func:`anchor_file_keys`), each value as the file writes it
+    (:func:`strategist.files.anchors.anchor_value`)."""
+    plan, mesh = advice.plan, advice.mesh
+    values = {}
+    for c in advice.chosen:
+        ch = plan.choices[c.op]
+        values[c.op] = anchor_value(plan.anchors[c.op], ch.strategy, ch.inputs, ch.outputs, mesh, out_layouts)
+    groups = anchor_file_keys([c.op for c in advice.chosen], [op.name for op in advice.graph], advice.graph, values)
+    return [(key, values[members[0]]) for key, members in groups.items()]
 
 
 def advice_dict(advice) -> dict:
-    from ..advice.advisor import memory
-    from ..cost.step import estimate
-    from ..engine.search.caches import no_cyclic_gc
+    from ..advice.choice import tuple_equivalent
     from ..engine.search.kinds import LAYOUT_REJECTED
     mesh = advice.mesh
     decl = mesh_layout_decl(mesh)
@@ -622,9 +600,8 @@ def advice_dict(advice) -> dict:
     for c in advice.chosen:
         ch = advice.plan.choices[c.op]
         tup = strategy_text(ch.strategy)
-        own = _own_matrix(advice.plan.anchors.get(c.op), mesh)
+        own = own_matrix(advice.plan.anchors.get(c.op), mesh)
         lay = layout_text(ch.inputs, mesh) if own is None else _shard_layout_text(own.layouts)
-        tuple_ok = is_tuple_equivalent(ch, mesh)
         anchors.append({
             "op": c.op, "type": ch.op.type, "rule": c.rule, "template": c.template, "why": c.why,
             "needed": c.needed, "source": ch.op.source, "cell_class": ch.op.cell_class,
@@ -633,7 +610,7 @@ def advice_dict(advice) -> dict:
             # a functional or tensor-method call has no attribute to call shard() on: no shard() line
             "held": ch.op.held,
             "shard_tuple": f"self.{ch.op.instance_name}.shard({tup})" if ch.op.held else None,
-            "tuple_equivalent": tuple_ok,
+            "tuple_equivalent": tuple_equivalent(ch, mesh),
             # MindSpore 2.9 refuses a Layout on some operators (Gather): only the tuple is offered there
             "shard_layout": f"self.{ch.op.instance_name}.shard({lay})" if lay and ch.op.type not in LAYOUT_REJECTED
             and ch.op.held else None,
@@ -641,58 +618,12 @@ def advice_dict(advice) -> dict:
             "layout_declaration": decl if own is None else
             f"layout = Layout({tuple(own.layouts[0].device_matrix)}, {tuple(own.layouts[0].alias_name)})",
         })
-    configs = {}
-    for label, p, n in (("advice", advice.plan, len(advice.chosen)), ("no anchors", advice.baseline, 0),
-                        ("every operator configured", advice.semi, len(advice.semi.anchors))):
-        t = p.totals()
-        # the step estimate is the schedule's makespan wherever there is one; the serial sum (communication plus
-        # compute, nothing hidden) is named for what it is
-        configs[label] = {"anchors": n, "communication_bytes": t["total_bytes"],
-                          "communication_seconds": t["total_seconds"], "compute_seconds": t["compute_seconds"],
-                          "step_seconds": t["step_seconds"], "serial_seconds": t["serial_step_seconds"],
-                          "mindspore_cost": t["redistribution_ms_cost"],
-                          "conflicts": len(p.conflicts), "memory": memory(p)}
-        with no_cyclic_gc():            # many small acyclic tuples: no collector walks over MindSpore's objects
-            step = estimate(p)
-            if step is not None:
-                configs[label].update(schedule=step.schedule, throughput=step.throughput, step_seconds=step.step_s,
-                                      memory=step.memory, memory_upper_bound=memory(p))
-    yaml_lines = [f"# strategist advise: {advice.graph.model} on --mesh {mesh}"]
-
-    def rows(layouts):
-        dims = []
-        for l in layouts:
-            row = []
-            for d in l.dims:
-                row.append("None" if not d else mesh.names[d[0]] if len(d) == 1 else
-                           "[" + ", ".join(mesh.names[x] for x in d) + "]")
-            dims.append("[" + ", ".join(row) + "]")
-        return f"[{', '.join(dims)}]"
-    def body(op: str) -> str:
-        a = next(x for x in anchors if x["op"] == op)
-        ch, anchor = advice.plan.choices[op], advice.plan.anchors[op]
-        own = _own_matrix(anchor, mesh)
-        if own is not None:
-            dm = own.layouts[0]
-            return (f":\n  device_matrix: {{{', '.join(f'{n}: {v}' for n, v in zip(dm.alias_name, dm.device_matrix))}}}"
-                    f"\n  layout: {_named_rows(own.layouts)}")
-        if ch.inputs[0].dev_matrix == mesh.shape and anchor.layouts is not None:
-            # with the output layout it was configured with (a sequence-parallel row linear's reduce-scatter)
-            return f":\n  layout: {rows(ch.inputs)}" + (
-                f"\n  out_layout: {rows(ch.outputs)}" if anchor.out_layouts is not None else "")
-        if anchor.out_strategy is not None:
-            return (f":\n  in_strategy: {[list(s) for s in a['strategy']]}\n"
-                    f"  out_strategy: {[list(s) for s in anchor.out_strategy]}")
-        return f": {[list(s) for s in a['strategy']]}"
-    bodies = {a["op"]: body(a["op"]) for a in anchors}
-    groups = anchor_file_keys([a["op"] for a in anchors], [op.name for op in advice.graph], advice.graph, bodies)
-    for key, members in groups.items():
-        yaml_lines.append(key + bodies[members[0]])
+    configs = advice.configurations()
     return {
         "model": advice.graph.model, "mesh": str(mesh), "devices": mesh.size,
         "hardware": advice.plan.hardware.name if advice.plan.hardware else None,
         "rules": list(advice.rules.sources), "layout_declaration": decl,
-        "anchors": anchors, "anchors_yaml": "\n".join(yaml_lines) + "\n",
+        "anchors": anchors, "anchors_yaml": dump_anchors(_anchor_entries(advice), _anchors_header(advice)),
         "dropped": [{"op": c.op, "rule": c.rule, "why": why} for c, why in advice.dropped],
         "existing_shard_calls": [{"op": o, "status": s, "detail": d} for o, s, d in advice.existing]
         + _parallel_only_calls(advice),

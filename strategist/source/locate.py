@@ -9,14 +9,15 @@ configured from its owner instead, right after the owner creates it
 
 Strategies are rendered with the class's own parallel-config variables (``dp``, ``tp``, ``cp``, ``ep``
 and their MindFormers spellings) when the values of those variables are known, literals otherwise,
-and in ``Layout`` form where the tuple form is not equivalent (:func:`strategist.report.render.is_tuple_equivalent`).
+and in ``Layout`` form where the tuple form is not equivalent (:func:`strategist.advice.choice.tuple_equivalent`).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
-from ..report.render import is_tuple_equivalent, layout_axes, layout_text, strategy_text
+from ..advice.choice import tuple_equivalent
+from ..report.render import layout_axes, layout_text, strategy_text
 
 # a class's parallel-config variable name -> the mesh axis it stands for
 AXIS_VARS = {"dp": "dp", "data_parallel": "dp", "data_parallel_size": "dp",
@@ -90,7 +91,7 @@ def strategy_of(advice, name: str) -> Strategy:
     axes = tuple(lay.axes() for lay in anchor.layouts) if anchor.layouts is not None else \
         (layout_axes(ch.inputs, mesh) or ())
     c = next((c for c in advice.chosen if c.op == name), None)
-    return Strategy(name, tuple(tuple(s) for s in ch.strategy), is_tuple_equivalent(ch, mesh),
+    return Strategy(name, tuple(tuple(s) for s in ch.strategy), tuple_equivalent(ch, mesh),
                     layout_text(ch.inputs, mesh), axes, c.rule if c else "", c.needed if c else "",
                     c.why if c else "")
 
@@ -98,7 +99,7 @@ def strategy_of(advice, name: str) -> Strategy:
 def _plan_strategy(advice, name: str) -> Strategy:
     """The plan's strategy of ``name`` (an operator the advice leaves to propagation) as a shard() needs it."""
     ch = advice.plan.choices[name]
-    return Strategy(name, tuple(tuple(s) for s in ch.strategy), is_tuple_equivalent(ch, advice.mesh),
+    return Strategy(name, tuple(tuple(s) for s in ch.strategy), tuple_equivalent(ch, advice.mesh),
                     layout_text(ch.inputs, advice.mesh), layout_axes(ch.inputs, advice.mesh) or (),
                     why="the plan's own strategy, over the class's shard()")
 

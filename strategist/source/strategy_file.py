@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-from ..report.render import is_tuple_equivalent
+from ..advice.choice import tuple_equivalent
 
 
 def strategy_file(advice) -> tuple[dict, list[str]]:
@@ -31,7 +31,7 @@ def strategy_file(advice) -> tuple[dict, list[str]]:
         if ch.sharding is None or not ch.strategy:
             continue                         # Reshape and constant-only operators: no strategy of their own
         key = ch.op.full_name or name
-        if not is_tuple_equivalent(ch, advice.mesh):
+        if not tuple_equivalent(ch, advice.mesh):
             missing.append(f"{name}: its advised layout has no tuple form (Layout only)")
             continue
         if key in items:
