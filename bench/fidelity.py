@@ -48,6 +48,11 @@ def row_run(row: dict):
     kwargs = [f"vocab={sh['vocab']}", f"hidden={sh['hidden']}", f"ffn={sh['ffn']}", f"heads={sh['heads']}",
               f"kv_heads={sh['kv_heads']}", f"layers={sh['layers']}", f"seq={row['seq_length']}", f"batch={batch}",
               "loss=vocab_parallel", "causal=True"]
+    # the YAML's dtypes: compute_dtype, and param_init_type (weights kept in it, cast to the compute dtype where
+    # read; a float32 weight's gradient reduced in float32: MindSpore's gradient_fp32_sync)
+    mc = row.get("model_config") or {}
+    kwargs += [f"dtype={mc.get('compute_dtype', 'float16')}",
+               f"param_dtype={mc.get('param_init_type', mc.get('compute_dtype', 'float16'))}"]
     return run, kwargs
 
 

@@ -58,6 +58,14 @@ ROWS = [
      {"recompute": "full"}),
     ("hidden 2048: dp=2,tp=4 Megatron", ["layers=2", "batch=8", *W2K], "dp=2,tp=4",
      {"strategies": MEGATRON, "dataset_strategy": "full_batch"}),
+    # MindFormers' param_init_type float32: the weights kept in fp32, cast to fp16 where read
+    ("fp32 weights: dp=8", ["layers=2", "batch=8", "param_dtype=float32"], "dp=8", {}),
+    ("fp32 weights: dp=8, parallel optimizer", ["layers=2", "batch=8", "param_dtype=float32"], "dp=8",
+     {"optimizer_parallel": True}),
+    ("fp32 weights: dp=8, gradient accumulation 2", ["layers=2", "batch=16", "param_dtype=float32"], "dp=8",
+     {"micro_batches": 2, "strategies": NORMS}),
+    ("fp32 weights: dp=2,tp=4 Megatron", ["layers=2", "batch=8", "param_dtype=float32"], "dp=2,tp=4",
+     {"strategies": MEGATRON, "dataset_strategy": "full_batch"}),
 ]
 LARGE = [("LLaMA-2-7B, 32 layers, dp=8, parallel optimizer, vocab-parallel loss",
           ["layers=32", "batch=8", "loss=vocab_parallel"], "dp=8", {"optimizer_parallel": True})]

@@ -19,15 +19,15 @@ from common import Linear, RMSNorm
 class Attention(nn.Cell):
     """x[B,S,H] -> o[B,S,H]; q has ``heads`` heads, k and v ``kv_heads`` heads of size H/heads."""
 
-    def __init__(self, hidden, heads, kv_heads=None, dtype=ms.float16, causal=False):
+    def __init__(self, hidden, heads, kv_heads=None, dtype=ms.float16, causal=False, param_dtype=None):
         super().__init__()
         kv_heads = kv_heads or heads
         self.head_dim = hidden // heads
         self.kv_hidden = kv_heads * self.head_dim
-        self.wq = Linear(hidden, hidden, has_bias=False, dtype=dtype)
-        self.wk = Linear(hidden, self.kv_hidden, has_bias=False, dtype=dtype)
-        self.wv = Linear(hidden, self.kv_hidden, has_bias=False, dtype=dtype)
-        self.wo = Linear(hidden, hidden, has_bias=False, dtype=dtype)
+        self.wq = Linear(hidden, hidden, has_bias=False, dtype=dtype, param_dtype=param_dtype)
+        self.wk = Linear(hidden, self.kv_hidden, has_bias=False, dtype=dtype, param_dtype=param_dtype)
+        self.wv = Linear(hidden, self.kv_hidden, has_bias=False, dtype=dtype, param_dtype=param_dtype)
+        self.wo = Linear(hidden, hidden, has_bias=False, dtype=dtype, param_dtype=param_dtype)
         self.reshape = ops.Reshape()
         # causal: MindFormers' compressed causal mask (use_attn_mask_compression, sparse_mode 2): a [2048, 2048]
         # upper-triangle tile the kernel reads for the diagonal blocks, skipping the blocks above it

@@ -14,7 +14,7 @@ from mindspore.common.initializer import initializer
 from mindspore.ops.auto_generate.gen_ops_prim import SiLU
 
 from attention import Attention
-from common import Linear, RMSNorm
+from common import Linear, RMSNorm, as_dtype
 
 PRESETS = {
     "tiny": dict(vocab=1024, hidden=256, ffn=688, heads=8, kv_heads=4, layers=2, batch=2, seq=128),
@@ -28,23 +28,29 @@ PRESETS = {
 class Embedding(nn.Cell):
     """Token embedding: Gather rows of a [vocab, hidden] table."""
 
-    def __init__(self, vocab, hidden, dtype=ms.float16):
+    def __init__(self, vocab, hidden, dtype=ms.float16, param_dtype=None):
         super().__init__()
-        self.weight = Parameter(initializer("normal", (vocab, hidden), dtype), name="weight")
+        dtype, param_dtype = as_dtype(dtype), as_dtype(param_dtype or dtype)
+        self.weight = Parameter(initializer("normal", (vocab, hidden), param_dtype), name="weight")
         self.gather = ops.Gather()
+        self.dtype = dtype
+        self.cast_out = param_dtype != dtype
+        if self.cast_out:
+            self.cast = ops.Cast()
 
     def construct(self, ids):
-        return self.gather(self.weight, ids, 0)
+        h = self.gather(self.weight, ids, 0)
+        return self.cast(h, self.dtype) if self.cast_out else h
 
 
 class FeedForward(nn.Cell):
     """SwiGLU: w2(silu(w1 x) * w3 x)."""
 
-    def __init__(self, hidden, ffn, dtype=ms.float16):
+    def __init__(self, hidden, ffn, dtype=ms.float16, param_dtype=None):
         super().__init__()
-        self.w1 = Linear(hidden, ffn, has_bias=False, dtype=dtype)
-        self.w3 = Linear(hidden, ffn, has_bias=False, dtype=dtype)
-        self.w2 = Linear(ffn, hidden, has_bias=False, dtype=dtype)
+        self.w1 = Linear(hidden, ffn, has_bias=False, dtype=dtype, param_dtype=param_dtype)
+        self.w3 = Linear(hidden, ffn, has_bias=False, dtype=dtype, param_dtype=param_dtype)
+        self.w2 = Linear(ffn, hidden, has_bias=False, dtype=dtype, param_dtype=param_dtype)
         self.silu = SiLU()
         self.mul = ops.Mul()
         self.reshape = ops.Reshape()
@@ -59,12 +65,12 @@ class FeedForward(nn.Cell):
 class DecoderLayer(nn.Cell):
     """h = x + attention(norm(x)); out = h + feed_forward(norm(h))."""
 
-    def __init__(self, hidden, ffn, heads, kv_heads, dtype=ms.float16, causal=False):
+    def __init__(self, hidden, ffn, heads, kv_heads, dtype=ms.float16, causal=False, param_dtype=None):
         super().__init__()
         self.attention_norm = RMSNorm(hidden, dtype=dtype)
-        self.attention = Attention(hidden, heads, kv_heads, dtype=dtype, causal=causal)
+        self.attention = Attention(hidden, heads, kv_heads, dtype=dtype, causal=causal, param_dtype=param_dtype)
         self.ffn_norm = RMSNorm(hidden, dtype=dtype)
-        self.feed_forward = FeedForward(hidden, ffn, dtype=dtype)
+        self.feed_forward = FeedForward(hidden, ffn, dtype=dtype, param_dtype=param_dtype)
         self.add = ops.Add()
 
     def construct(self, x):
@@ -73,10 +79,11 @@ class DecoderLayer(nn.Cell):
 
 
 class LlamaModel(nn.Cell):
-    def __init__(self, vocab, hidden, ffn, heads, kv_heads, layers, dtype=ms.float16, causal=False):
+    def __init__(self, vocab, hidden, ffn, heads, kv_heads, layers, dtype=ms.float16, causal=False,
+                 param_dtype=None):
         super().__init__()
-        self.tok_embeddings = Embedding(vocab, hidden, dtype)
-        self.layers = nn.CellList([DecoderLayer(hidden, ffn, heads, kv_heads, dtype, causal)
+        self.tok_embeddings = Embedding(vocab, hidden, dtype, param_dtype)
+        self.layers = nn.CellList([DecoderLayer(hidden, ffn, heads, kv_heads, dtype, causal, param_dtype)
                                    for _ in range(layers)])
         self.norm_out = RMSNorm(hidden, dtype=dtype)
 
@@ -144,22 +151,25 @@ LOSSES = {"fused": CrossEntropyLoss, "vocab_parallel": VocabParallelCrossEntropy
 
 
 class LlamaForCausalLM(nn.Cell):
-    """input_ids[B, S+1] -> tokens = ids[:, :-1], labels = ids[:, 1:] -> loss (scalar). ``loss``: ``fused``
+    """input_ids[B, S+1] -> tokens = ids[:, :-1], labels = ids[:, 1:] -> loss (scalar). ``dtype``: the compute
+    dtype (``float16``, ``bfloat16``); ``param_dtype``: the weights' (MindFormers' ``param_init_type``; None: the
+    compute dtype), cast to the compute dtype where read. ``loss``: ``fused``
     (``SoftmaxCrossEntropyWithLogits``) or ``vocab_parallel`` (MindFormers' and Megatron's formulation).
     ``causal``: the attention causal as MindFormers' LLaMA trains it (a compressed causal mask, sparse_mode 2: the
     kernel computes the blocks on and below the diagonal only); off, every query attends to every key."""
 
     def __init__(self, vocab=32000, hidden=4096, ffn=11008, heads=32, kv_heads=None, layers=2, batch=1,
-                 seq=4096, pad_token_id=0, dtype=ms.float16, loss="fused", causal=False):
+                 seq=4096, pad_token_id=0, dtype=ms.float16, loss="fused", causal=False, param_dtype=None):
         super().__init__()
+        dtype = as_dtype(dtype)
         if not 1 <= layers <= 80:
             raise ValueError(f"layers must be 1..80, got {layers}")
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
         self.hidden = hidden
         self.pad_token_id = pad_token_id
-        self.model = LlamaModel(vocab, hidden, ffn, heads, kv_heads or heads, layers, dtype, causal)
-        self.lm_head = Linear(hidden, vocab, has_bias=False, transpose_b=True, dtype=dtype)
+        self.model = LlamaModel(vocab, hidden, ffn, heads, kv_heads or heads, layers, dtype, causal, param_dtype)
+        self.lm_head = Linear(hidden, vocab, has_bias=False, transpose_b=True, dtype=dtype, param_dtype=param_dtype)
         self.loss = LOSSES[loss](vocab)
         self.slice = ops.StridedSlice()
         self.not_equal = ops.NotEqual()

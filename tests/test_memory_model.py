@@ -33,3 +33,27 @@ def test_estimate_within_ten_percent_of_mindspores_used_peak(answer):
     ratio = estimate / answer["used_peak_bytes"]
     assert 0.9 <= ratio <= 1.1, (f"{answer['configuration']}: strategist {estimate / 2**20:.0f} MiB, MindSpore "
                                  f"{answer['used_peak_bytes'] / 2**20:.0f} MiB (ratio {ratio:.3f})")
+
+
+def test_float32_weights_cast_where_read(graph_of):
+    """MindFormers' param_init_type float32 (examples/llama.py param_dtype): the weights kept in float32 (4 B each),
+    read through a Cast to fp16. With the parallel optimizer the gathered float32 weight is freed once cast; the
+    backward reads the Cast's fp16 output, an activation: the end of the forward holds exactly what fp16 weights'
+    gathered copies were, as activations (MindSpore's DryRun at llama2_7b's width: bench/memory.py). The optimizer
+    step moves 32 B per float32 element (24 per fp16 one)."""
+    from strategist.cost.step import StepOptions, estimate, optimizer_bytes
+    from strategist.files.hardware import load_hardware
+    from strategist.propagate import propagate
+    from strategist.vocab.mesh import Mesh
+    mem = {}
+    for pd in ("float16", "float32"):
+        g = graph_of("examples/llama.py:tiny", "layers=2", "batch=8", f"param_dtype={pd}")
+        g = g.with_meta(step_options=StepOptions(optimizer_parallel=True))
+        mem[pd] = estimate(propagate(g, Mesh.parse("dp=8"), {}, hardware=load_hardware("atlas-800t-a2"))).memory
+    fp16, fp32 = mem["float16"], mem["float32"]
+    assert fp16["gathered_weights"] > 0 and fp32["gathered_weights"] == 0
+    assert fp32["activations"] - fp16["activations"] == fp16["gathered_weights"]
+    # the weights' shards twice the bytes, the norms' fp16 weights (256 elements each, five) kept whole in both
+    assert fp32["parameters"] - 5 * 256 * 2 == pytest.approx(2 * (fp16["parameters"] - 5 * 256 * 2))
+    assert fp32["optimizer_states"] == fp16["optimizer_states"]          # two fp32 moments either way
+    assert (optimizer_bytes(2), optimizer_bytes(4)) == (24, 32)

@@ -118,3 +118,20 @@ def test_a_training_step_propagates_as_the_training_compile(tmp_path):
     assert c.all_agree and c.communication.agree and not c.notes, c.text()
     theirs = {r.op: r.theirs for r in c.rows}
     assert theirs[q] == theirs["h.0.attn.k_proj.matmul"] == ((2, 1), (1, 1))
+
+
+@pytest.mark.verify_live
+def test_float32_weights_are_reduced_in_float32():
+    """MindFormers' param_init_type float32: each weight kept in float32 and cast to fp16 where read. MindSpore's
+    gradient_fp32_sync (on by default) puts the weight's mirror before the Cast, so its gradient is all-reduced in
+    float32: MindSpore's own step (verify --communication, the Cell as built) moves twice the bytes of the fp16 read,
+    and strategist prices each mirror so."""
+    from strategist.verify import verify_model
+    kw = ["layers=2", "batch=8", "param_dtype=float32"]
+    c = verify_model(os.path.join(ROOT, "examples", "llama.py") + ":tiny", "dp=8", kwargs=kw, communication=True,
+                     training=False)
+    assert c.all_agree and c.communication.agree, c.text()
+    mirrors = c.communication.ours["mirror"]
+    # tiny: hidden 256, 8 heads, 4 kv heads, ffn 688, vocab 1024; an AllReduce over 8 sends 2 x 7/8 of the tensor
+    assert sorted(b for _k, _n, b in mirrors if b > 1024) == sorted(
+        [1.75 * 4 * n for n in [256 * 256] * 4 + [256 * 128] * 4 + [256 * 688] * 6 + [1024 * 256] * 2])

@@ -71,6 +71,19 @@ def _replica_axes(layout: Layout) -> tuple[int, ...]:
     return tuple(a for a, n in enumerate(layout.dev_matrix) if n > 1 and all(a not in d for d in layout.dims))
 
 
+def mirrored_spec(g: OpGraph, x):
+    """The tensor a Parameter's mirror reduces the gradient of, where an operator reads the Parameter as input ``x``:
+    ``x`` itself, or, where ``x`` is a Cast to anything but float32 (a float32 weight read in bf16 or fp16),
+    the Cast's input: MindSpore's ``gradient_fp32_sync`` (on by default) puts the mirror before such a Cast
+    (``IsCastBeforMirror``), so the gradient is reduced in float32 (``verify --communication``: a float32 LLaMA
+    cast to float16, each weight's AllReduce twice the bytes of its float16 input)."""
+    if x.kind == "op" and x.ref in g and x.spec is not None and x.spec.dtype != "float32":
+        src = g.op(x.ref)
+        if src.type == "Cast" and src.inputs and src.inputs[0].spec is not None:
+            return src.inputs[0].spec
+    return x.spec
+
+
 def _root_param(g: OpGraph, x, casts) -> str:
     """The Parameter input ``x`` reads, directly or through :data:`PARAM_CASTS`."""
     while x.kind == "op" and x.ref in casts:
@@ -422,7 +435,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
             for k, slot in enumerate(res.rule(op.name).slots):
                 if k >= len(s.inputs) or not grads_on[slot]:
                     continue
-                spec = op.inputs[slot].spec
+                spec = mirrored_spec(g, op.inputs[slot])
                 p = _mirror(s.inputs[k], type_len(spec), hw, a2a, spec.dtype if spec else "")
                 if p is not None:
                     c.grad_bytes += p.bytes_sent

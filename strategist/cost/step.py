@@ -24,9 +24,11 @@ from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
 from .schedule import Item, Overlap, added, not_overlapped, scaled, simulate, stage_signature, summarize
 
-#: bytes Adam's update moves per parameter element: the weight (16-bit) read and written, its gradient read
-#: twice (the global-norm clip, then the update), two fp32 moments read and written
-OPTIMIZER_BYTES_16 = 2 + 2 + 2 + 2 + 16
+def optimizer_bytes(per: int) -> int:
+    """Bytes Adam's update moves per parameter element of ``per`` bytes: the weight read and written, its gradient
+    (in the weight's dtype) read twice (the global-norm clip, then the update), two fp32 moments read and written
+    (24 for a 16-bit weight, 32 for a float32 one)."""
+    return 4 * per + 16
 #: gradient accumulation's add per micro-batch, in passes over the gradients' bytes: the micro-batch's gradient and
 #: the accumulated sum read, the sum written
 ACCUMULATE_PASSES = 3
@@ -471,7 +473,7 @@ def _optimizer_seconds(plan, names, zero, prof, devices, micro_batches: int = 1)
         n = math.prod(shape)
         per = DTYPE_BYTES.get(p.spec.dtype, 4)
         w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * per) if zero is not None and shape else 1
-        total += n / w * OPTIMIZER_BYTES_16
+        total += n / w * optimizer_bytes(per)
         if micro_batches > 1:
             total += micro_batches * ACCUMULATE_PASSES * n * per
     return prof.memory_seconds(total)
