@@ -38,7 +38,8 @@ from .vocab.mesh import Mesh
 from .files.hardware import load_hardware
 from .propagate import propagate
 from .engine.search.layout_eq import same_placement
-from .advice.advisor import PAY_FLOOR, advise, anchor_of, load_rules, memory
+from .advice.advisor import advise, anchor_of, load_rules, memory
+from .advice.worth import PAY_FLOOR, slower
 from .engine.plan import Plan, parallel_only_anchors
 from .engine.semi_auto import BATCH, FOLLOW
 from .propagate import semi_auto_plan
@@ -549,7 +550,7 @@ def _advice_column(a: Column, graph: OpGraph, mesh: Mesh, rules, hw, dataset_str
         total = max((i for op in graph for i in [layer_of(op.cell_path)] if i is not None), default=0) + 1
         anchors = replicate_anchors(adv.anchors, graph, graph.mf_extracted_layers, total)
         plan_a = run(anchors) if anchors else run({})
-        if anchors and plan_a.totals()["step_seconds"] > run({}).totals()["step_seconds"] * (1 + 1e-9):
+        if anchors and slower(plan_a.totals()["step_seconds"], run({}).totals()["step_seconds"]):
             plan_a = None
         else:
             a.anchors = len(anchors)
@@ -729,7 +730,7 @@ def steps_toward_reference(col: Column, plan: Plan, ref: Plan, mesh: Mesh, run, 
         col.toward.append(Step(r.name, scratch.agreed, scratch.total,
                                col.anchors + sum(1 for o in taken if o not in base), q.totals()["step_seconds"],
                                list(more)))
-    within = [t for t in col.toward if t.step_seconds <= ref_step * (1 + 1e-9)
+    within = [t for t in col.toward if not slower(t.step_seconds, ref_step)
               and (max_anchors is None or t.anchors <= max_anchors)]
     col.closest = max(within, key=lambda t: (t.agreed, -t.anchors, -t.step_seconds), default=None)
     return n

@@ -137,3 +137,18 @@ def test_collective_labels_are_read_nowhere():
                             "group=" in arg.value or "n=(" in arg.value or "(backward|grad)" in arg.value):
                         readers.append(f"{mod}:{node.lineno}")
     assert readers == [], readers
+
+
+def test_one_rule_decides_whether_configuration_pays():
+    """Whether a line pays and whether one step is faster are decided by strategist.advice.worth alone: no module of
+    the advice or compare does threshold arithmetic on step seconds itself."""
+    import re
+    hand = re.compile(r"PAY_WORTH \*|\* PAY_WORTH|min\(PAY_|1 [+-] 1e-\d+\)|1e-(9|12) \* ")
+    found = []
+    for mod, path in _modules():
+        if mod == "strategist.advice.worth" or not (mod.startswith("strategist.advice") or mod == "strategist.compare"):
+            continue
+        for k, line in enumerate(open(path), 1):
+            if hand.search(line):
+                found.append(f"{mod}:{k}: {line.strip()}")
+    assert found == [], found

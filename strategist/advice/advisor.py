@@ -37,8 +37,9 @@ from ..files.rules import DEFAULT_RULES, RULES_DIR, Rules, load_rules
 from .rules import anchor_of, check_boundaries, template_sharding
 from .choice import Advice, Choice
 from .footprint import MEMORY_WORTH, state_bytes, memory
-from .minimality import (PAY_FLOOR, PAY_WORTH, plan_diff, drop_siblings, every_line_pays, group_key, line_count,
+from .minimality import (plan_diff, drop_siblings, every_line_pays, group_key, line_count,
                          reinstate, same_plan, search_without, plan_worth)
+from .worth import PAY_FLOOR, PAY_WORTH, pays, same_step, slower
 from .anatomy import SP_TEMPLATES, flippable, model_own, preferences
 from .parallel_only import loss_layout_alternatives
 from .propose import propose
@@ -80,7 +81,7 @@ def _choose_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
     ta, tb = first.plan.totals()["step_seconds"], alt.plan.totals()["step_seconds"]
     name = {id(alt): "Megatron column/row", id(first): "data parallel"}
     state = {id(p): state_bytes(p.plan) for p in (first, alt)}      # weight, gradient, optimizer per device
-    if abs(ta - tb) <= 1e-9 * max(ta, tb):
+    if same_step(ta, tb):
         # the same step (deepseek3: the Megatron pass's alternatives take data parallel back for these
         # linears): the pass holding less state per device, then the one with fewer anchors
         best, other = sorted((first, alt), key=lambda p: (round(state[id(p)]), len(p.keep)))
@@ -219,17 +220,19 @@ def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, sea
                 # a saving within the step model's resolution is no reason for a line of configuration: a package
                 # must save that for each of its lines (patterns), e.g. an MoE router's 12 lines saving 0.6 ms of a
                 # 3 s step do not pay; its patterns are then tried back one by one (_reinstate_patterns)
-                worth = plan_worth(plan) * line_count(members, graph)
-                saved = state_bytes(q) - state_bytes(plan) if dt <= worth else 0.0
-                if dt <= worth and saved >= MEMORY_WORTH and not any(c.declared for c in members):
+                lines = line_count(members, graph)
+                worth, step = plan_worth(plan, lines), plan.totals()["step_seconds"]
+                in_time = pays(dt, step, lines)
+                saved = state_bytes(q) - state_bytes(plan) if not in_time else 0.0
+                if not in_time and pays(dt, step, lines, saved) and not any(c.declared for c in members):
                     # it pays in memory: the weights, gradients and optimizer states it shards
                     for c in members:
                         c.needed = (f"{what}: {changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms, "
                                     f"but {saved / 2**30:.2f} GiB more weight/gradient/optimizer state per device")
                     continue
-                if dt <= worth and not any(c.declared for c in members):
+                if not in_time and not any(c.declared for c in members):
                     # an anchor must pay for itself: the plan is no slower without it (or slower by less than
-                    # what the step model resolves: PAY_FLOOR, PAY_WORTH), so it goes
+                    # what the step model resolves: worth.line_worth), so it goes
                     keep, plan = trial, q
                     gone_keys.add(key)
                     for c in members:
@@ -343,11 +346,11 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
     # them is not the model that runs. Configuring nothing is the floor where propagation lands them there anyway
     fixed = [c for c in keep if c.template == "moe_ffn"]
     lands = all(baseline.choices[c.op].strategy == final.choices[c.op].strategy for c in fixed)
-    slower = final.totals()["step_seconds"] > baseline.totals()["step_seconds"] * (1 + 1e-9)
+    is_slower = slower(final.totals()["step_seconds"], baseline.totals()["step_seconds"])
     floor, floor_keep = baseline, []
-    if slower and not lands:
+    if is_slower and not lands:
         floor, floor_keep = (run(fixed), fixed) if len(fixed) < len(keep) else (final, keep)
-    if final.totals()["step_seconds"] > floor.totals()["step_seconds"] * (1 + 1e-9):
+    if slower(final.totals()["step_seconds"], floor.totals()["step_seconds"]):
         notes.append(f"the anchored plan's {step_measure(graph)} exceeds the layouts the model's code fixes alone (its MoE FFN "
                      "Morphs) with propagation from the dataset's; the advice is those alone" if floor_keep else
                      f"the anchored plan's {step_measure(graph)} exceeds plain propagation from the dataset's; "
@@ -357,7 +360,7 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
                 dropped.append((c, "costlier than configuring nothing" if not floor_keep else
                                 "costlier than the model's fixed layouts alone"))
         keep, final = floor_keep + [c for c in keep if c.required and c not in floor_keep], floor
-    elif slower:
+    elif is_slower:
         dt = final.totals()["step_seconds"] - baseline.totals()["step_seconds"]
         notes.append(f"configuring nothing would be {dt * 1e3:.3f} ms faster by the step model, but it leaves the MoE "
                      f"FFN Morphs on layouts MindFormers' code does not run (FFNGroupedGEMM.shard fixes theirs)")

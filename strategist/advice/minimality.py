@@ -1,4 +1,4 @@
-"""Every line of the advice pays: what a shard() line must save (:data:`PAY_FLOOR`, :data:`PAY_WORTH`), dropped
+"""Every line of the advice pays (:mod:`strategist.advice.worth`): dropped
 anchors tried back, and the last check of every line beside the others (:func:`every_line_pays`)."""
 from __future__ import annotations
 
@@ -13,24 +13,17 @@ from ..vocab.mesh import Mesh
 from ..engine.rules.sharding import shard_anchor
 from ..engine.plan import Plan
 from .choice import Choice
-from .footprint import MEMORY_WORTH, state_bytes
+from .footprint import state_bytes
+from .worth import line_worth, pays
 from ..engine.search.caches import cached_rule
 from ..engine.search.structure import per_graph
 from ..cost.step import step_measure
 
 
-# an anchor (group) kept by minimality saves more than PAY_FLOOR seconds or more than PAY_WORTH of the step
-# estimate: a smaller saving is within what the step model resolves on a large step (it prices no kernel launch
-# and no overlap; 100 us is ten collective latency steps, a few launches), not worth a shard() line: the labels'
-# mask split by dp behind the loss, a 64 KiB gather, saves 17-65 us of a 136-600 ms step. A small model's step
-# is its own scale (an encoder's 25 us of 1 ms pays)
-PAY_WORTH = 1e-3
-PAY_FLOOR = 100e-6
-
-
-def plan_worth(plan: Plan) -> float:
-    """What one line of configuration must save of ``plan``'s step to be worth writing (PAY_FLOOR, PAY_WORTH)."""
-    return min(PAY_WORTH * plan.totals()["step_seconds"], PAY_FLOOR)
+def plan_worth(plan: Plan, lines: int = 1) -> float:
+    """What ``lines`` lines of configuration must save of ``plan``'s step to be worth writing
+    (:func:`strategist.advice.worth.line_worth`)."""
+    return line_worth(plan.totals()["step_seconds"], lines)
 
 
 def line_count(members, graph: OpGraph | None = None) -> int:
@@ -122,7 +115,7 @@ def reinstate(graph: OpGraph, mesh: Mesh, keep: list, dropped: list, run) -> lis
         except (PropagationError, StrategyError):
             continue
         changed, dt = plan_diff(plan, q)
-        if dt < -plan_worth(plan) * line_count((c for c, _ in members), graph):
+        if pays(-dt, plan.totals()["step_seconds"], line_count((c for c, _ in members), graph)):
             keep, plan = trial, q
             for c, why in members:
                 dropped.remove((c, why))
@@ -159,7 +152,7 @@ def _reinstate_patterns(graph: OpGraph, keep: list, plan: Plan, members: list, d
         except (PropagationError, StrategyError):
             return False
         changed, dt = plan_diff(plan, q)
-        if dt >= -plan_worth(plan):
+        if not pays(-dt, plan.totals()["step_seconds"]):
             return False
         keep, plan = trial, q
         for c, why in pat:
@@ -275,7 +268,7 @@ def every_line_pays(graph: OpGraph, keep: list[Choice], dropped: list, run) -> l
         changed, dt = plan_diff(cur, q)
         worth = plan_worth(cur)
         saved = state_bytes(q) - state_bytes(cur)
-        if dt > worth or saved >= MEMORY_WORTH:
+        if pays(dt, cur.totals()["step_seconds"], saved=saved):
             # it pays in step time, or in the weight, gradient and optimizer state it shards. Its "needed" is said
             # again beside the final advice where minimality worked it out beside other anchors (the lines after
             # it changed what it stands beside); a table's or a reinstated line's own reason stays

@@ -22,7 +22,8 @@ from ..files.rules import Rules
 from .rules import anchor_of, template_sharding
 from .choice import Choice
 from .footprint import MEMORY_WORTH, state_bytes
-from .minimality import PAY_FLOOR, PAY_WORTH, plan_diff, group_key, same_plan
+from .minimality import plan_diff, group_key, same_plan
+from .worth import faster, pays
 from .anatomy import (LAYER_PATH, embedding_companion, producer_through, uses_sequence_parallel, sp_templates,
     weight_params, weight_slot)
 from ..cost.step import step_measure
@@ -249,9 +250,8 @@ def align_layers(graph: OpGraph, mesh: Mesh, keep: list[Choice], run) -> list[Ch
                                    for m in members] for _, members, s in trials[:ALIGN_CANDIDATES]), run)
     if best is None:
         return keep
-    worth = min(PAY_WORTH * t_cur, PAY_FLOOR)
     t, extra, trial, q = best
-    if t_cur - t <= worth:
+    if not pays(t_cur - t, t_cur):
         return keep
     changed, dt = plan_diff(q, cur)
     for c in extra:
@@ -271,7 +271,7 @@ def _fastest(graph: OpGraph, base: list[Choice], packages, run):
         except (PropagationError, StrategyError):
             continue
         t = q.totals()["step_seconds"]
-        if best is None or t < best[0] * (1 - 1e-12):
+        if best is None or faster(t, best[0]):
             best = (t, package, trial, q)
     return best
 
@@ -362,7 +362,7 @@ def input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: lis
                 q = run(trial)
             except (PropagationError, StrategyError):
                 continue
-            if best is None or q.totals()["step_seconds"] < best[0] * (1 - 1e-12):
+            if best is None or faster(q.totals()["step_seconds"], best[0]):
                 best = (q.totals()["step_seconds"], graph.op(name).topo_index, c, tuple(gone), q)
         if best is not None:
             scored.append(best)
@@ -380,7 +380,7 @@ def input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: lis
             except (PropagationError, StrategyError):
                 continue
         t = q.totals()["step_seconds"]
-        if base_t - t <= min(PAY_WORTH * base_t, PAY_FLOOR):
+        if not pays(base_t - t, base_t):
             continue
         changed, dt = plan_diff(q, cur)
         c.needed = f"without it: {changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms"
@@ -454,8 +454,7 @@ def embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice
         if best is None:
             continue
         t, package, trial, q = best
-        worth = min(PAY_WORTH * t_cur, PAY_FLOOR)
-        if t_cur - t <= worth or state_bytes(q) - state_bytes(cur) >= MEMORY_WORTH or same_plan(cur, q):
+        if not pays(t_cur - t, t_cur) or state_bytes(q) - state_bytes(cur) >= MEMORY_WORTH or same_plan(cur, q):
             continue
         changed, dt = plan_diff(cur, q)
         what = f"{changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms"
@@ -501,7 +500,7 @@ def take_alternatives(graph: OpGraph, keep: list[Choice], dropped: list, run) ->
         _t, followers, trial, q = best
         changed, dt = plan_diff(cur, q)
         more = state_bytes(q) - state_bytes(cur)
-        if dt >= -1e-9 * cur.totals()["step_seconds"] or more >= MEMORY_WORTH:
+        if not faster(q.totals()["step_seconds"], cur.totals()["step_seconds"]) or more >= MEMORY_WORTH:
             continue
         what = f"{changed} operators change layout, {step_measure(graph)} {dt * 1e3:+.3f} ms, " \
                f"{more / 2**20:+.0f} MiB weight/gradient/optimizer state per device"

@@ -46,8 +46,9 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
     """:func:`~strategist.advice.advisor.advise` of ``graph``, run on its first layers and carried to the rest."""
     from ..errors import StrategistError
     from .advisor import advise, carried_advice
-    from .footprint import MEMORY_WORTH, state_bytes
-    from .minimality import plan_diff, plan_worth
+    from .footprint import state_bytes
+    from .minimality import plan_diff
+    from .worth import pays
     base = advised_graph(graph)
     if base is graph:
         return advise(graph, mesh, rules=rules, boundaries=boundaries, hardware=hardware,
@@ -82,7 +83,7 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
             # as every line of the advice must pay for itself (minimality.every_line_pays): in step time beyond what
             # the step model resolves, or in the state it shards
             changed, dt = plan_diff(plan, q)
-            if dt <= plan_worth(plan) and state_bytes(q) - state_bytes(plan) < MEMORY_WORTH:
+            if not pays(dt, plan.totals()["step_seconds"], saved=state_bytes(q) - state_bytes(plan)):
                 dropped.append((c, f"does not pay for its line on the whole graph: without it, {changed} operators "
                                    f"change layout and the {step_measure(graph)} changes by {dt * 1e3:+.3f} ms"))
                 chosen, plan = trial, q
