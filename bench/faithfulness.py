@@ -301,14 +301,14 @@ def mindformers_advice_section(mesh="dp=2,tp=4"):
             adv = advise(g, Mesh.parse(mesh), hardware=load_hardware("atlas-800t-a2"), dataset_strategy="full_batch")
             d = advice_dict(adv)
             unheld = [a["op"] for a in d["anchors"] if not a["held"]]
-            text = configurable_anchors_yaml(d)
+            text = configurable_anchors_yaml(adv)
             label = ""
             for attempt in ("as advised", "out layouts left out"):
                 if attempt != "as advised":
                     # MindSpore refuses a sequence-parallel row linear's reduce-scatter out layout on the
                     # global-rows graph it compiles ((tp, dp): S's axis outside B's); the rest of the advice is
                     # still checked, both sides configured without the out layouts
-                    text = configurable_anchors_yaml(d, out_layouts=False)
+                    text = configurable_anchors_yaml(adv, out_layouts=False)
                     label = "; the row linears' out layouts left out: MindSpore refuses (tp, dp) rows there"
                 fd, path = tempfile.mkstemp(suffix=".yaml", prefix="mf-advice-")
                 with os.fdopen(fd, "w") as f:

@@ -743,7 +743,7 @@ def test_parallel_only_operators_are_the_models_own_in_every_plan(graph_of):
     d = advice_dict(adv)
     own = [x for x in d["existing_shard_calls"] if x["op"] == name]
     assert own and own[0]["status"] == "the model's own (parallel build)" and "((8, 1), (8, 1))" in own[0]["detail"]
-    assert name not in configurable_anchors_yaml(d) and set(read) == {"dp=2,tp=4"}
+    assert name not in configurable_anchors_yaml(adv) and set(read) == {"dp=2,tp=4"}
     col = Column("a", "(a)")
     agreement(p, p, col)
     counted = sum(1 for ch in p.choices.values() if ch.sharding is not None)

@@ -104,7 +104,7 @@ def test_bloom_sequence_parallel_advice_propagates_as_mindspore_does(tmp_path):
     sequence parallelism, at dp=2,tp=4: Megatron's column/row pairs, the norms split along the rows by dp and tp,
     and MindSpore's own propagation from those anchors agreeing with strategist's on every operator."""
     from strategist.frontend.loader import load_graph
-    from strategist.report.render import advice_dict, configurable_anchors_yaml
+    from strategist.report.render import configurable_anchors_yaml
     from strategist.verify import verify_model
     model = os.path.join(ROOT, "examples", "bloom.py") + ":tiny"
     g = load_graph(model, None, ["batch=8"])
@@ -115,6 +115,6 @@ def test_bloom_sequence_parallel_advice_propagates_as_mindspore_does(tmp_path):
     assert tp["transformer.h.0.mlp.dense_4h_to_h.matmul"] == '(layout("dp", "tp"), layout("tp", "None"))'
     assert "tp" in a.anchors["transformer.h.0.input_layernorm.norm"].layouts[0].axes()[0]
     f = tmp_path / "advice.yaml"
-    f.write_text(configurable_anchors_yaml(advice_dict(a), out_layouts=False))
+    f.write_text(configurable_anchors_yaml(a, out_layouts=False))
     c = verify_model(model, "dp=2,tp=4", kwargs=["batch=8"], strategies=str(f), dataset_strategy="full_batch")
     assert c.all_agree, c.text(20)
