@@ -258,7 +258,7 @@ def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
             grads = ph.get("grad", ())
             if grads and op.name in experts:
                 grads = _expert_grads(grads, experts[op.name], prof)
-            it.mirrors, it.prefetch = _mirrors(op, ch, grads, zero, prof, g)
+            it.mirrors, it.prefetch = _mirrors(op, ch, grads, zero, prof, g, opts.pp > 1)
         it.bwd = t.backward / m
         if op.name in recompute:
             it.bwd += it.fwd
@@ -410,39 +410,56 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
 _MIRRORS = table("step model: gradient reductions per operator", 1 << 16)
 
 
-def _mirrors(op, ch, comms, zero, prof, g):
+def _mirrors(op, ch, comms, zero, prof, g, pipelined: bool = False):
     """(gradient reductions, optimizer-parallel AllGather seconds) of an operator's Parameters: with the
     parallel optimizer a sharded weight's AllReduce becomes a ReduceScatter (half its ring bytes) and its
-    AllGather runs before the forward. Memoised per operator, sharding, profile and optimizer sharding."""
+    AllGather runs before the forward. Memoised per operator, sharding, profile, optimizer sharding and whether
+    the run is pipelined (``pipelined``: a float32 weight read through a Cast is then gathered after the Cast)."""
     if not comms:
         return (), 0.0
-    key = (id(op), id(ch.sharding), id(comms), id(prof), zero)
+    key = (id(op), id(ch.sharding), id(comms), id(prof), zero, pipelined)
     hit = _MIRRORS.get(key)
     if hit is not None and hit[0] is op and hit[1] is ch.sharding and hit[2] is comms:
         return hit[3]
-    out = _MIRRORS[key] = (op, ch.sharding, comms, _mirrors_of(op, ch, comms, zero, prof, g))
+    out = _MIRRORS[key] = (op, ch.sharding, comms, _mirrors_of(op, ch, comms, zero, prof, g, pipelined))
     return out[3]
 
 
-def _mirrors_of(op, ch, comms, zero, prof, g):
+def _mirrors_of(op, ch, comms, zero, prof, g, pipelined: bool = False):
     out, pre = [], 0.0
-    params = [(op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
-              if k < len(ch.inputs) and op.inputs[slot].kind == "param"]
-    sharded = False
+    params = [(_weight_read(g, op.inputs[slot]), op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
+              if k < len(ch.inputs) and _weight_read(g, op.inputs[slot]) is not None]
+    sharded, scale = False, 1.0
     if zero is not None and params:
-        x, lay = params[0]
-        p = g.params.get(x.ref)
-        if p is not None and lay is not None:
+        p, x, lay = params[0]
+        if lay is not None:
             per = DTYPE_BYTES.get(p.spec.dtype, 4)
             sharded = zero.ways(max(c.n for c in comms) if comms else 1, lay.slice_shape[0] if lay.slice_shape else 1,
                                 lay.slice_numel * per) > 1
+            if sharded and pipelined and x.kind == "op" and x.spec is not None:
+                # a pipelined run gathers a float32 weight after its Cast to fp16/bf16 (MindSpore's
+                # InsertAllGatherAfterCast, pipeline stages > 1): the AllGather and its ReduceScatter move the
+                # Cast's bytes, not the float32 mirror's
+                scale = DTYPE_BYTES.get(x.spec.dtype, 4) / per
     for c in comms:
         if sharded:
-            out.append(((c.group, "ReduceScatter"), "ReduceScatter", c.n, c.intra, c.nbytes / 2))
-            pre += prof.collective_seconds("AllGather", c.n, c.nbytes / 2, c.intra)
+            out.append(((c.group, "ReduceScatter"), "ReduceScatter", c.n, c.intra, c.nbytes * scale / 2))
+            pre += prof.collective_seconds("AllGather", c.n, c.nbytes * scale / 2, c.intra)
         else:
             out.append(((c.group, c.kind), c.kind, c.n, c.intra, c.nbytes))
     return tuple(out), pre
+
+
+def _weight_read(g, x):
+    """The Parameter an operator's input ``x`` is: itself, or the float32 weight a Cast reads (MindFormers'
+    param_init_type float32); None for any other input."""
+    if x.kind == "param":
+        return g.params.get(x.ref)
+    if x.kind == "op" and x.ref in g:
+        src = g.op(x.ref)
+        if src.type == "Cast" and src.inputs and src.inputs[0].kind == "param":
+            return g.params.get(src.inputs[0].ref)
+    return None
 
 
 def _slots(op) -> tuple:
