@@ -728,6 +728,7 @@ def _verify_memory(args) -> None:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    # size: the command dispatch: one short branch per command
     parser = _parser()
     # argparse's own errors already print one usage line and exit 2.
     args = parser.parse_args(_kwargs_words(list(sys.argv[1:] if argv is None else argv)))

@@ -148,6 +148,7 @@ class _Runner:
 
 
 def _advise_pass(graph, mesh, rules, boundaries, hardware, dataset_strategy, searched, megatron=False) -> "_Pass":
+    # size: the greedy minimality loop and the adopt closure share the pass's order, groups and plan; split, each piece would hand all of them back
     run = _Runner(graph, mesh, hardware, dataset_strategy, searched)
     copies, required = run.copies, run.required
     proposed, notes = propose(graph, mesh, rules, boundaries, megatron=megatron)

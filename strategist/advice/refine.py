@@ -103,6 +103,7 @@ def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], an
     attention's heads split instead of a sequence split the search brought forward from the QKV projection. glm4 at
     40 layers (dp=8,tp=8): the query Transposes took a sequence split by 4 (32 of 64 devices) behind the kept QKV
     column; heads by tp as the experts have them: -15.0 ms a step. Minimality keeps it only where it pays."""
+    # size: one walk of an attention chain from its projections to its output; each case reads the walk's locals
     out: list[Choice] = []
     batch_only = sp_templates(graph, rules.templates, mesh)[1]
     for c in proposed:
@@ -312,6 +313,7 @@ def input_path(graph: OpGraph, mesh: Mesh, keep: list[Choice], run, dropped: lis
     and a Concat): with the Concat's batch split, MindSpore's search reaches the MTP embedding from it and takes a
     (2, 4) table there instead of scattering the fp32 output over every device (-38.7 ms at dp=2,tp=4); LLaMA's
     labels one-hot split over every device computes the loss once, not tp times (-0.4 ms at dp=8,tp=8)."""
+    # size: candidates scored, then taken in order with the plan priced again after each: both passes share the scores
     if not keep or mesh.size == 1:
         return keep
     cur = run(keep)

@@ -36,6 +36,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     the experts' 3314 ms); the whole graph's advice takes 12 s on qwen3's 64 layers.
     ``what_if``: price each of (a)'s disagreements with (c)'s layout instead (:func:`what_if_plan`).
     """
+    # size: the three columns planned in order, each reading the graph, experts and plans of those before it
     from ..frontend.mindformers import expert_strategies, is_mindformers_ref, load_mindformers
     if not is_mindformers_ref(model):
         raise StrategistError(f"compare needs a MindFormers model (mindformers:<config.yaml> or a YAML path), "

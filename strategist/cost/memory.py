@@ -296,6 +296,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     """The peak bytes one device of the stage holding operators ``names`` keeps, how they divide at that peak, and
     what is assumed. ``accumulate``: the step accumulates gradients over micro-batches (gradient accumulation, or a
     pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`."""
+    # size: the step's memory moments, each a sum of the same per-parameter figures gathered in one pass
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
     if optimizer_parallel and zero is None:

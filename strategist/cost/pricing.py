@@ -369,6 +369,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                     param_casts, const_out, const_params) -> dict[str, OpCost]:
     """Each operator's own communication: partial sums it reduces, its Parameters' mirrors, the redistribution
     inside a Reshape."""
+    # size: one pass pricing each operator's own collectives, gathers and mirrors beside their memo
     op_costs: dict[str, OpCost] = {}
     mirrored: set[str] = set()      # a Parameter read by several operators has one mirror (its gradients summed)
     for op in g:

@@ -76,6 +76,7 @@ def simulate(items: list[Item], prof, *, grads: bool, optimizer_s: float = 0.0, 
     the gradient reductions in fusion buckets and the optimizer step after them. ``extra_exposed``:
     ((phase, seconds, layer), ...) collectives every micro-batch waits on (pipeline send/receive). ``overlap``:
     which data-parallel collectives run beside computation (:class:`Overlap`; None: both)."""
+    # size: the schedule's event loop: streams, ready lists and clocks change together at each event
     overlap = overlap or Overlap()
     tl = Timeline()
     tc = tcomm = tpre = 0.0

@@ -324,6 +324,7 @@ def plan(src: Layout, dst: Layout) -> "Redistribution":
 
 
 def _steps(src: Layout, dst: Layout) -> list[Collective]:
+    # size: MindSpore's redistribution_operator_infer transcribed in its order, to be checked against it line by line
     dm = src.dev_matrix
     state = [list(d) for d in src.dims]
     tgt = dst.dims

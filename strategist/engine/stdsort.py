@@ -20,6 +20,7 @@ _THRESHOLD = 16
 
 def std_sort(items: list, key) -> list:
     """A copy of ``items`` ordered as ``std::sort(begin, end, [](a, b) { return key(a) < key(b); })``."""
+    # size: libstdc++'s introsort transcribed with its thresholds, so equal keys land where MindSpore's std::sort puts them
     a = list(items)
     n = len(a)
     if n < 2:

@@ -115,6 +115,7 @@ def grow_layers(graph: OpGraph, layers: int, rx: re.Pattern, scope_rx: re.Patter
     (``.../layers-CellList/N-DecoderLayer/...``). Layer k (k >= the extracted count L) is the last layer t = L-1
     renamed in op names, cell paths, scopes and parameters; its inputs from layer t-1 come from layer k-1; what
     followed the layers reads layer ``layers-1``."""
+    # size: one walk renaming each copy of the last layer; its late runs need the body's bounds and names found in the walk
     ops = graph.ops
     idx = [_index(rx, op.cell_path) for op in ops]
     present = sorted({i for i in idx if i is not None})

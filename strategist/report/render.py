@@ -660,6 +660,7 @@ def alike_anchors(anchors: list[dict], graph) -> dict[str, list[str]]:
 
 
 def advice_text(advice, markdown: bool = False, max_rows: int = 40) -> str:
+    # size: the advice report's sections in print order
     d = advice_dict(advice)
     out = []
     h = (lambda s: f"\n## {s}\n") if markdown else (lambda s: f"\n{s}\n{'=' * len(s)}")

@@ -137,6 +137,7 @@ def locate(advice, prune: bool = False, current: dict | None = None) -> Location
     MindFormers model, what its target method sets: :func:`strategist.frontend.mindformers.expert_strategies`).
     A site whose every instance already carries the advice is left alone (``Location.kept``), and an
     instance its class's own call already configures as advised needs no line from its owner."""
+    # size: every way a primitive can be assigned in a Cell's source, each a few lines over one AST walk
     g = advice.graph
     current = current or {}
     kept: list[str] = []

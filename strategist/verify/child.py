@@ -322,6 +322,7 @@ def _read_plan(req: dict, executor, cell, n: int, dump: str, result: dict) -> No
 
 
 def run(req: dict) -> dict:
+    # size: the MindSpore child's one run: context, build, configure, compile and read back, in the order MindSpore needs
     result: dict = {"ok": False}
     t_start = time.time()
     stack = None

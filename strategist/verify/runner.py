@@ -146,6 +146,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
     [('flatten', ((8, 1, 1, 1),))]
     """
+    # size: the child's request built in one place (its keys listed once), run and read back
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     given = model
     mf = _mindformers_request(model, kwargs, strategies, mindformers)
@@ -415,6 +416,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
     is read (:func:`strategist.verify.compare.compare_communication`): forward, backward and mirror collectives,
     kind, group and bytes, beside strategist's priced plan.
     """
+    # size: strategist's plan beside MindSpore's, then each comparison asked for, in order
     from ..frontend.loader import load_graph
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     mf = _mindformers_request(model, kwargs, strategies, settings.pop("mindformers", None))

@@ -279,6 +279,7 @@ def nd_tp_sharding(op: Op, layouts: tuple[ShardLayout, ...], device_num: int,
     >>> [str(l) for l in s.inputs], str(s.outputs[0]), s.strategy
     (['[64, 32]@[2, 4][-,d0xd1]', '[32, 64]@[2, 4][d0,d1]'], '[64, 64]@[2, 4][-,d1xd0]', ((1, 8), (2, 4)))
     """
+    # size: MatMul's enable_nd_tp layouts transcribed case by case from MindSpore's matmul_info.cc
     rule = rule or rule_for(op)
     dm = _layouts_dev_matrix(op, layouts, 2, device_num)
     n = len(dm)

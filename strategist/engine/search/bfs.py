@@ -187,6 +187,7 @@ class Propagation:
 
     def _next(self, cur, nb, depth, j, slot, root, queue):
         """``BFSNextNode``: decide successor ``nb`` of ``cur`` over ``cur``'s output ``j``."""
+        # size: one step of MindSpore's propagation BFS transcribed in its order: the order decides its ties
         if cur in self.stand_alone or nb in self.stand_alone:
             return
         src = self.out_layout(cur, j)

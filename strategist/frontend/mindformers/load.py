@@ -70,6 +70,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
 
     >>> g, info = load_mindformers("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", layers=2)  # doctest: +SKIP
     """
+    # size: MindFormers' build in its order inside one world context: config, model, extraction, rewrites
     path = resolve_config(ref)
     import_mindformers()
     notes: list[str] = []

@@ -321,6 +321,7 @@ def mindformers_world(*, mode: str = "stand_alone", device_num: int = 1, notes: 
     ``mode``: ``"stand_alone"``, ``"semi_auto"`` (``semi_auto_parallel``: full ``shard()``) or
     ``"propagation"`` (``auto_parallel`` + ``sharding_propagation``).
     """
+    # size: one context manager patching MindFormers' process-wide state and undoing each patch in reverse
     import mindspore as ms
     from mindspore import context
     notes = notes if notes is not None else []
