@@ -40,3 +40,7 @@ class VerifyError(StrategistError):
 class PropagationError(StrategistError):
     """MindSpore's own sharding propagation fails on this configuration (it raises during its search:
     an edge no candidate pair can cost, a redistribution it cannot build), so strategist refuses it too."""
+
+
+class SourceEditError(StrategistError):
+    """A file cannot be edited as advised."""

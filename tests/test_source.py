@@ -630,7 +630,8 @@ def test_a_long_line_is_wrapped_and_stays_one_statement():
     indent; the file parses, the statement is the one the plan asks, and applying again adds nothing."""
     import ast
     from strategist.vocab.mesh import Mesh
-    from strategist.source.edit import LINE_LIMIT, edit_source
+    from strategist.source.edit import edit_source
+    from strategist.source.wrap import LINE_LIMIT
     from strategist.source.locate import Placement, Strategy
     code = ("class MoELayer:\n    def __init__(self, config):\n        self.shared_experts = SharedExperts(config)\n"
             "        if mode():\n            self.sharding_propagation(config)\n\n"

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from .apply import ApplyError, check, digest, write_atomic, write_new
 from .diff import root_of, unified
-from .edit import SourceEditError, edit_source
+from ..errors import SourceEditError
+from .edit import edit_source
 from .instances import FILE as FUNCTION_FILE
 from .instances import apply_function
 from .locate import installed, locate, site_of

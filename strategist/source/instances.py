@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from .edit import layout_decl
+from .shard_text import layout_decl
 from .locate import strategy_of
 from ..report.render import strategy_text
 
