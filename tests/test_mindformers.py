@@ -116,7 +116,7 @@ def _yaml(ref, layers=None, overrides=None):
     import_mindformers()
     notes = []
     with mindformers_world(mode="stand_alone", device_num=1):
-        cfg = load_yaml(resolve_config(ref), layers, None, None, overrides or {}, notes=notes)
+        cfg = load_yaml(resolve_config(ref), layers, None, overrides or {}, notes=notes)
     return cfg, notes
 
 

@@ -437,23 +437,27 @@ def test_every_step_figure_of_one_advice_is_the_schedules(capsys):
 
 def test_float32_weights_with_the_parallel_optimizer(graph_of):
     """Float32 weights read through a Cast (MindFormers' param_init_type float32) take the parallel optimizer like
-    any weight: each gradient reduce-scattered, half the float32 AllReduce's ring bytes (wq, 256 x 256 float32 over
-    8: 2 x 7/8 x 256 KiB / 2 = 224 KiB) and gathered before the forward. In a pipelined run MindSpore gathers after
-    the Cast (InsertAllGatherAfterCast): both move the fp16 bytes, half again. The embedding table, read by its
-    Gather itself (the Cast follows it), is gathered in float32 either way."""
+    any weight, and as MindSpore 2.9 compiles them (its IR, pipelined or not): the gradient reduce-scattered in
+    float32, half the float32 AllReduce's ring bytes (wq, 256 x 256 over 8: 2 x 7/8 x 256 KiB / 2 = 224 KiB), the
+    weight gathered after its Cast in fp16, half of that again (optimize_parallel_all_gather_comm moves the Cast in
+    front). The embedding table, read by its Gather itself, is gathered in float32."""
     from strategist.files.hardware import load_hardware
     from strategist.propagate import propagate
     from strategist.vocab.mesh import Mesh
     g = graph_of("examples/llama.py:tiny", "layers=2", "batch=8", "param_dtype=float32")
     hw = load_hardware("atlas-800t-a2")
-    sent = {}
     for pp in (1, 2):
         opts = StepOptions(optimizer_parallel=True, pp=pp, micro_batches=2 if pp > 1 else 1)
         plan = propagate(g.with_meta(step_options=opts), Mesh.parse("dp=8"), {}, hardware=hw)
-        items = {i.op: i for i in estimate(plan).items if i.mirrors}
+        est = estimate(plan)
+        items = {i.op: i for i in est.items if i.mirrors}
         (m,) = items["model.layers.0.attention.wq.matmul"].mirrors
         (t,) = items["model.tok_embeddings.gather"].mirrors
         assert m[1] == t[1] == "ReduceScatter" and m[2] == 8
-        sent[pp] = m[4], t[4]
-    assert sent[1][0] == pytest.approx(2 * 7 / 8 * 256 * 256 * 4 / 2) and sent[2][0] == pytest.approx(sent[1][0] / 2)
-    assert sent[1][1] == sent[2][1] == pytest.approx(2 * 7 / 8 * 1024 * 256 * 4 / 2)
+        assert m[4] == pytest.approx(2 * 7 / 8 * 256 * 256 * 4 / 2)
+        assert t[4] == pytest.approx(2 * 7 / 8 * 1024 * 256 * 4 / 2)
+        prof = est.prof
+        gather = items["model.layers.0.attention.wq.matmul"].prefetch
+        assert gather == pytest.approx(prof.collective_seconds("AllGather", 8, m[4] / 2, True))
+        assert items["model.tok_embeddings.gather"].prefetch == pytest.approx(
+            prof.collective_seconds("AllGather", 8, t[4], True))

@@ -380,11 +380,11 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
         notes.append(f"configuring every operator as the advice's plan fails in MindSpore's search ({err}); "
                      f"that column repeats the advice")
         semi = final
-    existing = _existing(graph, mesh, final, keep, hardware, dataset_strategy)
+    existing = _existing(graph, mesh, final, keep)
     return Advice(graph, mesh, rules, keep, dropped, final, baseline, semi, existing, notes)
 
 
-def _existing(graph, mesh, plan, keep, hardware, dataset_strategy) -> list[tuple[str, str, str]]:
+def _existing(graph, mesh, plan, keep) -> list[tuple[str, str, str]]:
     """The model's own shard() calls beside the advice: kept, contradicted, or redundant.
 
     No propagation per call (MindFormers models have hundreds): the advised plan already says what every

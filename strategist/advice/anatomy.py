@@ -200,7 +200,7 @@ def _interior_shardings(graph: OpGraph, names, tmpl: dict, mesh: Mesh) -> list[t
         if op.type in ("Reshape", "Flatten", "Cast", "Transpose") or not op.outputs or op.outputs[0] is None \
                 or len(op.outputs[0].shape) < 3:
             continue
-        s = template_sharding(op, cached_rule(op), tmpl, mesh)
+        s = template_sharding(cached_rule(op), tmpl, mesh)
         if s is not None:
             out.append((n, s))
     return out
@@ -333,7 +333,7 @@ def grouped_query_attention(op: Op, rule: FactorRule, tmpl: dict, mesh: Mesh, s:
     t2["n"] = [a for a in ("tp", "tp_group") if any(n == a for n, _ in axes)]
     t2["n2"] = ["tp"] if g > 1 else []
     sub = Mesh(tuple(axes))
-    gs = template_sharding(op, lay, t2, sub, share=frozenset({"n2"}))
+    gs = template_sharding(lay, t2, sub, share=frozenset({"n2"}))
     if gs is None or gs.splits.get("n", 1) != tp:
         return None
     return gs, sub
@@ -394,7 +394,7 @@ def data_parallel_template(graph: OpGraph, op: Op, templates: dict) -> str:
 def data_parallel_choice(graph: OpGraph, op: Op, rule: FactorRule, templates: dict, mesh: Mesh) -> "Choice | None":
     """``op`` (a weight MatMul) data parallel over every device, as an alternative to its Megatron layout."""
     tname = data_parallel_template(graph, op, templates)
-    s = template_sharding(op, rule, templates.get(tname, {}), mesh)
+    s = template_sharding(rule, templates.get(tname, {}), mesh)
     if s is None:
         return None
     return Choice(op.name, "1 weight", tname, "weight and activations of comparable size: data parallel over every "
@@ -429,7 +429,7 @@ def embedding_companion(graph: OpGraph, op: Op, rules: Rules, mesh: Mesh, sp: bo
     # tp), the residual stream's layout between the tensor-parallel blocks
     tname = "embedding_output_sequence_parallel" if sp and "embedding_output_sequence_parallel" in rules.templates \
         else "embedding_output_batch"
-    s = template_sharding(t, cached_rule(t), rules.templates.get(tname, {}), mesh)
+    s = template_sharding(cached_rule(t), rules.templates.get(tname, {}), mesh)
     if s is None:
         return None
     return Choice(t.name, "2 dimension", tname,
@@ -455,7 +455,7 @@ def moe_permute_companion(graph: OpGraph, op: Op, tmpl: dict, mesh: Mesh) -> Cho
     except ValueError:
         return None
     axes = [a for a in tmpl.get("n", []) if mesh.get(a) > 1]
-    s = template_sharding(t, rule, {rule.inputs[0][perm[0]]: axes}, mesh) if axes else None
+    s = template_sharding(rule, {rule.inputs[0][perm[0]]: axes}, mesh) if axes else None
     if s is None:
         return None
     return Choice(t.name, "4 fused", "moe_permute",

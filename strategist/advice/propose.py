@@ -72,7 +72,7 @@ def _choice(ctx: Context, op: Op, rule, choice: tuple) -> tuple[Choice, Mesh] | 
     rule_name, tname, tmpl, why = choice
     if splits_nothing_model_parallel(tmpl, mesh):
         return None
-    s = template_sharding(op, rule, tmpl, mesh)
+    s = template_sharding(rule, tmpl, mesh)
     on = mesh
     if tname == "flash_attention":
         gqa = grouped_query_attention(op, rule, tmpl, mesh, s)
@@ -111,7 +111,7 @@ def _choice(ctx: Context, op: Op, rule, choice: tuple) -> tuple[Choice, Mesh] | 
         choice_.fallback = Choice(op.name, rule_name, "matmul_row", why.split("; output reduce-scattered")[0],
                                   anchor_of(op.name, s, mesh, op.type))
     elif tname == "norm_sequence_parallel" and ctx.plain_norm:
-        fs = template_sharding(op, rule, ctx.plain_norm, mesh)
+        fs = template_sharding(rule, ctx.plain_norm, mesh)
         if fs is not None:
             choice_.fallback = Choice(op.name, rule_name, "norm_sequence_first" if is_sequence_first(graph)
                                       else "norm", "fused norm: tokens by dp "
@@ -151,7 +151,7 @@ def _package(ctx: Context, op: Op, choice_: Choice, tmpl: dict, packages: dict, 
     r = graph.op(res) if res is not None else None
     if r is not None and r.type in ("Add", "AddExt") and r.outputs and r.outputs[0] is not None \
             and tuple(r.outputs[0].shape) == tuple(op.inputs[0].spec.shape):
-        rs = template_sharding(r, cached_rule(r), tmpl, mesh)
+        rs = template_sharding(cached_rule(r), tmpl, mesh)
         if rs is not None:
             out.append(Choice(r.name, "4 fused", "residual_sequence_parallel",
                               f"residual add into the sequence-parallel {op.name}: the residual stream "

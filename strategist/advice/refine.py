@@ -177,7 +177,7 @@ def attention_chain_heads(graph: OpGraph, plan: Plan, proposed: list[Choice], an
             sp = graph.op(name) if name is not None else None
             if sp is None or sp.type not in ("Split", "SplitWithSize") or sp.name in anchored:
                 continue
-            ss = template_sharding(sp, cached_rule(sp), batch_only, mesh)
+            ss = template_sharding(cached_rule(sp), batch_only, mesh)
             if ss is None or same_placement(plan.choices[sp.name].inputs[0], ss.inputs[0]):
                 continue
             anchored.add(sp.name)
@@ -442,7 +442,7 @@ def embedding_tables(graph: OpGraph, mesh: Mesh, rules: Rules, keep: list[Choice
         options = [s for s in candidates(op, mesh.size, rule)
                    if (now is None or all(r == n for i, (r, n) in enumerate(zip(s, now)) if i != table))
                    and math.prod(math.prod(r) for r in s) == mesh.size]
-        tmpl = template_sharding(op, rule, rules.templates.get(
+        tmpl = template_sharding(rule, rules.templates.get(
             "embedding_table_vocab_parallel" if op.type == "Embedding" else "embedding_vocab_parallel", {}), mesh)
         if tmpl is not None and tmpl.strategy not in options:
             options.append(tmpl.strategy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..errors import RulesError
-from ..vocab.graph import Op, OpGraph, ShardLayout
+from ..vocab.graph import OpGraph, ShardLayout
 from ..vocab.mesh import Mesh
 from ..engine.rules.factor import FactorRule, Sharding
 from ..engine.rules.gather import table_split_refused
@@ -26,9 +26,9 @@ def check_boundaries(graph: OpGraph, boundaries: dict[str, str]) -> None:
                              + (hint if hint.startswith(" (did") else " (see strategist inspect)"))
 
 
-def template_sharding(op: Op, rule: FactorRule, template: dict, mesh: Mesh,
+def template_sharding(rule: FactorRule, template: dict, mesh: Mesh,
                       share: frozenset = frozenset()) -> Sharding | None:
-    """The sharding a template gives ``op`` on ``mesh``: each factor takes the named mesh axes the
+    """The sharding a template gives the operator of factor ``rule`` on ``mesh``: each factor takes the named mesh axes the
     mesh has (size > 1), trimmed from the inner end until the split divides the factor; a mesh
     axis is used by one factor only (but by the factors in ``share`` too: FlashAttention's key/value heads
     under a Layout, on the query heads' axes). None when nothing is split or the result is invalid."""

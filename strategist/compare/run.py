@@ -113,7 +113,7 @@ def compare_model(model: str, mesh: Mesh | str, *, layers: int | None = None, se
     else:
         t0 = time.perf_counter()
         try:
-            _verify_column(bm, model, mesh, graph, ex_b, ref, opts, dataset_strategy, verify_timeout,
+            _verify_column(bm, model, mesh, graph, ref, opts, dataset_strategy, verify_timeout,
                            b_plan=b.plan)
         except StrategistError as err:
             bm.error = str(err).splitlines()[0]
@@ -165,7 +165,7 @@ def _advice_column(a: Column, graph: OpGraph, mesh: Mesh, rules, hw, dataset_str
     return adv, plan_a
 
 
-def _verify_column(col: Column, model, mesh, graph, experts, ref: Plan, opts, dataset_strategy, timeout,
+def _verify_column(col: Column, model, mesh, graph, ref: Plan, opts, dataset_strategy, timeout,
                    b_plan: Plan | None = None) -> None:
     """(b'): MindSpore propagates the experts' anchors itself -- verify's child builds MindFormers at ``mesh`` in
     its sharding-propagation mode (the anchors are MindFormers' own ``sharding_propagation()`` calls) and

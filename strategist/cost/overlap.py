@@ -81,7 +81,7 @@ def candidates(plan, est) -> list[dict]:
             continue
         op = plan.graph.op(name) if name in plan.choices else None
         if op is not None:
-            out.extend(_for(plan, est, op, what, exp, secs, groups))
+            out.extend(_for(plan, est, op, what, exp, groups))
     return out[:24]
 
 
@@ -128,7 +128,7 @@ def _mm_seconds(est, name: str) -> tuple[float, float]:
     return f * m, b * m
 
 
-def _for(plan, est, op, what: str, exp: float, secs: float, groups: set) -> list[dict]:
+def _for(plan, est, op, what: str, exp: float, groups: set) -> list[dict]:
     name = op.name
     fwd, bwd = _mm_seconds(est, name)
     n = max(groups) if groups else 1

@@ -91,7 +91,7 @@ def _root_param(g: OpGraph, x, casts) -> str:
     return x.ref
 
 
-def _mirror(lay: Layout, type_len: int, hw, a2a: bool, dtype: str = ""):
+def _mirror(lay: Layout, type_len: int, hw, dtype: str = ""):
     """The physical price of a Parameter's mirror on ``lay``, or None where no device holds a copy: ONE AllReduce
     over every device holding the same slice, however many device axes they span. Measured (random net 30,
     MindSpore 2.9.0): a MatMul ``((2, 2), (1, 2))`` on dp=4,tp=4 repeats over 2 devices and the weight's rows
@@ -437,7 +437,7 @@ def _operator_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, 
                 if k >= len(s.inputs) or not grads_on[slot]:
                     continue
                 spec = mirrored_spec(g, op.inputs[slot])
-                p = _mirror(s.inputs[k], type_len(spec), hw, a2a, spec.dtype if spec else "")
+                p = _mirror(s.inputs[k], type_len(spec), hw, spec.dtype if spec else "")
                 if p is not None:
                     c.grad_bytes += p.bytes_sent
                     c.grad_seconds += p.seconds
@@ -472,7 +472,7 @@ def _reshape_costs(res: SearchResult, g: OpGraph, hw, chosen: dict, a2a: bool, n
         root = _root_param(g, op.inputs[0], param_casts) if on and on[0] else None
         if root is not None and root not in mirrored and root not in const_params:
             mirrored.add(root)
-            p = _mirror(a, tl, hw, a2a, dt)
+            p = _mirror(a, tl, hw, dt)
             if p is not None:
                 c.grad_bytes, c.grad_seconds = p.bytes_sent, p.seconds
                 steps.extend(st.toward("grad") for st in p.steps)

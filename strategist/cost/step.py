@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_ways
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
+from ..engine.search.structure import per_graph
 from ..memo import table
 from ..vocab.graph import DTYPE_BYTES
 from .optime import (
@@ -258,7 +259,7 @@ def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
             grads = ph.get("grad", ())
             if grads and op.name in experts:
                 grads = _expert_grads(grads, experts[op.name], prof)
-            it.mirrors, it.prefetch = _mirrors(op, ch, grads, zero, prof, g, opts.pp > 1)
+            it.mirrors, it.prefetch = _mirrors(op, ch, grads, zero, prof, g)
         it.bwd = t.backward / m
         if op.name in recompute:
             it.bwd += it.fwd
@@ -410,22 +411,21 @@ def interleaved(items: list[Item], k: int) -> list[Item]:
 _MIRRORS = table("step model: gradient reductions per operator", 1 << 16)
 
 
-def _mirrors(op, ch, comms, zero, prof, g, pipelined: bool = False):
+def _mirrors(op, ch, comms, zero, prof, g):
     """(gradient reductions, optimizer-parallel AllGather seconds) of an operator's Parameters: with the
     parallel optimizer a sharded weight's AllReduce becomes a ReduceScatter (half its ring bytes) and its
-    AllGather runs before the forward. Memoised per operator, sharding, profile, optimizer sharding and whether
-    the run is pipelined (``pipelined``: a float32 weight read through a Cast is then gathered after the Cast)."""
+    AllGather runs before the forward. Memoised per operator, sharding, profile and optimizer sharding."""
     if not comms:
         return (), 0.0
-    key = (id(op), id(ch.sharding), id(comms), id(prof), zero, pipelined)
+    key = (id(op), id(ch.sharding), id(comms), id(prof), zero)
     hit = _MIRRORS.get(key)
     if hit is not None and hit[0] is op and hit[1] is ch.sharding and hit[2] is comms:
         return hit[3]
-    out = _MIRRORS[key] = (op, ch.sharding, comms, _mirrors_of(op, ch, comms, zero, prof, g, pipelined))
+    out = _MIRRORS[key] = (op, ch.sharding, comms, _mirrors_of(op, ch, comms, zero, prof, g))
     return out[3]
 
 
-def _mirrors_of(op, ch, comms, zero, prof, g, pipelined: bool = False):
+def _mirrors_of(op, ch, comms, zero, prof, g):
     out, pre = [], 0.0
     params = [(_weight_read(g, op.inputs[slot]), op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
               if k < len(ch.inputs) and _weight_read(g, op.inputs[slot]) is not None]
@@ -436,14 +436,15 @@ def _mirrors_of(op, ch, comms, zero, prof, g, pipelined: bool = False):
             per = DTYPE_BYTES.get(p.spec.dtype, 4)
             sharded = zero.ways(max(c.n for c in comms) if comms else 1, lay.slice_shape[0] if lay.slice_shape else 1,
                                 lay.slice_numel * per) > 1
-            if sharded and pipelined and x.kind == "op" and x.spec is not None:
-                # a pipelined run gathers a float32 weight after its Cast to fp16/bf16 (MindSpore's
-                # InsertAllGatherAfterCast, pipeline stages > 1): the AllGather and its ReduceScatter move the
-                # Cast's bytes, not the float32 mirror's
+            if sharded and x.kind == "op" and x.spec is not None:
+                # a float32 weight read only by its Cast to fp16/bf16 is gathered after the Cast (MindSpore's
+                # optimize_parallel_all_gather_comm moves the Cast in front of the AllGather, whatever the
+                # pipeline), its gradient reduce-scattered in float32 (MindSpore 2.9's IR: the AllGather
+                # Float16 [32,256] -> [256,256] fed by the Cast, the ReduceScatter Float32)
                 scale = DTYPE_BYTES.get(x.spec.dtype, 4) / per
     for c in comms:
         if sharded:
-            out.append(((c.group, "ReduceScatter"), "ReduceScatter", c.n, c.intra, c.nbytes * scale / 2))
+            out.append(((c.group, "ReduceScatter"), "ReduceScatter", c.n, c.intra, c.nbytes / 2))
             pre += prof.collective_seconds("AllGather", c.n, c.nbytes * scale / 2, c.intra)
         else:
             out.append(((c.group, c.kind), c.kind, c.n, c.intra, c.nbytes))
@@ -451,15 +452,27 @@ def _mirrors_of(op, ch, comms, zero, prof, g, pipelined: bool = False):
 
 
 def _weight_read(g, x):
-    """The Parameter an operator's input ``x`` is: itself, or the float32 weight a Cast reads (MindFormers'
-    param_init_type float32); None for any other input."""
+    """The Parameter an operator's input ``x`` is: itself, or the float32 weight a Cast reads, that Cast its only
+    reader (MindFormers' param_init_type float32); None for any other input."""
     if x.kind == "param":
         return g.params.get(x.ref)
     if x.kind == "op" and x.ref in g:
         src = g.op(x.ref)
-        if src.type == "Cast" and src.inputs and src.inputs[0].kind == "param":
+        if src.type == "Cast" and src.inputs and src.inputs[0].kind == "param" \
+                and _param_readers(g).get(src.inputs[0].ref) == 1:
             return g.params.get(src.inputs[0].ref)
     return None
+
+
+def _param_readers(g) -> dict[str, int]:
+    """Per Parameter, how many operators read it (once per graph)."""
+    def count(graph):
+        out: dict[str, int] = {}
+        for op in graph:
+            for name in {x.ref for x in op.inputs if x.kind == "param"}:
+                out[name] = out.get(name, 0) + 1
+        return out
+    return per_graph("parameter readers", g, count)
 
 
 def _slots(op) -> tuple:

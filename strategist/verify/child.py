@@ -552,7 +552,7 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     mode = opts.get("mode", "propagation")
     stack.enter_context(mf.mindformers_world(mode="propagation" if mode == "anchors" else mode,
                                              device_num=req["device_num"], notes=notes))
-    cfg = mf.load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("batch"), opts.get("overrides") or {})
+    cfg = mf.load_yaml(path, opts.get("layers"), opts.get("seq"), opts.get("overrides") or {})
     net = mf.build_model(cfg, **sizes)
     net.set_train(True)
     if opts.get("experts_stand_in"):       # as strategist's graph was extracted (verify_model)

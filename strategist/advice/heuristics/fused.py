@@ -80,7 +80,7 @@ def unconfigurable(graph: OpGraph, mesh: Mesh, rules: Rules, taken: set[str]) ->
             continue
         tname = "rotary" if op.type == "ApplyRotaryPosEmb" else "loss_data_parallel"
         rule = cached_rule(op)
-        s = template_sharding(op, rule, rules.templates.get(tname, {}), mesh)
+        s = template_sharding(rule, rules.templates.get(tname, {}), mesh)
         if s is None:
             s = shard(op, tuple((1,) * len(r) for r in rule.strategy_rows), mesh.size, rule=rule)
         out.append(Choice(op.name, "4 fused", tname, f"MindSpore generates no strategy for an unconfigured {op.type} "

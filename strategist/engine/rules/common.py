@@ -90,7 +90,7 @@ def axis_arg(op: Op, slot: int, attr: str | None = None, default=None):
     return default if v is None else v
 
 
-def axes_unsplit(op: Op, axes, reduce_out: bool = False, keep: bool = True) -> FactorRule:
+def axes_unsplit(op: Op, axes) -> FactorRule:
     """One strategy input whose ``axes`` cannot be split; outputs of the input's rank keep the other
     factors (an output dim of a different size than the input's is ``None``). With ``reduce_out`` the
     axes are dropped from outputs of lower rank (``keep`` False)."""

@@ -103,7 +103,7 @@ def trace_v2_rule(op: Op) -> FactorRule:
     the output (TraceV2Info; MindSpore 2.9.0 generates [[1, 1, 1]], [[2, 1, 1]] for x [2, 3, 3] on axes -2, -1)."""
     rank = len(shape_of(op, tensor_slots(op)[0]))
     a1, a2 = int_arg(const_arg(op, 2, -2), -2), int_arg(const_arg(op, 3, -1), -1)
-    return axes_unsplit(op, (a1 % rank, a2 % rank), reduce_out=True, keep=False)
+    return axes_unsplit(op, (a1 % rank, a2 % rank))
 
 
 #: (builder, primitive names) pairs this family registers (:mod:`strategist.engine.rules.registry`)

@@ -130,7 +130,7 @@ class Propagation:
             if j < len(sh.outputs):
                 own = 0.0 if left else self.own_forward_comm(src, sh)
                 opts.append((sh, self.edge_key(sh.outputs[j], dst, spec) + (own,)))
-        return self.pick(src, opts)[0] if opts else None
+        return self.pick(opts)[0] if opts else None
 
     def _tuple_hint(self, anchor: Anchor) -> str:
         try:
@@ -411,7 +411,7 @@ class Propagation:
                         f"({self.op(n).type}) over an identity edge with layout {layout_text(ref)}, and no "
                         f"strategy of {n} takes that layout unchanged (MindSpore's ParamPropagation); "
                         f"anchor {n} to match the parameter's other readers")
-                best, key, rejected = self.pick(n, opts)
+                best, key, rejected = self.pick(opts)
                 prov = self.chosen[n].provenance
                 self.set_choice(n, best, Provenance(prov.root, prov.parent, prov.depth, "parameter", key[0], rejected))
 

@@ -166,7 +166,7 @@ class Chooser:
             self.memo_deps[ck] = (out, False)
         return out
 
-    def pick(self, name: str, options: list[tuple[Sharding, tuple]]) -> tuple[Sharding, tuple, tuple | None]:
+    def pick(self, options: list[tuple[Sharding, tuple]]) -> tuple[Sharding, tuple, tuple | None]:
         """The best (sharding, key) under MindSpore's CompareSwcCost chain, and the runner-up."""
         best = second = None
         for s, k in options:
@@ -312,11 +312,11 @@ class Chooser:
         k = self.in_index(name, slot)
         if k is None:
             return None
-        return self.pick(name, self.forward_options(name, k, src, spec))
+        return self.pick(self.forward_options(name, k, src, spec))
 
     def _choose_backward(self, name: str, j: int, dst: Layout, spec) -> tuple[Sharding, tuple, tuple | None] | None:
         opts = self.backward_options(name, j, dst, spec)
-        return self.pick(name, opts) if opts else None
+        return self.pick(opts) if opts else None
 
     def exact(self, name: str, idx: int, layout: Layout, side: str) -> Sharding | None:
         """Leaving a Reshape: the first option whose input (output) ``idx`` has exactly the Reshape's

@@ -86,7 +86,7 @@ def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None, micro_bat
         path = resolve_config(ref)
         import_mindformers()
         with quiet_logger([]):         # MindFormers' config reader logs to stdout
-            cfg = load_yaml(path, None, None, None, overrides or {})
+            cfg = load_yaml(path, None, None, overrides or {})
         per_rank = int((cfg.get("runner_config") or {}).get("batch_size") or 1)
     per = max(1, int(per_rank))
     dp = _data_parallel(mesh)      # (an axis MindFormers does not know is a warning of the report)
@@ -102,11 +102,11 @@ def config_settings(ref: str, overrides: dict | None = None):
     path = resolve_config(ref)
     import_mindformers()
     with quiet_logger([]):         # MindFormers' config reader logs to stdout
-        cfg = load_yaml(path, None, None, None, overrides or {}, as_written=True)
+        cfg = load_yaml(path, None, None, overrides or {}, as_written=True)
     return read_settings(cfg, os.path.dirname(path))
 
 
-def load_yaml(path: str, layers, seq, batch, overrides: dict, notes: list | None = None, as_written: bool = False):
+def load_yaml(path: str, layers, seq, overrides: dict, notes: list | None = None, as_written: bool = False):
     """The config with the options applied. ``notes``: what was changed beside them (layer-count keys fitted to
     ``layers``: :func:`fit_layer_keys`) is appended there. ``as_written``: its pipeline and recompute settings kept
     (the run's), not cleared for the one-stage build."""

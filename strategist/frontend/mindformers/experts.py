@@ -172,7 +172,7 @@ def read_expert_strategies(ref: str, mesh: Mesh | str, mode: str, graph: OpGraph
     total = max((layer_of(op.cell_path) or 0 for op in graph), default=0) + 1
     t0 = time.perf_counter()
     with mindformers_world(mode=mode, device_num=n, notes=out.notes):
-        cfg = load_yaml(path, ext or layers, seq, batch, overrides or {})
+        cfg = load_yaml(path, ext or layers, seq, overrides or {})
         net = build_model(cfg, **sizes)
         cells = list(net.cells_and_names())
         if mode == "propagation":

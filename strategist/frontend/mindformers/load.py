@@ -77,7 +77,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     t0 = time.perf_counter()
     with mindformers_world(mode="stand_alone", device_num=1, notes=notes):
         fitted: list[str] = []          # layer-count keys fitted to --layers: notes for every report
-        cfg = load_yaml(path, layers, seq, batch, overrides or {}, notes=fitted)
+        cfg = load_yaml(path, layers, seq, overrides or {}, notes=fitted)
         notes.extend(fitted)
         total = int(cfg.model.model_config.get(layers_key(cfg)) or 0)
         built = built_layers(cfg, total)
@@ -85,7 +85,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             replicate = built < total
         ext = built if replicate and total > built else total
         if ext != total:
-            cfg = load_yaml(path, ext, seq, batch, overrides or {})
+            cfg = load_yaml(path, ext, seq, overrides or {})
         conf_cls, train_cls, model_type, arch = train_class(cfg)
         legacy = is_legacy(cfg)
         # what a mesh must fit (mesh_warnings): the YAML's keys, else the config class's defaults
