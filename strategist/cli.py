@@ -443,10 +443,10 @@ def _is_config(model: str) -> bool:
 
 
 def _run_of(args):
-    """The run the command prices (advise, propagate, explain), or a MindFormers config's own mesh where verify or
-    compare is given none (``args.mesh`` set to it); None for the other commands."""
+    """(the run the command prices (advise, propagate, explain), or a MindFormers config's own mesh where verify or
+    compare is given none (``args.mesh`` set to it); None for the other commands, the notes it has for stderr)."""
     if args.command in ("advise", "propagate", "explain"):
-        return resolve_args(args)
+        return resolve_args(args), []
     if args.command == "sweep":
         return _sweep_run(args)
     if args.command in ("verify", "compare") and not args.mesh:
@@ -454,29 +454,27 @@ def _run_of(args):
         run = resolve_run(args.model, {}, overrides=None)
         memory = args.command == "verify" and args.memory
         args.mesh = run.full_mesh if memory else run.mesh
-        return None
-    return None
+        return None, []
+    return None, []
 
 
 def _sweep_run(args):
-    """A MindFormers config's own run, whose global batch (batch_size x data parallel x micro-batches) the sweep
-    trains every mesh with where ``--kwargs batch=N`` does not say; None for a model file or a run strategist cannot
-    spell (the batch is then the build's default, and a note says to give one)."""
+    """(a MindFormers config's own run, whose global batch (batch_size x data parallel x micro-batches) the sweep
+    trains every mesh with where ``--kwargs batch=N`` does not say, or None: a model file, or a run strategist cannot
+    spell -- the batch is then the build's default, and the note says to give one; the notes)."""
     from .frontend.mindformers import is_mindformers_ref, split_model_options
     if not is_mindformers_ref(args.model):
-        return None
+        return None, []
     opts = split_model_options(args.kwargs)
     if opts["batch"] is not None:
-        return None
+        return None, []
     from .errors import InputSpecError
     from .run_settings import resolve_run
     try:
-        run = resolve_run(args.model, {}, overrides=opts["overrides"] or None)
+        return resolve_run(args.model, {}, overrides=opts["overrides"] or None), []
     except InputSpecError:
-        print("strategist: the config's own mesh has no strategist spelling, so its global batch is not known: "
-              "give --kwargs batch=N (a sweep needs a batch every mesh's data parallelism divides)", file=sys.stderr)
-        return None
-    return run
+        return None, ["the config's own mesh has no strategist spelling, so its global batch is not known: give "
+                      "--kwargs batch=N (a sweep needs a batch every mesh's data parallelism divides)"]
 
 
 def _settings_note(run) -> str | None:
@@ -739,7 +737,7 @@ def _main(argv: list[str] | None = None) -> int:
     quiet.enter_context(_report_stdout())
     try:
         from .api import mindformers_defaults, parse_dataset_strategy
-        run = _run_of(args)
+        run, run_notes = _run_of(args)
         if hasattr(args, "dataset_strategy") and getattr(args, "model", None):
             args.kwargs, args.dataset_strategy, said = mindformers_defaults(
                 args.model, run.mesh if run else getattr(args, "mesh", None), args.kwargs, args.dataset_strategy,
@@ -748,6 +746,7 @@ def _main(argv: list[str] | None = None) -> int:
             said = []
         if run is not None and args.command != "sweep":
             said = [n for n in [_settings_note(run)] if n] + list(run.notes) + said
+        said = list(run_notes) + list(said)
         if args.command == "inspect":
             from .frontend.loader import load_graph
             from .report.render import inspect_text

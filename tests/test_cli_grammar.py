@@ -246,7 +246,8 @@ def test_a_sweep_of_a_mindformers_config_trains_with_its_global_batch():
     from strategist.api import mindformers_defaults
     p = cli._parser()
     args = p.parse_args(["sweep", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--devices", "8"])
-    run = cli._sweep_run(args)
+    run, said = cli._sweep_run(args)
+    assert said == []
     kwargs, _ds, notes = mindformers_defaults(args.model, run.mesh, [], None, micro_batches=run.step.micro_batches,
                                               per_rank=run.batch_per_rank)
     from strategist.vocab.mesh import Mesh
@@ -254,5 +255,5 @@ def test_a_sweep_of_a_mindformers_config_trains_with_its_global_batch():
     assert kwargs == [f"batch={want}"] and "runner_config.batch_size" in notes[0]
     given = p.parse_args(["sweep", "mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", "--devices", "8",
                           "--kwargs", "batch=16"])
-    assert cli._sweep_run(given) is None
-    assert cli._sweep_run(p.parse_args(["sweep", "examples/mlp.py:MegatronMLP", "--devices", "8"])) is None
+    assert cli._sweep_run(given) == (None, [])
+    assert cli._sweep_run(p.parse_args(["sweep", "examples/mlp.py:MegatronMLP", "--devices", "8"])) == (None, [])
