@@ -161,7 +161,7 @@ def _scale(comms, m: int, prof) -> float:
     return sum(prof.collective_seconds(c.kind, c.n, c.nbytes / m, c.intra) for c in comms)
 
 
-_GRAPHS = table("step model: facts per graph", 16)
+_GRAPHS = table("step model: facts per graph", 256)
 
 
 def _graph_facts(g) -> tuple[dict, dict]:

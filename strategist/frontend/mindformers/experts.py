@@ -101,7 +101,7 @@ def _param_reader(graph: OpGraph):
 
 
 #: (model, build options, mesh, operators) -> (anchors, notes): loss_own_strategies' readings
-_LOSS_OWN_STRATEGIES = table("mindformers: the loss's own strategies per model and mesh", 64)
+_LOSS_OWN_STRATEGIES = table("mindformers: the loss's own strategies per model and mesh", 4096)
 
 
 def _loss_own_key(graph: OpGraph, mesh: Mesh) -> tuple:
