@@ -474,3 +474,24 @@ def test_mindspore_reshard_is_read_as_a_configured_identity(graph_of):
     assert ids[0].in_layout == (ShardLayout((4, 2, 1), ("dp", "mp", "sp"), ((2,), (1,))),)
     assert ids[1].inputs[0].kind == "const" and ids[1].inputs[0].spec.shape == (128, 128)
     assert [x.ref for x in g.op("matmul").inputs[:2]] == ["reshard", "reshard#1"]
+
+
+def test_source_paths_have_one_spelling(monkeypatch):
+    """A model's helper module imported earlier through a sys.path entry with '..' in it (tests/models/
+    reused_blocks.py puts tests/models/../../examples there) is the same file: every source line names it as one
+    path, not as examples/ in one run and tests/models/../../examples/ in another."""
+    import importlib
+    import sys
+    from strategist import load_graph
+    odd = os.path.join(os.path.dirname(EXAMPLES), "tests", "models", "..", "..", "examples")
+    monkeypatch.syspath_prepend(odd)
+    saved = sys.modules.pop("common", None)
+    try:
+        assert importlib.import_module("common").__file__.startswith(odd)
+        g = load_graph(os.path.join(EXAMPLES, "mlp.py") + ":MegatronMLP")
+        common = os.path.join(EXAMPLES, "common.py")
+        assert g.op("linear_fc1.matmul").source == f"{common}:{_line_of(common, r'self.matmul = ops.MatMul')}"
+    finally:
+        sys.modules.pop("common", None)
+        if saved is not None:
+            sys.modules["common"] = saved

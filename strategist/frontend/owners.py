@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import os
 import re
 import textwrap
 from typing import Any
@@ -291,14 +292,14 @@ def source_of(obj, inst: str) -> str | None:
         fn = klass.__dict__.get("construct")
         if fn is not None:
             with contextlib.suppress(OSError, TypeError):
-                return f"{inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]}"
+                return f"{_path(inspect.getsourcefile(fn))}:{inspect.getsourcelines(fn)[1]}"
     return None
 
 
 def _assignments(klass) -> dict[str, str]:
     try:
         lines, start = inspect.getsourcelines(klass)
-        path = inspect.getsourcefile(klass)
+        path = _path(inspect.getsourcefile(klass))
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):
         return {}
@@ -310,3 +311,9 @@ def _assignments(klass) -> dict[str, str]:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 table.setdefault(t.attr, f"{path}:{start + node.lineno - 1}")
     return table
+
+
+def _path(path: str | None) -> str | None:
+    """A source file's path as one spelling (``a/b/../../c.py`` -> ``c.py``'s): a module imported through a
+    ``sys.path`` entry with ``..`` in it names the same file as the one imported directly."""
+    return os.path.normpath(path) if path else path
