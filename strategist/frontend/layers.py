@@ -195,24 +195,8 @@ def grow_layers(graph: OpGraph, layers: int, rx: re.Pattern, scope_rx: re.Patter
     new_ops, outputs_map = _renumber_unscoped(new_ops, rx)
     for i, op in enumerate(new_ops):
         op.topo_index = i
-    params: dict = {}
-    tparams = [n for n in graph.params if _index(rx, n) == t]
-    for name, p in graph.params.items():
-        params[name] = p
-        if tparams and name == tparams[-1]:
-            for k in range(t + 1, layers):
-                for n in tparams:
-                    q = graph.params[n]
-                    nn = _move(rx, n, t, t, k - t)
-                    params[nn] = Param(nn, q.spec, q.requires_grad)
-    cells: dict = {}
-    tcells = [c for c in graph.cells if _index(rx, c) == t]
-    for c, cls in graph.cells.items():
-        cells[c] = cls
-        if tcells and c == tcells[-1]:
-            for k in range(t + 1, layers):
-                for c2 in tcells:
-                    cells[_move(rx, c2, t, t, k - t)] = graph.cells[c2]
+    params = _with_copies(graph.params, rx, t, layers, lambda name, q: Param(name, q.spec, q.requires_grad))
+    cells = _with_copies(graph.cells, rx, t, layers, lambda _name, cls: cls)
     outputs = [ref_in(x, t, t, last - t) for x in graph.outputs]
     outputs = [dataclasses.replace(x, ref=outputs_map.get(x.ref, x.ref)) if x.kind == "op" else x for x in outputs]
     return graph.derived(new_ops, outputs, params, cells)
@@ -220,6 +204,21 @@ def grow_layers(graph: OpGraph, layers: int, rx: re.Pattern, scope_rx: re.Patter
 
 _SUFFIX = re.compile(r"#\d+$")
 _TOP_SCOPE = re.compile(r"Default/(\w+)-op(\d+)")
+
+
+def _with_copies(table: dict, rx: re.Pattern, t: int, layers: int, copy) -> dict:
+    """``table`` (parameters or cells by name) with layer ``t``'s entries copied for each later layer up to
+    ``layers``, placed after its last one (``copy(new name, entry)`` makes each)."""
+    own = [n for n in table if _index(rx, n) == t]
+    out: dict = {}
+    for name, value in table.items():
+        out[name] = value
+        if own and name == own[-1]:
+            for k in range(t + 1, layers):
+                for n in own:
+                    moved = _move(rx, n, t, t, k - t)
+                    out[moved] = copy(moved, table[n])
+    return out
 
 
 def _renumber_scopes(ops: list) -> list:
