@@ -83,11 +83,6 @@ def first_blocks(lst, keep: int = COMPILED):
         lst._cells.update(saved)
 
 
-def path_pattern(path: str) -> re.Pattern:
-    """A block's index in operator names, cell paths and parameter names under the list at ``path``."""
-    return re.compile(rf"(?<![\w]){re.escape(path)}\.(\d+)(?=\.|$)")
-
-
 def scope_pattern(path: str, lst) -> re.Pattern:
     """A block's index in MindSpore's scope names (``.../layers-CellList/2-DecoderLayer/...``)."""
     last = path.rpartition(".")[2]

@@ -31,7 +31,8 @@ def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
     return prefix, sorted(idx)
 
 
-def _pattern(prefix: str) -> re.Pattern:
+def layer_pattern(prefix: str) -> re.Pattern:
+    """A repeated layer's index (group 1) in operator names, cell paths and parameter names under ``prefix``."""
     return re.compile(rf"(?<![\w]){re.escape(prefix)}\.(\d+)(?=\.|$)")
 
 
@@ -40,12 +41,7 @@ def _index(rx: re.Pattern, text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _shift(rx: re.Pattern, text: str, frm: int, to: int) -> str:
-    return rx.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + str(to) if int(m.group(1)) == frm
-                  else m.group(0), text) if text else text
-
-
-def _move(rx: re.Pattern, text: str, lo: int, hi: int, d: int) -> str:
+def move_layers(rx: re.Pattern, text: str, lo: int, hi: int, d: int) -> str:
     """``text`` with each layer index ``rx`` finds (its group 1) in [lo, hi] moved by ``d``."""
     if not text or not d:
         return text
@@ -62,7 +58,7 @@ def truncate_layers(graph: OpGraph, keep: int) -> OpGraph:
         return graph
     if idx != list(range(len(idx))):
         raise ModelLoadError(f"the layers of {prefix} are numbered {idx[:4]}...: cannot cut them down")
-    rx, last = _pattern(prefix), idx[-1]
+    rx, last = layer_pattern(prefix), idx[-1]
     kept = [op for op in graph if (_index(rx, op.cell_path) if op.layer else None) is None
             or _index(rx, op.cell_path) < keep]
     names = {op.name for op in kept}
@@ -75,7 +71,7 @@ def truncate_layers(graph: OpGraph, keep: int) -> OpGraph:
             return x
         if i != last:
             raise ModelLoadError(f"{x.ref} of layer {i} is read outside its block: cannot cut the layers down")
-        ref = _shift(rx, x.ref, last, keep - 1)
+        ref = move_layers(rx, x.ref, last, last, keep - 1 - last)
         if x.kind == "op" and ref not in names:
             raise ModelLoadError(f"{x.ref}: layer {keep - 1} has no counterpart {ref}: the layers are not alike")
         return dataclasses.replace(x, ref=ref)
@@ -95,13 +91,13 @@ def copy_anchors(anchors: dict, base: OpGraph, graph: OpGraph) -> dict:
     prefix, idx = layer_block(base)
     if not prefix:
         return dict(anchors)
-    rx, t = _pattern(prefix), idx[-1]
+    rx, t = layer_pattern(prefix), idx[-1]
     _, every = layer_block(graph)
     out = dict(anchors)
     for name, a in anchors.items():
         if _index(rx, name) == t:
             for k in every[t + 1:]:
-                nn = _shift(rx, name, t, k)
+                nn = move_layers(rx, name, t, t, k - t)
                 if nn in graph:
                     out[nn] = dataclasses.replace(a, op=nn)
     return out
@@ -154,30 +150,30 @@ def grow_layers(graph: OpGraph, layers: int, rx: re.Pattern, scope_rx: re.Patter
     def counterpart(name: str) -> bool:
         """Layer t has an operator of that name, doing the same (a shared op's name can be another op's in the
         next layer: ChatGLM2's layer 0 splits the shared rotary table as split#1, layer 1 its kv as split#1)."""
-        other = by_name.get(_move(rx, name, t - 1, t - 1, 1))
+        other = by_name.get(move_layers(rx, name, t - 1, t - 1, 1))
         return other is not None and signature(other) == signature(by_name[name])
 
     def ref_in(x: Input, lo, hi, d) -> Input:
         if x.kind == "op":
-            if lo == t - 1 and lo >= 0 and _move(rx, x.ref, lo, lo, 1) != x.ref and not counterpart(x.ref):
+            if lo == t - 1 and lo >= 0 and move_layers(rx, x.ref, lo, lo, 1) != x.ref and not counterpart(x.ref):
                 # an operator of layer t-1 that layer t has no counterpart of: computed once and shared by the
                 # layers after it (MindSpore's CSE keeps one rotary cos/sin, in the first layer), not per layer
                 return x
-            return dataclasses.replace(x, ref=_move(rx, x.ref, lo, hi, d))
+            return dataclasses.replace(x, ref=move_layers(rx, x.ref, lo, hi, d))
         if x.kind == "param":
-            return dataclasses.replace(x, ref=_move(rx, x.ref, lo, hi, d))
+            return dataclasses.replace(x, ref=move_layers(rx, x.ref, lo, hi, d))
         return x
 
     def copy_op(op, lo, hi, d, inputs_only=False):
         new_inputs = tuple(ref_in(x, lo, hi, d) for x in op.inputs)
         if inputs_only:
             return dataclasses.replace(op, inputs=new_inputs, attrs=dict(op.attrs))
-        return dataclasses.replace(op, name=_move(rx, op.name, lo, hi, d),
-                                   cell_path=_move(rx, op.cell_path, lo, hi, d),
-                                   full_name=_move(scope_rx, op.full_name, lo, hi, d), inputs=new_inputs,
+        return dataclasses.replace(op, name=move_layers(rx, op.name, lo, hi, d),
+                                   cell_path=move_layers(rx, op.cell_path, lo, hi, d),
+                                   full_name=move_layers(scope_rx, op.full_name, lo, hi, d), inputs=new_inputs,
                                    attrs=dict(op.attrs))
     ends = {r[-1]: r for r in runs}
-    moved = {i for r in runs if _move(rx, ops[r[0]].name, t, t, -1) in inside for i in r}
+    moved = {i for r in runs if move_layers(rx, ops[r[0]].name, t, t, -1) in inside for i in r}
     new_ops = list(ops[:end + 1])
     for k in range(t + 1, layers):
         new_ops += [copy_op(ops[j], t - 1, t, k - t) for j in body]
@@ -216,7 +212,7 @@ def _with_copies(table: dict, rx: re.Pattern, t: int, layers: int, copy) -> dict
         if own and name == own[-1]:
             for k in range(t + 1, layers):
                 for n in own:
-                    moved = _move(rx, n, t, t, k - t)
+                    moved = move_layers(rx, n, t, t, k - t)
                     out[moved] = copy(moved, table[n])
     return out
 

@@ -258,7 +258,7 @@ def _extract(cell, args, model: str, training: bool, replicate: bool) -> OpGraph
     copied (:func:`strategist.frontend.layers.grows_alike`)."""
     from . import blocks
     from .compile import deferred_cells, lazy_inline_cells, lazy_inline_groups
-    from .layers import grow_layers, grows_alike, layer_block
+    from .layers import grow_layers, grows_alike, layer_block, layer_pattern
     found = blocks.repeated_list(cell) if replicate else None
     if found is None:
         return extract(cell, *args, model=model, training=training)
@@ -268,7 +268,7 @@ def _extract(cell, args, model: str, training: bool, replicate: bool) -> OpGraph
             small = extract(cell, *args, model=model, training=training)
     except CompileError:            # its construct counts the blocks itself (range(self.num_layers))
         small = None
-    rx, scope_rx = blocks.path_pattern(path), blocks.scope_pattern(path, lst)
+    rx, scope_rx = layer_pattern(path), blocks.scope_pattern(path, lst)
     if small is None or layer_block(small) != (path, list(range(blocks.COMPILED))) \
             or not grows_alike(small, rx, scope_rx):
         return extract(cell, *args, model=model, training=training)

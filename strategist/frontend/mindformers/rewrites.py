@@ -14,7 +14,7 @@ import re
 
 from ...engine.search.structure import local_rows_marked
 from ...vocab.graph import OpGraph
-from ..layers import grow_layers
+from ..layers import grow_layers, move_layers
 
 
 _MOE_LAYERS = ("MoELayer",)
@@ -190,17 +190,7 @@ def layer_of(name: str) -> int | None:
 
 def shift_layers(text: str, lo: int, hi: int, d: int) -> str:
     """Layer indices in [lo, hi] move by ``d`` in ``decoder.layers.N`` (``encoder.layers.N``) paths."""
-    if not text or not d:
-        return text
-    return _LAYER.sub(lambda m: f"{m.group(0)[:m.start(1) - m.start(0)]}{int(m.group(1)) + d}"
-                      if lo <= int(m.group(1)) <= hi
-                      else m.group(0), text)
-
-
-def _shift_scope(text: str, lo: int, hi: int, d: int) -> str:
-    if not text or not d:
-        return text
-    return _SCOPE.sub(lambda m: str(int(m.group(1)) + d) if lo <= int(m.group(1)) <= hi else m.group(0), text)
+    return move_layers(_LAYER, text, lo, hi, d)
 
 
 def replicate_layers(graph: OpGraph, layers: int) -> OpGraph:
