@@ -23,7 +23,7 @@ from ..engine.search.kinds import RESHAPES
 from ..engine.search.layout_eq import same_placement, type_len
 from ..engine.search.local_rows import local_rows_layout
 from ..engine.search.result import SearchResult
-from ..engine.search.structure import STRUCTURES
+from ..engine.search.structure import per_graph
 
 _PRICES = table("pricing: edge and operator prices", 1 << 20)
 
@@ -36,10 +36,11 @@ PARAM_CASTS = frozenset({"Cast", "Load"})
 def grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]], frozenset]:
     """Per operator: whether its outputs need a gradient (they depend on a trainable Parameter), per input
     whether it is a trainable Parameter, and the operators whose output is a trainable Parameter seen through
-    :data:`PARAM_CASTS` only (a bf16 Cast of a weight). A function of the graph, kept with its structure."""
-    hit = STRUCTURES.get(("grad", id(g)))
-    if hit is not None and hit[0] is g:
-        return hit[1]
+    :data:`PARAM_CASTS` only (a bf16 Cast of a weight). A function of the graph, computed once per graph."""
+    return per_graph("gradient flow", g, _grad_flow)
+
+
+def _grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]], frozenset]:
     needs_grad: dict[str, bool] = {}
     grads_on: dict[str, tuple[bool, ...]] = {}
     casts: set[str] = set()
@@ -50,9 +51,7 @@ def grad_flow(g: OpGraph) -> tuple[dict[str, bool], dict[str, tuple[bool, ...]],
         tensors = [x for x in op.inputs if x.kind in ("param", "op", "input")]
         if op.type in PARAM_CASTS and len(tensors) == 1 and _trainable(g, tensors[0], casts):
             casts.add(op.name)
-    out = (needs_grad, grads_on, frozenset(casts))
-    STRUCTURES[("grad", id(g))] = (g, out)
-    return out
+    return needs_grad, grads_on, frozenset(casts)
 
 
 def _trainable(g: OpGraph, x, casts) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...memo import table
+from ...memo import ByIdentity, table
 from ...vocab.graph import Op, OpGraph
 from ...vocab.anchors import DATASET
 from .caches import cached_rule
@@ -17,16 +17,13 @@ from .orders import creation_order
 #: per graph (the most recent few): its adjacency, creation order and TmpIdentity operators, read-only
 STRUCTURES = table("search: structure per graph", 8)
 #: per graph: the scans every propagation over it would otherwise repeat
-_SCANS = table("per-graph scans", 512)
+_SCANS = ByIdentity("per-graph scans", 512)
 
 
 def per_graph(what: str, graph: OpGraph, compute):
     """``compute(graph)``, once per graph (kept with its structure): a scan every propagation over it would
     otherwise repeat (the advisor runs some fifty)."""
-    hit = _SCANS.get((what, id(graph)))
-    if hit is None or hit[0] is not graph:
-        hit = _SCANS[(what, id(graph))] = (graph, compute(graph))
-    return hit[1]
+    return _SCANS.get((graph,), what, lambda: compute(graph))
 
 
 def reshape_names(graph: OpGraph) -> frozenset:
