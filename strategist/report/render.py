@@ -583,12 +583,15 @@ def _anchor_entries(advice, out_layouts: bool = True) -> list[tuple[str, str]]:
     those operators (:func:`anchor_file_keys`), each value as the file writes it
     (:func:`strategist.files.anchors.anchor_value`)."""
     plan, mesh = advice.plan, advice.mesh
-    values = {}
-    for c in advice.chosen:
-        ch = plan.choices[c.op]
-        values[c.op] = anchor_value(plan.anchors[c.op], ch.strategy, ch.inputs, ch.outputs, mesh, out_layouts)
-    groups = anchor_file_keys([c.op for c in advice.chosen], [op.name for op in advice.graph], advice.graph, values)
-    return [(key, values[members[0]]) for key, members in groups.items()]
+
+    def values(out: bool) -> dict[str, str]:
+        return {c.op: anchor_value(plan.anchors[c.op], plan.choices[c.op].strategy, plan.choices[c.op].inputs,
+                                   plan.choices[c.op].outputs, mesh, out) for c in advice.chosen}
+    whole = values(True)
+    # the keys grouped by the whole anchors (an out layout left out does not join two patterns into one glob)
+    groups = anchor_file_keys([c.op for c in advice.chosen], [op.name for op in advice.graph], advice.graph, whole)
+    shown = whole if out_layouts else values(False)
+    return [(key, shown[members[0]]) for key, members in groups.items()]
 
 
 def advice_dict(advice) -> dict:
