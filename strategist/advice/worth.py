@@ -48,4 +48,5 @@ def slower(a: float, b: float) -> bool:
 
 
 def same_step(a: float, b: float) -> bool:
+    """Steps ``a`` and ``b`` the same within :data:`TIE` of the larger."""
     return abs(a - b) <= TIE * max(a, b)

@@ -25,11 +25,14 @@ from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
 from .schedule import Item, Overlap, added, not_overlapped, scaled, simulate, stage_signature, summarize
 
+
 def optimizer_bytes(per: int) -> int:
     """Bytes Adam's update moves per parameter element of ``per`` bytes: the weight read and written, its gradient
     (in the weight's dtype) read twice (the global-norm clip, then the update), two fp32 moments read and written
     (24 for a 16-bit weight, 32 for a float32 one)."""
     return 4 * per + 16
+
+
 #: gradient accumulation's add per micro-batch, in passes over the gradients' bytes: the micro-batch's gradient and
 #: the accumulated sum read, the sum written
 ACCUMULATE_PASSES = 3
@@ -427,8 +430,8 @@ def _mirrors(op, ch, comms, zero, prof, g):
 
 def _mirrors_of(op, ch, comms, zero, prof, g):
     out, pre = [], 0.0
-    params = [(_weight_read(g, op.inputs[slot]), op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
-              if k < len(ch.inputs) and _weight_read(g, op.inputs[slot]) is not None]
+    params = [(p, op.inputs[slot], ch.inputs[k]) for k, slot in enumerate(_slots(op))
+              if k < len(ch.inputs) and (p := _weight_read(g, op.inputs[slot])) is not None]
     sharded, scale = False, 1.0
     if zero is not None and params:
         p, x, lay = params[0]

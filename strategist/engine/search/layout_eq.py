@@ -12,7 +12,6 @@ helpers they rest on:
 from __future__ import annotations
 
 import itertools
-
 import math
 
 from ...memo import lru, table
