@@ -230,7 +230,7 @@ def memory_estimate(model: str, mesh: Mesh, *, graph, strategies: str | None = N
     ``model`` on ``mesh`` (a ``pp`` axis: pipeline stages) with the anchors of ``strategies`` or, without, the
     advice's."""
     from .cost.step import StepOptions, estimate
-    rest = ",".join(f"{n}={s}" for n, s in mesh.axes if n != "pp") or "dp=1"
+    rest = str(mesh.without("pp")) or "dp=1"
     step = StepOptions(pp=mesh.get("pp"), micro_batches=micro_batches, recompute=recompute,
                        optimizer_parallel=optimizer_parallel, optimizer=optimizer).check()
     if strategies:

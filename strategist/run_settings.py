@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import InputSpecError
+from .errors import InputSpecError, MeshError
 from .vocab.mesh import Mesh
 
 #: the settings a command line gives (StepOptions fields, and the mesh and sequence parallelism)
@@ -75,9 +75,12 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
     if "mesh" in given:
         take("mesh", str(Mesh.parse(given["mesh"])), COMMAND_LINE)
     elif cfg is not None and cfg.get("mesh") is not None:
-        take("mesh", cfg.get("mesh").value, "config " + cfg.get("mesh").origin)
-    elif cfg is not None:
-        raise InputSpecError(cfg.mesh_error)
+        mesh = cfg.get("mesh")
+        try:
+            Mesh.parse(mesh.value)
+        except MeshError as e:
+            raise InputSpecError(f"the config's {mesh.origin} has no mesh MindFormers can run ({e}): give --mesh")
+        take("mesh", mesh.value, "config " + mesh.origin)
     else:
         raise InputSpecError("no mesh: give --mesh (e.g. --mesh dp=2,tp=4); a MindFormers config gives its own")
     pp = Mesh.parse(values["mesh"]).get("pp")
@@ -97,7 +100,7 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
             take(name, s.value, "config " + s.origin)
         elif name in DEFAULTS:
             take(name, DEFAULTS[name], "default")
-    rest = ",".join(f"{n}={v}" for n, v in Mesh.parse(values["mesh"]).axes if n != "pp") or "dp=1"
+    rest = str(Mesh.parse(values["mesh"]).without("pp")) or "dp=1"
     step = StepOptions(pp=pp, overrides=step_overrides, choose_by_schedule=choose_by_schedule, optimizer=optimizer,
                        origins=tuple(origins), **{k: values[k] for k in STEP_KEYS}).check()
     per = (cfg.get("batch_per_rank").value if cfg.get("batch_per_rank") else 1) if cfg is not None else None

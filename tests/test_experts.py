@@ -6,7 +6,7 @@ import math
 import pytest
 
 from strategist.api import plan_model
-from strategist.cost.experts import dispatch_bytes, expert_params
+from strategist.cost.experts import dispatch_bytes, ep_group_intra, expert_params
 from strategist.cost.step import StepOptions, build_items, estimate, step_profile_of
 from strategist.vocab.graph import DTYPE_BYTES
 
@@ -67,3 +67,38 @@ def test_the_sweep_counts_a_mindformers_moe_layers_experts(plans):
     # refused, "the model has no experts")
     from strategist.sweep import shapes_of
     assert shapes_of(plans["dp=4"].graph).experts == 4
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    """Advised plans with MindFormers' MoE layout (the tokens over every device, the rules' ``moe_ffn`` template) on
+    four devices dp=2 x tp=2: no ep, and ep drawn from those devices (MindFormers' ep beyond data parallel)."""
+    from strategist.api import advise_model
+    from strategist.frontend.loader import load_graph
+    g = load_graph(QWEN3_MOE, None, SMALL, training=True)
+    return {mesh: advise_model(QWEN3_MOE, mesh, graph=g, step=StepOptions(), dataset_strategy="full_batch").plan
+            for mesh in ("dp=2,tp=2", "dp=2,tp=2,ep=4@dp*tp", "dp=2,tp=2,ep=2@tp")}
+
+
+def test_ep_drawn_from_dp_and_tp_divides_the_experts_and_exchanges_every_devices_tokens(drawn):
+    none, four, two = drawn["dp=2,tp=2"], drawn["dp=2,tp=2,ep=4@dp*tp"], drawn["dp=2,tp=2,ep=2@tp"]
+    ffn = next(op for op in four.graph if op.type == "MorphFFN")
+    # 8 x 128 tokens over all 4 devices: 256 rows each, 2 experts a row, 256 bf16 elements; 3 of 4 leave the device
+    assert four.choices[ffn.name].inputs[0].slice_shape[1] == 256
+    assert dispatch_bytes(four, ffn) == 2 * 256 * 256 * 2 * 3 / 4
+    assert dispatch_bytes(two, ffn) == 2 * 256 * 256 * 2 / 2 and dispatch_bytes(none, ffn) == 0.0
+    # the ep group is consecutive ranks: four of an 8-device node
+    assert ep_group_intra(four, 8) and not ep_group_intra(four, 2)
+    experts = expert_params(four.graph)
+    dtype = four.graph.params[next(iter(experts))].spec.dtype
+    whole = sum(math.prod(four.graph.params[p].spec.shape) * DTYPE_BYTES[dtype] for p in experts)
+    a, b, c = (estimate(p).memory for p in (none, four, two))
+    assert a["parameters"] - b["parameters"] == pytest.approx(whole * 3 / 4)     # one expert of four per device
+    assert a["parameters"] - c["parameters"] == pytest.approx(whole / 2)
+    prof = step_profile_of(four.hardware, ())
+
+    def expert_mirrors(plan):
+        return [m[2] for it in build_items(plan, prof, StepOptions(), None) for m in it.mirrors
+                if m[0][0][:1] == ("experts",)]
+    # each expert on one device: nothing to reduce; with ep=2 of tp, over its two replicas (the dp pair)
+    assert expert_mirrors(four) == [] and expert_mirrors(two) and set(expert_mirrors(two)) == {2}

@@ -17,9 +17,22 @@ def test_mesh_parse_and_device_ordering():
     assert hw.is_intra_node((16, 4, 2), 1) and not hw.is_intra_node((4, 2, 8), 1)
 
 
+def test_an_axis_drawn_from_others_adds_no_devices():
+    # DeepSeek-V3's pretraining mesh: ep 32 of the 4 x 8 devices of dp and tp
+    m = Mesh.parse("pp=8,dp=4,tp=8,ep=32@dp*tp")
+    assert m.size == 256 and m.shape == (8, 4, 8) and m.names == ("pp", "dp", "tp")
+    assert m.ways("ep") == 32 and m.get("ep") == 1 and m.ways("tp") == 8 and m.ways("cp") == 1
+    assert str(m) == "pp=8,dp=4,tp=8,ep=32@dp*tp" and Mesh.parse(str(m)) == m
+    assert str(m.without("pp")) == "dp=4,tp=8,ep=32@dp*tp"
+    assert Mesh.parse("dp=2,tp=4,ep=2@tp").ways("ep") == 2
+
+
 @pytest.mark.parametrize("text, needle", [
     ("dp2", "write NAME=SIZE"), ("dp=0", "write NAME=SIZE"), ("dp=2,dp=2", "must be unique"),
-    ("None=2", "reserved by mindspore.Layout")])
+    ("None=2", "reserved by mindspore.Layout"), ("dp=2,ep=2@pp", "drawn from axes of the mesh other than pp"),
+    ("dp=2,tp=4,ep=2@dp", "drawn from the innermost axes, outer first .*: tp"),
+    ("dp=4,tp=8,ep=3@dp*tp", "ep=3 does not divide the 32 devices of dp\\*tp"),
+    ("dp=4,tp=8,ep=4@dp*tp", "ep=4 fits in tp: draw it from tp alone"), ("dp=2,ep=2,ep=4@dp", "must be unique")])
 def test_bad_meshes(text, needle):
     with pytest.raises(MeshError, match=needle):
         Mesh.parse(text)

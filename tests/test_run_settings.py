@@ -13,7 +13,7 @@ from strategist.cost.step import StepOptions, estimate_with, memory_with
 from strategist.errors import InputSpecError
 from strategist.files.hardware import load_hardware
 from strategist.frontend.loader import load_graph
-from strategist.frontend.mindformers.settings import ALL, read_settings
+from strategist.frontend.mindformers.settings import ALL, config_mesh, read_settings
 from strategist.run_settings import resolve_run
 from strategist.vocab.mesh import Mesh
 
@@ -70,15 +70,22 @@ def test_recompute_forms_read_as_mindformers_reads_them():
     assert s.settings["recompute"].value == "full" and "recompute_layers" not in s.settings
 
 
-def test_expert_parallel_beyond_data_parallel_is_refused_before_any_build():
+def test_expert_parallel_beyond_data_parallel_is_drawn_from_the_stage_devices():
+    # DeepSeek-V3's pretraining sizes: ep 32 of the 4 x 8 devices of dp and tp (MindFormers' consecutive ranks)
     cfg = read_settings({"parallel_config": {"data_parallel": 4, "model_parallel": 8, "pipeline_stage": 8,
                                              "expert_parallel": 32, "micro_batch_num": 32}})
-    with pytest.raises(InputSpecError, match=r"expert_parallel 32 does not divide its data_parallel 4 .* "
-                                             r"e.g. --mesh pp=8,dp=1,ep=4,tp=8"):
+    run = resolve_run(TINY, {}, config=cfg)
+    assert run.mesh == "dp=4,tp=8,ep=32@dp*tp" and run.step.pp == 8 and run.step.micro_batches == 32
+    assert Mesh.parse(run.mesh).size == 32 and Mesh.parse(run.mesh).ways("ep") == 32
+    # Qwen3-MoE's: ep 4 of tp's 4 devices; ep dividing dp stays an axis inside data parallel
+    assert config_mesh(1, 4, 4, 1, 4) == "pp=4,dp=1,tp=4,ep=4@tp"
+    assert config_mesh(4, 2, 1, 1, 2) == "dp=2,ep=2,tp=2"
+    assert config_mesh(2, 8, 1, 1, 4) == "dp=2,tp=8,ep=4@tp"
+    # what MindFormers refuses (ep not dividing dp x tp): one line, before any build
+    cfg = read_settings({"parallel_config": {"data_parallel": 4, "model_parallel": 8, "expert_parallel": 3}})
+    with pytest.raises(InputSpecError, match=r"the config's parallel_config.* has no mesh MindFormers can run "
+                                             r"\(bad mesh .*ep=3 does not divide the 32 devices of dp\*tp\): give --mesh"):
         resolve_run(TINY, {}, config=cfg)
-    # a mesh given: the config's other settings still apply
-    run = resolve_run(TINY, {"mesh": "pp=8,dp=1,ep=4,tp=8"}, config=cfg)
-    assert run.step.micro_batches == 32 and run.origin("micro_batches") == "config parallel_config.micro_batch_num"
 
 
 def test_the_command_line_overrides_each_config_setting_and_the_run_says_where_each_came_from():

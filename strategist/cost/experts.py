@@ -26,8 +26,8 @@ _VIEWS = ("Cast", "Reshape")
 
 
 def expert_ways(plan) -> int:
-    """The ep size of ``plan``'s mesh (1: no expert parallelism)."""
-    return max(1, plan.mesh.get("ep"))
+    """The ep size of ``plan``'s mesh, an axis or drawn from the stage's devices (1: no expert parallelism)."""
+    return max(1, plan.mesh.ways("ep"))
 
 
 def _experts_of(graph: OpGraph) -> tuple[dict[str, int], frozenset[str]]:
@@ -104,8 +104,8 @@ def dispatch_bytes(plan, op) -> float:
 
 
 def ep_group_intra(plan, devices_per_node: int) -> bool:
-    """Does the ep group stay within a node? Its devices are ``cp * tp`` apart in strategist's mesh order (pp, dp,
-    ep, cp, tp)."""
+    """Does the ep group stay within a node? An ep axis' devices are ``cp * tp`` apart in strategist's mesh order
+    (pp, dp, ep, cp, tp); a drawn ep's are consecutive ranks (MindFormers' ``get_ep_group_name``)."""
     m = plan.mesh
-    inner = math.prod(m.get(a) for a in ("cp", "tp"))
+    inner = 1 if m.get("ep") == 1 else math.prod(m.get(a) for a in ("cp", "tp"))
     return expert_ways(plan) * inner <= devices_per_node

@@ -313,7 +313,7 @@ def compare(plan, ms: MsPlan) -> Comparison:
     parallel_only = [m for m in only_theirs if _mindformers_parallel_only(m)]
     only_theirs = [m for m in only_theirs if not any(m is x for x in parallel_only)]
     self_defined, only_ours, only_theirs = _self_defined(plan.graph, only_ours, only_theirs)
-    mesh = ",".join(f"{n}={s}" for n, s in plan.mesh.axes)
+    mesh = str(plan.mesh)
     return Comparison(rows, only_ours, only_theirs, _our_dataset(plan), _norm(ms.dataset), ms,
                       model=ms.model or plan.graph.model, mesh=mesh, dataset_strategy=ms.dataset_strategy,
                       merged=merged, parallel_only=parallel_only, self_defined=self_defined,

@@ -370,7 +370,7 @@ def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: 
         from ..frontend.loader import load_graph
         graph = load_graph(model, inputs, kwargs, training=True)
     if strategies:
-        rest = Mesh(tuple((n, s) for n, s in mesh.axes if n != "pp")) if mesh.get("pp") > 1 else mesh
+        rest = mesh.without("pp")
         anchors = {**(anchors or {}), **load_anchors(strategies, graph, rest)}
     request = memory_request(model, mesh, graph, inputs=inputs, kwargs=kwargs, anchors=anchors,
                              dataset_strategy=dataset_strategy, optimizer_parallel=optimizer_parallel,

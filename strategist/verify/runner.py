@@ -201,7 +201,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         if mf is not None:
             request["mindformers"] = mf
             request["kwargs"] = []
-            request["mf_mesh"] = ",".join(f"{n}={s}" for n, s in mesh.axes)
+            request["mf_mesh"] = str(mesh)
         if strategy_file:   # MindSpore's operator-strategy file (strategist advise --emit-strategy-file)
             request["strategy_file"] = os.path.abspath(strategy_file)
             request["strategy_file_mode"] = strategy_file_mode      # "SAVE": MindSpore writes its own
@@ -471,7 +471,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
                         redistributions=redistributions, **settings)
     if failed is not None:
         result = Comparison([], [], list(ms.ops), None, ms.dataset, ms, model=ms.model,
-                            mesh=",".join(f"{n}={s}" for n, s in mesh.axes), dataset_strategy=dataset_strategy,
+                            mesh=str(mesh), dataset_strategy=dataset_strategy,
                             notes=[f"strategist's propagate failed where MindSpore did not: {failed}"])
     else:
         result = compare(plan, ms)

@@ -4,6 +4,11 @@ A :class:`Mesh` is ``mindspore.Layout``'s device matrix with alias names: ``Mesh
 is ``Layout((2, 4), ("dp", "tp"))``. Device rank ``r`` sits at the row-major coordinates of ``r``
 (the last axis varies fastest), so the innermost axes are the ones that stay inside a node.
 
+An axis may instead be *drawn* from the stage's devices, as MindFormers draws expert parallelism: ``ep=32@dp*tp``
+on ``dp=4,tp=8`` is 32 consecutive ranks of the 32 devices ``dp`` and ``tp`` span (MindFormers' ``ep`` group:
+``get_ep_group_name``, consecutive ranks; its MoE layout's device matrix ``(dp * cp * tp / ep, ep)``). It adds no
+devices: the device matrix is the axes' alone.
+
 A :class:`Hardware` profile (YAML under ``rules/hardware/``) gives devices per node and, per link
 class, bandwidth and latency; ``collective_seconds`` prices one collective with the alpha-beta model.
 """
@@ -24,21 +29,29 @@ class Mesh:
     """Named device axes, outer -> inner, e.g. ``(("dp", 2), ("tp", 4))``."""
 
     axes: tuple[tuple[str, int], ...]
+    #: axes drawn from the innermost devices of a stage, adding none: (name, size, the axes spanned, outer first)
+    drawn: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> "Mesh":
-        """``"dp=2,tp=4"`` -> Mesh.
+        """``"dp=2,tp=4"`` -> Mesh; ``"dp=4,tp=8,ep=32@dp*tp"``: ep drawn from the devices of dp and tp.
 
         >>> Mesh.parse("dp=2,tp=4").shape
         (2, 4)
+        >>> Mesh.parse("dp=2,tp=4,ep=8@dp*tp").ways("ep")
+        8
         """
-        axes = []
+        axes, drawn = [], []
         for part in text.split(","):
-            m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([0-9]+)\s*", part)
+            m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([0-9]+)\s*(?:@\s*([A-Za-z0-9_*\s]+))?", part)
             if not m or int(m.group(2)) < 1:
-                raise MeshError(f"bad mesh {text!r}: write NAME=SIZE[,NAME=SIZE...], e.g. dp=2,tp=4")
-            axes.append((m.group(1), int(m.group(2))))
-        names = [n for n, _ in axes]
+                raise MeshError(f"bad mesh {text!r}: write NAME=SIZE[,NAME=SIZE...], e.g. dp=2,tp=4 (an axis drawn "
+                                f"from others: NAME=SIZE@AXIS*AXIS, e.g. ep=8@dp*tp)")
+            if m.group(3):
+                drawn.append((m.group(1), int(m.group(2)), tuple(a.strip() for a in m.group(3).split("*"))))
+            else:
+                axes.append((m.group(1), int(m.group(2))))
+        names = [n for n, _ in axes] + [n for n, _, _ in drawn]
         if math.prod(s for _, s in axes) > MAX_DEVICES:
             raise MeshError(f"bad mesh {text!r}: {math.prod(s for _, s in axes)} devices is more than any real "
                             f"cluster (at most {MAX_DEVICES}); check the sizes")
@@ -46,7 +59,10 @@ class Mesh:
             raise MeshError(f"bad mesh {text!r}: axis names must be unique")
         if "None" in names or "interleaved_parallel" in names:
             raise MeshError(f"bad mesh {text!r}: 'None' and 'interleaved_parallel' are reserved by mindspore.Layout")
-        return cls(tuple(axes))
+        mesh = cls(tuple(axes), tuple(drawn))
+        for name, size, over in drawn:
+            _check_drawn(text, mesh, name, size, over)
+        return mesh
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -67,10 +83,36 @@ class Mesh:
             raise MeshError(f"mesh has no axis {name!r} (axes: {', '.join(self.names)})") from None
 
     def get(self, name: str, default: int = 1) -> int:
+        """The size of axis ``name`` of the device matrix (a drawn axis is none of it: ``default``)."""
         return dict(self.axes).get(name, default)
 
+    def ways(self, name: str) -> int:
+        """How many ways ``name`` splits: its axis' size, or its drawn size (1 without either)."""
+        return next((s for n, s, _ in self.drawn if n == name), self.get(name))
+
+    def without(self, *names: str) -> "Mesh":
+        """This mesh without the axes ``names`` (its drawn axes kept: they span none of them)."""
+        return Mesh(tuple((n, s) for n, s in self.axes if n not in names), self.drawn)
+
     def __str__(self) -> str:
-        return ",".join(f"{n}={s}" for n, s in self.axes)
+        return ",".join([f"{n}={s}" for n, s in self.axes] + [f"{n}={s}@{'*'.join(o)}" for n, s, o in self.drawn])
+
+
+def _check_drawn(text: str, mesh: Mesh, name: str, size: int, over: tuple[str, ...]) -> None:
+    """A drawn axis spans the innermost axes it names, adjacent and not pp, and divides their devices."""
+    names = [n for n in mesh.names if n != "pp"]
+    if not over or any(a not in mesh.names or a == "pp" for a in over):
+        raise MeshError(f"bad mesh {text!r}: {name} is drawn from axes of the mesh other than pp (e.g. "
+                        f"{name}={size}@{'*'.join(names[-2:]) or 'dp'})")
+    if list(over) != names[len(names) - len(over):]:
+        raise MeshError(f"bad mesh {text!r}: {name} is drawn from the innermost axes, outer first "
+                        f"(consecutive ranks, as MindFormers draws ep): {'*'.join(names[len(names) - len(over):])}")
+    span = math.prod(mesh.get(a) for a in over)
+    if span % size:
+        raise MeshError(f"bad mesh {text!r}: {name}={size} does not divide the {span} devices of {'*'.join(over)}")
+    if size <= math.prod(mesh.get(a) for a in over[1:]):
+        raise MeshError(f"bad mesh {text!r}: {name}={size} fits in {'*'.join(over[1:])}: draw it from "
+                        f"{'*'.join(over[1:])} alone")
 
 
 @dataclass(frozen=True)

@@ -288,7 +288,7 @@ def mesh_warnings(graph: OpGraph, mesh: Mesh) -> list[str]:
     if extra:
         out.append(f"mesh axis {', '.join(extra)} means nothing to MindFormers or to the rules' templates "
                    f"(they place dp, tp, cp, ep): name the axes dp, tp, cp, ep")
-    tp, ep = mesh.get("tp", 1), mesh.get("ep", 1)
+    tp, ep = mesh.get("tp", 1), mesh.ways("ep")
     heads = mc.get("num_attention_heads")
     kv = mc.get("num_key_value_heads") or heads
     if tp > 1 and isinstance(heads, int) and isinstance(kv, int) and (heads % tp or kv % tp):
@@ -313,9 +313,10 @@ def mesh_sizes(mesh: Mesh) -> dict[str, int]:
     extra = [n for n in mesh.names if n not in known]
     if extra:
         raise InputSpecError(f"mesh axes {', '.join(extra)} mean nothing to MindFormers: use dp, tp, cp (and ep)")
-    return {"dp": _data_parallel(mesh), "tp": mesh.get("tp", 1), "cp": mesh.get("cp", 1), "ep": mesh.get("ep", 1)}
+    return {"dp": _data_parallel(mesh), "tp": mesh.get("tp", 1), "cp": mesh.get("cp", 1), "ep": mesh.ways("ep")}
 
 
 def _data_parallel(mesh: Mesh) -> int:
-    """MindFormers' data_parallel on ``mesh``: dp times ep (ep splits the data-parallel devices)."""
+    """MindFormers' data_parallel on ``mesh``: dp times an ep axis (ep splitting the data-parallel devices); dp alone
+    with ep drawn from the stage's devices (``ep=32@dp*tp``)."""
     return mesh.get("dp", 1) * mesh.get("ep", 1)

@@ -40,8 +40,6 @@ class ConfigSettings:
 
     settings: dict = field(default_factory=dict)
     notes: tuple = ()
-    #: why the config's own mesh has no strategist spelling (then ``settings`` has no "mesh"), or None
-    mesh_error: str | None = None
 
     def get(self, name: str) -> Setting | None:
         return self.settings.get(name)
@@ -95,6 +93,26 @@ SPEED_UP = {"grad_computation_allreduce_overlap": "grad_comm_overlap",
             "computation_allgather_overlap": "allgather_overlap"}
 
 
+def config_mesh(dp: int, tp: int, pp: int, cp: int, ep: int) -> str:
+    """strategist's mesh of MindFormers' parallel sizes: ep an axis inside data parallel where it divides dp, else
+    drawn from the stage's innermost devices (``ep=32@dp*tp``, MindFormers' consecutive ranks); a size MindFormers
+    itself refuses (ep not dividing dp * cp * tp) is refused with the mesh's own message."""
+    if ep > 1 and dp % ep == 0:
+        axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)]
+        return ",".join(f"{n}={s}" for n, s in axes if s > 1 or n == "dp")
+    axes = [(n, s) for n, s in (("pp", pp), ("dp", dp), ("cp", cp), ("tp", tp)) if s > 1 or n == "dp"]
+    text = ",".join(f"{n}={s}" for n, s in axes)
+    if ep <= 1:
+        return text
+    over, inner = [], 1
+    for n, s in reversed([a for a in axes if a[0] != "pp"]):
+        if inner % ep == 0:
+            break
+        over.insert(0, n)
+        inner *= s
+    return f"{text},ep={ep}@{'*'.join(over)}"
+
+
 def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     """The run settings of a loaded config (``MindFormerConfig`` or a plain dict of the YAML); ``config_dir``: the
     YAML's directory (a relative ``parallel_speed_up_json_path`` is looked for from the working directory, as
@@ -120,19 +138,9 @@ def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     cp, kcp = size("context_parallel", "context_parallel_size")
     ep, kep = size("expert_parallel", "expert_model_parallel_size")
     out["pipeline_stage"] = Setting(pp, kpp or "default")
-    if ep > 1 and dp % ep:
-        # the mesh the config runs on has no strategist spelling: refused where it is needed (no --mesh given)
-        near = ",".join(f"{n}={v}" for n, v in (("pp", pp), ("dp", max(dp // ep, 1)), ("ep", min(ep, dp)),
-                                                  ("tp", tp)) if v > 1 or n == "dp")
-        mesh_error = (f"the config's expert_parallel {ep} does not divide its data_parallel {dp} (MindFormers draws "
-                      f"ep from the data-parallel and tensor-parallel devices; strategist places ep inside data "
-                      f"parallel): give --mesh with ep dividing dp, e.g. --mesh {near}")
-    else:
-        mesh_error = None
-        axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)]
-        mesh = ",".join(f"{n}={s}" for n, s in axes if s > 1 or n == "dp")
-        out["mesh"] = Setting(mesh, ", ".join(f"{k} {v}" for k, v in ((kdp, dp), (ktp, tp), (kpp, pp), (kcp, cp),
-                                                                       (kep, ep)) if k) or "default (dp=1)")
+    out["mesh"] = Setting(config_mesh(dp, tp, pp, cp, ep),
+                          ", ".join(f"{k} {v}" for k, v in ((kdp, dp), (ktp, tp), (kpp, pp), (kcp, cp), (kep, ep))
+                                    if k) or "default (dp=1)")
     # the micro-batches of a pipeline, and gradient accumulation without one: each mesh picks its own
     # (a key the YAML leaves out: MindFormers' default, the run's default too -- not reported as the config's)
     for name, section, key, kind in (("micro_batch_num", pc, "micro_batch_num", int),
@@ -158,7 +166,7 @@ def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     if int(cfg.get("micro_batch_interleave_num") or 1) > 1:
         notes.append(f"micro_batch_interleave_num {cfg['micro_batch_interleave_num']}: MindSpore's micro-batch "
                      f"interleave is not priced (each copy's communication hiding the other's computation)")
-    return ConfigSettings(out, tuple(notes), mesh_error)
+    return ConfigSettings(out, tuple(notes))
 
 
 def _speed_up(cfg: dict, config_dir: str | None, out: dict, notes: list) -> None:
