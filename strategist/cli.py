@@ -431,8 +431,9 @@ def resolve_args(args):
     if not hasattr(args, "micro_batches"):          # a command without the step model's options (explain)
         given = {"mesh": args.mesh}
     over = parse_overrides(getattr(args, "step_set", None))
-    overrides = split_model_options(args.kwargs)["overrides"] if _is_config(args.model) else None
-    return resolve_run(args.model, given, overrides=overrides, optimizer=getattr(args, "optimizer", None),
+    options = split_model_options(args.kwargs) if _is_config(args.model) else {"overrides": None, "layers": None}
+    return resolve_run(args.model, given, overrides=options["overrides"], layers=options["layers"],
+                       optimizer=getattr(args, "optimizer", None),
                        step_overrides=tuple(sorted(over.items(), key=lambda kv: kv[0])) if over else (),
                        choose_by_schedule=not getattr(args, "choose_by_serial_sum", False))
 

@@ -56,12 +56,14 @@ def _show(v) -> str:
 
 
 def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optimizer: str | None = None,
-                step_overrides: tuple = (), choose_by_schedule: bool = True, config=None) -> Run:
+                step_overrides: tuple = (), choose_by_schedule: bool = True, config=None,
+                layers: int | None = None) -> Run:
     """The run of ``model`` with the settings ``given`` on the command line (None or absent: not given); the
     others from a MindFormers config's own settings (:func:`~.frontend.mindformers.config_settings`, ``overrides``
     its ``--set`` keys; or ``config``, a :class:`~.frontend.mindformers.settings.ConfigSettings` read elsewhere:
     a published run's YAML sections priced on a model file), else :data:`DEFAULTS`. A one-line error without a mesh
-    from either."""
+    from either, or for stages the model's layers cannot take (``layers``: ``--layers``, else the config's count),
+    before anything is built."""
     from .cost.step import StepOptions
     from .frontend.mindformers import config_settings, is_mindformers_ref
     given = {k: v for k, v in given.items() if v is not None}
@@ -103,7 +105,9 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
     rest = str(Mesh.parse(values["mesh"]).without("pp")) or "dp=1"
     step = StepOptions(pp=pp, overrides=step_overrides, choose_by_schedule=choose_by_schedule, optimizer=optimizer,
                        origins=tuple(origins), **{k: values[k] for k in STEP_KEYS}).check()
-    per = (cfg.get("batch_per_rank").value if cfg.get("batch_per_rank") else 1) if cfg is not None else None
+    _check_stages(step, layers or (cfg.get("layers").value if cfg is not None and cfg.get("layers") else None))
+    per = (cfg.get("batch_per_rank").value if cfg is not None and cfg.get("batch_per_rank") else 1) \
+        if cfg is not None else None
     return Run(rest, step, bool(values["sequence_parallel"]), tuple(origins), tuple(notes), per)
 
 
@@ -118,3 +122,11 @@ def _config_value(cfg, name: str, pp: int):
     if name == "micro_batches":
         return cfg.get("micro_batch_num" if pp > 1 else "gradient_accumulation_steps")
     return cfg.get(name)
+
+
+def _check_stages(step, layers: int | None) -> None:
+    """A pipeline split the model's ``layers`` cannot take is refused now (:func:`~.cost.pipeline.stage_sizes`'
+    one line), not after the build."""
+    if layers and step.pp > 1:
+        from .cost.pipeline import stage_sizes
+        stage_sizes(layers, step.pp, step.offset or None, step.pp_interleave)

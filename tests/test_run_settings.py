@@ -88,6 +88,20 @@ def test_expert_parallel_beyond_data_parallel_is_drawn_from_the_stage_devices():
         resolve_run(TINY, {}, config=cfg)
 
 
+def test_stages_the_configs_layers_cannot_take_are_refused_before_any_build():
+    # DeepSeek-V3's 61 layers: its YAML's 8 stages with their offset split them; 16 even stages do not
+    cfg = read_settings({"parallel_config": {"data_parallel": 4, "model_parallel": 8, "pipeline_stage": 8,
+                                             "expert_parallel": 32, "micro_batch_num": 32},
+                         "model": {"model_config": {"num_hidden_layers": 61,
+                                                    "offset": [1, 1, 1, 1, 1, 1, 1, -2]}}})
+    assert cfg.get("layers").value == 61
+    assert resolve_run(TINY, {}, config=cfg).step.offset == (1, 1, 1, 1, 1, 1, 1, -2)
+    with pytest.raises(InputSpecError, match=r"pp=16 does not split the model's 61 layers evenly"):
+        resolve_run(TINY, {"mesh": "pp=16,dp=2,tp=8,ep=16@dp*tp"}, config=cfg)
+    # --layers 32 (the build's count) splits evenly
+    assert resolve_run(TINY, {"mesh": "pp=16,dp=2,tp=8,ep=16@dp*tp"}, config=cfg, layers=32).step.pp == 16
+
+
 def test_the_command_line_overrides_each_config_setting_and_the_run_says_where_each_came_from():
     cfg = read_settings({"parallel_config": {"data_parallel": 2, "model_parallel": 2, "pipeline_stage": 2,
                                              "micro_batch_num": 4, "use_seq_parallel": True},

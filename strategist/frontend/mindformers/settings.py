@@ -158,6 +158,10 @@ def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     if chunks > 1:
         out["pp_interleave"] = Setting(chunks, "model_config.pp_interleave_num (parallel.pipeline_config."
                                                "pipeline_interleave on)")
+    layers = mc.get("num_hidden_layers", mc.get("num_layers"))
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
+        out["layers"] = Setting(layers, "model_config.num_hidden_layers" if "num_hidden_layers" in mc
+                                else "model_config.num_layers")
     offset = mc.get("offset", 0)
     if pp > 1 and offset not in (0, None, [], ()):
         out["offset"] = Setting(_hashable(offset), "model_config.offset")
