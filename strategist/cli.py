@@ -125,7 +125,8 @@ def sequence_parallel_arg(g) -> None:
 def mesh_args(sp, hardware=True, dataset_default="data_parallel; full_batch for MindFormers configs"):
     g = sp.add_argument_group("mesh and hardware")
     g.add_argument("--mesh", metavar="AXIS=N,...",
-                   help="device mesh, e.g. dp=2,tp=4 (outer axis first); a MindFormers config's own parallel sizes "
+                   help="device mesh, e.g. dp=2,tp=4 (outer axis first; ep drawn from the innermost axes as "
+                        "MindFormers draws it: dp=4,tp=8,ep=32@dp*tp); a MindFormers config's own parallel sizes "
                         "when left out (data_parallel, model_parallel, pipeline_stage, context_parallel, expert_parallel)")
     if hardware:
         profiles = _hardware_profiles()

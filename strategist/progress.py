@@ -196,11 +196,23 @@ def _leave(code: int) -> None:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             if _RUN_TMP:
-                shutil.rmtree(_RUN_TMP, ignore_errors=True)
+                _remove_run_tmp(_RUN_TMP)
         finally:
             _EXIT(code)
     time.sleep(_GRACE_S)                   # the other thread is leaving; it ends the process first
     _EXIT(code)
+
+
+def _remove_run_tmp(path: str) -> None:
+    """Remove the run's temporary directory while the main thread may still write into it (MindSpore's compile,
+    deep in C++, goes on until the exit): a file it adds between the listing and the removal leaves the directory
+    behind, so the removal is repeated until it is gone (at most half of ``_GRACE_S``, the other path's wait)."""
+    deadline = time.monotonic() + _GRACE_S / 2
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path) or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
 
 
 def _interrupted() -> None:

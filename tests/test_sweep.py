@@ -284,18 +284,22 @@ def test_a_sweep_worker_leaves_the_runs_exit_to_the_run():
     import concurrent.futures as cf
     import multiprocessing
     import signal as sig
+    def runs_own(signum, frame):
+        raise KeyboardInterrupt
     r, w = os.pipe()
     os.set_blocking(w, False)
     old = sig.set_wakeup_fd(w)
+    old_handler = sig.signal(sig.SIGINT, runs_own)   # the run's handler (whatever the test runner's SIGINT is)
     try:
         with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
             ignored, wakeup = pool.submit(_detached_state, 0).result()
+        assert sig.getsignal(sig.SIGINT) is runs_own       # the run's own handler is untouched
     finally:
+        sig.signal(sig.SIGINT, old_handler)
         sig.set_wakeup_fd(old)
         os.close(r)
         os.close(w)
     assert ignored and wakeup == -1
-    assert sig.getsignal(sig.SIGINT) != sig.SIG_IGN       # the run's own handler is untouched
 
 
 def test_sweep_with_sequence_parallelism_on_the_tp_meshes():
