@@ -46,6 +46,9 @@ from .vocab.graph import OpGraph
 from .vocab.mesh import Mesh
 
 AXES = ("dp", "tp", "cp", "ep", "pp")
+#: a mesh's ep drawn from its innermost axes (MindFormers' expert_parallel beyond data_parallel: ``ep=8@tp``), no
+#: axis of its own: the key of its size in a sweep's mesh
+DRAWN_EP = "ep drawn"
 RECOMPUTE = ("none", "selective", "full")
 #: the repeated layers each mesh is advised on; the anchors advised there are copied onto the others
 ADVISE_LAYERS = 2
@@ -171,12 +174,38 @@ def factorisations(n: int, axes=AXES, max_tp: int | None = None, max_pp: int | N
         yield mesh
 
 
+def devices_of(mesh: dict) -> int:
+    """The devices of a sweep's mesh: its axes' sizes multiplied (a drawn ep adds none)."""
+    return math.prod(mesh.get(a, 1) for a in AXES)
+
+
+def drawn_ep_meshes(meshes: list[dict], experts: int | None) -> list[dict]:
+    """Each mesh without an ep axis again with every ep MindFormers would draw from its data-, tensor- and
+    context-parallel devices beyond its data parallel (an ep dividing the experts and those devices, not dp: one
+    dividing dp is the ep axis' mesh), spelled as :class:`~strategist.vocab.mesh.Mesh` takes it."""
+    out = []
+    for mesh in meshes:
+        span = mesh.get("dp", 1) * mesh.get("tp", 1) * mesh.get("cp", 1)
+        if mesh.get("ep", 1) > 1 or not experts:
+            continue
+        for ep in range(2, span + 1):
+            if span % ep or experts % ep or mesh.get("dp", 1) % ep == 0:
+                continue
+            drawn = dict(mesh, **{DRAWN_EP: ep})
+            try:
+                Mesh.parse(mesh_text(drawn))
+            except StrategistError:                 # not drawn from whole innermost axes
+                continue
+            out.append(drawn)
+    return out
+
+
 def infeasible_reason(mesh: dict, s: Shapes, dataset_strategy="data_parallel") -> str:
     """Why ``mesh`` cannot run the model ("" if it can)."""
     dp, tp, cp, ep, pp = (mesh.get(a, 1) for a in AXES)
     if s.batch is not None and s.batch % dp:
         return f"dp={dp} does not divide the batch of {s.batch}"
-    inner = math.prod(mesh.values()) // pp
+    inner = devices_of(mesh) // pp
     if dataset_strategy == "data_parallel" and s.batch is not None and s.batch % inner:
         return (f"MindSpore's data_parallel dataset splits the batch of {s.batch} over all {inner} devices of a "
                 f"stage, which it does not divide (--dataset-strategy full_batch, or a larger batch)")
@@ -206,8 +235,17 @@ def infeasible_reason(mesh: dict, s: Shapes, dataset_strategy="data_parallel") -
 
 
 def mesh_text(mesh: dict) -> str:
-    """The mesh as ``--mesh`` takes it: its axes above 1 (``dp=1`` for one device), pp last."""
+    """The mesh as ``--mesh`` takes it: its axes above 1 (``dp=1`` for one device), pp last; a drawn ep after them,
+    from the fewest innermost axes whose devices it divides (``dp=4,tp=2,ep=8@dp*tp``)."""
     shown = [f"{a}={mesh[a]}" for a in AXES if mesh.get(a, 1) > 1]
+    ep = mesh.get(DRAWN_EP, 1)
+    if ep > 1:
+        inner = [a for a in AXES if a not in ("ep", "pp") and mesh.get(a, 1) > 1]
+        over, n = [], 1
+        while inner and n % ep:
+            over.insert(0, inner.pop())
+            n *= mesh[over[0]]
+        shown.append(f"ep={ep}@{'*'.join(over)}")
     return ",".join(shown) or "dp=1"
 
 
@@ -222,7 +260,7 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
     x the micro-batch count (``micro_batches``, by default 1 without pp and pp, 2 pp, 4 pp ... up to the batch with
     it), each count one whose micro-batch still splits as the dataset strategy splits the batch."""
     dp, pp = mesh.get("dp", 1), mesh.get("pp", 1)
-    split = math.prod(mesh.values()) // pp if dataset_strategy == "data_parallel" else dp
+    split = devices_of(mesh) // pp if dataset_strategy == "data_parallel" else dp
     if micro_batches:
         counts = tuple(micro_batches)
     elif pp == 1:
@@ -230,7 +268,7 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
     else:
         counts = tuple(pp << i for i in range(3 if s.batch is None else max(1, (s.batch // pp).bit_length())))
     counts = tuple(m for m in counts if m >= pp and (s.batch is None or (s.batch % m == 0 and (s.batch // m) % split == 0)))
-    inner = math.prod(mesh.values()) // pp
+    inner = devices_of(mesh) // pp
     # the parallel optimizer shards every weight over the devices holding the same slice of it: the dp replicas,
     # and for a weight tp leaves whole (a norm's), its tp peers too
     zero = (False, True) if inner > 1 else (False,)
@@ -511,7 +549,11 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
         graph = graph.with_meta(sequence_parallel=True)     # a view: the caller's graph left as it is
     result = SweepResult(graph.model, devices, hardware)
     todo = []
-    for mesh in factorisations(devices, tuple(a for a in AXES if a in axes), max_tp, max_pp):
+    meshes = list(factorisations(devices, tuple(a for a in AXES if a in axes), max_tp, max_pp))
+    if "ep" in axes:
+        from .cost.experts import expert_params
+        meshes += drawn_ep_meshes(meshes, shapes.experts if expert_params(graph) else None)
+    for mesh in meshes:
         why = infeasible_reason(mesh, shapes, dataset_strategy)
         opts = option_sets(mesh, shapes, micro_batches, dataset_strategy)
         if not why and not opts:
@@ -565,7 +607,8 @@ def by_devices(todo, ks) -> list[int]:
 
 
 def family_of(mesh: dict) -> tuple:
-    """A mesh's family: its tp, cp and ep (the meshes of one family differ in dp and pp alone)."""
+    """A mesh's family: its tp, cp and ep axes (the meshes of one family differ in dp and pp alone, and in a drawn
+    ep, which propagation never sees: it is priced, not placed)."""
     return tuple(mesh.get(a, 1) for a in ("tp", "cp", "ep"))
 
 
@@ -737,11 +780,12 @@ def _fill(c: Config, row: dict) -> None:
 
 def parallel_config(c: Config) -> dict:
     """The MindSpore / MindFormers settings of a configuration: ``parallel_config`` and the context keys."""
-    mesh = {a: 1 for a in AXES}
-    mesh.update({a: int(v) for a, v in (x.split("=") for x in c.mesh.split(","))})
+    m = Mesh.parse(c.mesh)
+    mesh = {a: m.get(a) for a in AXES}
     o = c.options
-    return {"mindformers": {"parallel_config": {"data_parallel": mesh["dp"], "model_parallel": mesh["tp"],
-                                                "context_parallel": mesh["cp"], "expert_parallel": mesh["ep"],
+    # MindFormers' data_parallel counts an ep axis' devices (ep inside data parallel); a drawn ep adds none
+    return {"mindformers": {"parallel_config": {"data_parallel": mesh["dp"] * mesh["ep"], "model_parallel": mesh["tp"],
+                                                "context_parallel": mesh["cp"], "expert_parallel": m.ways("ep"),
                                                 "pipeline_stage": mesh["pp"], "micro_batch_num": o["micro_batches"],
                                                 "use_seq_parallel": bool(o.get("sequence_parallel"))},
                             "recompute_config": {"recompute": o["recompute"] == "full",

@@ -102,3 +102,14 @@ def test_ep_drawn_from_dp_and_tp_divides_the_experts_and_exchanges_every_devices
                 if m[0][0][:1] == ("experts",)]
     # each expert on one device: nothing to reduce; with ep=2 of tp, over its two replicas (the dp pair)
     assert expert_mirrors(four) == [] and expert_mirrors(two) and set(expert_mirrors(two)) == {2}
+
+
+def test_the_ep_group_is_consecutive_ranks_however_the_mesh_spells_ep():
+    # MindFormers' get_ep_group_name: ep consecutive ranks. An ep axis outside tp=8 still exchanges within the
+    # node (ranks 0-1, not 0 and 8), and ep drawn from 16 devices crosses nodes
+    from types import SimpleNamespace
+
+    from strategist.vocab.mesh import Mesh
+    at = lambda text: SimpleNamespace(mesh=Mesh.parse(text))                               # noqa: E731
+    assert ep_group_intra(at("dp=2,ep=2,tp=8"), 8) and ep_group_intra(at("dp=2,tp=8,ep=8@tp"), 8)
+    assert not ep_group_intra(at("dp=2,tp=8,ep=16@dp*tp"), 8) and not ep_group_intra(at("ep=16,tp=1"), 8)

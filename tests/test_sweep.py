@@ -443,3 +443,39 @@ def test_advise_on_the_sweeps_best_configuration_gives_its_anchors_and_step():
     a = advise_model(model, rest, kwargs=kwargs, step=opts, sequence_parallel=best.options["sequence_parallel"])
     assert len(a.anchors) == best.anchors
     assert estimate(a.plan).step_s == pytest.approx(best.step_s, rel=1e-9)
+
+
+def test_ep_drawn_beyond_data_parallel_by_hand():
+    from strategist.sweep import DRAWN_EP, devices_of, drawn_ep_meshes, parallel_config
+    got = [mesh_text(m) for m in drawn_ep_meshes(list(factorisations(8)), 8)]
+    # MindFormers draws ep from the stage's dp x cp x tp devices; one dividing dp is the ep axis' mesh already
+    assert "dp=2,tp=4,ep=8@dp*tp" in got and "tp=8,ep=4@tp" in got and "dp=2,tp=4,ep=4@tp" in got
+    assert not any(t.startswith(("dp=8", "dp=4,ep", "ep=")) for t in got) and len(got) == len(set(got)) == 30
+    assert drawn_ep_meshes(list(factorisations(8)), None) == []
+    assert [mesh_text(m) for m in drawn_ep_meshes([{"dp": 2, "tp": 4}], 6)] == []      # 6 experts: ep 2 divides dp
+    m = {"dp": 4, "tp": 2, DRAWN_EP: 8}
+    assert mesh_text(m) == "dp=4,tp=2,ep=8@dp*tp" and devices_of(m) == 8
+    # MindFormers' parallel_config: an ep axis counts in data_parallel, a drawn ep does not
+    from strategist.sweep import Config
+    opts = {"micro_batches": 1, "recompute": "none", "optimizer_parallel": False, "interleave": 1}
+    pc = parallel_config(Config("dp=2,ep=2,tp=2", opts))["mindformers"]["parallel_config"]
+    assert (pc["data_parallel"], pc["model_parallel"], pc["expert_parallel"]) == (4, 2, 2)
+    pc = parallel_config(Config("dp=2,tp=4,ep=8@dp*tp", opts))["mindformers"]["parallel_config"]
+    assert (pc["data_parallel"], pc["model_parallel"], pc["expert_parallel"]) == (2, 4, 8)
+
+
+def test_a_sweep_prices_mindformers_ep_drawn_from_tp_as_advise_does():
+    from strategist.sweep import sweep_graph
+    q = "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"
+    small = ["layers=2", "seq=128", "batch=8", "hidden_size=256", "intermediate_size=512", "num_attention_heads=4",
+             "num_key_value_heads=4", "head_dim=64", "vocab_size=1024", "num_experts_per_tok=2",
+             "moe_intermediate_size=128", "num_experts=4"]
+    g = load_graph(q, None, small, training=True)
+    r = sweep_graph(g, 4, workers=1, best=0, dataset_strategy="full_batch", exhaustive=True, axes=("dp", "tp", "ep"))
+    rows = {(c.mesh, c.options["recompute"], c.options["optimizer_parallel"], c.options["interleave"]): c
+            for c in r.ranked + r.unfit if c.options["micro_batches"] == 1}
+    assert {m for m, *_ in rows} >= {"tp=4,ep=4@tp", "tp=4,ep=2@tp", "dp=2,tp=2,ep=4@dp*tp", "ep=4", "dp=2,ep=2"}
+    c = rows[("tp=4,ep=4@tp", "none", False, 1)]
+    a = advise_model(q, "tp=4,ep=4@tp", graph=g, dataset_strategy="full_batch", step=StepOptions())
+    assert len(a.anchors) == c.anchors
+    assert estimate_with(a.plan, StepOptions()).step_s == pytest.approx(c.step_s, rel=1e-9)

@@ -16,7 +16,6 @@ exchanges each device's routed tokens with the expert owners by explicit all-to-
 """
 from __future__ import annotations
 
-import math
 
 from ..engine.search.structure import per_graph
 from ..vocab.graph import DTYPE_BYTES, MORPH_FFN, OpGraph
@@ -104,8 +103,7 @@ def dispatch_bytes(plan, op) -> float:
 
 
 def ep_group_intra(plan, devices_per_node: int) -> bool:
-    """Does the ep group stay within a node? An ep axis' devices are ``cp * tp`` apart in strategist's mesh order
-    (pp, dp, ep, cp, tp); a drawn ep's are consecutive ranks (MindFormers' ``get_ep_group_name``)."""
-    m = plan.mesh
-    inner = 1 if m.get("ep") == 1 else math.prod(m.get(a) for a in ("cp", "tp"))
-    return expert_ways(plan) * inner <= devices_per_node
+    """Does the ep group stay within a node? MindFormers' dispatcher exchanges over ep consecutive ranks
+    (``get_ep_group_name``: ``rank // ep * ep`` onwards), whichever mesh axes ep is spelled with."""
+    ep = expert_ways(plan)
+    return ep <= devices_per_node and devices_per_node % ep == 0
