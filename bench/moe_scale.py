@@ -23,7 +23,7 @@ ROOT = os.path.dirname(HERE)
 RUNS = [
     ("DeepSeek-V3 671B, its YAML's own settings", "mindformers:deepseek3/pretrain_deepseek3_671b.yaml", []),
     ("Qwen3-MoE 30B-A3B, its YAML's own settings", "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", []),
-    ("DeepSeek-V3 671B at pp=16, a pipeline its 62 layers and the YAML's 8-stage offset cannot take",
+    ("DeepSeek-V3 671B at pp=16, a pipeline its 61 layers and the YAML's 8-stage offset cannot take",
      "mindformers:deepseek3/pretrain_deepseek3_671b.yaml", ["--mesh", "pp=16,dp=2,tp=8,ep=16@dp*tp"]),
 ]
 
