@@ -113,3 +113,29 @@ def test_the_ep_group_is_consecutive_ranks_however_the_mesh_spells_ep():
     at = lambda text: SimpleNamespace(mesh=Mesh.parse(text))                               # noqa: E731
     assert ep_group_intra(at("dp=2,ep=2,tp=8"), 8) and ep_group_intra(at("dp=2,tp=8,ep=8@tp"), 8)
     assert not ep_group_intra(at("dp=2,tp=8,ep=16@dp*tp"), 8) and not ep_group_intra(at("ep=16,tp=1"), 8)
+
+
+def test_the_losss_own_strategies_are_read_once_per_mindformers_sizes(monkeypatch):
+    # the loss's shard() calls read MindFormers' data, model and context parallel sizes, not ep: an ep axis and a
+    # drawn ep share the build of the mesh without them (a sweep builds once per those sizes, not once per mesh)
+    from strategist.frontend.loader import load_graph
+    from strategist.frontend.mindformers import experts as mf_experts
+    from strategist.memo import clear_caches
+    from strategist.vocab.mesh import Mesh
+    g = load_graph(QWEN3_MOE, None, SMALL, training=True)
+    assert g.parallel_only
+    clear_caches()
+    builds = []
+    real = mf_experts.read_expert_strategies
+
+    def counted(ref, mesh, *a, **k):
+        builds.append(str(mesh))
+        return real(ref, mesh, *a, **k)
+    monkeypatch.setattr(mf_experts, "read_expert_strategies", counted)
+    first, notes = mf_experts.loss_own_strategies(g, Mesh.parse("dp=4,tp=2"))
+    assert first and not notes
+    for text in ("dp=2,ep=2,tp=2", "dp=4,tp=2,ep=8@dp*tp", "dp=4,tp=2,ep=2@tp"):
+        assert mf_experts.loss_own_strategies(g, Mesh.parse(text)) == (first, [])
+    assert builds == ["dp=4,tp=2"]
+    mf_experts.loss_own_strategies(g, Mesh.parse("dp=2,tp=4"))
+    assert builds == ["dp=4,tp=2", "dp=2,tp=4"]

@@ -105,8 +105,16 @@ _LOSS_OWN_STRATEGIES = table("mindformers: the loss's own strategies per model a
 
 
 def _loss_own_key(graph: OpGraph, mesh: Mesh) -> tuple:
+    """The reading's key: the model, its options, MindFormers' data, model and context parallel sizes at ``mesh``
+    (what the loss's ``shard()`` calls read; the expert parallel size is not among them, so an ep axis or a drawn ep
+    shares the reading of the mesh without it) and the loss's operators."""
     opts = json.dumps(graph.mf_options or {}, sort_keys=True, default=str)
-    return graph.model, opts, str(mesh), tuple(sorted(graph.parallel_only or ()))
+    try:
+        sizes = mesh_sizes(mesh)
+        at = (sizes["dp"], sizes["tp"], sizes["cp"])
+    except InputSpecError:                  # axes MindFormers does not know: the reading's note says so
+        at = str(mesh)
+    return graph.model, opts, at, tuple(sorted(graph.parallel_only or ()))
 
 
 def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], list[str]]:
@@ -115,23 +123,27 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
     ``self.add_label.shard(((dp * cp,), ()))``, ``self.sum2.shard(((1,),))`` in ``__init__`` in any semi/auto
     parallel mode, with the dp/mp of the loss's own parallel config (ChatGLM2's is vocabulary-parallel:
     ``((1, dp*cp*mp), ())``) -- read from the model built at the mesh (:func:`expert_strategies`, once per
-    model, options and mesh), origin :data:`~strategist.engine.plan.PARALLEL_ONLY`. Returns (anchors, notes); a
-    mesh MindFormers cannot build leaves them unconfigured, with a note."""
+    model, options and MindFormers' dp, tp and cp), origin :data:`~strategist.engine.plan.PARALLEL_ONLY`.
+    Returns (anchors, notes); a mesh MindFormers cannot build leaves them unconfigured, with a note."""
     key = _loss_own_key(graph, mesh)
     if key not in _LOSS_OWN_STRATEGIES:
         names = key[3]
         try:
             ex = read_expert_strategies(graph.model, mesh, "propagation", graph, **(graph.mf_options or {}))
             got = {n: dataclasses.replace(ex[n], origin=PARALLEL_ONLY) for n in names if n in ex}
-            miss = [n for n in names if n not in got]
-            notes = [f"MindFormers configures no strategy strategist could read on {', '.join(miss)} at "
-                     f"{mesh}: left to propagation"] if miss else []
+            failed = None
         except StrategistError as err:
-            got, notes = {}, [f"MindFormers' loss primitives left to propagation: their strategies at {mesh} "
-                              f"could not be read ({str(err).splitlines()[0]})"]
-        _LOSS_OWN_STRATEGIES[key] = (got, notes)
-    got, notes = _LOSS_OWN_STRATEGIES[key]
-    return dict(got), list(notes)
+            got, failed = {}, str(err).splitlines()[0]
+        _LOSS_OWN_STRATEGIES[key] = (got, failed)
+    got, failed = _LOSS_OWN_STRATEGIES[key]
+    if failed is not None:
+        notes = [f"MindFormers' loss primitives left to propagation: their strategies at {mesh} could not be read "
+                 f"({failed})"]
+    else:
+        miss = [n for n in key[3] if n not in got]
+        notes = [f"MindFormers configures no strategy strategist could read on {', '.join(miss)} at {mesh}: left "
+                 f"to propagation"] if miss else []
+    return dict(got), notes
 
 
 def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
@@ -143,7 +155,7 @@ def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
         return
     key = _loss_own_key(graph, mesh)
     if key not in _LOSS_OWN_STRATEGIES and all(n in experts for n in names):
-        _LOSS_OWN_STRATEGIES[key] = ({n: dataclasses.replace(experts[n], origin=PARALLEL_ONLY) for n in names}, [])
+        _LOSS_OWN_STRATEGIES[key] = ({n: dataclasses.replace(experts[n], origin=PARALLEL_ONLY) for n in names}, None)
 
 
 def _validate(graph: OpGraph, anchor: Anchor, n: int):
