@@ -43,7 +43,7 @@ from .frontend.layers import copy_anchors, layer_block, truncate_layers
 from .frontend.loader import load_graph
 from .sweep_ray import ray_runner
 from .vocab.graph import OpGraph
-from .vocab.mesh import Mesh
+from .vocab.mesh import Mesh, drawn_from
 
 AXES = ("dp", "tp", "cp", "ep", "pp")
 #: a mesh's ep drawn from its innermost axes (MindFormers' expert_parallel beyond data_parallel: ``ep=8@tp``), no
@@ -240,12 +240,7 @@ def mesh_text(mesh: dict) -> str:
     shown = [f"{a}={mesh[a]}" for a in AXES if mesh.get(a, 1) > 1]
     ep = mesh.get(DRAWN_EP, 1)
     if ep > 1:
-        inner = [a for a in AXES if a not in ("ep", "pp") and mesh.get(a, 1) > 1]
-        over, n = [], 1
-        while inner and n % ep:
-            over.insert(0, inner.pop())
-            n *= mesh[over[0]]
-        shown.append(f"ep={ep}@{'*'.join(over)}")
+        shown.append(f"ep={ep}@{'*'.join(drawn_from([(a, mesh.get(a, 1)) for a in AXES if a != 'ep'], ep))}")
     return ",".join(shown) or "dp=1"
 
 

@@ -98,6 +98,22 @@ class Mesh:
         return ",".join([f"{n}={s}" for n, s in self.axes] + [f"{n}={s}@{'*'.join(o)}" for n, s, o in self.drawn])
 
 
+def drawn_from(axes, size: int) -> tuple[str, ...]:
+    """The axes an axis of ``size`` is drawn from over ``axes`` (``(name, size)`` pairs, outer first): the fewest
+    innermost of them (pp and size-1 axes left out) whose devices ``size`` divides, or all of them.
+
+    >>> drawn_from([("pp", 8), ("dp", 4), ("tp", 8)], 32)
+    ('dp', 'tp')
+    """
+    inner = [(n, s) for n, s in axes if n != "pp" and s > 1]
+    over, n = [], 1
+    while inner and n % size:
+        name, s = inner.pop()
+        over.insert(0, name)
+        n *= s
+    return tuple(over)
+
+
 def _check_drawn(text: str, mesh: Mesh, name: str, size: int, over: tuple[str, ...]) -> None:
     """A drawn axis spans the innermost axes it names, adjacent and not pp, and divides their devices."""
     names = [n for n in mesh.names if n != "pp"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import InputSpecError
+from ...vocab.mesh import drawn_from
 
 #: MindFormers' default selective-recompute patterns (legacy and mcore layers): the MLP's activation and its product,
 #: what the step model recomputes for "selective"
@@ -104,13 +105,7 @@ def config_mesh(dp: int, tp: int, pp: int, cp: int, ep: int) -> str:
     text = ",".join(f"{n}={s}" for n, s in axes)
     if ep <= 1:
         return text
-    over, inner = [], 1
-    for n, s in reversed([a for a in axes if a[0] != "pp"]):
-        if inner % ep == 0:
-            break
-        over.insert(0, n)
-        inner *= s
-    return f"{text},ep={ep}@{'*'.join(over)}"
+    return f"{text},ep={ep}@{'*'.join(drawn_from(axes, ep))}"
 
 
 def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
