@@ -48,7 +48,7 @@ from .refine import (align_layers, embedding_tables, input_path, take_alternativ
     unreached_followers)
 from .. import progress
 from ..engine.plan import Plan, model_anchors
-from ..cost.step import step_measure
+from ..cost.step import memory_with, options_of, step_measure
 
 #: the advice's API (the parts re-exported from the modules beside this one)
 __all__ = ["advise", "propose", "load_rules", "check_boundaries", "Rules", "Choice", "Advice", "anchor_of",
@@ -337,8 +337,10 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
         try:
             q = run(plain)
             ts, tp_ = final.totals()["step_seconds"], q.totals()["step_seconds"]
-            ma, mb = memory(final)["activations"], memory(q)["activations"]
-            notes.append(f"sequence parallelism (use_seq_parallel, --sequence-parallel): step {ts * 1e3:.3f} ms, activations "
+            # the step model's peak under the run's options (recompute, micro-batches in flight), as reported
+            opts = options_of(final)
+            ma, mb = memory_with(final, opts)["total"], memory_with(q, opts)["total"]
+            notes.append(f"sequence parallelism (use_seq_parallel, --sequence-parallel): step {ts * 1e3:.3f} ms, memory "
                          f"{ma / 2**30:.2f} GiB per device; without it {tp_ * 1e3:.3f} ms ({(tp_ - ts) * 1e3:+.3f} ms), "
                          f"{mb / 2**30:.2f} GiB ({(mb - ma) / 2**30:+.2f} GiB)")
         except (PropagationError, StrategyError):
