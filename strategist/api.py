@@ -124,6 +124,16 @@ def mindformers_anchors_note(plan: Plan) -> str | None:
             f"--no-model-strategies for none, --anchors FILE for yours)")
 
 
+def _drawn_warning(graph, mesh) -> str | None:
+    """A drawn ep (``ep=8@dp*tp``) on a model without MindFormers' MoE dispatcher, the one thing it prices."""
+    from .cost.experts import expert_params
+    if not mesh.drawn or expert_params(graph):
+        return None
+    names = ", ".join(f"{n}={s}@{'*'.join(o)}" for n, s, o in mesh.drawn)
+    return (f"mesh axis {names} is drawn from others, as MindFormers draws expert parallelism: it prices the experts "
+            f"of a MindFormers MoE layer, and this model has none (it changes nothing here; leave it out)")
+
+
 def _warn_mesh_fit(graph, mesh, into: list) -> None:
     """A mesh axis that divides no dimension of the model, or a mesh MindFormers would refuse for the config the
     graph was built from: a warning in the report and on stderr."""
@@ -131,7 +141,7 @@ def _warn_mesh_fit(graph, mesh, into: list) -> None:
     from .vocab.mesh import mesh_fit_warning
     from .frontend.mindformers import mesh_warnings
     at = 0
-    for w in [mesh_fit_warning(graph, mesh)] + mesh_warnings(graph, mesh):
+    for w in [mesh_fit_warning(graph, mesh), _drawn_warning(graph, mesh)] + mesh_warnings(graph, mesh):
         if w and w not in into:
             into.insert(at, w)
             at += 1

@@ -139,3 +139,18 @@ def test_the_losss_own_strategies_are_read_once_per_mindformers_sizes(monkeypatc
     assert builds == ["dp=4,tp=2"]
     mf_experts.loss_own_strategies(g, Mesh.parse("dp=2,tp=4"))
     assert builds == ["dp=4,tp=2", "dp=2,tp=4"]
+
+
+def test_a_drawn_ep_on_a_model_without_mindformers_experts_is_a_warning():
+    import os
+
+    from strategist.api import _drawn_warning
+    from strategist.frontend.loader import load_graph
+    from strategist.vocab.mesh import Mesh
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dense = load_graph(os.path.join(root, "examples", "llama.py") + ":tiny", None, ["layers=1"])
+    assert _drawn_warning(dense, Mesh.parse("dp=2,tp=4,ep=2@tp")).startswith(
+        "mesh axis ep=2@tp is drawn from others, as MindFormers draws expert parallelism")
+    assert _drawn_warning(dense, Mesh.parse("dp=2,tp=4")) is None
+    moe = load_graph(QWEN3_MOE, None, SMALL, training=True)
+    assert _drawn_warning(moe, Mesh.parse("dp=2,tp=2,ep=4@dp*tp")) is None
