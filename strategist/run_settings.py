@@ -76,6 +76,9 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
 
     if "mesh" in given:
         take("mesh", str(Mesh.parse(given["mesh"])), COMMAND_LINE)
+        note = _ep_axis_note(Mesh.parse(given["mesh"]), cfg.get("mesh") if cfg is not None else None)
+        if note:
+            notes.append(note)
     elif cfg is not None and cfg.get("mesh") is not None:
         mesh = cfg.get("mesh")
         try:
@@ -130,3 +133,20 @@ def _check_stages(step, layers: int | None) -> None:
     if layers and step.pp > 1:
         from .cost.pipeline import stage_sizes
         stage_sizes(layers, step.pp, step.offset or None, step.pp_interleave)
+
+
+def _ep_axis_note(given: Mesh, own) -> str | None:
+    """A ``--mesh`` that writes the config's sizes with ep as an axis of its own, where the config draws ep from
+    its dp and tp devices (``dp=4,tp=8,ep=32`` for ``dp=4,tp=8,ep=32@dp*tp``): a mesh ep times as large."""
+    if own is None or given.get("ep") == 1:
+        return None
+    try:
+        mesh = Mesh.parse(own.value)
+    except MeshError:
+        return None
+    if mesh.ways("ep") != given.get("ep") or mesh.get("ep") != 1 or \
+            any(mesh.get(a) != given.get(a) for a in ("dp", "tp", "cp")):
+        return None
+    return (f"--mesh {given}: ep={given.get('ep')} is an axis of its own here ({given.size} devices, MindFormers' "
+            f"data_parallel {given.get('dp') * given.get('ep')}); the config draws its expert_parallel from its dp and "
+            f"tp devices: --mesh {mesh} ({mesh.size} devices)")

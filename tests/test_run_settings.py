@@ -81,6 +81,13 @@ def test_expert_parallel_beyond_data_parallel_is_drawn_from_the_stage_devices():
     assert config_mesh(1, 4, 4, 1, 4) == "pp=4,dp=1,tp=4,ep=4@tp"
     assert config_mesh(4, 2, 1, 1, 2) == "dp=2,ep=2,tp=2"
     assert config_mesh(2, 8, 1, 1, 4) == "dp=2,tp=8,ep=4@tp"
+    # the YAML's sizes written with ep as an axis (the issue's first try): a mesh 32 times as large, said
+    run = resolve_run(TINY, {"mesh": "pp=8,dp=4,tp=8,ep=32"}, config=cfg)
+    assert Mesh.parse(run.mesh).size * run.step.pp == 8192 and run.notes == (
+        "--mesh pp=8,dp=4,tp=8,ep=32: ep=32 is an axis of its own here (8192 devices, MindFormers' data_parallel "
+        "128); the config draws its expert_parallel from its dp and tp devices: --mesh pp=8,dp=4,tp=8,ep=32@dp*tp "
+        "(256 devices)",)
+    assert resolve_run(TINY, {"mesh": "pp=8,dp=4,tp=8,ep=32@dp*tp"}, config=cfg).notes == ()
     # what MindFormers refuses (ep not dividing dp x tp): one line, before any build
     cfg = read_settings({"parallel_config": {"data_parallel": 4, "model_parallel": 8, "expert_parallel": 3}})
     with pytest.raises(InputSpecError, match=r"the config's parallel_config.* has no mesh MindFormers can run "
