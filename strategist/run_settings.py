@@ -75,20 +75,21 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
         origins.append((name, _show(value), origin))
 
     if "mesh" in given:
-        take("mesh", str(Mesh.parse(given["mesh"])), COMMAND_LINE)
-        note = _ep_axis_note(Mesh.parse(given["mesh"]), cfg.get("mesh") if cfg is not None else None)
+        mesh = Mesh.parse(given["mesh"])
+        take("mesh", str(mesh), COMMAND_LINE)
+        note = _ep_axis_note(mesh, cfg.get("mesh") if cfg is not None else None)
         if note:
             notes.append(note)
     elif cfg is not None and cfg.get("mesh") is not None:
-        mesh = cfg.get("mesh")
+        own = cfg.get("mesh")
         try:
-            Mesh.parse(mesh.value)
+            mesh = Mesh.parse(own.value)
         except MeshError as e:
-            raise InputSpecError(f"the config's {mesh.origin} has no mesh MindFormers can run ({e}): give --mesh")
-        take("mesh", mesh.value, "config " + mesh.origin)
+            raise InputSpecError(f"the config's {own.origin} has no mesh MindFormers can run ({e}): give --mesh")
+        take("mesh", own.value, "config " + own.origin)
     else:
         raise InputSpecError("no mesh: give --mesh (e.g. --mesh dp=2,tp=4); a MindFormers config gives its own")
-    pp = Mesh.parse(values["mesh"]).get("pp")
+    pp = mesh.get("pp")
     cfg_pp = cfg.get("pipeline_stage").value if cfg is not None else None
     for name in ("sequence_parallel",) + STEP_KEYS:
         if name in given:
@@ -105,7 +106,7 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
             take(name, s.value, "config " + s.origin)
         elif name in DEFAULTS:
             take(name, DEFAULTS[name], "default")
-    rest = str(Mesh.parse(values["mesh"]).without("pp")) or "dp=1"
+    rest = str(mesh.without("pp")) or "dp=1"
     step = StepOptions(pp=pp, overrides=step_overrides, choose_by_schedule=choose_by_schedule, optimizer=optimizer,
                        origins=tuple(origins), **{k: values[k] for k in STEP_KEYS}).check()
     _check_stages(step, layers or (cfg.get("layers").value if cfg is not None and cfg.get("layers") else None))

@@ -124,7 +124,7 @@ def load_yaml(path: str, layers, seq, overrides: dict, notes: list | None = None
         _set_dotted(cfg, key, value)
     _merge_pretrained(cfg, path)
     if layers is not None:
-        mc[layers_key(cfg)] = layers
+        mc[layers_key(mc)] = layers
         for line in fit_layer_keys(cfg, layers, overrides or {}):
             if notes is not None and line not in notes:
                 notes.append(line)
@@ -155,9 +155,9 @@ def is_legacy(cfg) -> bool:
     return bool(mc.get("type")) and bool(arch.get("type")) and not mc.get("model_type")
 
 
-def layers_key(cfg) -> str:
-    """The model config's layer count: ``num_hidden_layers`` (mcore), ``num_layers`` (legacy ChatGLM2)."""
-    mc = cfg.model.model_config
+def layers_key(mc) -> str:
+    """The model config's (``model.model_config``'s) layer count: ``num_hidden_layers`` (mcore), ``num_layers``
+    (legacy ChatGLM2)."""
     return "num_layers" if "num_layers" in mc and "num_hidden_layers" not in mc else "num_hidden_layers"
 
 

@@ -79,7 +79,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         fitted: list[str] = []          # layer-count keys fitted to --layers: notes for every report
         cfg = load_yaml(path, layers, seq, overrides or {}, notes=fitted)
         notes.extend(fitted)
-        total = int(cfg.model.model_config.get(layers_key(cfg)) or 0)
+        total = int(cfg.model.model_config.get(layers_key(cfg.model.model_config)) or 0)
         built = built_layers(cfg, total)
         if replicate is None:
             replicate = built < total

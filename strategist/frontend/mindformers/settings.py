@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ...errors import InputSpecError
 from ...vocab.mesh import drawn_from
+from .config import layers_key
 
 #: MindFormers' default selective-recompute patterns (legacy and mcore layers): the MLP's activation and its product,
 #: what the step model recomputes for "selective"
@@ -153,10 +154,10 @@ def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     if chunks > 1:
         out["pp_interleave"] = Setting(chunks, "model_config.pp_interleave_num (parallel.pipeline_config."
                                                "pipeline_interleave on)")
-    layers = mc.get("num_hidden_layers", mc.get("num_layers"))
+    key = layers_key(mc)
+    layers = mc.get(key)
     if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
-        out["layers"] = Setting(layers, "model_config.num_hidden_layers" if "num_hidden_layers" in mc
-                                else "model_config.num_layers")
+        out["layers"] = Setting(layers, f"model_config.{key}")
     offset = mc.get("offset", 0)
     if pp > 1 and offset not in (0, None, [], ()):
         out["offset"] = Setting(_hashable(offset), "model_config.offset")
