@@ -99,14 +99,12 @@ def config_mesh(dp: int, tp: int, pp: int, cp: int, ep: int) -> str:
     """strategist's mesh of MindFormers' parallel sizes: ep an axis inside data parallel where it divides dp, else
     drawn from the stage's innermost devices (``ep=32@dp*tp``, MindFormers' consecutive ranks); a size MindFormers
     itself refuses (ep not dividing dp * cp * tp) is refused with the mesh's own message."""
-    if ep > 1 and dp % ep == 0:
-        axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)]
-        return ",".join(f"{n}={s}" for n, s in axes if s > 1 or n == "dp")
-    axes = [(n, s) for n, s in (("pp", pp), ("dp", dp), ("cp", cp), ("tp", tp)) if s > 1 or n == "dp"]
+    inside = ep > 1 and dp % ep == 0
+    axes = [("pp", pp), ("dp", dp // ep), ("ep", ep), ("cp", cp), ("tp", tp)] if inside else \
+        [("pp", pp), ("dp", dp), ("cp", cp), ("tp", tp)]
+    axes = [(n, s) for n, s in axes if s > 1 or n == "dp"]
     text = ",".join(f"{n}={s}" for n, s in axes)
-    if ep <= 1:
-        return text
-    return f"{text},ep={ep}@{'*'.join(drawn_from(axes, ep))}"
+    return text if inside or ep <= 1 else f"{text},ep={ep}@{'*'.join(drawn_from(axes, ep))}"
 
 
 def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
