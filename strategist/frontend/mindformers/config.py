@@ -19,6 +19,7 @@ from typing import Any
 from ...errors import InputSpecError, ModelLoadError
 from ...vocab.graph import OpGraph
 from ...vocab.mesh import Mesh
+from .settings import layers_key, read_settings
 from .world import import_mindformers, quiet_logger
 
 
@@ -98,7 +99,6 @@ def default_batch(ref: str, mesh: Mesh, overrides: dict | None = None, micro_bat
 def config_settings(ref: str, overrides: dict | None = None):
     """``ref``'s own run settings (:func:`~.settings.read_settings`), its ``--set`` overrides applied; the model is
     not built."""
-    from .settings import read_settings
     path = resolve_config(ref)
     import_mindformers()
     with quiet_logger([]):         # MindFormers' config reader logs to stdout
@@ -153,12 +153,6 @@ def is_legacy(cfg) -> bool:
     mc = cfg.model.model_config
     arch = cfg.model.get("arch") or {}
     return bool(mc.get("type")) and bool(arch.get("type")) and not mc.get("model_type")
-
-
-def layers_key(mc) -> str:
-    """The model config's (``model.model_config``'s) layer count: ``num_hidden_layers`` (mcore), ``num_layers``
-    (legacy ChatGLM2)."""
-    return "num_layers" if "num_layers" in mc and "num_hidden_layers" not in mc else "num_hidden_layers"
 
 
 def _merge_pretrained(cfg, path: str) -> None:

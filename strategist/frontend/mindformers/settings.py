@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from ...errors import InputSpecError
 from ...vocab.mesh import drawn_from
-from .config import layers_key
 
 #: MindFormers' default selective-recompute patterns (legacy and mcore layers): the MLP's activation and its product,
 #: what the step model recomputes for "selective"
@@ -105,6 +104,12 @@ def config_mesh(dp: int, tp: int, pp: int, cp: int, ep: int) -> str:
     axes = [(n, s) for n, s in axes if s > 1 or n == "dp"]
     text = ",".join(f"{n}={s}" for n, s in axes)
     return text if inside or ep <= 1 else f"{text},ep={ep}@{'*'.join(drawn_from(axes, ep))}"
+
+
+def layers_key(mc) -> str:
+    """The model config's (``model.model_config``'s) layer count: ``num_hidden_layers`` (mcore), ``num_layers``
+    (legacy ChatGLM2)."""
+    return "num_layers" if "num_layers" in mc and "num_hidden_layers" not in mc else "num_hidden_layers"
 
 
 def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
