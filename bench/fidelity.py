@@ -31,6 +31,11 @@ def published_rows() -> list[dict]:
         return yaml.safe_load(f)
 
 
+def row_model(row: dict) -> str:
+    """The model a row is priced on: examples/llama.py at its shape, or a MindFormers config (``mindformers:``)."""
+    return f"mindformers:{row['mindformers']}" if row.get("mindformers") else "examples/llama.py:build"
+
+
 def row_run(row: dict):
     """The run a row's YAML sections describe (strategist.run_settings.Run) and the model's kwargs."""
     from strategist.frontend.mindformers.settings import read_settings
@@ -39,12 +44,16 @@ def row_run(row: dict):
     cfg["model"] = {"model_config": row.get("model_config") or {}}
     if row.get("micro_batch_interleave_num"):
         cfg["micro_batch_interleave_num"] = row["micro_batch_interleave_num"]
-    sh = row["shape"]
-    run = resolve_run("examples/llama.py:build", {}, config=read_settings(cfg))
+    run = resolve_run(row_model(row), {}, config=read_settings(cfg))
     from strategist.vocab.mesh import Mesh
     mesh = Mesh.parse(run.mesh)
     dp = mesh.get("dp") * mesh.get("ep")
     batch = run.batch_per_rank * dp * run.step.micro_batches
+    if row.get("mindformers"):
+        # MindFormers builds it: the published shape written over the installed config's model_config
+        return run, [f"seq={row['seq_length']}", f"batch={batch}"] + \
+            [f"{k}={v}" for k, v in sorted(row["model_set"].items())]
+    sh = row["shape"]
     kwargs = [f"vocab={sh['vocab']}", f"hidden={sh['hidden']}", f"ffn={sh['ffn']}", f"heads={sh['heads']}",
               f"kv_heads={sh['kv_heads']}", f"layers={sh['layers']}", f"seq={row['seq_length']}", f"batch={batch}",
               "loss=vocab_parallel", "causal=True"]
@@ -79,7 +88,7 @@ def run_published(row: dict) -> dict:
     t0 = time.perf_counter()
     run, kwargs = row_run(row)
     # the whole batch on every device, as MindFormers' configs feed it (parallel.full_batch)
-    a = advise_model("examples/llama.py:build", run.mesh, kwargs=kwargs, step=run.step, hardware=row["hardware"],
+    a = advise_model(row_model(row), run.mesh, kwargs=kwargs, step=run.step, hardware=row["hardware"],
                      sequence_parallel=run.sequence_parallel, dataset_strategy="full_batch")
     est = estimate(a.plan)
     pred = est.throughput["tokens_per_s_per_device"]

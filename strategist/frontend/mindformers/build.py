@@ -101,7 +101,7 @@ def build_model(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
     except Exception as err:
         lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
         msg = lines[0] if lines else ""
-        if len(lines) > 1 and "conversion failed" in msg:
+        if len(lines) > 1 and ("conversion failed" in msg or msg.endswith(":")):   # the problems on the next lines
             msg = " ".join(lines)[:600]
         errors = [m for lvl, m in BUILD_LOG if lvl >= logging.ERROR]
         if "error log" in msg and errors:
