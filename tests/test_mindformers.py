@@ -638,6 +638,12 @@ def test_cli_inspect_mindformers_config(tmp_path):
                           "--layers", "2", "--set", "num_experts=4", "--set", "n_routed_experts=4"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.startswith("strategist: error:") and "Traceback" not in bad.stderr
+    # a converted config's problems, listed by MindFormers on the lines after "...problems:", stay in the one line
+    bad = subprocess.run([PY, "-m", "strategist", "inspect", "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml",
+                          "--layers", "1", "--set", "add_qkv_bias=True"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and bad.stderr.startswith("strategist: error:") and bad.stderr.count("\n") == 1
+    assert "[Mapping Conflicts]" in bad.stderr and "['attention_bias', 'add_qkv_bias']" in bad.stderr, bad.stderr
 
 
 @pytest.mark.slow
