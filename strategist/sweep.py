@@ -291,6 +291,17 @@ class WorkerState:
     dataset_strategy: object
     rules: object
     cut: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)
+
+    def advised(self, pp: int) -> OpGraph:
+        """The graph a mesh of ``pp`` stages is advised on: :attr:`base`, each of its layers standing for its share
+        of a stage (:func:`~strategist.advice.repeated.layer_repeats`); one view per stage count."""
+        if self.base is self.graph:
+            return self.base
+        if pp not in self.views:
+            from .advice.repeated import layer_repeats
+            self.views[pp] = self.base.with_meta(layer_repeats=layer_repeats(self.base, self.graph, pp))
+        return self.views[pp]
 
     @classmethod
     def of(cls, graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS) -> "WorkerState":
@@ -415,7 +426,7 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
             advice = _carried(carry, inner) if carry else None
             own = advice is None
             if own:
-                advice = advise(base, inner, rules=load_rules(w.rules), hardware=hw,
+                advice = advise(w.advised(mesh.get("pp", 1)), inner, rules=load_rules(w.rules), hardware=hw,
                                 dataset_strategy=w.dataset_strategy)
             anchors = whole_anchors(advice, base, graph)
             per, plans, stand_in = pricing_plans(w, advice, inner, mesh.get("pp", 1), options, hw, whole)

@@ -82,3 +82,25 @@ def test_advice_on_two_layers_of_a_deeper_pipeline_prices_them_as_one_stage():
     a = advise_model(os.path.join(ROOT, "examples", "llama.py") + ":tiny", "dp=2", kwargs=["layers=8", "batch=8"],
                      step=step)
     assert len(estimate(a.plan).per_stage) == 4
+
+
+def test_the_memory_rule_weighs_the_advised_layers_as_the_stage_holds_them():
+    """The linears whose activations outweigh their weights are advised data parallel or Megatron column/row on the
+    first two layers. Data parallel keeps every weight whole: on those two layers (hidden 1024, ffn 4096, fp16,
+    tp=4) it holds 0.21 GiB more weight, gradient and Adam state per device than Megatron's pairs, under the 1 GiB
+    the memory rule asks before a faster layout may cost it. Each advised layer stands for 16 of the 32 layers one
+    device holds: 16 x 0.21 = 3.38 GiB, and Megatron's pairs win. At pp=8 a device holds 4 layers (2 x 0.21 GiB):
+    data parallel again, as on the two layers alone."""
+    from strategist.api import advise_model
+    from strategist.cost.step import StepOptions
+    shape = ["hidden=1024", "ffn=4096", "heads=8", "kv_heads=8", "seq=4096", "batch=8", "vocab=32000"]
+
+    def note(layers, pp=1):
+        a = advise_model("examples/llama.py:build", "dp=2,tp=4", kwargs=shape + [f"layers={layers}"],
+                         step=StepOptions(pp=pp, micro_batches=pp))
+        return next(n for n in a.notes if "outweighing their weights" in n)
+    whole = note(32)
+    assert "holds 3.38 GiB more weight, gradient and optimizer state" in whole
+    assert whole.endswith(": Megatron column/row (step 63.987 ms)")
+    assert note(32, pp=8).endswith(": data parallel (the same state and anchors)")
+    assert note(2).endswith(": data parallel (the same state and anchors)")

@@ -18,9 +18,15 @@ def state_bytes(plan: Plan) -> float:
     return m["parameters"] + m["gradients"] + m["optimizer_states"]
 
 
+def _layer_params(g) -> frozenset:
+    """The Parameters read by operators of the graph's repeated layers."""
+    return frozenset(x.ref for op in g if op.layer for x in op.inputs if x.kind == "param")
+
+
 def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
     """Per-device bytes of parameters, gradients and optimizer states (Adam: two fp32 moments) under
-    ``plan``, and an activation estimate (every operator output kept for backward: an upper bound). With the
+    ``plan`` (a repeated layer's counted ``graph.layer_repeats`` times: on a few layers advised for the whole, what
+    the stage's layers will hold), and an activation estimate (every operator output kept for backward: an upper bound). With the
     model's parallel optimizer (``graph.optimizer_sharding``, a MindFormers config's
     ``enable_parallel_optimizer``) a replicated weight's slice is split further over its replicas, as
     :class:`~strategist.frontend.graph.OptimizerSharding` says; its communication (the gradient's reduce-scatter and
@@ -37,6 +43,8 @@ def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
             x = op.inputs[slot]
             if x.kind == "param" and x.ref not in seen and k < len(ch.inputs):
                 seen[x.ref] = ch.inputs[k].slice_shape
+    repeats = g.layer_repeats
+    layered = _layer_params(g) if repeats != 1 else frozenset()
     params = grads = opt = 0.0
     for name, p in g.params.items():
         shape = seen.get(name, tuple(p.spec.shape))
@@ -45,10 +53,11 @@ def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
         w = 1
         if zero is not None and p.requires_grad and shape:
             w = zero.ways(plan.mesh.size * n // max(p.spec.numel, 1), shape[0], n * per)
-        params += n * per / w
+        r = repeats if name in layered else 1       # a repeated layer's weight stands for that many on the stage
+        params += r * n * per / w
         if p.requires_grad:
-            grads += n * per / (w if zero.shards_gradients else 1) if zero is not None else n * per
-            opt += n * optimizer_bytes_per_param / w
+            grads += r * (n * per / (w if zero.shards_gradients else 1) if zero is not None else n * per)
+            opt += r * n * optimizer_bytes_per_param / w
     act = 0.0
     for op in g:
         for j, lay in enumerate(plan.choices[op.name].outputs):

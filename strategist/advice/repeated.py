@@ -53,7 +53,7 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
     if base is graph:
         return advise(graph, mesh, rules=rules, boundaries=boundaries, hardware=hardware,
                       dataset_strategy=dataset_strategy)
-    adv = advise(_layers_view(base), mesh, rules=rules, boundaries=boundaries, hardware=hardware,
+    adv = advise(_layers_view(base, graph), mesh, rules=rules, boundaries=boundaries, hardware=hardware,
                  dataset_strategy=dataset_strategy)
     whole = copied_anchors(adv.anchors, base, graph)
     of = {c.op: c for c in adv.chosen}
@@ -92,12 +92,32 @@ def advise_repeated(graph: OpGraph, mesh: Mesh, *, rules=None, boundaries=None, 
                           recheck)
 
 
-def _layers_view(base: OpGraph) -> OpGraph:
+def _layers_view(base: OpGraph, graph: OpGraph) -> OpGraph:
     """The advised layers with the run's step options as one pipeline stage holding them
-    (:func:`~strategist.cost.step.stage_options`): the stage split needs the whole model's layers."""
+    (:func:`~strategist.cost.step.stage_options`: the stage split needs the whole model's layers), each standing for
+    its share of a stage of ``graph`` (:func:`layer_repeats`)."""
     from ..cost.step import stage_options
     opts = base.step_options
-    return base.with_meta(step_options=stage_options(opts)) if opts is not None and opts.pp > 1 else base
+    pp = opts.pp if opts is not None else 1
+    changes = {"layer_repeats": layer_repeats(base, graph, pp)}
+    if pp > 1:
+        changes["step_options"] = stage_options(opts)
+    return base.with_meta(**changes)
+
+
+def layer_repeats(base: OpGraph, graph: OpGraph, pp: int = 1) -> float:
+    """How many layers of one of ``graph``'s ``pp`` pipeline stages each repeated layer of ``base`` (its first
+    layers) stands for: the stage's mean layer count over ``base``'s, at least 1.
+
+    >>> from strategist.vocab.graph import Op, OpGraph
+    >>> def layers(k):
+    ...     return OpGraph([Op(f"l{i}", "Add", f"layers.{i}", "", "add", "", (), ()) for i in range(k)], {}, {}, [], {})
+    >>> layer_repeats(layers(2), layers(32), pp=4)
+    4.0
+    """
+    advised = len({op.layer for op in base if op.layer})
+    whole = len({op.layer for op in graph if op.layer})
+    return max(1.0, whole / max(pp, 1) / advised) if advised else 1.0
 
 
 def _same_place(src: str, name: str) -> bool:

@@ -319,6 +319,10 @@ class GraphMeta:
     #: the step model's options its plans are estimated with (:class:`strategist.cost.step.StepOptions`; None: the
     #: defaults)
     step_options: Any = None
+    #: a graph of a few of a model's repeated layers, advised for the whole (strategist.advice.repeated, the sweep):
+    #: how many layers of one pipeline stage each of its layers stands for. The advisor's memory rule weighs a
+    #: repeated layer's weight state by it, as every layer of the stage will hold it (1.0: the graph is whole)
+    layer_repeats: float = 1.0
 
 
 def _meta_property(name: str) -> property:
