@@ -18,10 +18,9 @@ from ..graph import extract
 from .build import (UID, add_loss_adds, build_model, clear_strategies, config_batch, input_slots,
                     loss_own_operators, mf_lazy_inline_cells, model_inputs, strip_trivial, train_class)
 from .config import config_default, is_legacy, load_yaml, resolve_config
-from .settings import layers_key
 from .experts import Experts, loss_own_strategies, read_expert_strategies
 from .morph import collapse_moe_ffn
-from .settings import plain
+from .settings import layers_key, plain
 from .rewrites import mark_local_rows, replicate_layers, unmerge_rotary_tables
 from .world import BUILD_LOG, import_mindformers, mindformers_world
 
