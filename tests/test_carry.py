@@ -22,6 +22,21 @@ def test_sizes_carry_as_the_axes_that_make_them():
     assert carry_size(4, SRC, Mesh.parse("tp=8")) == 1
 
 
+def test_sizes_of_several_readings_or_none_carry_where_every_reading_agrees():
+    # dp=2,ep=2,tp=4: a 2 is dp or ep. Both are 2 on a mesh that changes only pp: carried as 2. On dp=4 one reading
+    # gives 4 and the other 2: not carried
+    src = Mesh.parse("dp=2,ep=2,tp=4")
+    assert carry_size(2, src, Mesh.parse("dp=2,ep=2,tp=4,pp=2")) == 2
+    assert carry_size(8, src, Mesh.parse("dp=2,ep=2,tp=4,pp=2")) == 8      # dp x tp or ep x tp: 8 either way
+    assert carry_size(2, src, Mesh.parse("dp=4,ep=2,tp=4")) is None
+    assert carry_size(8, src, Mesh.parse("dp=4,ep=2,tp=4")) is None        # 16 or 8
+    # 4 under tp=32 (4 key/value heads): no set of axes makes 4; tp keeps its 32, so the 4 stays; where tp changes,
+    # or where another axis it could be inside changes (dp=8 -> 16), it is not carried
+    assert carry_size(4, Mesh.parse("dp=2,tp=32"), Mesh.parse("dp=8,tp=32")) == 4
+    assert carry_size(4, Mesh.parse("dp=2,tp=32"), Mesh.parse("dp=4,tp=16")) is None
+    assert carry_size(4, Mesh.parse("dp=8,tp=32"), Mesh.parse("dp=16,tp=32")) is None
+
+
 def test_told_apart():
     assert told_apart(SRC) and told_apart(Mesh.parse("dp=2,tp=4,cp=16"))
     assert not told_apart(Mesh.parse("dp=8,tp=8")) and not told_apart(Mesh.parse("dp=2,tp=4,cp=8"))

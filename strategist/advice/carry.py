@@ -32,16 +32,28 @@ def told_apart(mesh: Mesh) -> bool:
 
 
 def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
-    """``size`` (a product of ``src``'s axes) as the product of the same axes on ``dst``; None where no set of
-    ``src``'s axes, or more than one, multiplies to it."""
+    """``size`` (a product of ``src``'s axes) as the product of the same axes on ``dst``. Where more than one set
+    of ``src``'s axes multiplies to it, the size every one of them gives on ``dst``, if they agree. Where none
+    does (a split inside an axis: 4 key/value heads under tp=32), the size itself if every axis it could be part
+    of keeps its size on ``dst``. None otherwise.
+
+    >>> carry_size(2, Mesh.parse("dp=2,ep=2,tp=4"), Mesh.parse("dp=2,ep=2,tp=4,pp=2"))   # dp or ep: 2 either way
+    2
+    >>> carry_size(2, Mesh.parse("dp=2,ep=2,tp=4"), Mesh.parse("dp=4,ep=2,tp=4")) is None  # dp (4) or ep (2)?
+    True
+    >>> carry_size(4, Mesh.parse("dp=2,tp=32"), Mesh.parse("dp=8,tp=32"))    # inside tp, which keeps its 32
+    4
+    """
     if size == 1:
         return 1
     axes = [(n, s) for n, s in src.axes if s > 1]
     sets = [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)
             if math.prod(s for _, s in c) == size]
-    if len(sets) != 1:
-        return None
-    return math.prod(dst.get(n) if n in dst.names else 1 for n, _ in sets[0])
+    if not sets:
+        within = [n for n, s in axes if s % size == 0]
+        return size if within and all(dst.get(n) == src.get(n) for n in within) else None
+    sizes = {math.prod(dst.get(n) if n in dst.names else 1 for n, _ in c) for c in sets}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def carry_layout(lay: ShardLayout, src: Mesh, dst: Mesh) -> ShardLayout | None:
