@@ -6,6 +6,7 @@ import math
 
 from ..engine.plan import Plan
 from ..engine.search.caches import cached_rule
+from ..engine.search.structure import per_graph
 
 
 #: an anchor that does not speed the step up is still kept when it shards at least this much weight,
@@ -19,8 +20,9 @@ def state_bytes(plan: Plan) -> float:
 
 
 def _layer_params(g) -> frozenset:
-    """The Parameters read by operators of the graph's repeated layers."""
-    return frozenset(x.ref for op in g if op.layer for x in op.inputs if x.kind == "param")
+    """The Parameters read by operators of the graph's repeated layers (once per graph)."""
+    return per_graph("layer params", g, lambda g: frozenset(x.ref for op in g if op.layer for x in op.inputs
+                                                             if x.kind == "param"))
 
 
 def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
