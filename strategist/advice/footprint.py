@@ -28,8 +28,8 @@ def _layer_params(g) -> frozenset:
 def memory(plan: Plan, optimizer_bytes_per_param: int = 8) -> dict[str, float]:
     """Per-device bytes of parameters, gradients and optimizer states (Adam: two fp32 moments) under
     ``plan`` (a repeated layer's counted ``graph.layer_repeats`` times: on a few layers advised for the whole, what
-    the stage's layers will hold), and an activation estimate (every operator output kept for backward: an upper bound). With the
-    model's parallel optimizer (``graph.optimizer_sharding``, a MindFormers config's
+    the stage's layers will hold), and an activation estimate (every operator output kept for backward: an upper
+    bound). With the model's parallel optimizer (``graph.optimizer_sharding``, a MindFormers config's
     ``enable_parallel_optimizer``) a replicated weight's slice is split further over its replicas, as
     :class:`~strategist.frontend.graph.OptimizerSharding` says; its communication (the gradient's reduce-scatter and
     the weight's all-gather) moves what the gradient's all-reduce would, so the step is priced as without."""
