@@ -45,10 +45,20 @@ def row_run(row: dict):
     if row.get("micro_batch_interleave_num"):
         cfg["micro_batch_interleave_num"] = row["micro_batch_interleave_num"]
     run = resolve_run(row_model(row), {}, config=read_settings(cfg))
+    if row.get("parallel_speed_up"):
+        # the keys of MindSpore's parallel_speed_up_json the run sets, as a config's file would
+        from dataclasses import replace
+        from strategist.frontend.mindformers.settings import SPEED_UP
+        run = replace(run, step=replace(run.step, **{SPEED_UP[k]: bool(v)
+                                                     for k, v in row["parallel_speed_up"].items()}))
     from strategist.vocab.mesh import Mesh
     mesh = Mesh.parse(run.mesh)
     dp = mesh.get("dp") * mesh.get("ep")
-    batch = run.batch_per_rank * dp * run.step.micro_batches
+    # the layers as MindSpore compiles them: one micro-batch (the pipeline's, or gradient accumulation's) of
+    # batch_size sequences per data-parallel rank, run micro_batches times a step
+    batch = run.batch_per_rank * dp
+    from dataclasses import replace
+    run = replace(run, step=replace(run.step, graph_batch="micro"))
     if row.get("mindformers"):
         # MindFormers builds it: the published shape written over the installed config's model_config
         return run, [f"seq={row['seq_length']}", f"batch={batch}"] + \
@@ -79,6 +89,8 @@ def regime(run) -> str:
         parts.append("sp")
     if o.interleave > 1:
         parts.append(f"fine-grain x{o.interleave}")
+    if o.fa_load_balance:
+        parts.append("FA load balance")
     return ", ".join(parts)
 
 

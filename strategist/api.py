@@ -207,11 +207,12 @@ def _sequence_parallel_note(graph, mesh: Mesh) -> str | None:
 def _with_step_options(graph, step):
     """``graph`` with the step model's options its plans are estimated with (:class:`strategist.cost.step.StepOptions`:
     pipeline stages, micro-batches, recompute, parallel optimizer), a view leaving the caller's graph as it is; a model
-    file's batch (its inputs' first dim: the step's) must split into the micro-batches."""
+    file's batch (its inputs' first dim: the step's) must split into the micro-batches, unless it is one micro-batch's
+    (``graph_batch`` "micro")."""
     if step is None:
         return graph
     step = step.check()
-    if step.micro_batches > 1 and graph.mf_options is None:
+    if step.split_by > 1 and graph.mf_options is None:
         batches = {spec.shape[0] for spec in graph.inputs.values() if getattr(spec, "shape", None)}
         bad = sorted(b for b in batches if b % step.micro_batches)
         if bad:

@@ -14,12 +14,14 @@ from .vocab.mesh import Mesh
 
 #: the settings a command line gives (StepOptions fields, and the mesh and sequence parallelism)
 STEP_KEYS = ("micro_batches", "recompute", "recompute_layers", "select_layers", "comm_recompute_layers",
-             "optimizer_parallel", "interleave", "pp_interleave", "offset", "grad_comm_overlap", "allgather_overlap")
+             "optimizer_parallel", "interleave", "pp_interleave", "offset", "grad_comm_overlap", "allgather_overlap",
+             "fa_load_balance")
 #: settings written per pipeline stage: a config's apply only at the pp it was written for
 PER_STAGE = ("offset", "recompute_layers", "select_layers", "comm_recompute_layers", "pp_interleave")
 DEFAULTS = {"micro_batches": 1, "recompute": "none", "recompute_layers": (), "select_layers": (),
             "comm_recompute_layers": (), "optimizer_parallel": None, "interleave": 1, "pp_interleave": 1,
-            "offset": (), "sequence_parallel": False, "grad_comm_overlap": False, "allgather_overlap": False}
+            "offset": (), "sequence_parallel": False, "grad_comm_overlap": False, "allgather_overlap": False,
+            "fa_load_balance": False}
 COMMAND_LINE = "command line"
 
 

@@ -192,6 +192,13 @@ def test_a_configs_parallel_speed_up_json_sets_the_overlaps(tmp_path):
     # the command line overrides the file
     run = resolve_run("examples/llama.py:tiny", {"grad_comm_overlap": False, "allgather_overlap": True}, config=found)
     assert (run.step.grad_comm_overlap, run.step.allgather_overlap) == (False, True)
+    # FlashAttention's load balance from the same file, and from the command line
+    (tmp_path / "speed" / "parallel_speed_up.json").write_text('{"enable_flash_attention_load_balance": true}')
+    run = resolve_run("examples/llama.py:tiny", {}, config=read_settings(cfg, str(tmp_path)))
+    assert run.step.fa_load_balance and not run.step.grad_comm_overlap
+    assert run.origin("fa_load_balance") == "config ./speed/parallel_speed_up.json enable_flash_attention_load_balance"
+    assert not resolve_run("examples/llama.py:tiny", {"fa_load_balance": False},
+                           config=read_settings(cfg, str(tmp_path))).step.fa_load_balance
     (tmp_path / "speed" / "parallel_speed_up.json").write_text('{"grad_computation_allreduce_overlap": tru')
     with pytest.raises(InputSpecError, match="parallel_speed_up_json_path ./speed/parallel_speed_up.json: not JSON"):
         read_settings(cfg, str(tmp_path))

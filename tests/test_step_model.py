@@ -389,6 +389,49 @@ def test_flash_attention_runs_at_its_querys_rate_on_the_blocks_its_mask_leaves()
     assert plan.flops[fa.name] == pytest.approx(3 * 4 * 2 * 256 * pairs)         # 4 x batch x hidden per pair
 
 
+def test_flash_attention_load_balance_computes_the_mean_share_and_swaps_half_the_query_chunk():
+    """By hand, the tiny LLaMA's causal FlashAttentionScore at sequence 2048 (batch 2, hidden 256, fp16) with its
+    query split over cp=2, under MindSpore's load balance: the sequence cut into 4 blocks of 512 rows, device 0
+    computes blocks 0 and 3 (512 x 513 / 2 + (2048 x 2049 - 1536 x 1537) / 2 = 1049088 pairs), device 1 blocks 2
+    and 1 (655616 + 393472: the same), the mean 2048 x 2049 / 4 -- against the 1573376 of the last chunk without it.
+    Each device swaps half its query chunk (2 x 512 x 256 fp16: 512 KiB) with its partner by an AllGather of the pair
+    and sends the partner's attention output back alike; the gradients go back by two ReduceScatters. The layer's
+    computing time drops by the FLOPs' difference at FlashAttention's rate, its exposed communication grows by the
+    four exchanges."""
+    import os
+    from strategist.cost.attention import load_balance
+    from strategist.cost.optime import op_time
+    from strategist.cost.step import estimate_with, step_profile_of
+    from strategist.frontend.loader import load_graph
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    hw = load_hardware("atlas-800t-a2")
+    prof = step_profile_of(hw, ())
+    g = load_graph(os.path.join(root, "examples", "llama.py") + ":tiny", None,
+                   ["layers=1", "batch=2", "seq=2048", "causal=True"])
+    fa = next(op for op in g if op.type == "FlashAttentionScore")
+    plan = propagate(g, Mesh.parse("cp=2"), {fa.name: ((1, 2, 1), (1, 1, 1), (1, 1, 1), (1, 1))}, hardware=hw,
+                     dataset_strategy="full_batch")
+    per_pair = 3 * 4 * 2 * 256                      # training FLOPs per query-key pair: 3 x 4 x batch x hidden
+    assert plan.flops[fa.name] == pytest.approx(per_pair * 1573376)
+    lb = load_balance(fa, plan.choices[fa.name], prof)
+    assert lb.flops == pytest.approx(per_pair * 1049088) and 1049088 == 2048 * 2049 // 4
+    assert lb.group == (0, 1)
+    assert lb.forward_bytes == (2 * 512 * 256 * 2,) * 2 and lb.backward_bytes == (2 * 512 * 256 * 2,) * 2
+    assert lb.forward_seconds == pytest.approx(2 * prof.collective_seconds("AllGather", 2, 524288, True))
+    assert lb.backward_seconds == pytest.approx(2 * prof.collective_seconds("ReduceScatter", 2, 524288, True))
+    ch = plan.choices[fa.name]
+    before, after = (op_time(fa, ch, f, plan.traffic.get(fa.name, 0.0), True, prof) for f in (plan.flops[fa.name],
+                                                                                               lb.flops))
+    off, on = (estimate_with(plan, StepOptions(fa_load_balance=b)).per_layer["model.layers.0"] for b in (False, True))
+    assert off["computing_s"] - on["computing_s"] == pytest.approx(
+        before.forward + before.backward - after.forward - after.backward)
+    assert on["communication_not_overlapped_s"] - off["communication_not_overlapped_s"] == pytest.approx(
+        lb.forward_seconds + lb.backward_seconds)
+    # nothing to balance on a query whose sequence is whole
+    whole = propagate(g, Mesh.parse("dp=2"), {}, hardware=hw)
+    assert load_balance(fa, whole.choices[fa.name], prof) is None
+
+
 def test_gradient_accumulation_adds_each_micro_batchs_gradients_into_the_sum():
     """By hand, the tiny LLaMA (2 layers, dp=2, fp16 weights): its P trainable elements' gradients (2 bytes each) are
     added into the accumulated sum once per micro-batch -- the gradient and the sum read, the sum written: 4

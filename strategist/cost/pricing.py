@@ -103,12 +103,12 @@ def _mirror(lay: Layout, type_len: int, hw, dtype: str = ""):
     step = Collective("AllReduce", axes[-1], -1, -1, n, lay.slice_shape, lay.dev_matrix)
     nb = step.bytes_sent(type_len)
     t = hw.collective_seconds(step, nb, axes) if hw is not None and nb else 0.0
-    ranks = _group_of_rank0(lay.dev_matrix, axes)
+    ranks = group_of_rank0(lay.dev_matrix, axes)
     return Physical(nb, t, (CommStep("AllReduce", tuple(ranks), nb, t, dtype=dtype),))
 
 
-@lru("cost.pricing._group_of_rank0", 4096)
-def _group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+@lru("cost.pricing.group_of_rank0", 4096)
+def group_of_rank0(dev_matrix: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
     """Ranks sharing rank 0's coordinates on every device axis but ``axes``."""
     ranks = [0]
     for a in axes:

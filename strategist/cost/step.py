@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from .attention import load_balance
 from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_ways
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from ..engine.search.structure import per_graph
@@ -71,6 +72,14 @@ class StepOptions:
     #: beside the forward); MindSpore's default is neither (:class:`~.schedule.Overlap`)
     grad_comm_overlap: bool = False
     allgather_overlap: bool = False
+    #: MindSpore's ``parallel_speed_up_json`` ``enable_flash_attention_load_balance``: a FlashAttentionScore whose
+    #: query sequence is split (context parallelism) balances the causal work over the devices (:mod:`.attention`);
+    #: MindSpore's default is off
+    fa_load_balance: bool = False
+    #: what the graph's batch is: "step", the step's whole batch, split into ``micro_batches`` (each operator's work
+    #: divided among them); "micro", one micro-batch's -- the layers' shapes as MindSpore compiles them under a
+    #: pipeline or gradient accumulation -- run ``micro_batches`` times
+    graph_batch: str = "step"
     #: the advisor's choices (minimality, rule-3 boundaries, "configure nothing") by this schedule's step rather
     #: than the serial sum (Plan.totals()' step_seconds)
     choose_by_schedule: bool = True
@@ -82,8 +91,16 @@ class StepOptions:
     #: report says of the run (:func:`strategist.run_settings.resolve_run`); not part of the options' identity
     origins: tuple = field(default=(), compare=False, hash=False)
 
+    @property
+    def split_by(self) -> int:
+        """What the graph's work is divided by for one micro-batch: ``micro_batches``, or 1 where the graph holds
+        one micro-batch (``graph_batch`` "micro")."""
+        return self.micro_batches if self.graph_batch == "step" else 1
+
     def check(self) -> StepOptions:
         from ..errors import InputSpecError
+        if self.graph_batch not in ("step", "micro"):
+            raise InputSpecError(f"bad graph_batch {self.graph_batch!r}: step or micro")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise InputSpecError(f"bad --optimizer {self.optimizer!r}: write one of {', '.join(OPTIMIZERS)}")
         if self.recompute not in RECOMPUTE:
@@ -178,12 +195,12 @@ def _graph_facts(g) -> tuple[dict, dict]:
 _BASES = table("step model: base rows per plan", 8)
 
 
-def _base_rows(plan, prof, m: int) -> list[tuple]:
+def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
     """Per operator, what its schedule item takes whatever the memory options: (operator, choice, its times,
     its inputs' dependencies with their redistribution seconds, its own collectives by phase and their seconds
-    for one micro-batch). Memoised for the last few (plan, profile, micro-batch count): a sweep prices one plan
-    under many options."""
-    key = (id(plan), id(prof), m)
+    for one micro-batch). ``balance``: FlashAttention's load balance (:mod:`.attention`). Memoised for the last
+    few (plan, profile, micro-batch count, balance): a sweep prices one plan under many options."""
+    key = (id(plan), id(prof), m, balance)
     hit = _BASES.get(key)
     if hit is not None and hit[0] is plan and hit[1] is prof:
         return hit[2]
@@ -198,7 +215,9 @@ def _base_rows(plan, prof, m: int) -> list[tuple]:
     rows = []
     for op in g:
         ch = plan.choices[op.name]
-        t = op_time(op, ch, plan.flops.get(op.name, 0.0), plan.traffic.get(op.name, 0.0), grad[op.name], prof)
+        lb = load_balance(op, ch, prof) if balance else None
+        t = op_time(op, ch, plan.flops.get(op.name, 0.0) if lb is None else lb.flops, plan.traffic.get(op.name, 0.0),
+                    grad[op.name], prof)
         deps = []
         for slot, x in enumerate(op.inputs):
             if x.kind not in ("op", "input"):
@@ -215,6 +234,10 @@ def _base_rows(plan, prof, m: int) -> list[tuple]:
         if a2a_s:
             ph = ph if ph is not None else {}
             own_fwd, own_bwd = (own_fwd or 0.0) + a2a_s, (own_bwd or 0.0) + a2a_s
+        if lb is not None:
+            ph = ph if ph is not None else {}
+            own_fwd = (own_fwd or 0.0) + lb.forward_seconds / m
+            own_bwd = (own_bwd or 0.0) + (lb.backward_seconds / m if grad[op.name] else 0.0)
         rows.append((op, ch, t, tuple(deps), ph, own_fwd, own_bwd))
     _BASES[key] = (plan, prof, rows)
     return rows
@@ -248,14 +271,14 @@ def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
 
 
 def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
-    g, m = plan.graph, opts.micro_batches
+    g, m = plan.graph, opts.split_by
     grad, layer_of = _graph_facts(g)
     full = full_layers(g, opts)
     recompute = (_in_layers(g) if full is None else _ops_in(g, full)) | selective_drop(g, opts) \
         if full != frozenset() else selective_drop(g, opts)
     items = []
     experts = expert_chain(plan)
-    for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m):
+    for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m, opts.fa_load_balance):
         it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
         if ph is not None:
             it.own_fwd, it.own_bwd = own_fwd, own_bwd
@@ -560,13 +583,15 @@ class StepEstimate:
                 ends.append(ends[rep])
         self._ends = ends
         self.step_s, self.bubbles, self.worst = pipeline_step(ends, opts)
-        self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp)
+        self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp,
+                                     opts.micro_batches if opts.graph_batch == "micro" else 1)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
                         "pp_interleave": opts.pp_interleave, "offset": _plain(opts.offset),
                         "recompute_layers": list(opts.recompute_layers), "select_layers": list(opts.select_layers),
                         "comm_recompute_layers": list(opts.comm_recompute_layers),
                         "grad_comm_overlap": opts.grad_comm_overlap, "allgather_overlap": opts.allgather_overlap,
+                        "fa_load_balance": opts.fa_load_balance,
                         "settings": [{"setting": n, "value": v, "from": o} for n, v, o in opts.origins],
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
         self._summarized: dict = {}
@@ -685,7 +710,7 @@ def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, pro
     full = full_layers(plan.graph, held)
     return stage_memory(plan, names, devices=plan.mesh.size, recompute="full" if full != frozenset() else
                         held.recompute, full_layers=full,
-                        optimizer_parallel=zero is not None, micro_batches=held.micro_batches,
+                        optimizer_parallel=zero is not None, micro_batches=held.split_by,
                         in_flight=flight, profile=prof, drop=selective_drop(plan.graph, held),
                         accumulate=held.micro_batches > 1,
                         optimizer=held.optimizer or plan.graph.optimizer or "adamw")
@@ -798,7 +823,7 @@ def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
     items = build_items(plan, prof, held, zero)
     stage = _stages(plan.graph, held.pp, held.offset or None, held.pp_interleave)
     devices = plan.mesh.size
-    m = opts.micro_batches
+    m = opts.split_by
     sent = boundary_bytes(plan, stage) if held.pp > 1 else {}       # by the sending stage of the plan
     by_stage: list[list[Item]] = [[] for _ in range(held.pp)]
     if held.pp > 1:
@@ -836,15 +861,16 @@ def _estimate(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
     return est
 
 
-def throughput(plan, step: float, devices: int) -> dict:
-    """Tokens per second per device, where the model's first input is token ids ``[batch, seq]``."""
+def throughput(plan, step: float, devices: int, repeats: int = 1) -> dict:
+    """Tokens per second per device, where the model's first input is token ids ``[batch, seq]``; ``repeats``: the
+    graph's batch runs that many times in a step (it holds one micro-batch)."""
     ins = list(getattr(plan.graph, "inputs", {}).values())
     if not ins or step <= 0:
         return {}
     spec = ins[0]
-    out = {"samples_per_s": spec.shape[0] / step if spec.shape else None, "devices": devices}
+    out = {"samples_per_s": spec.shape[0] * repeats / step if spec.shape else None, "devices": devices}
     if len(spec.shape) == 2 and spec.dtype.startswith("int"):
-        tokens = spec.shape[0] * spec.shape[1]
+        tokens = spec.shape[0] * spec.shape[1] * repeats
         out["tokens_per_step"] = tokens
         out["tokens_per_s_per_device"] = tokens / step / devices
     return out

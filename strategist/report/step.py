@@ -76,6 +76,9 @@ def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -
            f"{'yes' if o.get('grad_comm_overlap') else 'no'}, optimizer-parallel AllGathers "
            f"{'yes' if o.get('allgather_overlap') else 'no'}"
            + ("" if o.get("grad_comm_overlap") and o.get("allgather_overlap") else " (MindSpore's default: no)")]
+    if o.get("fa_load_balance"):
+        out.append("FlashAttention's context-parallel work balanced over its devices (parallel_speed_up_json "
+                   "enable_flash_attention_load_balance)")
     given = [x for x in o.get("settings", ()) if x["from"].startswith("config")]
     if given:
         out.append("settings from the config: " + "; ".join(f"{x['setting']} {x['value']} ({x['from'][7:]})"

@@ -34,24 +34,44 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         # computing its own tokens
         fwd = op.attrs.get("strategist_flops", 0.0) / split(["n"])
     elif op.type == "FlashAttentionScore":
-        q = math.prod(rule.input_shapes[0])
-        kf = rule.inputs[1]
-        s2 = next((rule.input_shapes[1][i] for i, f in enumerate(kf) if f in ("s2", "t2")), 1)
-        s1 = next((rule.input_shapes[0][i] for i, f in enumerate(rule.inputs[0]) if f in ("s", "t")), s2)
+        q, s1, s2, k = _attention_dims(rule, s)
         # the query's sequence split k ways (context parallelism): the device holding the last chunk sets the pace
-        k = next((s.splits.get(f, 1) for f in rule.inputs[0] if f in ("s", "t")), 1)
         fwd = 4.0 * q * s2 * attended_fraction(op, s1, s2, k) / split(["b", "n", "s", "t"])
     else:
         fwd = 2.0 * math.prod(sizes[f] for f in rule.factors if f in sizes) / split(rule.factors)
     return 3.0 * fwd
 
 
+def _attention_dims(rule: FactorRule, s: Sharding) -> tuple[int, int, int, int]:
+    """A FlashAttentionScore's query elements, query and key sequence lengths, and the query sequence's split."""
+    q = math.prod(rule.input_shapes[0])
+    s2 = next((rule.input_shapes[1][i] for i, f in enumerate(rule.inputs[1]) if f in ("s2", "t2")), 1)
+    s1 = next((rule.input_shapes[0][i] for i, f in enumerate(rule.inputs[0]) if f in ("s", "t")), s2)
+    k = next((s.splits.get(f, 1) for f in rule.inputs[0] if f in ("s", "t")), 1)
+    return q, s1, s2, k
+
+
+def balanced_attention_flops(op: Op, rule: FactorRule, s: Sharding) -> float | None:
+    """:func:`training_flops` of a FlashAttentionScore whose query sequence is split over devices, under MindSpore's
+    load balance (``parallel_speed_up_json`` ``enable_flash_attention_load_balance``): each device computes the first
+    half of its own chunk and the second half of its partner's (chunk ``k - 1 - i``), so the busiest device's share
+    is :func:`attended_fraction`'s ``balanced`` one; None where the query's sequence is not split (nothing to
+    balance)."""
+    if op.type != "FlashAttentionScore":
+        return None
+    q, s1, s2, k = _attention_dims(rule, s)
+    if k < 2:
+        return None
+    split = math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
+    return 3.0 * 4.0 * q * s2 * attended_fraction(op, s1, s2, k, balanced=True) / split
+
+
 #: FlashAttentionScore's inputs: pre_tokens, next_tokens, sparse_mode (MindSpore's argument order); attn_mask
-_PRE, _NEXT, _SPARSE, _MASK = 13, 14, 17, 6
+_PRE, _NEXT, SPARSE_MODE, ATTN_MASK = 13, 14, 17, 6
 _ALL = 2**31 - 1
 
 
-def attended_fraction(op: Op, s1: int, s2: int, chunks: int = 1) -> float:
+def attended_fraction(op: Op, s1: int, s2: int, chunks: int = 1, balanced: bool = False) -> float:
     """The share of a FlashAttentionScore's query-key blocks its kernel computes: Ascend's kernel skips the blocks
     outside the band its mask mode sets (CANN FlashAttentionScore: ``sparse_mode`` 0 reads ``pre_tokens`` and
     ``next_tokens`` where an ``attn_mask`` is given, 2 and 3 are causal from the top left and the bottom right, 4 a
@@ -61,10 +81,13 @@ def attended_fraction(op: Op, s1: int, s2: int, chunks: int = 1) -> float:
     whole): MindSpore shifts each device's band by its chunk's offset (FlashAttentionScoreInfo's
     ``GetAttentionMaskAttrs``: causal modes become band mode 4), and the share is the last chunk's, the device that
     attends the most keys and that the step waits on -- ``(2k - 1) / k`` times the mean for a causal mask.
+    ``balanced``: MindSpore's load balance (FlashAttentionScoreInfo's replace graph): the sequence cut into ``2k``
+    blocks, device ``i`` computes blocks ``2i`` and ``2(k - 1 - i) + 1``; the share is the busiest device's, the mean
+    for a causal mask.
 
     >>> from strategist.vocab.graph import Input, Op
     >>> def fa(sparse, pre=_ALL, nxt=_ALL, mask=True):
-    ...     consts = {_PRE: pre, _NEXT: nxt, _SPARSE: sparse}
+    ...     consts = {_PRE: pre, _NEXT: nxt, SPARSE_MODE: sparse}
     ...     ins = [Input("input", "x")] * 6 + [Input("const", "", value=1 if mask else None)]
     ...     ins += [Input("const", "", value=consts.get(i)) for i in range(7, 18)]
     ...     return Op("fa", "FlashAttentionScore", "", "", "fa", "", tuple(ins), ())
@@ -72,12 +95,15 @@ def attended_fraction(op: Op, s1: int, s2: int, chunks: int = 1) -> float:
     (0.625, 0.625, 1.0)
     >>> attended_fraction(fa(2), 4, 4, chunks=2)       # rows 2 and 3 of the causal 4 x 4: 3 + 4 of their 8 pairs
     0.875
+    >>> attended_fraction(fa(2), 4, 4, chunks=2, balanced=True)   # rows 0 and 3, or 1 and 2: 1 + 4 = 2 + 3 pairs
+    0.625
     """
     def const(i, default):
         x = op.inputs[i] if i < len(op.inputs) else None
         return x.value if x is not None and x.kind == "const" and x.value is not None else default
-    mode = const(_SPARSE, 0)
-    masked = _MASK < len(op.inputs) and (op.inputs[_MASK].kind != "const" or op.inputs[_MASK].value is not None)
+    mode = const(SPARSE_MODE, 0)
+    masked = ATTN_MASK < len(op.inputs) and (op.inputs[ATTN_MASK].kind != "const" or
+                                             op.inputs[ATTN_MASK].value is not None)
     if mode == 0 and masked:
         pre, nxt = const(_PRE, _ALL), const(_NEXT, _ALL)
     elif mode == 2:
@@ -91,6 +117,10 @@ def attended_fraction(op: Op, s1: int, s2: int, chunks: int = 1) -> float:
     if s1 <= 0 or s2 <= 0:
         return 1.0
     pre, nxt = min(pre, s1 + s2), min(nxt, s1 + s2)
+    if balanced and chunks > 1 and s1 % (2 * chunks) == 0:
+        c = s1 // (2 * chunks)
+        rows = lambda b: _band((b + 1) * c, s2, pre, nxt) - _band(b * c, s2, pre, nxt)     # block b's pairs
+        return max(rows(2 * i) + rows(2 * (chunks - 1 - i) + 1) for i in range(chunks)) / (2 * c * s2)
     if chunks > 1 and s1 % chunks == 0:
         lo = s1 - s1 // chunks
         return (_band(s1, s2, pre, nxt) - _band(lo, s2, pre, nxt)) / (s1 // chunks * s2)

@@ -91,7 +91,8 @@ def plain(d):
 
 #: MindSpore's parallel_speed_up_json keys the step model prices, as StepOptions fields
 SPEED_UP = {"grad_computation_allreduce_overlap": "grad_comm_overlap",
-            "computation_allgather_overlap": "allgather_overlap"}
+            "computation_allgather_overlap": "allgather_overlap",
+            "enable_flash_attention_load_balance": "fa_load_balance"}
 
 
 def config_mesh(dp: int, tp: int, pp: int, cp: int, ep: int) -> str:
