@@ -66,6 +66,12 @@ ROWS = [
      {"micro_batches": 2, "strategies": NORMS}),
     ("fp32 weights: dp=2,tp=4 Megatron", ["layers=2", "batch=8", "param_dtype=float32"], "dp=2,tp=4",
      {"strategies": MEGATRON, "dataset_strategy": "full_batch"}),
+    # each micro-batch casts its weights to fp16 and keeps the casts for its backward, whole: the peak at the end of
+    # its forward holds them beside its share of the activations
+    ("fp32 weights: dp=8, 4 seq, gradient accumulation 2", ["layers=2", "batch=64", "param_dtype=float32"], "dp=8",
+     {"micro_batches": 2, "strategies": NORMS}),
+    ("fp32 weights: dp=8, 4 seq, gradient accumulation 4", ["layers=2", "batch=64", "param_dtype=float32"], "dp=8",
+     {"micro_batches": 4, "strategies": NORMS}),
 ]
 LARGE = [("LLaMA-2-7B, 32 layers, dp=8, parallel optimizer, vocab-parallel loss",
           ["layers=32", "batch=8", "loss=vocab_parallel"], "dp=8", {"optimizer_parallel": True})]

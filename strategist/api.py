@@ -236,14 +236,14 @@ def find_op(plan: Plan, name: str) -> str:
 
 def memory_estimate(model: str, mesh: Mesh, *, graph, strategies: str | None = None, dataset_strategy="data_parallel",
                     optimizer: str = "adamw", optimizer_parallel: bool = False, recompute: str = "none",
-                    micro_batches: int = 1, hardware: str | None = "atlas-800t-a2"):
+                    micro_batches: int = 1, hardware: str | None = "atlas-800t-a2", graph_batch: str = "step"):
     """(the step estimate, the anchors the advice chose or None) of what ``verify --memory`` compiles: ``graph`` of
     ``model`` on ``mesh`` (a ``pp`` axis: pipeline stages) with the anchors of ``strategies`` or, without, the
-    advice's."""
+    advice's; ``graph_batch``: what the graph's batch is (:class:`~strategist.cost.step.StepOptions`)."""
     from .cost.step import StepOptions, estimate
     rest = str(mesh.without("pp")) or "dp=1"
     step = StepOptions(pp=mesh.get("pp"), micro_batches=micro_batches, recompute=recompute,
-                       optimizer_parallel=optimizer_parallel, optimizer=optimizer).check()
+                       optimizer_parallel=optimizer_parallel, optimizer=optimizer, graph_batch=graph_batch).check()
     if strategies:
         return estimate(plan_model(model, rest, strategies=strategies, hardware=hardware,
                                    dataset_strategy=dataset_strategy, graph=graph, step=step)), None

@@ -1,4 +1,6 @@
 """The step model (strategist.cost.step and its modules): hand-worked schedules, pipeline bubble, memory."""
+import math
+
 import pytest
 
 from strategist.cost.pipeline import one_f_one_b, stage_of_ops
@@ -430,6 +432,47 @@ def test_flash_attention_load_balance_computes_the_mean_share_and_swaps_half_the
     # nothing to balance on a query whose sequence is whole
     whole = propagate(g, Mesh.parse("dp=2"), {}, hardware=hw)
     assert load_balance(fa, whole.choices[fa.name], prof) is None
+
+
+def test_a_graph_of_one_micro_batch_runs_it_micro_batches_times():
+    """The tiny LLaMA on dp=2 with 4 micro-batches: a graph of the step's 8 sequences split into 4 micro-batches
+    (graph_batch "step") and a graph of one micro-batch's 2 sequences run 4 times ("micro") are the same step: each
+    micro-batch's operators, collectives and activations alike, the gradients reduced once. A tensor no batch sizes
+    is whole in every micro-batch of either: the memory-bound MatMul w1 reads its whole fp16 weight (256 x 688)
+    each micro-batch beside a quarter of the step's rows, by hand at the element-wise rate."""
+    import os
+    from strategist.api import _with_step_options
+    from strategist.cost.step import estimate_with, step_profile_of
+    from strategist.engine.search.caches import cached_rule
+    from strategist.frontend.loader import load_graph
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    hw = load_hardware("atlas-800t-a2")
+    prof = step_profile_of(hw, ())
+    model = os.path.join(root, "examples", "llama.py") + ":tiny"
+    est, plans = {}, {}
+    for batch, kind in ((8, "step"), (2, "micro")):
+        g = load_graph(model, None, ["layers=2", f"batch={batch}", "param_dtype=float32"])
+        plans[kind] = plan = propagate(g, Mesh.parse("dp=2"), {}, hardware=hw)
+        est[kind] = estimate_with(plan, StepOptions(micro_batches=4, graph_batch=kind))
+    whole, micro = est["step"], est["micro"]
+    assert micro.throughput["tokens_per_step"] == whole.throughput["tokens_per_step"] == 8 * 129
+    # (the loss's scalars, which no batch sizes either but come from it, split among the micro-batches: 0.2 ns)
+    assert micro.step_s == pytest.approx(whole.step_s, rel=1e-6)
+    assert micro.memory["total"] == pytest.approx(whole.memory["total"], rel=1e-9)
+    w1 = "model.layers.0.feed_forward.w1.matmul"
+    op, s = g.op(w1), plans["step"].choices[w1].sharding
+    assert op.inputs[1].kind == "op" and g.op(op.inputs[1].ref).type == "Cast"     # the fp32 weight cast to fp16
+    assert cached_rule(op).slots[:2] == (0, 1) and math.prod(s.inputs[1].slice_shape) == 256 * 688
+    n = s.inputs[0].slice_shape[0]                      # the step's rows a device reads (fp16)
+    item = next(it for it in whole.items if it.op == w1)
+    assert prof.matmul_seconds(2 * n * 256 * 688 / 4) < item.fwd
+    assert item.fwd == pytest.approx(prof.memory_seconds((n * 256 + n * 688) * 2 / 4 + 256 * 688 * 2))
+    with pytest.raises(InputSpecError, match="graph_batch"):
+        StepOptions(graph_batch="half").check()
+    # a model file's batch must split into the micro-batches, unless the graph holds one
+    with pytest.raises(InputSpecError, match="does not split the model's batch of 2"):
+        _with_step_options(g, StepOptions(micro_batches=4))
+    assert _with_step_options(g, StepOptions(micro_batches=4, graph_batch="micro")).step_options.graph_batch == "micro"
 
 
 def test_gradient_accumulation_adds_each_micro_batchs_gradients_into_the_sum():

@@ -55,17 +55,15 @@ def _batch_first_rows(graph: OpGraph, mesh: Mesh) -> dict | None:
     linear's output reduce-scattered over its rows ``[B*S]`` by (dp, ep, cp, tp), outer first, hands the norms
     through the Reshape back to ``[B, S, H]`` with no communication: the leading axes whose sizes multiply to B's
     on B, the rest on S (B by dp, S by cp and tp when each dp rank holds one sequence, MindFormers' own layout),
-    or all on B where B holds them all. B is one micro-batch's: the step's batch is split into micro-batches
-    (a pipeline's, or gradient accumulation) before the layers see it (a graph of the whole batch: its share). None where an axis would straddle B and S
+    or all on B where B holds them all (the graph's B: one micro-batch's where the graph holds one,
+    ``StepOptions.graph_batch``). None where an axis would straddle B and S
     (no Layout expresses it), or cp would land on B (the attention splits S by cp)."""
     shape = next((tuple(op.inputs[0].spec.shape) for op in graph if op.type in ("RmsNorm", "LayerNorm")
                   and op.inputs and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) == 3), None)
     if shape is None:
         return None
     b, s = shape[0], shape[1]
-    opts = graph.step_options
-    m = opts.split_by if opts is not None else 1
-    d0, d1, left = [], [], b // m if b % m == 0 else b
+    d0, d1, left = [], [], b
     for a in ("dp", "ep", "cp", "tp"):
         n = mesh.get(a) if a in mesh.names else 1
         if n <= 1:

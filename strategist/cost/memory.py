@@ -22,7 +22,7 @@ import math
 from ..memo import table
 from ..vocab.graph import DTYPE_BYTES, OptimizerSharding
 from .experts import expert_slice
-from .optime import cached_rule
+from .optime import batch_free, cached_rule
 
 #: operators whose backward reads none of their inputs (a sum, a view, a cast, a copy)
 NOTHING_SAVED = frozenset({"Add", "AddExt", "Sub", "SubExt", "Neg", "Reshape", "Cast", "Transpose", "StridedSlice",
@@ -104,18 +104,22 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (the same
     objects: a sweep's memory options read the same stages under each micro-batch count). ``full_layers``: with
     ``recompute`` "full", the layers recomputed fully (None: every one)."""
-    key = (id(plan), id(names), recompute, id(drop), id(full_layers))
+    # a tensor no batch sizes (a weight's Cast) is whole in every micro-batch: counted micro_batches times in the
+    # step's batch, which is then split among them
+    whole = micro_batches if batch_free(plan.graph) & names else 1
+    key = (id(plan), id(names), recompute, id(drop), id(full_layers), whole)
     hit = _ACTIVATIONS.get(key)
     if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop or hit[3] is not full_layers:
         hit = _ACTIVATIONS[key] = (plan, names, drop, full_layers,
-                                   _activation_bytes(plan, names, recompute, drop, full_layers))
+                                   _activation_bytes(plan, names, recompute, drop, full_layers, whole))
     return tuple(x / micro_batches for x in hit[4])
 
 
-def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
+def _saved(plan, names: set[str], drop: set, whole: int = 1) -> tuple[dict, dict]:
     """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}) over
-    operators ``names``, for the whole batch."""
+    operators ``names``, for the whole batch; a tensor no batch sizes counted ``whole`` times."""
     g, ch = plan.graph, plan.choices
+    free = batch_free(g)
     saved: dict = {}
     layer_of: dict = {}
     for op in g:
@@ -123,7 +127,7 @@ def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
             continue
         for j in saved_outputs(op):
             if op.name not in drop:
-                saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j])
+                saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j]) * (whole if op.name in free else 1)
                 layer_of[(op.name, j)] = (op.layer, op.layer)
         for slot in saved_inputs(op):
             x = op.inputs[slot] if slot < len(op.inputs) else None
@@ -132,14 +136,15 @@ def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
             spec = g.op(x.ref).outputs[x.index or 0] if x.index is not None else None
             key = (x.ref, x.index or 0)
             if key not in saved:
-                saved[key] = _bytes(ch[x.ref], x.index or 0, spec)
+                saved[key] = _bytes(ch[x.ref], x.index or 0, spec) * (whole if x.ref in free else 1)
                 layer_of[key] = (g.op(x.ref).layer, op.layer)
     return saved, layer_of
 
 
 def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
-                      full_layers: frozenset | None = None) -> tuple[float, float, float]:
-    """:func:`activation_bytes` for the whole batch (times the micro-batch count)."""
+                      full_layers: frozenset | None = None, whole: int = 1) -> tuple[float, float, float]:
+    """:func:`activation_bytes` for the whole batch (times the micro-batch count, ``whole``: a tensor no batch
+    sizes counted that many times)."""
     g = plan.graph
     drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
     for op in g:
@@ -147,7 +152,7 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
         # Reshapes beside the operators for this reason)
         if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
             drop.add(op.name)
-    saved, layer_of = _saved(plan, names, drop)
+    saved, layer_of = _saved(plan, names, drop, whole)
     rebuild = 0.0
     if recompute == "full":
         per_layer: dict = {}
@@ -164,7 +169,7 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
         # the backward rebuilds one layer at a time, after the head's and the loss's backward have freed theirs
         rebuild = inputs + max(per_layer.values(), default=0.0)
     kept = sum(saved.values())
-    return kept, _forward_peak(plan, names, saved) - kept, rebuild
+    return kept, _forward_peak(plan, names, saved, whole) - kept, rebuild
 
 
 def redistribution_peak(edge, alltoall: bool = False) -> tuple[float, float]:
@@ -191,13 +196,14 @@ def redistribution_peak(edge, alltoall: bool = False) -> tuple[float, float]:
     return first, later
 
 
-def _forward_peak(plan, names: set[str], saved: dict) -> float:
+def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
     """The most the forward over operators ``names`` holds at once, as MindSpore's allocator frees: walking the
     operators in order, every tensor lives from its operator to its last reader (a redistribution reading it for its
     consumer frees it there) and, saved for the backward, to the end of the forward; a redistributed input lives
     from its redistribution to its consumer (to the end when the consumer saves it), beside the redistribution's own
     steps while it runs; an operator's outputs are allocated beside its inputs."""
     g, ch = plan.graph, plan.choices
+    free = batch_free(g)
     moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
     saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
               if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}
@@ -238,15 +244,17 @@ def _forward_peak(plan, names: set[str], saved: dict) -> float:
             # a redistributed input: its steps beside the source, the source freed after its last read (a net input
             # lives all step), its copy kept to the end of the forward where the consumer's backward reads it
             first, later = redistribution_peak(e, g.enable_alltoall)
+            times = whole if x.kind == "op" and x.ref in free else 1
+            first, later = first * times, later * times
             peak = max(peak, held + live_bytes + copies + first)
             if x.kind == "op":
                 read(key)
             peak = max(peak, held + live_bytes + copies + later)
-            b = e.dst_layout.slice_numel * DTYPE_BYTES.get(e.dtype, 4)
+            b = e.dst_layout.slice_numel * DTYPE_BYTES.get(e.dtype, 4) * times
             copies += b
             if (x.ref, x.index or 0, op.name) in saving and (key in saved or x.kind == "input"):
                 kept += b
-        out = [_bytes(ch[op.name], j, spec) for j, spec in enumerate(op.outputs)]
+        out = [_bytes(ch[op.name], j, spec) * (whole if op.name in free else 1) for j, spec in enumerate(op.outputs)]
         peak = max(peak, held + live_bytes + copies + sum(out))
         for key in direct:
             read(key)

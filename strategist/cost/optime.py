@@ -11,7 +11,7 @@ from ..memo import table
 from ..engine.rules.flops import COMPUTE_TYPES
 from ..engine.search.caches import cached_rule as search_rule, signature
 from ..vocab.graph import DTYPE_BYTES
-from .pricing import memory_traffic
+from .pricing import LOOKUPS, memory_traffic
 
 
 #: FlashAttention-2's backward runs five MatMuls of the forward's two (it recomputes the scores): 2.5x its FLOPs
@@ -66,6 +66,21 @@ def redistribution_comms(redist, dtype: str, prof, alltoall: bool) -> list[Comm]
     return comms_of_steps(phys.steps, prof).get("forward", [])
 
 
+def batch_free(graph) -> frozenset[str]:
+    """Operators whose outputs no batch sizes: computed from Parameters and constants alone (a weight's Cast to the
+    compute dtype), so each micro-batch computes and holds them whole where a graph of the step's batch splits the
+    rest among its micro-batches. Memoised per graph."""
+    from ..engine.search.structure import per_graph
+
+    def compute(g):
+        batchy: set[str] = set()
+        for op in g:
+            if any(x.kind == "input" or (x.kind == "op" and x.ref in batchy) for x in op.inputs):
+                batchy.add(op.name)
+        return frozenset(op.name for op in g if op.name not in batchy)
+    return per_graph("batch_free", graph, compute)
+
+
 def needs_grad(graph) -> dict[str, bool]:
     """Operators a gradient flows back through: those reading a trainable Parameter or such an operator's
     output, directly or not."""
@@ -94,24 +109,49 @@ def cached_rule(op):
     return search_rule(op, signature(op))
 
 
-def op_time(op, choice, flops: float, traffic: float, grad: bool, prof) -> OpTime:
-    """``op``'s forward and backward compute time under ``choice`` (its plan entry); memoised per operator,
-    sharding and profile."""
+def op_time(op, choice, flops: float, traffic: float, grad: bool, prof, m: int = 1, whole: float = 0.0) -> OpTime:
+    """``op``'s forward and backward compute time under ``choice`` (its plan entry) for one of ``m`` micro-batches
+    of the graph's batch (``flops`` and ``traffic``: the whole batch's); ``whole``: the bytes of its inputs no batch
+    sizes (a weight), which each micro-batch reads whole -- None where its outputs are such themselves (a weight's
+    Cast: each micro-batch runs it whole). Memoised per operator, sharding, profile and split."""
     s = choice.sharding
     if s is None:
         return OpTime(0.0, 0.0, "none")
-    key = (id(op), id(s), flops, traffic, grad, id(prof))
+    key = (id(op), id(s), flops, traffic, grad, id(prof), m, whole)
     hit = _TIMES.get(key)
     if hit is not None and hit[0] is op and hit[1] is s and hit[2] is prof:
         return hit[3]
-    t = _op_time(op, s, flops, traffic, grad, prof)
+    t = _op_time(op, s, flops, traffic, grad, prof, 1 if whole is None else m, whole or 0.0)
     _TIMES[key] = (op, s, prof, t)
     return t
 
 
-def _op_time(op, s, flops: float, traffic: float, grad: bool, prof) -> OpTime:
+def whole_input_bytes(op, choice, free: frozenset) -> float | None:
+    """The bytes of ``op``'s input slices under ``choice`` that no batch sizes (Parameters, the outputs of
+    :func:`batch_free` operators), as :func:`~.pricing.memory_traffic` counts them; None where ``op`` is such an
+    operator itself."""
+    if op.name in free:
+        return None
+    s = choice.sharding
+    if s is None:
+        return 0.0
+    total = 0.0
+    for k, slot in enumerate(cached_rule(op).slots):
+        x = op.inputs[slot]
+        if k < len(s.inputs) and x.spec is not None and (x.kind == "param" and op.type not in LOOKUPS
+                                                         or (x.kind == "op" and x.ref in free)):
+            total += s.inputs[k].slice_numel * x.spec.nbytes / max(x.spec.numel, 1)
+    return total
+
+
+def _op_time(op, s, flops: float, traffic: float, grad: bool, prof, m: int = 1, whole: float = 0.0) -> OpTime:
     rule = cached_rule(op)
     moved = memory_traffic(op, rule, s, False)
+    # one micro-batch's: its share of the batch's bytes, and the bytes no batch sizes whole
+    whole = min(whole, moved)
+    micro = (moved - whole) / m + whole
+    traffic = traffic * micro / moved if moved else traffic / m     # the backward's passes over the same bytes
+    moved, flops = micro, flops / m
     if op.type in COMPUTE_TYPES and flops:
         fwd_flops = flops / 3.0
         attention = op.type == "FlashAttentionScore"

@@ -526,7 +526,7 @@ def _conflicts_and_work(res: SearchResult, g: OpGraph, chosen: dict, edges: list
 
 
 #: operators that read only the rows they return from their table (its slice is not streamed whole)
-_LOOKUPS = frozenset({"Gather", "GatherV2", "Embedding", "EmbeddingLookup", "SparseGatherV2"})
+LOOKUPS = frozenset({"Gather", "GatherV2", "Embedding", "EmbeddingLookup", "SparseGatherV2"})
 
 
 def memory_traffic(op, rule, s, needs_grad: bool) -> float:
@@ -550,7 +550,7 @@ def memory_traffic(op, rule, s, needs_grad: bool) -> float:
     total = 0.0
     for k, slot in enumerate(rule.slots):
         x = op.inputs[slot]
-        if x.spec is None or k >= len(s.inputs) or (x.kind == "param" and op.type in _LOOKUPS):
+        if x.spec is None or k >= len(s.inputs) or (x.kind == "param" and op.type in LOOKUPS):
             continue
         total += s.inputs[k].slice_numel * x.spec.nbytes / max(x.spec.numel, 1)
     for j, lay in enumerate(s.outputs):

@@ -16,11 +16,13 @@ from ..memo import table
 from ..vocab.graph import DTYPE_BYTES
 from .optime import (
     Comm,
+    batch_free,
     cached_rule,
     comms_of_steps,
     needs_grad,
     op_time,
     redistribution_comms,
+    whole_input_bytes,
 )
 from .pipeline import in_flight, one_f_one_b, p2p_intra, stage_of_ops
 from .profile import step_profile
@@ -206,18 +208,20 @@ def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
         return hit[2]
     g = plan.graph
     grad, _layer_of = _graph_facts(g)
+    free = batch_free(g)        # a weight's Cast: whole in every micro-batch, and what it hands on
     a2a = bool(getattr(g, "enable_alltoall", False))
     edge_of: dict = {}
     for e in plan.edges:
         fwd = _redist(e.forward, e.dtype, prof, a2a) if e.fwd_bytes > 0 else ()
         bwd = _redist(e.backward, e.dtype, prof, a2a) if e.bwd_bytes > 0 and e.backward is not None else ()
-        edge_of[(e.dst, e.in_slot)] = (_scale(fwd, m, prof), _scale(bwd, m, prof))
+        k = 1 if e.src in free else m
+        edge_of[(e.dst, e.in_slot)] = (_scale(fwd, k, prof), _scale(bwd, k, prof))
     rows = []
     for op in g:
         ch = plan.choices[op.name]
         lb = load_balance(op, ch, prof) if balance else None
         t = op_time(op, ch, plan.flops.get(op.name, 0.0) if lb is None else lb.flops, plan.traffic.get(op.name, 0.0),
-                    grad[op.name], prof)
+                    grad[op.name], prof, m, whole_input_bytes(op, ch, free))
         deps = []
         for slot, x in enumerate(op.inputs):
             if x.kind not in ("op", "input"):
@@ -229,7 +233,8 @@ def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
         ph = own_fwd = own_bwd = None
         if c is not None:
             ph = comms_of_steps(c.steps, prof)
-            own_fwd, own_bwd = _scale(ph.get("forward", ()), m, prof), _scale(ph.get("backward", ()), m, prof)
+            k = 1 if op.name in free else m
+            own_fwd, own_bwd = _scale(ph.get("forward", ()), k, prof), _scale(ph.get("backward", ()), k, prof)
         a2a_s = _dispatch_seconds(plan, op, prof, m)
         if a2a_s:
             ph = ph if ph is not None else {}
@@ -279,14 +284,14 @@ def _one_copy(plan, prof, opts: StepOptions, zero) -> list[Item]:
     items = []
     experts = expert_chain(plan)
     for op, ch, t, deps, ph, own_fwd, own_bwd in _base_rows(plan, prof, m, opts.fa_load_balance):
-        it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward / m, 0.0, grad[op.name], deps, op=op.name)
+        it = Item(op.name, layer_of[op.name] or "(outside layers)", t.forward, 0.0, grad[op.name], deps, op=op.name)
         if ph is not None:
             it.own_fwd, it.own_bwd = own_fwd, own_bwd
             grads = ph.get("grad", ())
             if grads and op.name in experts:
                 grads = _expert_grads(grads, experts[op.name], prof)
             it.mirrors, it.prefetch = _mirrors(op, ch, grads, zero, prof, g)
-        it.bwd = t.backward / m
+        it.bwd = t.backward
         if op.name in recompute:
             it.bwd += it.fwd
             it.recompute_comm = it.own_fwd + sum(d[2] for d in deps)
