@@ -429,9 +429,14 @@ def test_flash_attention_load_balance_computes_the_mean_share_and_swaps_half_the
         before.forward + before.backward - after.forward - after.backward)
     assert on["communication_not_overlapped_s"] - off["communication_not_overlapped_s"] == pytest.approx(
         lb.forward_seconds + lb.backward_seconds)
+    # the advice's note: both steps, as the estimates give them
+    from strategist.advice.advisor import load_balance_note
+    steps = [estimate_with(plan, StepOptions(fa_load_balance=b)).step_s for b in (True, False)]
+    assert load_balance_note(plan).endswith(f"--fa-load-balance; off here) the step is {steps[0] * 1e3:.3f} ms, "
+                                            f"without it {steps[1] * 1e3:.3f} ms ({(steps[0] - steps[1]) * 1e3:+.3f} ms)")
     # nothing to balance on a query whose sequence is whole
     whole = propagate(g, Mesh.parse("dp=2"), {}, hardware=hw)
-    assert load_balance(fa, whole.choices[fa.name], prof) is None
+    assert load_balance(fa, whole.choices[fa.name], prof) is None and load_balance_note(whole) is None
 
 
 def test_a_graph_of_one_micro_batch_runs_it_micro_batches_times():

@@ -326,6 +326,27 @@ def carried_advice(graph, mesh, rules, chosen: list, dropped: list, notes: list,
     return _finish(graph, mesh, rules, _Pass(chosen, dropped, notes, baseline, run, plan), hardware, dataset_strategy)
 
 
+def load_balance_note(plan) -> str | None:
+    """Where a FlashAttention's query sequence is split over devices (context parallelism): the step with and
+    without MindSpore's load balance of its causal work (:mod:`strategist.cost.attention`), or None."""
+    from dataclasses import replace
+
+    from ..cost.step import estimate_with
+    from ..engine.rules.flops import balanced_attention_flops
+    from ..engine.search.caches import cached_rule
+    if plan.hardware is None or not any(
+            op.type == "FlashAttentionScore" and plan.choices[op.name].sharding is not None
+            and balanced_attention_flops(op, cached_rule(op), plan.choices[op.name].sharding) is not None
+            for op in plan.graph):
+        return None
+    opts = options_of(plan)
+    on, off = (estimate_with(plan, replace(opts, fa_load_balance=b)).step_s for b in (True, False))
+    now = "on" if opts.fa_load_balance else "off"
+    return (f"FlashAttention's query sequence split over devices: with MindSpore's load balance of its causal work "
+            f"(parallel_speed_up_json enable_flash_attention_load_balance, --fa-load-balance; {now} here) the step "
+            f"is {on * 1e3:.3f} ms, without it {off * 1e3:.3f} ms ({(on - off) * 1e3:+.3f} ms)")
+
+
 def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
     """The Advice of a pass's anchors: the sequence-parallel note, every operator configured, the floor (configure
     nothing, or only the layouts the model's code fixes) and the model's own shard() calls."""
@@ -345,6 +366,9 @@ def _finish(graph, mesh, rules, p: _Pass, hardware, dataset_strategy) -> Advice:
                          f"{mb / 2**30:.2f} GiB ({(mb - ma) / 2**30:+.2f} GiB)")
         except (PropagationError, StrategyError):
             pass
+    balance = load_balance_note(final)
+    if balance:
+        notes.append(balance)
     # the layouts the model's own code fixes (MindFormers' MoE FFN Morph) stay whatever else goes: a plan without
     # them is not the model that runs. Configuring nothing is the floor where propagation lands them there anyway
     fixed = [c for c in keep if c.template == "moe_ffn"]
