@@ -31,6 +31,7 @@ W2K = ["hidden=2048", "ffn=5504", "heads=16", "kv_heads=16"]
 MEGATRON = os.path.join(HERE, "anchors", "llama_megatron_dp2_tp4.yaml")
 SP = os.path.join(HERE, "anchors", "llama_advice_dp2_tp4_sp.yaml")
 NORMS = os.path.join(HERE, "anchors", "llama_dp8_norms.yaml")
+BF16 = ["layers=2", "dtype=bfloat16", "param_dtype=float16"]
 
 #: (label, kwargs, mesh, options of strategist.api.verify_memory)
 ROWS = [
@@ -72,6 +73,12 @@ ROWS = [
      {"micro_batches": 2, "strategies": NORMS}),
     ("fp32 weights: dp=8, 4 seq, gradient accumulation 4", ["layers=2", "batch=64", "param_dtype=float32"], "dp=8",
      {"micro_batches": 4, "strategies": NORMS}),
+    # bf16 compute of fp16 weights (MindFormers' pretrain_llama2_7b_bf16.yaml): with the parallel optimizer and
+    # accumulation, a weight read only by its Cast is not kept gathered beside the Casts
+    ("bf16 compute, fp16 weights: dp=8, 4 seq, gradient accumulation 2", [*BF16, "batch=64"], "dp=8",
+     {"micro_batches": 2, "strategies": NORMS}),
+    ("bf16 compute, fp16 weights: dp=8, 4 seq, accumulation 2, parallel optimizer", [*BF16, "batch=64"], "dp=8",
+     {"micro_batches": 2, "strategies": NORMS, "optimizer_parallel": True}),
 ]
 LARGE = [("LLaMA-2-7B, 32 layers, dp=8, parallel optimizer, vocab-parallel loss",
           ["layers=32", "batch=8", "loss=vocab_parallel"], "dp=8", {"optimizer_parallel": True})]
