@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from . import progress
 from .advice.carry import carry_anchors, told_apart
+from .cost.attention import splits_attention
 from .cost.extrapolate import memory_at, step_at
 from .cost.step import STAND_IN_STAGES, StepOptions, estimate_with, memory_with, stage_memories
 from .engine.rules.attention import FA_LAYOUTS
@@ -270,10 +271,12 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
     # fine-grained multi-copy (MindFormers' fine_grain_interleave) hides a layer's tp collectives behind its other copy
     copies = (1, 2) if mesh.get("tp", 1) > 1 else (1,)
     per_stage = s.layers // pp if s.layers and s.layers % pp == 0 else 0
-    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z, interleave=k,
+    # a context-parallel axis: FlashAttention's causal work as MindSpore splits it, and with its load balance
+    balance = (False, True) if mesh.get("cp", 1) > 1 else (False,)
+    return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z, interleave=k, fa_load_balance=b,
                         # MindFormers' selective recompute with its communication recompute of the norms, every layer
                         comm_recompute_layers=(per_stage,) * pp if r == "selective" and per_stage else ())
-            for m in counts for r in RECOMPUTE for z in zero for k in copies]
+            for m in counts for r in RECOMPUTE for z in zero for k in copies for b in balance]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -434,7 +437,10 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
             if not own:          # the family's anchors priced badly here: the mesh's own advice instead
                 return advise_mesh(w, task._replace(carry=None))
             return {"error": str(err).splitlines()[0], "own": True}
-        rows = list(_price_options(per, plans, options, stand_in))
+        # the load balance priced only where a FlashAttention's query sequence is split: elsewhere it is the same step
+        balance = any(splits_attention(p) for p in plans.values())
+        priced = iter(_price_options(per, plans, [o for o in options if balance or not o.fa_load_balance], stand_in))
+        rows = [next(priced) if balance or not o.fa_load_balance else {"skip": True} for o in options]
     out = {"anchors": len(anchors), "rows": rows, "own": own}
     if share and own:
         out["shared"] = (str(inner), advice.anchors)
@@ -528,7 +534,7 @@ def _priced(at: tuple, options: list[StepOptions], per: int, stand_in: bool = Fa
 
 def _options_dict(o: StepOptions) -> dict:
     return {"recompute": o.recompute, "optimizer_parallel": bool(o.optimizer_parallel),
-            "micro_batches": o.micro_batches, "interleave": o.interleave}
+            "micro_batches": o.micro_batches, "interleave": o.interleave, "fa_load_balance": o.fa_load_balance}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -716,6 +722,8 @@ def _rank(result: SweepResult, todo, results, seeds, graph) -> dict:
         sp = graph.sequence_parallel and uses_sequence_parallel(graph, inner_mesh(mesh))
         source = mesh_text(mesh) if out.get("own") else mesh_text(todo[seeds[k]][0])
         for o, row in zip(opts, out["rows"]):
+            if row.get("skip"):
+                continue
             c = Config(mesh_text(mesh), dict(_options_dict(o), sequence_parallel=sp), anchors=out["anchors"],
                        anchors_from=source)
             option_of[id(c)] = (mesh, o)
@@ -749,7 +757,7 @@ def _rank_key(c: Config) -> tuple:
     # every device) rank the plainer configuration first: fewer axes besides dp, then less memory
     return (round(c.step_s, 12), _axes_besides_dp(c.mesh), c.memory_bytes or 0, c.mesh,
             c.options["micro_batches"], RECOMPUTE.index(c.options["recompute"]), c.options["optimizer_parallel"],
-            c.options["interleave"])
+            c.options["interleave"], c.options.get("fa_load_balance", False))
 
 
 def _advise_best(result: SweepResult, option_of: dict, best: int, run) -> None:
@@ -799,7 +807,9 @@ def parallel_config(c: Config) -> dict:
                                                  "select_comm_recompute": o["recompute"] == "selective"},
                             "model_config": {"fine_grain_interleave": o.get("interleave", 1)},
                             "parallel": {"enable_parallel_optimizer": o["optimizer_parallel"]}},
-            "mindspore": {"pipeline_stages": mesh["pp"], "enable_parallel_optimizer": o["optimizer_parallel"]}}
+            "mindspore": {"pipeline_stages": mesh["pp"], "enable_parallel_optimizer": o["optimizer_parallel"],
+                          **({"parallel_speed_up_json": {"enable_flash_attention_load_balance": True}}
+                             if o.get("fa_load_balance") else {})}}
 
 
 def sweep_model(model: str, devices: int, *, inputs=None, kwargs=None, training: bool = True, **kw) -> SweepResult:

@@ -81,6 +81,10 @@ def test_option_sets_by_hand():
         [(1, r, z, 1) for r in ("none", "selective", "full") for z in (False, True)]
     alone = option_sets({"dp": 1}, SHAPES, None, "full_batch")   # one device: no replica to shard the optimizer over
     assert {o.optimizer_parallel for o in alone} == {False}
+    # a cp axis: each option set with and without FlashAttention's load balance; none without cp
+    cp = option_sets({"dp": 2, "cp": 2, "tp": 2}, SHAPES, None, "full_batch")
+    assert len(cp) == 2 * len(option_sets({"dp": 2, "tp": 2}, SHAPES, None, "full_batch"))
+    assert sum(o.fa_load_balance for o in cp) == len(cp) // 2 and not any(o.fa_load_balance for o in opts)
 
 
 @pytest.fixture(scope="module")
@@ -462,6 +466,10 @@ def test_ep_drawn_beyond_data_parallel_by_hand():
     assert (pc["data_parallel"], pc["model_parallel"], pc["expert_parallel"]) == (4, 2, 2)
     pc = parallel_config(Config("dp=2,tp=4,ep=8@dp*tp", opts))["mindformers"]["parallel_config"]
     assert (pc["data_parallel"], pc["model_parallel"], pc["expert_parallel"]) == (2, 4, 8)
+    # FlashAttention's load balance, where chosen: MindSpore's parallel_speed_up_json key
+    assert "parallel_speed_up_json" not in parallel_config(Config("dp=2,cp=2,tp=2", opts))["mindspore"]
+    on = parallel_config(Config("dp=2,cp=2,tp=2", {**opts, "fa_load_balance": True}))["mindspore"]
+    assert on["parallel_speed_up_json"] == {"enable_flash_attention_load_balance": True}
 
 
 def test_a_sweep_prices_mindformers_ep_drawn_from_tp_as_advise_does():
@@ -479,3 +487,25 @@ def test_a_sweep_prices_mindformers_ep_drawn_from_tp_as_advise_does():
     a = advise_model(q, "tp=4,ep=4@tp", graph=g, dataset_strategy="full_batch", step=StepOptions())
     assert len(a.anchors) == c.anchors
     assert estimate_with(a.plan, StepOptions()).step_s == pytest.approx(c.step_s, rel=1e-9)
+
+
+def test_a_sweep_prices_flash_attentions_load_balance_where_a_cp_axis_splits_its_query():
+    """The tiny causal LLaMA at sequence 4096 over 4 devices: a mesh whose plan splits FlashAttention's query
+    sequence (cp) is priced with MindSpore's load balance and without it; a mesh without cp, or whose plan leaves the
+    query whole, only without (the balance would change nothing)."""
+    from strategist.cost.attention import splits_attention
+    from strategist.sweep import sweep_model
+    r = sweep_model(TINY, 4, kwargs=["layers=2", "batch=2", "seq=4096", "causal=True"], hardware="atlas-800t-a2",
+                    dataset_strategy="full_batch", workers=1)
+    on = {c.mesh for c in r.ranked if c.options["fa_load_balance"]}
+    assert on and all("cp=" in m for m in on)
+    for m in on:            # each balanced row beside its twin without the balance
+        twins = {tuple(sorted({**c.options, "fa_load_balance": False}.items())) for c in r.ranked if c.mesh == m}
+        plain = {tuple(sorted(c.options.items())) for c in r.ranked if c.mesh == m and not c.options["fa_load_balance"]}
+        assert twins == plain
+    # a cp mesh without a balanced row: its plan leaves FlashAttention's query whole
+    from strategist.api import advise_model
+    for m in {c.mesh for c in r.ranked if "cp=" in c.mesh and "pp=" not in c.mesh} - on:
+        adv = advise_model(TINY, m, kwargs=["layers=2", "batch=2", "seq=4096", "causal=True"],
+                           hardware="atlas-800t-a2", dataset_strategy="full_batch")
+        assert not splits_attention(adv.plan)

@@ -331,13 +331,9 @@ def load_balance_note(plan) -> str | None:
     without MindSpore's load balance of its causal work (:mod:`strategist.cost.attention`), or None."""
     from dataclasses import replace
 
+    from ..cost.attention import splits_attention
     from ..cost.step import estimate_with
-    from ..engine.rules.flops import balanced_attention_flops
-    from ..engine.search.caches import cached_rule
-    if plan.hardware is None or not any(
-            op.type == "FlashAttentionScore" and plan.choices[op.name].sharding is not None
-            and balanced_attention_flops(op, cached_rule(op), plan.choices[op.name].sharding) is not None
-            for op in plan.graph):
+    if plan.hardware is None or not splits_attention(plan):
         return None
     opts = options_of(plan)
     on, off = (estimate_with(plan, replace(opts, fa_load_balance=b)).step_s for b in (True, False))

@@ -56,8 +56,8 @@ def _batch_first_rows(graph: OpGraph, mesh: Mesh) -> dict | None:
     through the Reshape back to ``[B, S, H]`` with no communication: the leading axes whose sizes multiply to B's
     on B, the rest on S (B by dp, S by cp and tp when each dp rank holds one sequence, MindFormers' own layout),
     or all on B where B holds them all (the graph's B: one micro-batch's where the graph holds one,
-    ``StepOptions.graph_batch``). None where an axis would straddle B and S
-    (no Layout expresses it), or cp would land on B (the attention splits S by cp)."""
+    ``StepOptions.graph_batch``). None where an axis would straddle B and S (no Layout expresses it), or cp would
+    land on B (the attention splits S by cp)."""
     shape = next((tuple(op.inputs[0].spec.shape) for op in graph if op.type in ("RmsNorm", "LayerNorm")
                   and op.inputs and op.inputs[0].spec is not None and len(op.inputs[0].spec.shape) == 3), None)
     if shape is None:

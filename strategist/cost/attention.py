@@ -79,6 +79,14 @@ def load_balance(op, choice, prof) -> LoadBalance | None:
                        sum(prof.collective_seconds("ReduceScatter", n, b, intra) for b in bwd))
 
 
+def splits_attention(plan) -> bool:
+    """Whether a FlashAttentionScore of ``plan`` has its query sequence split over devices: something for the load
+    balance to balance."""
+    return any(op.type == "FlashAttentionScore" and plan.choices[op.name].sharding is not None
+               and balanced_attention_flops(op, cached_rule(op), plan.choices[op.name].sharding) is not None
+               for op in plan.graph)
+
+
 def _mask_slot(rule) -> int | None:
     """The position of the attention mask among the rule's inputs (its slots list the operator inputs it reads)."""
     return next((k for k, slot in enumerate(rule.slots) if slot == ATTN_MASK), None)

@@ -37,6 +37,5 @@ def step_at(est_a: StepEstimate, est_b: StepEstimate, ka: int, kb: int, k: int) 
     step, _bubbles, worst = pipeline_step(ends, opts)
     key = "communication_not_overlapped_s"
     exposed = linear(est_a.stage_not_overlapped(worst), est_b.stage_not_overlapped(worst), ka, kb, k)
-    repeats = opts.micro_batches if opts.graph_batch == "micro" else 1
-    return {"step_s": step, "throughput": throughput(est_a.plan, step, est_a.plan.mesh.size * opts.pp, repeats),
+    return {"step_s": step, "throughput": throughput(est_a.plan, step, est_a.plan.mesh.size * opts.pp, opts.repeats),
             key: exposed, "stage": worst}

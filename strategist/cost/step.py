@@ -99,6 +99,11 @@ class StepOptions:
         one micro-batch (``graph_batch`` "micro")."""
         return self.micro_batches if self.graph_batch == "step" else 1
 
+    @property
+    def repeats(self) -> int:
+        """How many times a step runs the graph's batch: ``micro_batches`` where it holds one micro-batch, else 1."""
+        return self.micro_batches // self.split_by
+
     def check(self) -> StepOptions:
         from ..errors import InputSpecError
         if self.graph_batch not in ("step", "micro"):
@@ -588,8 +593,7 @@ class StepEstimate:
                 ends.append(ends[rep])
         self._ends = ends
         self.step_s, self.bubbles, self.worst = pipeline_step(ends, opts)
-        self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp,
-                                     opts.micro_batches if opts.graph_batch == "micro" else 1)
+        self.throughput = throughput(plan, self.step_s, plan.mesh.size * opts.pp, opts.repeats)
         self.options = {"pp": opts.pp, "micro_batches": opts.micro_batches, "recompute": opts.recompute,
                         "optimizer_parallel": zero is not None, "interleave": opts.interleave,
                         "pp_interleave": opts.pp_interleave, "offset": _plain(opts.offset),

@@ -12,6 +12,7 @@ def _options_text(o: dict) -> str:
     return (f"recompute {o['recompute']}, optimizer parallel {'on' if o['optimizer_parallel'] else 'off'}"
             + (f", {o['micro_batches']} micro-batches" if o["micro_batches"] > 1 else "")
             + (f", {o['interleave']} copies" if o.get("interleave", 1) > 1 else "")
+            + (", FlashAttention load balance" if o.get("fa_load_balance") else "")
             + (", sequence parallel" if o.get("sequence_parallel") else ""))
 
 
