@@ -249,6 +249,9 @@ def _check_commands(command) -> None:
     g.add_argument("--communication", action="store_true",
                    help="also compare every collective of one training step (forward, backward, gradient "
                         "mirrors) with MindSpore's graph after autodiff")
+    g.add_argument("--fa-load-balance", dest="fa_load_balance", action="store_true",
+                   help="both sides with MindSpore's FlashAttention load balance (parallel_speed_up_json "
+                        "enable_flash_attention_load_balance): its exchanges in --communication")
     g.add_argument("--timeout", type=float, default=900, metavar="SECONDS", help="seconds MindSpore may take (default 900)")
     _memory_args(sp)
     output_args(sp, max_rows="operator rows in the table, disagreements first")
@@ -809,7 +812,8 @@ def _main(argv: list[str] | None = None) -> int:
                                   fully_use_devices=args.fully_use_devices,
                                   elementwise_op_strategy_follow=args.elementwise_op_strategy_follow,
                                   semi_auto=args.semi_auto, redistributions=args.redistributions,
-                                  communication=args.communication, training=not args.eval)
+                                  communication=args.communication, training=not args.eval,
+                                  **({"fa_load_balance": True} if args.fa_load_balance else {}))
             if args.format == "json":
                 _write(args, result.to_json() + "\n")
             else:

@@ -401,3 +401,29 @@ def test_nd_tp_training_step_collectives_live(capsys):
         assert main(["verify", ND_TP + cls, "--mesh", mesh, "--dataset-strategy", "full_batch",
                      "--communication"]) == 0
         assert "communication agrees" in capsys.readouterr().out
+
+
+@pytest.mark.verify_live
+@pytest.mark.parametrize("model, mesh, forward, backward", [
+    # MindSpore's UT nets (test_flash_attention_score_info): the query, the uncompressed mask, the output; with a
+    # real_shift that too -- half of each device's slice over the pair, forward
+    # B 8, N 8, S 128, D 64, fp16: the query's slice [64, 4, 256] (SBH, sp x dp x mp) 128 KiB, its half 64 KiB; the
+    # output alike; the mask [4, 1, 64, 128] uint8, half 16 KiB; a real_shift [4, 4, 64, 128] fp16, half 128 KiB
+    ("ms_ut/ut6_flash_attention.py:FaSBHSp8", "dp=2,sp=2,mp=2", [65536, 65536, 16384], []),
+    ("ms_ut/ut6_flash_attention.py:FaBSNDSp8", "dp=2,sp=2,mp=2", [65536, 65536, 131072, 16384], []),
+    # a query from a weight: [2, 128, 128] fp16 a device, half 32 KiB, and the gradients' ReduceScatters too (a
+    # compressed causal mask is not swapped)
+    ("rule_nets.py:FaQueryFromWeights", "cp=2", [32768, 32768], [32768, 32768]),
+])
+def test_flash_attention_load_balance_exchanges_are_mindspores(model, mesh, forward, backward, capsys):
+    """With MindSpore's FlashAttention load balance on, its training step's collectives (the replace graph's
+    2-device AllGathers, their ReduceScatters backward) are the ones strategist prices, collective for collective;
+    their bytes by hand."""
+    import json
+    args = ["verify", os.path.join(HERE, "models", model), "--mesh", mesh, "--dataset-strategy", "full_batch",
+            "--communication", "--fa-load-balance", "--format", "json"]
+    assert main(args) == 0
+    d = json.loads(capsys.readouterr().out)["communication"]
+    assert d["agree"]
+    for phase, want in (("forward", forward), ("backward", backward)):
+        assert (d[phase]["mindspore_count"], d[phase]["mindspore_bytes"]) == (len(want), sum(want)), (phase, d)

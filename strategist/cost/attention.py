@@ -8,11 +8,12 @@ flops.attended_fraction`). With it, MindSpore replaces the operator by a graph (
 ``ComputeReplaceGraph``): each device splits its query chunk in two halves, keeps the first, and swaps the second
 with its partner -- the device holding chunk ``k - 1 - i`` -- by an AllGather over the pair; it runs one kernel on
 its first half and one on the partner's second half, and sends that result back by a second AllGather over the
-pair. An attention mask MindSpore does not compress (a ``sparse_mode`` other than the causal and band modes) is
-swapped as the query is. Autodiff transposes each AllGather into a ReduceScatter of the gradient; the mask has none.
+pair. The inputs cut along the query sequence go the same way: a ``real_shift`` with a sequence dim, a drop mask,
+an attention mask MindSpore does not compress (a ``sparse_mode`` other than the causal and band modes). Autodiff
+transposes the query's and the output's AllGathers into ReduceScatters of their gradients.
 
 So each device computes blocks ``2i`` and ``2(k - 1 - i) + 1`` of ``2k``: the causal work balanced, at the price of
-two 2-device exchanges of half its query chunk each way.
+those 2-device exchanges of half its slices. (MindSpore's graph checked: ``tests/test_communication.py``.)
 """
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ import math
 from dataclasses import dataclass
 
 from ..engine.rules.flops import ATTN_MASK, SPARSE_MODE, balanced_attention_flops
+from ..vocab.comm import CommStep
 from ..vocab.graph import DTYPE_BYTES
 from .optime import cached_rule
 from .pricing import group_of_rank0
 
+#: FlashAttentionScore's inputs cut along the query sequence besides the query: real_shift, drop_mask, attn_mask
+_REAL_SHIFT, _DROP_MASK = 3, 4
 #: FlashAttentionScore's outputs: softmax_max, softmax_sum, softmax_out, attention_out
 _ATTENTION_OUT = 3
 #: the sparse modes whose mask MindSpore compresses (left-up and right-down causal, band): not swapped
@@ -32,21 +36,20 @@ _COMPRESSED = (2, 3, 4)
 
 @dataclass(frozen=True)
 class LoadBalance:
-    """One FlashAttentionScore under the load balance on one device, for the step's whole batch: its training
-    FLOPs, the bytes each device sends per exchange (forward, and the gradients' backward), the pair's ranks, and
-    the seconds of those exchanges on the profile."""
+    """One FlashAttentionScore under the load balance on one device, for the step's whole batch: its training FLOPs
+    and the exchanges over the pair (forward AllGathers, backward ReduceScatters: :class:`CommStep`, unpriced)."""
 
     flops: float
-    forward_bytes: tuple[float, ...]
-    backward_bytes: tuple[float, ...]
-    group: tuple[int, int]
-    forward_seconds: float
-    backward_seconds: float
+    steps: tuple[CommStep, ...]
+
+    @property
+    def group(self) -> tuple[int, ...]:
+        return self.steps[0].group
 
 
-def load_balance(op, choice, prof) -> LoadBalance | None:
-    """``op`` (a FlashAttentionScore under ``choice``) as MindSpore runs it with the load balance on ``prof``, or
-    None where it has nothing to balance (another operator, or the query's sequence not split)."""
+def load_balance(op, choice) -> LoadBalance | None:
+    """``op`` (a FlashAttentionScore under ``choice``) as MindSpore runs it with the load balance, or None where it
+    has nothing to balance (another operator, or the query's sequence not split)."""
     s = choice.sharding
     if s is None or op.type != "FlashAttentionScore":
         return None
@@ -58,25 +61,28 @@ def load_balance(op, choice, prof) -> LoadBalance | None:
     seq = next(i for i, f in enumerate(rule.inputs[0]) if f in ("s", "t"))
     ranks = group_of_rank0(q.dev_matrix, q.dims[seq])
     pair = (ranks[0], ranks[-1])
-    half = lambda lay, spec: math.prod(lay.slice_shape) / 2 * DTYPE_BYTES.get(spec.dtype if spec else "", 2)
-    q_half = half(q, op.inputs[0].spec)
-    out = s.outputs[_ATTENTION_OUT] if len(s.outputs) > _ATTENTION_OUT else q
-    spec_out = op.outputs[_ATTENTION_OUT] if len(op.outputs) > _ATTENTION_OUT else op.inputs[0].spec
-    out_half = half(out, spec_out)
-    fwd = [q_half, out_half]
-    mask = op.inputs[ATTN_MASK] if ATTN_MASK < len(op.inputs) else None
+
+    def half(lay, spec):
+        return math.prod(lay.slice_shape) / 2 * DTYPE_BYTES.get(spec.dtype if spec else "", 2)
+
+    def step(kind, nbytes, spec, direction="forward"):
+        return CommStep(kind, pair, nbytes, 0.0, direction, dtype=spec.dtype if spec else "")
+
+    spec_q = op.inputs[0].spec
+    out, spec_out = s.outputs[_ATTENTION_OUT], op.outputs[_ATTENTION_OUT]
+    q_half, out_half = half(q, spec_q), half(out, spec_out)
+    fwd = [step("AllGather", q_half, spec_q)]
     sparse = op.inputs[SPARSE_MODE].value if SPARSE_MODE < len(op.inputs) and op.inputs[SPARSE_MODE].kind == "const" \
         else 0
-    slot = _mask_slot(rule)
-    if mask is not None and (mask.kind != "const" or mask.value is not None) and sparse not in _COMPRESSED \
-            and slot is not None and rule.inputs[slot] and any(f in ("s", "t") for f in rule.inputs[slot]):
-        fwd.append(half(s.inputs[slot], mask.spec))
-    bwd = (q_half, out_half)
-    intra = min(pair) // prof.devices_per_node == max(pair) // prof.devices_per_node
-    n = 2 if pair[0] != pair[1] else 1
-    return LoadBalance(flops, tuple(fwd), bwd, pair,
-                       sum(prof.collective_seconds("AllGather", n, b, intra) for b in fwd),
-                       sum(prof.collective_seconds("ReduceScatter", n, b, intra) for b in bwd))
+    for slot in (_REAL_SHIFT, _DROP_MASK, ATTN_MASK):
+        k = next((k for k, sl in enumerate(rule.slots) if sl == slot), None)
+        if k is None or not any(f in ("s", "t") for f in rule.inputs[k] if f) or \
+                (slot == ATTN_MASK and sparse in _COMPRESSED):
+            continue
+        fwd.append(step("AllGather", half(s.inputs[k], op.inputs[slot].spec), op.inputs[slot].spec))
+    fwd.append(step("AllGather", out_half, spec_out))
+    bwd = [step("ReduceScatter", q_half, spec_q, "backward"), step("ReduceScatter", out_half, spec_out, "backward")]
+    return LoadBalance(flops, tuple(fwd + bwd))
 
 
 def splits_attention(plan) -> bool:
@@ -85,9 +91,3 @@ def splits_attention(plan) -> bool:
     return any(op.type == "FlashAttentionScore" and plan.choices[op.name].sharding is not None
                and balanced_attention_flops(op, cached_rule(op), plan.choices[op.name].sharding) is not None
                for op in plan.graph)
-
-
-def _mask_slot(rule) -> int | None:
-    """The position of the attention mask among the rule's inputs (its slots list the operator inputs it reads)."""
-    return next((k for k, slot in enumerate(rule.slots) if slot == ATTN_MASK), None)
-

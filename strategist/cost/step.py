@@ -224,7 +224,7 @@ def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
     rows = []
     for op in g:
         ch = plan.choices[op.name]
-        lb = load_balance(op, ch, prof) if balance else None
+        lb = load_balance(op, ch) if balance else None
         t = op_time(op, ch, plan.flops.get(op.name, 0.0) if lb is None else lb.flops, plan.traffic.get(op.name, 0.0),
                     grad[op.name], prof, m, whole_input_bytes(op, ch, free))
         deps = []
@@ -246,8 +246,9 @@ def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
             own_fwd, own_bwd = (own_fwd or 0.0) + a2a_s, (own_bwd or 0.0) + a2a_s
         if lb is not None:
             ph = ph if ph is not None else {}
-            own_fwd = (own_fwd or 0.0) + lb.forward_seconds / m
-            own_bwd = (own_bwd or 0.0) + (lb.backward_seconds / m if grad[op.name] else 0.0)
+            ex = comms_of_steps(lb.steps, prof)
+            own_fwd = (own_fwd or 0.0) + _scale(ex.get("forward", ()), m, prof)
+            own_bwd = (own_bwd or 0.0) + (_scale(ex.get("backward", ()), m, prof) if grad[op.name] else 0.0)
         rows.append((op, ch, t, tuple(deps), ph, own_fwd, own_bwd))
     _BASES[key] = (plan, prof, rows)
     return rows

@@ -343,6 +343,11 @@ def run(req: dict) -> dict:
         target = {"stub": "GPU", "gpu": "GPU", "ascend": "Ascend"}[req["backend"]]
         early = _mindone_on_cpu(req)
         ms.set_context(mode=ms.GRAPH_MODE, device_target=target)
+        if req.get("fa_load_balance"):
+            # what parallel_speed_up_json's enable_flash_attention_load_balance sets: set_context takes the file
+            # under ascend_config, which it ignores on another device target
+            from mindspore._c_expression import ms_ctx_param
+            context._context().set_param(ms_ctx_param.enable_flash_attention_load_balance, True)
         comm.init()
         n = req["device_num"]
         stack = contextlib.ExitStack()

@@ -585,7 +585,8 @@ def _key(x) -> tuple[str, int, float]:
 def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     """strategist's priced collectives of one training step, by phase: every edge's redistribution and its
     transpose, every operator's own reduction and its transpose, every Parameter's mirror (a MindSpore-style
-    all-to-all without ``enable_alltoall`` counted as the AllGather it is written as)."""
+    all-to-all without ``enable_alltoall`` counted as the AllGather it is written as), and under the plan's step
+    options' FlashAttention load balance its exchanges."""
     a2a = bool(plan.graph.enable_alltoall)
     out: dict[str, list] = {p: [] for p in PHASES}
     for e in plan.edges:
@@ -597,6 +598,16 @@ def our_collectives(plan) -> dict[str, list[tuple[str, int, float]]]:
     for c in plan.op_costs.values():
         for st in c.steps:
             _add_steps(out["mirror" if st.direction == "grad" else st.direction], [st])
+    if getattr(plan.graph.step_options, "fa_load_balance", False):
+        # FlashAttention's load balance: its replace graph's exchanges, the gradients' where a gradient flows
+        from ..cost.attention import load_balance
+        from ..cost.optime import needs_grad
+        grad = needs_grad(plan.graph)
+        for op in plan.graph:
+            lb = load_balance(op, plan.choices[op.name])
+            for st in lb.steps if lb is not None else ():
+                if st.direction == "forward" or grad[op.name]:
+                    _add_steps(out[st.direction], [st])
     return out
 
 

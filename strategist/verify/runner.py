@@ -118,7 +118,7 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
                    timeout=900, graph=None, strategy_file: str | None = None,
                    strategy_file_mode: str = "LOAD", mindformers: dict | None = None,
                    parallel_mode: str = "auto_parallel", redistributions: bool = False, training: bool = False,
-                   eval_forward: bool | None = None) -> MsPlan:
+                   eval_forward: bool | None = None, fa_load_balance: bool = False) -> MsPlan:
     """MindSpore 2.9.0's own sharding propagation of ``model`` (``path.py:NAME``) on ``mesh``.
 
     The child compiles the Cell as built or, ``eval_forward=False``, after ``set_train(True)``, as a training run
@@ -141,6 +141,9 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
 
     ``redistributions=True``: :attr:`MsPlan.redistributions` lists the redistributions MindSpore inserted in its
     ``step_parallel_end`` graph.
+
+    ``fa_load_balance=True``: MindSpore's FlashAttention load balance on (``parallel_speed_up_json``'s
+    ``enable_flash_attention_load_balance``).
 
     >>> ms = mindspore_plan("examples/sharding_techniques.py:DocsFFN", "dp=2,tp=4")   # doctest: +SKIP
     >>> [(o.path, o.in_strategy) for o in ms.ops][:1]                                # doctest: +SKIP
@@ -181,6 +184,8 @@ def mindspore_plan(model: str, mesh, *, inputs=None, kwargs=None, strategies: st
         }
         if parallel_mode != "auto_parallel":
             request["parallel_mode"] = parallel_mode
+        if fa_load_balance:
+            request["fa_load_balance"] = True
         request["ir_pass"] = _ir_pass(parallel_mode)       # the dump the child reads strategies from
         passes = request["ir_pass"]
         if eval_forward and mf is None:
@@ -395,8 +400,8 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
                  training: bool = True, **settings):
     """strategist's propagation and MindSpore's, side by side: a :class:`~strategist.verify.compare.Comparison`.
 
-    ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``) go to MindSpore and to
-    strategist's ``propagate`` where it accepts them. MindFormers configs: both sides take the experts'
+    ``settings`` (``fully_use_devices``, ``elementwise_op_strategy_follow``, ``fa_load_balance``) go to MindSpore
+    and to strategist's ``propagate`` where it accepts them. MindFormers configs: both sides take the experts'
     anchors of ``mindformers={"mode": "propagation"|"semi_auto"}`` (default propagation; the build options come
     from ``kwargs``); strategist's side is :func:`strategist.frontend.mindformers.expert_strategies` on its tp=1 graph.
 
@@ -431,7 +436,7 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         mf = dict(mf, experts_stand_in=True)
     if mf is not None and any(op.type == "GroupedMatmul" for op in graph):
         graph, plan = _load_mf(model, mf), None
-    known = {"fully_use_devices", "elementwise_op_strategy_follow"}
+    known = {"fully_use_devices", "elementwise_op_strategy_follow", "fa_load_balance"}
     unknown = set(settings) - known
     if unknown:
         raise VerifyError(f"unknown verify setting(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
@@ -442,6 +447,10 @@ def verify_model(model: str, mesh, *, inputs=None, kwargs=None, strategies=None,
         accepted = inspect.signature(propagate).parameters
         extra = {k: v for k, v in settings.items() if k in accepted}
         ours = graph
+        if settings.get("fa_load_balance"):
+            # priced with the load balance's exchanges (strategist.cost.attention), as MindSpore's step runs them
+            from ..cost.step import StepOptions
+            ours = ours.with_meta(step_options=StepOptions(fa_load_balance=True))
         if mf is not None and mf["mode"] == "anchors":
             # the file's anchors on both sides; MindFormers' own strategies are cleared in the child
             from ..frontend.mindformers import global_rows_graph
