@@ -154,3 +154,19 @@ def test_a_drawn_ep_on_a_model_without_mindformers_experts_is_a_warning():
     assert _drawn_warning(dense, Mesh.parse("dp=2,tp=4")) is None
     moe = load_graph(QWEN3_MOE, None, SMALL, training=True)
     assert _drawn_warning(moe, Mesh.parse("dp=2,tp=2,ep=4@dp*tp")) is None
+
+
+def test_each_micro_batch_casts_its_devices_experts_whole(plans):
+    """Layer 0's expert weight1 (float32 [4 experts x 256, 256]) cast to bf16 for the grouped MatMuls: every
+    micro-batch casts the device's own experts whole, however many micro-batches the step has -- under ep=2 half
+    of them, 512 x 256 elements read at 4 bytes and written at 2, at the profile's element-wise rate (the backward
+    twice that)."""
+    plan = plans["dp=2,ep=2"]
+    prof = step_profile_of(plan.hardware, ())
+    cast = "model.decoder.layers.0.mlp.experts.cast_op"
+    op = plan.graph.op(cast)
+    assert op.type == "Cast" and op.inputs[0].kind == "param" and op.outputs[0].shape == (1024, 256)
+    for m in (1, 4):
+        it = {i.name: i for i in build_items(plan, prof, StepOptions(micro_batches=m), None)}[cast]
+        assert it.fwd == pytest.approx(prof.memory_seconds(512 * 256 * (4 + 2)))
+        assert it.bwd == pytest.approx(2 * it.fwd)

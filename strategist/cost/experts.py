@@ -70,6 +70,16 @@ def expert_chain(plan) -> dict[str, int]:
     return dict.fromkeys(per_graph("expert parameters", plan.graph, _experts_of)[1], ep)
 
 
+def expert_shares(plan) -> dict[str, int]:
+    """``{Parameter or operator: ep}``: the expert Parameters and the Casts and Reshapes carrying them to their MoE
+    FFN operator, whose propagated (whole) slices each device holds ``1 / ep`` of; {} without ep."""
+    ep = expert_ways(plan)
+    if ep <= 1:
+        return {}
+    params, chain = per_graph("expert parameters", plan.graph, _experts_of)
+    return {**dict.fromkeys(params, ep), **{n: ep for n in chain if plan.graph.op(n).type != MORPH_FFN}}
+
+
 def expert_slice(plan, name: str, shape: tuple) -> tuple:
     """A Parameter's slice shape with its experts divided over the ep devices (``shape`` as propagated: whole; the
     experts outermost in its first dimension, ``[E, ...]`` or MindFormers' ``[E * h, f]``)."""

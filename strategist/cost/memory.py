@@ -21,7 +21,7 @@ import math
 
 from ..memo import table
 from ..vocab.graph import DTYPE_BYTES, OptimizerSharding
-from .experts import expert_slice
+from .experts import expert_shares, expert_slice
 from .optime import batch_free, cached_rule
 
 #: operators whose backward reads none of their inputs (a sum, a view, a cast, a copy)
@@ -115,11 +115,18 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     return tuple(x / micro_batches for x in hit[4])
 
 
+def _whole_times(plan, whole: int):
+    """``{operator: times}`` its outputs count in the whole batch's figures: a tensor no batch sizes ``whole`` times,
+    of the device's experts alone where it carries expert weights (:func:`~.experts.expert_shares`)."""
+    shares = expert_shares(plan)
+    return {n: whole / shares.get(n, 1) for n in batch_free(plan.graph)}
+
+
 def _saved(plan, names: set[str], drop: set, whole: int = 1) -> tuple[dict, dict]:
     """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}) over
     operators ``names``, for the whole batch; a tensor no batch sizes counted ``whole`` times."""
     g, ch = plan.graph, plan.choices
-    free = batch_free(g)
+    times = _whole_times(plan, whole)
     saved: dict = {}
     layer_of: dict = {}
     for op in g:
@@ -127,7 +134,7 @@ def _saved(plan, names: set[str], drop: set, whole: int = 1) -> tuple[dict, dict
             continue
         for j in saved_outputs(op):
             if op.name not in drop:
-                saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j]) * (whole if op.name in free else 1)
+                saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j]) * times.get(op.name, 1)
                 layer_of[(op.name, j)] = (op.layer, op.layer)
         for slot in saved_inputs(op):
             x = op.inputs[slot] if slot < len(op.inputs) else None
@@ -136,7 +143,7 @@ def _saved(plan, names: set[str], drop: set, whole: int = 1) -> tuple[dict, dict
             spec = g.op(x.ref).outputs[x.index or 0] if x.index is not None else None
             key = (x.ref, x.index or 0)
             if key not in saved:
-                saved[key] = _bytes(ch[x.ref], x.index or 0, spec) * (whole if x.ref in free else 1)
+                saved[key] = _bytes(ch[x.ref], x.index or 0, spec) * times.get(x.ref, 1)
                 layer_of[key] = (g.op(x.ref).layer, op.layer)
     return saved, layer_of
 
@@ -203,7 +210,7 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
     from its redistribution to its consumer (to the end when the consumer saves it), beside the redistribution's own
     steps while it runs; an operator's outputs are allocated beside its inputs."""
     g, ch = plan.graph, plan.choices
-    free = batch_free(g)
+    times_of = _whole_times(plan, whole)
     moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
     saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
               if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}
@@ -244,7 +251,7 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
             # a redistributed input: its steps beside the source, the source freed after its last read (a net input
             # lives all step), its copy kept to the end of the forward where the consumer's backward reads it
             first, later = redistribution_peak(e, g.enable_alltoall)
-            times = whole if x.kind == "op" and x.ref in free else 1
+            times = times_of.get(x.ref, 1) if x.kind == "op" else 1
             first, later = first * times, later * times
             peak = max(peak, held + live_bytes + copies + first)
             if x.kind == "op":
@@ -254,7 +261,7 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
             copies += b
             if (x.ref, x.index or 0, op.name) in saving and (key in saved or x.kind == "input"):
                 kept += b
-        out = [_bytes(ch[op.name], j, spec) * (whole if op.name in free else 1) for j, spec in enumerate(op.outputs)]
+        out = [_bytes(ch[op.name], j, spec) * times_of.get(op.name, 1) for j, spec in enumerate(op.outputs)]
         peak = max(peak, held + live_bytes + copies + sum(out))
         for key in direct:
             read(key)

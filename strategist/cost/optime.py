@@ -126,10 +126,10 @@ def op_time(op, choice, flops: float, traffic: float, grad: bool, prof, m: int =
     return t
 
 
-def whole_input_bytes(op, choice, free: frozenset) -> float | None:
+def whole_input_bytes(op, choice, free: frozenset, shares: dict | None = None) -> float | None:
     """The bytes of ``op``'s input slices under ``choice`` that no batch sizes (Parameters, the outputs of
-    :func:`batch_free` operators), as :func:`~.pricing.memory_traffic` counts them; None where ``op`` is such an
-    operator itself."""
+    :func:`batch_free` operators), as :func:`~.pricing.memory_traffic` counts them, each divided by its
+    ``shares`` (the experts' ep: :func:`~.experts.expert_shares`); None where ``op`` is such an operator itself."""
     if op.name in free:
         return None
     s = choice.sharding
@@ -140,7 +140,7 @@ def whole_input_bytes(op, choice, free: frozenset) -> float | None:
         x = op.inputs[slot]
         if k < len(s.inputs) and x.spec is not None and (x.kind == "param" and op.type not in LOOKUPS
                                                          or (x.kind == "op" and x.ref in free)):
-            total += s.inputs[k].slice_numel * x.spec.nbytes / max(x.spec.numel, 1)
+            total += s.inputs[k].slice_numel * x.spec.nbytes / max(x.spec.numel, 1) / (shares or {}).get(x.ref, 1)
     return total
 
 

@@ -9,13 +9,14 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .attention import load_balance
-from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_ways
+from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_shares, expert_ways
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from ..engine.search.structure import per_graph
 from ..memo import table
 from ..vocab.graph import DTYPE_BYTES
 from .optime import (
     Comm,
+    OpTime,
     batch_free,
     cached_rule,
     comms_of_steps,
@@ -214,6 +215,7 @@ def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
     g = plan.graph
     grad, _layer_of = _graph_facts(g)
     free = batch_free(g)        # a weight's Cast: whole in every micro-batch, and what it hands on
+    shares = expert_shares(plan)    # ... of the device's experts alone
     a2a = bool(getattr(g, "enable_alltoall", False))
     edge_of: dict = {}
     for e in plan.edges:
@@ -226,7 +228,9 @@ def _base_rows(plan, prof, m: int, balance: bool = False) -> list[tuple]:
         ch = plan.choices[op.name]
         lb = load_balance(op, ch) if balance else None
         t = op_time(op, ch, plan.flops.get(op.name, 0.0) if lb is None else lb.flops, plan.traffic.get(op.name, 0.0),
-                    grad[op.name], prof, m, whole_input_bytes(op, ch, free))
+                    grad[op.name], prof, m, whole_input_bytes(op, ch, free, shares))
+        if op.name in free and op.name in shares:
+            t = OpTime(t.forward / shares[op.name], t.backward / shares[op.name], t.bound)
         deps = []
         for slot, x in enumerate(op.inputs):
             if x.kind not in ("op", "input"):
