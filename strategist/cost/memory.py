@@ -104,29 +104,36 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (the same
     objects: a sweep's memory options read the same stages under each micro-batch count). ``full_layers``: with
     ``recompute`` "full", the layers recomputed fully (None: every one)."""
-    # a tensor no batch sizes (a weight's Cast) is whole in every micro-batch: counted micro_batches times in the
-    # step's batch, which is then split among them
-    whole = micro_batches if batch_free(plan.graph) & names else 1
-    key = (id(plan), id(names), recompute, id(drop), id(full_layers), whole)
+    key = (id(plan), id(names), recompute, id(drop), id(full_layers))
     hit = _ACTIVATIONS.get(key)
     if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop or hit[3] is not full_layers:
         hit = _ACTIVATIONS[key] = (plan, names, drop, full_layers,
-                                   _activation_bytes(plan, names, recompute, drop, full_layers, whole))
-    return tuple(x / micro_batches for x in hit[4])
+                                   _activation_bytes(plan, names, recompute, drop, full_layers))
+    kept, peaks, inputs, layers = hit[4]
+    at = lambda z: _per_micro_batch(z, micro_batches)
+    rebuild = at(inputs) + max((at(z) for z in layers), default=0.0) if recompute == "full" else 0.0
+    return at(kept), max(at(z) for z in peaks) - at(kept), rebuild
 
 
-def _whole_times(plan, whole: int):
-    """``{operator: times}`` its outputs count in the whole batch's figures: a tensor no batch sizes ``whole`` times,
-    of the device's experts alone where it carries expert weights (:func:`~.experts.expert_shares`)."""
+def _per_micro_batch(z: complex, m: int) -> float:
+    """One micro-batch's bytes of ``z``: its real part the batch's tensors, split among the ``m`` micro-batches; its
+    imaginary part the tensors no batch sizes (a weight's Cast), whole in every micro-batch."""
+    return z.real / m + z.imag
+
+
+def _whole_times(plan) -> dict[str, complex]:
+    """``{operator: factor}`` of its outputs' bytes: ``1j`` for a tensor no batch sizes (counted apart, whole in
+    every micro-batch: :func:`_per_micro_batch`), of the device's experts alone where it carries expert weights
+    (:func:`~.experts.expert_shares`)."""
     shares = expert_shares(plan)
-    return {n: whole / shares.get(n, 1) for n in batch_free(plan.graph)}
+    return {n: 1j / shares.get(n, 1) for n in batch_free(plan.graph)}
 
 
-def _saved(plan, names: set[str], drop: set, whole: int = 1) -> tuple[dict, dict]:
+def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
     """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}) over
-    operators ``names``, for the whole batch; a tensor no batch sizes counted ``whole`` times."""
+    operators ``names``, for the whole batch (complex: :func:`_per_micro_batch`)."""
     g, ch = plan.graph, plan.choices
-    times = _whole_times(plan, whole)
+    times = _whole_times(plan)
     saved: dict = {}
     layer_of: dict = {}
     for op in g:
@@ -149,9 +156,10 @@ def _saved(plan, names: set[str], drop: set, whole: int = 1) -> tuple[dict, dict
 
 
 def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
-                      full_layers: frozenset | None = None, whole: int = 1) -> tuple[float, float, float]:
-    """:func:`activation_bytes` for the whole batch (times the micro-batch count, ``whole``: a tensor no batch
-    sizes counted that many times)."""
+                      full_layers: frozenset | None = None) -> tuple[complex, tuple, complex, tuple]:
+    """:func:`activation_bytes` for the whole batch, each figure complex (:func:`_per_micro_batch`): (saved at the
+    end of the forward, the forward's candidate peaks, with full recompute the layers' inputs kept and each
+    layer's rebuilt activations)."""
     g = plan.graph
     drop = set(drop if drop is not None else selective_ops(g) if recompute == "selective" else ())
     for op in g:
@@ -159,24 +167,31 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
         # Reshapes beside the operators for this reason)
         if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
             drop.add(op.name)
-    saved, layer_of = _saved(plan, names, drop, whole)
-    rebuild = 0.0
+    saved, layer_of = _saved(plan, names, drop)
+    per_layer: dict = {}
+    inputs = 0j
     if recompute == "full":
-        per_layer: dict = {}
-        inputs = 0.0
         for key, b in list(saved.items()):
             mine, reader = layer_of[key]
             if full_layers is not None and reader not in full_layers:
                 continue                                                # a layer that keeps its activations
             if reader and mine == reader:
-                per_layer[reader] = per_layer.get(reader, 0.0) + b      # recomputed inside the layer
+                per_layer[reader] = per_layer.get(reader, 0j) + b       # recomputed inside the layer
                 del saved[key]
             elif reader:
                 inputs += b                                             # a layer's input, kept
-        # the backward rebuilds one layer at a time, after the head's and the loss's backward have freed theirs
-        rebuild = inputs + max(per_layer.values(), default=0.0)
-    kept = sum(saved.values())
-    return kept, _forward_peak(plan, names, saved, whole) - kept, rebuild
+    # the backward rebuilds one layer at a time, after the head's and the loss's backward have freed theirs
+    return sum(saved.values(), 0j), _forward_peak(plan, names, saved), inputs, _frontier(per_layer.values())
+
+
+def _frontier(values) -> tuple[complex, ...]:
+    """The complex byte counts some micro-batch count makes the largest (:func:`_per_micro_batch`): none that another
+    exceeds in both parts."""
+    out: list[complex] = []
+    for z in sorted(values, key=lambda z: (-z.real, -z.imag)):
+        if not out or z.imag > max(w.imag for w in out):
+            out.append(z)
+    return tuple(out)
 
 
 def redistribution_peak(edge, alltoall: bool = False) -> tuple[float, float]:
@@ -203,14 +218,15 @@ def redistribution_peak(edge, alltoall: bool = False) -> tuple[float, float]:
     return first, later
 
 
-def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
+def _forward_peak(plan, names: set[str], saved: dict) -> tuple[complex, ...]:
     """The most the forward over operators ``names`` holds at once, as MindSpore's allocator frees: walking the
     operators in order, every tensor lives from its operator to its last reader (a redistribution reading it for its
     consumer frees it there) and, saved for the backward, to the end of the forward; a redistributed input lives
     from its redistribution to its consumer (to the end when the consumer saves it), beside the redistribution's own
-    steps while it runs; an operator's outputs are allocated beside its inputs."""
+    steps while it runs; an operator's outputs are allocated beside its inputs. The instants that can be the
+    fullest, complex (:func:`_per_micro_batch`)."""
     g, ch = plan.graph, plan.choices
-    times_of = _whole_times(plan, whole)
+    times_of = _whole_times(plan)
     moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
     saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
               if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}
@@ -226,7 +242,8 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
                 if x.kind == "op":
                     reads[(x.ref, x.index or 0)] = reads.get((x.ref, x.index or 0), 0) + 1
     live: dict = {}
-    live_bytes = held = peak = 0.0
+    live_bytes = held = 0j
+    peaks: list[complex] = []
 
     def read(key):
         nonlocal live_bytes
@@ -237,7 +254,7 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
     for op in g:
         if op.name not in names:
             continue
-        copies = kept = 0.0
+        copies = kept = 0j
         direct = []
         for slot, x in enumerate(op.inputs):
             if x.kind not in ("op", "input"):
@@ -253,16 +270,16 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
             first, later = redistribution_peak(e, g.enable_alltoall)
             times = times_of.get(x.ref, 1) if x.kind == "op" else 1
             first, later = first * times, later * times
-            peak = max(peak, held + live_bytes + copies + first)
+            peaks.append(held + live_bytes + copies + first)
             if x.kind == "op":
                 read(key)
-            peak = max(peak, held + live_bytes + copies + later)
+            peaks.append(held + live_bytes + copies + later)
             b = e.dst_layout.slice_numel * DTYPE_BYTES.get(e.dtype, 4) * times
             copies += b
             if (x.ref, x.index or 0, op.name) in saving and (key in saved or x.kind == "input"):
                 kept += b
         out = [_bytes(ch[op.name], j, spec) * times_of.get(op.name, 1) for j, spec in enumerate(op.outputs)]
-        peak = max(peak, held + live_bytes + copies + sum(out))
+        peaks.append(held + live_bytes + copies + sum(out))
         for key in direct:
             read(key)
         held += kept
@@ -273,7 +290,7 @@ def _forward_peak(plan, names: set[str], saved: dict, whole: int = 1) -> float:
             elif reads.get(key):
                 live[key] = b
                 live_bytes += b
-    return max(peak, held)
+    return _frontier(peaks + [held])
 
 
 _SLICES = table("memory: parameter slices per plan and operator set", 32)
