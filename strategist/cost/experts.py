@@ -72,12 +72,19 @@ def expert_chain(plan) -> dict[str, int]:
 
 def expert_shares(plan) -> dict[str, int]:
     """``{Parameter or operator: ep}``: the expert Parameters and the Casts and Reshapes carrying them to their MoE
-    FFN operator, whose propagated (whole) slices each device holds ``1 / ep`` of; {} without ep."""
+    FFN operator, whose propagated (whole) slices each device holds ``1 / ep`` of; {} without ep. Once per graph
+    and ep: the result is shared, do not change it."""
     ep = expert_ways(plan)
     if ep <= 1:
-        return {}
-    params, chain = per_graph("expert parameters", plan.graph, _experts_of)
-    return {**dict.fromkeys(params, ep), **{n: ep for n in chain if plan.graph.op(n).type != MORPH_FFN}}
+        return _NONE
+
+    def shares(g):
+        params, chain = per_graph("expert parameters", g, _experts_of)
+        return {**dict.fromkeys(params, ep), **{n: ep for n in chain if g.op(n).type != MORPH_FFN}}
+    return per_graph(f"expert shares at ep {ep}", plan.graph, shares)
+
+
+_NONE: dict = {}
 
 
 def expert_slice(plan, name: str, shape: tuple) -> tuple:

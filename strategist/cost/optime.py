@@ -135,13 +135,21 @@ def whole_input_bytes(op, choice, free: frozenset, shares: dict | None = None) -
     s = choice.sharding
     if s is None:
         return 0.0
+    key = (id(op), id(s), id(free), id(shares))
+    hit = _WHOLE.get(key)
+    if hit is not None and hit[0] is op and hit[1] is s and hit[2] is free and hit[3] is shares:
+        return hit[4]
     total = 0.0
     for k, slot in enumerate(cached_rule(op).slots):
         x = op.inputs[slot]
         if k < len(s.inputs) and x.spec is not None and (x.kind == "param" and op.type not in LOOKUPS
                                                          or (x.kind == "op" and x.ref in free)):
             total += s.inputs[k].slice_numel * x.spec.nbytes / max(x.spec.numel, 1) / (shares or {}).get(x.ref, 1)
+    _WHOLE[key] = (op, s, free, shares, total)
     return total
+
+
+_WHOLE = table("step model: bytes no batch sizes per operator and sharding", 1 << 16)
 
 
 def _op_time(op, s, flops: float, traffic: float, grad: bool, prof, m: int = 1, whole: float = 0.0) -> OpTime:
