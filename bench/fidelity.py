@@ -1,5 +1,6 @@
-"""The step model against published throughput: for each MindFormers run in ``bench/published_runs.yaml`` (the
-figure, its hardware, the YAML's own settings read by strategist's reader of a MindFormers config), predicted tokens/s
+"""The step model against published throughput: for each run in ``bench/published_runs.yaml`` (MindFormers', and one
+MindSpeed-LLM context-parallel run: the figure, its hardware, the YAML's own settings read by strategist's reader of a
+MindFormers config, each row's graph one micro-batch run as many times as the run's micro-batches), predicted tokens/s
 per card beside the published figure and their ratio (target 0.85-1.15, median error 5 %), the predicted per-card
 memory beside the card's; the median and the worst; and the predicted end-to-end gain of chunked CoC (fused MatMul +
 collective) on BLOOM-7B, BLOOM-176B and LLaMA-2-70B shapes at tp=8 beside MindSpeed's published gains.
