@@ -413,7 +413,7 @@ def test_nd_tp_training_step_collectives_live(capsys):
     ("ms_ut/ut6_flash_attention.py:FaBSNDSp8", "dp=2,sp=2,mp=2", [65536, 65536, 131072, 16384], []),
     # a query from a weight: [2, 128, 128] fp16 a device, half 32 KiB, and the gradients' ReduceScatters too (a
     # compressed causal mask is not swapped)
-    ("rule_nets.py:FaQueryFromWeights", "cp=2", [32768, 32768], [32768, 32768]),
+    ("attention_nets.py:FaQueryFromWeights", "cp=2", [32768, 32768], [32768, 32768]),
 ])
 def test_flash_attention_load_balance_exchanges_are_mindspores(model, mesh, forward, backward, capsys):
     """With MindSpore's FlashAttention load balance on, its training step's collectives (the replace graph's

@@ -131,7 +131,7 @@ def test_sweep_ranks_by_the_step_model_and_accounts_for_every_mesh(tiny):
     assert set(d["ranked"][0]) >= {"mesh", "options", "step_s", "tokens_per_s_per_device", "memory_bytes", "fits",
                                    "reason"}
     assert set(d["ranked"][0]["options"]) == {"recompute", "optimizer_parallel", "micro_batches", "interleave",
-                                                "sequence_parallel"}
+                                                "fa_load_balance", "sequence_parallel"}
 
 
 def test_a_small_card_puts_configurations_out_of_memory(tiny, tmp_path):

@@ -13,7 +13,8 @@ an attention mask MindSpore does not compress (a ``sparse_mode`` other than the 
 transposes the query's and the output's AllGathers into ReduceScatters of their gradients.
 
 So each device computes blocks ``2i`` and ``2(k - 1 - i) + 1`` of ``2k``: the causal work balanced, at the price of
-those 2-device exchanges of half its slices. (MindSpore's graph checked: ``tests/test_communication.py``.)
+those 2-device exchanges of half its slices. (MindSpore's graph checked: ``tests/test_communication.py``,
+``tests/models/attention_nets.py``.)
 """
 from __future__ import annotations
 

@@ -75,16 +75,13 @@ def expert_shares(plan) -> dict[str, int]:
     FFN operator, whose propagated (whole) slices each device holds ``1 / ep`` of; {} without ep. Once per graph
     and ep: the result is shared, do not change it."""
     ep = expert_ways(plan)
-    if ep <= 1:
-        return _NONE
 
     def shares(g):
         params, chain = per_graph("expert parameters", g, _experts_of)
+        if ep <= 1:
+            return {}
         return {**dict.fromkeys(params, ep), **{n: ep for n in chain if g.op(n).type != MORPH_FFN}}
     return per_graph(f"expert shares at ep {ep}", plan.graph, shares)
-
-
-_NONE: dict = {}
 
 
 def expert_slice(plan, name: str, shape: tuple) -> tuple:
