@@ -129,11 +129,10 @@ def _whole_times(plan) -> dict[str, complex]:
     return {n: 1j / shares.get(n, 1) for n in batch_free(plan.graph)}
 
 
-def _saved(plan, names: set[str], drop: set) -> tuple[dict, dict]:
+def _saved(plan, names: set[str], drop: set, times: dict) -> tuple[dict, dict]:
     """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}) over
-    operators ``names``, for the whole batch (complex: :func:`_per_micro_batch`)."""
+    operators ``names``, for the whole batch (complex, ``times``: :func:`_whole_times`)."""
     g, ch = plan.graph, plan.choices
-    times = _whole_times(plan)
     saved: dict = {}
     layer_of: dict = {}
     for op in g:
@@ -167,7 +166,8 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
         # Reshapes beside the operators for this reason)
         if op.type in VIEWS and any(x.kind == "op" and x.ref in drop for x in op.inputs):
             drop.add(op.name)
-    saved, layer_of = _saved(plan, names, drop)
+    times = _whole_times(plan)
+    saved, layer_of = _saved(plan, names, drop, times)
     per_layer: dict = {}
     inputs = 0j
     if recompute == "full":
@@ -181,7 +181,7 @@ def _activation_bytes(plan, names: set[str], recompute: str, drop: set | None,
             elif reader:
                 inputs += b                                             # a layer's input, kept
     # the backward rebuilds one layer at a time, after the head's and the loss's backward have freed theirs
-    return sum(saved.values(), 0j), _forward_peak(plan, names, saved), inputs, _frontier(per_layer.values())
+    return sum(saved.values(), 0j), _forward_peak(plan, names, saved, times), inputs, _frontier(per_layer.values())
 
 
 def _frontier(values) -> tuple[complex, ...]:
@@ -218,7 +218,7 @@ def redistribution_peak(edge, alltoall: bool = False) -> tuple[float, float]:
     return first, later
 
 
-def _forward_peak(plan, names: set[str], saved: dict) -> tuple[complex, ...]:
+def _forward_peak(plan, names: set[str], saved: dict, times_of: dict) -> tuple[complex, ...]:
     """The most the forward over operators ``names`` holds at once, as MindSpore's allocator frees: walking the
     operators in order, every tensor lives from its operator to its last reader (a redistribution reading it for its
     consumer frees it there) and, saved for the backward, to the end of the forward; a redistributed input lives
@@ -226,7 +226,6 @@ def _forward_peak(plan, names: set[str], saved: dict) -> tuple[complex, ...]:
     steps while it runs; an operator's outputs are allocated beside its inputs. The instants that can be the
     fullest, complex (:func:`_per_micro_batch`)."""
     g, ch = plan.graph, plan.choices
-    times_of = _whole_times(plan)
     moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
     saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
               if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}

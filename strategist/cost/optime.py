@@ -109,7 +109,8 @@ def cached_rule(op):
     return search_rule(op, signature(op))
 
 
-def op_time(op, choice, flops: float, traffic: float, grad: bool, prof, m: int = 1, whole: float = 0.0) -> OpTime:
+def op_time(op, choice, flops: float, traffic: float, grad: bool, prof, m: int = 1,
+            whole: float | None = 0.0) -> OpTime:
     """``op``'s forward and backward compute time under ``choice`` (its plan entry) for one of ``m`` micro-batches
     of the graph's batch (``flops`` and ``traffic``: the whole batch's); ``whole``: the bytes of its inputs no batch
     sizes (a weight), which each micro-batch reads whole -- None where its outputs are such themselves (a weight's

@@ -34,21 +34,26 @@ def training_flops(op: Op, rule: FactorRule, s: Sharding) -> float:
         # computing its own tokens
         fwd = op.attrs.get("strategist_flops", 0.0) / split(["n"])
     elif op.type == "FlashAttentionScore":
-        q, s1, s2, k = _attention_dims(rule, s)
         # the query's sequence split k ways (context parallelism): the device holding the last chunk sets the pace
-        fwd = 4.0 * q * s2 * attended_fraction(op, s1, s2, k) / split(["b", "n", "s", "t"])
+        fwd = _attention_forward(op, rule, s)
     else:
         fwd = 2.0 * math.prod(sizes[f] for f in rule.factors if f in sizes) / split(rule.factors)
     return 3.0 * fwd
 
 
-def _attention_dims(rule: FactorRule, s: Sharding) -> tuple[int, int, int, int]:
-    """A FlashAttentionScore's query elements, query and key sequence lengths, and the query sequence's split."""
+def _query_split(rule: FactorRule, s: Sharding) -> int:
+    """How many ways a FlashAttentionScore's query sequence is split."""
+    return next((s.splits.get(f, 1) for f in rule.inputs[0] if f in ("s", "t")), 1)
+
+
+def _attention_forward(op: Op, rule: FactorRule, s: Sharding, balanced: bool = False) -> float:
+    """A FlashAttentionScore's forward FLOPs on the busiest device: 4 per query element and key it attends
+    (:func:`attended_fraction`, ``balanced``: under MindSpore's load balance), divided by its splits."""
     q = math.prod(rule.input_shapes[0])
     s2 = next((rule.input_shapes[1][i] for i, f in enumerate(rule.inputs[1]) if f in ("s2", "t2")), 1)
     s1 = next((rule.input_shapes[0][i] for i, f in enumerate(rule.inputs[0]) if f in ("s", "t")), s2)
-    k = next((s.splits.get(f, 1) for f in rule.inputs[0] if f in ("s", "t")), 1)
-    return q, s1, s2, k
+    split = math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
+    return 4.0 * q * s2 * attended_fraction(op, s1, s2, _query_split(rule, s), balanced) / split
 
 
 def balanced_attention_flops(op: Op, rule: FactorRule, s: Sharding) -> float | None:
@@ -57,13 +62,9 @@ def balanced_attention_flops(op: Op, rule: FactorRule, s: Sharding) -> float | N
     half of its own chunk and the second half of its partner's (chunk ``k - 1 - i``), so the busiest device's share
     is :func:`attended_fraction`'s ``balanced`` one; None where the query's sequence is not split (nothing to
     balance)."""
-    if op.type != "FlashAttentionScore":
+    if op.type != "FlashAttentionScore" or _query_split(rule, s) < 2:
         return None
-    q, s1, s2, k = _attention_dims(rule, s)
-    if k < 2:
-        return None
-    split = math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
-    return 3.0 * 4.0 * q * s2 * attended_fraction(op, s1, s2, k, balanced=True) / split
+    return 3.0 * _attention_forward(op, rule, s, balanced=True)
 
 
 #: FlashAttentionScore's inputs: pre_tokens, next_tokens, sparse_mode (MindSpore's argument order); attn_mask
