@@ -129,15 +129,42 @@ def _whole_times(plan) -> dict[str, complex]:
     return {n: 1j / shares.get(n, 1) for n in batch_free(plan.graph)}
 
 
+_STAGE_OPS = table("memory: a stage's operators in the graph's order", 64)
+
+
+def stage_ops(g, names: set[str]) -> list:
+    """The operators of ``g`` named in ``names``, in the graph's order (memoised per graph and name set: every
+    memory option of a sweep walks the same stages)."""
+    key = (id(g), id(names))
+    hit = _STAGE_OPS.get(key)
+    if hit is None or hit[0] is not g or hit[1] is not names:
+        hit = _STAGE_OPS[key] = (g, names, [op for op in g if op.name in names])
+    return hit[2]
+
+
+_MOVES = table("memory: each redistributed input's peaks per plan", 64)
+
+
+def _moves(plan) -> dict:
+    """``{(consumer, slot): (edge, bytes beside its source, bytes once the source may go, its copy's bytes)}`` of
+    ``plan``'s redistributed inputs (:func:`redistribution_peak`), per plan."""
+    hit = _MOVES.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        alltoall = plan.graph.enable_alltoall
+        hit = _MOVES[id(plan)] = (plan, {
+            (e.dst, e.in_slot): (e, *redistribution_peak(e, alltoall),
+                                 e.dst_layout.slice_numel * DTYPE_BYTES.get(e.dtype, 4))
+            for e in (plan.edges or ()) if e.forward.ops})
+    return hit[1]
+
+
 def _saved(plan, names: set[str], drop: set, times: dict) -> tuple[dict, dict]:
     """({(producer, j): bytes} saved for the backward, {(producer, j): (its layer, its reader's layer)}) over
     operators ``names``, for the whole batch (complex, ``times``: :func:`_whole_times`)."""
     g, ch = plan.graph, plan.choices
     saved: dict = {}
     layer_of: dict = {}
-    for op in g:
-        if op.name not in names:
-            continue
+    for op in stage_ops(g, names):
         for j in saved_outputs(op):
             if op.name not in drop:
                 saved[(op.name, j)] = _bytes(ch[op.name], j, op.outputs[j]) * times.get(op.name, 1)
@@ -226,20 +253,20 @@ def _forward_peak(plan, names: set[str], saved: dict, times_of: dict) -> tuple[c
     steps while it runs; an operator's outputs are allocated beside its inputs. The instants that can be the
     fullest, complex (:func:`_per_micro_batch`)."""
     g, ch = plan.graph, plan.choices
-    moved = {(e.dst, e.in_slot): e for e in plan.edges if e.forward.ops} if plan.edges else {}
-    saving = {(x.ref, x.index or 0, op.name) for op in g if op.name in names for slot in saved_inputs(op)
+    ops = stage_ops(g, names)
+    moved = _moves(plan)
+    saving = {(x.ref, x.index or 0, op.name) for op in ops for slot in saved_inputs(op)
               if slot < len(op.inputs) and (x := op.inputs[slot]).kind in ("op", "input")}
     # the tensors every reader saving them reads through a redistribution: each saves its own copy, counted there
-    moved_pairs = {(e.src, e.dst) for e in moved.values()}
+    moved_pairs = {(m[0].src, m[0].dst) for m in moved.values()}
     copied: dict = {}
     for p, j, r in saving:
         copied[(p, j)] = copied.get((p, j), True) and (p, r) in moved_pairs
     reads: dict = {}
-    for op in g:
-        if op.name in names:
-            for x in op.inputs:
-                if x.kind == "op":
-                    reads[(x.ref, x.index or 0)] = reads.get((x.ref, x.index or 0), 0) + 1
+    for op in ops:
+        for x in op.inputs:
+            if x.kind == "op":
+                reads[(x.ref, x.index or 0)] = reads.get((x.ref, x.index or 0), 0) + 1
     live: dict = {}
     live_bytes = held = 0j
     peaks: list[complex] = []
@@ -250,30 +277,27 @@ def _forward_peak(plan, names: set[str], saved: dict, times_of: dict) -> tuple[c
         if reads[key] == 0 and key in live:
             live_bytes -= live.pop(key)
 
-    for op in g:
-        if op.name not in names:
-            continue
+    for op in ops:
         copies = kept = 0j
         direct = []
         for slot, x in enumerate(op.inputs):
             if x.kind not in ("op", "input"):
                 continue
             key = (x.ref, x.index or 0)
-            e = moved.get((op.name, slot))
-            if e is None:
+            m = moved.get((op.name, slot))
+            if m is None:
                 if x.kind == "op":
                     direct.append(key)
                 continue
             # a redistributed input: its steps beside the source, the source freed after its last read (a net input
             # lives all step), its copy kept to the end of the forward where the consumer's backward reads it
-            first, later = redistribution_peak(e, g.enable_alltoall)
+            _e, first, later, b = m
             times = times_of.get(x.ref, 1) if x.kind == "op" else 1
-            first, later = first * times, later * times
+            first, later, b = first * times, later * times, b * times
             peaks.append(held + live_bytes + copies + first)
             if x.kind == "op":
                 read(key)
             peaks.append(held + live_bytes + copies + later)
-            b = e.dst_layout.slice_numel * DTYPE_BYTES.get(e.dtype, 4) * times
             copies += b
             if (x.ref, x.index or 0, op.name) in saving and (key in saved or x.kind == "input"):
                 kept += b
@@ -335,31 +359,11 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     if not optimizer_parallel:
         zero = None
     describe, state_bytes, temporaries_of = OPTIMIZERS[optimizer]
-    reread = _reread_params(plan, names)
-    cast_only = _cast_only_params(plan, names)
-    params = gathered = grads = shards = shard_elements = opt = largest = 0.0
-    for name, shape in param_slices(plan, names).items():
-        p = g.params.get(name)
-        if p is None:
-            continue
-        n = math.prod(shape)
-        per = DTYPE_BYTES.get(p.spec.dtype, 4)
-        w = 1
-        if zero is not None and p.requires_grad and shape:
-            w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * per)
-        params += n * per / w
-        if w > 1 and (name in reread or (accumulate and name not in cast_only)):
-            # the AllGather's output, kept until the weight's gradient is made; accumulating, every one is gathered
-            # once for all the micro-batches and kept -- but a weight read only by its Cast, whose output each
-            # micro-batch keeps (DryRun, llama2_7b width, 2 layers, dp=8, bf16 compute of fp16 weights, the parallel
-            # optimizer, accumulation 2: the peak 1020 MiB under keeping both, the size of the gathered fp16 weights)
-            gathered += n * per
-        if p.requires_grad:
-            grads += n * per
-            shards += n * per / w
-            shard_elements += n / w
-            opt += n * state_bytes(per) / w
-            largest = max(largest, n * 4 / w)
+    key = (id(plan), id(names), devices, zero is not None, accumulate, optimizer)
+    hit = _PARAMS.get(key)
+    if hit is None or hit[0] is not plan or hit[1] is not names:
+        hit = _PARAMS[key] = (plan, names, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
+    params, gathered, grads, shards, shard_elements, opt, largest = hit[2]
     act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
     persistent = params + opt
     accumulated = 0.0
@@ -416,6 +420,41 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                           if drop and any(plan.graph.op(n).type in NORMS for n in drop) else "")}}
 
 
+_PARAMS = table("memory: the parameters' bytes per plan, operator set and optimizer options", 64)
+
+
+def _param_bytes(plan, names: set[str], devices: int, zero, accumulate: bool, state_bytes) -> tuple:
+    """(the weights' slices, the gathered weights kept, the gradients, their shards and their shards' elements, the
+    optimizer's states, the largest fp32 shard) of the Parameters operators ``names`` read, in bytes."""
+    g = plan.graph
+    reread = _reread_params(plan, names)
+    cast_only = _cast_only_params(plan, names)
+    params = gathered = grads = shards = shard_elements = opt = largest = 0.0
+    for name, shape in param_slices(plan, names).items():
+        p = g.params.get(name)
+        if p is None:
+            continue
+        n = math.prod(shape)
+        per = DTYPE_BYTES.get(p.spec.dtype, 4)
+        w = 1
+        if zero is not None and p.requires_grad and shape:
+            w = zero.ways(devices * n // max(p.spec.numel, 1), shape[0], n * per)
+        params += n * per / w
+        if w > 1 and (name in reread or (accumulate and name not in cast_only)):
+            # the AllGather's output, kept until the weight's gradient is made; accumulating, every one is gathered
+            # once for all the micro-batches and kept -- but a weight read only by its Cast, whose output each
+            # micro-batch keeps (DryRun, llama2_7b width, 2 layers, dp=8, bf16 compute of fp16 weights, the parallel
+            # optimizer, accumulation 2: the peak 1020 MiB under keeping both, the size of the gathered fp16 weights)
+            gathered += n * per
+        if p.requires_grad:
+            grads += n * per
+            shards += n * per / w
+            shard_elements += n / w
+            opt += n * state_bytes(per) / w
+            largest = max(largest, n * 4 / w)
+    return params, gathered, grads, shards, shard_elements, opt, largest
+
+
 def _layers_of(plan, names: set[str]) -> set[str]:
     return {plan.graph.op(n).layer for n in names if plan.graph.op(n).layer}
 
@@ -424,11 +463,10 @@ def _cast_only_params(plan, names: set[str]) -> set[str]:
     """The Parameters operators ``names`` read through a Cast alone (MindFormers' weights kept in another dtype than
     the compute's)."""
     readers: dict[str, set] = {}
-    for op in plan.graph:
-        if op.name in names:
-            for x in op.inputs:
-                if x.kind == "param":
-                    readers.setdefault(x.ref, set()).add(op.type)
+    for op in stage_ops(plan.graph, names):
+        for x in op.inputs:
+            if x.kind == "param":
+                readers.setdefault(x.ref, set()).add(op.type)
     return {p for p, types in readers.items() if types == {"Cast"}}
 
 
@@ -437,5 +475,5 @@ def _reread_params(plan, names: set[str]) -> set[str]:
     by a Gather (whose backward reads the indices) and a weight read only by a Cast (MindFormers' float32 weights
     read in fp16 or bf16: the backward reads the Cast's output, an activation, and the gathered float32 weight is
     freed once cast -- DryRun, llama2_7b width, dp=8, parallel optimizer: the same peak as fp16 weights)."""
-    return {x.ref for op in plan.graph if op.name in names and op.type not in ("Gather", "GatherV2")
+    return {x.ref for op in stage_ops(plan.graph, names) if op.type not in ("Gather", "GatherV2")
             and op.type not in NOTHING_SAVED for x in op.inputs if x.kind == "param"}

@@ -268,13 +268,13 @@ def _dispatch_seconds(plan, op, prof, m: int) -> float:
     return 2 * prof.collective_seconds("AllToAll", expert_ways(plan), nb / m, intra)
 
 
-_ITEMS = table("step model: items of the last plan, profile and options", 1)
+_ITEMS = table("step model: items of the last plans, profile and options", 8)
 
 
 def build_items(plan, prof, opts: StepOptions, zero) -> list[Item]:
-    """The schedule's view of every operator for one micro-batch: those of one copy, memoised for the last plan,
-    profile and options but the copies (a sweep prices each option set with one copy and with two in turn),
-    then its copies (:func:`interleaved`)."""
+    """The schedule's view of every operator for one micro-batch: those of one copy, memoised for the last few
+    plans, profile and options but the copies (a sweep prices each option set on two cut-down plans, with one copy
+    and with two, with and without the load balance, in turn), then its copies (:func:`interleaved`)."""
     key = (id(plan), id(prof), replace(opts, interleave=1), zero)
     hit = _ITEMS.get(key)
     if hit is not None and hit[0] is plan and hit[1] is prof:
