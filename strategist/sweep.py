@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from . import progress
-from .advice.carry import carry_anchors, told_apart
+from .advice.carry import carry_anchors, told_apart_from_dp
 from .cost.attention import splits_attention
 from .cost.extrapolate import memory_at, step_at
 from .cost.step import STAND_IN_STAGES, StepOptions, estimate_with, memory_with, stage_memories
@@ -627,8 +627,8 @@ def family_of(mesh: dict) -> tuple:
 def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
     """``{index: the index of the mesh advised for its family}`` over ``todo``'s meshes: the family's middle mesh by
     pp, among those with dp > 1 (dp stays an axis of every mesh the anchors are carried to) and, first, those
-    whose axis sizes tell their sets apart (:func:`~strategist.advice.carry.told_apart`); each mesh its own with
-    ``exhaustive``."""
+    whose axis sizes tell the sets with dp from those without (:func:`~strategist.advice.carry.told_apart_from_dp`:
+    the family's meshes differ in dp alone); each mesh its own with ``exhaustive``."""
     if exhaustive:
         return {k: k for k in range(len(todo))}
     families: dict = {}
@@ -638,7 +638,7 @@ def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
     for members in families.values():
         members.sort(key=lambda k: todo[k][0].get("pp", 1))
         inner = [inner_mesh(todo[k][0]) for k in members]
-        pick = [k for k, m in zip(members, inner) if m.get("dp") > 1 and told_apart(m)] or \
+        pick = [k for k, m in zip(members, inner) if m.get("dp") > 1 and told_apart_from_dp(m)] or \
             [k for k, m in zip(members, inner) if m.get("dp") > 1] or members
         seed = pick[len(pick) // 2]
         seeds.update({k: seed for k in members})

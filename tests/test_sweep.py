@@ -409,6 +409,14 @@ def test_families_priced_with_one_members_advice_rank_as_every_mesh_advised(tiny
     assert {c["anchors_from"] for c in fam.to_dict()["ranked"]} >= {c.anchors_from for c in carried if c.fits}
 
 
+def test_a_familys_seed_tells_dp_apart_from_its_other_axes():
+    # the (tp=2, cp=2) family over 32 devices: dp 1, 2, 4, 8 (pp 8, 4, 2, 1). Under dp=2 a 2 is dp, tp or cp, and
+    # under dp=4 a 4 is dp or tp x cp: anchors advised there would not carry to the others. The seed is dp=8's
+    from strategist.sweep import family_seeds
+    todo = [({"dp": d, "tp": 2, "cp": 2, "pp": 8 // d}, []) for d in (1, 2, 4, 8)]
+    assert {todo[s][0]["dp"] for s in family_seeds(todo).values()} == {8}
+
+
 def test_a_later_sweeps_cut_down_graphs_are_cut_from_its_own_graph():
     # one process sweeping two models: the graphs cut down for pricing are the second model's, not the first's
     from strategist import sweep

@@ -31,6 +31,21 @@ def told_apart(mesh: Mesh) -> bool:
     return len(sizes) == len(set(sizes))
 
 
+def told_apart_from_dp(mesh: Mesh) -> bool:
+    """Whether every size a strategy tuple can give on ``mesh`` says whether dp is among its axes: no set of its axes
+    with dp multiplies to the size of a set without it. Anchors on such a mesh carry to every mesh that differs from
+    it in dp alone (a sweep's family), whatever sizes the other axes share.
+
+    >>> told_apart_from_dp(Mesh.parse("dp=8,tp=2,cp=2")), told_apart_from_dp(Mesh.parse("dp=4,tp=2,cp=2"))
+    (True, False)
+    """
+    axes = [(n, s) for n, s in mesh.axes if s > 1]
+    sets = [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)]
+    with_dp = {math.prod(s for _, s in c) for c in sets if any(n == "dp" for n, _ in c)}
+    without = {math.prod(s for _, s in c) for c in sets if all(n != "dp" for n, _ in c)}
+    return not with_dp & without
+
+
 def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
     """``size`` (a product of ``src``'s axes) as the product of the same axes on ``dst``. Where more than one set
     of ``src``'s axes multiplies to it, the size every one of them gives on ``dst``, if they agree. Where none
