@@ -93,7 +93,12 @@ def _bytes(choice, j: int, spec) -> float:
     return choice.outputs[j].slice_numel * DTYPE_BYTES.get(spec.dtype, 4)
 
 
-_ACTIVATIONS = table("memory: activations per plan and operator set", 256)
+_ACTIVATIONS = table("memory: activations per plan and operator set", 1024)
+
+
+def frozen(names):
+    """``names`` as a frozenset (None as it is): a memo's key by content, its hash computed once per object."""
+    return names if names is None or isinstance(names, frozenset) else frozenset(names)
 
 
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
@@ -101,15 +106,14 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     """(activations saved at the end of one micro-batch's forward, what its forward holds beyond them at its fullest
     instant, activations held while full recompute rebuilds its largest layer: 0 without it) over operators
     ``names``; ``drop``: the operators
-    recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (the same
-    objects: a sweep's memory options read the same stages under each micro-batch count). ``full_layers``: with
+    recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (by content:
+    a sweep's memory options read the same stages under each micro-batch count). ``full_layers``: with
     ``recompute`` "full", the layers recomputed fully (None: every one)."""
-    key = (id(plan), id(names), recompute, id(drop), id(full_layers))
+    key = (id(plan), frozen(names), recompute, frozen(drop), frozen(full_layers))
     hit = _ACTIVATIONS.get(key)
-    if hit is None or hit[0] is not plan or hit[1] is not names or hit[2] is not drop or hit[3] is not full_layers:
-        hit = _ACTIVATIONS[key] = (plan, names, drop, full_layers,
-                                   _activation_bytes(plan, names, recompute, drop, full_layers))
-    kept, peaks, inputs, layers = hit[4]
+    if hit is None or hit[0] is not plan:
+        hit = _ACTIVATIONS[key] = (plan, _activation_bytes(plan, names, recompute, drop, full_layers))
+    kept, peaks, inputs, layers = hit[1]
     at = lambda z: _per_micro_batch(z, micro_batches)
     rebuild = at(inputs) + max((at(z) for z in layers), default=0.0) if recompute == "full" else 0.0
     return at(kept), max(at(z) for z in peaks) - at(kept), rebuild
@@ -129,17 +133,17 @@ def _whole_times(plan) -> dict[str, complex]:
     return {n: 1j / shares.get(n, 1) for n in batch_free(plan.graph)}
 
 
-_STAGE_OPS = table("memory: a stage's operators in the graph's order", 64)
+_STAGE_OPS = table("memory: a stage's operators in the graph's order", 256)
 
 
 def stage_ops(g, names: set[str]) -> list:
     """The operators of ``g`` named in ``names``, in the graph's order (memoised per graph and name set: every
     memory option of a sweep walks the same stages)."""
-    key = (id(g), id(names))
+    key = (id(g), frozen(names))
     hit = _STAGE_OPS.get(key)
-    if hit is None or hit[0] is not g or hit[1] is not names:
-        hit = _STAGE_OPS[key] = (g, names, [op for op in g if op.name in names])
-    return hit[2]
+    if hit is None or hit[0] is not g:
+        hit = _STAGE_OPS[key] = (g, [op for op in g if op.name in names])
+    return hit[1]
 
 
 _MOVES = table("memory: each redistributed input's peaks per plan", 64)
@@ -359,11 +363,11 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     if not optimizer_parallel:
         zero = None
     describe, state_bytes, temporaries_of = OPTIMIZERS[optimizer]
-    key = (id(plan), id(names), devices, zero is not None, accumulate, optimizer)
+    key = (id(plan), frozen(names), devices, zero is not None, accumulate, optimizer)
     hit = _PARAMS.get(key)
-    if hit is None or hit[0] is not plan or hit[1] is not names:
-        hit = _PARAMS[key] = (plan, names, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
-    params, gathered, grads, shards, shard_elements, opt, largest = hit[2]
+    if hit is None or hit[0] is not plan:
+        hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
+    params, gathered, grads, shards, shard_elements, opt, largest = hit[1]
     act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
     persistent = params + opt
     accumulated = 0.0
@@ -420,7 +424,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                           if drop and any(plan.graph.op(n).type in NORMS for n in drop) else "")}}
 
 
-_PARAMS = table("memory: the parameters' bytes per plan, operator set and optimizer options", 64)
+_PARAMS = table("memory: the parameters' bytes per plan, operator set and optimizer options", 256)
 
 
 def _param_bytes(plan, names: set[str], devices: int, zero, accumulate: bool, state_bytes) -> tuple:
