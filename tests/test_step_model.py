@@ -346,7 +346,8 @@ def test_clear_caches_clears_the_step_and_memory_models(graph_of):
     assert memory._ACTIVATIONS and memory._SLICES
     clear_caches()
     assert not any((step._PROFILES, step._COMMS, step._GRAPHS, step._BASES, step._DROPS, step._MIRRORS,
-                    step._STAGES, step._NAMES, step._ITEMS, memory._ACTIVATIONS, memory._SLICES))
+                    step._STAGES, step._NAMES, step._ITEMS, memory._ACTIVATIONS, memory._SLICES, memory._STAGE_OPS,
+                    memory._PARAMS, memory._MOVES))
 
 
 def test_the_html_memory_bar_adds_up_to_the_total(graph_of):

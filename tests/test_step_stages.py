@@ -61,10 +61,24 @@ def test_the_schedule_totals_read_off_the_reported_stage(plan):
 
 def test_memory_memos_give_the_figures_computed_afresh(plan):
     warm = [memory_with(plan, o) for o in OPTIONS + OPTIONS[::-1]]
-    for memo in (memory_module._ACTIVATIONS, step_module._DROPS, step_module._NAMES):
+    for memo in (memory_module._ACTIVATIONS, memory_module._STAGE_OPS, memory_module._PARAMS, memory_module._MOVES,
+                 memory_module._SLICES, step_module._DROPS, step_module._NAMES):
         memo.clear()
     cold = [memory_with(plan, o) for o in OPTIONS]
     assert warm[:len(OPTIONS)] == cold and warm[len(OPTIONS):] == cold[::-1]
+
+
+def test_the_activation_walk_is_memoised_by_the_sets_it_walks(plan):
+    # the step model's memo of the recomputed sets emptied makes new objects of the same sets: the walks are not
+    # made again (a sweep's many plans empty that memo between one option set and the next)
+    for o in OPTIONS:
+        memory_with(plan, o)
+    walks = len(memory_module._ACTIVATIONS)
+    step_module._DROPS.clear()
+    step_module._NAMES.clear()
+    for o in OPTIONS:
+        memory_with(plan, o)
+    assert walks and len(memory_module._ACTIVATIONS) == walks
 
 
 def test_a_stages_communication_not_overlapped_is_its_summarys(plan):
