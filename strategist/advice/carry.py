@@ -23,12 +23,11 @@ from ..vocab.graph import ShardLayout
 from ..vocab.mesh import Mesh
 
 
-def told_apart(mesh: Mesh) -> bool:
-    """Whether every size a strategy tuple can give on ``mesh`` names its axes: no two sets of its axes multiply
-    to the same size."""
-    axes = [s for _, s in mesh.axes if s > 1]
-    sizes = [math.prod(c) for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)]
-    return len(sizes) == len(set(sizes))
+def _axis_sets(mesh: Mesh) -> list[tuple[tuple[str, int], ...]]:
+    """Every non-empty set of ``mesh``'s axes above size 1, as ``(name, size)`` pairs: what a strategy tuple's size
+    can be the product of."""
+    axes = [(n, s) for n, s in mesh.axes if s > 1]
+    return [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)]
 
 
 def told_apart_from_dp(mesh: Mesh) -> bool:
@@ -39,8 +38,7 @@ def told_apart_from_dp(mesh: Mesh) -> bool:
     >>> told_apart_from_dp(Mesh.parse("dp=8,tp=2,cp=2")), told_apart_from_dp(Mesh.parse("dp=4,tp=2,cp=2"))
     (True, False)
     """
-    axes = [(n, s) for n, s in mesh.axes if s > 1]
-    sets = [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)]
+    sets = _axis_sets(mesh)
     with_dp = {math.prod(s for _, s in c) for c in sets if any(n == "dp" for n, _ in c)}
     without = {math.prod(s for _, s in c) for c in sets if all(n != "dp" for n, _ in c)}
     return not with_dp & without
@@ -61,11 +59,9 @@ def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
     """
     if size == 1:
         return 1
-    axes = [(n, s) for n, s in src.axes if s > 1]
-    sets = [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)
-            if math.prod(s for _, s in c) == size]
+    sets = [c for c in _axis_sets(src) if math.prod(s for _, s in c) == size]
     if not sets:
-        within = [n for n, s in axes if s % size == 0]
+        within = [n for n, s in src.axes if s > 1 and s % size == 0]
         return size if within and all(dst.get(n) == src.get(n) for n in within) else None
     sizes = {math.prod(dst.get(n) if n in dst.names else 1 for n, _ in c) for c in sets}
     return sizes.pop() if len(sizes) == 1 else None

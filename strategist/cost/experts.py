@@ -77,9 +77,9 @@ def expert_shares(plan) -> dict[str, int]:
     ep = expert_ways(plan)
 
     def shares(g):
-        params, chain = per_graph("expert parameters", g, _experts_of)
         if ep <= 1:
             return {}
+        params, chain = per_graph("expert parameters", g, _experts_of)
         return {**dict.fromkeys(params, ep), **{n: ep for n in chain if g.op(n).type != MORPH_FFN}}
     return per_graph(f"expert shares at ep {ep}", plan.graph, shares)
 

@@ -326,7 +326,7 @@ _SLICES = table("memory: parameter slices per plan and operator set", 32)
 def param_slices(plan, names: set[str]) -> dict[str, tuple]:
     """Parameter -> its slice shape, for the Parameters operators ``names`` read (memoised per plan and operator
     set: every memory option of a sweep reads the same stages). The result is shared: do not change it."""
-    key = (id(plan), frozenset(names))
+    key = (id(plan), frozen(names))
     hit = _SLICES.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
@@ -336,9 +336,7 @@ def param_slices(plan, names: set[str]) -> dict[str, tuple]:
 
 def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
     seen: dict[str, tuple] = {}
-    for op in plan.graph:
-        if op.name not in names:
-            continue
+    for op in stage_ops(plan.graph, names):
         ch = plan.choices[op.name]
         if ch.sharding is None:
             continue
