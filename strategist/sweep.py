@@ -591,9 +591,20 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
                                        "sweep: advising each family", total=len(first)):
                 results[first[j]] = out
             rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
-            tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in rest]
-            for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(rest)):
-                results[rest[j]] = out
+            # the meshes the family's anchors do not carry to (a size of the seed's that names no one set of its
+            # axes): their own family seeds, advised beside the carried meshes, their other meshes carried after
+            again = reseeded(todo, rest, seeds, results)
+            later = [k for k in rest if again.get(k, k) != k]
+            now = [k for k in rest if again.get(k, k) == k]
+            shared = {again[k] for k in later}
+            tasks = [Task(*todo[k], carry=None if k in again else results[seeds[k]].get("shared"), share=k in shared)
+                     for k in now]
+            for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(now)):
+                results[now[j]] = out
+            seeds.update({k: again[k] for k in later})
+            tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in later]
+            for j, out in progress.bar(run(tasks), "sweep: pricing their meshes (carried again)", total=len(later)):
+                results[later[j]] = out
             for _round in range(len(todo)):
                 redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
                 if not redo:
@@ -643,6 +654,19 @@ def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
         seed = pick[len(pick) // 2]
         seeds.update({k: seed for k in members})
     return seeds
+
+
+def reseeded(todo, rest, seeds: dict[int, int], results: dict) -> dict[int, int]:
+    """``{index: its new seed}`` for the meshes of ``rest`` their family's anchors do not carry to
+    (:func:`~strategist.advice.carry.carry_anchors` fails on a size the seed's axes do not name), seeded anew among
+    themselves (:func:`family_seeds`): each such mesh is then advised on its own once per family and dp, not once
+    per mesh. A mesh whose seed's advice failed is left out (advised on its own)."""
+    stuck = []
+    for k in rest:
+        carry = results[seeds[k]].get("shared")
+        if carry is not None and _carried(carry, inner_mesh(todo[k][0])) is None:
+            stuck.append(k)
+    return {stuck[i]: stuck[j] for i, j in family_seeds([todo[k] for k in stuck]).items()}
 
 
 def fastest_meshes(todo, results: dict, n: int) -> list[int]:

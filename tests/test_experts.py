@@ -141,6 +141,32 @@ def test_the_losss_own_strategies_are_read_once_per_mindformers_sizes(monkeypatc
     assert builds == ["dp=4,tp=2", "dp=2,tp=4"]
 
 
+def test_the_loss_is_read_from_a_one_layer_build_at_a_short_sequence(monkeypatch):
+    # the loss's shard() calls read the parallel config alone: a one-layer build at a short sequence gives the
+    # strategies the build at the graph's own options gives, at a fraction of its cost
+    from strategist.frontend.loader import load_graph
+    from strategist.frontend.mindformers import experts as mf_experts
+    from strategist.memo import clear_caches
+    from strategist.vocab.mesh import Mesh
+    g = load_graph(QWEN3_MOE, None, SMALL + ["seq=4096"], training=True)
+    assert g.mf_seq == 4096
+    clear_caches()
+    asked = []
+    real = mf_experts.read_expert_strategies
+
+    def counted(ref, mesh, *a, **k):
+        asked.append((k.get("layers"), k.get("seq")))
+        return real(ref, mesh, *a, **k)
+    monkeypatch.setattr(mf_experts, "read_expert_strategies", counted)
+    for text in ("dp=4,tp=2", "dp=2,tp=2,cp=2"):
+        mesh = Mesh.parse(text)
+        got, notes = mf_experts.loss_own_strategies(g, mesh)
+        whole = real(g.model, mesh, "propagation", g, **g.mf_options)
+        assert not notes and got and {n: a.strategy for n, a in got.items()} == \
+            {n: whole[n].strategy for n in g.parallel_only}
+    assert asked == [(1, 256), (1, 256)]
+
+
 def test_a_drawn_ep_on_a_model_without_mindformers_experts_is_a_warning():
     import os
 

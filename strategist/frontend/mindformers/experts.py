@@ -122,14 +122,14 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
     :data:`LOSS_OWN`) at ``mesh`` -- e.g. ``self.add.shard(((dp * cp, mp), ()))``,
     ``self.add_label.shard(((dp * cp,), ()))``, ``self.sum2.shard(((1,),))`` in ``__init__`` in any semi/auto
     parallel mode, with the dp/mp of the loss's own parallel config (ChatGLM2's is vocabulary-parallel:
-    ``((1, dp*cp*mp), ())``) -- read from the model built at the mesh (:func:`expert_strategies`, once per
-    model, options and MindFormers' dp, tp and cp), origin :data:`~strategist.engine.plan.PARALLEL_ONLY`.
+    ``((1, dp*cp*mp), ())``) -- read from the model built at the mesh (:func:`loss_build`, once per model, options
+    and MindFormers' dp, tp and cp), origin :data:`~strategist.engine.plan.PARALLEL_ONLY`.
     Returns (anchors, notes); a mesh MindFormers cannot build leaves them unconfigured, with a note."""
     key = _loss_own_key(graph, mesh)
     if key not in _LOSS_OWN_STRATEGIES:
         names = key[3]
         try:
-            ex = read_expert_strategies(graph.model, mesh, "propagation", graph, **(graph.mf_options or {}))
+            ex = _read_loss(graph, mesh, names)
             got = {n: dataclasses.replace(ex[n], origin=PARALLEL_ONLY) for n in names if n in ex}
             failed = None
         except StrategistError as err:
@@ -144,6 +144,35 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
         notes = [f"MindFormers configures no strategy strategist could read on {', '.join(miss)} at {mesh}: left "
                  f"to propagation"] if miss else []
     return dict(got), notes
+
+
+def loss_build(options: dict, mesh: Mesh) -> dict:
+    """The build options :func:`loss_own_strategies` reads the loss at: ``options`` (the graph's) at one layer
+    and, where the sequence halves evenly at ``mesh`` (a multiple of its dp, tp and cp devices, 256 tokens at
+    least), at the shortest such sequence. The loss's ``shard()`` calls read the parallel config alone, never the
+    layer count or the sequence; a shorter build skips the layers and MindFormers' ``[seq, seq]`` causal mask.
+
+    >>> loss_build({"seq": 4096, "batch": 8}, Mesh.parse("dp=4,tp=2,cp=2"))
+    {'seq': 256, 'batch': 8, 'layers': 1}
+    >>> loss_build({"seq": 4096}, Mesh.parse("dp=3,tp=2"))["seq"]     # 4096 / 2 is no multiple of 6
+    4096
+    """
+    seq, n = options.get("seq"), mesh.size
+    if seq:
+        while seq % 2 == 0 and seq // 2 >= 256 and (seq // 2) % n == 0:
+            seq //= 2
+    return {**options, "seq": seq, "layers": 1}
+
+
+def _read_loss(graph: OpGraph, mesh: Mesh, names) -> Experts:
+    """The loss's own operators' (``names``) strategies, read from a one-layer build at a short sequence
+    (:func:`loss_build`); a reading of the build as the graph's options give it where that build fails."""
+    opts = dict(graph.mf_options or {})
+    try:
+        return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names),
+                                      **loss_build({**opts, "seq": opts.get("seq") or graph.mf_seq}, mesh))
+    except StrategistError:
+        return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names), **opts)
 
 
 def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
@@ -168,9 +197,10 @@ def _validate(graph: OpGraph, anchor: Anchor, n: int):
 
 def read_expert_strategies(ref: str, mesh: Mesh | str, mode: str, graph: OpGraph, *, layers: int | None = None,
                            seq: int | None = None, batch: int | None = None,
-                           overrides: dict | None = None) -> Experts:
+                           overrides: dict | None = None, only: frozenset | None = None) -> Experts:
     """:func:`strategist.frontend.mindformers.expert_strategies` on ``graph``, ``ref``'s graph already loaded
-    (``mode`` ``"semi_auto"`` or ``"propagation"``)."""
+    (``mode`` ``"semi_auto"`` or ``"propagation"``); ``only``: those operators' strategies alone, read from a build
+    at ``layers`` as given (the graph's extracted layers are not copied)."""
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh
     sizes = mesh_sizes(mesh)
     n = sizes["dp"] * sizes["tp"] * sizes["cp"]
@@ -180,7 +210,7 @@ def read_expert_strategies(ref: str, mesh: Mesh | str, mode: str, graph: OpGraph
     out = Experts(mode, mesh)
     path = resolve_config(ref)
     # a replicated graph (load_mindformers): read the experts at the extracted layer count, copy the last layer's
-    ext = graph.mf_extracted_layers
+    ext = graph.mf_extracted_layers if only is None else None
     total = max((layer_of(op.cell_path) or 0 for op in graph), default=0) + 1
     t0 = time.perf_counter()
     with mindformers_world(mode=mode, device_num=n, notes=out.notes):
@@ -200,6 +230,15 @@ def read_expert_strategies(ref: str, mesh: Mesh | str, mode: str, graph: OpGraph
         # the mode calls no shard() (a propagation build read the router's semi_auto strategy). Leave none.
         clear_strategies(net)
     out.build_seconds = time.perf_counter() - t0
+    if only is not None:
+        wanted: dict[tuple[str, str], list] = {}
+        for name in sorted(only):
+            op = graph.op(name)
+            wanted.setdefault((op.cell_path, op.instance_name), []).append(op)
+        for cpath, _cell, attr, _prim, st in found:
+            for op in wanted.get((cpath, attr), ()):
+                _add(graph, out, op, st, f"{cpath}.{attr}" if cpath else attr, n)
+        return out
     readers = _param_reader(graph)
     by_key: dict[tuple[str, str], list] = {}
     for op in graph:
