@@ -93,3 +93,26 @@ def test_a_stages_communication_not_overlapped_is_its_summarys(plan):
                 assert want > 0 and not_overlapped(tl) == pytest.approx(want, rel=1e-12)
             assert est.stage_not_overlapped(s) == \
                 pytest.approx(est.stage_totals(s)["communication_not_overlapped_s"], rel=1e-12)
+
+
+def test_an_advice_leaves_no_cyclic_garbage():
+    # a plan and its memoised estimate hold no reference to each other both ways: the advice's hundred plans are
+    # freed by reference counting as they go, not by the cyclic collector's walk (a sweep collects after each mesh)
+    import gc
+
+    g = load_graph(TINY, None, ["layers=4", "batch=16"])
+    hw = load_hardware("atlas-800t-a2")
+    gc.collect()
+    gc.disable()
+    try:
+        advice = advise(g, Mesh.parse("dp=2,tp=4"), hardware=hw)
+        assert step_module.estimate(advice.plan).step_s > 0
+        del advice
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left & {"Plan", "StepEstimate", "OpChoice", "EdgeCost"}

@@ -12,7 +12,7 @@ from .attention import load_balance
 from .experts import dispatch_bytes, ep_group_intra, expert_chain, expert_shares, expert_ways
 from .memory import OPTIMIZERS, RECOMPUTE, comm_recompute_ops, selective_ops, stage_memory
 from ..engine.search.structure import per_graph
-from ..memo import table
+from ..memo import ByIdentity, table
 from ..vocab.graph import DTYPE_BYTES
 from .optime import (
     Comm,
@@ -783,15 +783,17 @@ def memory_with(plan, opts: StepOptions, stand_in: bool = False) -> dict:
     return {**mems[k], "stage": k}
 
 
+#: the estimates of the plans last estimated (:func:`estimate`): kept beside the plans, not on them, so that a plan
+#: and its estimate (which holds it) make no reference cycle and go with their last reference, not at the cyclic
+#: collector's next walk of everything an advice made
+_ESTIMATES = ByIdentity("step: the plans' own estimates", 16)
+
+
 def estimate(plan) -> StepEstimate | None:
-    """The step estimate of ``plan`` (None without a hardware profile); memoised on the plan."""
-    hit = getattr(plan, "_step_estimate", None)
-    if hit is not None:
-        return hit
+    """The step estimate of ``plan`` under its own options (None without a hardware profile); memoised."""
     if plan.hardware is None:
         return None
-    est = plan._step_estimate = estimate_with(plan, options_of(plan))
-    return est
+    return _ESTIMATES.get((plan,), None, lambda: estimate_with(plan, options_of(plan)))
 
 
 def estimate_with(plan, opts: StepOptions, stand_in: bool = False) -> StepEstimate:
