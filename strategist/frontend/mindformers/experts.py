@@ -22,7 +22,7 @@ from ...vocab.graph import OpGraph, ShardLayout
 from ...vocab.mesh import Mesh
 from ..proto import shard_layouts
 from .build import build_model, clear_strategies, prims_of
-from .config import load_yaml, mesh_sizes, resolve_config
+from .config import load_yaml, mesh_sizes, mesh_warnings, resolve_config
 from .morph import MORPH_FFN, ffn_name
 from .rewrites import layer_of, replicate_anchors, shift_layers
 from .world import mindformers_world, undefined_sharding_propagation
@@ -166,12 +166,15 @@ def loss_build(options: dict, mesh: Mesh) -> dict:
 
 def _read_loss(graph: OpGraph, mesh: Mesh, names) -> Experts:
     """The loss's own operators' (``names``) strategies, read from a one-layer build at a short sequence
-    (:func:`loss_build`); a reading of the build as the graph's options give it where that build fails."""
+    (:func:`loss_build`); where that build fails on a mesh MindFormers does not refuse as such
+    (:func:`~.config.mesh_warnings`), a reading of the build as the graph's options give it."""
     opts = dict(graph.mf_options or {})
     try:
         return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names),
                                       **loss_build({**opts, "seq": opts.get("seq") or graph.mf_seq}, mesh))
     except StrategistError:
+        if mesh_warnings(graph, mesh):      # MindFormers refuses the mesh itself (heads, experts), at any length
+            raise
         return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names), **opts)
 
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 from ...errors import ModelLoadError
+from ...memo import table
 
 
 _IMPORT_LOG = None
@@ -275,15 +276,28 @@ def _patch_missing_sharding_propagation(notes: list[str]):
                 continue
             if hasattr(obj, "sharding_propagation") or obj in [p for p, _ in patched]:
                 continue
-            init = obj.__dict__.get("__init__")
-            try:
-                src = inspect.getsource(init) if init else ""
-            except (OSError, TypeError):
-                src = ""
-            if "self.sharding_propagation(" in src:
+            if _calls_sharding_propagation(obj.__dict__.get("__init__")):
                 obj.sharding_propagation = _configures_nothing(notes, obj, name)
                 patched.append((obj, name))
     return patched
+
+
+#: ``__init__`` -> whether its source calls ``self.sharding_propagation(``: read once per function (each build in
+#: propagation mode asks of every class; a sweep builds once per mesh)
+_CALLS_SP = table("mindformers: __init__s calling sharding_propagation", 4096)
+
+
+def _calls_sharding_propagation(init) -> bool:
+    if init is None:
+        return False
+    hit = _CALLS_SP.get(init)
+    if hit is None:
+        try:
+            src = inspect.getsource(init)
+        except (OSError, TypeError):
+            src = ""
+        hit = _CALLS_SP[init] = "self.sharding_propagation(" in src
+    return hit
 
 
 def _configures_nothing(notes: list[str], cls, module: str):
