@@ -417,6 +417,26 @@ def test_a_familys_seed_tells_dp_apart_from_its_other_axes():
     assert {todo[s][0]["dp"] for s in family_seeds(todo).values()} == {8}
 
 
+def test_meshes_their_familys_anchors_do_not_carry_to_are_seeded_among_themselves():
+    # the (tp=2, cp=8) family over 32 devices, seeded at dp=2: an anchor splitting a dimension by 2 there is dp or
+    # tp, which dp=1 tells apart (1 or 2), so it carries to none of the dp=1 meshes (pp=2, and ep drawn from cp or
+    # tp x cp): they are seeded anew among themselves, one advised and the others carried from it, which carries
+    # (the same axes at the same sizes); the seed's dp=2 twin carries as before
+    from strategist.sweep import DRAWN_EP, reseeded
+    from strategist.vocab.anchors import Anchor
+    todo = [({"dp": 2, "tp": 2, "cp": 8}, []), ({"tp": 2, "cp": 8, "pp": 2}, []),
+            ({"tp": 2, "cp": 8, "pp": 2, DRAWN_EP: 4}, []), ({"tp": 2, "cp": 8, "pp": 2, DRAWN_EP: 16}, []),
+            ({"dp": 2, "tp": 2, "cp": 8, DRAWN_EP: 8}, [])]
+    anchors = {"rope": Anchor("rope", ((1, 2, 2, 1), (1, 1, 1, 1)))}
+    results = {0: {"own": True, "shared": ("dp=2,tp=2,cp=8", anchors)}}
+    seeds = {k: 0 for k in range(5)}
+    again = reseeded(todo, [1, 2, 3, 4], seeds, results)
+    assert set(again) == {1, 2, 3} and len(set(again.values())) == 1 and again[again[1]] == again[1]
+    # a family whose anchors name their axes carries to every mesh: nothing is seeded again
+    results[0]["shared"] = ("dp=2,tp=2,cp=8", {"rope": Anchor("rope", ((1, 8, 1, 1), (1, 1, 1, 1)))})
+    assert reseeded(todo, [1, 2, 3, 4], seeds, results) == {}
+
+
 def test_a_later_sweeps_cut_down_graphs_are_cut_from_its_own_graph():
     # one process sweeping two models: the graphs cut down for pricing are the second model's, not the first's
     from strategist import sweep
