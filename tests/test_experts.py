@@ -148,8 +148,8 @@ def test_the_loss_is_read_from_a_one_layer_build_at_a_short_sequence(monkeypatch
     from strategist.frontend.mindformers import experts as mf_experts
     from strategist.memo import clear_caches
     from strategist.vocab.mesh import Mesh
-    g = load_graph(QWEN3_MOE, None, SMALL + ["seq=4096"], training=True)
-    assert g.mf_seq == 4096
+    g = load_graph(QWEN3_MOE, None, SMALL + ["seq=8192"], training=True)
+    assert g.mf_seq == 8192
     clear_caches()
     asked = []
     real = mf_experts.read_expert_strategies
@@ -164,7 +164,7 @@ def test_the_loss_is_read_from_a_one_layer_build_at_a_short_sequence(monkeypatch
         whole = real(g.model, mesh, "propagation", g, **g.mf_options)
         assert not notes and got and {n: a.strategy for n, a in got.items()} == \
             {n: whole[n].strategy for n in g.parallel_only}
-    assert asked == [(1, 256), (1, 256)]
+    assert asked == [(1, 2048), (1, 2048)]
 
 
 def test_a_drawn_ep_on_a_model_without_mindformers_experts_is_a_warning():

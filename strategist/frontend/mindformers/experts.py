@@ -146,20 +146,26 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
     return dict(got), notes
 
 
+#: the shortest sequence a loss reading builds at: MindFormers' compressed attention mask (DeepSeek-V3's
+#: ``use_attn_mask_compression``) refuses a shorter one
+LOSS_SEQ = 2048
+
+
 def loss_build(options: dict, mesh: Mesh) -> dict:
     """The build options :func:`loss_own_strategies` reads the loss at: ``options`` (the graph's) at one layer
-    and, where the sequence halves evenly at ``mesh`` (a multiple of its dp, tp and cp devices, 256 tokens at
-    least), at the shortest such sequence. The loss's ``shard()`` calls read the parallel config alone, never the
-    layer count or the sequence; a shorter build skips the layers and MindFormers' ``[seq, seq]`` causal mask.
+    and, where the sequence halves evenly at ``mesh`` (a multiple of its dp, tp and cp devices, :data:`LOSS_SEQ`
+    tokens at least), at the shortest such sequence. The loss's ``shard()`` calls read the parallel config alone,
+    never the layer count or the sequence; a shorter build skips the layers and most of MindFormers' ``[seq, seq]``
+    causal mask.
 
-    >>> loss_build({"seq": 4096, "batch": 8}, Mesh.parse("dp=4,tp=2,cp=2"))
-    {'seq': 256, 'batch': 8, 'layers': 1}
+    >>> loss_build({"seq": 8192, "batch": 8}, Mesh.parse("dp=4,tp=2,cp=2"))
+    {'seq': 2048, 'batch': 8, 'layers': 1}
     >>> loss_build({"seq": 4096}, Mesh.parse("dp=3,tp=2"))["seq"]     # 4096 / 2 is no multiple of 6
     4096
     """
     seq, n = options.get("seq"), mesh.size
     if seq:
-        while seq % 2 == 0 and seq // 2 >= 256 and (seq // 2) % n == 0:
+        while seq % 2 == 0 and seq // 2 >= LOSS_SEQ and (seq // 2) % n == 0:
             seq //= 2
     return {**options, "seq": seq, "layers": 1}
 
