@@ -2,7 +2,8 @@
 pretraining configs with the YAML's own run settings (pipeline, offsets, pipeline interleave, micro-batches,
 recompute, parallel optimizer, sequence parallelism), each as one CLI run: its wall time (target <= 2 minutes) and
 peak memory, the step and memory it reports; how fast a setting the model cannot take is refused (before anything
-is built); and ``strategist sweep`` on Qwen3-MoE over 32 devices, its expert-parallel meshes among the rest.
+is built); and ``strategist sweep`` on Qwen3-MoE over 32 devices, its expert-parallel meshes among the rest, with
+the time of each of its phases (the start before the workers: the model's build and MindFormers' loss readings).
 
 Both configs draw expert parallelism from the tensor-parallel devices too (``expert_parallel`` beyond
 ``data_parallel``): strategist spells their meshes with ep drawn from the stage's devices (``ep=32@dp*tp``), as
@@ -15,6 +16,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,15 +59,33 @@ SWEEPS = [("Qwen3-MoE 30B-A3B, sweep over 32 devices (batch 32)", "mindformers:q
 
 
 def sweep(model: str, devices: int, extra: list[str]) -> dict:
-    env = dict(os.environ, GLOG_v="4")
-    cmd = [sys.executable, "-m", "strategist", "sweep", model, "--devices", str(devices), *extra, "--format", "json"]
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
-    out = {"seconds": time.perf_counter() - t0, "exit": r.returncode}
-    if r.returncode:
-        out["error"] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    """The sweep as one CLI run, its phases timed as they start (the run's ``STRATEGIST_PHASE_FILE``, read every
+    0.1 s)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        phase_file = os.path.join(tmp, "phases")
+        env = dict(os.environ, GLOG_v="4", STRATEGIST_PHASE_FILE=phase_file)
+        cmd = [sys.executable, "-m", "strategist", "sweep", model, "--devices", str(devices), *extra,
+               "--format", "json"]
+        t0 = time.perf_counter()
+        started: dict[str, float] = {}
+        with open(os.path.join(tmp, "out"), "w+") as so, open(os.path.join(tmp, "err"), "w+") as se:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=so, stderr=se, text=True)
+            while proc.poll() is None:
+                time.sleep(0.1)
+                if os.path.exists(phase_file):
+                    with open(phase_file) as f:
+                        for line in f.read().splitlines():
+                            if line.startswith("sweep:"):
+                                started.setdefault(line, time.perf_counter() - t0)
+            wall = time.perf_counter() - t0
+            so.seek(0)
+            se.seek(0)
+            stdout, stderr = so.read(), se.read()
+    out = {"seconds": wall, "exit": proc.returncode, "phases": started}
+    if proc.returncode:
+        out["error"] = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         return out
-    d = json.loads(r.stdout)
+    d = json.loads(stdout)
     ranked = d["ranked"]
     out.update(fit=len(ranked), best=ranked[0] if ranked else None,
                with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]))
@@ -76,6 +96,11 @@ def main():
     for label, model, devices, extra in SWEEPS:
         r = sweep(model, devices, extra)
         print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
+        marks = sorted(r["phases"].items(), key=lambda kv: kv[1]) + [("end", r["seconds"])]
+        if len(marks) > 1:
+            spans = [f"before the workers {marks[0][1]:.1f} s"] + [
+                f"{name.removeprefix('sweep: ')} {nxt - at:.1f} s" for (name, at), (_, nxt) in zip(marks, marks[1:])]
+            print("    phases: " + "; ".join(spans))
         if "error" in r:
             print(f"    {r['error']}")
         elif r["best"]:
