@@ -299,12 +299,10 @@ class GraphMeta:
     #: strategies: ``(graph, mesh) -> {name: strategy}``
     parallel_only: Any = None
     parallel_only_strategies: Any = None
-    #: MindFormers: the build's options (layers, seq, batch, overrides), the batch, the sequence length, the model
-    #: config fitted to them, the layers extracted, the compiled base graph (before replication), the legacy
-    #: (batch-first) layers
+    #: MindFormers: the build's options (layers, seq, batch, overrides), the batch, the model config fitted to
+    #: them, the layers extracted, the compiled base graph (before replication), the legacy (batch-first) layers
     mf_options: Any = None
     mf_batch: int | None = None
-    mf_seq: int | None = None
     mf_model_config: Any = None
     mf_extracted_layers: Any = None
     mf_base_graph: Any = None

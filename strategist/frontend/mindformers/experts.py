@@ -175,9 +175,11 @@ def _read_loss(graph: OpGraph, mesh: Mesh, names) -> Experts:
     (:func:`loss_build`); where that build fails on a mesh MindFormers does not refuse as such
     (:func:`~.config.mesh_warnings`), a reading of the build as the graph's options give it."""
     opts = dict(graph.mf_options or {})
+    ids = graph.inputs.get("input_ids")      # [batch, seq]: the sequence the graph was built at
+    seq = ids.shape[1] if ids is not None else opts.get("seq")
     try:
         return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names),
-                                      **loss_build({**opts, "seq": opts.get("seq") or graph.mf_seq}, mesh))
+                                      **loss_build({**opts, "seq": seq}, mesh))
     except StrategistError:
         if mesh_warnings(graph, mesh):      # MindFormers refuses the mesh itself (heads, experts), at any length
             raise
@@ -226,7 +228,7 @@ def read_expert_strategies(ref: str, mesh: Mesh | str, mode: str, graph: OpGraph
         cfg = load_yaml(path, ext or layers, seq, overrides or {})
         net = build_model(cfg, **sizes)
         cells = list(net.cells_and_names())
-        if mode == "propagation":
+        if mode == "propagation" and only is None:
             out.undefined = undefined_sharding_propagation(cells)
         found = []
         for cpath, cell in cells:

@@ -152,7 +152,6 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
     for g in (graph, graph.mf_base_graph):
         if g is not None:
             _record_build(g, cfg, (layers, seq, batch, overrides), b, fitted, fit, legacy)
-            g.mf_seq = int(ids.shape[1])
     mc = cfg.model.model_config
     info = MfInfo(
         ref=ref, path=path, model_type=model_type, architecture=arch, train_class=train_cls.__name__,
