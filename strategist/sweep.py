@@ -34,13 +34,15 @@ from . import progress
 from .advice.carry import carry_anchors, told_apart_from_dp
 from .cost.attention import splits_attention
 from .cost.extrapolate import memory_at, step_at
+from .cost.pipeline import main_layers
 from .cost.step import STAND_IN_STAGES, StepOptions, estimate_with, memory_with, stage_memories
 from .engine.rules.attention import FA_LAYOUTS
 from .engine.rules.common import const_arg
 from .engine.search.caches import no_cyclic_gc
 from .errors import InputSpecError, StrategistError
 from .advice.anatomy import uses_sequence_parallel
-from .frontend.layers import copy_anchors, layer_block, truncate_layers
+from .advice.repeated import copied_anchors
+from .frontend.layers import layer_block, truncate_layers
 from .frontend.loader import load_graph
 from .sweep_ray import ray_runner
 from .vocab.graph import OpGraph
@@ -63,7 +65,7 @@ REFINE = 8
 @dataclass(frozen=True)
 class Shapes:
     """What bounds each axis: the batch (dp and the micro-batches), the attention's heads and key/value heads (tp),
-    its sequence (cp), the experts (ep), the repeated layers (pp); None where the model has none."""
+    its sequence (cp), the experts (ep), the repeated layers the stages split (pp); None where the model has none."""
 
     batch: int | None
     heads: int | None
@@ -158,7 +160,7 @@ def shapes_of(graph: OpGraph) -> Shapes:
     from .cost.experts import expert_params
     for n in expert_params(graph).values():
         experts = max(experts or 0, n)
-    layers = len({op.layer for op in graph if op.layer})
+    layers = len(main_layers(graph))          # the layers the stages split (DeepSeek's MTP layer rides on the last)
     widths = frozenset(d for p in graph.params.values() for d in p.spec.shape)
     return Shapes(batch, heads, kv, seq, experts, layers, widths)
 
@@ -227,12 +229,28 @@ def infeasible_reason(mesh: dict, s: Shapes, dataset_strategy="data_parallel") -
             return f"ep={ep}: the model has no experts"
         if s.experts % ep:
             return f"ep={ep} does not divide the {s.experts} experts"
-    if pp > 1:
-        if s.layers < pp:
-            return f"pp={pp} is more stages than the {s.layers} repeated layers"
-        if s.layers % pp:
-            return f"pp={pp} does not divide the {s.layers} layers (MindSpore's even split; an offset would be needed)"
+    if pp > 1 and s.layers < pp:
+        return f"pp={pp} is more stages than the {s.layers} repeated layers"
     return ""
+
+
+def balanced_offset(layers: int, pp: int) -> tuple[int, ...]:
+    """MindFormers' ``model_config.offset`` for ``pp`` stages whose count does not divide ``layers``: each stage holds
+    ``layers // pp``, the ``layers % pp`` left over one each on the middle stages, the last but one first (a later
+    stage keeps fewer micro-batches' activations in flight; the last holds the head and the loss, the first the
+    embedding), then on the first and the last; ``()`` where pp divides the layers.
+
+    >>> balanced_offset(61, 8)
+    (0, 0, 1, 1, 1, 1, 1, 0)
+    >>> balanced_offset(7, 4)
+    (1, 1, 1, 0)
+    """
+    rest = layers % pp if pp > 1 else 0
+    if not rest:
+        return ()
+    order = list(range(pp - 2, 0, -1)) + [0, pp - 1]
+    extra = set(order[:rest])
+    return tuple(int(k in extra) for k in range(pp))
 
 
 def mesh_text(mesh: dict) -> str:
@@ -270,12 +288,15 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
     zero = (False, True) if inner > 1 else (False,)
     # fine-grained multi-copy (MindFormers' fine_grain_interleave) hides a layer's tp collectives behind its other copy
     copies = (1, 2) if mesh.get("tp", 1) > 1 else (1,)
-    per_stage = s.layers // pp if s.layers and s.layers % pp == 0 else 0
+    # a pp that does not divide the layers: the stages balanced by an offset (:func:`balanced_offset`)
+    offset = balanced_offset(s.layers, pp) if s.layers else ()
+    counts_of = tuple(s.layers // pp + x for x in offset) if offset else (s.layers // pp,) * pp if s.layers else ()
     # a context-parallel axis: FlashAttention's causal work as MindSpore splits it, and with its load balance
     balance = (False, True) if mesh.get("cp", 1) > 1 else (False,)
     return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z, interleave=k, fa_load_balance=b,
+                        offset=offset,
                         # MindFormers' selective recompute with its communication recompute of the norms, every layer
-                        comm_recompute_layers=(per_stage,) * pp if r == "selective" and per_stage else ())
+                        comm_recompute_layers=counts_of if r == "selective" and counts_of else ())
             for m in counts for r in RECOMPUTE for z in zero for k in copies for b in balance]
 
 
@@ -309,6 +330,10 @@ class WorkerState:
     @classmethod
     def of(cls, graph, hardware, dataset_strategy, rules, advise_layers=ADVISE_LAYERS) -> "WorkerState":
         base = truncate_layers(graph, advise_layers) if advise_layers else graph
+        if base is graph and advise_layers and getattr(graph, "mf_base_graph", None) is not None:
+            # layers that are not one Cell list of alike blocks (DeepSeek's dense layers first, its MTP layer):
+            # the layers MindFormers built, as ``advise`` advises them
+            base = graph.mf_base_graph
         return cls(graph, base, hardware, dataset_strategy, rules)
 
     def truncated(self, layers: int) -> OpGraph:
@@ -358,7 +383,7 @@ def mesh_plan(graph: OpGraph, base: OpGraph, mesh: Mesh, rules, hw, dataset_stra
 
 def whole_anchors(advice, base: OpGraph, graph: OpGraph) -> dict:
     """The advice on ``base`` as anchors of ``graph``: those of its last layer copied onto every later layer."""
-    return advice.anchors if base is graph else copy_anchors(advice.anchors, base, graph)
+    return copied_anchors(advice.anchors, base, graph)
 
 
 def plan_on(g: OpGraph, base: OpGraph, advice, mesh: Mesh, hw, dataset_strategy):
@@ -447,8 +472,8 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
     if with_advice:
         out["advice"] = advice_dict(advice)
         if base is not graph:
-            layers = len(layer_block(graph)[1])
-            out["advice"]["advised_on"] = (f"the first {len(layer_block(base)[1])} of the {layers} repeated "
+            layers = len(main_layers(graph))
+            out["advice"]["advised_on"] = (f"the first {len(main_layers(base))} of the {layers} repeated "
                                            f"layers; the anchors of the last one copied onto the others "
                                            f"({len(anchors)} anchors on the whole graph)")
     return out
@@ -463,15 +488,18 @@ def pricing_plans(w: WorkerState, advice, inner: Mesh, pp: int, options: list[St
     more than :data:`PRICE_LAYERS`, to that many layers per stage, the advice's anchors copied onto every layer
     of each."""
     graph, base = w.graph, w.base
-    layers = len(layer_block(graph)[1])
+    layers = len(main_layers(graph))
     per = layers // pp if layers and layers % pp == 0 else 0
-    ka, kb = PRICE_LAYERS
-    counts = {c for o in options for c in o.comm_recompute_layers + o.select_layers}
-    cut = not whole and base is not graph and per and counts <= {0, per} and all(not o.offset for o in options)
-    held = min(pp, STAND_IN_STAGES) if cut else pp
-    at = [ka, kb] if cut and per > kb and (ka + kb) * held < layers else [per]
     if not options:
         return per, {}, False
+    ka, kb = PRICE_LAYERS
+    counts = {c for o in options for c in o.comm_recompute_layers + o.select_layers}
+    cut = (not whole and base is not graph and per and counts <= {0, per} and all(not o.offset for o in options)
+           and layer_block(graph)[0])          # (a graph that is one Cell list of alike layers: it can be cut down)
+    if not cut:
+        return per, {per: plan_on(graph, base, advice, inner, hw, w.dataset_strategy)}, False
+    held = min(pp, STAND_IN_STAGES)
+    at = [ka, kb] if per > kb and (ka + kb) * held < layers else [per]
     return per, {k: plan_on(graph if k * held == layers else w.truncated(k * held), base, advice, inner, hw,
                             w.dataset_strategy) for k in at}, held < pp
 
@@ -534,7 +562,8 @@ def _priced(at: tuple, options: list[StepOptions], per: int, stand_in: bool = Fa
 
 def _options_dict(o: StepOptions) -> dict:
     return {"recompute": o.recompute, "optimizer_parallel": bool(o.optimizer_parallel),
-            "micro_batches": o.micro_batches, "interleave": o.interleave, "fa_load_balance": o.fa_load_balance}
+            "micro_batches": o.micro_batches, "interleave": o.interleave, "fa_load_balance": o.fa_load_balance,
+            **({"offset": list(o.offset)} if o.offset else {})}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -829,7 +858,8 @@ def parallel_config(c: Config) -> dict:
                             "recompute_config": {"recompute": o["recompute"] == "full",
                                                  "select_recompute": o["recompute"] == "selective",
                                                  "select_comm_recompute": o["recompute"] == "selective"},
-                            "model_config": {"fine_grain_interleave": o.get("interleave", 1)},
+                            "model_config": {"fine_grain_interleave": o.get("interleave", 1),
+                                             **({"offset": o["offset"]} if o.get("offset") else {})},
                             "parallel": {"enable_parallel_optimizer": o["optimizer_parallel"]}},
             "mindspore": {"pipeline_stages": mesh["pp"], "enable_parallel_optimizer": o["optimizer_parallel"],
                           **({"parallel_speed_up_json": {"enable_flash_attention_load_balance": True}}

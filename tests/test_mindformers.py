@@ -1494,3 +1494,30 @@ def test_a_deep_pipeline_of_mindformers_layers_priced_on_three_stages_is_the_who
         for r, x in zip(rows, want):
             assert r["fits"] == x["fits"] and r["memory"] == pytest.approx(x["memory"], rel=1e-12)
             assert r["step_s"] == pytest.approx(x["step_s"], rel=1e-12)
+
+
+def test_a_sweep_of_deepseek3_advises_its_built_layers_and_balances_an_uneven_pipeline():
+    """deepseek3 tiny at 5 layers (the first dense, four MoE) and its MTP layer, which are not one Cell list of alike
+    blocks: the sweep advises the 3 layers MindFormers built (as ``advise`` does), not the whole graph, and prices
+    the whole graph; pp=2 does not divide the 5 layers, so the stages take 3 and 2 (offset 1, 0) and the mesh is
+    ranked, its anchors advise's and its step and memory the step model's on the whole graph's plan with that
+    offset."""
+    from strategist import sweep
+    from strategist.cost.step import StepOptions, estimate_with, memory_with
+    from strategist.frontend.loader import load_graph
+    cfg, ov, seq, _ = FAMILIES["deepseek3"]
+    small = ["layers=5", f"seq={seq}", "batch=8"] + [f"{k}={v}" for k, v in ov.items()]
+    g = load_graph("mindformers:" + cfg, None, small, training=True)
+    assert sweep.shapes_of(g).layers == 5                      # the decoder's; the MTP layer rides on the last stage
+    w = sweep.WorkerState.of(g, "atlas-800t-a2", "full_batch", None)
+    assert w.base is g.mf_base_graph and len(list(w.base)) < len(list(g))
+    r = sweep.sweep_graph(g, 4, workers=1, best=0, dataset_strategy="full_batch", exhaustive=True, axes=("dp", "pp"))
+    rows = [c for c in r.ranked + r.unfit if c.mesh == "dp=2,pp=2"]
+    assert rows and {tuple(c.options["offset"]) for c in rows} == {(1, 0)}
+    c = next(c for c in rows if c.fits and c.options["recompute"] == "none" and not c.options["optimizer_parallel"])
+    from strategist.api import advise_model
+    opts = StepOptions(pp=2, offset=(1, 0), micro_batches=c.options["micro_batches"], optimizer_parallel=False)
+    a = advise_model("mindformers:" + cfg, "dp=2", graph=g, dataset_strategy="full_batch", step=opts)
+    assert len(a.anchors) == c.anchors
+    assert estimate_with(a.plan, opts).step_s == pytest.approx(c.step_s, rel=1e-9)
+    assert memory_with(a.plan, opts)["total"] == pytest.approx(c.memory_bytes, rel=1e-9)

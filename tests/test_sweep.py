@@ -48,7 +48,7 @@ SHAPES = Shapes(batch=16, heads=32, kv_heads=8, seq=4096, experts=None, layers=3
     ({"cp": 3}, "cp=3 does not divide the sequence of 4096"),
     ({"ep": 2}, "ep=2: the model has no experts"),
     ({"pp": 64}, "pp=64 is more stages than the 32 repeated layers"),
-    ({"pp": 3}, "pp=3 does not divide the 32 layers"),
+    ({"pp": 3}, ""),                                                      # 11, 11, 10 layers: an offset
 ])
 def test_infeasible_meshes_say_why(mesh, why):
     got = infeasible_reason(mesh, SHAPES, "full_batch")
@@ -63,6 +63,18 @@ def test_kv_heads_bound_tp_both_ways():
     # data_parallel splits the batch over every device of a stage
     assert "data_parallel dataset" in infeasible_reason({"dp": 2, "tp": 8}, s, "data_parallel")
     assert infeasible_reason({"dp": 2, "tp": 2, "pp": 2}, s, "data_parallel") == ""    # 8 rows over a stage's 4
+
+
+def test_a_pp_that_does_not_divide_the_layers_is_balanced_by_an_offset():
+    # 32 layers over 3 stages: 10 each and the 2 left over on the middle stage, then the first (MindFormers'
+    # offset, summing to 32 % 3); selective recompute's communication recompute counts each stage's own layers
+    opts = option_sets({"dp": 2, "pp": 3}, Shapes(batch=24, heads=32, kv_heads=8, seq=4096, experts=None, layers=32,
+                                                  widths=frozenset()), None, "full_batch")
+    assert {o.offset for o in opts} == {(1, 1, 0)}
+    assert {o.comm_recompute_layers for o in opts if o.recompute == "selective"} == {(11, 11, 10)}
+    from strategist.cost.pipeline import stage_sizes
+    assert stage_sizes(32, 3, [1, 1, 0]) == [11, 11, 10]
+    assert {o.offset for o in option_sets({"dp": 2, "pp": 4}, SHAPES, None, "full_batch")} == {()}
 
 
 def test_option_sets_by_hand():
@@ -375,6 +387,33 @@ def test_deep_pipelines_priced_on_three_stages_are_the_whole_graphs():
         assert per == 24 // mesh["pp"] and sorted(cut) == at and stand_in
         assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {3 * k for k in at}
         _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
+
+
+def test_an_uneven_pipeline_is_priced_on_the_whole_graph_with_its_offset():
+    # 7 layers on 2 stages (4 and 3: offset 1, 0): the sweep's rows are the step model's on the whole graph's plan
+    # with that offset, and the sweep ranks such a mesh beside the others, its offset in its options
+    from strategist import sweep
+    from strategist.cost.step import memory_with
+    graph = load_graph(TINY, None, ["layers=7", "batch=16"])
+    w = sweep.WorkerState.of(graph, "atlas-800t-a2", "data_parallel", None)
+    hw = load_hardware("atlas-800t-a2")
+    mesh = {"dp": 4, "pp": 2}
+    opts = option_sets(mesh, shapes_of(graph))
+    assert {o.offset for o in opts} == {(1, 0)}
+    inner = Mesh.parse("dp=4")
+    adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
+    per, plans, stand_in = sweep.pricing_plans(w, adv, inner, 2, opts, hw)
+    assert per == 0 and not stand_in and [p.graph for p in plans.values()] == [graph]
+    rows = list(sweep._price_options(per, plans, opts))
+    plan = next(iter(plans.values()))
+    for o, r in zip(opts, rows):
+        assert r["memory"] == memory_with(plan, o)["total"]
+        if r["fits"]:
+            assert r["step_s"] == estimate_with(plan, o).step_s
+    got = sweep_graph(graph, 8, axes=("dp", "pp"), workers=1)
+    uneven = [c for c in got.ranked if c.mesh == "dp=4,pp=2"]
+    assert uneven and all(c.options["offset"] == [1, 0] for c in uneven)
+    assert not any(c.mesh == "dp=4,pp=2" for c in got.infeasible)
 
 
 def test_families_priced_with_one_members_advice_rank_as_every_mesh_advised(tiny):

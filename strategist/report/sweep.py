@@ -13,6 +13,7 @@ def _options_text(o: dict) -> str:
             + (f", {o['micro_batches']} micro-batches" if o["micro_batches"] > 1 else "")
             + (f", {o['interleave']} copies" if o.get("interleave", 1) > 1 else "")
             + (", FlashAttention load balance" if o.get("fa_load_balance") else "")
+            + (f", offset {','.join(map(str, o['offset']))}" if o.get("offset") else "")
             + (", sequence parallel" if o.get("sequence_parallel") else ""))
 
 
