@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..memo import table
-from ..engine.rules.flops import COMPUTE_TYPES
+from ..engine.rules.flops import COMPUTE_TYPES, attended_keys
 from ..engine.search.caches import cached_rule as search_rule, signature
 from ..vocab.graph import DTYPE_BYTES
 from .pricing import LOOKUPS, memory_traffic
@@ -160,18 +160,20 @@ def _op_time(op, s, flops: float, traffic: float, grad: bool, prof, m: int = 1, 
     whole = min(whole, moved)
     micro = (moved - whole) / m + whole
     traffic = traffic * micro / moved if moved else traffic / m     # the backward's passes over the same bytes
+    attention = op.type == "FlashAttentionScore"
+    # the keys a query row attends (the whole graph's FLOPs over its query's slice): a FlashAttention's rate
+    keys = attended_keys(rule, s, flops / 3.0) if attention and flops else None
     moved, flops = micro, flops / m
     if op.type in COMPUTE_TYPES and flops:
         fwd_flops = flops / 3.0
-        attention = op.type == "FlashAttentionScore"
         # the operands' dtype sets the rate: a FlashAttentionScore's first outputs are its fp32 softmax statistics,
         # its MatMuls run in the query's dtype
         of = op.inputs[0].spec if attention and op.inputs and op.inputs[0].spec is not None else \
             op.outputs[0] if op.outputs and op.outputs[0] is not None else None
         dtype = of.dtype if of is not None else "bfloat16"
-        f = max(prof.matmul_seconds(fwd_flops, dtype, attention), prof.memory_seconds(moved))
+        f = max(prof.matmul_seconds(fwd_flops, dtype, attention, keys), prof.memory_seconds(moved))
         bwd_factor = FA_BACKWARD if attention else 2.0
-        b = max(prof.matmul_seconds(bwd_factor * fwd_flops, dtype, attention), prof.memory_seconds(2 * moved))
+        b = max(prof.matmul_seconds(bwd_factor * fwd_flops, dtype, attention, keys), prof.memory_seconds(2 * moved))
         launch = prof.kernel_launch_us
         return OpTime(f + launch, (b + 2 * launch) if grad else 0.0, "flops")
     if not moved:

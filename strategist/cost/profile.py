@@ -36,7 +36,7 @@ SCALARS = {
     "peak_tflops": 1e12, "matmul_tflops": 1e12, "flash_attention_efficiency": 1.0, "fp32_matmul_ratio": 1.0,
     "elementwise_GBps": 1e9, "memory_GB": MEMORY_GB, "intra_latency_us": 1e-6, "inter_bus_GBps": 1e9,
     "inter_latency_us": 1e-6, "p2p_intra_GBps": 1e9, "p2p_inter_GBps": 1e9, "kernel_launch_us": 1e-6,
-    "memory_reserved_GB": MEMORY_GB,
+    "memory_reserved_GB": MEMORY_GB, "flash_attention_key_overhead": 1.0,
 }
 TABLES = ("intra_bus_GBps",)
 
@@ -57,7 +57,8 @@ class StepProfile:
     inter_latency_us: float             # seconds per step across nodes
     p2p_intra_GBps: float               # bytes/s of a pipeline send/receive inside a node
     p2p_inter_GBps: float               # bytes/s across nodes
-    flash_attention_efficiency: float = 1.0   # FlashAttention's rate as a fraction of matmul_tflops
+    flash_attention_efficiency: float = 1.0   # FlashAttention's rate at long keys as a fraction of matmul_tflops
+    flash_attention_key_overhead: float = 0.0   # its fixed cost per query tile, in keys' work (0: none)
     fp32_matmul_ratio: float = 0.25     # an fp32 MatMul's rate as a fraction of matmul_tflops
     kernel_launch_us: float = 0.0       # fixed seconds per kernel (task sink: small)
     memory_reserved_GB: float = 0.0     # bytes the runtime keeps for itself (workspace, communication buffers)
@@ -104,8 +105,14 @@ class StepProfile:
         bw = self.p2p_intra_GBps if intra else self.p2p_inter_GBps
         return (self.intra_latency_us if intra else self.inter_latency_us) + nbytes / bw
 
-    def matmul_seconds(self, flops: float, dtype: str = "bfloat16", attention: bool = False) -> float:
+    def matmul_seconds(self, flops: float, dtype: str = "bfloat16", attention: bool = False,
+                       keys: float | None = None) -> float:
+        """Seconds of ``flops`` of MatMul work (``attention``: a FlashAttention's, whose query rows attend ``keys``
+        keys on average: its rate ``flash_attention_efficiency x keys / (keys + flash_attention_key_overhead)``
+        of the MatMul rate, the fixed cost of each query tile spread over the keys it attends)."""
         rate = self.matmul_tflops * (self.flash_attention_efficiency if attention else 1.0)
+        if attention and keys and self.flash_attention_key_overhead:
+            rate *= keys / (keys + self.flash_attention_key_overhead)
         if dtype.startswith("float32") or dtype == "float64":
             rate *= self.fp32_matmul_ratio
         return flops / rate if rate else 0.0

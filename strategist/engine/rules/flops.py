@@ -56,6 +56,14 @@ def _attention_forward(op: Op, rule: FactorRule, s: Sharding, balanced: bool = F
     return 4.0 * q * s2 * attended_fraction(op, s1, s2, _query_split(rule, s), balanced) / split
 
 
+def attended_keys(rule: FactorRule, s: Sharding, fwd_flops: float) -> float:
+    """The keys one query row of a FlashAttentionScore attends on average, from its forward FLOPs on a device under
+    ``s`` (:func:`_attention_forward`'s 4 per query element and attended key, inverted): the kernel's work per
+    query tile, which sets the share of its fixed per-tile cost."""
+    q = math.prod(rule.input_shapes[0]) / math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
+    return fwd_flops / (4.0 * q) if q else 0.0
+
+
 def balanced_attention_flops(op: Op, rule: FactorRule, s: Sharding) -> float | None:
     """:func:`training_flops` of a FlashAttentionScore whose query sequence is split over devices, under MindSpore's
     load balance (``parallel_speed_up_json`` ``enable_flash_attention_load_balance``): each device computes the first
