@@ -2,8 +2,9 @@
 pretraining configs with the YAML's own run settings (pipeline, offsets, pipeline interleave, micro-batches,
 recompute, parallel optimizer, sequence parallelism), each as one CLI run: its wall time (target <= 2 minutes) and
 peak memory, the step and memory it reports; how fast a setting the model cannot take is refused (before anything
-is built); and ``strategist sweep`` on Qwen3-MoE over 32 devices, its expert-parallel meshes among the rest, with
-the time of each of its phases (the start before the workers: the model's build and MindFormers' loss readings).
+is built); and ``strategist sweep`` on Qwen3-MoE over 32 devices and on DeepSeek-V3 over its 256 (tp within a node,
+pp up to 16: its 61 layers on stages an offset balances), their expert-parallel meshes among the rest, with the
+time of each of its phases (the start before the workers: the model's build and MindFormers' loss readings).
 
 Both configs draw expert parallelism from the tensor-parallel devices too (``expert_parallel`` beyond
 ``data_parallel``): strategist spells their meshes with ep drawn from the stage's devices (``ep=32@dp*tp``), as
@@ -55,7 +56,11 @@ def run(model: str, extra: list[str]) -> dict:
 #: a sweep over every mesh of the devices with the expert axis among them (its MoE layers priced with their experts
 #: divided by ep and the dispatcher's all-to-alls): (label, model, devices, extra options)
 SWEEPS = [("Qwen3-MoE 30B-A3B, sweep over 32 devices (batch 32)", "mindformers:qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml",
-           32, ["--kwargs", "batch=32"])]
+           32, ["--kwargs", "batch=32"]),
+          # the YAML's own global batch (1 x dp 4 x 32 micro-batches); its 61 layers split by any pp with an offset
+          ("DeepSeek-V3 671B, sweep over 256 devices (dp, tp <= 8, ep, pp <= 16; the YAML's global batch 128)",
+           "mindformers:deepseek3/pretrain_deepseek3_671b.yaml", 256,
+           ["--axes", "dp,tp,ep,pp", "--max-tp", "8", "--max-pp", "16"])]
 
 
 def sweep(model: str, devices: int, extra: list[str]) -> dict:
@@ -88,7 +93,9 @@ def sweep(model: str, devices: int, extra: list[str]) -> dict:
     d = json.loads(stdout)
     ranked = d["ranked"]
     out.update(fit=len(ranked), best=ranked[0] if ranked else None,
-               with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]))
+               with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]), unfit=len(d["unfit"]),
+               infeasible=len(d["infeasible"]), advised=d["meshes_advised"], carried=d["meshes_carried"],
+               uneven=sum(1 for c in ranked + d["unfit"] if c["options"].get("offset")))
     return out
 
 
@@ -103,7 +110,11 @@ def main():
             print("    phases: " + "; ".join(spans))
         if "error" in r:
             print(f"    {r['error']}")
-        elif r["best"]:
+            continue
+        print(f"    meshes advised on their own {r['advised']}, carried {r['carried']}; configurations fitting "
+              f"{r['fit']}, out of memory {r['unfit']}, infeasible {r['infeasible']}; {r['uneven']} of those priced "
+              f"have stages an offset balances")
+        if r["best"]:
             b = r["best"]
             print(f"    {r['fit']} configurations fit, {r['with_ep']} of them with ep; fastest {b['mesh']} "
                   f"{b['options']}: step {b['step_s']:.2f} s, memory {b['memory_bytes'] / 2**30:.1f} GiB per device")
