@@ -813,27 +813,39 @@ def _rank_key(c: Config) -> tuple:
             c.options["interleave"], c.options.get("fa_load_balance", False))
 
 
+#: the configurations of a best mesh priced again on its whole graph beside its fastest: those whose step (read off
+#: cut-down plans, :func:`pricing_plans`) is within this fraction of the fastest's, which the whole graph's prices
+#: could put ahead of it
+REPRICE_WITHIN = 0.10
+
+
 def _advise_best(result: SweepResult, option_of: dict, best: int, run) -> None:
     """The fastest configuration of each of the ``best`` fastest meshes advised again with its advice reported, and
-    priced on the whole graph's plan (as ``advise`` prices it), on ``run``'s workers; the ranking sorted again."""
+    priced on the whole graph's plan (as ``advise`` prices it), with the mesh's other fitting configurations within
+    :data:`REPRICE_WITHIN` of its step (so that the mesh's own ranking is the whole graph's), on ``run``'s
+    workers; the ranking sorted again."""
     seen: set = set()
     firsts = [c for c in result.ranked if c.mesh not in seen and not seen.add(c.mesh)][:best]
     if not firsts:
         return
     try:
-        tasks = []
+        tasks, members = [], []
         for c in firsts:
-            mesh, o = option_of[id(c)]
-            tasks.append(Task(mesh, [o], with_advice=True, whole=True))
+            near = [c] + [x for x in result.ranked if x.mesh == c.mesh and x is not c
+                          and x.step_s <= c.step_s * (1 + REPRICE_WITHIN)]
+            tasks.append(Task(option_of[id(c)][0], [option_of[id(x)][1] for x in near], with_advice=True,
+                              whole=True))
+            members.append(near)
         outs = dict(run(tasks))
         for j, c in enumerate(firsts):
             out = outs[j]
-            row = (out.get("rows") or [{}])[0]
-            if row.get("fits"):
-                _fill(c, row)
-            if "advice" in out:
-                result.best.append({"mesh": c.mesh, "options": c.options, "advice": out["advice"],
-                                    "parallel_config": parallel_config(c)})
+            for x, row in zip(members[j], out.get("rows") or ()):
+                if row.get("fits"):
+                    _fill(x, row)
+            if "advice" in out:         # (the mesh's advice, one for all its configurations; its fastest now)
+                top = min(members[j], key=_rank_key)
+                result.best.append({"mesh": c.mesh, "options": top.options, "advice": out["advice"],
+                                    "parallel_config": parallel_config(top)})
     finally:
         result.ranked.sort(key=_rank_key)
 

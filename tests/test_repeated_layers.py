@@ -101,6 +101,6 @@ def test_the_memory_rule_weighs_the_advised_layers_as_the_stage_holds_them():
         return next(n for n in a.notes if "outweighing their weights" in n)
     whole = note(32)
     assert "holds 3.38 GiB more weight, gradient and optimizer state" in whole
-    assert whole.endswith(": Megatron column/row (step 63.987 ms)")
+    assert whole.endswith(": Megatron column/row (step 64.248 ms)")
     assert note(32, pp=8).endswith(": data parallel (the same state and anchors)")
     assert note(2).endswith(": data parallel (the same state and anchors)")
