@@ -364,6 +364,9 @@ def step_model_args(sp) -> None:
                    help="FlashAttention split over a context-parallel axis balances its causal work over the devices, "
                         "swapping half of each query chunk with a partner (MindSpore's parallel_speed_up_json "
                         "enable_flash_attention_load_balance; default as --overlap-grad-reduce)")
+    g.add_argument("--optimizer-swap", dest="optimizer_swap", action="store_true", default=None,
+                   help="the optimizer's states kept on the host, each weight's on the device only during its update "
+                        "(MindFormers' AdamW swap; default: as a MindFormers config's optimizer.swap says, else off)")
     g.add_argument("--interleave", type=int, default=None, metavar="K",
                    help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): "
                         "1 (default), 2, 4 or 8")
@@ -426,7 +429,8 @@ RUN_ARGS = {"mesh": "mesh", "micro_batches": "micro_batches", "recompute": "reco
             "comm_recompute_layers": "comm_recompute_layers", "optimizer_parallel": "optimizer_parallel",
             "interleave": "interleave", "pp_interleave": "pp_interleave", "offset": "offset",
             "sequence_parallel": "sequence_parallel", "grad_comm_overlap": "grad_comm_overlap",
-            "allgather_overlap": "allgather_overlap", "fa_load_balance": "fa_load_balance"}
+            "allgather_overlap": "allgather_overlap", "fa_load_balance": "fa_load_balance",
+            "optimizer_swap": "optimizer_swap"}
 
 
 def resolve_args(args):

@@ -202,3 +202,14 @@ def test_a_configs_parallel_speed_up_json_sets_the_overlaps(tmp_path):
     (tmp_path / "speed" / "parallel_speed_up.json").write_text('{"grad_computation_allreduce_overlap": tru')
     with pytest.raises(InputSpecError, match="parallel_speed_up_json_path ./speed/parallel_speed_up.json: not JSON"):
         read_settings(cfg, str(tmp_path))
+
+
+def test_a_configs_optimizer_swap_is_read_and_the_command_line_gives_it_too():
+    # DeepSeek-V3's pretraining config sets optimizer.swap: True (MindFormers' AdamW keeps its moments on the host)
+    cfg = read_settings({"parallel_config": {"data_parallel": 2}, "optimizer": {"type": "AdamW", "swap": True}})
+    run = resolve_run(TINY, {}, config=cfg)
+    assert run.step.optimizer_swap is True and run.origin("optimizer_swap") == "config optimizer.swap"
+    plain = resolve_run(TINY, {}, config=read_settings({"parallel_config": {"data_parallel": 2}}))
+    assert plain.step.optimizer_swap is False and plain.origin("optimizer_swap") == "default"
+    given = resolve_run(TINY, {"optimizer_swap": True}, config=read_settings({"parallel_config": {"data_parallel": 2}}))
+    assert given.step.optimizer_swap is True and given.origin("optimizer_swap") == "command line"

@@ -567,3 +567,20 @@ def test_flash_attentions_rate_at_a_key_length_is_the_measured_one(keys, tflops)
     from strategist.cost.step import step_profile_of
     prof = step_profile_of(load_hardware("atlas-900-a2-podc"), ())
     assert 1 / prof.matmul_seconds(1.0, "bfloat16", attention=True, keys=keys) / 1e12 == pytest.approx(tflops, rel=0.02)
+
+
+def test_an_optimizer_that_swaps_keeps_its_states_on_the_host_and_the_largest_weights_for_its_update(graph_of):
+    """By hand, the Megatron MLP (hidden 1024, ffn 4096, fp16, biases of 4096 and 1024) at dp=8: each device holds
+    both 1024 x 4096 weights and the biases whole. AdamW's two fp32 moments are 8 bytes an element:
+    8 x (2 x 1024 x 4096 + 4096 + 1024) bytes. With MindFormers' AdamW ``swap`` they are on the host (reported as
+    such); the device holds the largest weight's, 8 x 1024 x 4096 bytes (32 MiB), only during the optimizer step,
+    beside the step's temporaries."""
+    plain = estimate(_mlp_plan(graph_of, "dp=8", ((8, 1), (1, 1)), ((8, 1), (1, 1)), StepOptions())).memory
+    swap = estimate(_mlp_plan(graph_of, "dp=8", ((8, 1), (1, 1)), ((8, 1), (1, 1)),
+                              StepOptions(optimizer_swap=True))).memory
+    states, largest = 8 * (2 * 1024 * 4096 + 4096 + 1024), 8 * 1024 * 4096
+    assert plain["optimizer_states"] == states
+    assert swap["optimizer_states"] == 0 and swap["optimizer_states_on_host"] == states
+    assert swap["parameters"] == plain["parameters"] == 2 * (2 * 1024 * 4096 + 4096 + 1024)
+    assert swap["optimizer_temporaries"] == plain["optimizer_temporaries"] + largest
+    assert swap["moments"]["optimizer step"] == plain["moments"]["optimizer step"] - states + largest

@@ -349,10 +349,11 @@ def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
 
 def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimizer_parallel: bool,
                  micro_batches: int, in_flight: int, profile, drop: set | None = None, accumulate: bool = False,
-                 optimizer: str = "adamw", full_layers: frozenset | None = None) -> dict:
+                 optimizer: str = "adamw", full_layers: frozenset | None = None, swap: bool = False) -> dict:
     """The peak bytes one device of the stage holding operators ``names`` keeps, how they divide at that peak, and
     what is assumed. ``accumulate``: the step accumulates gradients over micro-batches (gradient accumulation, or a
-    pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`."""
+    pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`; ``swap``: the optimizer's states kept on the host
+    (MindFormers' AdamW ``swap``), on the device only the largest weight's, while its update runs."""
     # size: the step's memory moments, each a sum of the same per-parameter figures gathered in one pass
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
@@ -367,7 +368,10 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
     params, gathered, grads, shards, shard_elements, opt, largest = hit[1]
     act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
-    persistent = params + opt
+    on_host = opt if swap else 0.0
+    if swap:          # the largest weight's states (its fp32 shard's elements' share), brought in for its update
+        opt = opt * (largest / 4) / shard_elements if shard_elements else 0.0
+    persistent = params + (0.0 if swap else opt)
     accumulated = 0.0
     if accumulate:
         accumulated = grads
@@ -381,7 +385,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         step_grads, temporaries = grads + shards, temporaries_of * largest
     else:
         step_grads, temporaries = 2 * grads, temporaries_of * largest
-    optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries}
+    optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries + (opt if swap else 0.0)}
     moments = [("end of the forward", forward_end), ("optimizer step", optimizer_step)]
     if accumulate:
         # MindFormers' training cell clips the accumulated gradients' global norm first: an fp32 copy of every
@@ -395,7 +399,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     cap = profile.memory_GB - profile.memory_reserved_GB
     parts = {"activations": 0.0, "transient": 0.0, "gathered_weights": 0.0, "gradients": 0.0,
              "optimizer_temporaries": 0.0, **held}
-    return {"parameters": params, "optimizer_states": opt, "accumulated_gradients": accumulated,
+    return {"parameters": params, "optimizer_states": 0.0 if swap else opt, "optimizer_states_on_host": on_host,
+            "accumulated_gradients": accumulated,
             **parts, "activations_per_micro_batch": act,
             "peak_at": peak_at, "moments": {name: sum(m.values()) + persistent for name, m in moments},
             "total": total, "capacity": cap, "margin": cap - total, "device_memory": profile.memory_GB,
@@ -403,6 +408,9 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
             "assumed": {"recompute": recompute, "optimizer_parallel": bool(zero is not None),
                         "optimizer_level": zero.level if zero is not None else None,
                         "micro_batches_in_flight": in_flight, "optimizer": describe, "optimizer_key": optimizer,
+                        "optimizer_swap": "its states on the host (optimizer.swap); the largest weight's on the "
+                                          "device during its update, with the optimizer's temporaries"
+                                          if swap else None,
                         "peak": f"held all step plus the largest moment ({peak_at})",
                         "gradients": "at the optimizer step: "
                                      + ("one scaled copy of the accumulated gradients" if accumulate else

@@ -90,6 +90,9 @@ class StepOptions:
     #: fp32 moments; adam-weight-decay, MindSpore's nn.AdamWeightDecay; momentum); None: as the model's config says
     #: (a MindFormers config's ``optimizer.type``), else adamw
     optimizer: str | None = None
+    #: MindFormers' AdamW ``swap`` (the config's ``optimizer.swap``): its moments are Parameters on the host
+    #: (``device='CPU'``), not on the device; each weight's are on the device only while its update runs
+    optimizer_swap: bool = False
     #: per setting, (name, value as shown, where it came from: "command line", "config KEY", "default"); what the
     #: report says of the run (:func:`strategist.run_settings.resolve_run`); not part of the options' identity
     origins: tuple = field(default=(), compare=False, hash=False)
@@ -605,7 +608,7 @@ class StepEstimate:
                         "recompute_layers": list(opts.recompute_layers), "select_layers": list(opts.select_layers),
                         "comm_recompute_layers": list(opts.comm_recompute_layers),
                         "grad_comm_overlap": opts.grad_comm_overlap, "allgather_overlap": opts.allgather_overlap,
-                        "fa_load_balance": opts.fa_load_balance,
+                        "fa_load_balance": opts.fa_load_balance, "optimizer_swap": opts.optimizer_swap,
                         "settings": [{"setting": n, "value": v, "from": o} for n, v, o in opts.origins],
                         "stage_reported": self.worst, "profile": prof.name, "overrides": dict(opts.overrides)}
         self._summarized: dict = {}
@@ -727,7 +730,7 @@ def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, pro
                         optimizer_parallel=zero is not None, micro_batches=held.split_by,
                         in_flight=flight, profile=prof, drop=selective_drop(plan.graph, held),
                         accumulate=held.micro_batches > 1,
-                        optimizer=held.optimizer or plan.graph.optimizer or "adamw")
+                        optimizer=held.optimizer or plan.graph.optimizer or "adamw", swap=held.optimizer_swap)
 
 
 #: the stages a stand-in plan holds for a longer pipeline: the first, one of the middle ones, the last

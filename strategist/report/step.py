@@ -79,6 +79,9 @@ def schedule_lines(d: dict, render_table, markdown: bool, max_layers: int = 6) -
     if o.get("fa_load_balance"):
         out.append("FlashAttention's context-parallel work balanced over its devices (parallel_speed_up_json "
                    "enable_flash_attention_load_balance)")
+    if o.get("optimizer_swap"):
+        out.append("the optimizer's states on the host, each weight's brought to the device for its update "
+                   "(MindFormers' AdamW swap); the transfers are not priced in the step")
     given = [x for x in o.get("settings", ()) if x["from"].startswith("config")]
     if given:
         out.append("settings from the config: " + "; ".join(f"{x['setting']} {x['value']} ({x['from'][7:]})"
@@ -109,7 +112,9 @@ def memory_lines(d: dict) -> list[str]:
     total = (f"memory per device: {_gib(m['total'])} of {_gib(m['capacity'])} usable "
              f"({'fits' if m['fits'] else 'does NOT fit'}, margin {'-' if margin < 0 else ''}{_gib(abs(margin))}); "
              f"peak at the {m.get('peak_at', 'end of the forward')}: "
-             + ", ".join(f"{k} {_gib(v)}" for k, v in held + at if v or k in ("parameters", "optimizer states")))
+             + ", ".join(f"{k} {_gib(v)}" for k, v in held + at if v or k in ("parameters", "optimizer states"))
+             + (f"; optimizer states on the host (optimizer swap) {_gib(m['optimizer_states_on_host'])}"
+                if m.get("optimizer_states_on_host") else ""))
     assumed = (f"  assumed: recompute {a['recompute']}, optimizer parallel "
                f"{'on' if a['optimizer_parallel'] else 'off'}, {a['micro_batches_in_flight']} micro-batch(es) in "
                f"flight; {a['activations']}; {a['optimizer']}; gradients {a['gradients']}")

@@ -165,6 +165,9 @@ def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     offset = mc.get("offset", 0)
     if pp > 1 and offset not in (0, None, [], ()):
         out["offset"] = Setting(_hashable(offset), "model_config.offset")
+    swap = (cfg.get("optimizer") or {}).get("swap")
+    if swap is not None:
+        out["optimizer_swap"] = Setting(bool(swap), "optimizer.swap")
     _recompute(rec, pp, chunks, out, notes)
     _speed_up(cfg, config_dir, out, notes)
     if int(cfg.get("micro_batch_interleave_num") or 1) > 1:
