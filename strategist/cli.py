@@ -699,7 +699,10 @@ def _sweep(parser, args, said: list) -> int:
         _command_parser(parser, "sweep").error("--devices and --workers must be >= 1")
     if args.refine is not None and args.refine < 0:
         _command_parser(parser, "sweep").error("--refine must be >= 0")
-    result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs,
+    swap = _config_swap(args.model, args.kwargs)
+    if swap:
+        said = said + ["the config's optimizer.swap: the optimizer's states on the host in every configuration"]
+    result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs, optimizer_swap=swap,
                          training=not args.eval, hardware=args.hardware,
                          axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
                          max_tp=args.max_tp, max_pp=args.max_pp,
@@ -721,6 +724,15 @@ def _sweep(parser, args, said: list) -> int:
         return 130
     _say(said)
     return 0
+
+
+def _config_swap(model: str, kwargs) -> bool:
+    """A MindFormers config's ``optimizer.swap`` (its ``--set`` keys applied); False for any other model."""
+    from .frontend.mindformers import config_settings, is_mindformers_ref, split_model_options
+    if not is_mindformers_ref(model):
+        return False
+    s = config_settings(model, split_model_options(kwargs)["overrides"] or None).get("optimizer_swap")
+    return bool(s.value) if s is not None else False
 
 
 def _verify_memory(args) -> None:

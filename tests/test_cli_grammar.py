@@ -257,3 +257,15 @@ def test_a_sweep_of_a_mindformers_config_trains_with_its_global_batch():
                           "--kwargs", "batch=16"])
     assert cli._sweep_run(given) == (None, [])
     assert cli._sweep_run(p.parse_args(["sweep", "examples/mlp.py:MegatronMLP", "--devices", "8"])) == (None, [])
+
+
+def test_a_sweep_of_a_mindformers_config_keeps_its_optimizer_swap():
+    """DeepSeek-V3's pretraining config sets optimizer.swap (MindFormers' AdamW moments on the host): its sweep prices
+    every configuration so, as advise prices the config's own settings; Qwen3's does not."""
+    from strategist import cli
+    from strategist.sweep import Shapes, option_sets
+    assert cli._config_swap("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", [])
+    assert not cli._config_swap("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", [])
+    assert not cli._config_swap("examples/mlp.py:MegatronMLP", [])
+    s = Shapes(batch=8, heads=8, kv_heads=8, seq=128, experts=None, layers=4, widths=frozenset())
+    assert {o.optimizer_swap for o in option_sets({"dp": 2, "pp": 2}, s, None, "full_batch", True)} == {True}
