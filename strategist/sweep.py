@@ -576,12 +576,11 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
                 rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
                 best: int = 3, ray: str | None = None, sequence_parallel: bool = False,
                 exhaustive: bool = False, refine: int = REFINE, optimizer_swap: bool = False) -> SweepResult:
-    """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default:
-    every core; 1 runs in this process); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on
-    instead (:mod:`strategist.sweep_ray`); ``sequence_parallel``: every mesh with tp advised with sequence
-    parallelism where the model's layout allows it (each configuration's ``options`` says where it applied);
-    ``exhaustive``: every mesh advised on its own, not only each family's one and the ``refine`` fastest;
-    ``optimizer_swap``: the optimizer's states on the host (:func:`option_sets`)."""
+    """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default: every
+    core; 1 runs here); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on (:mod:`.sweep_ray`);
+    ``sequence_parallel``: every mesh with tp advised with it where the model's layout allows it (each configuration's
+    ``options`` says where); ``exhaustive``: every mesh advised on its own, not only each family's one and the
+    ``refine`` fastest; ``optimizer_swap``: the optimizer's states on the host (:func:`option_sets`)."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]
