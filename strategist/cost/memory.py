@@ -368,10 +368,11 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
     params, gathered, grads, shards, shard_elements, opt, largest = hit[1]
     act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
+    # swapped: the states on the host, the largest weight's (its fp32 shard's elements' share) brought in for its update
     on_host = opt if swap else 0.0
-    if swap:          # the largest weight's states (its fp32 shard's elements' share), brought in for its update
-        opt = opt * (largest / 4) / shard_elements if shard_elements else 0.0
-    persistent = params + (0.0 if swap else opt)
+    brought = opt * (largest / 4) / shard_elements if swap and shard_elements else 0.0
+    held_states = 0.0 if swap else opt
+    persistent = params + held_states
     accumulated = 0.0
     if accumulate:
         accumulated = grads
@@ -385,7 +386,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         step_grads, temporaries = grads + shards, temporaries_of * largest
     else:
         step_grads, temporaries = 2 * grads, temporaries_of * largest
-    optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries + (opt if swap else 0.0)}
+    optimizer_step = {"gradients": step_grads, "optimizer_temporaries": temporaries + brought}
     moments = [("end of the forward", forward_end), ("optimizer step", optimizer_step)]
     if accumulate:
         # MindFormers' training cell clips the accumulated gradients' global norm first: an fp32 copy of every
@@ -399,7 +400,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     cap = profile.memory_GB - profile.memory_reserved_GB
     parts = {"activations": 0.0, "transient": 0.0, "gathered_weights": 0.0, "gradients": 0.0,
              "optimizer_temporaries": 0.0, **held}
-    return {"parameters": params, "optimizer_states": 0.0 if swap else opt, "optimizer_states_on_host": on_host,
+    return {"parameters": params, "optimizer_states": held_states, "optimizer_states_on_host": on_host,
             "accumulated_gradients": accumulated,
             **parts, "activations_per_micro_batch": act,
             "peak_at": peak_at, "moments": {name: sum(m.values()) + persistent for name, m in moments},

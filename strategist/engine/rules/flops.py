@@ -52,15 +52,19 @@ def _attention_forward(op: Op, rule: FactorRule, s: Sharding, balanced: bool = F
     q = math.prod(rule.input_shapes[0])
     s2 = next((rule.input_shapes[1][i] for i, f in enumerate(rule.inputs[1]) if f in ("s2", "t2")), 1)
     s1 = next((rule.input_shapes[0][i] for i, f in enumerate(rule.inputs[0]) if f in ("s", "t")), s2)
-    split = math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
-    return 4.0 * q * s2 * attended_fraction(op, s1, s2, _query_split(rule, s), balanced) / split
+    return 4.0 * q * s2 * attended_fraction(op, s1, s2, _query_split(rule, s), balanced) / _attention_split(s)
+
+
+def _attention_split(s: Sharding) -> int:
+    """How many ways a FlashAttentionScore's query elements are divided: its batch, head and sequence splits."""
+    return math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
 
 
 def attended_keys(rule: FactorRule, s: Sharding, fwd_flops: float) -> float:
     """The keys one query row of a FlashAttentionScore attends on average, from its forward FLOPs on a device under
     ``s`` (:func:`_attention_forward`'s 4 per query element and attended key, inverted): the kernel's work per
     query tile, which sets the share of its fixed per-tile cost."""
-    q = math.prod(rule.input_shapes[0]) / math.prod(s.splits.get(f, 1) for f in ("b", "n", "s", "t"))
+    q = math.prod(rule.input_shapes[0]) / _attention_split(s)
     return fwd_flops / (4.0 * q) if q else 0.0
 
 
