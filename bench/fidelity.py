@@ -41,7 +41,7 @@ def row_run(row: dict):
     """The run a row's YAML sections describe (strategist.run_settings.Run) and the model's kwargs."""
     from strategist.frontend.mindformers.settings import read_settings
     from strategist.run_settings import resolve_run
-    cfg = {k: row.get(k) or {} for k in ("runner_config", "parallel_config", "parallel", "recompute_config")}
+    cfg = {k: row.get(k) or {} for k in ("context", "runner_config", "parallel_config", "parallel", "recompute_config")}
     cfg["model"] = {"model_config": row.get("model_config") or {}}
     if row.get("micro_batch_interleave_num"):
         cfg["micro_batch_interleave_num"] = row["micro_batch_interleave_num"]

@@ -236,14 +236,16 @@ def find_op(plan: Plan, name: str) -> str:
 
 def memory_estimate(model: str, mesh: Mesh, *, graph, strategies: str | None = None, dataset_strategy="data_parallel",
                     optimizer: str = "adamw", optimizer_parallel: bool = False, recompute: str = "none",
-                    micro_batches: int = 1, hardware: str | None = "atlas-800t-a2", graph_batch: str = "step"):
+                    micro_batches: int = 1, hardware: str | None = "atlas-800t-a2", graph_batch: str = "step",
+                    optimizer_swap: bool = False):
     """(the step estimate, the anchors the advice chose or None) of what ``verify --memory`` compiles: ``graph`` of
     ``model`` on ``mesh`` (a ``pp`` axis: pipeline stages) with the anchors of ``strategies`` or, without, the
     advice's; ``graph_batch``: what the graph's batch is (:class:`~strategist.cost.step.StepOptions`)."""
     from .cost.step import StepOptions, estimate
     rest = str(mesh.without("pp")) or "dp=1"
     step = StepOptions(pp=mesh.get("pp"), micro_batches=micro_batches, recompute=recompute,
-                       optimizer_parallel=optimizer_parallel, optimizer=optimizer, graph_batch=graph_batch).check()
+                       optimizer_parallel=optimizer_parallel, optimizer=optimizer, graph_batch=graph_batch,
+                       optimizer_swap=optimizer_swap).check()
     if strategies:
         return estimate(plan_model(model, rest, strategies=strategies, hardware=hardware,
                                    dataset_strategy=dataset_strategy, graph=graph, step=step)), None
@@ -254,12 +256,12 @@ def memory_estimate(model: str, mesh: Mesh, *, graph, strategies: str | None = N
 def verify_memory(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                   dataset_strategy="data_parallel", optimizer: str | None = None, optimizer_parallel: bool = False,
                   recompute: str = "none", micro_batches: int = 1, hardware: str | None = "atlas-800t-a2",
-                  rank: int | None = None, timeout: float = 900):
+                  rank: int | None = None, timeout: float = 900, optimizer_swap: bool = False):
     """``strategist verify --memory``: MindSpore's DryRun peak memory per simulated rank beside strategist's
     estimate of the same stage (the step model's ``memory.total``, as ``advise --format json`` reports it), for the
     anchors of ``strategies`` or, without a file, strategist's own advice on ``mesh``. ``optimizer``: a key of
     strategist.cost.memory.OPTIMIZERS (None: as the model's config says, else adamw), run by MindSpore and assumed
-    by the estimate alike. A list of :class:`~strategist.verify.memory_report.MemoryCheck` (``mesh``'s ``pp``
+    by the estimate alike; ``optimizer_swap``: MindFormers' AdamW's moments on the host, in both. A list of :class:`~strategist.verify.memory_report.MemoryCheck` (``mesh``'s ``pp``
     axis: the first and the last stage)."""
     from .verify.dryrun import mindspore_memory
     from .verify.memory_report import MemoryCheck
@@ -268,11 +270,11 @@ def verify_memory(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, str
     optimizer = optimizer or graph.optimizer or "adamw"
     est, anchors = memory_estimate(model, mesh, graph=graph, strategies=strategies, dataset_strategy=dataset_strategy,
                                    optimizer=optimizer, optimizer_parallel=optimizer_parallel, recompute=recompute,
-                                   micro_batches=micro_batches, hardware=hardware)
+                                   micro_batches=micro_batches, hardware=hardware, optimizer_swap=optimizer_swap)
     answers = mindspore_memory(model, mesh, inputs=inputs, kwargs=kwargs, strategies=strategies, anchors=anchors,
                                dataset_strategy=dataset_strategy, optimizer_parallel=optimizer_parallel,
                                recompute=recompute, optimizer=optimizer, micro_batches=micro_batches, rank=rank,
-                               timeout=timeout, graph=graph)
+                               timeout=timeout, graph=graph, optimizer_swap=optimizer_swap)
     stages = est.per_stage if est is not None else []
     assumes = est.memory["assumed"]["optimizer"] if est is not None else "no estimate (no hardware profile)"
     return [MemoryCheck(a, stages[a.stage]["memory_total"] if a.stage < len(stages) else None, assumes)

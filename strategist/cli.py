@@ -14,7 +14,7 @@ import os
 import platform
 import sys
 
-from .errors import StrategistError
+from .errors import InputSpecError, StrategistError
 
 FORMATS = ("table", "json", "md", "html")
 HTML_COMMANDS = ("advise", "propagate", "compare", "sweep")     # the commands --format html draws
@@ -278,6 +278,9 @@ def _memory_args(sp) -> None:
     optimizer_arg(g, memory=True)
     g.add_argument("--optimizer-parallel", action="store_true", default=None,
                    help="with --memory: MindSpore's enable_parallel_optimizer")
+    g.add_argument("--optimizer-swap", dest="optimizer_swap", action="store_true", default=None,
+                   help="with --memory: MindFormers' AdamW with swap=True, its moments on the host (MindSpore's "
+                        "runtime with switch_inline:False, as MindFormers documents it)")
     g.add_argument("--recompute", choices=["none", "selective", "full"], default=None,
                    help="with --memory: none (default), selective (the MLP activation and its product) or full "
                         "(every repeated layer)")
@@ -313,6 +316,7 @@ def _sweep_command(command) -> None:
                    help="how the inputs are split, as MindSpore's dataset_strategy (default data_parallel; "
                         "full_batch for MindFormers configs)")
     sequence_parallel_arg(g)
+    max_device_memory_arg(g)
     g.add_argument("--workers", type=int, metavar="N", help="processes advising in parallel (default: every core)")
     g.add_argument("--exhaustive", action="store_true",
                    help="advise every mesh on its own (default: each family of meshes with the same tp, cp and ep "
@@ -367,6 +371,7 @@ def step_model_args(sp) -> None:
     g.add_argument("--optimizer-swap", dest="optimizer_swap", action="store_true", default=None,
                    help="the optimizer's states kept on the host, each weight's on the device only during its update "
                         "(MindFormers' AdamW swap; default: as a MindFormers config's optimizer.swap says, else off)")
+    max_device_memory_arg(g)
     g.add_argument("--interleave", type=int, default=None, metavar="K",
                    help="fine-grained multi-copy (MindFormers fine_grain_interleave, interleaved_parallel): "
                         "1 (default), 2, 4 or 8")
@@ -381,6 +386,23 @@ def step_model_args(sp) -> None:
                         "scheduled step (the default)")
     g.add_argument("--choose-by-schedule", action="store_true",
                    help="the advisor's choices by the scheduled step: the default (accepted for earlier command lines)")
+
+
+def max_device_memory_arg(g) -> None:
+    """``--max-device-memory``: what a step must fit in (MindSpore's max_device_memory)."""
+    g.add_argument("--max-device-memory", dest="max_device_memory", type=_device_memory, default=None,
+                   metavar="GB", help="the device memory MindSpore may use, e.g. 58GB (its max_device_memory, in GB "
+                                      "of 2**30 bytes); default: as a MindFormers config's context.max_device_memory "
+                                      "says, else the hardware profile's memory less its reserve")
+
+
+def _device_memory(text: str) -> float:
+    """``--max-device-memory 58GB`` -> 58.0."""
+    from .frontend.mindformers.settings import device_memory_GB
+    try:
+        return device_memory_GB(text, "--max-device-memory")
+    except InputSpecError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("bad --max-device-memory ")) from None
 
 
 def optimizer_arg(g, memory: bool = False) -> None:
@@ -430,7 +452,7 @@ RUN_ARGS = {"mesh": "mesh", "micro_batches": "micro_batches", "recompute": "reco
             "interleave": "interleave", "pp_interleave": "pp_interleave", "offset": "offset",
             "sequence_parallel": "sequence_parallel", "grad_comm_overlap": "grad_comm_overlap",
             "allgather_overlap": "allgather_overlap", "fa_load_balance": "fa_load_balance",
-            "optimizer_swap": "optimizer_swap"}
+            "optimizer_swap": "optimizer_swap", "max_device_memory": "max_device_memory"}
 
 
 def resolve_args(args):
@@ -507,6 +529,7 @@ def step_model_options(args):
 def _check_memory(parser, args) -> None:
     """verify's --memory options: only with --memory, which compares no propagation."""
     given = [f for f, v in (("--optimizer", args.optimizer), ("--optimizer-parallel", args.optimizer_parallel),
+                            ("--optimizer-swap", args.optimizer_swap),
                             ("--recompute", args.recompute), ("--micro-batches", args.micro_batches),
                             ("--rank", args.rank)) if v is not None]
     if given and not args.memory:
@@ -699,10 +722,14 @@ def _sweep(parser, args, said: list) -> int:
         _command_parser(parser, "sweep").error("--devices and --workers must be >= 1")
     if args.refine is not None and args.refine < 0:
         _command_parser(parser, "sweep").error("--refine must be >= 0")
-    swap = _config_swap(args.model, args.kwargs)
+    own = _config_memory(args.model, args.kwargs)
+    swap, limit = own.get("optimizer_swap", False), args.max_device_memory or own.get("max_device_memory")
     if swap:
         said = said + ["the config's optimizer.swap: the optimizer's states on the host in every configuration"]
+    if limit and not args.max_device_memory:
+        said = said + [f"the config's context.max_device_memory: every configuration fits in {limit:g}GB"]
     result = sweep_model(args.model, args.devices, inputs=args.input, kwargs=args.kwargs, optimizer_swap=swap,
+                         max_device_memory=limit,
                          training=not args.eval, hardware=args.hardware,
                          axes=tuple(a.strip() for a in args.axes.split(",") if a.strip()),
                          max_tp=args.max_tp, max_pp=args.max_pp,
@@ -726,13 +753,15 @@ def _sweep(parser, args, said: list) -> int:
     return 0
 
 
-def _config_swap(model: str, kwargs) -> bool:
-    """A MindFormers config's ``optimizer.swap`` (its ``--set`` keys applied); False for any other model."""
+def _config_memory(model: str, kwargs) -> dict:
+    """A MindFormers config's ``optimizer.swap`` and ``context.max_device_memory`` (its ``--set`` keys applied), as
+    ``{"optimizer_swap": bool, "max_device_memory": GB}`` where it sets them; {} for any other model."""
     from .frontend.mindformers import config_settings, is_mindformers_ref, split_model_options
     if not is_mindformers_ref(model):
-        return False
-    s = config_settings(model, split_model_options(kwargs)["overrides"] or None).get("optimizer_swap")
-    return bool(s.value) if s is not None else False
+        return {}
+    own = config_settings(model, split_model_options(kwargs)["overrides"] or None)
+    return {name: (bool(s.value) if name == "optimizer_swap" else s.value)
+            for name in ("optimizer_swap", "max_device_memory") if (s := own.get(name)) is not None}
 
 
 def _verify_memory(args) -> None:
@@ -743,7 +772,7 @@ def _verify_memory(args) -> None:
                            dataset_strategy=parse_dataset_strategy(args.dataset_strategy),
                            optimizer=args.optimizer, optimizer_parallel=bool(args.optimizer_parallel),
                            recompute=args.recompute or "none", micro_batches=args.micro_batches or 1,
-                           rank=args.rank, timeout=args.timeout)
+                           rank=args.rank, timeout=args.timeout, optimizer_swap=bool(args.optimizer_swap))
     if args.format == "json":
         _write(args, memory_json(checks, args.model, args.mesh))
     else:

@@ -15,13 +15,13 @@ from .vocab.mesh import Mesh
 #: the settings a command line gives (StepOptions fields, and the mesh and sequence parallelism)
 STEP_KEYS = ("micro_batches", "recompute", "recompute_layers", "select_layers", "comm_recompute_layers",
              "optimizer_parallel", "interleave", "pp_interleave", "offset", "grad_comm_overlap", "allgather_overlap",
-             "fa_load_balance", "optimizer_swap")
+             "fa_load_balance", "optimizer_swap", "max_device_memory")
 #: settings written per pipeline stage: a config's apply only at the pp it was written for
 PER_STAGE = ("offset", "recompute_layers", "select_layers", "comm_recompute_layers", "pp_interleave")
 DEFAULTS = {"micro_batches": 1, "recompute": "none", "recompute_layers": (), "select_layers": (),
             "comm_recompute_layers": (), "optimizer_parallel": None, "interleave": 1, "pp_interleave": 1,
             "offset": (), "sequence_parallel": False, "grad_comm_overlap": False, "allgather_overlap": False,
-            "fa_load_balance": False, "optimizer_swap": False}
+            "fa_load_balance": False, "optimizer_swap": False, "max_device_memory": None}
 COMMAND_LINE = "command line"
 
 
@@ -74,7 +74,9 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
 
     def take(name, value, origin):
         values[name] = value
-        origins.append((name, _show(value), origin))
+        shown = (f"{value:g}GB" if value is not None else "the profile's device memory less its reserve") \
+            if name == "max_device_memory" else _show(value)
+        origins.append((name, shown, origin))
 
     if "mesh" in given:
         mesh = Mesh.parse(given["mesh"])

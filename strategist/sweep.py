@@ -269,11 +269,13 @@ def inner_mesh(mesh: dict) -> Mesh:
 
 
 def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = None,
-                dataset_strategy="data_parallel", optimizer_swap: bool = False) -> list[StepOptions]:
+                dataset_strategy="data_parallel", optimizer_swap: bool = False,
+                max_device_memory: float | None = None) -> list[StepOptions]:
     """The memory options tried on ``mesh``: recompute none/selective/full x the parallel optimizer (where dp > 1)
     x the micro-batch count (``micro_batches``, by default 1 without pp and pp, 2 pp, 4 pp ... up to the batch with
     it), each count one whose micro-batch still splits as the dataset strategy splits the batch; ``optimizer_swap``:
-    the optimizer's states on the host in every one (MindFormers' AdamW ``swap``, as the model's config sets it)."""
+    the optimizer's states on the host in every one (MindFormers' AdamW ``swap``, as the model's config sets it);
+    ``max_device_memory``: the GB every one must fit in (MindSpore's max_device_memory; None: the profile's)."""
     dp, pp = mesh.get("dp", 1), mesh.get("pp", 1)
     split = devices_of(mesh) // pp if dataset_strategy == "data_parallel" else dp
     if micro_batches:
@@ -295,7 +297,7 @@ def option_sets(mesh: dict, s: Shapes, micro_batches: tuple[int, ...] | None = N
     # a context-parallel axis: FlashAttention's causal work as MindSpore splits it, and with its load balance
     balance = (False, True) if mesh.get("cp", 1) > 1 else (False,)
     return [StepOptions(pp=pp, micro_batches=m, recompute=r, optimizer_parallel=z, interleave=k, fa_load_balance=b,
-                        offset=offset, optimizer_swap=optimizer_swap,
+                        offset=offset, optimizer_swap=optimizer_swap, max_device_memory=max_device_memory,
                         # MindFormers' selective recompute with its communication recompute of the norms, every layer
                         comm_recompute_layers=counts_of if r == "selective" and counts_of else ())
             for m in counts for r in RECOMPUTE for z in zero for k in copies for b in balance]
@@ -575,12 +577,13 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
                 max_tp: int | None = None, max_pp: int | None = None, dataset_strategy="data_parallel",
                 rules=None, micro_batches: tuple[int, ...] | None = None, workers: int | None = None,
                 best: int = 3, ray: str | None = None, sequence_parallel: bool = False,
-                exhaustive: bool = False, refine: int = REFINE, optimizer_swap: bool = False) -> SweepResult:
+                exhaustive: bool = False, refine: int = REFINE, optimizer_swap: bool = False,
+                max_device_memory: float | None = None) -> SweepResult:
     """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default: every
     core; 1 runs here); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on (:mod:`.sweep_ray`);
     ``sequence_parallel``: every mesh with tp advised with it where the model's layout allows it (each configuration's
     ``options`` says where); ``exhaustive``: every mesh advised on its own, not only each family's one and the
-    ``refine`` fastest; ``optimizer_swap``: the optimizer's states on the host (:func:`option_sets`)."""
+    ``refine`` fastest; ``optimizer_swap``, ``max_device_memory``: as :func:`option_sets` takes them."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]
@@ -597,7 +600,7 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
         meshes += drawn_ep_meshes(meshes, shapes.experts if expert_params(graph) else None)
     for mesh in meshes:
         why = infeasible_reason(mesh, shapes, dataset_strategy)
-        opts = option_sets(mesh, shapes, micro_batches, dataset_strategy, optimizer_swap)
+        opts = option_sets(mesh, shapes, micro_batches, dataset_strategy, optimizer_swap, max_device_memory)
         if not why and not opts:
             why = (f"no micro-batch count of at least pp={mesh.get('pp', 1)} splits the batch of {shapes.batch} "
                    f"as the dataset strategy needs")

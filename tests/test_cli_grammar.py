@@ -259,13 +259,16 @@ def test_a_sweep_of_a_mindformers_config_trains_with_its_global_batch():
     assert cli._sweep_run(p.parse_args(["sweep", "examples/mlp.py:MegatronMLP", "--devices", "8"])) == (None, [])
 
 
-def test_a_sweep_of_a_mindformers_config_keeps_its_optimizer_swap():
-    """DeepSeek-V3's pretraining config sets optimizer.swap (MindFormers' AdamW moments on the host): its sweep prices
-    every configuration so, as advise prices the config's own settings; Qwen3's does not."""
+def test_a_sweep_of_a_mindformers_config_keeps_its_optimizer_swap_and_max_device_memory():
+    """DeepSeek-V3's pretraining config sets optimizer.swap (MindFormers' AdamW moments on the host) and
+    context.max_device_memory 56GB: its sweep prices every configuration so, as advise prices the config's own
+    settings; Qwen3's sets no swap."""
     from strategist import cli
     from strategist.sweep import Shapes, option_sets
-    assert cli._config_swap("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", [])
-    assert not cli._config_swap("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", [])
-    assert not cli._config_swap("examples/mlp.py:MegatronMLP", [])
+    assert cli._config_memory("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", []) == \
+        {"optimizer_swap": True, "max_device_memory": 56.0}
+    assert not cli._config_memory("mindformers:qwen3/pretrain_qwen3_32b_4k.yaml", []).get("optimizer_swap")
+    assert cli._config_memory("examples/mlp.py:MegatronMLP", []) == {}
     s = Shapes(batch=8, heads=8, kv_heads=8, seq=128, experts=None, layers=4, widths=frozenset())
-    assert {o.optimizer_swap for o in option_sets({"dp": 2, "pp": 2}, s, None, "full_batch", True)} == {True}
+    opts = option_sets({"dp": 2, "pp": 2}, s, None, "full_batch", True, 56.0)
+    assert {o.optimizer_swap for o in opts} == {True} and {o.max_device_memory for o in opts} == {56.0}

@@ -213,3 +213,17 @@ def test_a_configs_optimizer_swap_is_read_and_the_command_line_gives_it_too():
     assert plain.step.optimizer_swap is False and plain.origin("optimizer_swap") == "default"
     given = resolve_run(TINY, {"optimizer_swap": True}, config=read_settings({"parallel_config": {"data_parallel": 2}}))
     assert given.step.optimizer_swap is True and given.origin("optimizer_swap") == "command line"
+
+
+def test_a_configs_max_device_memory_is_read_and_the_command_line_gives_it_too():
+    # Yi-34B's finetuning config sets context.max_device_memory "57GB": what MindSpore's pool may take per device
+    cfg = read_settings({"parallel_config": {"data_parallel": 2}, "context": {"max_device_memory": "57GB"}})
+    run = resolve_run(TINY, {}, config=cfg)
+    assert run.step.max_device_memory == 57.0
+    assert ("max_device_memory", "57GB", "config context.max_device_memory") in run.origins
+    plain = resolve_run(TINY, {}, config=read_settings({"parallel_config": {"data_parallel": 2}}))
+    assert plain.step.max_device_memory is None and plain.origin("max_device_memory") == "default"
+    given = resolve_run(TINY, {"max_device_memory": 52.5}, config=cfg)
+    assert given.step.max_device_memory == 52.5 and given.origin("max_device_memory") == "command line"
+    with pytest.raises(InputSpecError, match="bad context.max_device_memory 'lots': give the device memory"):
+        read_settings({"context": {"max_device_memory": "lots"}})

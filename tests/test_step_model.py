@@ -584,3 +584,20 @@ def test_an_optimizer_that_swaps_keeps_its_states_on_the_host_and_the_largest_we
     assert swap["parameters"] == plain["parameters"] == 2 * (2 * 1024 * 4096 + 4096 + 1024)
     assert swap["optimizer_temporaries"] == plain["optimizer_temporaries"] + largest
     assert swap["moments"]["optimizer step"] == plain["moments"]["optimizer step"] - states + largest
+
+
+def test_max_device_memory_is_what_a_step_must_fit_in(graph_of):
+    """MindSpore's max_device_memory bounds its pool: the Megatron MLP at dp=8 holds the same bytes under any limit,
+    and fits where they are within ``GB x 2**30`` (MindSpore's GB), not where they exceed it; without one the limit
+    is the profile's memory less its reserve."""
+    plain = estimate(_mlp_plan(graph_of, "dp=8", ((8, 1), (1, 1)), ((8, 1), (1, 1)), StepOptions())).memory
+    total = plain["total"]
+    assert plain["capacity"] == (64 - 5) * 2**30
+    tight = total / 2**30 * 0.99
+    low = estimate(_mlp_plan(graph_of, "dp=8", ((8, 1), (1, 1)), ((8, 1), (1, 1)),
+                             StepOptions(max_device_memory=tight))).memory
+    assert low["total"] == total and low["capacity"] == tight * 2**30 and not low["fits"]
+    assert low["assumed"]["capacity"] == f"max_device_memory {tight:g} GB"
+    roomy = estimate(_mlp_plan(graph_of, "dp=8", ((8, 1), (1, 1)), ((8, 1), (1, 1)),
+                               StepOptions(max_device_memory=62))).memory
+    assert roomy["capacity"] == 62 * 2**30 and roomy["fits"]

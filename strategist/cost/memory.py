@@ -349,11 +349,14 @@ def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
 
 def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimizer_parallel: bool,
                  micro_batches: int, in_flight: int, profile, drop: set | None = None, accumulate: bool = False,
-                 optimizer: str = "adamw", full_layers: frozenset | None = None, swap: bool = False) -> dict:
+                 optimizer: str = "adamw", full_layers: frozenset | None = None, swap: bool = False,
+                 max_device_memory: float | None = None) -> dict:
     """The peak bytes one device of the stage holding operators ``names`` keeps, how they divide at that peak, and
     what is assumed. ``accumulate``: the step accumulates gradients over micro-batches (gradient accumulation, or a
     pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`; ``swap``: the optimizer's states kept on the host
-    (MindFormers' AdamW ``swap``), on the device only the largest weight's, while its update runs."""
+    (MindFormers' AdamW ``swap``), on the device only the largest weight's, while its update runs;
+    ``max_device_memory``: the GB (2**30 bytes) MindSpore's pool may take (None: the profile's memory less its
+    reserve)."""
     # size: the step's memory moments, each a sum of the same per-parameter figures gathered in one pass
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
@@ -397,7 +400,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         moments.insert(1, ("full recompute's rebuilding of a layer", rebuilding))
     peak_at, held = max(moments, key=lambda m: sum(m[1].values()))
     total = persistent + sum(held.values())
-    cap = profile.memory_GB - profile.memory_reserved_GB
+    cap = profile.memory_GB - profile.memory_reserved_GB if max_device_memory is None else \
+        min(profile.memory_GB, max_device_memory * 2**30)
     parts = {"activations": 0.0, "transient": 0.0, "gathered_weights": 0.0, "gradients": 0.0,
              "optimizer_temporaries": 0.0, **held}
     return {"parameters": params, "optimizer_states": held_states, "optimizer_states_on_host": on_host,
@@ -409,6 +413,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
             "assumed": {"recompute": recompute, "optimizer_parallel": bool(zero is not None),
                         "optimizer_level": zero.level if zero is not None else None,
                         "micro_batches_in_flight": in_flight, "optimizer": describe, "optimizer_key": optimizer,
+                        "capacity": f"max_device_memory {max_device_memory:g} GB" if max_device_memory is not None
+                                    else "the profile's device memory less its reserve",
                         "optimizer_swap": "its states on the host (optimizer.swap); the largest weight's on the "
                                           "device during its update, with the optimizer's temporaries"
                                           if swap else None,

@@ -93,6 +93,10 @@ class StepOptions:
     #: MindFormers' AdamW ``swap`` (the config's ``optimizer.swap``): its moments are Parameters on the host
     #: (``device='CPU'``), not on the device; each weight's are on the device only while its update runs
     optimizer_swap: bool = False
+    #: MindSpore's ``max_device_memory`` (a MindFormers config's ``context.max_device_memory``): the GB (of 2**30
+    #: bytes, as MindSpore counts them) its memory pool may take on a device, what a step must fit in; None: the
+    #: profile's device memory less what it reserves
+    max_device_memory: float | None = None
     #: per setting, (name, value as shown, where it came from: "command line", "config KEY", "default"); what the
     #: report says of the run (:func:`strategist.run_settings.resolve_run`); not part of the options' identity
     origins: tuple = field(default=(), compare=False, hash=False)
@@ -730,7 +734,8 @@ def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, pro
                         optimizer_parallel=zero is not None, micro_batches=held.split_by,
                         in_flight=flight, profile=prof, drop=selective_drop(plan.graph, held),
                         accumulate=held.micro_batches > 1,
-                        optimizer=held.optimizer or plan.graph.optimizer or "adamw", swap=held.optimizer_swap)
+                        optimizer=held.optimizer or plan.graph.optimizer or "adamw", swap=held.optimizer_swap,
+                        max_device_memory=held.max_device_memory)
 
 
 #: the stages a stand-in plan holds for a longer pipeline: the first, one of the middle ones, the last

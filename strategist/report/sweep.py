@@ -40,7 +40,8 @@ def sweep_text(result, markdown: bool = False, max_rows: int = 20) -> str:
            + (" (interrupted: what was ranked so far)" if result.interrupted else "")]
     if result.usable_bytes:
         out.append(f"memory per device as MindSpore's allocator holds it at the step's peak, against "
-                   f"{human_bytes(result.usable_bytes)} usable (the profile's max_device_memory)")
+                   f"{human_bytes(result.usable_bytes)} usable (MindSpore's max_device_memory: the config's or "
+                   f"--max-device-memory, else the profile's memory less its reserve)")
     out.append("")
     shown = result.ranked if not max_rows else result.ranked[:max_rows]
     out.append("Ranked (fastest first)")

@@ -160,10 +160,14 @@ def recompute_request(graph, recompute: str) -> dict:
 
 def memory_request(model: str, mesh: Mesh, graph, *, inputs=None, kwargs=None, anchors: dict | None = None,
                    dataset_strategy="data_parallel", optimizer_parallel: bool = False, recompute: str = "none",
-                   optimizer: str = "adamw", micro_batches: int = 1) -> dict:
-    """The child's request for ``model`` on ``mesh`` (its ``pp`` axis: pipeline stages), without the rank."""
+                   optimizer: str = "adamw", micro_batches: int = 1, optimizer_swap: bool = False) -> dict:
+    """The child's request for ``model`` on ``mesh`` (its ``pp`` axis: pipeline stages), without the rank;
+    ``optimizer_swap``: MindFormers' AdamW with its moments on the host (``swap``)."""
     if optimizer not in OPTIMIZERS:
         raise VerifyError(f"bad optimizer {optimizer!r}: {', '.join(OPTIMIZERS)}")
+    if optimizer_swap and optimizer != "adamw":
+        raise VerifyError(f"an optimizer swap is MindFormers' AdamW's (swap=True), not {optimizer}'s: "
+                          f"give --optimizer adamw")
     if micro_batches < 1:
         raise VerifyError(f"micro-batches {micro_batches}: give a whole number >= 1")
     pp = mesh.get("pp")
@@ -179,7 +183,7 @@ def memory_request(model: str, mesh: Mesh, graph, *, inputs=None, kwargs=None, a
            "anchors": anchor_requests(anchors or {}, graph),
            "mesh": {"shape": [s for _, s in rest], "names": [n for n, _ in rest]},
            "optimizer": optimizer, "optimizer_parallel": bool(optimizer_parallel),
-           "micro_batches": micro_batches, "pipeline_stages": pp}
+           "micro_batches": micro_batches, "pipeline_stages": pp, "optimizer_swap": bool(optimizer_swap)}
     req.update(recompute_request(graph, recompute))
     if pp > 1:
         req["stages"] = pipeline_stages(graph, pp)
@@ -203,7 +207,8 @@ def require_mindformers(request: dict) -> None:
                           f"MFPipelineWithLossScaleCell, and mindformers is not installed: {MINDFORMERS_HINT}")
 
 
-def _child_env(cann: cann_stubs.CannStubs, device_num: int, rank: int, *, nprocs_shim: bool = False) -> dict:
+def _child_env(cann: cann_stubs.CannStubs, device_num: int, rank: int, *, nprocs_shim: bool = False,
+               swap: bool = False) -> dict:
     """The child's environment; ``nprocs_shim``: preload the processor-count shim (MindFormers' cell, whose inlined
     control flow MindSpore's runtime runs only with more than two actor threads, which it sizes from the cores)."""
     env = dict(os.environ)
@@ -223,6 +228,10 @@ def _child_env(cann: cann_stubs.CannStubs, device_num: int, rank: int, *, nprocs
         "STRATEGIST_VERIFY_PARENT": str(os.getpid()),
         "PYTHONPATH": _PKG_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
     })
+    if swap:
+        # MindFormers' swap optimizer runs only with the runtime's switch inlining off (its documented setting)
+        env["MS_DEV_RUNTIME_CONF"] = ",".join([x for x in env.get("MS_DEV_RUNTIME_CONF", "").split(",")
+                                               if x and not x.startswith("switch_inline")] + ["switch_inline:False"])
     for k in ("CUDA_HOME", "MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM"):
         env.pop(k, None)
     return env
@@ -347,7 +356,8 @@ def answer_of(res: dict | None, log: str, rc: int | None, *, rank: int, stage: i
 def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: str | None = None,
                      anchors: dict | None = None, dataset_strategy="data_parallel", optimizer_parallel: bool = False,
                      recompute: str = "none", optimizer: str = "adamw", micro_batches: int = 1,
-                     rank: int | None = None, timeout: float = 900, graph=None) -> list[MemoryAnswer]:
+                     rank: int | None = None, timeout: float = 900, graph=None,
+                     optimizer_swap: bool = False) -> list[MemoryAnswer]:
     """MindSpore's own per-device peak memory of one training step of ``model`` (``path.py:NAME``) on ``mesh``.
 
     ``strategies`` is an anchors file in strategist's format (``anchors``: the same, already read, as
@@ -357,7 +367,7 @@ def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: 
     weights' dtype) or ``momentum``. ``micro_batches`` > 1 without a ``pp`` axis: gradient accumulation
     (``GradAccumulationCell``); with one: ``nn.PipelineCell``'s micro-batches, the layers split evenly; either in
     MindFormers' training cell (``MFPipelineWithLossScaleCell``, as MindFormers' trainer builds it; needs
-    mindformers).
+    mindformers). ``optimizer_swap``: MindFormers' AdamW keeps its moments on the host (``swap``).
 
     One :class:`MemoryAnswer` per simulated rank: ``rank``, else rank 0, and with a ``pp`` axis the last rank too.
 
@@ -374,7 +384,8 @@ def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: 
         anchors = {**(anchors or {}), **load_anchors(strategies, graph, rest)}
     request = memory_request(model, mesh, graph, inputs=inputs, kwargs=kwargs, anchors=anchors,
                              dataset_strategy=dataset_strategy, optimizer_parallel=optimizer_parallel,
-                             recompute=recompute, optimizer=optimizer, micro_batches=micro_batches)
+                             recompute=recompute, optimizer=optimizer, micro_batches=micro_batches,
+                             optimizer_swap=optimizer_swap)
     require_mindformers(request)
     targets = stage_ranks(mesh.size, mesh.get("pp"), rank)
     cann = cann_stubs.ensure_cann_stubs(stubs.mindspore_dir())
@@ -385,7 +396,8 @@ def mindspore_memory(model: str, mesh, *, inputs=None, kwargs=None, strategies: 
         work = tempfile.mkdtemp(prefix=f"strategist-verify-{os.getpid()}-")    # (swept as verify's are)
         try:
             t0 = time.time()
-            rc, res, log = _run_child(work, {**request, "rank": r}, _child_env(cann, mesh.size, r, nprocs_shim=shim),
+            rc, res, log = _run_child(work, {**request, "rank": r}, _child_env(cann, mesh.size, r, nprocs_shim=shim,
+                                                                                swap=optimizer_swap),
                                       timeout)
             seconds = time.time() - t0
         finally:

@@ -46,14 +46,15 @@ def _fake_hccl() -> None:
     sys.modules.setdefault("hccl.sys_version", version)
 
 
-def _optimizer(name: str, params, learning_rate=1e-4):
+def _optimizer(name: str, params, learning_rate=1e-4, swap: bool = False):
     from mindspore import nn
     if name == "adam-weight-decay":
         return nn.AdamWeightDecay(params, learning_rate=learning_rate)
     if name == "adamw":
         _import_mindformers("MindFormers' AdamW")
         from mindformers.core.optim.adamw import AdamW     # fp32 moments whatever the weights' dtype
-        return AdamW(params, learning_rate=learning_rate)
+        # swap: its moments Parameters on the host (device='CPU'), moved in for their update (MindFormers' optimizer.swap)
+        return AdamW(params, learning_rate=learning_rate, swap=swap)
     if name == "momentum":
         return nn.Momentum(params, learning_rate=learning_rate, momentum=0.9)
     raise StrategistError(f"unknown optimizer {name!r}: adamw, adam-weight-decay or momentum")
@@ -88,7 +89,7 @@ def _mindformers_cell(net, params, req: dict):
     pipeline = req.get("pipeline_stages", 1) > 1
     wrapped = _VirtualDatasetCell(nn.PipelineCell(net, micro) if pipeline else GradAccumulationCell(net, micro))
     lr = CosineWithWarmUpLR(learning_rate=1e-4, warmup_steps=10, total_steps=1000)
-    opt = _optimizer(req.get("optimizer", "adamw"), params, lr)
+    opt = _optimizer(req.get("optimizer", "adamw"), params, lr, bool(req.get("optimizer_swap")))
     return MFPipelineWithLossScaleCell(
         network=wrapped, optimizer=opt, use_clip_grad=True, max_grad_norm=1.0, scale_sense=1.0,
         micro_batch_num=micro, parallel_config=None, calculate_per_token_loss=False,
@@ -141,7 +142,8 @@ def _train_step(cell, req: dict):
         return _mindformers_cell(net, params, req)
     # without micro-batches, as Model builds it: TrainOneStepCell
     from mindspore.amp import build_train_network
-    return build_train_network(net, _optimizer(req.get("optimizer", "adamw"), params), level="O0")
+    return build_train_network(net, _optimizer(req.get("optimizer", "adamw"), params,
+                                               swap=bool(req.get("optimizer_swap"))), level="O0")
 
 
 def _zero_weights(cell) -> None:

@@ -46,6 +46,24 @@ class ConfigSettings:
         return self.settings.get(name)
 
 
+def device_memory_GB(value, where: str) -> float:
+    """MindSpore's ``max_device_memory`` (``"58GB"``, a number of GB) as GB of 2**30 bytes, as MindSpore counts
+    them; a one-line error naming ``where`` for anything else.
+
+    >>> device_memory_GB("57GB", "--max-device-memory"), device_memory_GB(58, "--max-device-memory")
+    (57.0, 58.0)
+    """
+    text = str(value).strip()
+    number = text[:-2].strip() if text.upper().endswith("GB") else text
+    try:
+        gb = float(number)
+    except ValueError:
+        gb = -1.0
+    if not gb > 0 or gb != gb or gb == float("inf"):
+        raise InputSpecError(f"bad {where} {value!r}: give the device memory MindSpore may use in GB, e.g. 58GB")
+    return gb
+
+
 def _count_rows(value, key: str, pp: int, chunks: int) -> tuple | None:
     """A recompute key's per-stage counts of first layers: None for every layer, () for none."""
     if isinstance(value, bool) or value is None:
@@ -168,6 +186,10 @@ def read_settings(cfg, config_dir: str | None = None) -> ConfigSettings:
     swap = (cfg.get("optimizer") or {}).get("swap")
     if swap is not None:
         out["optimizer_swap"] = Setting(bool(swap), "optimizer.swap")
+    limit = (cfg.get("context") or {}).get("max_device_memory")
+    if limit is not None:
+        out["max_device_memory"] = Setting(device_memory_GB(limit, "context.max_device_memory"),
+                                           "context.max_device_memory")
     _recompute(rec, pp, chunks, out, notes)
     _speed_up(cfg, config_dir, out, notes)
     if int(cfg.get("micro_batch_interleave_num") or 1) > 1:
