@@ -106,12 +106,28 @@ def test_request_recompute_and_pipeline(graph_of):
                                                          "lm_head": 1, "loss": 1}
 
 
+def test_a_swap_request_runs_mindformers_adamw_swapping_with_switch_inlining_off(graph_of, tmp_path, monkeypatch):
+    """``verify --memory --optimizer-swap``: the child builds MindFormers' AdamW with swap=True, and MindSpore's
+    runtime runs it with switch_inline:False (the setting MindFormers documents for it), any other runtime setting
+    kept."""
+    from strategist.verify import dryrun
+    req = memory_request(TINY, Mesh.parse("dp=8"), graph_of(TINY), optimizer_swap=True)
+    assert req["optimizer_swap"] is True and req["optimizer"] == "adamw"
+    assert memory_request(TINY, Mesh.parse("dp=8"), graph_of(TINY))["optimizer_swap"] is False
+    cann = dryrun.cann_stubs.CannStubs(home=str(tmp_path), lib_dirs=(str(tmp_path),), nprocs_shim="")
+    monkeypatch.setenv("MS_DEV_RUNTIME_CONF", "memory_statistics:True,switch_inline:True")
+    env, plain = dryrun._child_env(cann, 8, 0, swap=True), dryrun._child_env(cann, 8, 0)
+    assert env["MS_DEV_RUNTIME_CONF"] == "memory_statistics:True,switch_inline:False"
+    assert plain["MS_DEV_RUNTIME_CONF"] == "memory_statistics:True,switch_inline:True"
+
+
 @pytest.mark.parametrize("options, expect", [
     ({"micro_batches": 1, "mesh": "dp=2,pp=2"}, "needs at least 2 micro-batches"),
     ({"mesh": "dp=2,pp=4", "micro_batches": 4}, "needs at least 4 repeated layers"),
     ({"optimizer": "lamb"}, "bad optimizer 'lamb'"),
     ({"recompute": "some"}, "bad recompute 'some'"),
     ({"model": "mindformers:llama2_7b"}, "takes a path/to/model.py:NAME model"),
+    ({"optimizer": "momentum", "optimizer_swap": True}, "an optimizer swap is MindFormers' AdamW's"),
 ])
 def test_request_errors(graph_of, options, expect):
     options = dict(options)

@@ -416,7 +416,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                         "capacity": f"max_device_memory {max_device_memory:g} GB" if max_device_memory is not None
                                     else "the profile's device memory less its reserve",
                         "optimizer_swap": "its states on the host (optimizer.swap); the largest weight's on the "
-                                          "device during its update, with the optimizer's temporaries"
+                                          "device during its update, with the optimizer's temporaries (MindSpore "
+                                          "2.9's DryRun keeps them in its device pool instead: not confirmed)"
                                           if swap else None,
                         "peak": f"held all step plus the largest moment ({peak_at})",
                         "gradients": "at the optimizer step: "
