@@ -110,11 +110,7 @@ def load_yaml(path: str, layers, seq, overrides: dict, notes: list | None = None
     """The config with the options applied. ``notes``: what was changed beside them (layer-count keys fitted to
     ``layers``: :func:`fit_layer_keys`) is appended there. ``as_written``: its pipeline and recompute settings kept
     (the run's), not cleared for the one-stage build."""
-    from mindformers.tools.register import MindFormerConfig
-    try:
-        cfg = MindFormerConfig(os.path.abspath(path))
-    except Exception as err:
-        raise ModelLoadError(f"reading MindFormers config {path} failed: {type(err).__name__}: {err}") from None
+    cfg = _parsed(path)
     if cfg.get("model") is None or cfg.model.get("model_config") is None:
         raise ModelLoadError(f"{path} has no model.model_config: not a MindFormers model config")
     mc = cfg.model.model_config
@@ -143,6 +139,24 @@ def load_yaml(path: str, layers, seq, overrides: dict, notes: list | None = None
     if cfg.get("parallel_config") is None:
         cfg.parallel_config = MindFormerConfig()
     return cfg
+
+
+#: each config file MindFormers parsed, by path and modification time (a sweep reads one config at every mesh)
+_PARSED: dict = {}
+
+
+def _parsed(path: str):
+    """MindFormers' ``MindFormerConfig`` of ``path``, a copy of one parse per file version (the caller edits it)."""
+    import copy
+    from mindformers.tools.register import MindFormerConfig
+    path = os.path.abspath(path)
+    try:
+        key = (path, os.stat(path).st_mtime_ns)
+        if key not in _PARSED:
+            _PARSED[key] = MindFormerConfig(path)
+    except Exception as err:
+        raise ModelLoadError(f"reading MindFormers config {path} failed: {type(err).__name__}: {err}") from None
+    return copy.deepcopy(_PARSED[key])
 
 
 def is_legacy(cfg) -> bool:
