@@ -164,7 +164,31 @@ def test_the_loss_is_read_from_a_one_layer_build_at_a_short_sequence(monkeypatch
         whole = real(g.model, mesh, "propagation", g, **g.mf_options)
         assert not notes and got and {n: a.strategy for n, a in got.items()} == \
             {n: whole[n].strategy for n in g.parallel_only}
-    assert asked == [(1, 2048), (1, 2048)]
+    assert asked == [(1, 256), (1, 256)]
+
+
+def test_a_model_refusing_a_short_sequence_has_its_loss_read_at_2048_from_then_on(monkeypatch):
+    # DeepSeek-V3's compressed attention mask refuses a sequence below 2048: its first reading falls back to 2048,
+    # and every later mesh is read there at once (one refused build per model, not one per mesh)
+    from strategist.frontend.loader import load_graph
+    from strategist.frontend.mindformers import experts as mf_experts
+    from strategist.memo import clear_caches
+    from strategist.vocab.mesh import Mesh
+    g = load_graph("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", None, ["layers=4", "batch=8"],
+                   training=True)
+    clear_caches()
+    monkeypatch.setattr(mf_experts, "_SHORT_REFUSED", set())
+    asked = []
+    real = mf_experts.read_expert_strategies
+
+    def counted(ref, mesh, *a, **k):
+        asked.append((str(mesh), k.get("seq")))
+        return real(ref, mesh, *a, **k)
+    monkeypatch.setattr(mf_experts, "read_expert_strategies", counted)
+    for text in ("dp=2,tp=4", "dp=4,tp=2"):
+        got, notes = mf_experts.loss_own_strategies(g, Mesh.parse(text))
+        assert got and not notes
+    assert asked == [("dp=2,tp=4", 256), ("dp=2,tp=4", 2048), ("dp=4,tp=2", 2048)]
 
 
 def test_a_drawn_ep_on_a_model_without_mindformers_experts_is_a_warning():

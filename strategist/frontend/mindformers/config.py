@@ -110,6 +110,7 @@ def load_yaml(path: str, layers, seq, overrides: dict, notes: list | None = None
     """The config with the options applied. ``notes``: what was changed beside them (layer-count keys fitted to
     ``layers``: :func:`fit_layer_keys`) is appended there. ``as_written``: its pipeline and recompute settings kept
     (the run's), not cleared for the one-stage build."""
+    from mindformers.tools.register import MindFormerConfig
     cfg = _parsed(path)
     if cfg.get("model") is None or cfg.model.get("model_config") is None:
         raise ModelLoadError(f"{path} has no model.model_config: not a MindFormers model config")

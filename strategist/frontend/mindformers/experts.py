@@ -146,26 +146,31 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
     return dict(got), notes
 
 
-#: the shortest sequence a loss reading builds at: MindFormers' compressed attention mask (DeepSeek-V3's
-#: ``use_attn_mask_compression``) refuses a shorter one
-LOSS_SEQ = 2048
+#: the shortest sequence a loss reading builds at (the causal mask MindFormers builds is ``[seq, seq]``); and the
+#: shortest where a model refuses that: MindFormers' compressed attention mask (DeepSeek-V3's
+#: ``use_attn_mask_compression``) refuses a sequence below 2048
+LOSS_SEQ, LOSS_SEQ_REFUSED = 256, 2048
+#: the models (and their options) whose build refused :data:`LOSS_SEQ`: read at :data:`LOSS_SEQ_REFUSED` since
+_SHORT_REFUSED: set = set()
 
 
-def loss_build(options: dict, mesh: Mesh) -> dict:
+def loss_build(options: dict, mesh: Mesh, shortest: int = LOSS_SEQ) -> dict:
     """The build options :func:`loss_own_strategies` reads the loss at: ``options`` (the graph's) at one layer
-    and, where the sequence halves evenly at ``mesh`` (a multiple of its dp, tp and cp devices, :data:`LOSS_SEQ`
+    and, where the sequence halves evenly at ``mesh`` (a multiple of its dp, tp and cp devices, ``shortest``
     tokens at least), at the shortest such sequence. The loss's ``shard()`` calls read the parallel config alone,
     never the layer count or the sequence; a shorter build skips the layers and most of MindFormers' ``[seq, seq]``
     causal mask.
 
-    >>> loss_build({"seq": 8192, "batch": 8}, Mesh.parse("dp=4,tp=2,cp=2"))
+    >>> loss_build({"seq": 8192, "batch": 8}, Mesh.parse("dp=4,tp=2,cp=2"), 2048)
     {'seq': 2048, 'batch': 8, 'layers': 1}
+    >>> loss_build({"seq": 8192}, Mesh.parse("dp=4,tp=2,cp=2"))["seq"]
+    256
     >>> loss_build({"seq": 4096}, Mesh.parse("dp=3,tp=2"))["seq"]     # 4096 / 2 is no multiple of 6
     4096
     """
     seq, n = options.get("seq"), mesh.size
     if seq:
-        while seq % 2 == 0 and seq // 2 >= LOSS_SEQ and (seq // 2) % n == 0:
+        while seq % 2 == 0 and seq // 2 >= shortest and (seq // 2) % n == 0:
             seq //= 2
     return {**options, "seq": seq, "layers": 1}
 
@@ -177,13 +182,16 @@ def _read_loss(graph: OpGraph, mesh: Mesh, names) -> Experts:
     opts = dict(graph.mf_options or {})
     ids = graph.inputs.get("input_ids")      # [batch, seq]: the sequence the graph was built at
     seq = ids.shape[1] if ids is not None else opts.get("seq")
-    try:
-        return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names),
-                                      **loss_build({**opts, "seq": seq}, mesh))
-    except StrategistError:
-        if mesh_warnings(graph, mesh):      # MindFormers refuses the mesh itself (heads, experts), at any length
-            raise
-        return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names), **opts)
+    model = (graph.model, json.dumps(opts, sort_keys=True, default=str))
+    for shortest in ((LOSS_SEQ_REFUSED,) if model in _SHORT_REFUSED else (LOSS_SEQ, LOSS_SEQ_REFUSED)):
+        try:
+            return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names),
+                                          **loss_build({**opts, "seq": seq}, mesh, shortest))
+        except StrategistError:
+            if mesh_warnings(graph, mesh):  # MindFormers refuses the mesh itself (heads, experts), at any length
+                raise
+            _SHORT_REFUSED.add(model)
+    return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names), **opts)
 
 
 def note_loss_own_strategies(graph: OpGraph, mesh: Mesh, experts) -> None:
