@@ -113,7 +113,8 @@ def run(key: str, workers: int | None, check: bool = False) -> dict:
 def compare(r, every) -> dict:
     """How the families' ranking ``r`` compares with every mesh advised on its own (``every``)."""
     def key(c):
-        return c.mesh, tuple(sorted(c.options.items()))
+        # (an option may be a list: a pipeline's offset, its per-stage recompute counts)
+        return c.mesh, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in c.options.items()))
 
     def meshes(rows, n):
         seen: list = []
