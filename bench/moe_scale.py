@@ -10,8 +10,11 @@ Both configs draw expert parallelism from the tensor-parallel devices too (``exp
 ``data_parallel``): strategist spells their meshes with ep drawn from the stage's devices (``ep=32@dp*tp``), as
 MindFormers groups them (consecutive ranks).
 
-    .venv/bin/python bench/moe_scale.py
+    .venv/bin/python bench/moe_scale.py [--only SUBSTRING]
+
+``--only``: the runs whose label contains it (``--only Qwen3``: the Qwen3-MoE sweep and advice alone).
 """
+import argparse
 import json
 import os
 import resource
@@ -100,7 +103,12 @@ def sweep(model: str, devices: int, extra: list[str]) -> dict:
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="", help="the runs whose label contains this")
+    only = ap.parse_args().only
     for label, model, devices, extra in SWEEPS:
+        if only not in label:
+            continue
         r = sweep(model, devices, extra)
         print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
         marks = sorted(r["phases"].items(), key=lambda kv: kv[1]) + [("end", r["seconds"])]
@@ -119,6 +127,8 @@ def main():
             print(f"    {r['fit']} configurations fit, {r['with_ep']} of them with ep; fastest {b['mesh']} "
                   f"{b['options']}: step {b['step_s']:.2f} s, memory {b['memory_bytes'] / 2**30:.1f} GiB per device")
     for label, model, extra in RUNS:
+        if only not in label:
+            continue
         r = run(model, extra)
         print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
         if "error" in r:
