@@ -579,11 +579,10 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
                 best: int = 3, ray: str | None = None, sequence_parallel: bool = False,
                 exhaustive: bool = False, refine: int = REFINE, optimizer_swap: bool = False,
                 max_device_memory: float | None = None) -> SweepResult:
-    """Sweep ``graph`` over ``devices`` (see the module's doc). ``workers``: processes for the advice (default: every
-    core; 1 runs here); ``ray``: a Ray cluster's address (or ``local``) to run the meshes on (:mod:`.sweep_ray`);
-    ``sequence_parallel``: every mesh with tp advised with it where the model's layout allows it (each configuration's
-    ``options`` says where); ``exhaustive``: every mesh advised on its own, not only each family's one and the
-    ``refine`` fastest; ``optimizer_swap``, ``max_device_memory``: as :func:`option_sets` takes them."""
+    """Sweep ``graph`` over ``devices`` (the module's doc). ``workers``: processes for the advice (default: every core;
+    1 runs here); ``ray``: a Ray cluster's address or ``local`` (:mod:`.sweep_ray`); ``sequence_parallel``: every tp
+    mesh advised with it where the layout allows (``options`` says where); ``exhaustive``: every mesh advised on its
+    own, not each family's one and the ``refine`` fastest; ``optimizer_swap``, ``max_device_memory``: option_sets'."""
     if not isinstance(devices, int) or devices < 1:
         raise InputSpecError(f"bad --devices {devices!r}: give a whole number of devices >= 1")
     bad = [a for a in axes if a not in AXES]

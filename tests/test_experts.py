@@ -176,8 +176,7 @@ def test_a_model_refusing_a_short_sequence_has_its_loss_read_at_2048_from_then_o
     from strategist.vocab.mesh import Mesh
     g = load_graph("mindformers:deepseek3/pretrain_deepseek3_671b.yaml", None, ["layers=4", "batch=8"],
                    training=True)
-    clear_caches()
-    monkeypatch.setattr(mf_experts, "_SHORT_REFUSED", set())
+    clear_caches()                  # (the models refusing a short build too)
     asked = []
     real = mf_experts.read_expert_strategies
 

@@ -20,6 +20,7 @@ from ...errors import InputSpecError, ModelLoadError
 from ...vocab.graph import OpGraph
 from ...vocab.mesh import Mesh
 from .settings import layers_key, read_settings
+from ...memo import table
 from .world import import_mindformers, quiet_logger
 
 
@@ -143,7 +144,7 @@ def load_yaml(path: str, layers, seq, overrides: dict, notes: list | None = None
 
 
 #: each config file MindFormers parsed, by path and modification time (a sweep reads one config at every mesh)
-_PARSED: dict = {}
+_PARSED = table("mindformers: parsed config files", 16)
 
 
 def _parsed(path: str):

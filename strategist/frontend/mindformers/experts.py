@@ -151,7 +151,7 @@ def loss_own_strategies(graph: OpGraph, mesh: Mesh) -> tuple[dict[str, Anchor], 
 #: ``use_attn_mask_compression``) refuses a sequence below 2048
 LOSS_SEQ, LOSS_SEQ_REFUSED = 256, 2048
 #: the models (and their options) whose build refused :data:`LOSS_SEQ`: read at :data:`LOSS_SEQ_REFUSED` since
-_SHORT_REFUSED: set = set()
+_SHORT_REFUSED = table("mindformers: models refusing a short loss build", 64)
 
 
 def loss_build(options: dict, mesh: Mesh, shortest: int = LOSS_SEQ) -> dict:
@@ -190,7 +190,7 @@ def _read_loss(graph: OpGraph, mesh: Mesh, names) -> Experts:
         except StrategistError:
             if mesh_warnings(graph, mesh):  # MindFormers refuses the mesh itself (heads, experts), at any length
                 raise
-            _SHORT_REFUSED.add(model)
+            _SHORT_REFUSED[model] = True
     return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names), **opts)
 
 
