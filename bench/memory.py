@@ -98,6 +98,27 @@ KNOWN = [("dp=8, MindFormers' AdamW swap", ["layers=2", "batch=8"], "dp=8", {"op
 MIB = 2**20
 
 
+def run_row(label, kwargs, mesh, opts, out: list, note: str = "") -> list:
+    """One configuration in DryRun beside the estimate: its ranks printed (with ``note`` under each) and recorded in
+    ``out``; [] where MindSpore could not run it."""
+    from strategist.api import verify_memory
+    from strategist.errors import StrategistError
+    try:
+        checks = verify_memory(LLAMA, mesh, kwargs=kwargs, **opts)
+    except StrategistError as err:
+        print(f"{label:58s} MindSpore could not run it: {err}")
+        out.append({"configuration": label, "error": str(err)})
+        return []
+    for c in checks:
+        print(f"{label:58s} {c.answer.rank:>4d} {c.estimate_bytes / MIB:>11.0f} {c.answer.used_peak_bytes / MIB:>9.0f} "
+              f"{(c.answer.actual_peak_bytes or 0) / MIB:>9.0f} {c.ratio:>6.3f}" + (f"\n    cause: {note}" if note else ""),
+              flush=True)
+        out.append({"configuration": label, **({"known": note} if note else {}), "kwargs": kwargs, "mesh": mesh,
+                    **{k: (os.path.relpath(v, ROOT) if k == "strategies" else v) for k, v in opts.items()},
+                    **c.to_dict()})
+    return checks
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default=None, help="rows whose label contains this")
@@ -105,27 +126,12 @@ def main() -> int:
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--no-known", action="store_true", help="leave out the known disagreements")
     a = p.parse_args()
-    from strategist.api import verify_memory
-    from strategist.errors import StrategistError
     rows = [r for r in ROWS + (LARGE if a.large else []) if a.only is None or a.only in r[0]]
     out, ratios = [], []
     print(f"{'configuration':58s} {'rank':>4s} {'strategist':>11s} {'MS used':>9s} {'MS actual':>9s} {'ratio':>6s}")
     t0 = time.time()
     for label, kwargs, mesh, opts in rows:
-        try:
-            checks = verify_memory(LLAMA, mesh, kwargs=kwargs, **opts)
-        except StrategistError as err:
-            print(f"{label:58s} MindSpore could not run it: {err}")
-            out.append({"configuration": label, "error": str(err)})
-            continue
-        for c in checks:
-            r = c.ratio
-            ratios.append(r)
-            print(f"{label:58s} {c.answer.rank:>4d} {c.estimate_bytes / MIB:>11.0f} {c.answer.used_peak_bytes / MIB:>9.0f} "
-                  f"{(c.answer.actual_peak_bytes or 0) / MIB:>9.0f} {r:>6.3f}", flush=True)
-            out.append({"configuration": label, "kwargs": kwargs, "mesh": mesh,
-                        **{k: (os.path.relpath(v, ROOT) if k == "strategies" else v) for k, v in opts.items()},
-                        **c.to_dict()})
+        ratios += [c.ratio for c in run_row(label, kwargs, mesh, opts, out)]
     if ratios:
         worst = max(ratios, key=lambda x: abs(x - 1))
         inside = sum(0.9 <= x <= 1.1 for x in ratios)
@@ -135,17 +141,7 @@ def main() -> int:
     if known:
         print("\nknown disagreements (beside the matrix):")
     for label, kwargs, mesh, opts, cause in known:
-        try:
-            checks = verify_memory(LLAMA, mesh, kwargs=kwargs, **opts)
-        except StrategistError as err:
-            print(f"{label:58s} MindSpore could not run it: {err}")
-            continue
-        for c in checks:
-            print(f"{label:58s} {c.answer.rank:>4d} {c.estimate_bytes / MIB:>11.0f} "
-                  f"{c.answer.used_peak_bytes / MIB:>9.0f} {(c.answer.actual_peak_bytes or 0) / MIB:>9.0f} "
-                  f"{c.ratio:>6.3f}\n    cause: {cause}", flush=True)
-            out.append({"configuration": label, "known": cause, "kwargs": kwargs, "mesh": mesh, **opts,
-                        **c.to_dict()})
+        run_row(label, kwargs, mesh, opts, out, cause)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

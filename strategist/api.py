@@ -261,8 +261,8 @@ def verify_memory(model: str, mesh: str | Mesh, *, inputs=None, kwargs=None, str
     estimate of the same stage (the step model's ``memory.total``, as ``advise --format json`` reports it), for the
     anchors of ``strategies`` or, without a file, strategist's own advice on ``mesh``. ``optimizer``: a key of
     strategist.cost.memory.OPTIMIZERS (None: as the model's config says, else adamw), run by MindSpore and assumed
-    by the estimate alike; ``optimizer_swap``: MindFormers' AdamW's moments on the host, in both. A list of :class:`~strategist.verify.memory_report.MemoryCheck` (``mesh``'s ``pp``
-    axis: the first and the last stage)."""
+    by the estimate alike; ``optimizer_swap``: MindFormers' AdamW's moments on the host, in both. A list of
+    :class:`~strategist.verify.memory_report.MemoryCheck` (``mesh``'s ``pp`` axis: the first and the last stage)."""
     from .verify.dryrun import mindspore_memory
     from .verify.memory_report import MemoryCheck
     mesh = Mesh.parse(mesh) if isinstance(mesh, str) else mesh

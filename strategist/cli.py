@@ -760,8 +760,7 @@ def _config_memory(model: str, kwargs) -> dict:
     if not is_mindformers_ref(model):
         return {}
     own = config_settings(model, split_model_options(kwargs)["overrides"] or None)
-    return {name: (bool(s.value) if name == "optimizer_swap" else s.value)
-            for name in ("optimizer_swap", "max_device_memory") if (s := own.get(name)) is not None}
+    return {name: s.value for name in ("optimizer_swap", "max_device_memory") if (s := own.get(name)) is not None}
 
 
 def _verify_memory(args) -> None:

@@ -17,10 +17,10 @@ import re
 from typing import Any
 
 from ...errors import InputSpecError, ModelLoadError
+from ...memo import table
 from ...vocab.graph import OpGraph
 from ...vocab.mesh import Mesh
 from .settings import layers_key, read_settings
-from ...memo import table
 from .world import import_mindformers, quiet_logger
 
 

@@ -182,7 +182,7 @@ def _read_loss(graph: OpGraph, mesh: Mesh, names) -> Experts:
     opts = dict(graph.mf_options or {})
     ids = graph.inputs.get("input_ids")      # [batch, seq]: the sequence the graph was built at
     seq = ids.shape[1] if ids is not None else opts.get("seq")
-    model = (graph.model, json.dumps(opts, sort_keys=True, default=str))
+    model = _loss_own_key(graph, mesh)[:2]             # the model and its options
     for shortest in ((LOSS_SEQ_REFUSED,) if model in _SHORT_REFUSED else (LOSS_SEQ, LOSS_SEQ_REFUSED)):
         try:
             return read_expert_strategies(graph.model, mesh, "propagation", graph, only=frozenset(names),

@@ -12,6 +12,7 @@ patterns (``LayerSetting`` in ``mindformers/parallel_core/training_graph/transfo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ...errors import InputSpecError
@@ -58,8 +59,8 @@ def device_memory_GB(value, where: str) -> float:
     try:
         gb = float(number)
     except ValueError:
-        gb = -1.0
-    if not gb > 0 or gb != gb or gb == float("inf"):
+        gb = math.nan
+    if not 0 < gb < math.inf:
         raise InputSpecError(f"bad {where} {value!r}: give the device memory MindSpore may use in GB, e.g. 58GB")
     return gb
 
