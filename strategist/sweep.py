@@ -34,7 +34,7 @@ from . import progress
 from .advice.carry import carry_anchors, told_apart_from_dp
 from .cost.attention import splits_attention
 from .cost.extrapolate import memory_at, step_at
-from .cost.pipeline import main_layers
+from .cost.pipeline import main_layers, stage_sizes
 from .cost.step import STAND_IN_STAGES, StepOptions, estimate_with, memory_with, stage_memories
 from .engine.rules.attention import FA_LAYOUTS
 from .engine.rules.common import const_arg
@@ -460,14 +460,14 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
                 advice = advise(w.advised(mesh.get("pp", 1)), inner, rules=load_rules(w.rules), hardware=hw,
                                 dataset_strategy=w.dataset_strategy)
             anchors = whole_anchors(advice, base, graph)
-            per, plans, stand_in = pricing_plans(w, advice, inner, mesh.get("pp", 1), options, hw, whole)
+            sizes, plans, stand_in = pricing_plans(w, advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
             if not own:          # the family's anchors priced badly here: the mesh's own advice instead
                 return advise_mesh(w, task._replace(carry=None))
             return {"error": str(err).splitlines()[0], "own": True}
         # the load balance priced only where a FlashAttention's query sequence is split: elsewhere it is the same step
         balance = any(splits_attention(p) for p in plans.values())
-        priced = iter(_price_options(per, plans, [o for o in options if balance or not o.fa_load_balance], stand_in))
+        priced = iter(_price_options(sizes, plans, [o for o in options if balance or not o.fa_load_balance], stand_in))
         rows = [next(priced) if balance or not o.fa_load_balance else {"skip": True} for o in options]
     out = {"anchors": len(anchors), "rows": rows, "own": own}
     if share and own:
@@ -483,57 +483,83 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
 
 
 def pricing_plans(w: WorkerState, advice, inner: Mesh, pp: int, options: list[StepOptions], hw,
-                  whole: bool = False) -> tuple[int, dict, bool]:
-    """(the repeated layers per pipeline stage, ``{layers per stage: plan}``, whether the plans stand in for the
-    pipeline's stages): the plans a mesh's options are priced on -- the whole graph's; or, where every layer
-    takes the same options, the plans of the graph cut down to three stages (the first, one middle stage and the
-    last standing for a deeper pipeline's: :func:`~strategist.cost.step.held_stages`), and where its stages hold
-    more than :data:`PRICE_LAYERS`, to that many layers per stage, the advice's anchors copied onto every layer
-    of each."""
+                  whole: bool = False) -> tuple[tuple[int, ...], dict, bool]:
+    """(the repeated layers of each pipeline stage, ``{layers per stage: plan}``, whether the plans stand in for the
+    pipeline's stages): the plans a mesh's options are priced on -- the whole graph's (keyed None: priced with the
+    options as given); or, where every layer takes the same options, the plans of the graph cut down to three
+    stages of equal layers (the first, one middle stage and the last standing for a deeper pipeline's:
+    :func:`~strategist.cost.step.held_stages`), of :data:`PRICE_LAYERS` layers per stage where its stages hold more,
+    else of its stages' own counts, the advice's anchors copied onto every layer of each. Each stage is then read at
+    its own count (:mod:`strategist.cost.extrapolate`): an offset's uneven stages too."""
     graph, base = w.graph, w.base
     layers = len(main_layers(graph))
-    per = layers // pp if layers and layers % pp == 0 else 0
+    offsets = {o.offset for o in options}
+    try:
+        sizes = tuple(stage_sizes(layers, pp, next(iter(offsets)) or None)) if layers and len(offsets) == 1 else ()
+    except InputSpecError:
+        sizes = ()
     if not options:
-        return per, {}, False
-    ka, kb = PRICE_LAYERS
-    counts = {c for o in options for c in o.comm_recompute_layers + o.select_layers}
-    cut = (not whole and base is not graph and per and counts <= {0, per} and all(not o.offset for o in options)
+        return sizes, {}, False
+    held = min(pp, STAND_IN_STAGES)
+    at = _price_at(sizes)
+    cut = (not whole and base is not graph and sizes and all(_every_layer(o, sizes) for o in options)
+           and sum(at) * held < layers
            and layer_block(graph)[0])          # (a graph that is one Cell list of alike layers: it can be cut down)
     if not cut:
-        return per, {per: plan_on(graph, base, advice, inner, hw, w.dataset_strategy)}, False
-    held = min(pp, STAND_IN_STAGES)
-    at = [ka, kb] if per > kb and (ka + kb) * held < layers else [per]
-    return per, {k: plan_on(graph if k * held == layers else w.truncated(k * held), base, advice, inner, hw,
-                            w.dataset_strategy) for k in at}, held < pp
+        return sizes, {None: plan_on(graph, base, advice, inner, hw, w.dataset_strategy)}, False
+    return sizes, {k: plan_on(graph if k * held == layers else w.truncated(k * held), base, advice, inner, hw,
+                              w.dataset_strategy) for k in at}, held < pp
 
 
-def _at_layers(opts: StepOptions, k: int, per: int) -> StepOptions:
-    """``opts`` on a plan of ``k`` layers per stage: its every-layer recompute lists counting ``k``."""
-    if k == per:
+def _price_at(sizes: tuple[int, ...]) -> list[int]:
+    """The layers per stage of the plans stages of ``sizes`` layers are read off: their one count; or the two
+    counts of an offset's stages (two layers and one where a stage holds none); or :data:`PRICE_LAYERS` where a
+    stage holds more."""
+    ka, kb = PRICE_LAYERS
+    lo, hi = min(sizes, default=0), max(sizes, default=0)
+    if hi > kb:
+        return [ka, kb]
+    if lo == hi:
+        return [hi]
+    return [max(lo, 1), hi] if hi > 1 else [1, 2]
+
+
+def _every_layer(opts: StepOptions, sizes: tuple[int, ...]) -> bool:
+    """Whether each stage's recompute counts in ``opts`` are all its layers or none (what a plan of fewer layers per
+    stage reads as its own)."""
+    return all(c in (0, n) for v in (opts.comm_recompute_layers, opts.select_layers) if v for c, n in zip(v, sizes))
+
+
+def _at_layers(opts: StepOptions, k: int | None, sizes: tuple[int, ...]) -> StepOptions:
+    """``opts`` on a plan of ``k`` layers per stage (None: the whole graph's, ``opts`` itself): its every-layer
+    recompute counts counting ``k``, its stages equal (no offset)."""
+    if k is None:
         return opts
     def scaled(v):
-        return tuple(k if c == per else c for c in v)
+        return tuple(k if c == n else c for c, n in zip(v, sizes))
     return dataclasses.replace(opts, comm_recompute_layers=scaled(opts.comm_recompute_layers),
-                               select_layers=scaled(opts.select_layers))
+                               select_layers=scaled(opts.select_layers), offset=())
 
 
-def _price_options(per: int, plans: dict, options: list[StepOptions], stand_in: bool = False):
+def _price_options(sizes: tuple[int, ...], plans: dict, options: list[StepOptions], stand_in: bool = False):
     """Each option set's row: its memory first, and its step where it fits; on the whole graph's plan, or
-    extrapolated from two cut-down plans (:func:`pricing_plans`; ``stand_in``: theirs are three stages standing
-    for the pipeline's)."""
-    if len(plans) < 2:
-        yield from (_priced(*plans.items(), options, per, stand_in) if plans else ())
+    read off one or two cut-down plans at each stage's own layers (:func:`pricing_plans`; ``stand_in``: theirs are
+    three stages standing for the pipeline's)."""
+    if not plans:
+        return
+    if len(plans) == 1 and (None in plans or all(n == next(iter(plans)) for n in sizes)):
+        yield from _priced(*plans.items(), options, sizes, stand_in)
         return
     (ka, pa), (kb, pb) = sorted(plans.items())
     for opts in options:
-        oa, ob = _at_layers(opts, ka, per), _at_layers(opts, kb, per)
+        oa, ob = _at_layers(opts, ka, sizes), _at_layers(opts, kb, sizes)
         try:
-            mem = memory_at(stage_memories(pa, oa, stand_in), stage_memories(pb, ob, stand_in), ka, kb, per)
+            mem = memory_at(stage_memories(pa, oa, stand_in), stage_memories(pb, ob, stand_in), ka, kb, sizes)
             if not mem["fits"]:
                 yield {"step_s": None, "throughput": {}, "memory": mem["total"], "capacity": mem["capacity"],
                        "fits": False, "exposed_s": None}
                 continue
-            est = step_at(estimate_with(pa, oa, stand_in), estimate_with(pb, ob, stand_in), ka, kb, per)
+            est = step_at(estimate_with(pa, oa, stand_in), estimate_with(pb, ob, stand_in), ka, kb, sizes)
         except StrategistError as err:
             yield {"error": str(err).splitlines()[0]}
             continue
@@ -541,12 +567,12 @@ def _price_options(per: int, plans: dict, options: list[StepOptions], stand_in: 
                "capacity": mem["capacity"], "fits": True, "exposed_s": est["communication_not_overlapped_s"]}
 
 
-def _priced(at: tuple, options: list[StepOptions], per: int, stand_in: bool = False):
-    """Each option set's row on ``at``'s plan (of ``at[0]`` layers per stage): its memory first, and its step
-    where it fits."""
+def _priced(at: tuple, options: list[StepOptions], sizes: tuple[int, ...], stand_in: bool = False):
+    """Each option set's row on ``at``'s plan (of ``at[0]`` layers per stage, or the whole graph's): its memory
+    first, and its step where it fits."""
     k, plan = at
     for opts in options:
-        opts = _at_layers(opts, k, per)
+        opts = _at_layers(opts, k, sizes)
         try:
             mem = memory_with(plan, opts, stand_in)
             if not mem.get("fits"):        # out of memory: not scheduled, its memory says by how much

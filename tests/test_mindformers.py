@@ -1485,11 +1485,13 @@ def test_a_deep_pipeline_of_mindformers_layers_priced_on_three_stages_is_the_who
         opts = sweep.option_sets(mesh, shapes, None, "full_batch")
         inner = sweep.inner_mesh(mesh)
         adv = advise(w.base, inner, hardware=hw, dataset_strategy="full_batch")
-        per, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
-        _per, whole, _ = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw, whole=True)
+        sizes, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
+        _sizes, whole, _ = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw, whole=True)
+        per = 12 // mesh["pp"]
+        assert sizes == (per,) * mesh["pp"]
         assert stand_in and {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {3 * per}
-        rows = list(sweep._price_options(per, cut, opts, stand_in))
-        want = list(sweep._price_options(per, whole, opts))
+        rows = list(sweep._price_options(sizes, cut, opts, stand_in))
+        want = list(sweep._price_options(sizes, whole, opts))
         assert len(rows) == len(opts) >= 24 and all(x["fits"] for x in want)
         for r, x in zip(rows, want):
             assert r["fits"] == x["fits"] and r["memory"] == pytest.approx(x["memory"], rel=1e-12)

@@ -346,18 +346,18 @@ def test_configurations_priced_on_cut_down_plans_are_the_whole_graphs():
         hw = load_hardware("atlas-800t-a2")
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
         adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
-        per, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
+        sizes, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
         ka, kb = sweep.PRICE_LAYERS
-        assert per == 12 // mesh["pp"] and sorted(cut) == [ka, kb] and not stand_in
+        assert sizes == (12 // mesh["pp"],) * mesh["pp"] and sorted(cut) == [ka, kb] and not stand_in
         assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {ka * mesh["pp"], kb * mesh["pp"]}
-        _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
+        _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, sizes, cut, stand_in)
 
 
-def _assert_priced_as_whole(sweep, w, adv, inner, pp, opts, hw, graph, per, cut, stand_in):
-    _per, whole, whole_stand_in = sweep.pricing_plans(w, adv, inner, pp, opts, hw, whole=True)
-    assert list(whole) == [per] and whole[per].graph is graph and not whole_stand_in
-    rows = list(sweep._price_options(per, cut, opts, stand_in))
-    want = list(sweep._price_options(per, whole, opts))
+def _assert_priced_as_whole(sweep, w, adv, inner, pp, opts, hw, graph, sizes, cut, stand_in):
+    _sizes, whole, whole_stand_in = sweep.pricing_plans(w, adv, inner, pp, opts, hw, whole=True)
+    assert list(whole) == [None] and whole[None].graph is graph and not whole_stand_in and _sizes == sizes
+    rows = list(sweep._price_options(sizes, cut, opts, stand_in))
+    want = list(sweep._price_options(sizes, whole, opts))
     assert any(r["fits"] for r in rows)
     for r, x in zip(rows, want):
         assert r["fits"] == x["fits"] and r["memory"] == pytest.approx(x["memory"], rel=1e-12)
@@ -383,15 +383,40 @@ def test_deep_pipelines_priced_on_three_stages_are_the_whole_graphs():
         assert len({o.micro_batches for o in opts}) >= 2
         inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
         adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
-        per, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
-        assert per == 24 // mesh["pp"] and sorted(cut) == at and stand_in
+        sizes, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
+        assert sizes == (24 // mesh["pp"],) * mesh["pp"] and sorted(cut) == at and stand_in
         assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {3 * k for k in at}
-        _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, per, cut, stand_in)
+        _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, sizes, cut, stand_in)
+
+
+@pytest.mark.parametrize("layers, mesh, sizes, at", [
+    (22, {"dp": 2, "tp": 2, "pp": 4}, (5, 6, 6, 5), [2, 3]),     # stand-in stages of 2 and 3 read at 5 and 6
+    (20, {"dp": 2, "pp": 8}, (2, 2, 2, 3, 3, 3, 3, 2), [2, 3]),     # the offset's own two counts
+    (10, {"dp": 2, "pp": 8}, (1, 1, 1, 1, 1, 2, 2, 1), [1, 2]),
+    (11, {"dp": 4, "pp": 2}, (6, 5), [2, 3]),                         # two stages held as they are, read at 6 and 5
+])
+def test_an_uneven_pipeline_is_priced_on_cut_down_plans_as_on_the_whole_graph(layers, mesh, sizes, at):
+    # a pp that does not divide the layers: the sweep's balanced offset (its own middle stages first) gives each
+    # stage its count; the plans of equal stages, each stage read at its own count, price every option set as the
+    # whole graph's plan with the offset does
+    from strategist import sweep
+    graph = load_graph(TINY, None, [f"layers={layers}", "batch=64"])
+    w = sweep.WorkerState.of(graph, "atlas-800t-a2", "data_parallel", None)
+    hw = load_hardware("atlas-800t-a2")
+    opts = option_sets(mesh, shapes_of(graph))
+    assert {o.offset for o in opts} == {tuple(n - layers // mesh["pp"] for n in sizes)}
+    inner = Mesh.parse(mesh_text({a: v for a, v in mesh.items() if a != "pp"}))
+    adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
+    got, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh["pp"], opts, hw)
+    held = min(mesh["pp"], 3)
+    assert got == sizes and sorted(cut) == at and stand_in == (mesh["pp"] > 3)
+    assert {len({op.layer for op in p.graph if op.layer}) for p in cut.values()} == {held * k for k in at}
+    _assert_priced_as_whole(sweep, w, adv, inner, mesh["pp"], opts, hw, graph, sizes, cut, stand_in)
 
 
 def test_an_uneven_pipeline_is_priced_on_the_whole_graph_with_its_offset():
-    # 7 layers on 2 stages (4 and 3: offset 1, 0): the sweep's rows are the step model's on the whole graph's plan
-    # with that offset, and the sweep ranks such a mesh beside the others, its offset in its options
+    # 7 layers on 2 stages (4 and 3: offset 1, 0), too few to cut down: the sweep's rows are the step model's on the
+    # whole graph's plan with that offset, and the sweep ranks such a mesh beside the others, its offset in its options
     from strategist import sweep
     from strategist.cost.step import memory_with
     graph = load_graph(TINY, None, ["layers=7", "batch=16"])
@@ -402,9 +427,10 @@ def test_an_uneven_pipeline_is_priced_on_the_whole_graph_with_its_offset():
     assert {o.offset for o in opts} == {(1, 0)}
     inner = Mesh.parse("dp=4")
     adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
-    per, plans, stand_in = sweep.pricing_plans(w, adv, inner, 2, opts, hw)
-    assert per == 0 and not stand_in and [p.graph for p in plans.values()] == [graph]
-    rows = list(sweep._price_options(per, plans, opts))
+    sizes, plans, stand_in = sweep.pricing_plans(w, adv, inner, 2, opts, hw)
+    # (plans of 2 and 3 layers a stage would hold 10: more than the whole graph's 7)
+    assert sizes == (4, 3) and not stand_in and [p.graph for p in plans.values()] == [graph]
+    rows = list(sweep._price_options(sizes, plans, opts))
     plan = next(iter(plans.values()))
     for o, r in zip(opts, rows):
         assert r["memory"] == memory_with(plan, o)["total"]
@@ -594,7 +620,7 @@ def test_the_best_meshes_configurations_near_their_fastest_are_priced_on_the_who
     hw = load_hardware("atlas-800t-a2")
     inner = Mesh.parse(first.mesh)
     adv = advise(w.base, inner, hardware=hw, dataset_strategy="data_parallel")
-    plan = sweep.pricing_plans(w, adv, inner, 1, [StepOptions()], hw, whole=True)[1][6]
+    plan = sweep.pricing_plans(w, adv, inner, 1, [StepOptions()], hw, whole=True)[1][None]
     near = [c for c in mine if c.step_s <= first.step_s * 1.1]
     assert len(near) >= 2
     for c in near:
