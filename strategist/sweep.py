@@ -42,7 +42,7 @@ from .engine.search.caches import no_cyclic_gc
 from .errors import InputSpecError, StrategistError
 from .advice.anatomy import uses_sequence_parallel
 from .advice.repeated import copied_anchors
-from .frontend.layers import layer_block, truncate_layers
+from .frontend.layers import alike_from, layer_block, truncate_layers
 from .frontend.loader import load_graph
 from .sweep_ray import ray_runner
 from .vocab.graph import OpGraph
@@ -340,12 +340,42 @@ class WorkerState:
         return cls(graph, base, hardware, dataset_strategy, rules)
 
     def truncated(self, layers: int) -> OpGraph:
-        """The graph cut down to its first ``layers`` repeated layers (the advised graph where it has as many)."""
+        """The graph cut down to its first ``layers`` repeated layers (the advised graph where it has as many): one
+        Cell list of layers cut down (:func:`~strategist.frontend.layers.truncate_layers`), or the layers MindFormers
+        built grown to that many (DeepSeek's, beside its MTP layer: :func:`~strategist.frontend.mindformers.rewrites.
+        replicate_layers`, the graph a build of that many gives), with the whole graph's meta."""
         if len(layer_block(self.base)[1]) == layers:
             return self.base
         if layers not in self.cut:
-            self.cut[layers] = truncate_layers(self.graph, layers)
+            if layer_block(self.graph)[0]:
+                self.cut[layers] = truncate_layers(self.graph, layers)
+            else:
+                from .frontend.mindformers.rewrites import replicate_layers
+                base = self.graph.mf_base_graph
+                grown = replicate_layers(base, layers)
+                if grown is base:           # (as many as were built: a graph of its own, to take the whole one's meta)
+                    grown = base.derived(list(base.ops))
+                grown.meta = self.graph.meta
+                self.cut[layers] = grown
         return self.cut[layers]
+
+    @property
+    def alike(self) -> int | None:
+        """The first of the graph's layers from which every later one is alike
+        (:func:`~strategist.frontend.layers.alike_from`): a cut-down plan's first stage holds those before it."""
+        if "alike" not in self.views:
+            self.views["alike"] = alike_from(self.graph)
+        return self.views["alike"]
+
+    @property
+    def fewest(self) -> int | None:
+        """The fewest layers a cut-down graph can hold (:meth:`truncated`): MindFormers' built layers where it grows
+        them; None where it cannot be cut down (several Cell lists, not MindFormers' build)."""
+        if layer_block(self.graph)[0]:
+            return 1
+        if getattr(self.graph, "mf_base_graph", None) is None:
+            return None
+        return self.graph.mf_extracted_layers
 
 
 #: a pool or Ray worker process's state, set by its initialiser and read only by the task entry points below
@@ -501,27 +531,34 @@ def pricing_plans(w: WorkerState, advice, inner: Mesh, pp: int, options: list[St
     if not options:
         return sizes, {}, False
     held = min(pp, STAND_IN_STAGES)
-    at = _price_at(sizes)
-    cut = (not whole and base is not graph and sizes and all(_every_layer(o, sizes) for o in options)
-           and sum(at) * held < layers
-           and layer_block(graph)[0])          # (a graph that is one Cell list of alike layers: it can be cut down)
-    if not cut:
+    first = w.alike if not whole and base is not graph and sizes and w.fewest else None
+    # the first stage holds the layers unlike the rest (DeepSeek's dense layers, its first MoE layer) in the plans
+    # and in the pipeline; the plans hold no fewer layers than the graph can be cut to
+    at = _price_at(sizes, max(first or 0, -(-w.fewest // held))) if first is not None and sizes[0] >= first else []
+    if not at or sum(at) * held >= layers or not all(_every_layer(o, sizes) for o in options):
         return sizes, {None: plan_on(graph, base, advice, inner, hw, w.dataset_strategy)}, False
     return sizes, {k: plan_on(graph if k * held == layers else w.truncated(k * held), base, advice, inner, hw,
                               w.dataset_strategy) for k in at}, held < pp
 
 
-def _price_at(sizes: tuple[int, ...]) -> list[int]:
-    """The layers per stage of the plans stages of ``sizes`` layers are read off: their one count; or the two
-    counts of an offset's stages (two layers and one where a stage holds none); or :data:`PRICE_LAYERS` where a
-    stage holds more."""
+def _price_at(sizes: tuple[int, ...], least: int = 0) -> list[int]:
+    """The layers per stage of the plans stages of ``sizes`` layers are read off, each at least ``least``: their one
+    count; or the two counts of an offset's stages (or of one more layer); or :data:`PRICE_LAYERS` (or ``least`` and
+    one more) where a stage holds more.
+
+    >>> _price_at((8, 8)), _price_at((2, 3, 3, 2)), _price_at((1, 2, 1)), _price_at((3, 4, 4), least=4)
+    ([2, 3], [2, 3], [1, 2], [4, 5])
+    """
     ka, kb = PRICE_LAYERS
-    lo, hi = min(sizes, default=0), max(sizes, default=0)
-    if hi > kb:
-        return [ka, kb]
-    if lo == hi:
-        return [hi]
-    return [max(lo, 1), hi] if hi > 1 else [1, 2]
+    least = max(least, 1)
+    lo, hi = min(sizes), max(sizes)
+    if lo == hi and hi <= max(kb, least):
+        return [max(hi, least)] if hi >= least else [least, least + 1]
+    if hi <= max(kb, least + 1):
+        a = max(lo, least)
+        return [a, hi] if hi > a else [a, a + 1]
+    a = max(ka, least)
+    return [a, a + 1]
 
 
 def _every_layer(opts: StepOptions, sizes: tuple[int, ...]) -> bool:

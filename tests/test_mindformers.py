@@ -1498,6 +1498,41 @@ def test_a_deep_pipeline_of_mindformers_layers_priced_on_three_stages_is_the_who
             assert r["step_s"] == pytest.approx(x["step_s"], rel=1e-12)
 
 
+def test_deepseek3_is_priced_on_its_built_layers_grown_as_on_the_whole_graph():
+    """deepseek3 tiny at 17 layers (the first dense, the first MoE layer's auxiliary loss starting the sum the others
+    add to: alike from layer 2) and its MTP layer: the sweep's plans of 2 and 3 layers per stage (or 3 and 4 on one
+    stage: no fewer than the 3 layers MindFormers built) are those layers grown, the first stage holding the two
+    unlike the rest; each option set's memory, fit and step read off them at each stage's own layers (an offset's
+    uneven stages, three stages standing for four) are the whole graph's plan's -- the router's scope-less
+    ``repeat_interleave`` on its layer's stage in both."""
+    from strategist import sweep
+    from strategist.advice.advisor import advise
+    from strategist.frontend.loader import load_graph
+    cfg, ov, seq, _ = FAMILIES["deepseek3"]
+    small = ["layers=17", f"seq={seq}", "batch=48"] + [f"{k}={v}" for k, v in ov.items()]
+    g = load_graph("mindformers:" + cfg, None, small, training=True)
+    w = sweep.WorkerState.of(g, "atlas-800t-a2", "full_batch", None)
+    assert (w.alike, w.fewest, len(sweep.main_layers(g))) == (2, 3, 17)
+    assert any(not op.cell_path for op in g)           # (the router's repeat_interleave, as MindFormers compiles it)
+    hw = load_hardware("atlas-800t-a2")
+    shapes = sweep.shapes_of(g)
+    for mesh, sizes, at in (({"dp": 2, "pp": 2}, (9, 8), [2, 3]), ({"dp": 4}, (17,), [3, 4]),
+                            ({"dp": 2, "pp": 4}, (4, 4, 5, 4), [2, 3])):
+        opts = sweep.option_sets(mesh, shapes, None, "full_batch")
+        inner = sweep.inner_mesh(mesh)
+        adv = advise(w.advised(mesh.get("pp", 1)), inner, hardware=hw, dataset_strategy="full_batch")
+        got, cut, stand_in = sweep.pricing_plans(w, adv, inner, mesh.get("pp", 1), opts, hw)
+        assert (got, sorted(cut), stand_in) == (sizes, at, mesh.get("pp", 1) > 3)
+        _sizes, whole, _ = sweep.pricing_plans(w, adv, inner, mesh.get("pp", 1), opts, hw, whole=True)
+        rows = list(sweep._price_options(sizes, cut, opts, stand_in))
+        want = list(sweep._price_options(sizes, whole, opts))
+        assert len(rows) == len(opts) >= 6 and any(x["fits"] for x in want)
+        for r, x in zip(rows, want):
+            assert r["fits"] == x["fits"] and r["memory"] == pytest.approx(x["memory"], rel=1e-12)
+            if x["fits"]:
+                assert r["step_s"] == pytest.approx(x["step_s"], rel=1e-12)
+
+
 def test_a_sweep_of_deepseek3_advises_its_built_layers_and_balances_an_uneven_pipeline():
     """deepseek3 tiny at 5 layers (the first dense, four MoE) and its MTP layer, which are not one Cell list of alike
     blocks: the sweep advises the 3 layers MindFormers built (as ``advise`` does), not the whole graph, and prices

@@ -2,13 +2,15 @@
 graph is the graph a build with fewer layers gives, operator for operator."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
-from strategist.frontend.layers import copy_anchors, layer_block, truncate_layers
+from strategist.frontend.layers import alike_from, copy_anchors, layer_block, main_block, truncate_layers
 from strategist.frontend.loader import load_graph
 from strategist.vocab.anchors import Anchor
+from strategist.vocab.graph import TensorSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "examples", "llama.py") + ":tiny"
@@ -32,6 +34,17 @@ def test_five_layers_cut_to_two_are_a_two_layer_build(graphs):
     assert sorted(cut.params) == sorted(two.params) and sorted(cut.cells) == sorted(two.cells)
     assert [(x.kind, x.ref, x.index) for x in cut.outputs] == [(x.kind, x.ref, x.index) for x in two.outputs]
     assert truncate_layers(two, 2) is two and truncate_layers(five, 5) is five
+
+
+def test_layers_alike_from_the_first_unless_one_differs(graphs):
+    # the example LLaMA's layers are alike from layer 0 (the first reads the embedding where the others read their
+    # predecessor: a read from outside the layer, told apart by slot only); a layer whose own operators differ (a
+    # norm of another width in layer 1) makes the alike run start after it
+    five = graphs[5]
+    assert alike_from(five) == 0 and main_block(five) == layer_block(five)
+    ops = [dataclasses.replace(op, outputs=tuple(TensorSpec((9,), o.dtype) for o in op.outputs))
+           if op.layer == "model.layers.1" and op.type == "RmsNorm" else op for op in five]
+    assert alike_from(five.derived(ops)) == 2
 
 
 def test_the_last_layers_anchors_are_copied_onto_the_later_layers(graphs):

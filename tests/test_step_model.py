@@ -211,6 +211,27 @@ def test_stage_assignment_is_even_with_embedding_first_and_head_last(graph_of):
     assert {st[o.name] for o in g if o.layer == "model.layers.1"} == {1}
 
 
+def test_an_operator_of_no_layer_after_the_first_takes_the_stage_of_what_it_reads():
+    # MindSpore's BroadCastColoring: an operator of no staged Cell takes its producers' (the latest) stage -- a
+    # scope-less op reading layer 1 and read back by it (DeepSeek's router's repeat_interleave) runs on layer 1's
+    # stage; one reading nothing staged after the layers (a label's reshape) on the last; the head on the last
+    from strategist.vocab.graph import Input, Op, OpGraph, TensorSpec
+    x = TensorSpec((4, 8), "float32")
+
+    def op(name, layer="", reads=()):
+        return Op(name, "Add", layer, "Cell", "add", name, tuple(Input("op", r) for r in reads) or (Input("input", "x"),),
+                  (x,))
+    ops = [op("embed"), op("model.layers.0.a", "model.layers.0", ["embed"]),
+           op("model.layers.1.a", "model.layers.1", ["model.layers.0.a"]),
+           op("expand_dims", reads=["model.layers.1.a"]), op("tile", reads=["expand_dims"]),
+           op("model.layers.1.b", "model.layers.1", ["tile"]),
+           op("model.layers.2.a", "model.layers.2", ["model.layers.1.b"]),
+           op("model.layers.3.a", "model.layers.3", ["model.layers.2.a"]),
+           op("labels"), op("head", reads=["model.layers.3.a"])]
+    st = stage_of_ops(OpGraph(ops, {"x": x}, {}, [], {}), 2)
+    assert [st[o.name] for o in ops] == [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
+
+
 def test_profile_figures_name_their_sources_and_can_be_overridden():
     hw = load_hardware("atlas-800t-a2")
     p = step_profile(hw)

@@ -93,7 +93,10 @@ def stage_sizes(n: int, pp: int, offset=None, chunks: int = 1) -> list[int]:
 def stage_of_ops(graph, pp: int, offset=None, chunks: int = 1) -> dict[str, int]:
     """Each operator's stage: the layers split as :func:`stage_sizes` says (``offset``: MindFormers' per-stage
     extra layers; ``chunks``: model chunks per stage), in order, the operators before the first layer on stage 0,
-    the others outside them (and a second Cell list's layers: :func:`main_layers`) on the last stage."""
+    a second Cell list's layers (:func:`main_layers`) on the last stage, and the other operators after the first
+    layer on the latest stage of the operators they read (MindSpore's ``BroadCastColoring``: an operator of no
+    staged Cell takes its producers' stage, as DeepSeek's router's ``repeat_interleave`` compiled outside the
+    router's scope does), the last where they read none (the head, its loss)."""
     if pp <= 1:
         return {op.name: 0 for op in graph}
     layers = main_layers(graph)
@@ -111,8 +114,12 @@ def stage_of_ops(graph, pp: int, offset=None, chunks: int = 1) -> dict[str, int]
         if op.layer in where:
             started = True
             out[op.name] = where[op.layer]
+        elif not started:
+            out[op.name] = 0
+        elif op.layer:
+            out[op.name] = pp - 1
         else:
-            out[op.name] = 0 if not started else pp - 1
+            out[op.name] = max((out[x.ref] for x in op.inputs if x.kind == "op" and x.ref in out), default=pp - 1)
     return out
 
 

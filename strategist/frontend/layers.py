@@ -31,6 +31,64 @@ def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
     return prefix, sorted(idx)
 
 
+def main_block(graph: OpGraph) -> tuple[str, list[int]]:
+    """(the largest Cell list of layers' path prefix, its layer indices in order): :func:`layer_block` where the
+    graph has one; beside a second list (DeepSeek's multi-token-prediction ``mtp.layers``), the decoder's."""
+    prefixes: dict[str, set] = {}
+    for op in graph:
+        if op.layer:
+            prefix, _, idx = op.layer.rpartition(".")
+            prefixes.setdefault(prefix, set()).add(int(idx))
+    if not prefixes:
+        return "", []
+    prefix = max(prefixes, key=lambda k: (len(prefixes[k]), k))
+    return prefix, sorted(prefixes[prefix])
+
+
+def alike_from(graph: OpGraph) -> int | None:
+    """The first layer of :func:`main_block` from which every later one is alike: the same operators, named alike,
+    of the same types and output shapes, reading the same operators of their own layer (what they read from outside
+    it, its predecessor's output or the embedding's, told apart by slot only), with parameters of the same shapes.
+    0 where every layer is; DeepSeek-V3's 3, its dense layers first; None without such a list.
+
+    >>> alike_from(OpGraph([], {}, {}, [], {})) is None
+    True
+    """
+    prefix, idx = main_block(graph)
+    if not idx or idx != list(range(len(idx))):
+        return None
+    rx = layer_pattern(prefix)
+    # parameter names may drop the model's top cell (DeepSeek's ``decoder.layers.3...`` beside operators'
+    # ``model.decoder.layers.3...``): found by the list's own name
+    prx = layer_pattern(prefix.rpartition(".")[2])
+    sig: dict[int, list] = {i: [] for i in idx}
+    for op in graph:
+        i = _index(rx, op.cell_path) if op.layer and op.layer.startswith(prefix + ".") else None
+        if i is None:
+            continue
+        sig[i].append((move_layers(rx, op.name, i, i, -i), op.type,
+                       tuple(None if o is None else (tuple(o.shape), o.dtype) for o in op.outputs),
+                       tuple(_read_in(x, i, rx, prx) for x in op.inputs)))
+    for name, p in graph.params.items():
+        i = _index(prx, name)
+        if i in sig:
+            sig[i].append((move_layers(prx, name, i, i, -i), tuple(p.spec.shape), p.spec.dtype))
+    first = idx[-1]
+    while first > 0 and sig[first - 1] == sig[idx[-1]]:
+        first -= 1
+    return first
+
+
+def _read_in(x: Input, i: int, rx: re.Pattern, prx: re.Pattern):
+    """An input of an operator of layer ``i`` as layers alike read it: an operator or parameter of its own layer by
+    its name there, anything else by its kind and slot."""
+    if x.kind == "op" and _index(rx, x.ref) == i:
+        return "op", move_layers(rx, x.ref, i, i, -i), x.index
+    if x.kind == "param" and _index(prx, x.ref) == i:
+        return "param", move_layers(prx, x.ref, i, i, -i)
+    return x.kind, x.index
+
+
 def layer_pattern(prefix: str) -> re.Pattern:
     """A repeated layer's index (group 1) in operator names, cell paths and parameter names under ``prefix``."""
     return re.compile(rf"(?<![\w]){re.escape(prefix)}\.(\d+)(?=\.|$)")
@@ -50,10 +108,12 @@ def move_layers(rx: re.Pattern, text: str, lo: int, hi: int, d: int) -> str:
                   else m.group(0), text)
 
 
-def truncate_layers(graph: OpGraph, keep: int) -> OpGraph:
+def truncate_layers(graph: OpGraph, keep: int, main_only: bool = False) -> OpGraph:
     """``graph`` with its first ``keep`` repeated layers only: what followed the last layer reads layer ``keep - 1``
-    (the graph a ``keep``-layer build gives, the layers being identical). ``graph`` itself where it has no more."""
-    prefix, idx = layer_block(graph)
+    (the graph a ``keep``-layer build gives, the layers being identical). ``graph`` itself where it has no more, or
+    where it has more than one Cell list of layers; ``main_only``: then the largest list is cut down
+    (:func:`main_block`), the others kept whole (DeepSeek's MTP layer, after the decoder)."""
+    prefix, idx = main_block(graph) if main_only else layer_block(graph)
     if len(idx) <= keep or keep < 1:
         return graph
     if idx != list(range(len(idx))):
