@@ -622,3 +622,6 @@ def test_max_device_memory_is_what_a_step_must_fit_in(graph_of):
     roomy = estimate(_mlp_plan(graph_of, "dp=8", ((8, 1), (1, 1)), ((8, 1), (1, 1)),
                                StepOptions(max_device_memory=62))).memory
     assert roomy["capacity"] == 62 * 2**30 and roomy["fits"]
+    from strategist.report.step import memory_lines
+    assert "usable (max_device_memory 62 GB; fits" in memory_lines({"memory": roomy})[0]
+    assert "usable (fits" in memory_lines({"memory": plain})[0]

@@ -409,7 +409,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
             **parts, "activations_per_micro_batch": act,
             "peak_at": peak_at, "moments": {name: sum(m.values()) + persistent for name, m in moments},
             "total": total, "capacity": cap, "margin": cap - total, "device_memory": profile.memory_GB,
-            "fits": total <= cap,
+            "max_device_memory_GB": max_device_memory, "fits": total <= cap,
             "assumed": {"recompute": recompute, "optimizer_parallel": bool(zero is not None),
                         "optimizer_level": zero.level if zero is not None else None,
                         "micro_batches_in_flight": in_flight, "optimizer": describe, "optimizer_key": optimizer,

@@ -109,9 +109,9 @@ def memory_lines(d: dict) -> list[str]:
     at = [("activations", m["activations"]), ("transient", m["transient"]),
           ("gathered weights", m["gathered_weights"]), ("gradients", m["gradients"]),
           ("optimizer temporaries", m.get("optimizer_temporaries", 0.0))]
-    limit = a.get("capacity", "")
+    limit = m.get("max_device_memory_GB")
     total = (f"memory per device: {_gib(m['total'])} of {_gib(m['capacity'])} usable "
-             + (f"({limit}; " if limit.startswith("max_device_memory") else "(")
+             + (f"(max_device_memory {limit:g} GB; " if limit is not None else "(")
              + f"{'fits' if m['fits'] else 'does NOT fit'}, margin {'-' if margin < 0 else ''}{_gib(abs(margin))}); "
              f"peak at the {m.get('peak_at', 'end of the forward')}: "
              + ", ".join(f"{k} {_gib(v)}" for k, v in held + at if v or k in ("parameters", "optimizer states"))
