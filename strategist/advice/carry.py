@@ -47,8 +47,10 @@ def told_apart_from_dp(mesh: Mesh) -> bool:
 def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
     """``size`` (a product of ``src``'s axes) as the product of the same axes on ``dst``. Where more than one set
     of ``src``'s axes multiplies to it, the size every one of them gives on ``dst``, if they agree. Where none
-    does (a split inside an axis: 4 key/value heads under tp=32), the size itself if every axis it could be part
-    of keeps its size on ``dst``. None otherwise.
+    does, a split inside an axis that keeps its size on ``dst`` (4 key/value heads under tp=32: the size itself),
+    or else the fewest whole axes times such a split (a batch split 16 ways under ``dp=4,tp=8``: dp and 4 of tp's
+    8, ``dp x 4`` on ``dst``, as the advisor splits it there), where every reading of that kind agrees. None
+    otherwise.
 
     >>> carry_size(2, Mesh.parse("dp=2,ep=2,tp=4"), Mesh.parse("dp=2,ep=2,tp=4,pp=2"))   # dp or ep: 2 either way
     2
@@ -56,15 +58,38 @@ def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
     True
     >>> carry_size(4, Mesh.parse("dp=2,tp=32"), Mesh.parse("dp=8,tp=32"))    # inside tp, which keeps its 32
     4
+    >>> carry_size(16, Mesh.parse("dp=4,tp=8"), Mesh.parse("dp=32,tp=8"))    # dp and 4 of tp's 8
+    128
     """
     if size == 1:
         return 1
     sets = [c for c in _axis_sets(src) if math.prod(s for _, s in c) == size]
     if not sets:
-        within = [n for n, s in src.axes if s > 1 and s % size == 0]
-        return size if within and all(dst.get(n) == src.get(n) for n in within) else None
+        return _partial_size(size, src, dst)
     sizes = {math.prod(dst.get(n) if n in dst.names else 1 for n, _ in c) for c in sets}
     return sizes.pop() if len(sizes) == 1 else None
+
+
+def _partial_size(size: int, src: Mesh, dst: Mesh) -> int | None:
+    """``size``, which no set of ``src``'s axes multiplies to, read as the fewest whole axes times a part of one
+    more axis that keeps its size on ``dst`` (:func:`_readings`): their size on ``dst``, None where no reading
+    does or the readings with that many whole axes disagree."""
+    sets = [()] + _axis_sets(src)
+    for count in range(len(src.axes) + 1):
+        out = set().union(*(_readings(size, whole, src, dst) for whole in sets if len(whole) == count))
+        if out:
+            return out.pop() if len(out) == 1 else None
+    return None
+
+
+def _readings(size: int, whole: tuple, src: Mesh, dst: Mesh) -> set[int]:
+    """``size`` as ``whole``'s axes times a part of another axis that ``dst`` keeps at its size: ``{its size on
+    dst}``, or nothing where it is not."""
+    rest, left = divmod(size, math.prod(s for _, s in whole))
+    names = {n for n, _ in whole}
+    if left or rest == 1 or not any(n not in names and s % rest == 0 and dst.get(n) == s for n, s in src.axes):
+        return set()
+    return {math.prod(dst.get(n) if n in dst.names else 1 for n in names) * rest}
 
 
 def carry_layout(lay: ShardLayout, src: Mesh, dst: Mesh) -> ShardLayout | None:
