@@ -94,9 +94,10 @@ def stage_of_ops(graph, pp: int, offset=None, chunks: int = 1) -> dict[str, int]
     """Each operator's stage: the layers split as :func:`stage_sizes` says (``offset``: MindFormers' per-stage
     extra layers; ``chunks``: model chunks per stage), in order, the operators before the first layer on stage 0,
     a second Cell list's layers (:func:`main_layers`) on the last stage, and the other operators after the first
-    layer on the latest stage of the operators they read (MindSpore's ``BroadCastColoring``: an operator of no
-    staged Cell takes its producers' stage, as DeepSeek's router's ``repeat_interleave`` compiled outside the
-    router's scope does), the last where they read none (the head, its loss)."""
+    layer on the latest stage of the layers' operators they read, directly or through others (MindSpore's
+    ``BroadCastColoring``: an operator of no staged Cell takes its producers' stage, as DeepSeek's router's
+    ``repeat_interleave`` compiled outside the router's scope does), the last where they read none (the head's
+    loss mask from the input ids)."""
     if pp <= 1:
         return {op.name: 0 for op in graph}
     layers = main_layers(graph)
@@ -109,17 +110,23 @@ def stage_of_ops(graph, pp: int, offset=None, chunks: int = 1) -> dict[str, int]
         for name in layers[k:k + size]:
             where[name] = s
         k += size
-    out, started = {}, False
+    out, started, staged = {}, False, set()
     for op in graph:
         if op.layer in where:
             started = True
             out[op.name] = where[op.layer]
+            staged.add(op.name)
         elif not started:
             out[op.name] = 0
         elif op.layer:
             out[op.name] = pp - 1
         else:
-            out[op.name] = max((out[x.ref] for x in op.inputs if x.kind == "op" and x.ref in out), default=pp - 1)
+            # (MindSpore leaves an operator reading only unstaged ones -- the labels' mask from a slice of the
+            # input ids -- unstaged, run where it is used: the loss, on the last stage)
+            read = [out[x.ref] for x in op.inputs if x.kind == "op" and x.ref in staged]
+            out[op.name] = max(read) if read else pp - 1
+            if read:
+                staged.add(op.name)
     return out
 
 
