@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
+import functools
 import gc
 import itertools
 import math
@@ -359,15 +360,13 @@ class WorkerState:
                 self.cut[layers] = grown
         return self.cut[layers]
 
-    @property
+    @functools.cached_property
     def alike(self) -> int | None:
         """The first of the graph's layers from which every later one is alike
         (:func:`~strategist.frontend.layers.alike_from`): a cut-down plan's first stage holds those before it."""
-        if "alike" not in self.views:
-            self.views["alike"] = alike_from(self.graph)
-        return self.views["alike"]
+        return alike_from(self.graph)
 
-    @property
+    @functools.cached_property
     def fewest(self) -> int | None:
         """The fewest layers a cut-down graph can hold (:meth:`truncated`): MindFormers' built layers where it grows
         them; None where it cannot be cut down (several Cell lists, not MindFormers' build)."""
