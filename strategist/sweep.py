@@ -22,7 +22,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
-import functools
 import gc
 import itertools
 import math
@@ -318,6 +317,12 @@ class WorkerState:
     hardware: str
     dataset_strategy: object
     rules: object
+    #: the first of the graph's layers from which every later one is alike
+    #: (:func:`~strategist.frontend.layers.alike_from`): a cut-down plan's first stage holds those before it
+    alike: int | None = None
+    #: the fewest layers a cut-down graph can hold (:meth:`truncated`): MindFormers' built layers where it grows
+    #: them; None where it cannot be cut down (several Cell lists, not MindFormers' build)
+    fewest: int | None = None
     cut: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)
 
@@ -338,7 +343,13 @@ class WorkerState:
             # layers that are not one Cell list of alike blocks (DeepSeek's dense layers first, its MTP layer):
             # the layers MindFormers built, as ``advise`` advises them
             base = graph.mf_base_graph
-        return cls(graph, base, hardware, dataset_strategy, rules)
+        if layer_block(graph)[0]:
+            fewest = 1
+        elif getattr(graph, "mf_base_graph", None) is not None:
+            fewest = graph.mf_extracted_layers
+        else:
+            fewest = None
+        return cls(graph, base, hardware, dataset_strategy, rules, alike_from(graph), fewest)
 
     def truncated(self, layers: int) -> OpGraph:
         """The graph cut down to its first ``layers`` repeated layers (the advised graph where it has as many): one
@@ -360,21 +371,6 @@ class WorkerState:
                 self.cut[layers] = grown
         return self.cut[layers]
 
-    @functools.cached_property
-    def alike(self) -> int | None:
-        """The first of the graph's layers from which every later one is alike
-        (:func:`~strategist.frontend.layers.alike_from`): a cut-down plan's first stage holds those before it."""
-        return alike_from(self.graph)
-
-    @functools.cached_property
-    def fewest(self) -> int | None:
-        """The fewest layers a cut-down graph can hold (:meth:`truncated`): MindFormers' built layers where it grows
-        them; None where it cannot be cut down (several Cell lists, not MindFormers' build)."""
-        if layer_block(self.graph)[0]:
-            return 1
-        if getattr(self.graph, "mf_base_graph", None) is None:
-            return None
-        return self.graph.mf_extracted_layers
 
 
 #: a pool or Ray worker process's state, set by its initialiser and read only by the task entry points below

@@ -66,8 +66,13 @@ def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
     sets = [c for c in _axis_sets(src) if math.prod(s for _, s in c) == size]
     if not sets:
         return _partial_size(size, src, dst)
-    sizes = {math.prod(dst.get(n) if n in dst.names else 1 for n, _ in c) for c in sets}
+    sizes = {_size_on(dst, (n for n, _ in c)) for c in sets}
     return sizes.pop() if len(sizes) == 1 else None
+
+
+def _size_on(dst: Mesh, names) -> int:
+    """The product of the axes ``names`` on ``dst`` (1 for an axis it lacks)."""
+    return math.prod(dst.get(n) if n in dst.names else 1 for n in names)
 
 
 def _partial_size(size: int, src: Mesh, dst: Mesh) -> int | None:
@@ -89,7 +94,7 @@ def _readings(size: int, whole: tuple, src: Mesh, dst: Mesh) -> set[int]:
     names = {n for n, _ in whole}
     if left or rest == 1 or not any(n not in names and s % rest == 0 and dst.get(n) == s for n, s in src.axes):
         return set()
-    return {math.prod(dst.get(n) if n in dst.names else 1 for n in names) * rest}
+    return {_size_on(dst, names) * rest}
 
 
 def carry_layout(lay: ShardLayout, src: Mesh, dst: Mesh) -> ShardLayout | None:

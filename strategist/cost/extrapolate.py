@@ -5,8 +5,8 @@ stage: the ends of a stage's timelines, its schedule totals and its memory are l
 count. The pipeline's schedule (:func:`~.step.pipeline_step`) and the memory's maximum are then taken over the
 extrapolated stages, as :class:`~.step.StepEstimate` takes them over the scheduled ones -- what a sweep prices
 each configuration of an 80-layer model with, on its plans of 2 and 3 layers per stage. Each stage is read at its
-own layer count (``k``: one count for every stage, or one per stage): an uneven pipeline (MindFormers' ``offset``)
-is priced on the same plans of equal stages."""
+own layer count (``ks``, one per stage): an uneven pipeline (MindFormers' ``offset``) is priced on the same plans of
+equal stages."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,37 +19,26 @@ def linear(a: float, b: float, ka: int, kb: int, k: int) -> float:
     return a + (b - a) * (k - ka) / (kb - ka)
 
 
-def per_stage(k: int | Sequence[int], stages: int) -> list[int]:
-    """``k`` layers for each of ``stages`` stages, or ``k``'s own count per stage."""
-    if isinstance(k, int):
-        return [k] * stages
-    if len(k) != stages:
-        raise ValueError(f"{len(k)} layer counts for {stages} stages")
-    return list(k)
-
-
-def memory_at(mems_a: list[dict], mems_b: list[dict], ka: int, kb: int, k: int | Sequence[int]) -> dict:
-    """The memory of the stage that keeps the most at ``k`` layers per stage (or per stage, its own count), from
-    every stage's memory (:func:`~.step.stage_memories`) at ``ka`` and ``kb``: its ``total``, the ``capacity``,
+def memory_at(mems_a: list[dict], mems_b: list[dict], ka: int, kb: int, ks: Sequence[int]) -> dict:
+    """The memory of the stage that keeps the most, each stage at its own ``ks`` layers, from every stage's memory
+    (:func:`~.step.stage_memories`) at ``ka`` and ``kb`` layers per stage: its ``total``, the ``capacity``,
     ``fits``, ``stage``."""
     # each moment of a stage's step (the end of the forward, the optimizer step, ...) is linear in its layers; the
     # peak, their maximum, is not
-    ks = per_stage(k, len(mems_a))
     totals = [max(linear(x["moments"][m], y["moments"][m], ka, kb, n) for m in x["moments"])
-              for x, y, n in zip(mems_a, mems_b, ks)]
+              for x, y, n in zip(mems_a, mems_b, ks, strict=True)]
     s = max(range(len(totals)), key=totals.__getitem__)
     cap = mems_a[s]["capacity"]
     return {"total": totals[s], "capacity": cap, "fits": totals[s] <= cap, "stage": s}
 
 
-def step_at(est_a: StepEstimate, est_b: StepEstimate, ka: int, kb: int, k: int | Sequence[int]) -> dict:
-    """The step at ``k`` layers per stage (or per stage, its own count) from the estimates at ``ka`` and ``kb``
-    (the same options): ``step_s``, ``throughput`` (as the estimate gives it), the reported stage's
+def step_at(est_a: StepEstimate, est_b: StepEstimate, ka: int, kb: int, ks: Sequence[int]) -> dict:
+    """The step, each stage at its own ``ks`` layers, from the estimates at ``ka`` and ``kb`` layers per stage (the
+    same options): ``step_s``, ``throughput`` (as the estimate gives it), the reported stage's
     ``communication_not_overlapped_s`` and ``stage``."""
     opts = est_a.opts
-    ks = per_stage(k, len(est_a.stage_ends))
     ends = [(linear(a0, b0, ka, kb, n), linear(a1, b1, ka, kb, n))
-            for (a0, a1), (b0, b1), n in zip(est_a.stage_ends, est_b.stage_ends, ks)]
+            for (a0, a1), (b0, b1), n in zip(est_a.stage_ends, est_b.stage_ends, ks, strict=True)]
     step, _bubbles, worst = pipeline_step(ends, opts)
     key = "communication_not_overlapped_s"
     exposed = linear(est_a.stage_not_overlapped(worst), est_b.stage_not_overlapped(worst), ka, kb, ks[worst])

@@ -17,14 +17,20 @@ from ..errors import ModelLoadError
 from ..vocab.graph import Input, OpGraph, Param
 
 
-def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
-    """(the repeated block's path prefix, e.g. ``layers`` or ``model.layers``; its layer indices in order), or
-    ``("", [])`` for a graph without one Cell list of layers."""
-    prefixes: dict[str, set] = {}
+def _layer_lists(graph: OpGraph) -> dict[str, set[int]]:
+    """``{a Cell list's path prefix: the layer indices its operators are in}``."""
+    prefixes: dict[str, set[int]] = {}
     for op in graph:
         if op.layer:
             prefix, _, idx = op.layer.rpartition(".")
             prefixes.setdefault(prefix, set()).add(int(idx))
+    return prefixes
+
+
+def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
+    """(the repeated block's path prefix, e.g. ``layers`` or ``model.layers``; its layer indices in order), or
+    ``("", [])`` for a graph without one Cell list of layers."""
+    prefixes = _layer_lists(graph)
     if len(prefixes) != 1:
         return "", []
     (prefix, idx), = prefixes.items()
@@ -34,11 +40,7 @@ def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
 def main_block(graph: OpGraph) -> tuple[str, list[int]]:
     """(the largest Cell list of layers' path prefix, its layer indices in order): :func:`layer_block` where the
     graph has one; beside a second list (DeepSeek's multi-token-prediction ``mtp.layers``), the decoder's."""
-    prefixes: dict[str, set] = {}
-    for op in graph:
-        if op.layer:
-            prefix, _, idx = op.layer.rpartition(".")
-            prefixes.setdefault(prefix, set()).add(int(idx))
+    prefixes = _layer_lists(graph)
     if not prefixes:
         return "", []
     prefix = max(prefixes, key=lambda k: (len(prefixes[k]), k))
@@ -108,12 +110,10 @@ def move_layers(rx: re.Pattern, text: str, lo: int, hi: int, d: int) -> str:
                   else m.group(0), text)
 
 
-def truncate_layers(graph: OpGraph, keep: int, main_only: bool = False) -> OpGraph:
+def truncate_layers(graph: OpGraph, keep: int) -> OpGraph:
     """``graph`` with its first ``keep`` repeated layers only: what followed the last layer reads layer ``keep - 1``
-    (the graph a ``keep``-layer build gives, the layers being identical). ``graph`` itself where it has no more, or
-    where it has more than one Cell list of layers; ``main_only``: then the largest list is cut down
-    (:func:`main_block`), the others kept whole (DeepSeek's MTP layer, after the decoder)."""
-    prefix, idx = main_block(graph) if main_only else layer_block(graph)
+    (the graph a ``keep``-layer build gives, the layers being identical). ``graph`` itself where it has no more."""
+    prefix, idx = layer_block(graph)
     if len(idx) <= keep or keep < 1:
         return graph
     if idx != list(range(len(idx))):
