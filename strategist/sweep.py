@@ -455,7 +455,8 @@ def _carried(carry, inner: Mesh) -> Carried | None:
 class Task(NamedTuple):
     """One mesh for a worker (:func:`advise_mesh`): the mesh, its option sets, whether the advice is returned
     (``with_advice``), priced on the whole graph (``whole``), carried from its family (``carry``) or shared
-    (``share``)."""
+    (``share``); carried anchors that price badly there are followed by the mesh's own advice (``own_if_bad``) or
+    reported back (``{"bad_carry": why}``: the sweep seeds such meshes among themselves, :func:`sweep_graph`)."""
 
     mesh: dict
     options: list
@@ -463,6 +464,7 @@ class Task(NamedTuple):
     whole: bool = False
     carry: tuple | None = None
     share: bool = False
+    own_if_bad: bool = True
 
 
 def advise_mesh(w: WorkerState, task: Task) -> dict:
@@ -472,7 +474,7 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
     from .advice.advisor import advise, load_rules
     from .files.hardware import load_hardware
     from .report.render import advice_dict
-    mesh, options, with_advice, whole, carry, share = task
+    mesh, options, with_advice, whole, carry, share, own_if_bad = task
     graph, base = w.graph, w.base
     inner = inner_mesh(mesh)
     hw = load_hardware(w.hardware)
@@ -487,6 +489,8 @@ def advise_mesh(w: WorkerState, task: Task) -> dict:
             anchors = whole_anchors(advice, base, graph)
             sizes, plans, stand_in = pricing_plans(w, advice, inner, mesh.get("pp", 1), options, hw, whole)
         except StrategistError as err:
+            if not own and not own_if_bad:
+                return {"bad_carry": str(err).splitlines()[0]}
             if not own:          # the family's anchors priced badly here: the mesh's own advice instead
                 return advise_mesh(w, task._replace(carry=None))
             return {"error": str(err).splitlines()[0], "own": True}
@@ -674,43 +678,62 @@ def sweep_graph(graph: OpGraph, devices: int, *, hardware: str = "atlas-800t-a2"
     try:
         with progress.interrupt_raises(), \
                 _executor(graph, hardware, dataset_strategy, rules, workers, ray) as run:   # Ctrl-C: rank so far
-            # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
-            first = by_devices(todo, set(seeds.values()))
-            carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
-            for j, out in progress.bar(run([Task(*todo[k], share=k in carried_to) for k in first]),
-                                       "sweep: advising each family", total=len(first)):
-                results[first[j]] = out
-            rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
-            # the meshes the family's anchors do not carry to (a size of the seed's that names no one set of its
-            # axes): their own family seeds, advised beside the carried meshes, their other meshes carried after
-            again = reseeded(todo, rest, seeds, results)
-            later = [k for k in rest if again.get(k, k) != k]
-            now = [k for k in rest if again.get(k, k) == k]
-            shared = {again[k] for k in later}
-            tasks = [Task(*todo[k], carry=None if k in again else results[seeds[k]].get("shared"), share=k in shared)
-                     for k in now]
-            for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(now)):
-                results[now[j]] = out
-            seeds.update({k: again[k] for k in later})
-            tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in later]
-            for j, out in progress.bar(run(tasks), "sweep: pricing their meshes (carried again)", total=len(later)):
-                results[later[j]] = out
-            for _round in range(len(todo)):
-                redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
-                if not redo:
-                    break
-                for j, out in progress.bar(run([Task(*todo[k]) for k in redo]),
-                                           "sweep: advising the fastest", total=len(redo)):
-                    results[redo[j]] = out
+            _price_meshes(todo, seeds, results, run, refine)
             option_of = _rank(result, todo, results, seeds, graph)
             _advise_best(result, option_of, best, run)      # by the workers, whose caches hold those meshes
     except KeyboardInterrupt:
         result.interrupted = True
     result.meshes_advised = sum(1 for out in results.values() if out.get("own"))
-    result.meshes_carried = len(results) - result.meshes_advised
+    result.meshes_carried = sum(1 for out in results.values() if not out.get("own") and "bad_carry" not in out)
     if option_of is None:
         _rank(result, todo, results, seeds, graph)
     return result
+
+
+def _price_meshes(todo, seeds: dict[int, int], results: dict, run, refine: int) -> None:
+    """Every mesh of ``todo`` advised or priced into ``results`` on ``run``'s workers, in rounds: each family's
+    advised mesh (``seeds``), then its other meshes with those anchors (those the anchors do not carry to, or price
+    badly on, seeded anew among themselves: ``seeds`` updated), then the ``refine`` fastest on their own."""
+    # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
+    first = by_devices(todo, set(seeds.values()))
+    carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
+    for j, out in progress.bar(run([Task(*todo[k], share=k in carried_to) for k in first]),
+                               "sweep: advising each family", total=len(first)):
+        results[first[j]] = out
+    rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
+    # the meshes the family's anchors do not carry to (a size of the seed's that names no one set of its
+    # axes): their own family seeds, advised beside the carried meshes, their other meshes carried after
+    again = reseeded(todo, rest, seeds, results)
+    later = [k for k in rest if again.get(k, k) != k]
+    now = [k for k in rest if again.get(k, k) == k]
+    shared = {again[k] for k in later}
+    # a carried mesh whose anchors price badly (a split its dimension does not divide) is reported back
+    tasks = [Task(*todo[k], carry=None if k in again else results[seeds[k]].get("shared"), share=k in shared,
+                  own_if_bad=False) for k in now]
+    for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(now)):
+        results[now[j]] = out
+    seeds.update({k: again[k] for k in later})
+    # ... and seeded anew among the others of its kind (reseeded's rule), advised beside the carried again
+    bad = [k for k in now if "bad_carry" in results[k]]
+    bad_seeds = {bad[i]: bad[j] for i, j in family_seeds([todo[k] for k in bad]).items()}
+    first = by_devices(todo, set(bad_seeds.values()))
+    tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in later] + \
+        [Task(*todo[k], share=True) for k in first]
+    for j, out in progress.bar(run(tasks), "sweep: pricing their meshes (carried again)", total=len(tasks)):
+        results[(later + first)[j]] = out
+    seeds.update(bad_seeds)
+    last = [k for k in bad if bad_seeds[k] != k]
+    tasks = [Task(*todo[k], carry=results[bad_seeds[k]].get("shared")) for k in last]
+    for j, out in progress.bar(run(tasks), "sweep: pricing the meshes their anchors priced badly on",
+                               total=len(last)):
+        results[last[j]] = out
+    for _round in range(len(todo)):
+        redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
+        if not redo:
+            break
+        for j, out in progress.bar(run([Task(*todo[k]) for k in redo]),
+                                   "sweep: advising the fastest", total=len(redo)):
+            results[redo[j]] = out
 
 
 def by_devices(todo, ks) -> list[int]:
@@ -827,7 +850,7 @@ def _rank(result: SweepResult, todo, results, seeds, graph) -> dict:
     ranked, unfit, infeasible = [], [], []
     for k, (mesh, opts) in enumerate(todo):
         out = results.get(k)
-        if out is None:
+        if out is None or "bad_carry" in out:       # (not priced yet, or not advised yet after its family's anchors)
             infeasible.append(Config(mesh_text(mesh), {}, reason="not run (the sweep was interrupted)"))
             continue
         if "error" in out:

@@ -502,6 +502,42 @@ def test_meshes_their_familys_anchors_do_not_carry_to_are_seeded_among_themselve
     assert reseeded(todo, [1, 2, 3, 4], seeds, results) == {}
 
 
+def test_meshes_their_familys_anchors_price_badly_on_are_seeded_among_themselves(tiny, monkeypatch):
+    # 16 devices, every mesh carried in the first round reported priced badly with its family's anchors (as a split
+    # of the seed's beyond a dimension of the mesh they are carried to: DeepSeek-V3's MoE transpose under dp=32,
+    # tp=8 with dp=4,tp=8's anchors). Of the 14 families, 10 have such meshes (16): each family's are seeded anew
+    # among themselves -- one advised on its own, the others priced with its anchors (6 of them in 6 families),
+    # not each advised on its own; one of those 6 (tp=2,cp=2,pp=4) its new seed's anchors do not carry to either
+    # (dp=4,tp=2,cp=2 splits by 4: dp, or tp x cp), so it is advised on its own too: 14 + 10 + 1 advised, 5
+    # carried. The meshes advised on their own price as advising every mesh does
+    import strategist.sweep as S
+    real = S.advise_mesh
+    every = S.sweep_graph(tiny, 16, workers=1, best=0, exhaustive=True)
+    first = {c.anchors_from for c in S.sweep_graph(tiny, 16, workers=1, best=0, refine=0).ranked}
+
+    def badly(w, task):
+        if task.carry is not None and not task.own_if_bad:
+            return {"bad_carry": "a split does not divide a dimension"}
+        return real(w, task)
+    monkeypatch.setattr(S, "advise_mesh", badly)
+    got = S.sweep_graph(tiny, 16, workers=1, best=0, refine=0)
+    assert (got.meshes_advised, got.meshes_carried) == (25, 5)
+
+    def key(c):
+        return c.mesh, tuple(sorted(c.options.items()))
+    rows, want = got.ranked + got.unfit, {key(c): c for c in every.ranked + every.unfit}
+    assert {key(c) for c in rows} == set(want)
+    assert [c.mesh for c in got.infeasible] == [c.mesh for c in every.infeasible]
+    own = {c.mesh for c in rows if c.anchors_from == c.mesh}
+    for c in rows:
+        if c.anchors_from == c.mesh:
+            assert (c.step_s, c.memory_bytes) == (want[key(c)].step_s, want[key(c)].memory_bytes)
+        else:       # carried from its family's new seed, advised on its own: not the family's first seed
+            a, b = (dict(x.split("=") for x in m.split(",")) for m in (c.mesh, c.anchors_from))
+            assert all(a.get(x, "1") == b.get(x, "1") for x in ("tp", "cp", "ep"))
+            assert c.anchors_from in own and c.anchors_from not in first
+
+
 def test_a_later_sweeps_cut_down_graphs_are_cut_from_its_own_graph():
     # one process sweeping two models: the graphs cut down for pricing are the second model's, not the first's
     from strategist import sweep
