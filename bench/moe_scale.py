@@ -10,9 +10,11 @@ Both configs draw expert parallelism from the tensor-parallel devices too (``exp
 ``data_parallel``): strategist spells their meshes with ep drawn from the stage's devices (``ep=32@dp*tp``), as
 MindFormers groups them (consecutive ranks).
 
-    .venv/bin/python bench/moe_scale.py [--only SUBSTRING]
+    .venv/bin/python bench/moe_scale.py [--only SUBSTRING] [--check]
 
-``--only``: the runs whose label contains it (``--only Qwen3``: the Qwen3-MoE sweep and advice alone).
+``--only``: the runs whose label contains it (``--only Qwen3``: the Qwen3-MoE sweep and advice alone). ``--check``:
+each sweep again with every mesh advised on its own, the two rankings compared (the carried rows' error; about 8
+minutes for Qwen3-MoE, an hour for DeepSeek-V3).
 """
 import argparse
 import json
@@ -95,6 +97,7 @@ def sweep(model: str, devices: int, extra: list[str]) -> dict:
         return out
     d = json.loads(stdout)
     ranked = d["ranked"]
+    out["rows"] = ranked + d["unfit"]
     out.update(fit=len(ranked), best=ranked[0] if ranked else None,
                with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]), unfit=len(d["unfit"]),
                infeasible=len(d["infeasible"]), advised=d["meshes_advised"], carried=d["meshes_carried"],
@@ -102,14 +105,45 @@ def sweep(model: str, devices: int, extra: list[str]) -> dict:
     return out
 
 
+def compare(r: dict, every: dict) -> dict:
+    """How the sweep's ranking ``r`` (each family advised at one mesh, carried to its others) compares with every
+    mesh advised on its own (``every``, ``--exhaustive``): the first configuration, the ten fastest meshes, the rows
+    of the meshes advised on their own in both, and how far the carried rows' steps are from their own advice's."""
+    def key(c):
+        return c["mesh"], json.dumps(c["options"], sort_keys=True)
+
+    def meshes(rows, n):
+        seen: list = []
+        for c in sorted((c for c in rows if c["fits"]), key=lambda c: c["step_s"]):
+            if c["mesh"] not in seen:
+                seen.append(c["mesh"])
+        return seen[:n]
+    want = {key(c): c for c in every["rows"]}
+    both = [c for c in r["rows"] if key(c) in want]
+    own = [c for c in both if c["anchors_from"] == c["mesh"]]
+    dev = sorted(abs(c["step_s"] / want[key(c)]["step_s"] - 1) for c in both
+                 if c["anchors_from"] != c["mesh"] and c["step_s"] and want[key(c)]["step_s"])
+    first = min((c for c in r["rows"] if c["fits"]), key=lambda c: c["step_s"])
+    first_all = min((c for c in every["rows"] if c["fits"]), key=lambda c: c["step_s"])
+    return {"same_first": key(first) == key(first_all), "same_top10": meshes(r["rows"], 10) == meshes(every["rows"], 10),
+            "own": len(own), "own_equal": sum(1 for c in own if c["step_s"] == want[key(c)]["step_s"]),
+            "carried": len(dev), "median": dev[len(dev) // 2] if dev else 0.0,
+            "p90": dev[int(0.9 * len(dev))] if dev else 0.0, "max": dev[-1] if dev else 0.0,
+            "fits_differ": sum(1 for c in both if c["fits"] != want[key(c)]["fits"]), "exhaustive_s": every["seconds"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="", help="the runs whose label contains this")
-    only = ap.parse_args().only
+    ap.add_argument("--check", action="store_true",
+                    help="each sweep run again with every mesh advised on its own (--exhaustive), compared")
+    args = ap.parse_args()
+    only = args.only
     for label, model, devices, extra in SWEEPS:
         if only not in label:
             continue
         r = sweep(model, devices, extra)
+        every = sweep(model, devices, extra + ["--exhaustive"]) if args.check and "rows" in r else {}
         print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
         marks = sorted(r["phases"].items(), key=lambda kv: kv[1]) + [("end", r["seconds"])]
         if len(marks) > 1:
@@ -126,6 +160,14 @@ def main():
             b = r["best"]
             print(f"    {r['fit']} configurations fit, {r['with_ep']} of them with ep; fastest {b['mesh']} "
                   f"{b['options']}: step {b['step_s']:.2f} s, memory {b['memory_bytes'] / 2**30:.1f} GiB per device")
+        if "rows" in every:
+            ch = compare(r, every)
+            print(f"    every mesh advised on its own: {ch['exhaustive_s']:.1f} s; the same first configuration: "
+                  f"{'yes' if ch['same_first'] else 'NO'}; the same ten fastest meshes in order: "
+                  f"{'yes' if ch['same_top10'] else 'NO'}; rows of meshes advised on their own equal: "
+                  f"{ch['own_equal']} of {ch['own']}; rows with their family's anchors: {ch['carried']}, step off "
+                  f"by median {ch['median'] * 100:.2f} %, 90th percentile {ch['p90'] * 100:.1f} %, at most "
+                  f"{ch['max'] * 100:.1f} %; {ch['fits_differ']} rows fit in one ranking only")
     for label, model, extra in RUNS:
         if only not in label:
             continue

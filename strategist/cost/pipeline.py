@@ -4,6 +4,7 @@ on the last), one micro-batch's time per stage, and the 1F1B schedule's makespan
 from __future__ import annotations
 
 from ..errors import InputSpecError
+from ..frontend.layers import main_block
 
 
 def layer_order(graph) -> list[str]:
@@ -18,11 +19,8 @@ def layer_order(graph) -> list[str]:
 def main_layers(graph) -> list[str]:
     """The layers the stages split: those of the largest Cell list (``model.layers.*``); a second list's (DeepSeek's
     multi-token-prediction ``mtp.layers.*``) runs with the head, on the last stage, as MindFormers places it."""
-    layers = layer_order(graph)
-    groups: dict[str, list[str]] = {}
-    for name in layers:
-        groups.setdefault(name.rpartition(".")[0], []).append(name)
-    return max(groups.values(), key=len) if groups else []
+    prefix, idx = main_block(graph)
+    return [f"{prefix}.{i}" for i in idx]
 
 
 def normal_offset(offset, pp: int, chunks: int = 1) -> tuple[tuple[int, ...], ...]:

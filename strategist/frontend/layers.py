@@ -39,11 +39,12 @@ def layer_block(graph: OpGraph) -> tuple[str, list[int]]:
 
 def main_block(graph: OpGraph) -> tuple[str, list[int]]:
     """(the largest Cell list of layers' path prefix, its layer indices in order): :func:`layer_block` where the
-    graph has one; beside a second list (DeepSeek's multi-token-prediction ``mtp.layers``), the decoder's."""
+    graph has one; beside a second list (DeepSeek's multi-token-prediction ``mtp.layers``), the decoder's; of two
+    as large, the first in the graph."""
     prefixes = _layer_lists(graph)
     if not prefixes:
         return "", []
-    prefix = max(prefixes, key=lambda k: (len(prefixes[k]), k))
+    prefix = max(prefixes, key=lambda k: len(prefixes[k]))
     return prefix, sorted(prefixes[prefix])
 
 
