@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from . import progress
-from .advice.carry import carry_anchors, told_apart
+from .advice.carry import carry_anchors, told_apart_from_dp
 from .cost.attention import splits_attention
 from .cost.extrapolate import memory_at, step_at
 from .cost.pipeline import main_layers, stage_sizes
@@ -715,7 +715,7 @@ def _price_meshes(todo, seeds: dict[int, int], results: dict, run, refine: int) 
     seeds.update({k: again[k] for k in later})
     # ... and seeded anew among the others of its kind (reseeded's rule), advised beside the carried again
     bad = [k for k in now if "bad_carry" in results[k]]
-    bad_seeds = {bad[i]: bad[j] for i, j in family_seeds([todo[k] for k in bad], narrow=True).items()}
+    bad_seeds = {bad[i]: bad[j] for i, j in family_seeds([todo[k] for k in bad]).items()}
     first = by_devices(todo, set(bad_seeds.values()))
     shared = {s for k, s in bad_seeds.items() if k != s}
     tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in later] + \
@@ -743,32 +743,28 @@ def by_devices(todo, ks) -> list[int]:
     return sorted(ks, key=lambda k: (-inner_mesh(todo[k][0]).size, k))
 
 
-def family_of(mesh: dict, narrow: bool = False) -> tuple:
-    """A mesh's family: its tp and cp axes (the meshes of one family differ in dp, ep and pp alone: an anchor's
-    split by ep carries by its name, as dp's does, and a drawn ep propagation never sees: it is priced, not
-    placed); ``narrow``: its ep axis too (the family of the meshes its family's anchors do not carry to, whose
-    anchors carry where ep keeps its size)."""
-    return tuple(mesh.get(a, 1) for a in (("tp", "cp", "ep") if narrow else ("tp", "cp")))
+def family_of(mesh: dict) -> tuple:
+    """A mesh's family: its tp, cp and ep axes (the meshes of one family differ in dp and pp alone, and in a drawn
+    ep, which propagation never sees: it is priced, not placed)."""
+    return tuple(mesh.get(a, 1) for a in ("tp", "cp", "ep"))
 
 
-def family_seeds(todo, exhaustive: bool = False, narrow: bool = False) -> dict[int, int]:
+def family_seeds(todo, exhaustive: bool = False) -> dict[int, int]:
     """``{index: the index of the mesh advised for its family}`` over ``todo``'s meshes: the family's middle mesh by
-    pp and ep, among those with dp > 1 and, where a mesh of the family has an ep axis, ep > 1 (the seed has every
-    axis of the meshes its anchors are carried to) and, first, those whose axis sizes tell the sets with dp or ep
-    from those without (:func:`~strategist.advice.carry.told_apart`: the family's meshes differ in those alone);
-    each mesh its own with ``exhaustive``; ``narrow``: the families of :func:`family_of`'s ``narrow``."""
+    pp, among those with dp > 1 (dp stays an axis of every mesh the anchors are carried to) and, first, those
+    whose axis sizes tell the sets with dp from those without (:func:`~strategist.advice.carry.told_apart_from_dp`:
+    the family's meshes differ in dp alone); each mesh its own with ``exhaustive``."""
     if exhaustive:
         return {k: k for k in range(len(todo))}
     families: dict = {}
     for k, (mesh, _opts) in enumerate(todo):
-        families.setdefault(family_of(mesh, narrow), []).append(k)
+        families.setdefault(family_of(mesh), []).append(k)
     seeds = {}
     for members in families.values():
-        members.sort(key=lambda k: (todo[k][0].get("pp", 1), todo[k][0].get("ep", 1)))
+        members.sort(key=lambda k: todo[k][0].get("pp", 1))
         inner = [inner_mesh(todo[k][0]) for k in members]
-        ep = any(m.get("ep") > 1 for m in inner)
-        full = [(k, m) for k, m in zip(members, inner) if m.get("dp") > 1 and (m.get("ep") > 1 or not ep)]
-        pick = [k for k, m in full if told_apart(m, ("dp", "ep"))] or [k for k, _m in full] or members
+        pick = [k for k, m in zip(members, inner) if m.get("dp") > 1 and told_apart_from_dp(m)] or \
+            [k for k, m in zip(members, inner) if m.get("dp") > 1] or members
         seed = pick[len(pick) // 2]
         seeds.update({k: seed for k in members})
     return seeds
@@ -777,14 +773,14 @@ def family_seeds(todo, exhaustive: bool = False, narrow: bool = False) -> dict[i
 def reseeded(todo, rest, seeds: dict[int, int], results: dict) -> dict[int, int]:
     """``{index: its new seed}`` for the meshes of ``rest`` their family's anchors do not carry to
     (:func:`~strategist.advice.carry.carry_anchors` fails on a size the seed's axes do not name), seeded anew among
-    themselves by their tp, cp and ep (:func:`family_seeds`, ``narrow``): each such mesh is then advised on its own
-    once per such family and dp, not once per mesh. A mesh whose seed's advice failed is left out (advised on its own)."""
+    themselves (:func:`family_seeds`): each such mesh is then advised on its own once per family and dp, not once
+    per mesh. A mesh whose seed's advice failed is left out (advised on its own)."""
     stuck = []
     for k in rest:
         carry = results[seeds[k]].get("shared")
         if carry is not None and _carried(carry, inner_mesh(todo[k][0])) is None:
             stuck.append(k)
-    return {stuck[i]: stuck[j] for i, j in family_seeds([todo[k] for k in stuck], narrow=True).items()}
+    return {stuck[i]: stuck[j] for i, j in family_seeds([todo[k] for k in stuck]).items()}
 
 
 def fastest_meshes(todo, results: dict, n: int) -> list[int]:

@@ -2,7 +2,7 @@
 meshes with): sizes read as the axes that make them, Layouts by their axes' names -- worked by hand."""
 from __future__ import annotations
 
-from strategist.advice.carry import carry_anchor, carry_anchors, carry_layout, carry_size, told_apart
+from strategist.advice.carry import carry_anchor, carry_anchors, carry_layout, carry_size, told_apart_from_dp
 from strategist.vocab.anchors import Anchor
 from strategist.vocab.graph import ShardLayout
 from strategist.vocab.mesh import Mesh
@@ -51,24 +51,12 @@ def test_sizes_of_several_readings_or_none_carry_where_every_reading_agrees():
 def test_told_apart_from_dp():
     # dp=8,tp=2,cp=2: the sizes with dp (8, 16, 32) none of those without (2, 4): a 4 is tp x cp on every dp
     m = Mesh.parse("dp=8,tp=2,cp=2")
-    assert told_apart(m)
+    assert told_apart_from_dp(m)
     assert carry_size(4, m, Mesh.parse("dp=2,tp=2,cp=2")) == 4 and carry_size(8, m, Mesh.parse("dp=2,tp=2,cp=2")) == 2
     # dp=4,tp=2,cp=2: a 4 is dp or tp x cp, which differ on dp=8
     m = Mesh.parse("dp=4,tp=2,cp=2")
-    assert not told_apart(m) and carry_size(4, m, Mesh.parse("dp=8,tp=2,cp=2")) is None
-    assert told_apart(SRC) and not told_apart(Mesh.parse("dp=8,tp=8"))
-
-
-def test_told_apart_from_dp_and_ep():
-    # dp=16,tp=2,ep=2: the sizes with dp (16, 32, 64) none of those without (2, 4), but a 2 is ep or tp
-    m = Mesh.parse("dp=16,tp=2,ep=2")
-    assert told_apart(m) and not told_apart(m, ("dp", "ep"))
-    # dp=2,tp=4,ep=16: with dp 2, 8, 32, 128, without 4, 16, 64; with ep 16, 32, 64, 128, without 2, 4, 8: each
-    # size names its axes, carried to dp=8,ep=4 as those axes' sizes there
-    m = Mesh.parse("dp=2,tp=4,ep=16")
-    assert told_apart(m, ("dp", "ep"))
-    dst = Mesh.parse("dp=8,tp=4,ep=4")
-    assert [carry_size(v, m, dst) for v in (2, 4, 16, 8, 32, 64)] == [8, 4, 4, 32, 32, 16]
+    assert not told_apart_from_dp(m) and carry_size(4, m, Mesh.parse("dp=8,tp=2,cp=2")) is None
+    assert told_apart_from_dp(SRC) and not told_apart_from_dp(Mesh.parse("dp=8,tp=8"))
 
 
 def test_layouts_carry_by_their_axes_names():

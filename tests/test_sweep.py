@@ -482,29 +482,6 @@ def test_a_familys_seed_tells_dp_apart_from_its_other_axes():
     assert {todo[s][0]["dp"] for s in family_seeds(todo).values()} == {8}
 
 
-def test_a_family_spans_ep_and_its_seed_has_every_axis_its_meshes_have():
-    # the tp=1 family over 16 devices: dp, ep and pp vary. Its seed has dp > 1 and ep > 1 (the axes its anchors are
-    # carried onto) and tells each apart: dp=8,ep=2 (8 16 | 2), dp=2,ep=8, dp=4,ep=2,pp=2, not dp=4,ep=4 (a 4 is
-    # either) nor dp=2,ep=2,pp=4; the middle of those by pp, then ep: dp=2,ep=8. A tuple's split by dp (2), ep (8)
-    # or both (16) carries to every other mesh of the family
-    from strategist.advice.carry import carry_anchors
-    from strategist.sweep import family_seeds, inner_mesh
-    from strategist.vocab.anchors import Anchor
-    from strategist.vocab.mesh import Mesh
-    meshes = [{"dp": 16}, {"dp": 8, "ep": 2}, {"dp": 4, "ep": 4}, {"dp": 2, "ep": 8}, {"ep": 16},
-              {"dp": 4, "ep": 2, "pp": 2}, {"dp": 2, "ep": 2, "pp": 4}, {"dp": 8, "pp": 2}, {"dp": 8, "tp": 2}]
-    seeds = family_seeds([(m, []) for m in meshes])
-    assert {k: meshes[s] for k, s in seeds.items() if k < 8} == {k: {"dp": 2, "ep": 8} for k in range(8)}
-    assert seeds[8] == 8
-    anchors = {"x": Anchor("x", ((2, 8, 1), (16, 1, 1)))}
-    got = {str(inner_mesh(m)): carry_anchors(anchors, Mesh.parse("dp=2,ep=8"), inner_mesh(m))["x"].strategy
-           for m in meshes[:8]}
-    assert got == {"dp=16": ((16, 1, 1), (16, 1, 1)), "dp=8,ep=2": ((8, 2, 1), (16, 1, 1)),
-                   "dp=4,ep=4": ((4, 4, 1), (16, 1, 1)), "dp=2,ep=8": ((2, 8, 1), (16, 1, 1)),
-                   "ep=16": ((1, 16, 1), (16, 1, 1)), "dp=4,ep=2": ((4, 2, 1), (8, 1, 1)),
-                   "dp=2,ep=2": ((2, 2, 1), (4, 1, 1)), "dp=8": ((8, 1, 1), (8, 1, 1))}
-
-
 def test_meshes_their_familys_anchors_do_not_carry_to_are_seeded_among_themselves():
     # the (tp=2, cp=8) family over 32 devices, seeded at dp=2: an anchor splitting a dimension by 2 there is dp or
     # tp, which dp=1 tells apart (1 or 2), so it carries to none of the dp=1 meshes (pp=2, and ep drawn from cp or

@@ -30,24 +30,18 @@ def _axis_sets(mesh: Mesh) -> list[tuple[tuple[str, int], ...]]:
     return [c for r in range(1, len(axes) + 1) for c in itertools.combinations(axes, r)]
 
 
-def told_apart(mesh: Mesh, varying: tuple[str, ...] = ("dp",)) -> bool:
-    """Whether every size a strategy tuple can give on ``mesh`` says whether each axis of ``varying`` is among its
-    axes: for each, no set of the mesh's axes with it multiplies to the size of a set without it. Anchors on such a
-    mesh carry to every mesh that differs from it in those axes' sizes alone (a sweep's family: dp, and ep), whatever
-    sizes the other axes share.
+def told_apart_from_dp(mesh: Mesh) -> bool:
+    """Whether every size a strategy tuple can give on ``mesh`` says whether dp is among its axes: no set of its axes
+    with dp multiplies to the size of a set without it. Anchors on such a mesh carry to every mesh that differs from
+    it in dp alone (a sweep's family), whatever sizes the other axes share.
 
-    >>> told_apart(Mesh.parse("dp=8,tp=2,cp=2")), told_apart(Mesh.parse("dp=4,tp=2,cp=2"))
-    (True, False)
-    >>> told_apart(Mesh.parse("dp=2,tp=4,ep=16"), ("dp", "ep")), told_apart(Mesh.parse("dp=2,tp=4,ep=4"), ("dp", "ep"))
+    >>> told_apart_from_dp(Mesh.parse("dp=8,tp=2,cp=2")), told_apart_from_dp(Mesh.parse("dp=4,tp=2,cp=2"))
     (True, False)
     """
     sets = _axis_sets(mesh)
-    for name in varying:
-        with_it = {math.prod(s for _, s in c) for c in sets if any(n == name for n, _ in c)}
-        without = {math.prod(s for _, s in c) for c in sets if all(n != name for n, _ in c)}
-        if with_it & without:
-            return False
-    return True
+    with_dp = {math.prod(s for _, s in c) for c in sets if any(n == "dp" for n, _ in c)}
+    without = {math.prod(s for _, s in c) for c in sets if all(n != "dp" for n, _ in c)}
+    return not with_dp & without
 
 
 def carry_size(size: int, src: Mesh, dst: Mesh) -> int | None:
