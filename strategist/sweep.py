@@ -694,12 +694,13 @@ def _price_meshes(todo, seeds: dict[int, int], results: dict, run, refine: int) 
     """Every mesh of ``todo`` advised or priced into ``results`` on ``run``'s workers, in rounds: each family's
     advised mesh (``seeds``), then its other meshes with those anchors (those the anchors do not carry to, or price
     badly on, seeded anew among themselves: ``seeds`` updated), then the ``refine`` fastest on their own."""
+    def run_round(ks, tasks, label):
+        for j, out in progress.bar(run(tasks), label, total=len(ks)):
+            results[ks[j]] = out
     # each family's advised mesh, then its other meshes with those anchors, then the fastest on their own
     first = by_devices(todo, set(seeds.values()))
     carried_to = {s for k, s in seeds.items() if k != s}        # the advised meshes with others to price
-    for j, out in progress.bar(run([Task(*todo[k], share=k in carried_to) for k in first]),
-                               "sweep: advising each family", total=len(first)):
-        results[first[j]] = out
+    run_round(first, [Task(*todo[k], share=k in carried_to) for k in first], "sweep: advising each family")
     rest = by_devices(todo, (k for k in range(len(todo)) if k not in results))
     # the meshes the family's anchors do not carry to (a size of the seed's that names no one set of its
     # axes): their own family seeds, advised beside the carried meshes, their other meshes carried after
@@ -710,31 +711,25 @@ def _price_meshes(todo, seeds: dict[int, int], results: dict, run, refine: int) 
     # a carried mesh whose anchors price badly (a split its dimension does not divide) is reported back
     tasks = [Task(*todo[k], carry=None if k in again else results[seeds[k]].get("shared"), share=k in shared,
                   own_if_bad=False) for k in now]
-    for j, out in progress.bar(run(tasks), "sweep: pricing their meshes", total=len(now)):
-        results[now[j]] = out
+    run_round(now, tasks, "sweep: pricing their meshes")
     seeds.update({k: again[k] for k in later})
     # ... and seeded anew among the others of its kind (reseeded's rule), advised beside the carried again
     bad = [k for k in now if "bad_carry" in results[k]]
-    bad_seeds = {bad[i]: bad[j] for i, j in family_seeds([todo[k] for k in bad]).items()}
+    bad_seeds = seeded_among(todo, bad)
     first = by_devices(todo, set(bad_seeds.values()))
     shared = {s for k, s in bad_seeds.items() if k != s}
     tasks = [Task(*todo[k], carry=results[seeds[k]].get("shared")) for k in later] + \
         [Task(*todo[k], share=k in shared) for k in first]
-    for j, out in progress.bar(run(tasks), "sweep: pricing their meshes (carried again)", total=len(tasks)):
-        results[(later + first)[j]] = out
+    run_round(later + first, tasks, "sweep: pricing their meshes (carried again)")
     seeds.update(bad_seeds)
     last = [k for k in bad if bad_seeds[k] != k]
     tasks = [Task(*todo[k], carry=results[bad_seeds[k]].get("shared")) for k in last]
-    for j, out in progress.bar(run(tasks), "sweep: pricing the meshes their anchors priced badly on",
-                               total=len(last)):
-        results[last[j]] = out
+    run_round(last, tasks, "sweep: pricing the meshes their anchors priced badly on")
     for _round in range(len(todo)):
         redo = [k for k in fastest_meshes(todo, results, refine) if not results[k].get("own")]
         if not redo:
             break
-        for j, out in progress.bar(run([Task(*todo[k]) for k in redo]),
-                                   "sweep: advising the fastest", total=len(redo)):
-            results[redo[j]] = out
+        run_round(redo, [Task(*todo[k]) for k in redo], "sweep: advising the fastest")
 
 
 def by_devices(todo, ks) -> list[int]:
@@ -780,7 +775,12 @@ def reseeded(todo, rest, seeds: dict[int, int], results: dict) -> dict[int, int]
         carry = results[seeds[k]].get("shared")
         if carry is not None and _carried(carry, inner_mesh(todo[k][0])) is None:
             stuck.append(k)
-    return {stuck[i]: stuck[j] for i, j in family_seeds([todo[k] for k in stuck]).items()}
+    return seeded_among(todo, stuck)
+
+
+def seeded_among(todo, ks: list[int]) -> dict[int, int]:
+    """``{index: its seed}`` for the meshes ``ks`` of ``todo``, seeded among themselves (:func:`family_seeds`)."""
+    return {ks[i]: ks[j] for i, j in family_seeds([todo[k] for k in ks]).items()}
 
 
 def fastest_meshes(todo, results: dict, n: int) -> list[int]:

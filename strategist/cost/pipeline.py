@@ -7,15 +7,6 @@ from ..errors import InputSpecError
 from ..frontend.layers import main_block
 
 
-def layer_order(graph) -> list[str]:
-    """The repeated layers (``Op.layer``: ``model.layers.3``) in graph order."""
-    seen: dict[str, None] = {}
-    for op in graph:
-        if op.layer:
-            seen.setdefault(op.layer, None)
-    return list(seen)
-
-
 def main_layers(graph) -> list[str]:
     """The layers the stages split: those of the largest Cell list (``model.layers.*``); a second list's (DeepSeek's
     multi-token-prediction ``mtp.layers.*``) runs with the head, on the last stage, as MindFormers places it."""
