@@ -59,6 +59,10 @@ ROWS = [
      "pp=2,dp=4", {"micro_batches": 4}),
     ("fp32 weights: pp=2,dp=4, 4 layers, 4 seq, 4 micro-batches", ["layers=4", "batch=64", "param_dtype=float32"],
      "pp=2,dp=4", {"micro_batches": 4}),
+    # the optimizer's update after accumulating: the first stage's first Parameter is the largest (the embedding),
+    # the last stage's first a layer's (strategist.cost.memory.update_peak)
+    ("fp32 weights: pp=4,dp=2, 8 layers, seq 256, 8 micro-batches",
+     ["layers=8", "batch=16", "seq=256", "param_dtype=float32"], "pp=4,dp=2", {"micro_batches": 8}),
     ("hidden 2048: dp=8", ["layers=2", "batch=8", *W2K], "dp=8", {}),
     ("hidden 2048: dp=8, parallel optimizer", ["layers=2", "batch=8", *W2K], "dp=8", {"optimizer_parallel": True}),
     ("hidden 2048: dp=8, 4 layers, 4 seq, full recompute", ["layers=4", "batch=32", *W2K], "dp=8",

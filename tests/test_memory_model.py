@@ -57,6 +57,44 @@ def test_each_micro_batch_holds_its_weights_casts_whole(label):
     assert est.memory["total"] / answer["used_peak_bytes"] == pytest.approx(1.0, abs=0.01)
 
 
+#: the rows whose peak is the optimizer's update after accumulating (gradient accumulation or a pipeline's
+#: micro-batches), fp16 and fp32 weights, a pipeline's first and last stage: MindSpore's used peak to a MiB
+UPDATE_PEAK = [("dp=8, gradient accumulation 2", 0), ("fp32 weights: dp=8, gradient accumulation 2", 0),
+               ("fp32 weights: pp=4,dp=2, 8 layers, seq 256, 8 micro-batches", 0),
+               ("fp32 weights: pp=4,dp=2, 8 layers, seq 256, 8 micro-batches", 7)]
+
+
+@pytest.mark.parametrize("label,rank", UPDATE_PEAK)
+def test_the_update_peak_holds_the_gradients_not_yet_updated(label, rank):
+    from strategist.api import memory_estimate
+    from strategist.frontend.loader import load_graph
+    from strategist.vocab.mesh import Mesh
+    answer = next(a for a in ANSWERS if a["configuration"] == label and a["rank"] == rank)
+    opts = {k: answer[k] for k in ("optimizer_parallel", "micro_batches") if k in answer}
+    if "strategies" in answer:
+        opts["strategies"] = os.path.join(ROOT, answer["strategies"])
+    graph = load_graph(LLAMA, None, answer["kwargs"], training=True)
+    est, _anchors = memory_estimate(LLAMA, Mesh.parse(answer["mesh"]), graph=graph, optimizer=answer["optimizer"],
+                                    **opts)
+    stage = est.per_stage[answer["stage"]]
+    assert stage["memory_total"] / 2**20 == pytest.approx(answer["used_peak_bytes"] / 2**20, abs=1.0)
+
+
+def test_parameters_updated_in_order_by_hand():
+    """Three Parameters updated in the optimizer's order, (gradient bytes, fp32 shard bytes, element size) each:
+    while one is updated its five fp32 temporaries sit beside the gradients of those after it; under MindFormers'
+    AdamW each float32 weight after it has made its first temporary already."""
+    from strategist.cost.memory import update_peak
+    fp16 = ((2, 4, 2), (1, 2, 2), (8, 16, 2))
+    # first: 1 + 8 beside 5 x 4 = 29; second: 8 + 10 = 18; third: 0 + 80 = 80
+    assert update_peak(fp16, "adamw") == (0, 80)
+    fp32 = ((40, 40, 4), (2, 2, 4), (16, 16, 4))
+    # first: 18 and 18 beside 5 x 40 = 236; second: 16 + 16 + 10 = 42; third: 80
+    assert update_peak(fp32, "adamw") == (18, 218)
+    # another optimizer makes no temporary ahead: 18 + 200
+    assert update_peak(fp32, "momentum") == (18, 200)
+
+
 def test_float32_weights_cast_where_read(graph_of):
     """MindFormers' param_init_type float32 (examples/llama.py param_dtype): the weights kept in float32 (4 B each),
     read through a Cast to fp16. With the parallel optimizer the gathered float32 weight is freed once cast; the

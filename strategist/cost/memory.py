@@ -9,8 +9,9 @@ accumulated gradients) plus the largest of the step's moments, never their sum:
   gathered weights the backward reads again (a table read only by a Gather is freed after the forward);
 * under full recompute, the backward's rebuilding of one layer beside the layers' inputs;
 * the optimizer step: the gradients (the local ones and the AllReduce's output, which is not in place; with the
-  parallel optimizer the whole gradients and their reduce-scattered shards; with accumulation one scaled copy of the
-  accumulated ones) and the optimizer's fp32 temporaries of the largest parameter;
+  parallel optimizer the whole gradients and their reduce-scattered shards) and the optimizer's fp32 temporaries of
+  the largest parameter; with accumulation, the parameters updated in order, the peak while one is updated: its
+  temporaries beside the scaled gradients of those after it (:func:`update_peak`);
 * with accumulation, the clipping of the accumulated gradients' global norm (an fp32 copy of each).
 
 MindSpore frees each activation once its backward has read it and each gathered weight after its gradient, so the
@@ -40,8 +41,8 @@ OPTIMIZERS = {
     "adam-weight-decay": ("MindSpore's nn.AdamWeightDecay: two moments in the weights' dtype", lambda per: 2 * per, 4),
     "momentum": ("MindSpore's nn.Momentum: one accumulator in the weights' dtype", lambda per: per, 2),
 }
-#: the optimizer step's fp32 temporaries of the largest parameter slice with accumulation, beside the scaled copy of
-#: the accumulated gradients (MindSpore 2.9 DryRun, MindFormers' AdamW)
+#: the optimizer step's fp32 temporaries of the parameter slice being updated with accumulation, beside the scaled
+#: copies of the accumulated gradients not yet updated (MindSpore 2.9 DryRun, MindFormers' AdamW: :func:`update_peak`)
 ACCUMULATION_TEMPORARIES = 5
 #: with gradient accumulation or a pipeline MindFormers' training cell (MFPipelineWithLossScaleCell, which its trainer
 #: builds for both) keeps each gradient accumulated whole, the parallel optimizer not sharding it (DryRun, llama2_7b
@@ -369,7 +370,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     hit = _PARAMS.get(key)
     if hit is None or hit[0] is not plan:
         hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
-    params, gathered, grads, shards, shard_elements, opt, largest = hit[1]
+    params, gathered, grads, shards, shard_elements, opt, largest, order = hit[1]
     act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
     # swapped: the states on the host, the largest weight's (its fp32 shard's elements' share) brought in for its update
     on_host = opt if swap else 0.0
@@ -384,7 +385,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     rebuilding = {"activations": act * (in_flight - 1) + rebuild, "transient": 0.0, "gathered_weights": gathered} \
         if recompute == "full" else None
     if accumulate:
-        step_grads, temporaries = grads, ACCUMULATION_TEMPORARIES * largest
+        step_grads, temporaries = update_peak(order, optimizer)
     elif zero is not None:
         step_grads, temporaries = grads + shards, temporaries_of * largest
     else:
@@ -421,7 +422,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                           if swap else None,
                         "peak": f"held all step plus the largest moment ({peak_at})",
                         "gradients": "at the optimizer step: "
-                                     + ("one scaled copy of the accumulated gradients" if accumulate else
+                                     + ("the scaled copies of the accumulated gradients not yet updated" if accumulate else
                                         "the whole gradients and their reduce-scattered shards" if zero is not None
                                         else "the local gradients and the AllReduce's output"),
                         "gathered_weights": "optimizer-parallel AllGather outputs kept until each weight's gradient "
@@ -448,6 +449,7 @@ def _param_bytes(plan, names: set[str], devices: int, zero, accumulate: bool, st
     reread = _reread_params(plan, names)
     cast_only = _cast_only_params(plan, names)
     params = gathered = grads = shards = shard_elements = opt = largest = 0.0
+    order = []          # per trainable Parameter in the optimizer's order: (its gradient, its fp32 shard, its dtype's)
     for name, shape in param_slices(plan, names).items():
         p = g.params.get(name)
         if p is None:
@@ -470,7 +472,29 @@ def _param_bytes(plan, names: set[str], devices: int, zero, accumulate: bool, st
             shard_elements += n / w
             opt += n * state_bytes(per) / w
             largest = max(largest, n * 4 / w)
-    return params, gathered, grads, shards, shard_elements, opt, largest
+            order.append((n * per, n * 4 / w, per))
+    return params, gathered, grads, shards, shard_elements, opt, largest, tuple(order)
+
+
+def update_peak(order, optimizer: str) -> tuple[float, float]:
+    """(the gradients, the optimizer's temporaries) an accumulating step holds at the peak of its optimizer update,
+    from ``order`` -- per trainable Parameter in the optimizer's order (the network's ``trainable_params``): (its
+    accumulated gradient's bytes, its fp32 shard's, its element size). The Parameters are updated one after another:
+    while Parameter ``i`` is, the scaled gradients of those after it wait beside its :data:`ACCUMULATION_TEMPORARIES`
+    fp32 temporaries, and under MindFormers' AdamW each float32 weight after it has its first temporary made already
+    (its ``beta1 * m`` reads the moment alone). MindSpore 2.9 DryRun's memory tracker (``MS_ALLOC_CONF=
+    memory_tracker:True``), llama2_7b width: the peak's blocks to the MiB at dp=8 with 2 micro-batches and at the
+    first and the last stage of pp=4 with 8 (fp32 weights), at dp=8 and pp=2's first stage (fp16 weights)."""
+    upfront = optimizer == "adamw"
+    best = (0.0, 0.0)
+    after_grads = after_first = 0.0
+    for g, s, per in reversed(order):
+        here = (after_grads, after_first + ACCUMULATION_TEMPORARIES * s)
+        if sum(here) > sum(best):
+            best = here
+        after_grads += g
+        after_first += s if upfront and per == 4 else 0.0
+    return best
 
 
 def _layers_of(plan, names: set[str]) -> set[str]:
