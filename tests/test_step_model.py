@@ -173,15 +173,17 @@ def test_optimizer_states_by_optimizer(graph_of):
 
 def test_gradient_accumulation_memory(graph_of):
     """Two micro-batches without a pipeline, as MindFormers' training cell runs them: the accumulated gradients
-    (4 MiB + 4 KiB) kept all step; the optimizer step holds one scaled copy of them and five fp32 copies of the largest
-    slice (4 MiB each)."""
+    (4 MiB + 4 KiB) kept all step. The optimizer updates the parameters in order; while the first, fc1's weight, is
+    updated, five fp32 copies of its slice (4 MiB each) sit beside the scaled gradients of the three after it (fc1's
+    bias, fc2's weight and bias: 2 MiB + 4 KiB, fp16 weights making no temporary ahead)."""
     mib = 2**20
     plan = _mlp_plan(graph_of, "dp=2,tp=4", ((2, 1), (1, 4)), ((2, 4), (4, 1)), StepOptions(micro_batches=2))
     m = estimate(plan).memory
     g = 4 * mib + 4096
     assert m["accumulated_gradients"] == pytest.approx(g) and "accumulation_constants" not in m
     assert m["peak_at"] == "optimizer step"
-    assert m["total"] == pytest.approx(g + 4 * g + g + g + 5 * 4 * mib)
+    assert m["gradients"] == pytest.approx(g - 2 * mib)
+    assert m["total"] == pytest.approx(g + 4 * g + g + (g - 2 * mib) + 5 * 4 * mib)
     assert m["moments"]["end of the forward"] == pytest.approx(g + 4 * g + g + 10 * mib)     # one micro-batch: half
 
 
