@@ -31,6 +31,10 @@ LLAMA = os.path.join(ROOT, "examples", "llama.py") + ":llama2_7b"
 W2K = ["hidden=2048", "ffn=5504", "heads=16", "kv_heads=16"]
 MEGATRON = os.path.join(HERE, "anchors", "llama_megatron_dp2_tp4.yaml")
 SP = os.path.join(HERE, "anchors", "llama_advice_dp2_tp4_sp.yaml")
+MEGATRON_TP4 = os.path.join(HERE, "anchors", "llama_megatron_tp4.yaml")
+#: Yi-34B's width (MindFormers' research/yi/yi_34b: hidden 7168, 56 heads, 8 KV heads, FFN 20480, vocab 64000)
+YI34B = ["vocab=64000", "hidden=7168", "ffn=20480", "heads=56", "kv_heads=8", "loss=vocab_parallel", "causal=True",
+         "dtype=bfloat16", "param_dtype=float32"]
 NORMS = os.path.join(HERE, "anchors", "llama_dp8_norms.yaml")
 BF16 = ["layers=2", "dtype=bfloat16", "param_dtype=float16"]
 
@@ -63,6 +67,9 @@ ROWS = [
     # the last stage's first a layer's (strategist.cost.memory.update_peak)
     ("fp32 weights: pp=4,dp=2, 8 layers, seq 256, 8 micro-batches",
      ["layers=8", "batch=16", "seq=256", "param_dtype=float32"], "pp=4,dp=2", {"micro_batches": 8}),
+    # a pipeline's micro-batches in flight share one Cast of each float32 weight (strategist.cost.memory.shared_bytes)
+    ("Yi-34B width, fp32 weights: pp=4,tp=4 Megatron, 8 layers, 4 micro-batches", ["layers=8", "batch=4", *YI34B],
+     "pp=4,tp=4", {"micro_batches": 4, "strategies": MEGATRON_TP4, "dataset_strategy": "full_batch"}),
     ("hidden 2048: dp=8", ["layers=2", "batch=8", *W2K], "dp=8", {}),
     ("hidden 2048: dp=8, parallel optimizer", ["layers=2", "batch=8", *W2K], "dp=8", {"optimizer_parallel": True}),
     ("hidden 2048: dp=8, 4 layers, 4 seq, full recompute", ["layers=4", "batch=32", *W2K], "dp=8",

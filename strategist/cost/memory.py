@@ -103,10 +103,10 @@ def frozen(names):
 
 
 def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
-                     drop: set | None = None, full_layers: frozenset | None = None) -> tuple[float, float, float]:
+                     drop: set | None = None, full_layers: frozenset | None = None) -> tuple[float, float, float, float]:
     """(activations saved at the end of one micro-batch's forward, what its forward holds beyond them at its fullest
-    instant, activations held while full recompute rebuilds its largest layer: 0 without it) over operators
-    ``names``; ``drop``: the operators
+    instant, activations held while full recompute rebuilds its largest layer: 0 without it, the part of the first
+    no batch sizes: the weights' Casts) over operators ``names``; ``drop``: the operators
     recomputed selectively (their outputs not kept). Memoised per plan, operator set and dropped set (by content:
     a sweep's memory options read the same stages under each micro-batch count). ``full_layers``: with
     ``recompute`` "full", the layers recomputed fully (None: every one)."""
@@ -117,7 +117,23 @@ def activation_bytes(plan, names: set[str], recompute: str, micro_batches: int,
     kept, peaks, inputs, layers = hit[1]
     at = lambda z: _per_micro_batch(z, micro_batches)
     rebuild = at(inputs) + max((at(z) for z in layers), default=0.0) if recompute == "full" else 0.0
-    return at(kept), max(at(z) for z in peaks) - at(kept), rebuild
+    return at(kept), max(at(z) for z in peaks) - at(kept), rebuild, kept.imag
+
+
+def shared_bytes(plan, names: set[str]) -> float:
+    """The bytes of the tensors no batch sizes (:func:`~.optime.batch_free`: the weights' Casts to the compute dtype)
+    that operators ``names`` make, views left out: a pipeline's micro-batches share one of each, made once a step and
+    kept (MindSpore 2.9 DryRun's memory tracker, Yi-34B's width on tp=4 and pp=4 at 4 micro-batches: one Cast of each
+    weight live at the first stage's fullest instant, beside the four micro-batches' activations). Memoised with the
+    plan's stages."""
+    key = (id(plan), frozen(names), "shared")
+    hit = _ACTIVATIONS.get(key)
+    if hit is None or hit[0] is not plan:
+        g, ch, times = plan.graph, plan.choices, _whole_times(plan)
+        total = sum(_bytes(ch[op.name], j, spec) * times[op.name].imag for op in stage_ops(g, names)
+                    if op.name in times and op.type not in VIEWS for j, spec in enumerate(op.outputs))
+        hit = _ACTIVATIONS[key] = (plan, total)
+    return hit[1]
 
 
 def _per_micro_batch(z: complex, m: int) -> float:
@@ -351,13 +367,13 @@ def _param_slices(plan, names: set[str]) -> dict[str, tuple]:
 def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimizer_parallel: bool,
                  micro_batches: int, in_flight: int, profile, drop: set | None = None, accumulate: bool = False,
                  optimizer: str = "adamw", full_layers: frozenset | None = None, swap: bool = False,
-                 max_device_memory: float | None = None) -> dict:
+                 max_device_memory: float | None = None, pipeline: bool = False) -> dict:
     """The peak bytes one device of the stage holding operators ``names`` keeps, how they divide at that peak, and
     what is assumed. ``accumulate``: the step accumulates gradients over micro-batches (gradient accumulation, or a
     pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`; ``swap``: the optimizer's states kept on the host
     (MindFormers' AdamW ``swap``), on the device only the largest weight's, while its update runs;
     ``max_device_memory``: the GB (2**30 bytes) MindSpore's pool may take (None: the profile's memory less its
-    reserve)."""
+    reserve); ``pipeline``: the stage is one of a pipeline's, whose micro-batches share the weights' Casts."""
     # size: the step's memory moments, each a sum of the same per-parameter figures gathered in one pass
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
@@ -371,7 +387,11 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     if hit is None or hit[0] is not plan:
         hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
     params, gathered, grads, shards, shard_elements, opt, largest, order = hit[1]
-    act, transient, rebuild = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
+    act, transient, rebuild, whole = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
+    # a pipeline's micro-batches in flight share one Cast of each weight, the table's too (shared_bytes); a micro-batch
+    # of gradient accumulation makes its own
+    shared = shared_bytes(plan, names) if pipeline else None
+    per_micro = act - whole if pipeline else act
     # swapped: the states on the host, the largest weight's (its fp32 shard's elements' share) brought in for its update
     on_host = opt if swap else 0.0
     brought = opt * (largest / 4) / shard_elements if swap and shard_elements else 0.0
@@ -381,9 +401,10 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     if accumulate:
         accumulated = grads
         persistent += accumulated
-    forward_end = {"activations": act * in_flight, "transient": transient, "gathered_weights": gathered}
-    rebuilding = {"activations": act * (in_flight - 1) + rebuild, "transient": 0.0, "gathered_weights": gathered} \
-        if recompute == "full" else None
+    once = shared if pipeline else 0.0
+    forward_end = {"activations": per_micro * in_flight + once, "transient": transient, "gathered_weights": gathered}
+    rebuilding = {"activations": per_micro * (in_flight - 1) + rebuild + once,
+                  "transient": 0.0, "gathered_weights": gathered} if recompute == "full" else None
     if accumulate:
         step_grads, temporaries = update_peak(order, optimizer)
     elif zero is not None:
@@ -429,6 +450,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                             "(a table read only by a Gather freed after the forward)"
                                             if zero is not None else None,
                         "activations": "what each operator's backward reads, per micro-batch in flight"
+                                       + ("; the weights' Casts once, shared by the pipeline's micro-batches"
+                                          if pipeline else "")
                                        + {"none": "", "selective": "; the MLP activation and its product "
                                           "recomputed", "full": "; each layer's input kept, one layer rebuilt at "
                                           "a time in the backward"}[recompute]

@@ -735,7 +735,7 @@ def _memory_of_stage(plan, names: set, flight: int, held: StepOptions, zero, pro
                         in_flight=flight, profile=prof, drop=selective_drop(plan.graph, held),
                         accumulate=held.micro_batches > 1,
                         optimizer=held.optimizer or plan.graph.optimizer or "adamw", swap=held.optimizer_swap,
-                        max_device_memory=held.max_device_memory)
+                        max_device_memory=held.max_device_memory, pipeline=held.pp > 1)
 
 
 #: the stages a stand-in plan holds for a longer pipeline: the first, one of the middle ones, the last
