@@ -388,9 +388,9 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
     params, gathered, grads, shards, shard_elements, opt, largest, order = hit[1]
     act, transient, rebuild, whole = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
-    # a pipeline's micro-batches in flight share one Cast of each weight, the table's too (shared_bytes); a micro-batch
-    # of gradient accumulation makes its own
-    shared = shared_bytes(plan, names) if pipeline else None
+    # a pipeline's micro-batches in flight share one Cast of each weight (shared_bytes); a micro-batch of gradient
+    # accumulation makes its own
+    once = shared_bytes(plan, names) if pipeline else 0.0
     per_micro = act - whole if pipeline else act
     # swapped: the states on the host, the largest weight's (its fp32 shard's elements' share) brought in for its update
     on_host = opt if swap else 0.0
@@ -401,7 +401,6 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     if accumulate:
         accumulated = grads
         persistent += accumulated
-    once = shared if pipeline else 0.0
     forward_end = {"activations": per_micro * in_flight + once, "transient": transient, "gathered_weights": gathered}
     rebuilding = {"activations": per_micro * (in_flight - 1) + rebuild + once,
                   "transient": 0.0, "gathered_weights": gathered} if recompute == "full" else None
