@@ -385,8 +385,10 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     key = (id(plan), frozen(names), devices, zero is not None, accumulate, optimizer)
     hit = _PARAMS.get(key)
     if hit is None or hit[0] is not plan:
-        hit = _PARAMS[key] = (plan, _param_bytes(plan, names, devices, zero, accumulate, state_bytes))
-    params, gathered, grads, shards, shard_elements, opt, largest, order = hit[1]
+        figures = _param_bytes(plan, names, devices, zero, accumulate, state_bytes)
+        # the update's peak read off the parameters' order once per entry, not per option set a sweep prices
+        hit = _PARAMS[key] = (plan, figures, update_peak(figures[-1], optimizer) if accumulate else None)
+    params, gathered, grads, shards, shard_elements, opt, largest, _order = hit[1]
     act, transient, rebuild, whole = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
     # a pipeline's micro-batches in flight share one Cast of each weight (shared_bytes); a micro-batch of gradient
     # accumulation makes its own
@@ -405,7 +407,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     rebuilding = {"activations": per_micro * (in_flight - 1) + rebuild + once,
                   "transient": 0.0, "gathered_weights": gathered} if recompute == "full" else None
     if accumulate:
-        step_grads, temporaries = update_peak(order, optimizer)
+        step_grads, temporaries = hit[2]
     elif zero is not None:
         step_grads, temporaries = grads + shards, temporaries_of * largest
     else:
