@@ -1172,6 +1172,50 @@ def test_glm4_legacy_source_diff_refused_strategy_file_written(tmp_path, capsys)
     assert any(k.startswith("Default/") and "MatMul" in k for k in items)
 
 
+#: a legacy LLaMA config (use_legacy=True: LlamaConfig, LlamaForCausalLM), as MindFormers' research Qwen1.5/Qwen2
+#: YAMLs write them, at a tiny width; ``moe_config`` at the root, as its MoE configs give it (use_gmm: the grouped
+#: experts, whose export runs on CPU; the BatchMatMul experts' broadcast does not)
+LEGACY_LLAMA = """
+run_mode: finetune
+trainer: {type: CausalLanguageModelingTrainer, model_name: llama}
+runner_config: {batch_size: 1}
+parallel: {enable_parallel_optimizer: True, enable_alltoall: True}
+parallel_config: {data_parallel: 2, model_parallel: 2, pipeline_stage: 1, expert_parallel: 2, vocab_emb_dp: False}
+recompute_config: {recompute: False}
+model:
+  model_config: {type: LlamaConfig, seq_length: 4096, hidden_size: 256, intermediate_size: 512, num_layers: 4,
+                 num_heads: 4, n_kv_heads: 2, vocab_size: 1024, compute_dtype: bfloat16, param_init_type: float32,
+                 use_flash_attention: True, use_rope_slice: True, qkv_has_bias: True,
+                 use_attn_mask_compression: True}
+  arch: {type: LlamaForCausalLM}
+"""
+LEGACY_MOE = """
+moe_config: {expert_num: 4, num_experts_chosen: 2, use_gmm: True, routing_policy: TopkRouterV2}
+"""
+
+
+@pytest.mark.slow
+def test_legacy_llama_grows_its_layers_and_takes_its_moe_config(tmp_path):
+    """A legacy LLaMA's layers are ``model.layers.N``: the layers after those built are copies of the last one, as for
+    the mcore families (it used to end in a RecursionError: the graph was left as built and named its own base). Its
+    root ``moe_config`` reaches the model as MindFormers' trainer passes it (``LlamaConfig(moe_config=...)``): the
+    MoE layers are built (they used to be dense, the section's keys dropped)."""
+    from strategist.frontend.mindformers import load_mindformers
+    dense = tmp_path / "legacy_llama.yaml"
+    dense.write_text(LEGACY_LLAMA)
+    g, info = load_mindformers(str(dense), layers=4, batch=2)
+    assert info.architecture == "LlamaForCausalLM" and g.mf_legacy
+    assert info.extracted_layers < info.layers == 4 and g.mf_base_graph is not g
+    per = [sum(op.name.startswith(f"model.layers.{i}.") for op in g) for i in range(4)]
+    assert per[0] > 0 and len(set(per)) == 1
+    assert not any(op.type == "GroupedMatmul" for op in g)
+    moe = tmp_path / "legacy_llama_moe.yaml"
+    moe.write_text(LEGACY_LLAMA + LEGACY_MOE)
+    g, info = load_mindformers(str(moe), layers=4, batch=2)
+    experts = [op for op in g if op.type == "GroupedMatmul"]
+    assert len(experts) == 2 * 4 and experts[0].inputs[1].spec.shape[0] == 4     # two per layer, 4 experts each
+
+
 @pytest.mark.slow
 @pytest.mark.verify_live
 def test_glm4_experts_verified_by_mindspore():

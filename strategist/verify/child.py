@@ -566,7 +566,7 @@ def _build_mindformers(req: dict, stack: contextlib.ExitStack, result: dict):
     if mode == "anchors":
         _clear_strategies(net, notes)
     _unshard_bare_morphs(net, notes)
-    specs = mf.model_inputs(cfg, opts.get("batch") or mf.config_batch(cfg))
+    specs = mf.model_inputs(cfg, opts.get("batch") or mf.config_batch(cfg), net)
     result["notes"] = notes
     # construct(input_ids, position_ids, attention_mask, ..., labels): as strategist.frontend.mindformers extracts it
     return net, ["input_ids", "labels"], [specs["input_ids"], specs["labels"]], mf.input_slots(net)

@@ -89,7 +89,14 @@ def build_model(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
     extra = {}
     moe = cfg.get("moe_config")
     if moe:
-        extra.update(moe.to_dict() if hasattr(moe, "to_dict") else dict(moe))
+        moe = moe.to_dict() if hasattr(moe, "to_dict") else dict(moe)
+        if legacy:
+            # a legacy model takes the section whole, as MindFormers' trainer passes it (build_parallel_config:
+            # MoEConfig(**moe_config)); an mcore config's keys are its model config's
+            from mindformers.modules.transformer.moe import MoEConfig
+            extra["moe_config"] = MoEConfig(**moe)
+        else:
+            extra.update(moe)
     try:
         if legacy:
             pc = pc.to_dict() if hasattr(pc, "to_dict") else dict(pc)
@@ -111,9 +118,11 @@ def build_model(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
     return net
 
 
-def model_inputs(cfg, batch: int) -> dict[str, TensorSpec]:
+def model_inputs(cfg, batch: int, net=None) -> dict[str, TensorSpec]:
     mc = cfg.model.model_config
     s = int(mc.get("seq_length") or 4096)   # mcore models take seq_length tokens (input_sliced_sig is legacy-only)
+    if net is not None and getattr(net, "input_sliced_sig", None) is False:
+        s += 1      # a legacy LLaMA training on seq_length + 1 tokens slices the last off (its dataset's rows)
     return {"input_ids": TensorSpec((batch, s), "int32"), "labels": TensorSpec((batch, s), "int32")}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ...errors import InputSpecError
+from ...errors import InputSpecError, ModelLoadError
 from ...vocab.graph import OPTIMIZER_TYPES, OpGraph, OptimizerSharding, TensorSpec
 from ...vocab.mesh import Mesh
 from ..graph import extract
@@ -97,7 +97,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
         net = build_model(cfg)
         net.set_train(True)
         t1 = time.perf_counter()
-        specs = model_inputs(cfg, b)
+        specs = model_inputs(cfg, b, net)
         ids, labels = specs["input_ids"], specs["labels"]
         removed = clear_strategies(net)
         loss_cells = add_loss_adds(net) if loss_adds else []
@@ -131,10 +131,13 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             for op in graph if op.attrs.get("self_define_shard") and op.name not in graph.parallel_only})
         graph.parallel_only_strategies = loss_own_strategies
         # the sequence the inputs carry (a config without model_config.seq_length takes model_inputs' default)
-        mark_local_rows(graph, int(ids.shape[1]), b)
+        mark_local_rows(graph, int(ids.shape[1]) - (getattr(net, "input_sliced_sig", None) is False), b)
         if ext != total:
             base = graph
             graph = replicate_layers(base, total)
+            if graph is base:
+                raise ModelLoadError(f"{ref}: no repeated layers (decoder.layers.N, encoder.layers.N or model.layers.N) "
+                                     f"found in the {ext} layers built, to grow them to {total}: give --layers {ext}")
             graph.mf_extracted_layers = ext
             graph.mf_base_graph = base          # the compiled layers (compare advises on them)
         if not experts_stand_in:

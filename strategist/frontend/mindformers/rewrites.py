@@ -178,8 +178,9 @@ def fold_reshapes(graph: OpGraph) -> OpGraph:
     return graph.derived(kept, outputs)
 
 
-#: a layer's index in its path: ``decoder.layers.N`` (mcore), ``encoder.layers.N`` (legacy ChatGLM2)
-_LAYER = re.compile(r"(?<![\w])(?:decoder|encoder)\.layers\.(\d+)(?=\.|$)")
+#: a layer's index in its path: mcore's ``decoder.layers.N``, legacy ChatGLM2's ``encoder.layers.N``, legacy LLaMA's
+#: ``model.layers.N``
+_LAYER = re.compile(r"(?<![\w])(?:decoder|encoder|model)\.layers\.(\d+)(?=\.|$)")
 _SCOPE = re.compile(r"(?<=/layers-CellList/)(\d+)(?=-)")
 
 
@@ -189,7 +190,8 @@ def layer_of(name: str) -> int | None:
 
 
 def shift_layers(text: str, lo: int, hi: int, d: int) -> str:
-    """Layer indices in [lo, hi] move by ``d`` in ``decoder.layers.N`` (``encoder.layers.N``) paths."""
+    """Layer indices in [lo, hi] move by ``d`` in ``decoder.layers.N`` (``encoder.layers.N``, ``model.layers.N``)
+    paths."""
     return move_layers(_LAYER, text, lo, hi, d)
 
 
