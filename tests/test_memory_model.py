@@ -107,6 +107,29 @@ def test_a_pipelines_micro_batches_share_the_weights_casts():
     assert first["total"] / mib == pytest.approx(answer["used_peak_bytes"] / mib, abs=5.0)
 
 
+def test_a_lazy_inline_networks_micro_batches_make_their_own_casts():
+    """The same first stage with its network ``@lazy_inline`` (as MindFormers' GPTModel and LlamaForCausalLM are
+    wherever a step runs several micro-batches): one func graph called per micro-batch, its weights that graph's
+    formal parameters, so each micro-batch makes and holds its own Casts (MindSpore 2.9 DryRun's memory tracker on
+    MindFormers' Qwen3-MoE, pp=2, four micro-batches: a copy of each weight's Cast per micro-batch in flight). The
+    end of the forward holds the two layers' seven Casts four times, 3 x 532 MiB more than the inlined network."""
+    from strategist.api import memory_estimate
+    from strategist.cost.step import options_of, stage_memories
+    from strategist.frontend.loader import load_graph
+    from strategist.vocab.mesh import Mesh
+    answer = next(a for a in ANSWERS if a["configuration"].startswith("Yi-34B width") and a["rank"] == 0)
+    ends = {}
+    for lazy in ((), ("model",)):
+        graph = load_graph(LLAMA, None, answer["kwargs"], training=True).with_meta(lazy_inline_cells=lazy)
+        est, _anchors = memory_estimate(LLAMA, Mesh.parse(answer["mesh"]), graph=graph, optimizer=answer["optimizer"],
+                                        micro_batches=4, strategies=os.path.join(ROOT, answer["strategies"]),
+                                        dataset_strategy="full_batch")
+        first = stage_memories(est.plan, options_of(est.plan))[0]
+        ends[lazy] = first["moments"]["end of the forward"]
+        assert ("Casts once" in first["assumed"]["activations"]) == (not lazy)
+    assert (ends[("model",)] - ends[()]) / 2**20 == pytest.approx(3 * 2 * 266, abs=2.0)
+
+
 def test_parameters_updated_in_order_by_hand():
     """Three Parameters updated in the optimizer's order, (gradient bytes, fp32 shard bytes, element size) each:
     while one is updated its five fp32 temporaries sit beside the gradients of those after it; under MindFormers'

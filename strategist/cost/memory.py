@@ -136,6 +136,18 @@ def shared_bytes(plan, names: set[str]) -> float:
     return hit[1]
 
 
+def casts_shared(g) -> bool:
+    """Whether a pipeline's micro-batches share one Cast of each weight (:func:`shared_bytes`): where the network is
+    inlined, MindSpore merges the micro-batches' identical Casts of a Parameter into one, which its
+    ``SetCastForParamNotRecompute`` also keeps through a full recompute. A ``@lazy_inline`` network (MindFormers'
+    GPTModel and LlamaForCausalLM, whose trainer keeps it lazy wherever a step runs several micro-batches) is one
+    func graph called per micro-batch, its weights that graph's formal parameters: each call makes its own Casts,
+    held until that micro-batch's backward, and a full recompute makes them again (MindSpore 2.9 DryRun's memory
+    tracker, MindFormers' Qwen3-MoE on pp=2 with four micro-batches: a copy of every expert and dense weight's Cast
+    per micro-batch in flight)."""
+    return not g.lazy_inline_cells
+
+
 def _per_micro_batch(z: complex, m: int) -> float:
     """One micro-batch's bytes of ``z``: its real part the batch's tensors, split among the ``m`` micro-batches; its
     imaginary part the tensors no batch sizes (a weight's Cast), whole in every micro-batch."""
@@ -373,7 +385,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
     pipeline); ``optimizer``: a key of :data:`OPTIMIZERS`; ``swap``: the optimizer's states kept on the host
     (MindFormers' AdamW ``swap``), on the device only the largest weight's, while its update runs;
     ``max_device_memory``: the GB (2**30 bytes) MindSpore's pool may take (None: the profile's memory less its
-    reserve); ``pipeline``: the stage is one of a pipeline's, whose micro-batches share the weights' Casts."""
+    reserve); ``pipeline``: the stage is one of a pipeline's, whose micro-batches share the weights' Casts where the
+    network is inlined (:func:`casts_shared`)."""
     # size: the step's memory moments, each a sum of the same per-parameter figures gathered in one pass
     g = plan.graph
     zero = getattr(g, "optimizer_sharding", None)
@@ -390,10 +403,11 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
         hit = _PARAMS[key] = (plan, figures, update_peak(figures[-1], optimizer) if accumulate else None)
     params, gathered, grads, shards, shard_elements, opt, largest, _order = hit[1]
     act, transient, rebuild, whole = activation_bytes(plan, names, recompute, micro_batches, drop, full_layers)
-    # a pipeline's micro-batches in flight share one Cast of each weight (shared_bytes); a micro-batch of gradient
-    # accumulation makes its own
-    once = shared_bytes(plan, names) if pipeline else 0.0
-    per_micro = act - whole if pipeline else act
+    # a pipeline's micro-batches in flight share one Cast of each weight (shared_bytes), unless the network is lazy
+    # inlined (casts_shared); a micro-batch of gradient accumulation makes its own
+    shared = pipeline and casts_shared(g)
+    once = shared_bytes(plan, names) if shared else 0.0
+    per_micro = act - whole if shared else act
     # swapped: the states on the host, the largest weight's (its fp32 shard's elements' share) brought in for its update
     on_host = opt if swap else 0.0
     brought = opt * (largest / 4) / shard_elements if swap and shard_elements else 0.0
@@ -452,7 +466,7 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                             if zero is not None else None,
                         "activations": "what each operator's backward reads, per micro-batch in flight"
                                        + ("; the weights' Casts once, shared by the pipeline's micro-batches"
-                                          if pipeline else "")
+                                          if shared else "")
                                        + {"none": "", "selective": "; the MLP activation and its product "
                                           "recomputed", "full": "; each layer's input kept, one layer rebuilt at "
                                           "a time in the backward"}[recompute]
