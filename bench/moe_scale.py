@@ -27,6 +27,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, ROOT)
 
 RUNS = [
     ("DeepSeek-V3 671B, its YAML's own settings", "mindformers:deepseek3/pretrain_deepseek3_671b.yaml", []),
@@ -98,38 +100,12 @@ def sweep(model: str, devices: int, extra: list[str]) -> dict:
     d = json.loads(stdout)
     ranked = d["ranked"]
     out["rows"] = ranked + d["unfit"]
+    out["result"] = d
     out.update(fit=len(ranked), best=ranked[0] if ranked else None,
                with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]), unfit=len(d["unfit"]),
                infeasible=len(d["infeasible"]), advised=d["meshes_advised"], carried=d["meshes_carried"],
                uneven=sum(1 for c in ranked + d["unfit"] if c["options"].get("offset")))
     return out
-
-
-def compare(r: dict, every: dict) -> dict:
-    """How the sweep's ranking ``r`` (each family advised at one mesh, carried to its others) compares with every
-    mesh advised on its own (``every``, ``--exhaustive``): the first configuration, the ten fastest meshes, the rows
-    of the meshes advised on their own in both, and how far the carried rows' steps are from their own advice's."""
-    def key(c):
-        return c["mesh"], json.dumps(c["options"], sort_keys=True)
-
-    def meshes(rows, n):
-        seen: list = []
-        for c in sorted((c for c in rows if c["fits"]), key=lambda c: c["step_s"]):
-            if c["mesh"] not in seen:
-                seen.append(c["mesh"])
-        return seen[:n]
-    want = {key(c): c for c in every["rows"]}
-    both = [c for c in r["rows"] if key(c) in want]
-    own = [c for c in both if c["anchors_from"] == c["mesh"]]
-    dev = sorted(abs(c["step_s"] / want[key(c)]["step_s"] - 1) for c in both
-                 if c["anchors_from"] != c["mesh"] and c["step_s"] and want[key(c)]["step_s"])
-    first = min((c for c in r["rows"] if c["fits"]), key=lambda c: c["step_s"])
-    first_all = min((c for c in every["rows"] if c["fits"]), key=lambda c: c["step_s"])
-    return {"same_first": key(first) == key(first_all), "same_top10": meshes(r["rows"], 10) == meshes(every["rows"], 10),
-            "own": len(own), "own_equal": sum(1 for c in own if c["step_s"] == want[key(c)]["step_s"]),
-            "carried": len(dev), "median": dev[len(dev) // 2] if dev else 0.0,
-            "p90": dev[int(0.9 * len(dev))] if dev else 0.0, "max": dev[-1] if dev else 0.0,
-            "fits_differ": sum(1 for c in both if c["fits"] != want[key(c)]["fits"]), "exhaustive_s": every["seconds"]}
 
 
 def main():
@@ -161,13 +137,16 @@ def main():
             print(f"    {r['fit']} configurations fit, {r['with_ep']} of them with ep; fastest {b['mesh']} "
                   f"{b['options']}: step {b['step_s']:.2f} s, memory {b['memory_bytes'] / 2**30:.1f} GiB per device")
         if "rows" in every:
-            ch = compare(r, every)
-            print(f"    every mesh advised on its own: {ch['exhaustive_s']:.1f} s; the same first configuration: "
+            from strategist.ranking import compare_rankings
+            from strategist.sweep import SweepResult
+            ch = compare_rankings(SweepResult.from_dict(r["result"]), SweepResult.from_dict(every["result"]))
+            print(f"    every mesh advised on its own: {every['seconds']:.1f} s; the same first configuration: "
                   f"{'yes' if ch['same_first'] else 'NO'}; the same ten fastest meshes in order: "
-                  f"{'yes' if ch['same_top10'] else 'NO'}; rows of meshes advised on their own equal: "
-                  f"{ch['own_equal']} of {ch['own']}; rows with their family's anchors: {ch['carried']}, step off "
-                  f"by median {ch['median'] * 100:.2f} %, 90th percentile {ch['p90'] * 100:.1f} %, at most "
-                  f"{ch['max'] * 100:.1f} %; {ch['fits_differ']} rows fit in one ranking only")
+                  f"{'yes' if ch['same_top10_meshes'] else 'NO'}; rows of meshes advised on their own equal: "
+                  f"{ch['own_rows_equal']} of {ch['own_rows']}; rows with their family's anchors: "
+                  f"{ch['carried_rows']}, step off by median {ch['carried_median'] * 100:.2f} %, 90th percentile "
+                  f"{ch['carried_p90'] * 100:.1f} %, at most {ch['carried_max'] * 100:.1f} %; {ch['fits_differ']} "
+                  f"rows fit in one ranking only, {ch['rows_in_one_sweep_only']} in one sweep only")
     for label, model, extra in RUNS:
         if only not in label:
             continue

@@ -106,37 +106,9 @@ def run(key: str, workers: int | None, check: bool = False) -> dict:
     if check:
         t3 = time.perf_counter()
         every = sweep_graph(graph, case["devices"], exhaustive=True, **kw)
-        out["check"] = dict(compare(r, every), exhaustive_s=time.perf_counter() - t3)
+        from strategist.ranking import compare_rankings
+        out["check"] = dict(compare_rankings(r, every), exhaustive_s=time.perf_counter() - t3)
     return out
-
-
-def compare(r, every) -> dict:
-    """How the families' ranking ``r`` compares with every mesh advised on its own (``every``)."""
-    def key(c):
-        # (an option may be a list: a pipeline's offset, its per-stage recompute counts)
-        return c.mesh, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in c.options.items()))
-
-    def meshes(rows, n):
-        seen: list = []
-        for c in rows:
-            if c.mesh not in seen:
-                seen.append(c.mesh)
-        return seen[:n]
-    want = {key(c): c for c in every.ranked + every.unfit}
-    # a FlashAttention load-balance twin is priced only where the mesh's plan splits the attention's query: a
-    # carried plan may where the mesh's own does not (or the other way), so such a row is in one sweep alone
-    both = [c for c in r.ranked + r.unfit if key(c) in want]
-    only = len(r.ranked) + len(r.unfit) - len(both) + len(want) - len(both)
-    own = [c for c in both if c.anchors_from == c.mesh]
-    dev = sorted(abs(c.step_s / want[key(c)].step_s - 1) for c in both
-                 if c.anchors_from != c.mesh and c.step_s and want[key(c)].step_s)
-    return {"same_first": key(r.ranked[0]) == key(every.ranked[0]) and r.ranked[0].step_s == every.ranked[0].step_s,
-            "same_top10_meshes": meshes(r.ranked, 10) == meshes(every.ranked, 10),
-            "own_rows": len(own), "own_rows_equal": sum(1 for c in own if c.step_s == want[key(c)].step_s),
-            "rows_in_one_sweep_only": only,
-            "carried_rows": len(dev), "fits_differ": sum(1 for c in both if c.fits != want[key(c)].fits),
-            "carried_median": dev[len(dev) // 2] if dev else 0.0, "carried_p90": dev[int(0.9 * len(dev))] if dev else 0.0,
-            "carried_max": dev[-1] if dev else 0.0}
 
 
 def _cfg(c: dict) -> str:

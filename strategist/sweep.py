@@ -100,6 +100,15 @@ class Config:
                 "anchors": self.anchors, "anchors_from": self.anchors_from, "fits": self.fits,
                 "reason": self.reason}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        """The configuration :meth:`to_dict` wrote (``sweep --format json``'s rows)."""
+        return cls(mesh=d["mesh"], options=dict(d["options"]), step_s=d.get("step_s"),
+                   tokens_per_s_per_device=d.get("tokens_per_s_per_device"), samples_per_s=d.get("samples_per_s"),
+                   memory_bytes=d.get("memory_bytes"), exposed_s=d.get("communication_not_overlapped_s"),
+                   anchors=d.get("anchors"), fits=bool(d.get("fits")), reason=d.get("reason", ""),
+                   anchors_from=d.get("anchors_from", ""))
+
 
 @dataclass
 class SweepResult:
@@ -121,6 +130,14 @@ class SweepResult:
                 "infeasible": [c.to_dict() for c in self.infeasible], "best": self.best,
                 "interrupted": self.interrupted, "meshes_advised": self.meshes_advised,
                 "meshes_carried": self.meshes_carried, "usable_bytes": self.usable_bytes}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SweepResult":
+        """The result :meth:`to_dict` wrote (``sweep --format json``)."""
+        rows = {k: [Config.from_dict(c) for c in d.get(k) or ()] for k in ("ranked", "unfit", "infeasible")}
+        return cls(d["model"], d["devices"], d["hardware"], **rows, best=list(d.get("best") or ()),
+                   interrupted=bool(d.get("interrupted")), meshes_advised=d.get("meshes_advised", 0),
+                   meshes_carried=d.get("meshes_carried", 0), usable_bytes=d.get("usable_bytes"))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -663,3 +663,26 @@ def test_the_best_meshes_configurations_near_their_fastest_are_priced_on_the_who
         o = StepOptions(recompute=c.options["recompute"], optimizer_parallel=c.options["optimizer_parallel"],
                         comm_recompute_layers=(6,) if c.options["recompute"] == "selective" else ())
         assert c.step_s == pytest.approx(estimate_with(plan, o).step_s, rel=1e-9)
+
+
+def test_rankings_compared_by_hand_and_read_back_from_json():
+    """A sweep's JSON read back (SweepResult.from_dict) is the result it was written from, and two rankings compare
+    as worked out by hand: the sweep carried dp=2,tp=4's anchors to dp=4,tp=2 (its step 1.10 s where that mesh's own
+    advice gives 1.00 s: 10 % off) and ranks it second; advised on its own every mesh, dp=4,tp=2 is first."""
+    from strategist.ranking import compare_rankings
+    from strategist.sweep import Config, SweepResult
+    a = Config("dp=2,tp=4", {"recompute": "none", "offset": [1, -1]}, step_s=1.05, fits=True, anchors_from="dp=2,tp=4")
+    b = Config("dp=4,tp=2", {"recompute": "none"}, step_s=1.10, fits=True, anchors_from="dp=2,tp=4")
+    c = Config("dp=8", {"recompute": "full"}, step_s=None, memory_bytes=7e10, fits=False, anchors_from="dp=8",
+               reason="out of memory")
+    swept = SweepResult("m", 8, "atlas-800t-a2", ranked=[a, b], unfit=[c], meshes_advised=2, meshes_carried=1)
+    back = SweepResult.from_dict(json.loads(json.dumps(swept.to_dict())))
+    assert back == swept
+    own_b = Config("dp=4,tp=2", {"recompute": "none"}, step_s=1.00, fits=True, anchors_from="dp=4,tp=2")
+    every = SweepResult("m", 8, "atlas-800t-a2", ranked=[own_b, a], unfit=[c])
+    ch = compare_rankings(back, every)
+    assert ch["same_first"] is False and ch["same_top10_meshes"] is False
+    assert (ch["own_rows"], ch["own_rows_equal"], ch["rows_in_one_sweep_only"]) == (2, 2, 0)
+    assert ch["carried_rows"] == 1 and ch["carried_median"] == ch["carried_max"] == pytest.approx(0.10)
+    assert ch["fits_differ"] == 0
+    assert compare_rankings(every, every)["same_first"] is True
