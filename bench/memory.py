@@ -84,6 +84,11 @@ ROWS = [
      {"micro_batches": 2, "strategies": NORMS}),
     ("fp32 weights: dp=2,tp=4 Megatron", ["layers=2", "batch=8", "param_dtype=float32"], "dp=2,tp=4",
      {"strategies": MEGATRON, "dataset_strategy": "full_batch"}),
+    # full recompute keeps an inlined network's weight Casts from the forward to the backward (MindSpore's
+    # SetCastForParamNotRecompute): the activations' maximum is strategist's end of the forward to the MiB; the peak is
+    # the optimizer's update, where MindSpore makes more temporaries ahead than strategist counts
+    ("fp32 weights: dp=8, 4 layers, 4 seq, full recompute", ["layers=4", "batch=32", "param_dtype=float32"], "dp=8",
+     {"recompute": "full"}),
     # each micro-batch casts its weights to fp16 and keeps the casts for its backward, whole: the peak at the end of
     # its forward holds them beside its share of the activations
     ("fp32 weights: dp=8, 4 seq, gradient accumulation 2", ["layers=2", "batch=64", "param_dtype=float32"], "dp=8",

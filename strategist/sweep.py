@@ -340,6 +340,8 @@ class WorkerState:
     #: the fewest layers a cut-down graph can hold (:meth:`truncated`): MindFormers' built layers where it grows
     #: them; None where it cannot be cut down (several Cell lists, not MindFormers' build)
     fewest: int | None = None
+    #: the repeated layers :attr:`base` holds (one Cell list's)
+    base_layers: int = 0
     cut: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)
 
@@ -366,17 +368,18 @@ class WorkerState:
             fewest = graph.mf_extracted_layers
         else:
             fewest = None
-        return cls(graph, base, hardware, dataset_strategy, rules, alike_from(graph), fewest)
+        return cls(graph, base, hardware, dataset_strategy, rules, alike_from(graph), fewest,
+                   len(layer_block(base)[1]))
 
     def truncated(self, layers: int) -> OpGraph:
         """The graph cut down to its first ``layers`` repeated layers (the advised graph where it has as many): one
         Cell list of layers cut down (:func:`~strategist.frontend.layers.truncate_layers`), or the layers MindFormers
         built grown to that many (DeepSeek's, beside its MTP layer: :func:`~strategist.frontend.mindformers.rewrites.
         replicate_layers`, the graph a build of that many gives), with the whole graph's meta."""
-        if len(layer_block(self.base)[1]) == layers:
+        if self.base_layers == layers:
             return self.base
         if layers not in self.cut:
-            if layer_block(self.graph)[0]:
+            if self.fewest == 1:                # one Cell list of layers: cut down
                 self.cut[layers] = truncate_layers(self.graph, layers)
             else:
                 from .frontend.mindformers.rewrites import replicate_layers
