@@ -57,6 +57,14 @@ def _show(v) -> str:
     return str(v)
 
 
+def _show_gb(v) -> str:
+    return f"{v:g}GB" if v is not None else "the profile's device memory less its reserve"
+
+
+#: how a setting's value reads in the report where it is not :func:`_show`'s
+SHOWN = {"max_device_memory": _show_gb}
+
+
 def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optimizer: str | None = None,
                 step_overrides: tuple = (), choose_by_schedule: bool = True, config=None,
                 layers: int | None = None) -> Run:
@@ -74,9 +82,7 @@ def resolve_run(model: str, given: dict, *, overrides: dict | None = None, optim
 
     def take(name, value, origin):
         values[name] = value
-        shown = (f"{value:g}GB" if value is not None else "the profile's device memory less its reserve") \
-            if name == "max_device_memory" else _show(value)
-        origins.append((name, shown, origin))
+        origins.append((name, SHOWN.get(name, _show)(value), origin))
 
     if "mesh" in given:
         mesh = Mesh.parse(given["mesh"])
