@@ -504,7 +504,8 @@ def stage_memory(plan, names: set[str], *, devices: int, recompute: str, optimiz
                                             "(a table read only by a Gather freed after the forward)"
                                             if zero is not None else None,
                         "activations": "what each operator's backward reads, per micro-batch in flight"
-                                       + ("; the weights' Casts once, shared by the pipeline's micro-batches"
+                                       + (("; the weights' Casts once, shared by the pipeline's micro-batches"
+                                           if pipeline else "; the weights' Casts kept through the recompute")
                                           if shared else "")
                                        + {"none": "", "selective": "; the MLP activation and its product "
                                           "recomputed", "full": "; each layer's input kept, one layer rebuilt at "
