@@ -99,7 +99,6 @@ def sweep(model: str, devices: int, extra: list[str]) -> dict:
         return out
     d = json.loads(stdout)
     ranked = d["ranked"]
-    out["rows"] = ranked + d["unfit"]
     out["result"] = d
     out.update(fit=len(ranked), best=ranked[0] if ranked else None,
                with_ep=sum(1 for c in ranked if "ep=" in c["mesh"]), unfit=len(d["unfit"]),
@@ -119,7 +118,7 @@ def main():
         if only not in label:
             continue
         r = sweep(model, devices, extra)
-        every = sweep(model, devices, extra + ["--exhaustive"]) if args.check and "rows" in r else {}
+        every = sweep(model, devices, extra + ["--exhaustive"]) if args.check and "result" in r else {}
         print(f"{label}: {r['seconds']:.1f} s (target <= 120), exit {r['exit']}")
         marks = sorted(r["phases"].items(), key=lambda kv: kv[1]) + [("end", r["seconds"])]
         if len(marks) > 1:
@@ -136,7 +135,7 @@ def main():
             b = r["best"]
             print(f"    {r['fit']} configurations fit, {r['with_ep']} of them with ep; fastest {b['mesh']} "
                   f"{b['options']}: step {b['step_s']:.2f} s, memory {b['memory_bytes'] / 2**30:.1f} GiB per device")
-        if "rows" in every:
+        if "result" in every:
             from strategist.ranking import compare_rankings
             from strategist.sweep import SweepResult
             ch = compare_rankings(SweepResult.from_dict(r["result"]), SweepResult.from_dict(every["result"]))

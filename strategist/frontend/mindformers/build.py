@@ -118,11 +118,15 @@ def build_model(cfg, *, dp=1, tp=1, cp=1, ep=1, sp=None):
     return net
 
 
+def sliced_tokens(net) -> int:
+    """The tokens ``net`` slices off its input in training: 1 for a legacy LLaMA (``input_sliced_sig`` False), whose
+    dataset gives it ``seq_length + 1``; 0 for the rest (mcore models take ``seq_length`` tokens)."""
+    return 1 if net is not None and getattr(net, "input_sliced_sig", None) is False else 0
+
+
 def model_inputs(cfg, batch: int, net=None) -> dict[str, TensorSpec]:
     mc = cfg.model.model_config
-    s = int(mc.get("seq_length") or 4096)   # mcore models take seq_length tokens (input_sliced_sig is legacy-only)
-    if net is not None and getattr(net, "input_sliced_sig", None) is False:
-        s += 1      # a legacy LLaMA training on seq_length + 1 tokens slices the last off (its dataset's rows)
+    s = int(mc.get("seq_length") or 4096) + sliced_tokens(net)
     return {"input_ids": TensorSpec((batch, s), "int32"), "labels": TensorSpec((batch, s), "int32")}
 
 

@@ -16,7 +16,8 @@ from ...vocab.graph import OPTIMIZER_TYPES, OpGraph, OptimizerSharding, TensorSp
 from ...vocab.mesh import Mesh
 from ..graph import extract
 from .build import (UID, add_loss_adds, build_model, clear_strategies, config_batch, input_slots,
-                    loss_own_operators, mf_lazy_inline_cells, model_inputs, strip_trivial, train_class)
+                    loss_own_operators, mf_lazy_inline_cells, model_inputs, sliced_tokens, strip_trivial,
+                    train_class)
 from .config import config_default, is_legacy, load_yaml, resolve_config
 from .experts import Experts, loss_own_strategies, read_expert_strategies
 from .morph import collapse_moe_ffn
@@ -131,7 +132,7 @@ def load_mindformers(ref: str, *, layers: int | None = None, seq: int | None = N
             for op in graph if op.attrs.get("self_define_shard") and op.name not in graph.parallel_only})
         graph.parallel_only_strategies = loss_own_strategies
         # the sequence the inputs carry (a config without model_config.seq_length takes model_inputs' default)
-        mark_local_rows(graph, int(ids.shape[1]) - (getattr(net, "input_sliced_sig", None) is False), b)
+        mark_local_rows(graph, int(ids.shape[1]) - sliced_tokens(net), b)
         if ext != total:
             base = graph
             graph = replicate_layers(base, total)
